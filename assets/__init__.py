@@ -1,0 +1,1 @@
+"""Dagster layer: wires the core modules of pathrag_pipeline to storage, partitions, sensors and schedules."""

@@ -1,0 +1,102 @@
+"""The sensor that watches the document folder and the schedule that reconciles it."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+
+from assets.ingestion import DOCUMENT_PARTITIONS, reconcile_folder, remove_documents
+from assets.resources import PathragResource
+from pathrag_pipeline import ingest
+from pathrag_pipeline.dagster_home import DUCKDB_TAG
+
+RUN_TAGS = {DUCKDB_TAG: "write"}
+
+ingest_job = dg.define_asset_job(
+    "ingest_documents",
+    selection=dg.AssetSelection.groups("ingestion"),
+    partitions_def=DOCUMENT_PARTITIONS,
+    tags=RUN_TAGS,
+    description="Parse and chunk one document file (one partition).",
+)
+
+
+@dg.job(tags=RUN_TAGS, description="Remove the documents and chunks of files deleted from the folder.")
+def remove_deleted_documents():
+    remove_documents()
+
+
+@dg.job(tags=RUN_TAGS, description="Index every new or changed file of the folder and drop deleted ones, in one run.")
+def reconcile_documents():
+    reconcile_folder()
+
+
+@dg.sensor(
+    jobs=[ingest_job, remove_deleted_documents],
+    minimum_interval_seconds=30,
+    description=(
+        "Watches PATHRAG_DOCS. New file: adds a `documents` partition and requests its run. Changed file: "
+        "requests a run (the run key holds the content hash and a change counter, so an unchanged file never "
+        "re-runs). Deleted file: removes its partition and requests a removal run."
+    ),
+)
+def document_folder_sensor(context: dg.SensorEvaluationContext, pathrag: PathragResource) -> dg.SensorResult:
+    settings = pathrag.settings()
+    scan = ingest.scan_folder(settings.docs, max_bytes=settings.max_file_bytes)
+    return evaluate_folder(scan, context.cursor, set(context.instance.get_dynamic_partitions(DOCUMENT_PARTITIONS.name)))
+
+
+def evaluate_folder(scan: dict[str, ingest.FileEntry], cursor: str | None, partitions: set[str]) -> dg.SensorResult:
+    """The sensor's decision as a pure function of the folder, the cursor and the known partitions.
+
+    The cursor is {"files": {path: hash}, "seq": n}. Run keys carry the content hash and the cursor's
+    sequence number: a retried tick (cursor not yet advanced) yields the same keys, so Dagster drops the
+    duplicates, while a file edited back to an earlier version still gets a new run.
+    """
+    state = json.loads(cursor) if cursor else {}
+    files: dict[str, str] = dict(state.get("files", {}))
+    seq = int(state.get("seq", 0))
+    runs: list[dg.RunRequest] = []
+    for rel, entry in sorted(scan.items()):
+        if files.get(rel) == entry.file_hash and rel in partitions:
+            continue
+        files[rel] = entry.file_hash
+        runs.append(dg.RunRequest(
+            job_name=ingest_job.name,
+            partition_key=rel,
+            run_key=f"{rel}@{entry.file_hash[:16]}#{seq}",
+            tags=RUN_TAGS,
+        ))
+    deleted = sorted((set(files) | partitions) - set(scan))
+    requests = []
+    new_partitions = sorted(set(scan) - partitions)
+    if new_partitions:
+        requests.append(DOCUMENT_PARTITIONS.build_add_request(new_partitions))
+    if deleted:
+        gone = [p for p in deleted if p in partitions]
+        if gone:
+            requests.append(DOCUMENT_PARTITIONS.build_delete_request(gone))
+        runs.append(dg.RunRequest(
+            job_name=remove_deleted_documents.name,
+            run_key=f"delete#{seq}",
+            run_config={"ops": {"remove_documents": {"config": {"paths": deleted}}}},
+            tags=RUN_TAGS,
+        ))
+        for p in deleted:
+            files.pop(p, None)
+    if runs:
+        seq += 1
+    return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=requests,
+                           cursor=json.dumps({"files": files, "seq": seq}, sort_keys=True))
+
+
+reconcile_schedule = dg.ScheduleDefinition(
+    name="reconcile_documents_nightly",
+    job=reconcile_documents,
+    cron_schedule="0 3 * * *",
+    description=(
+        "Every night at 03:00, reconcile the whole folder with the index in one run: catches anything the "
+        "sensor missed (e.g. while it was off) and updates the `documents` partitions."
+    ),
+)

@@ -1,0 +1,123 @@
+"""Settings: the one place where the pipeline reads its configuration.
+
+Every setting comes from an environment variable with a documented default, so the CLI, the Dagster
+code location and the tests all see the same values. Secrets (API keys) are held here but never
+rendered: ``Settings.public()`` is what goes into logs, tables and run metadata.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+# The checkout's data/ folder: default home for the stores and the bundled sample documents.
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_DOCS = PACKAGE_ROOT / "data" / "sample"
+
+# Names reserved for the LLM and embedding endpoints (issue 2 reserves them; issue 3 uses them).
+ENV_NAMES = {
+    "home": "PATHRAG_HOME",
+    "docs": "PATHRAG_DOCS",
+    "llm_base_url": "PATHRAG_LLM_BASE_URL",
+    "llm_model": "PATHRAG_LLM_MODEL",
+    "llm_api_key": "PATHRAG_LLM_API_KEY",
+    "embed_base_url": "PATHRAG_EMBED_BASE_URL",
+    "embed_model": "PATHRAG_EMBED_MODEL",
+    "chunk_tokens": "PATHRAG_CHUNK_TOKENS",
+    "chunk_overlap": "PATHRAG_CHUNK_OVERLAP",
+    "max_file_bytes": "PATHRAG_MAX_FILE_BYTES",
+}
+
+SECRET_FIELDS = {"llm_api_key", "embed_api_key"}
+
+
+class ConfigError(ValueError):
+    """A setting has a value the pipeline cannot use; the message names the variable and the fix."""
+
+
+def _default_home() -> Path:
+    return PACKAGE_ROOT / "data"
+
+
+def _int_env(env: dict[str, str], key: str, default: int, minimum: int = 0) -> int:
+    raw = env.get(ENV_NAMES[key])
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{ENV_NAMES[key]}={raw!r} is not a whole number; unset it or give e.g. {default}") from None
+    if value < minimum:
+        raise ConfigError(f"{ENV_NAMES[key]}={value} must be at least {minimum}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path = field(default_factory=_default_home)
+    docs: Path = SAMPLE_DOCS
+    chunk_tokens: int = 1200
+    chunk_overlap: int = 100
+    max_file_bytes: int = 50 * 1024 * 1024
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    embed_base_url: str | None = None
+    embed_model: str | None = None
+    embed_api_key: str | None = field(default=None, repr=False)
+
+    # ---- derived locations -------------------------------------------------------------------
+    @property
+    def duckdb_path(self) -> Path:
+        return self.home / "pathrag.duckdb"
+
+    @property
+    def lancedb_path(self) -> Path:
+        return self.home / "lancedb"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.home / "dagster"
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "Settings":
+        env = dict(os.environ if env is None else env)
+        home = Path(env.get("PATHRAG_HOME") or _default_home()).expanduser().resolve()
+        docs = Path(env.get("PATHRAG_DOCS") or SAMPLE_DOCS).expanduser().resolve()
+        llm_key = env.get("PATHRAG_LLM_API_KEY") or env.get("OPENAI_API_KEY") or None
+        settings = cls(
+            home=home,
+            docs=docs,
+            chunk_tokens=_int_env(env, "chunk_tokens", 1200, minimum=16),
+            chunk_overlap=_int_env(env, "chunk_overlap", 100, minimum=0),
+            max_file_bytes=_int_env(env, "max_file_bytes", 50 * 1024 * 1024, minimum=1),
+            llm_base_url=env.get("PATHRAG_LLM_BASE_URL") or None,
+            llm_model=env.get("PATHRAG_LLM_MODEL") or None,
+            llm_api_key=llm_key,
+            embed_base_url=env.get("PATHRAG_EMBED_BASE_URL") or None,
+            embed_model=env.get("PATHRAG_EMBED_MODEL") or None,
+            embed_api_key=env.get("PATHRAG_EMBED_API_KEY") or llm_key,
+        )
+        if overrides:
+            settings = replace(settings, **overrides)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if self.chunk_overlap >= self.chunk_tokens:
+            raise ConfigError(
+                f"PATHRAG_CHUNK_OVERLAP={self.chunk_overlap} must be smaller than "
+                f"PATHRAG_CHUNK_TOKENS={self.chunk_tokens}"
+            )
+
+    def public(self) -> dict[str, object]:
+        """Settings safe to print, log or store: secrets are reduced to whether they are set."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in SECRET_FIELDS:
+                out[f.name] = "set" if value else "unset"
+            else:
+                out[f.name] = str(value) if isinstance(value, Path) else value
+        return out

@@ -1,0 +1,64 @@
+from pathrag_pipeline.chunking import chunk_text
+from pathrag_pipeline.tokenizer import count_tokens, token_spans, truncate_to_tokens
+
+TEXT = " ".join(f"Sentence {i} mentions Valmere University and the river Lune." for i in range(400))
+
+
+def test_token_spans_cover_text_without_gaps():
+    text = "Dr. Ada Halden's survey (1887) of Port Aster — 12,345 tons!\n\nNext paragraph."
+    spans = list(token_spans(text))
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert count_tokens(text) == len(spans)
+
+
+def test_long_words_split_like_bpe():
+    assert count_tokens("a") == 1
+    assert count_tokens(" pneumonoultramicroscopic") > 1
+
+
+def test_truncate_to_tokens_is_a_prefix_with_that_many_tokens():
+    cut = truncate_to_tokens(TEXT, 50)
+    assert TEXT.startswith(cut)
+    assert count_tokens(cut) == 50
+    assert truncate_to_tokens("short text", 100) == "short text"
+
+
+def test_windows_respect_size_overlap_and_offsets():
+    chunks = chunk_text("doc.md", TEXT, max_tokens=200, overlap=20)
+    assert len(chunks) > 5
+    for c in chunks:
+        assert TEXT[c.char_start:c.char_end] == c.text
+        assert c.token_count <= 200
+    # consecutive windows overlap in text
+    for a, b in zip(chunks, chunks[1:]):
+        assert b.char_start < a.char_end
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+
+
+def test_ids_are_stable_for_unchanged_text_and_change_with_it():
+    a = chunk_text("doc.md", TEXT, max_tokens=200, overlap=20)
+    edited = TEXT + " One more sentence about Carrick at the end."
+    b = chunk_text("doc.md", edited, max_tokens=200, overlap=20)
+    assert [c.id for c in a[:-1]] == [c.id for c in b[:len(a) - 1]]
+    assert a[-1].id != b[-1].id or len(b) > len(a)
+    other_doc = chunk_text("other.md", TEXT, max_tokens=200, overlap=20)
+    assert {c.id for c in other_doc}.isdisjoint(c.id for c in a)
+
+
+def test_repeated_identical_windows_get_distinct_ids():
+    text = ("word " * 50).strip()
+    text = "\n\n".join([text] * 4)
+    chunks = chunk_text("d", text, max_tokens=50, overlap=0)
+    assert len({c.id for c in chunks}) == len(chunks)
+
+
+def test_bad_window_settings_rejected():
+    import pytest
+
+    with pytest.raises(ValueError):
+        chunk_text("d", TEXT, max_tokens=100, overlap=100)
+
+
+def test_empty_text_has_no_chunks():
+    assert chunk_text("d", "   \n ") == []
