@@ -1,6 +1,5 @@
 """The sensor that watches the document folder and the schedule that reconciles it."""
 
-from __future__ import annotations
 
 import json
 

@@ -1,6 +1,5 @@
 """The Dagster code location (loaded by workspace.yaml: `dg dev` from the repo root, or `pathrag dev`)."""
 
-from __future__ import annotations
 
 import dagster as dg
 

@@ -4,7 +4,6 @@ Both call the same core functions as `pathrag index`, so a file indexed by the C
 sensor-launched run is written once: unchanged content is detected by hash and costs nothing.
 """
 
-from __future__ import annotations
 
 import dagster as dg
 

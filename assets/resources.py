@@ -1,6 +1,5 @@
 """The one resource every asset uses: PathRAG settings and the DuckDB store they point to."""
 
-from __future__ import annotations
 
 from pathlib import Path
 

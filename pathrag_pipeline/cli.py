@@ -62,7 +62,7 @@ def main() -> None:
 def _print_sync(report, settings: Settings) -> None:
     plan = report.plan
     print_table(
-        ["files", "new", "changed", "unchanged", "deleted", "failed", "documents written", "chunks written", "seconds"],
+        ["files", "new", "changed", "same", "deleted", "failed", "docs written", "chunks written", "s"],
         [(len(plan.new) + len(plan.changed) + len(plan.unchanged), len(plan.new), len(plan.changed),
           len(plan.unchanged), len(plan.deleted), len(report.failed), report.documents_written,
           report.chunks_written, f"{report.seconds:.2f}")],
@@ -148,10 +148,11 @@ def status_summary(settings: Settings) -> dict:
     with store.connect(read_only=True) as con:
         by_status = dict(con.execute("SELECT status, count(*) FROM documents GROUP BY status ORDER BY status").fetchall())
         chunks = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
-        cols = ["run_id", "started_at", "trigger", "files_new", "files_changed", "files_deleted",
+        cols = ["started_at", "trigger", "files_new", "files_changed", "files_deleted",
                 "files_failed", "documents", "chunks", "seconds"]
         runs = con.execute(
-            f"SELECT {', '.join(cols)} FROM ingest_runs ORDER BY started_at DESC LIMIT 5"
+            "SELECT strftime(started_at, '%Y-%m-%d %H:%M:%S'), trigger, files_new, files_changed, files_deleted, "
+            "files_failed, documents, chunks, round(seconds, 2) FROM ingest_runs ORDER BY started_at DESC LIMIT 5"
         ).fetchall()
     return {
         "home": str(settings.home),
@@ -166,7 +167,7 @@ def _print_status(settings: Settings) -> None:
     print_table(["documents by status", "count"], sorted(summary["documents"].items()) + [("chunks", summary["chunks"])],
                 title=f"Index at {summary['home']}")
     if summary["last_runs"]:
-        cols = list(summary["last_runs"][0])
+        cols = ["started (UTC)", "trigger", "new", "changed", "deleted", "failed", "docs", "chunks", "s"]
         print_table(cols, [tuple(r.values()) for r in summary["last_runs"]], title="Last runs")
 
 

@@ -72,6 +72,137 @@ DDL = [
         seconds       DOUBLE
     )
     """,
+    """
+    CREATE TABLE IF NOT EXISTS extractions (
+        chunk_id      VARCHAR PRIMARY KEY,   -- chunks.id: one extraction record per chunk, the source of truth of the graph
+        chunk_hash    VARCHAR NOT NULL,      -- chunks.content_hash of the text that was extracted
+        document_id   VARCHAR NOT NULL,
+        extractor     VARCHAR NOT NULL,      -- identity of what extracted: provider + model + prompt version + gleaning
+        status        VARCHAR NOT NULL,      -- 'ok' (result is merged into the graph) or 'failed' (ignored by the merge)
+        error         VARCHAR,               -- what went wrong and what to do, when status = 'failed'
+        result        JSON,                  -- ChunkExtraction: {"entities":[{name,type,description}],"relations":[{source,target,keywords,description,strength}]}
+        calls         INTEGER,               -- LLM calls spent on this chunk (0 for a cache hit or the offline extractor)
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        created_at    TIMESTAMP NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS extractions_document ON extractions(document_id)",
+    """
+    CREATE TABLE IF NOT EXISTS extraction_cache (
+        chunk_hash    VARCHAR NOT NULL,      -- sha256 of the chunk text: same text, same result, whatever its chunk id
+        extractor     VARCHAR NOT NULL,      -- same meaning as extractions.extractor; a new model or prompt misses the cache
+        result        JSON NOT NULL,         -- ChunkExtraction as JSON (only successful extractions are cached)
+        calls         INTEGER,               -- LLM calls the original extraction cost
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        created_at    TIMESTAMP NOT NULL,
+        PRIMARY KEY (chunk_hash, extractor)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS entities (
+        entity_key    VARCHAR PRIMARY KEY,   -- names.name_key of the name, resolved through active entity_aliases
+        name          VARCHAR NOT NULL,      -- most frequent surface form among the mentions (ties: longest, then A-Z)
+        type          VARCHAR NOT NULL,      -- majority type of the mentions; 'other' (added endpoints) votes only when nothing else does
+        description   VARCHAR NOT NULL,      -- distinct description sentences by frequency, or an LLM summary past the token budget
+        description_tokens INTEGER NOT NULL, -- tokenizer.count_tokens(description)
+        mention_count INTEGER NOT NULL,      -- entity entries in ok extraction records (+1 per chunk naming it only as a relation endpoint)
+        source_chunk_ids VARCHAR[] NOT NULL, -- sorted distinct chunk ids whose records mention it
+        document_ids  VARCHAR[] NOT NULL,    -- sorted distinct document ids of those chunks
+        updated_at    TIMESTAMP NOT NULL     -- last time the row's content changed
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS relations (
+        relation_key  VARCHAR PRIMARY KEY,   -- src_key || '<|>' || tgt_key (undirected: the two keys in sorted order)
+        src_key       VARCHAR NOT NULL,      -- entities.entity_key, the smaller of the two
+        tgt_key       VARCHAR NOT NULL,      -- entities.entity_key, the larger of the two
+        keywords      VARCHAR NOT NULL,      -- distinct comma-separated keywords by frequency, joined with ', '
+        description   VARCHAR NOT NULL,      -- merged like entities.description
+        description_tokens INTEGER NOT NULL,
+        strength      DOUBLE NOT NULL,       -- sum of the strengths of its mentions
+        mention_count INTEGER NOT NULL,      -- relation entries in ok extraction records (either direction)
+        source_chunk_ids VARCHAR[] NOT NULL,
+        document_ids  VARCHAR[] NOT NULL,
+        updated_at    TIMESTAMP NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS description_summaries (
+        input_hash    VARCHAR PRIMARY KEY,   -- sha256 of (kind, name, distinct descriptions, token budget): same input, no new LLM call
+        summary       VARCHAR NOT NULL,
+        model         VARCHAR,               -- who summarised (the summariser's identity), for inspection only
+        created_at    TIMESTAMP NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS entity_aliases (
+        alias_key     VARCHAR PRIMARY KEY,   -- a name key whose mentions are merged into another entity
+        canonical_key VARCHAR NOT NULL,      -- the key they are merged into (chains a->b->c resolve to c)
+        method        VARCHAR NOT NULL,      -- 'string', 'embedding' or 'manual'
+        score         DOUBLE,                -- similarity that proposed it (1.0 for manual)
+        created_at    TIMESTAMP NOT NULL,
+        disabled      BOOLEAN NOT NULL DEFAULT false  -- true un-merges on the next merge and stops detection re-adding it
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS llm_usage (
+        run_id        VARCHAR NOT NULL,      -- id of the extraction run (or the Dagster run id that ran it)
+        stage         VARCHAR NOT NULL,      -- 'extract' (first pass + gleaning) or 'summarise' (description summaries)
+        extractor     VARCHAR,               -- identity of the extractor or summariser (model, prompt version; never a key)
+        items         INTEGER,               -- chunks pending extraction, or descriptions summarised
+        calls         INTEGER NOT NULL,      -- HTTP requests sent, retries and re-asks included (0 offline)
+        prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        cache_hits    INTEGER NOT NULL,      -- items answered from extraction_cache / description_summaries without a call
+        failed        INTEGER NOT NULL,      -- items whose output stayed invalid (recorded as extractions.status = 'failed')
+        seconds       DOUBLE,                -- wall time of the stage
+        created_at    TIMESTAMP NOT NULL     -- append-only: one row per stage per run
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS queries (
+        query_id      VARCHAR NOT NULL,      -- uuid of one question asked (append-only log, one row per query)
+        asked_at      TIMESTAMP NOT NULL,    -- UTC
+        question      VARCHAR NOT NULL,      -- verbatim, as asked
+        mode          VARCHAR NOT NULL,      -- path, naive, local, global or hybrid
+        params        JSON NOT NULL,         -- top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, embedder, graph_version ...
+        keywords      JSON,                  -- {"low_level": [...], "high_level": [...]}
+        provider      VARCHAR NOT NULL,      -- 'offline' or the LLM provider
+        model         VARCHAR NOT NULL,      -- 'offline' or the LLM model
+        answer_kind   VARCHAR NOT NULL,      -- 'llm' or 'extractive'
+        tokens        JSON NOT NULL,         -- per stage: {"keywords": {calls, prompt_tokens, completion_tokens}, "prompt": {...}, "answer": {...}}
+        ms            JSON NOT NULL,         -- milliseconds per stage: keywords, graph, retrieval, pruning, sources, prompt, answer
+        total_ms      DOUBLE NOT NULL,
+        answer        VARCHAR NOT NULL,
+        chunk_ids     VARCHAR[] NOT NULL,    -- passages ranked by the retrieved paths/nodes/edges (evaluation: recall@k)
+        document_ids  VARCHAR[] NOT NULL     -- documents of those passages, in first-appearance order
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS path_traces (
+        query_id      VARCHAR NOT NULL,      -- queries.query_id
+        rank          INTEGER NOT NULL,      -- 1 = most reliable (it is the last path in the prompt)
+        reliability   DOUBLE NOT NULL,
+        hops          INTEGER NOT NULL,
+        node_names    VARCHAR[] NOT NULL,    -- entity display names along the path
+        edge_ids      VARCHAR[] NOT NULL,    -- relations.relation_key along the path
+        text          VARCHAR NOT NULL,      -- the path as rendered for the prompt
+        chunk_ids     VARCHAR[] NOT NULL,    -- source chunks of its edges, then of its nodes
+        document_ids  VARCHAR[] NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS retrieved_nodes (
+        query_id      VARCHAR NOT NULL,      -- queries.query_id
+        keyword       VARCHAR NOT NULL,      -- the query keyword whose vector search found the entity
+        rank          INTEGER NOT NULL,      -- 0-based position in the round-robin merge over keywords
+        entity_key    VARCHAR NOT NULL,
+        entity_name   VARCHAR NOT NULL,
+        similarity    DOUBLE NOT NULL        -- cosine similarity of keyword and entity vectors
+    )
+    """,
 ]
 
 

@@ -1,0 +1,342 @@
+"""The LLM client: one OpenAI-compatible endpoint, structured output via instructor, usage accounting.
+
+Why this shape:
+- Any OpenAI-compatible server works (OpenAI, vLLM, Ollama, llama.cpp, LM Studio): ``openai.OpenAI`` with a
+  ``base_url``; local servers need no key, so a missing key becomes the placeholder ``"not-needed"``.
+- Transport faults are retried by openai itself (checked in openai 3.3 ``_base_client.SyncAPIClient.request``):
+  timeouts, connection errors, 408/409/429 and 5xx are retried up to ``max_retries`` times with exponential
+  backoff (0.5 s doubling to 8 s, minus up to 25 % jitter). A ``retry-after-ms`` or ``Retry-After`` header
+  between 0 and 120 s (exclusive of 0) replaces the backoff; ``Retry-After: 0`` therefore falls back to it.
+- Output faults are instructor's job: an answer that does not validate against the response model is sent
+  back with the validation error (a re-ask), up to ``validation_retries`` times.
+- Every HTTP request is counted by an httpx event hook, per calling thread, so ``Usage.calls`` is the
+  number of requests the endpoint really received, transport retries and re-asks included.
+- The API key is held only inside the openai client: it is absent from ``repr``, ``identity``, logs and
+  error messages (any echo of it in a server's error text is redacted).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import instructor
+import openai
+from instructor.core.exceptions import IncompleteOutputException, InstructorRetryException
+from instructor.core.hooks import Hooks
+from pydantic import BaseModel
+
+from pathrag_pipeline.config import ConfigError, Settings
+
+log = logging.getLogger(__name__)
+
+MODES: dict[str, instructor.Mode] = {
+    "json": instructor.Mode.JSON,
+    "json_schema": instructor.Mode.JSON_SCHEMA,
+    "tools": instructor.Mode.TOOLS,
+    "md_json": instructor.Mode.MD_JSON,
+}
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
+KEYLESS_PLACEHOLDER = "not-needed"
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
+
+
+# ---- results and accounting -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Usage:
+    """What one or more LLM calls cost: HTTP requests sent, tokens, and requests beyond the first per call."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            retries=self.retries + other.retries,
+        )
+
+
+@dataclass(frozen=True)
+class StructuredResult(Generic[ModelT]):
+    value: ModelT
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class CompletionResult:
+    text: str
+    usage: Usage
+
+
+class LLMError(RuntimeError):
+    """An LLM call failed for good; names the stage, the model and the last error so the fix is findable."""
+
+    def __init__(self, message: str, *, stage: str, model: str, last_error: str, usage: Usage) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.model = model
+        self.last_error = last_error
+        self.usage = usage
+
+
+class LLMUnavailableError(LLMError):
+    """The endpoint could not be reached or kept refusing (timeouts, connection errors, HTTP errors)."""
+
+
+class LLMOutputError(LLMError):
+    """The endpoint answered, but the answer stayed invalid for the response model after every re-ask."""
+
+
+# ---- the client -------------------------------------------------------------------------------
+class LLMClient:
+    """A thread-safe client for one model on one OpenAI-compatible endpoint."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        mode: str = "json",
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        validation_retries: int = 2,
+        max_concurrency: int = 4,
+        temperature: float | None = 0.0,
+    ) -> None:
+        if not base_url or urlsplit(base_url).scheme not in ("http", "https"):
+            raise ConfigError(f"LLM base_url {base_url!r} must be an http(s) URL such as http://localhost:8000/v1")
+        if not model:
+            raise ConfigError("LLM model name is empty; set PATHRAG_LLM_MODEL to the model the endpoint serves")
+        if mode not in MODES:
+            raise ConfigError(f"LLM mode {mode!r} is unknown; use one of {', '.join(MODES)}")
+        if timeout <= 0:
+            raise ConfigError(f"LLM timeout {timeout!r} must be a positive number of seconds")
+        if max_retries < 0 or validation_retries < 0:
+            raise ConfigError(f"LLM retries must be >= 0 (got max_retries={max_retries}, "
+                              f"validation_retries={validation_retries})")
+        if max_concurrency < 1:
+            raise ConfigError(f"LLM max_concurrency {max_concurrency!r} must be at least 1")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.mode = mode
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.validation_retries = validation_retries
+        self.max_concurrency = max_concurrency
+        self.temperature = temperature
+        self._secret = api_key or None
+        self._local = threading.local()
+        self._slots = threading.BoundedSemaphore(max_concurrency)
+        self._totals_lock = threading.Lock()
+        self._totals: dict[str, Usage] = {}
+        http_client = openai.DefaultHttpxClient(event_hooks={"request": [self._count_request]})
+        self._openai = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=api_key or KEYLESS_PLACEHOLDER,
+            timeout=timeout,
+            max_retries=max_retries,
+            http_client=http_client,
+        )
+        self._instructor = instructor.from_openai(self._openai, mode=MODES[mode])
+
+    # ---- public API ----------------------------------------------------------------------------
+    @property
+    def identity(self) -> dict[str, str]:
+        """What produced an output, safe to store with it: endpoint (credentials stripped), model, mode."""
+        parts = urlsplit(self.base_url)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return {
+            "provider": "openai-compatible",
+            "base_url": urlunsplit((parts.scheme, netloc, parts.path, "", "")),
+            "model": self.model,
+            "mode": self.mode,
+        }
+
+    def __repr__(self) -> str:
+        ident = self.identity
+        return f"LLMClient(base_url={ident['base_url']!r}, model={self.model!r}, mode={self.mode!r})"
+
+    def structured(self, messages: list[dict[str, Any]], response_model: type[ModelT], *,
+                   stage: str = "") -> StructuredResult[ModelT]:
+        """Ask for an answer shaped like ``response_model``; invalid answers are re-asked with the error."""
+        prompt_tokens = completion_tokens = 0
+
+        def on_response(response: Any) -> None:
+            nonlocal prompt_tokens, completion_tokens
+            usage = getattr(response, "usage", None)
+            prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
+            completion_tokens += getattr(usage, "completion_tokens", 0) or 0
+
+        hooks = Hooks()  # per call, so concurrent calls never share counters
+        hooks.on("completion:response", on_response)  # fires once per parsed answer, re-asks included
+        with self._slot():
+            try:
+                value = self._instructor.chat.completions.create(
+                    model=self.model,
+                    messages=messages,
+                    response_model=response_model,
+                    max_retries=self.validation_retries,
+                    hooks=hooks,
+                    **self._sampling(),
+                )
+            except Exception as exc:
+                error = self._classify(exc, stage, self._record(stage, prompt_tokens, completion_tokens))
+                if error is None:
+                    raise
+                raise error from exc
+        usage = self._record(stage, prompt_tokens, completion_tokens)
+        return StructuredResult(value=_plain(value, response_model), usage=usage)
+
+    def complete(self, messages: list[dict[str, Any]], *, stage: str = "") -> CompletionResult:
+        """Free-text answer (e.g. the final answer over retrieved paths)."""
+        with self._slot():
+            try:
+                response = self._openai.chat.completions.create(
+                    model=self.model, messages=messages, **self._sampling()  # type: ignore[arg-type]
+                )
+            except Exception as exc:
+                error = self._classify(exc, stage, self._record(stage, 0, 0))
+                if error is None:
+                    raise
+                raise error from exc
+        usage = self._record(
+            stage,
+            getattr(response.usage, "prompt_tokens", 0) or 0,
+            getattr(response.usage, "completion_tokens", 0) or 0,
+        )
+        text = response.choices[0].message.content if response.choices else None
+        if not text:
+            raise LLMOutputError(
+                f"LLM stage {stage or '(none)'!r}: model {self.model!r} returned no text",
+                stage=stage, model=self.model, last_error="empty message content", usage=usage,
+            )
+        return CompletionResult(text=text, usage=usage)
+
+    def map(self, fn: Callable[[ItemT], ResultT], items: Iterable[ItemT]) -> list[ResultT]:
+        """Apply ``fn`` (which calls this client) to every item, at most ``max_concurrency`` at a time, in order."""
+        with ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="llm") as pool:
+            return list(pool.map(fn, items))
+
+    def usage_by_stage(self) -> dict[str, Usage]:
+        """Running totals since the client was made, keyed by the ``stage`` given to each call."""
+        with self._totals_lock:
+            return dict(self._totals)
+
+    def total_usage(self) -> Usage:
+        with self._totals_lock:
+            return sum(self._totals.values(), Usage())
+
+    def close(self) -> None:
+        self._openai.close()
+
+    # ---- internals -----------------------------------------------------------------------------
+    def _sampling(self) -> dict[str, Any]:
+        return {} if self.temperature is None else {"temperature": self.temperature}
+
+    def _slot(self) -> threading.BoundedSemaphore:
+        """The concurrency bound holds for every caller, whether it uses ``map`` or its own threads."""
+        self._local.requests = 0
+        return self._slots
+
+    def _count_request(self, request: Any) -> None:
+        """httpx request hook: runs in the calling thread for every attempt, retries included."""
+        self._local.requests = getattr(self._local, "requests", 0) + 1
+
+    def _record(self, stage: str, prompt_tokens: int, completion_tokens: int) -> Usage:
+        requests = getattr(self._local, "requests", 0)
+        usage = Usage(calls=requests, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                      retries=max(requests - 1, 0))
+        with self._totals_lock:
+            self._totals[stage] = self._totals.get(stage, Usage()) + usage
+        log.debug("LLM stage=%s model=%s requests=%d prompt_tokens=%d completion_tokens=%d",
+                  stage, self.model, usage.calls, prompt_tokens, completion_tokens)
+        return usage
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def _classify(self, exc: Exception, stage: str, usage: Usage) -> LLMError | None:
+        """Map openai/instructor failures onto LLMUnavailableError (transport) or LLMOutputError (content).
+
+        None means the failure is neither (a bug, e.g. a bad argument): the caller re-raises it unchanged.
+        """
+        transport = _find_cause(exc, openai.APIError)
+        where = f"LLM stage {stage or '(none)'!r}, model {self.model!r} at {self.identity['base_url']}"
+        if transport is not None and not isinstance(transport, openai.APIResponseValidationError):
+            last = self._redact(f"{type(transport).__name__}: {transport}")
+            return LLMUnavailableError(
+                f"{where}: endpoint unavailable after {usage.calls} request(s) "
+                f"({self.max_retries} transport retries allowed): {last}",
+                stage=stage, model=self.model, last_error=last, usage=usage,
+            )
+        if isinstance(exc, (InstructorRetryException, IncompleteOutputException)) or transport is not None:
+            last = self._redact(f"{type(exc.__cause__ or exc).__name__}: {exc.__cause__ or exc}")
+            return LLMOutputError(
+                f"{where}: output still invalid after {usage.calls} request(s) "
+                f"({self.validation_retries} re-asks allowed): {last}",
+                stage=stage, model=self.model, last_error=last, usage=usage,
+            )
+        return None
+
+
+def _plain(value: BaseModel, response_model: type[ModelT]) -> ModelT:
+    """The answer as a plain ``response_model``: instructor may hand back a generated subclass (tools mode)
+    carrying ``_raw_response``/``_total_usage``, which is unequal to the same model built by hand and drags
+    the raw completion along. Fields are already validated, so they are copied without validating again."""
+    fields = {name: getattr(value, name) for name in response_model.model_fields}
+    return response_model.model_construct(_fields_set=set(value.model_fields_set), **fields)
+
+
+def _find_cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of ``kind`` in the cause/context chain (instructor wraps openai's errors)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def llm_from_settings(settings: Settings, **options: Any) -> LLMClient | None:
+    """The configured LLM client, or None for offline mode.
+
+    - ``PATHRAG_LLM_BASE_URL`` and ``PATHRAG_LLM_MODEL`` set: that endpoint and model (key optional).
+    - No base URL but an API key (``PATHRAG_LLM_API_KEY`` or ``OPENAI_API_KEY``): the official OpenAI endpoint,
+      with ``PATHRAG_LLM_MODEL`` or, failing that, ``gpt-4o-mini`` (cheap, supports JSON and tools modes).
+    - Nothing set: None, and the pipeline runs its offline extractor and extractive answers.
+    A base URL without a model, or a model with neither URL nor key, is a configuration mistake and raises
+    ``ConfigError`` rather than silently running offline. ``options`` go to ``LLMClient`` (mode, timeout, ...).
+    """
+    base_url, model, key = settings.llm_base_url, settings.llm_model, settings.llm_api_key
+    if base_url:
+        if not model:
+            raise ConfigError(f"PATHRAG_LLM_BASE_URL={base_url!r} is set but PATHRAG_LLM_MODEL is not; "
+                              f"set it to a model the endpoint serves (GET {base_url}/models lists them)")
+        return LLMClient(base_url, model, api_key=key, **options)
+    if key:
+        return LLMClient(OPENAI_BASE_URL, model or OPENAI_DEFAULT_MODEL, api_key=key, **options)
+    if model:
+        raise ConfigError(f"PATHRAG_LLM_MODEL={model!r} is set but there is no endpoint: set PATHRAG_LLM_BASE_URL "
+                          "(e.g. http://localhost:11434/v1) or an API key for the official OpenAI endpoint")
+    return None

@@ -1,0 +1,16 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.openai_server import FakeOpenAIServer
+
+
+@pytest.fixture
+def openai_server() -> Iterator[FakeOpenAIServer]:
+    """A started OpenAI-compatible server on 127.0.0.1 (free port), stopped after the test."""
+    with FakeOpenAIServer() as server:
+        yield server

@@ -1,0 +1,391 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 for tests.
+
+Why a real server: openai 3.x sends requests through ``httpx2``, which mocking libraries such as respx do
+not patch. A local server exercises the whole client stack (openai retries, timeouts, instructor parsing and
+re-asks) exactly as a vLLM/Ollama/llama.cpp endpoint would, with no network and no model.
+
+Scripting, in the order the server consults it for each request:
+
+1. injected faults (``inject("429" | "500" | "503" | "timeout" | "malformed" | "disconnect", times, endpoint)``),
+2. scripted responses (``script_chat([...])`` / ``script_embed([...])``), consumed first-in first-out,
+3. the responder (``chat_responder(request_json)`` / ``embed_responder(texts, model)``).
+
+A chat response item is either a ``str`` (the message content; for a ``tools`` request it becomes
+``tool_calls[0].function.arguments``), a pydantic model (dumped to JSON content), or a ``dict`` (the full
+response body, sent as is). An embedding response item is a list of vectors or a ``dict`` body.
+
+Every request is recorded (endpoint, JSON body, headers) so tests can count calls, inspect what instructor
+sent, and check that an ``Authorization`` header arrived. The server also tracks the largest number of
+requests in flight at once, so tests can check a client's concurrency bound; ``response_delay`` makes
+requests overlap long enough for that to be observable.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import struct
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+FAULTS = ("429", "500", "503", "timeout", "malformed", "disconnect")
+ENDPOINTS = {"/v1/chat/completions": "chat", "/v1/embeddings": "embeddings", "/v1/models": "models"}
+
+ChatResponder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
+EmbedResponder = Callable[[list[str], str], list[list[float]]]
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    endpoint: str
+    body: dict[str, Any]
+    headers: dict[str, str] = field(repr=False)
+
+    @property
+    def authorization(self) -> str | None:
+        return self.headers.get("authorization")
+
+
+def hash_embedding(text: str, dim: int = 8) -> list[float]:
+    """A deterministic unit vector derived from the text's SHA-256: same text, same vector, no model."""
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    while len(digest) < dim:
+        digest += hashlib.sha256(digest).digest()
+    raw = [(b / 127.5) - 1.0 for b in digest[:dim]]
+    norm = sum(x * x for x in raw) ** 0.5 or 1.0
+    return [x / norm for x in raw]
+
+
+def _word_count(value: Any) -> int:
+    """Rough token count for usage figures: whitespace words of every string in the value.
+
+    Chat prompts count only message contents, so tests can predict the figure from their messages."""
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, dict):
+        return sum(_word_count(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_word_count(v) for v in value)
+    return 0
+
+
+def default_chat_responder(request: dict[str, Any]) -> str:
+    """Structured requests (tools, response_format or a JSON-schema system prompt) get ``{}``; others an echo."""
+    messages = request.get("messages") or []
+    structured = bool(request.get("tools") or request.get("response_format")) or any(
+        "json" in str(m.get("content", "")).lower() for m in messages if m.get("role") == "system"
+    )
+    if structured:
+        return "{}"
+    last_user = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
+    return f"echo: {last_user}"
+
+
+def default_embed_responder(texts: list[str], model: str) -> list[list[float]]:
+    return [hash_embedding(t) for t in texts]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "_Server"
+    _body: dict[str, Any]
+    _in_flight = False
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass  # the connection was cut on purpose ("disconnect") or by the client
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        """Silence per-request stderr logging; the fake records requests itself."""
+
+    def do_GET(self) -> None:
+        self._handle(body={})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            self._send_json(400, {"error": {"message": "request body is not JSON", "type": "invalid_request_error"}})
+            return
+        self._handle(body=body)
+
+    def _handle(self, body: dict[str, Any]) -> None:
+        fake = self.server.fake
+        endpoint = ENDPOINTS.get(self.path.split("?")[0].rstrip("/"))
+        if endpoint is None:
+            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            return
+        self._body = body
+        self._in_flight = True
+        fake._enter(endpoint, body, {k.lower(): v for k, v in self.headers.items()})
+        try:
+            fault = fake._take_fault(endpoint)
+            if fault is not None:
+                self._send_fault(fault, endpoint)
+                return
+            if fake.response_delay:
+                fake._stopping.wait(fake.response_delay)
+            if endpoint == "chat":
+                self._send_json(200, fake._chat_response(body))
+            elif endpoint == "embeddings":
+                self._send_json(200, fake._embed_response(body))
+            else:
+                self._send_json(200, {"object": "list", "data": [
+                    {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in fake.models
+                ]})
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (e.g. its timeout fired); nothing left to answer
+        except Exception as exc:  # a broken responder in a test: make it visible to the client
+            self._send_json(500, {"error": {"message": f"fake server responder failed: {exc!r}",
+                                            "type": "responder_error"}})
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        """Leave the in-flight count once, before the answer is written: a client that bounds its
+        concurrency may send its next request the moment it reads this answer."""
+        if self._in_flight:
+            self._in_flight = False
+            self.server.fake._leave()
+
+    def _send_fault(self, fault: str, endpoint: str) -> None:
+        fake = self.server.fake
+        if fault == "429":
+            self._send_json(429, {"error": {"message": "rate limited", "type": "rate_limit_error"}},
+                            headers={"Retry-After": fake.retry_after})
+        elif fault in ("500", "503"):
+            self._send_json(int(fault), {"error": {"message": f"injected {fault}", "type": "server_error"}})
+        elif fault == "timeout":
+            # Stall past the client's timeout, then hang up; scripted answers stay queued for the retry.
+            fake._stopping.wait(fake.timeout_sleep)
+            self.close_connection = True
+        elif fault == "malformed":
+            if endpoint == "chat":
+                self._send_json(200, fake._chat_body(self._body, "this is not JSON {"))
+            else:
+                self._send_raw(200, b"{not json", "application/json")
+        elif fault == "disconnect":
+            self._done()
+            self.close_connection = True
+            self.connection.shutdown(2)  # socket.SHUT_RDWR: no status line, no body
+
+    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        self._send_raw(status, json.dumps(payload).encode("utf-8"), "application/json", headers)
+
+    def _send_raw(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+        self._done()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    fake: "FakeOpenAIServer"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients hanging up (timeouts, injected disconnects) are expected here: stay quiet."""
+
+
+class FakeOpenAIServer:
+    """An OpenAI-compatible server on 127.0.0.1 (free port) with scripted answers, faults and call records."""
+
+    def __init__(self, *, models: list[str] | None = None) -> None:
+        self.models = models or ["fake-chat", "fake-embed"]
+        self.chat_responder: ChatResponder = default_chat_responder
+        self.embed_responder: EmbedResponder = default_embed_responder
+        self.timeout_sleep = 3.0  # seconds a "timeout" fault stalls; set above the client's timeout
+        self.response_delay = 0.0  # seconds every normal answer waits (lets concurrency become visible)
+        self.retry_after = "0"  # Retry-After header value on injected 429s
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._requests: list[RecordedRequest] = []
+        self._faults: dict[str, deque[str]] = {e: deque() for e in ENDPOINTS.values()}
+        self._chat_script: deque[Any] = deque()
+        self._embed_script: deque[Any] = deque()
+        self._in_flight = 0
+        self.max_in_flight = 0
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> "FakeOpenAIServer":
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.fake = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._stopping.set()  # wakes handlers stalled in a "timeout" fault
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        assert self._thread is not None
+        self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("FakeOpenAIServer is not started; call start() or use it as a context manager")
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # ---- scripting -----------------------------------------------------------------------------
+    def inject(self, fault: str, times: int = 1, endpoint: str = "chat") -> None:
+        """Make the next ``times`` requests to ``endpoint`` fail with ``fault`` (faults come before scripts)."""
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; use one of {', '.join(FAULTS)}")
+        if endpoint not in self._faults:
+            raise ValueError(f"unknown endpoint {endpoint!r}; use one of {', '.join(self._faults)}")
+        with self._lock:
+            self._faults[endpoint].extend([fault] * times)
+
+    def script_chat(self, responses: list[Any]) -> None:
+        """Queue chat answers (content str, pydantic model, or full response dict), used before the responder."""
+        with self._lock:
+            self._chat_script.extend(responses)
+
+    def script_embed(self, responses: list[Any]) -> None:
+        """Queue embedding answers (list of vectors per request, or full response dict)."""
+        with self._lock:
+            self._embed_script.extend(responses)
+
+    def reset(self) -> None:
+        """Forget records, faults and scripts (responders and settings stay)."""
+        with self._lock:
+            self._requests.clear()
+            for queue in self._faults.values():
+                queue.clear()
+            self._chat_script.clear()
+            self._embed_script.clear()
+            self.max_in_flight = 0
+
+    # ---- records -------------------------------------------------------------------------------
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def calls(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(r.endpoint, r.body) for r in self.requests]
+
+    def requests_for(self, endpoint: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.endpoint == endpoint]
+
+    def count(self, endpoint: str | None = None) -> int:
+        """Requests received for ``endpoint`` ("chat", "embeddings", "models"), or all when None."""
+        return len(self.requests if endpoint is None else self.requests_for(endpoint))
+
+    @property
+    def authorizations(self) -> list[str | None]:
+        """The Authorization header of each request, in order (None where none was sent)."""
+        return [r.authorization for r in self.requests]
+
+    # ---- internals used by the handler ---------------------------------------------------------
+    def _enter(self, endpoint: str, body: dict[str, Any], headers: dict[str, str]) -> None:
+        with self._lock:
+            self._requests.append(RecordedRequest(endpoint, body, headers))
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def _take_fault(self, endpoint: str) -> str | None:
+        with self._lock:
+            queue = self._faults[endpoint]
+            return queue.popleft() if queue else None
+
+    def _next_chat(self, body: dict[str, Any]) -> Any:
+        with self._lock:
+            if self._chat_script:
+                return self._chat_script.popleft()
+        return self.chat_responder(body)
+
+    def _chat_response(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = self._next_chat(body)
+        if isinstance(answer, dict):
+            return answer
+        if hasattr(answer, "model_dump_json"):
+            answer = answer.model_dump_json()
+        return self._chat_body(body, str(answer))
+
+    def _chat_body(self, request: dict[str, Any], content: str) -> dict[str, Any]:
+        """An OpenAI chat.completion body; a ``tools`` request gets the content as a tool call's arguments."""
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        finish_reason = "stop"
+        tools = request.get("tools")
+        if tools:
+            choice = request.get("tool_choice")
+            name = (choice.get("function", {}).get("name") if isinstance(choice, dict) else None) or \
+                tools[0].get("function", {}).get("name", "tool")
+            message = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{len(self._requests)}", "type": "function",
+                "function": {"name": name, "arguments": content},
+            }]}
+            finish_reason = "tool_calls"
+        prompt_tokens = sum(_word_count(m.get("content")) for m in request.get("messages") or [])
+        completion_tokens = _word_count(content)
+        return {
+            "id": f"chatcmpl-fake-{len(self._requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model") or self.models[0],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+
+    def _embed_response(self, body: dict[str, Any]) -> dict[str, Any]:
+        raw_input = body.get("input", [])
+        texts = [raw_input] if isinstance(raw_input, str) else [str(t) for t in raw_input]
+        model = body.get("model") or self.models[-1]
+        with self._lock:
+            scripted = self._embed_script.popleft() if self._embed_script else None
+        vectors = scripted if scripted is not None else self.embed_responder(texts, model)
+        if isinstance(vectors, dict):
+            return vectors
+        as_base64 = body.get("encoding_format") == "base64"  # the openai client asks for base64 by default
+        data = []
+        for index, vector in enumerate(vectors):
+            if as_base64:
+                packed = struct.pack(f"<{len(vector)}f", *vector)
+                embedding: Any = base64.b64encode(packed).decode("ascii")
+            else:
+                embedding = list(vector)
+            data.append({"object": "embedding", "index": index, "embedding": embedding})
+        tokens = _word_count(texts)
+        return {"object": "list", "data": data, "model": model,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}

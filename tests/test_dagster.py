@@ -1,0 +1,105 @@
+"""The Dagster layer: definitions load, per-document materialisation, the sensor's decisions, reconcile job."""
+
+import json
+
+import dagster as dg
+import pytest
+
+from assets.automation import document_folder_sensor, evaluate_folder, reconcile_documents
+from assets.definitions import defs
+from assets.ingestion import DOCUMENT_PARTITIONS, chunks, documents
+from assets.resources import PathragResource
+from pathrag_pipeline.ingest import scan_folder
+from pathrag_pipeline.store import Store
+
+
+@pytest.fixture()
+def folder(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Alpha\n\nAda Halden founded Valmere University in 1851.\n")
+    (docs / "b.txt").write_text("Beta\n\nThe Drayton Railway reached Carrick in 1880.\n")
+    return docs
+
+
+def resource(tmp_path, docs):
+    return PathragResource(home=str(tmp_path / "home"), docs=str(docs))
+
+
+def test_definitions_load():
+    dg.Definitions.validate_loadable(defs)
+    repo = defs.get_repository_def()
+    assert {"documents", "chunks"} <= {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
+    assert repo.has_sensor_def("document_folder_sensor") and repo.has_schedule_def("reconcile_documents_nightly")
+
+
+def test_materialise_one_partition(tmp_path, folder):
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(DOCUMENT_PARTITIONS.name, ["a.md", "b.txt"])
+    res = resource(tmp_path, folder)
+    result = dg.materialize([documents, chunks], instance=instance, partition_key="a.md", resources={"pathrag": res})
+    assert result.success
+    store = Store(res.settings().duckdb_path)
+    with store.connect(read_only=True) as con:
+        assert con.execute("SELECT id FROM documents").fetchall() == [("a.md",)]
+        assert con.execute("SELECT count(*) FROM chunks WHERE document_id = 'a.md'").fetchone()[0] == 1
+    mats = result.asset_materializations_for_node("documents")
+    assert mats[0].metadata["dagster/row_count"].value == 1
+    # the file is deleted: re-materialising the partition removes its rows
+    (folder / "a.md").unlink()
+    assert dg.materialize([documents], instance=instance, partition_key="a.md", resources={"pathrag": res}).success
+    with store.connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM documents").fetchone()[0] == 0
+
+
+def test_sensor_decisions_new_changed_unchanged_deleted(folder):
+    scan = scan_folder(folder, max_bytes=10**6)
+    first = evaluate_folder(scan, None, set())
+    assert sorted(r.partition_key for r in first.run_requests) == ["a.md", "b.txt"]
+    assert first.dynamic_partitions_requests[0].partition_keys == ["a.md", "b.txt"]
+    partitions = {"a.md", "b.txt"}
+    # unchanged folder: nothing to do
+    second = evaluate_folder(scan, first.cursor, partitions)
+    assert second.run_requests == [] and second.dynamic_partitions_requests == []
+    # change one file: one run whose key holds the new content hash
+    (folder / "b.txt").write_text("Beta\n\nEdited.\n")
+    scan2 = scan_folder(folder, max_bytes=10**6)
+    third = evaluate_folder(scan2, second.cursor, partitions)
+    assert [r.partition_key for r in third.run_requests] == ["b.txt"]
+    assert scan2["b.txt"].file_hash[:16] in third.run_requests[0].run_key
+    # delete a file: partition removed and a removal run requested
+    (folder / "a.md").unlink()
+    fourth = evaluate_folder(scan_folder(folder, max_bytes=10**6), third.cursor, partitions)
+    assert [r.job_name for r in fourth.run_requests] == ["remove_deleted_documents"]
+    assert fourth.run_requests[0].run_config["ops"]["remove_documents"]["config"]["paths"] == ["a.md"]
+    assert fourth.dynamic_partitions_requests[0].partition_keys == ["a.md"]
+    assert "a.md" not in json.loads(fourth.cursor)["files"]
+
+
+def test_edit_back_to_an_earlier_version_gets_a_new_run_key(folder):
+    partitions = {"a.md", "b.txt"}
+    original = (folder / "b.txt").read_text()
+    c1 = evaluate_folder(scan_folder(folder, max_bytes=10**6), None, set()).cursor
+    (folder / "b.txt").write_text("changed")
+    r2 = evaluate_folder(scan_folder(folder, max_bytes=10**6), c1, partitions)
+    (folder / "b.txt").write_text(original)
+    r3 = evaluate_folder(scan_folder(folder, max_bytes=10**6), r2.cursor, partitions)
+    keys = [r.run_key for r in r2.run_requests + r3.run_requests]
+    assert len(keys) == 2 and len(set(keys)) == 2
+
+
+def test_sensor_runs_against_an_instance(tmp_path, folder):
+    instance = dg.DagsterInstance.ephemeral()
+    ctx = dg.build_sensor_context(instance=instance, resources={"pathrag": resource(tmp_path, folder)})
+    result = document_folder_sensor(ctx)
+    assert len(result.run_requests) == 2
+
+
+def test_reconcile_job_indexes_folder_and_syncs_partitions(tmp_path, folder):
+    instance = dg.DagsterInstance.ephemeral()
+    res = resource(tmp_path, folder)
+    result = reconcile_documents.execute_in_process(instance=instance, resources={"pathrag": res})
+    assert result.success
+    assert sorted(instance.get_dynamic_partitions(DOCUMENT_PARTITIONS.name)) == ["a.md", "b.txt"]
+    with Store(res.settings().duckdb_path).connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM documents").fetchone()[0] == 2

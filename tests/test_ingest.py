@@ -1,0 +1,169 @@
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.ingest import sync_folder
+from pathrag_pipeline.store import Store
+
+LONG = " ".join(f"Ada Halden surveyed the harbour of Port Aster in year {1800 + i}." for i in range(300))
+
+
+@pytest.fixture()
+def env(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Valmere\n\nValmere University was founded by Ada Halden in 1851.\n")
+    (docs / "b.txt").write_text("The Drayton Railway\n\n" + LONG)
+    (docs / "sub").mkdir()
+    (docs / "sub" / "c.html").write_text("<html><head><title>Carrick</title><script>x=1</script></head>"
+                                         "<body><p>Carrick lies on the river Lune.</p></body></html>")
+    (docs / "records.jsonl").write_text(
+        json.dumps({"id": "r1", "title": "One", "text": "Record one about Kessel Bay."}) + "\n"
+        + json.dumps({"id": "r2", "title": "Two", "text": "Record two about Northwick."}) + "\n"
+    )
+    settings = Settings.from_env(home=tmp_path / "home", docs=docs, chunk_tokens=200, chunk_overlap=20)
+    return settings, docs, Store(settings.duckdb_path)
+
+
+def rows(store, sql, params=()):
+    with store.connect(read_only=True) as con:
+        return con.execute(sql, list(params)).fetchall()
+
+
+def test_full_ingest_writes_documents_and_chunks(env):
+    settings, docs, store = env
+    report = sync_folder(settings, store)
+    assert len(report.plan.new) == 4 and not report.failed
+    ids = {r[0] for r in rows(store, "SELECT id FROM documents WHERE status = 'indexed'")}
+    assert ids == {"a.md", "b.txt", "sub/c.html", "records.jsonl#r1", "records.jsonl#r2"}
+    # offsets point back into the stored document text
+    for doc_text, start, end, chunk in rows(store, "SELECT d.text, c.char_start, c.char_end, c.text FROM chunks c "
+                                                   "JOIN documents d ON d.id = c.document_id"):
+        assert doc_text[start:end] == chunk
+    assert rows(store, "SELECT count(*) FROM chunks WHERE document_id = 'b.txt'")[0][0] > 1
+    html = rows(store, "SELECT title, text FROM documents WHERE id = 'sub/c.html'")[0]
+    assert html[0] == "Carrick" and "x=1" not in html[1]
+
+
+def test_unchanged_folder_processes_nothing(env):
+    settings, docs, store = env
+    sync_folder(settings, store)
+    before = rows(store, "SELECT id, updated_at FROM documents ORDER BY id")
+    again = sync_folder(settings, store)
+    assert again.plan.new == [] and again.plan.changed == [] and len(again.plan.unchanged) == 4
+    assert again.documents_written == 0 and again.chunks_written == 0
+    assert rows(store, "SELECT id, updated_at FROM documents ORDER BY id") == before
+
+
+def test_edit_reprocesses_only_that_file_and_keeps_untouched_chunk_ids(env):
+    settings, docs, store = env
+    sync_folder(settings, store)
+    old_chunks = rows(store, "SELECT id FROM chunks WHERE document_id = 'b.txt' ORDER BY ordinal")
+    (docs / "b.txt").write_text((docs / "b.txt").read_text() + "\nA final line about Greyhaven.\n")
+    report = sync_folder(settings, store)
+    assert report.plan.changed == ["b.txt"] and report.plan.new == []
+    assert report.documents_written == 1
+    new_chunks = rows(store, "SELECT id FROM chunks WHERE document_id = 'b.txt' ORDER BY ordinal")
+    assert old_chunks[:-1] == new_chunks[:len(old_chunks) - 1]
+    assert old_chunks != new_chunks
+
+
+def test_jsonl_record_edit_rewrites_only_that_record(env):
+    settings, docs, store = env
+    sync_folder(settings, store)
+    r1_before = rows(store, "SELECT updated_at FROM documents WHERE id = 'records.jsonl#r1'")
+    (docs / "records.jsonl").write_text(
+        json.dumps({"id": "r1", "title": "One", "text": "Record one about Kessel Bay."}) + "\n"
+        + json.dumps({"id": "r2", "title": "Two", "text": "Record two, now about Ember Falls."}) + "\n"
+    )
+    report = sync_folder(settings, store)
+    assert report.documents_written == 1
+    assert rows(store, "SELECT updated_at FROM documents WHERE id = 'records.jsonl#r1'") == r1_before
+    assert "Ember Falls" in rows(store, "SELECT text FROM chunks WHERE document_id = 'records.jsonl#r2'")[0][0]
+
+
+def test_deleted_file_removes_documents_and_chunks(env):
+    settings, docs, store = env
+    sync_folder(settings, store)
+    (docs / "b.txt").unlink()
+    (docs / "records.jsonl").unlink()
+    report = sync_folder(settings, store)
+    assert report.plan.deleted == ["b.txt", "records.jsonl"]
+    assert rows(store, "SELECT count(*) FROM documents WHERE path IN ('b.txt', 'records.jsonl')")[0][0] == 0
+    assert rows(store, "SELECT count(*) FROM chunks WHERE document_id NOT IN (SELECT id FROM documents)")[0][0] == 0
+    assert rows(store, "SELECT count(*) FROM documents")[0][0] == 2
+
+
+BAD = {
+    "empty.txt": b"",
+    "binary.txt": b"\x00\x01\x02\x03 not text \x00" * 10,
+    "latin1.md": "Caf\xe9 au lait".encode("latin-1"),
+    "broken.pdf": b"%PDF-1.4\n this is not really a pdf",
+    "big.txt": b"x" * 200_000,
+    "bad.jsonl": b'{"id": "ok", "text": "A fine record about Valmere."}\n{not json}\n',
+}
+
+
+def test_bad_inputs_get_clear_errors_and_others_still_index(env):
+    settings, docs, store = env
+    for name, data in BAD.items():
+        (docs / name).write_bytes(data)
+    outside = docs.parent / "outside.txt"
+    outside.write_text("secret outside the folder")
+    os.symlink(outside, docs / "link.txt")
+    settings = Settings.from_env(home=settings.home, docs=docs, chunk_tokens=200, chunk_overlap=20, max_file_bytes=100_000)
+    report = sync_folder(settings, store)
+    errors = dict(rows(store, "SELECT id, error FROM documents WHERE status = 'error'"))
+    assert "empty" in errors["empty.txt"].lower()
+    assert "binary" in errors["binary.txt"].lower()
+    assert "latin1.md" in errors["latin1.md"] or "utf-8" in errors["latin1.md"].lower()
+    assert "pdf" in errors["broken.pdf"].lower()
+    assert "PATHRAG_MAX_FILE_BYTES" in errors["big.txt"]
+    assert "outside" in errors["link.txt"]
+    assert any(k.startswith("bad.jsonl#") and "line 2" in v for k, v in errors.items())
+    indexed = {r[0] for r in rows(store, "SELECT id FROM documents WHERE status = 'indexed'")}
+    assert {"a.md", "b.txt", "sub/c.html", "records.jsonl#r1", "bad.jsonl#ok"} <= indexed
+    assert "secret" not in " ".join(r[0] or "" for r in rows(store, "SELECT text FROM documents"))
+    assert {f.rel_path for f in report.failed} >= {"empty.txt", "binary.txt", "broken.pdf", "big.txt", "link.txt", "bad.jsonl"}
+
+
+def test_file_that_breaks_after_indexing_keeps_its_last_good_version(env):
+    settings, docs, store = env
+    sync_folder(settings, store)
+    n_chunks = rows(store, "SELECT count(*) FROM chunks WHERE document_id = 'a.md'")[0][0]
+    (docs / "a.md").write_bytes(b"\xff\xfe\x00\x00garbage")
+    sync_folder(settings, store)
+    status, error, text = rows(store, "SELECT status, error, text FROM documents WHERE id = 'a.md'")[0]
+    assert status == "error" and "last good version" in error and "Valmere" in text
+    assert rows(store, "SELECT count(*) FROM chunks WHERE document_id = 'a.md'")[0][0] == n_chunks
+    # fixing the file re-indexes it
+    (docs / "a.md").write_text("# Valmere\n\nNow fixed.\n")
+    sync_folder(settings, store)
+    assert rows(store, "SELECT status, error FROM documents WHERE id = 'a.md'")[0] == ("indexed", None)
+
+
+def test_changing_chunk_settings_rechunks(env):
+    settings, docs, store = env
+    sync_folder(settings, store)
+    before = rows(store, "SELECT count(*) FROM chunks WHERE document_id = 'b.txt'")[0][0]
+    smaller = Settings.from_env(home=settings.home, docs=docs, chunk_tokens=100, chunk_overlap=10)
+    report = sync_folder(smaller, store)
+    assert report.rechunked_chunks > 0
+    assert rows(store, "SELECT count(*) FROM chunks WHERE document_id = 'b.txt'")[0][0] > before
+
+
+def test_run_log_records_each_sync(env):
+    settings, docs, store = env
+    sync_folder(settings, store, trigger="cli")
+    sync_folder(settings, store, trigger="cli")
+    log = rows(store, "SELECT files_new, files_unchanged FROM ingest_runs ORDER BY started_at")
+    assert log == [(4, 0), (0, 4)]
+
+
+def test_missing_folder_is_a_clear_error(tmp_path):
+    settings = Settings.from_env(home=tmp_path / "home", docs=tmp_path / "nope")
+    with pytest.raises(FileNotFoundError, match="nope"):
+        sync_folder(settings)

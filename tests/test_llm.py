@@ -1,0 +1,258 @@
+"""LLMClient over real HTTP against the fake OpenAI-compatible server: parsing, retries, usage, limits, secrets."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+import pytest
+
+from pathrag_pipeline.config import ConfigError, Settings
+from pathrag_pipeline.extraction_models import ChunkExtraction
+from pathrag_pipeline.llm import (
+    OPENAI_BASE_URL,
+    OPENAI_DEFAULT_MODEL,
+    LLMClient,
+    LLMOutputError,
+    LLMUnavailableError,
+    Usage,
+    llm_from_settings,
+)
+from tests.openai_server import FakeOpenAIServer
+
+SECRET = "sk-test-5ecret-do-not-log-8c1f"
+MESSAGES = [
+    {"role": "system", "content": "Extract entities and relations."},
+    {"role": "user", "content": "Ada Lovelace wrote notes on the Analytical Engine of Charles Babbage."},
+]
+EXTRACTION = {
+    "entities": [
+        {"name": "Ada Lovelace", "type": "person", "description": "wrote notes"},
+        {"name": "Analytical Engine", "type": "work", "description": "a machine"},
+    ],
+    "relations": [
+        {"source": "Ada Lovelace", "target": "Analytical Engine", "keywords": "notes", "strength": 8},
+    ],
+}
+
+
+def make_client(server: FakeOpenAIServer, **options) -> LLMClient:
+    """Short timeouts keep fault tests quick; the server stalls a little longer than the client waits."""
+    server.timeout_sleep = 1.5
+    defaults = dict(api_key=SECRET, timeout=0.5, max_retries=2, validation_retries=2)
+    return LLMClient(server.base_url, "fake-chat", **{**defaults, **options})
+
+
+@pytest.mark.parametrize("mode", ["json", "tools", "json_schema", "md_json"])
+def test_structured_output_is_parsed_into_the_model(openai_server: FakeOpenAIServer, mode: str) -> None:
+    openai_server.script_chat([json.dumps(EXTRACTION)])
+    client = make_client(openai_server, mode=mode)
+
+    result = client.structured(MESSAGES, ChunkExtraction, stage="extract")
+
+    assert result.value == ChunkExtraction.model_validate(EXTRACTION)
+    assert result.usage.calls == openai_server.count("chat") == 1
+    request = openai_server.requests_for("chat")[0].body
+    assert request["model"] == "fake-chat"
+    if mode == "tools":
+        assert request["tools"][0]["function"]["parameters"]["properties"].keys() >= {"entities", "relations"}
+    if mode in ("json", "md_json"):  # the schema travels in the system message
+        assert "relations" in request["messages"][0]["content"]
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "503", "timeout", "disconnect"])
+def test_transport_fault_is_retried_and_succeeds(openai_server: FakeOpenAIServer, fault: str) -> None:
+    openai_server.inject(fault, times=1)
+    openai_server.script_chat([json.dumps(EXTRACTION)])
+    client = make_client(openai_server)
+
+    result = client.structured(MESSAGES, ChunkExtraction, stage="extract")
+
+    assert result.value.relations[0].target == "Analytical Engine"
+    assert openai_server.count("chat") == 2
+    assert (result.usage.calls, result.usage.retries) == (2, 1)
+
+
+def test_persistent_transport_fault_raises_unavailable(openai_server: FakeOpenAIServer) -> None:
+    openai_server.inject("503", times=10)
+    client = make_client(openai_server, max_retries=1)
+
+    with pytest.raises(LLMUnavailableError) as info:
+        client.structured(MESSAGES, ChunkExtraction, stage="extract")
+
+    err = info.value
+    assert openai_server.count("chat") == 2  # first try + one transport retry, no re-asks
+    assert (err.stage, err.model, err.usage.calls) == ("extract", "fake-chat", 2)
+    assert "503" in err.last_error and "extract" in str(err)
+
+
+def test_unreachable_endpoint_raises_unavailable_for_complete() -> None:
+    server = FakeOpenAIServer().start()
+    base_url = server.base_url
+    server.stop()  # nothing listens on that port any more
+    client = LLMClient(base_url, "fake-chat", timeout=0.5, max_retries=0)
+
+    with pytest.raises(LLMUnavailableError, match="answer"):
+        client.complete(MESSAGES, stage="answer")
+
+
+def test_invalid_output_is_reasked_with_the_error(openai_server: FakeOpenAIServer) -> None:
+    blank_name = {"entities": [{"name": "   "}], "relations": []}  # valid JSON, fails the name validator
+    openai_server.script_chat([json.dumps(blank_name), json.dumps(EXTRACTION)])
+    client = make_client(openai_server)
+
+    result = client.structured(MESSAGES, ChunkExtraction, stage="extract")
+
+    assert len(result.value.entities) == 2
+    assert openai_server.count("chat") == 2
+    reask = openai_server.requests_for("chat")[1].body["messages"]
+    assert len(reask) > len(openai_server.requests_for("chat")[0].body["messages"])
+    assert "entity name must not be empty" in json.dumps(reask)
+    assert (result.usage.calls, result.usage.retries) == (2, 1)
+
+
+@pytest.mark.parametrize("mode", ["json", "tools"])
+def test_persistently_malformed_output_raises_output_error(openai_server: FakeOpenAIServer, mode: str) -> None:
+    openai_server.inject("malformed", times=10)
+    client = make_client(openai_server, mode=mode, validation_retries=2)
+
+    with pytest.raises(LLMOutputError) as info:
+        client.structured(MESSAGES, ChunkExtraction, stage="extract")
+
+    assert openai_server.count("chat") == 3  # first answer + 2 re-asks
+    assert info.value.usage.calls == 3
+    assert info.value.usage.completion_tokens > 0
+    assert client.usage_by_stage()["extract"].calls == 3
+
+
+def test_complete_returns_text_and_usage(openai_server: FakeOpenAIServer) -> None:
+    openai_server.script_chat(["Ada Lovelace wrote the notes."])
+    client = make_client(openai_server)
+
+    result = client.complete(MESSAGES, stage="answer")
+
+    assert result.text == "Ada Lovelace wrote the notes."
+    assert result.usage.completion_tokens == 5  # the fake counts whitespace words
+    assert result.usage.prompt_tokens == sum(len(m["content"].split()) for m in MESSAGES)
+
+
+def test_usage_totals_add_up_per_stage(openai_server: FakeOpenAIServer) -> None:
+    client = make_client(openai_server)
+    openai_server.script_chat([json.dumps(EXTRACTION), "not json", json.dumps(EXTRACTION)])
+    openai_server.inject("500", times=1)
+
+    results = [
+        client.structured(MESSAGES, ChunkExtraction, stage="extract"),  # 500, retry, ok: 2 requests
+        client.structured(MESSAGES, ChunkExtraction, stage="extract"),  # bad, re-ask, ok: 2 requests
+        client.complete(MESSAGES, stage="answer"),
+        client.complete(MESSAGES, stage="answer"),
+    ]
+
+    by_stage = client.usage_by_stage()
+    assert by_stage["extract"] == results[0].usage + results[1].usage
+    assert by_stage["answer"] == results[2].usage + results[3].usage
+    assert by_stage["extract"].calls == 4 and by_stage["extract"].retries == 2
+    assert client.total_usage().calls == openai_server.count("chat") == 6
+    assert client.total_usage().total_tokens == sum(u.total_tokens for u in by_stage.values()) > 0
+
+
+def test_concurrency_bound_holds_for_map_and_for_own_threads(openai_server: FakeOpenAIServer) -> None:
+    openai_server.response_delay = 0.15  # long enough for requests to overlap when allowed to
+    client = make_client(openai_server, max_concurrency=2)
+
+    texts = client.map(lambda i: client.complete([{"role": "user", "content": f"q{i}"}]).text, range(6))
+    assert texts == [f"echo: q{i}" for i in range(6)]
+    assert openai_server.max_in_flight == 2
+
+    openai_server.reset()
+    threads = [threading.Thread(target=client.complete, args=(MESSAGES,)) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert openai_server.count("chat") == 5
+    assert openai_server.max_in_flight == 2
+
+
+def test_api_key_is_sent_but_never_shown(openai_server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)  # every logger, openai's and httpx's request logging included
+    client = make_client(openai_server, max_retries=1, validation_retries=1)
+    openai_server.script_chat([json.dumps(EXTRACTION), "not JSON"])
+
+    client.structured(MESSAGES, ChunkExtraction, stage="extract")
+    client.complete(MESSAGES, stage="answer")
+    openai_server.inject("500", times=5)
+    with pytest.raises(LLMUnavailableError) as unavailable:
+        client.complete(MESSAGES)
+    openai_server.reset()
+    openai_server.inject("malformed", times=5)
+    with pytest.raises(LLMOutputError) as invalid:
+        client.structured(MESSAGES, ChunkExtraction)
+
+    assert set(openai_server.authorizations) == {f"Bearer {SECRET}"}
+    assert any("Request options" in r.getMessage() for r in caplog.records), "openai debug logging not captured"
+    shown = [repr(client), str(client.identity), str(unavailable.value), str(invalid.value), caplog.text]
+    for text in shown:
+        assert SECRET not in text
+
+
+def test_key_echoed_by_the_endpoint_is_redacted_from_errors(openai_server: FakeOpenAIServer) -> None:
+    openai_server.chat_responder = lambda request: f"the key was {SECRET}"
+    client = make_client(openai_server, validation_retries=0)
+
+    with pytest.raises(LLMOutputError) as info:
+        client.structured(MESSAGES, ChunkExtraction)
+
+    assert "the key was ***" in info.value.last_error
+    assert SECRET not in str(info.value) and SECRET not in info.value.last_error
+
+
+def test_keyless_local_endpoint_gets_placeholder_key(openai_server: FakeOpenAIServer) -> None:
+    client = LLMClient(openai_server.base_url, "fake-chat", timeout=1.0)
+    client.complete(MESSAGES)
+    assert openai_server.authorizations == ["Bearer not-needed"]
+
+
+def test_identity_strips_credentials_from_base_url() -> None:
+    client = LLMClient("http://user:pw@localhost:8000/v1/", "m", api_key=SECRET, mode="tools")
+    assert client.identity == {
+        "provider": "openai-compatible", "base_url": "http://localhost:8000/v1", "model": "m", "mode": "tools",
+    }
+    assert "pw" not in repr(client)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [({"mode": "xml"}, "'xml'"), ({"timeout": 0}, "timeout"), ({"max_concurrency": 0}, "max_concurrency")],
+)
+def test_bad_configuration_is_named(options: dict, named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        LLMClient("http://localhost:8000/v1", "m", **options)
+
+
+def test_bad_base_url_is_named() -> None:
+    with pytest.raises(ConfigError, match="localhost:8000"):
+        LLMClient("localhost:8000", "m")
+
+
+def test_llm_from_settings() -> None:
+    assert llm_from_settings(Settings.from_env({})) is None
+
+    local = llm_from_settings(Settings.from_env({"PATHRAG_LLM_BASE_URL": "http://127.0.0.1:11434/v1",
+                                                 "PATHRAG_LLM_MODEL": "qwen"}), mode="md_json")
+    assert local is not None and local.identity["model"] == "qwen" and local.mode == "md_json"
+
+    official = llm_from_settings(Settings.from_env({"OPENAI_API_KEY": SECRET}))
+    assert official is not None
+    assert (official.base_url, official.model) == (OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL)
+    assert SECRET not in repr(official)
+
+    with pytest.raises(ConfigError, match="PATHRAG_LLM_MODEL"):
+        llm_from_settings(Settings.from_env({"PATHRAG_LLM_BASE_URL": "http://127.0.0.1:11434/v1"}))
+    with pytest.raises(ConfigError, match="PATHRAG_LLM_BASE_URL"):
+        llm_from_settings(Settings.from_env({"PATHRAG_LLM_MODEL": "qwen"}))
+
+
+def test_usage_addition() -> None:
+    assert Usage(1, 2, 3, 0) + Usage(2, 5, 7, 1) == Usage(3, 7, 10, 1)
