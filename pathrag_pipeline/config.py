@@ -27,7 +27,13 @@ ENV_NAMES = {
     "chunk_tokens": "PATHRAG_CHUNK_TOKENS",
     "chunk_overlap": "PATHRAG_CHUNK_OVERLAP",
     "max_file_bytes": "PATHRAG_MAX_FILE_BYTES",
+    "llm_mode": "PATHRAG_LLM_MODE",
+    "llm_timeout": "PATHRAG_LLM_TIMEOUT",
+    "llm_max_concurrency": "PATHRAG_LLM_MAX_CONCURRENCY",
+    "gleaning": "PATHRAG_GLEANING",
 }
+
+LLM_MODES = ("json", "json_schema", "tools", "md_json")
 
 SECRET_FIELDS = {"llm_api_key", "embed_api_key"}
 
@@ -66,6 +72,10 @@ class Settings:
     embed_base_url: str | None = None
     embed_model: str | None = None
     embed_api_key: str | None = field(default=None, repr=False)
+    llm_mode: str = "json"
+    llm_timeout: int = 120
+    llm_max_concurrency: int = 4
+    gleaning: int = 1
 
     # ---- derived locations -------------------------------------------------------------------
     @property
@@ -98,6 +108,10 @@ class Settings:
             embed_base_url=env.get("PATHRAG_EMBED_BASE_URL") or None,
             embed_model=env.get("PATHRAG_EMBED_MODEL") or None,
             embed_api_key=env.get("PATHRAG_EMBED_API_KEY") or llm_key,
+            llm_mode=(env.get("PATHRAG_LLM_MODE") or "json").strip().lower(),
+            llm_timeout=_int_env(env, "llm_timeout", 120, minimum=1),
+            llm_max_concurrency=_int_env(env, "llm_max_concurrency", 4, minimum=1),
+            gleaning=_int_env(env, "gleaning", 1, minimum=0),
         )
         if overrides:
             settings = replace(settings, **overrides)
@@ -105,6 +119,8 @@ class Settings:
         return settings
 
     def validate(self) -> None:
+        if self.llm_mode not in LLM_MODES:
+            raise ConfigError(f"PATHRAG_LLM_MODE={self.llm_mode!r} is not one of {', '.join(LLM_MODES)}")
         if self.chunk_overlap >= self.chunk_tokens:
             raise ConfigError(
                 f"PATHRAG_CHUNK_OVERLAP={self.chunk_overlap} must be smaller than "

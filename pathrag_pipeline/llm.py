@@ -42,7 +42,6 @@ MODES: dict[str, instructor.Mode] = {
     "md_json": instructor.Mode.MD_JSON,
 }
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 KEYLESS_PLACEHOLDER = "not-needed"
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -322,21 +321,25 @@ def llm_from_settings(settings: Settings, **options: Any) -> LLMClient | None:
     """The configured LLM client, or None for offline mode.
 
     - ``PATHRAG_LLM_BASE_URL`` and ``PATHRAG_LLM_MODEL`` set: that endpoint and model (key optional).
-    - No base URL but an API key (``PATHRAG_LLM_API_KEY`` or ``OPENAI_API_KEY``): the official OpenAI endpoint,
-      with ``PATHRAG_LLM_MODEL`` or, failing that, ``gpt-4o-mini`` (cheap, supports JSON and tools modes).
-    - Nothing set: None, and the pipeline runs its offline extractor and extractive answers.
+    - ``PATHRAG_LLM_MODEL`` set without a base URL, with an API key (``PATHRAG_LLM_API_KEY`` or
+      ``OPENAI_API_KEY``): the official OpenAI endpoint.
+    - Nothing set: None, and the pipeline runs its offline extractor and extractive answers. An
+      ``OPENAI_API_KEY`` alone does not switch the pipeline online: configuring nothing means offline.
     A base URL without a model, or a model with neither URL nor key, is a configuration mistake and raises
-    ``ConfigError`` rather than silently running offline. ``options`` go to ``LLMClient`` (mode, timeout, ...).
+    ``ConfigError`` rather than silently running offline. ``options`` go to ``LLMClient`` (mode, timeout, ...);
+    by default they come from PATHRAG_LLM_MODE, PATHRAG_LLM_TIMEOUT and PATHRAG_LLM_MAX_CONCURRENCY.
     """
+    options = {"mode": settings.llm_mode, "timeout": settings.llm_timeout,
+               "max_concurrency": settings.llm_max_concurrency, **options}
     base_url, model, key = settings.llm_base_url, settings.llm_model, settings.llm_api_key
     if base_url:
         if not model:
             raise ConfigError(f"PATHRAG_LLM_BASE_URL={base_url!r} is set but PATHRAG_LLM_MODEL is not; "
                               f"set it to a model the endpoint serves (GET {base_url}/models lists them)")
         return LLMClient(base_url, model, api_key=key, **options)
-    if key:
-        return LLMClient(OPENAI_BASE_URL, model or OPENAI_DEFAULT_MODEL, api_key=key, **options)
     if model:
+        if key:
+            return LLMClient(OPENAI_BASE_URL, model, api_key=key, **options)
         raise ConfigError(f"PATHRAG_LLM_MODEL={model!r} is set but there is no endpoint: set PATHRAG_LLM_BASE_URL "
                           "(e.g. http://localhost:11434/v1) or an API key for the official OpenAI endpoint")
     return None

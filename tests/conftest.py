@@ -14,3 +14,13 @@ def openai_server() -> Iterator[FakeOpenAIServer]:
     """A started OpenAI-compatible server on 127.0.0.1 (free port), stopped after the test."""
     with FakeOpenAIServer() as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never see the developer's PATHRAG_* or OpenAI settings, so nothing reaches a real endpoint."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("PATHRAG_") or name.startswith("OPENAI_"):
+            monkeypatch.delenv(name, raising=False)

@@ -12,7 +12,6 @@ from pathrag_pipeline.config import ConfigError, Settings
 from pathrag_pipeline.extraction_models import ChunkExtraction
 from pathrag_pipeline.llm import (
     OPENAI_BASE_URL,
-    OPENAI_DEFAULT_MODEL,
     LLMClient,
     LLMOutputError,
     LLMUnavailableError,
@@ -243,9 +242,11 @@ def test_llm_from_settings() -> None:
                                                  "PATHRAG_LLM_MODEL": "qwen"}), mode="md_json")
     assert local is not None and local.identity["model"] == "qwen" and local.mode == "md_json"
 
-    official = llm_from_settings(Settings.from_env({"OPENAI_API_KEY": SECRET}))
+    # A key alone configures nothing: the pipeline stays offline.
+    assert llm_from_settings(Settings.from_env({"OPENAI_API_KEY": SECRET})) is None
+    official = llm_from_settings(Settings.from_env({"OPENAI_API_KEY": SECRET, "PATHRAG_LLM_MODEL": "gpt-4o-mini"}))
     assert official is not None
-    assert (official.base_url, official.model) == (OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL)
+    assert (official.base_url, official.model) == (OPENAI_BASE_URL, "gpt-4o-mini")
     assert SECRET not in repr(official)
 
     with pytest.raises(ConfigError, match="PATHRAG_LLM_MODEL"):

@@ -1,0 +1,350 @@
+"""Document parsers: turn one file of the indexed folder into plain-text documents.
+
+Every supported format ends as ``ParsedDocument`` records holding the text the chunker cuts up, so chunk
+offsets point into exactly the text stored here: parsers keep text readable and simple rather than
+re-rendering it. A file that cannot be used raises ``ParseError`` whose message says what is wrong and
+what to do; the ingest step records that message instead of failing the run. A JSONL file is many
+documents, so one bad line becomes an error record and the other lines still parse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+SUPPORTED = frozenset({".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx", ".jsonl"})
+
+TITLE_MAX_CHARS = 200
+BINARY_SNIFF_BYTES = 8192
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+class ParseError(Exception):
+    """A file cannot be turned into text; the message names the file, the problem and the fix."""
+
+
+@dataclass
+class ParsedDocument:
+    id: str                   # rel_path, or f"{rel_path}#{record_id}" for a JSONL record
+    title: str
+    text: str
+    format: str               # the file suffix without the dot: "md", "pdf", "jsonl", ...
+    content_hash: str         # sha256 hex of this document's source bytes (whole file, or the JSONL line)
+    error: str | None = None  # set only for a JSONL line that failed; then text == ""
+
+
+def is_supported(path: Path | str) -> bool:
+    """Whether the folder scanner should pick this file up (by suffix, case-insensitive)."""
+    return Path(path).suffix.lower() in SUPPORTED
+
+
+def parse_file(path: Path, rel_path: str, *, max_bytes: int) -> list[ParsedDocument]:
+    """Parse one file into its documents (one, or one per JSONL line).
+
+    Raises ParseError for a file that is unreadable, over ``max_bytes``, empty, binary, undecodable,
+    corrupt, encrypted or without a text layer.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    parser = _PARSERS.get(suffix)
+    if parser is None:
+        raise ParseError(
+            f"{rel_path}: unsupported file type {suffix or '(no suffix)'!r}; "
+            f"supported are {', '.join(sorted(SUPPORTED))}"
+        )
+    data = _read_bytes(path, rel_path, max_bytes)
+    if not data.strip():
+        raise ParseError(f"{rel_path} is empty ({len(data)} bytes, no text); add content or remove the file")
+    return parser(data, rel_path, suffix.lstrip("."), path.stem)
+
+
+# ---- common helpers ------------------------------------------------------------------------------
+
+def _read_bytes(path: Path, rel_path: str, max_bytes: int) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise ParseError(_too_large(rel_path, size, max_bytes))
+        with path.open("rb") as fh:
+            data = fh.read(max_bytes + 1)  # the file may have grown since stat
+    except OSError as exc:
+        raise ParseError(f"cannot read {rel_path}: {exc.strerror or exc}; check that the file exists and is readable") from None
+    if len(data) > max_bytes:
+        raise ParseError(_too_large(rel_path, len(data), max_bytes))
+    return data
+
+
+def _too_large(rel_path: str, size: int, max_bytes: int) -> str:
+    return (f"{rel_path} is {size:,} bytes, over the limit of {max_bytes:,} bytes; "
+            f"raise PATHRAG_MAX_FILE_BYTES or split the file")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+_TRAILING_SPACE = re.compile(r"[ \t]+\n")
+_MANY_BLANK_LINES = re.compile(r"\n{3,}")
+
+
+def normalise_text(text: str) -> str:
+    """Unify line ends, drop NULs and trailing spaces, keep at most one blank line between blocks."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    text = _TRAILING_SPACE.sub("\n", text)
+    return _MANY_BLANK_LINES.sub("\n\n", text).strip()
+
+
+def _first_line(text: str) -> str:
+    """The first non-empty line, cut at a word boundary to at most TITLE_MAX_CHARS characters."""
+    for line in text.split("\n"):
+        line = line.strip()
+        if line:
+            if len(line) <= TITLE_MAX_CHARS:
+                return line
+            cut = line[:TITLE_MAX_CHARS - 1]
+            space = cut.rfind(" ")
+            return (cut[:space] if space > TITLE_MAX_CHARS // 2 else cut).rstrip() + "…"
+    return ""
+
+
+def _require_text(text: str, rel_path: str, what: str) -> str:
+    if not text:
+        raise ParseError(f"{rel_path} is empty: the {what} holds no text once parsed; add content or remove the file")
+    return text
+
+
+def _decode_utf8(data: bytes, rel_path: str) -> str:
+    """Decode UTF-8 (BOM accepted); binary or undecodable content is a ParseError naming the byte offset."""
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        raise ParseError(f"{rel_path} looks like a binary file (NUL bytes near the start), not text; "
+                         f"remove it from the folder or convert it to UTF-8 text")
+    bom = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
+    try:
+        return data[bom:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = bom + exc.start
+        raise ParseError(
+            f"{rel_path} is not valid UTF-8: byte {offset} ({data[offset:offset + 4]!r}) cannot be decoded; "
+            f"re-save the file as UTF-8"
+        ) from None
+
+
+# ---- plain text and markdown ---------------------------------------------------------------------
+
+_MD_H1 = re.compile(r"^ {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
+_MD_LEADING_HASHES = re.compile(r"^#{1,6}[ \t]+")
+
+
+def _parse_text(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
+    text = _require_text(normalise_text(_decode_utf8(data, rel_path)), rel_path, "file")
+    title = ""
+    if fmt in ("md", "markdown"):
+        heading = _MD_H1.search(text)
+        title = heading.group(1).strip()[:TITLE_MAX_CHARS] if heading else ""
+        if not title:
+            title = _MD_LEADING_HASHES.sub("", _first_line(text))
+    title = title or _first_line(text) or stem
+    return [ParsedDocument(rel_path, title, text, fmt, _sha256(data))]
+
+
+# ---- HTML --------------------------------------------------------------------------------------------
+
+_HTML_DROP = ["script", "style", "nav", "header", "footer", "noscript", "template", "iframe", "svg", "title"]
+# Blocks separated by a blank line vs. a single line break; table cells share their row's line.
+_HTML_PARAGRAPHS = {"p", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "table", "ul", "ol", "dl",
+                    "section", "article", "main", "aside", "figure", "hr", "address", "details"}
+_HTML_LINES = {"li", "tr", "div", "dt", "dd", "caption", "figcaption", "summary", "br"}
+_HTML_CELLS = ["td", "th"]
+# Private-use characters: never whitespace (unlike \x1c-\x1f, which str.split and regex \s treat as spaces).
+_PARA_MARK, _LINE_MARK, _CELL_MARK = "\ue000", "\ue001", "\ue002"
+_WHITESPACE = re.compile(r"\s+")
+_BREAKS = re.compile(f" ?[{_PARA_MARK}{_LINE_MARK}][ {_PARA_MARK}{_LINE_MARK}]*")
+
+
+def _parse_html(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
+    from bs4 import BeautifulSoup, Tag  # imported here: only HTML needs it, and it costs import time
+
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        raise ParseError(f"{rel_path} looks like a binary file (NUL bytes near the start), not HTML; "
+                         f"remove it from the folder or re-save it as text")
+    soup = BeautifulSoup(data, "html.parser")
+    title_tag = soup.find("title")
+    title = _WHITESPACE.sub(" ", title_tag.get_text()).strip() if title_tag else ""
+    for tag in soup.find_all(_HTML_DROP):
+        tag.decompose()
+    if not title:
+        h1 = soup.find("h1")
+        title = _WHITESPACE.sub(" ", h1.get_text()).strip() if h1 else ""
+    # HTML whitespace inside text is insignificant; block boundaries are marked, then rendered as newlines.
+    # One pass over the tags (bs4's per-name searches dominate the cost on small pages).
+    for tag in [node for node in soup.descendants if isinstance(node, Tag)]:
+        name = tag.name
+        if name in _HTML_PARAGRAPHS:
+            tag.insert_before(_PARA_MARK)
+            tag.insert_after(_PARA_MARK)
+        elif name in _HTML_LINES:
+            tag.insert_before(_LINE_MARK)
+            tag.insert_after(_LINE_MARK)
+        elif name in _HTML_CELLS and tag.find_previous_sibling(_HTML_CELLS) is not None:
+            tag.insert_before(_CELL_MARK)
+    text = _WHITESPACE.sub(" ", soup.get_text()).replace(_CELL_MARK, " | ")
+    # Adjacent boundaries (end of one block, start of the next) make one break: blank line if any is a paragraph.
+    text = _BREAKS.sub(lambda m: "\n\n" if _PARA_MARK in m.group() else "\n", text)
+    text = _require_text(normalise_text(text), rel_path, "page")
+    title = title[:TITLE_MAX_CHARS] or _first_line(text) or stem
+    return [ParsedDocument(rel_path, title, text, fmt, _sha256(data))]
+
+
+# ---- PDF -----------------------------------------------------------------------------------------------
+
+def _parse_pdf(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
+    from pypdf import PdfReader
+    from pypdf.errors import DependencyError, FileNotDecryptedError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise FileNotDecryptedError("a password is required")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        meta_title = reader.metadata.title if reader.metadata else None
+    except FileNotDecryptedError:
+        raise ParseError(f"{rel_path} is an encrypted PDF that needs a password; "
+                         f"save an unencrypted copy into the folder instead") from None
+    except DependencyError as exc:  # AES encryption needs the optional 'cryptography' package
+        raise ParseError(f"{rel_path} is an encrypted PDF that cannot be decrypted here ({exc}); "
+                         f"install 'cryptography' or save an unencrypted copy into the folder") from None
+    except Exception as exc:  # pypdf raises many types (PdfReadError, ValueError, KeyError...) on bad input
+        raise ParseError(f"{rel_path} is a corrupt or unreadable PDF ({type(exc).__name__}: {exc}); "
+                         f"re-export or repair the file") from None
+    text = normalise_text("\n\n".join(normalise_text(page) for page in pages))
+    if not text:
+        raise ParseError(f"{rel_path}: PDF has no text layer ({len(pages)} pages, likely scanned images); "
+                         f"OCR is not supported, so run OCR first or add a text version")
+    title = meta_title.strip()[:TITLE_MAX_CHARS] if isinstance(meta_title, str) else ""
+    return [ParsedDocument(rel_path, title or _first_line(text) or stem, text, fmt, _sha256(data))]
+
+
+# ---- DOCX ----------------------------------------------------------------------------------------------
+
+def _parse_docx(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
+    import docx
+    from docx.table import Table
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+        blocks: list[str] = []
+        heading = ""
+        for item in document.iter_inner_content():
+            if isinstance(item, Table):
+                blocks.append(_docx_table_text(item))
+                continue
+            blocks.append(item.text)
+            # Only explicitly styled paragraphs can be headings; resolving the default style is slow.
+            if not heading and item._p.style is not None and item.text.strip():
+                if item.style.name.startswith(("Title", "Heading")):
+                    heading = item.text.strip()
+        core_title = document.core_properties.title or ""
+    except Exception as exc:  # bad zip, missing parts, broken XML: all mean the file is unusable
+        raise ParseError(f"{rel_path} is a corrupt or unreadable DOCX ({type(exc).__name__}: {exc}); "
+                         f"re-save it from a word processor") from None
+    text = _require_text(normalise_text("\n\n".join(b for b in blocks if b.strip())), rel_path, "document")
+    title = (core_title.strip() or heading)[:TITLE_MAX_CHARS] or _first_line(text) or stem
+    return [ParsedDocument(rel_path, title, text, fmt, _sha256(data))]
+
+
+def _docx_table_text(table) -> str:
+    """One line per row, cells joined by ' | '; a merged cell (repeated by python-docx) appears once."""
+    lines = []
+    for row in table.rows:
+        cells, seen = [], set()
+        for cell in row.cells:
+            if id(cell._tc) in seen:
+                continue
+            seen.add(id(cell._tc))
+            cells.append(" ".join(cell.text.split()))
+        lines.append(" | ".join(cells))
+    return "\n".join(lines)
+
+
+# ---- JSONL -------------------------------------------------------------------------------------------
+
+_DEFAULT_ID = re.compile(r"line-(\d+)")
+
+
+def _parse_jsonl(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
+    """One document per non-blank line; a bad line becomes an error record and the rest still parse."""
+    docs: list[ParsedDocument] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        raw = raw.rstrip(b"\r")
+        if not raw.strip():
+            continue
+        line_hash = _sha256(raw)
+        try:
+            record_id, title, text = _jsonl_record(raw, number, seen)
+        except ValueError as exc:
+            docs.append(ParsedDocument(f"{rel_path}#line-{number}", f"{stem} line {number}", "", fmt, line_hash,
+                                       error=f"{rel_path} line {number}: {exc}"))
+            continue
+        seen[record_id] = number
+        docs.append(ParsedDocument(f"{rel_path}#{record_id}", title, text, fmt, line_hash))
+    if not docs:
+        raise ParseError(f"{rel_path} is empty (no JSONL records); add content or remove the file")
+    return docs
+
+
+def _jsonl_record(raw: bytes, number: int, seen: dict[str, int]) -> tuple[str, str, str]:
+    """(id, title, text) of one JSONL line; ValueError says what is wrong with it."""
+    if b"\x00" in raw:
+        raise ValueError("contains NUL bytes; each line must be a JSON object of UTF-8 text")
+    try:
+        record = json.loads((raw.removeprefix(_UTF8_BOM) if number == 1 else raw).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not valid UTF-8 at byte {exc.start} of the line; re-save the file as UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON ({exc.msg} at column {exc.colno}); fix or remove the line") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"expected a JSON object with a \"text\" field, got {type(record).__name__}")
+    text = record.get("text")
+    if text is None:
+        raise ValueError("missing the required \"text\" field")
+    if not isinstance(text, str):
+        raise ValueError(f"\"text\" must be a string, got {type(text).__name__}")
+    text = normalise_text(text)
+    if not text:
+        raise ValueError("\"text\" is empty")
+    raw_id = record.get("id")
+    if raw_id is None:
+        record_id = f"line-{number}"
+    elif isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
+        raise ValueError(f"\"id\" must be a string or an integer, got {type(raw_id).__name__}")
+    else:
+        record_id = str(raw_id).strip()
+        if not record_id:
+            raise ValueError("\"id\" is empty; give a non-empty id or leave the field out")
+        default = _DEFAULT_ID.fullmatch(record_id)
+        if default and int(default.group(1)) != number:
+            # "line-N" is the id given to line N when it has no id (or fails), so it must stay free.
+            raise ValueError(f"id {record_id!r} is reserved for line {default.group(1)}; choose another id")
+    if record_id in seen:
+        raise ValueError(f"duplicate id {record_id!r} (first used on line {seen[record_id]}); ids must be unique within a file")
+    title = record.get("title")
+    title = " ".join(title.split())[:TITLE_MAX_CHARS] if isinstance(title, str) else ""
+    return record_id, title or _first_line(text) or record_id, text
+
+
+_PARSERS: dict[str, Callable[[bytes, str, str, str], list[ParsedDocument]]] = {
+    ".txt": _parse_text,
+    ".md": _parse_text,
+    ".markdown": _parse_text,
+    ".html": _parse_html,
+    ".htm": _parse_html,
+    ".pdf": _parse_pdf,
+    ".docx": _parse_docx,
+    ".jsonl": _parse_jsonl,
+}

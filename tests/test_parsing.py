@@ -1,0 +1,476 @@
+"""Parsers: every format on the bundled sample corpus, and every kind of bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import re
+import sys
+import zipfile
+from pathlib import Path
+
+import docx
+import pytest
+from pypdf import PdfWriter
+
+from pathrag_pipeline.parsing import (
+    SUPPORTED,
+    TITLE_MAX_CHARS,
+    ParsedDocument,
+    ParseError,
+    is_supported,
+    normalise_text,
+    parse_file,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "data" / "sample"
+BIG = 10 * 1024 * 1024
+
+
+def _sample(name: str) -> list[ParsedDocument]:
+    return parse_file(SAMPLE / name, name, max_bytes=BIG)
+
+
+def _one(path: Path, rel: str | None = None, max_bytes: int = BIG) -> ParsedDocument:
+    docs = parse_file(path, rel or path.name, max_bytes=max_bytes)
+    assert len(docs) == 1
+    return docs[0]
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\S+", text)
+
+
+@pytest.fixture(scope="module")
+def make_sample_docs():
+    """The generator script, loaded as a module (scripts/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("make_sample_docs", ROOT / "scripts" / "make_sample_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+# ---- the sample corpus, format by format -------------------------------------------------------------
+
+def test_every_sample_file_parses_cleanly():
+    files = sorted(p for p in SAMPLE.iterdir() if is_supported(p))
+    suffixes = {p.suffix for p in files}
+    assert {".md", ".txt", ".html", ".pdf", ".docx", ".jsonl"} <= suffixes
+    ids = []
+    for path in files:
+        for doc in parse_file(path, path.name, max_bytes=BIG):
+            assert doc.error is None, doc.error
+            assert doc.text.strip() and doc.title.strip()
+            assert "\r" not in doc.text and "\x00" not in doc.text and "\n\n\n" not in doc.text
+            ids.append(doc.id)
+    assert len(ids) == len(set(ids))
+
+
+def test_markdown_title_is_first_h1_and_text_is_kept_verbatim():
+    raw = (SAMPLE / "varne_valley_geography.md").read_bytes()
+    [doc] = _sample("varne_valley_geography.md")
+    assert doc.id == "varne_valley_geography.md"
+    assert doc.format == "md"
+    assert doc.title == "The Varne Valley: A Regional Overview"
+    assert doc.content_hash == _sha(raw)
+    assert doc.text == raw.decode("utf-8").strip()
+    assert "The market village of Marrowby stands on the Tamsin" in doc.text
+
+
+def test_text_file_title_is_first_line():
+    [doc] = _sample("varne_navigation_company.txt")
+    assert doc.format == "txt"
+    assert doc.title == "THE VARNE NAVIGATION COMPANY: A SHORT HISTORY"
+    assert "founded in 1822 at Saltmouth by Elias Pell" in doc.text
+
+
+def test_html_drops_page_furniture_and_keeps_blocks_apart():
+    [doc] = _sample("great_flood_of_1887.html")
+    assert doc.format == "html"
+    assert doc.title == "The Great Flood of 1887 | Varne Valley Heritage Trust"
+    for noise in ("dataLayer", "font-family", "Visit us", "Registered charity", "enable JavaScript",
+                  "uses cookies", "Preserving the history", "localStorage"):
+        assert noise not in doc.text
+    assert doc.text.startswith("The Great Flood of 1887\n\nIn the middle of October 1887")
+    assert "\nThe rain\n" in doc.text
+    assert "Hesketh Mill | 22\nCorran Ford | 7" in doc.text
+    # Source line breaks inside a paragraph are not breaks in HTML.
+    assert "stalled over the eastern hills. Rain began to fall" in doc.text
+    assert "  " not in doc.text
+
+
+def test_pdf_extracts_every_page_in_order(make_sample_docs):
+    [doc] = _sample("kestle_observatory.pdf")
+    assert doc.format == "pdf"
+    assert doc.title == make_sample_docs.OBSERVATORY_TITLE  # from the PDF metadata
+    source_words = _words(" ".join(text for _, text in make_sample_docs.OBSERVATORY))
+    assert _words(doc.text) == source_words
+    assert doc.content_hash == _sha((SAMPLE / "kestle_observatory.pdf").read_bytes())
+
+
+def test_sample_pdf_has_several_pages():
+    from pypdf import PdfReader
+
+    assert len(PdfReader(SAMPLE / "kestle_observatory.pdf").pages) >= 2
+
+
+def test_docx_keeps_headings_paragraphs_and_table_in_order():
+    [doc] = _sample("corran_ford_bridge.docx")
+    assert doc.format == "docx"
+    assert doc.title == "Corran Ford Bridge"
+    assert "Designer | Isabel Fairley" in doc.text
+    assert "Steelwork | Tarrant Yard, Saltmouth" in doc.text
+    order = [doc.text.index(s) for s in ("Summary", "It was designed by the engineer Isabel Fairley",
+                                          "Specifications", "Item | Detail", "Later history")]
+    assert order == sorted(order)
+
+
+def test_committed_binaries_match_the_generator(make_sample_docs):
+    """The PDF and DOCX in data/sample/ are exactly what scripts/make_sample_docs.py builds."""
+    m = make_sample_docs
+    author = "pathrag-pipeline sample corpus (fictional)"
+    assert m.build_pdf(m.OBSERVATORY, title=m.OBSERVATORY_TITLE, author=author) == \
+        (SAMPLE / "kestle_observatory.pdf").read_bytes()
+    assert m.build_docx(m.BRIDGE, title=m.BRIDGE_TITLE, author=author) == \
+        (SAMPLE / "corran_ford_bridge.docx").read_bytes()
+
+
+def test_generated_pdf_wraps_within_the_margin(make_sample_docs):
+    m = make_sample_docs
+    width = m.PAGE_W - 2 * m.MARGIN
+    for kind, text in m.OBSERVATORY:
+        _, size, _ = m.STYLES[kind]
+        lines = m.wrap(text, size, width, bold=kind != "p")
+        assert " ".join(lines) == " ".join(text.split())
+        assert all(m.text_width(line, size, bold=kind != "p") <= width for line in lines)
+
+
+def test_jsonl_records_become_documents():
+    lines = (SAMPLE / "biographical_dictionary.jsonl").read_bytes().splitlines()
+    docs = _sample("biographical_dictionary.jsonl")
+    assert len(docs) == len(lines) == 6
+    by_id = {d.id: d for d in docs}
+    morrow = by_id["biographical_dictionary.jsonl#agnes-morrow"]
+    assert morrow.title == "Morrow, Agnes (1851–1928)"
+    assert "born in 1851 in the village of Hesketh Mill" in morrow.text
+    assert morrow.format == "jsonl"
+    assert [d.content_hash for d in docs] == [_sha(line) for line in lines]
+
+
+# ---- titles and normalisation ------------------------------------------------------------------------
+
+def test_markdown_without_h1_uses_first_line_without_hashes(tmp_path):
+    path = tmp_path / "notes.md"
+    path.write_text("\n\n## Minutes of the board\n\nThe board met.\n", encoding="utf-8")
+    assert _one(path).title == "Minutes of the board"
+
+
+def test_long_first_line_title_is_cut(tmp_path):
+    path = tmp_path / "long.txt"
+    path.write_text("word " * 200, encoding="utf-8")
+    title = _one(path).title
+    assert len(title) <= TITLE_MAX_CHARS and title.endswith("…") and title.startswith("word word")
+
+
+def test_bom_crlf_nul_and_blank_runs_are_normalised(tmp_path):
+    path = tmp_path / "bom.txt"
+    # A NUL beyond the binary sniff window is stripped, not fatal.
+    data = b"\xef\xbb\xbfTitle line\r\n\r\n\r\n\r\n\r\nbody  \r\n" + b"x" * 9000 + b"\x00end"
+    path.write_bytes(data)
+    doc = _one(path)
+    assert doc.title == "Title line"
+    assert doc.text.startswith("Title line\n\nbody\n")
+    assert doc.text.endswith("xend")
+    assert doc.content_hash == _sha(data)
+
+
+def test_normalise_text():
+    assert normalise_text("a\r\nb\rc\x00d \n\n\n\n\ne  ") == "a\nb\ncd\n\ne"
+
+
+def test_html_title_falls_back_to_h1_and_honours_declared_charset(tmp_path):
+    path = tmp_path / "page.htm"
+    path.write_bytes('<html><head><meta charset="iso-8859-1"></head><body><h1>Caf\xe9 Varne</h1>'
+                     '<p>Open<br>daily</p><ul><li>one</li><li>two</li></ul></body></html>'.encode("latin-1"))
+    doc = _one(path)
+    assert doc.title == "Café Varne"
+    assert doc.format == "htm"
+    assert doc.text == "Café Varne\n\nOpen\ndaily\n\none\ntwo"
+
+
+def test_docx_title_falls_back_to_first_heading(tmp_path):
+    document = docx.Document()
+    document.add_paragraph("preface text")
+    document.add_heading("Real Heading", level=1)
+    path = tmp_path / "report.docx"
+    document.save(path)
+    assert _one(path).title == "Real Heading"
+
+
+def test_is_supported():
+    assert is_supported(Path("a/b.MD")) and is_supported("x.jsonl") and is_supported("y.HTM")
+    assert not is_supported("data.csv") and not is_supported("README")
+    assert all(is_supported(f"f{s}") for s in SUPPORTED)
+
+
+# ---- bad input ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("suffix", sorted(SUPPORTED))
+def test_zero_byte_file_is_empty(tmp_path, suffix):
+    path = tmp_path / f"empty{suffix}"
+    path.write_bytes(b"")
+    with pytest.raises(ParseError, match=rf"empty{re.escape(suffix)} is empty"):
+        parse_file(path, path.name, max_bytes=BIG)
+
+
+@pytest.mark.parametrize("name, data", [
+    ("blank.txt", b" \n\t\r\n  "),
+    ("bom-only.md", b"\xef\xbb\xbf\n"),
+    ("blank.jsonl", b"\n\n   \n"),
+    ("scripts-only.html", b"<html><head><script>var x = 1;</script><style>p{}</style></head><body> </body></html>"),
+])
+def test_whitespace_only_content_is_empty(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(ParseError, match="empty"):
+        parse_file(path, name, max_bytes=BIG)
+
+
+def test_docx_without_text_is_empty(tmp_path):
+    path = tmp_path / "blank.docx"
+    docx.Document().save(path)
+    with pytest.raises(ParseError, match="blank.docx is empty"):
+        parse_file(path, "blank.docx", max_bytes=BIG)
+
+
+@pytest.mark.parametrize("name", ["image.txt", "image.md", "image.html"])
+def test_binary_file_is_rejected(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    with pytest.raises(ParseError, match=rf"{name} looks like a binary file"):
+        parse_file(path, name, max_bytes=BIG)
+
+
+@pytest.mark.parametrize("data, offset", [(b"hello \xff world", 6), (b"\xef\xbb\xbfab\xe9cd", 5)])
+def test_undecodable_text_names_the_byte_offset(tmp_path, data, offset):
+    path = tmp_path / "latin.txt"
+    path.write_bytes(data)
+    with pytest.raises(ParseError, match=rf"latin.txt is not valid UTF-8: byte {offset} .*re-save"):
+        parse_file(path, "latin.txt", max_bytes=BIG)
+
+
+def test_file_over_the_size_limit(tmp_path):
+    path = tmp_path / "big.md"
+    path.write_bytes(b"# x\n" + b"y" * 2000)
+    with pytest.raises(ParseError) as info:
+        parse_file(path, "sub/big.md", max_bytes=2000)
+    message = str(info.value)
+    assert "sub/big.md" in message and "2,004 bytes" in message and "2,000" in message
+    assert "PATHRAG_MAX_FILE_BYTES" in message
+    assert _one(path, max_bytes=2004).title == "x"  # exactly at the limit is allowed
+
+
+@pytest.mark.parametrize("data", [
+    b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF\n",
+    b"%PDF-1.7\n" + bytes(range(256)) * 8,
+    b"this is not a pdf at all, just text with a pdf suffix\n",
+])
+def test_corrupt_pdf(tmp_path, data):
+    path = tmp_path / "broken.pdf"
+    path.write_bytes(data)
+    with pytest.raises(ParseError, match="broken.pdf is a corrupt or unreadable PDF"):
+        parse_file(path, "broken.pdf", max_bytes=BIG)
+
+
+def _pdf_copy_of_sample(tmp_path: Path, name: str, **encrypt) -> Path:
+    writer = PdfWriter(clone_from=SAMPLE / "kestle_observatory.pdf")
+    if encrypt:
+        writer.encrypt(algorithm="RC4-128", **encrypt)
+    path = tmp_path / name
+    with path.open("wb") as fh:
+        writer.write(fh)
+    return path
+
+
+def test_encrypted_pdf_needs_a_password(tmp_path):
+    path = _pdf_copy_of_sample(tmp_path, "locked.pdf", user_password="secret", owner_password="owner")
+    with pytest.raises(ParseError, match="locked.pdf is an encrypted PDF that needs a password"):
+        parse_file(path, "locked.pdf", max_bytes=BIG)
+
+
+def test_pdf_encrypted_with_empty_user_password_is_read(tmp_path):
+    path = _pdf_copy_of_sample(tmp_path, "owner-only.pdf", user_password="", owner_password="owner")
+    assert "Rupert Hallam" in _one(path).text
+
+
+def test_aes_pdf_without_crypto_support_says_so(tmp_path, monkeypatch):
+    from pypdf import PdfReader
+    from pypdf.errors import DependencyError
+
+    path = _pdf_copy_of_sample(tmp_path, "aes.pdf", user_password="", owner_password="owner")
+
+    def no_crypto(self, password):
+        raise DependencyError("cryptography>=3.1 is required for AES algorithm")
+
+    monkeypatch.setattr(PdfReader, "decrypt", no_crypto)
+    with pytest.raises(ParseError, match="aes.pdf is an encrypted PDF that cannot be decrypted here.*install 'cryptography'"):
+        parse_file(path, "aes.pdf", max_bytes=BIG)
+
+
+def test_pdf_without_text_layer(tmp_path):
+    writer = PdfWriter()
+    writer.add_blank_page(width=595, height=842)
+    writer.add_blank_page(width=595, height=842)
+    path = tmp_path / "scan.pdf"
+    with path.open("wb") as fh:
+        writer.write(fh)
+    with pytest.raises(ParseError, match=r"scan.pdf: PDF has no text layer \(2 pages.*OCR is not supported"):
+        parse_file(path, "scan.pdf", max_bytes=BIG)
+
+
+def _zip_bytes(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("data", [
+    b"PK\x03\x04 truncated zip header and nothing else",
+    b"plain text saved with a docx suffix",
+    _zip_bytes({"hello.txt": b"a zip, but not a word document"}),
+])
+def test_corrupt_docx(tmp_path, data):
+    path = tmp_path / "broken.docx"
+    path.write_bytes(data)
+    with pytest.raises(ParseError, match="broken.docx is a corrupt or unreadable DOCX"):
+        parse_file(path, "broken.docx", max_bytes=BIG)
+
+
+def test_truncated_docx_is_corrupt(tmp_path):
+    data = (SAMPLE / "corran_ford_bridge.docx").read_bytes()
+    path = tmp_path / "cut.docx"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ParseError, match="cut.docx is a corrupt or unreadable DOCX"):
+        parse_file(path, "cut.docx", max_bytes=BIG)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file_by_permissions(tmp_path):
+    path = tmp_path / "secret.txt"
+    path.write_text("hidden", encoding="utf-8")
+    path.chmod(0)
+    try:
+        with pytest.raises(ParseError, match="cannot read secret.txt: Permission denied"):
+            parse_file(path, "secret.txt", max_bytes=BIG)
+    finally:
+        path.chmod(0o644)
+
+
+def test_unreadable_file_simulated(tmp_path, monkeypatch):
+    """Runs as root too: opening the file fails the way a permission problem does."""
+    path = tmp_path / "secret.txt"
+    path.write_text("hidden", encoding="utf-8")
+
+    def refuse(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(ParseError, match="cannot read secret.txt: Permission denied; check"):
+        parse_file(path, "secret.txt", max_bytes=BIG)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ParseError, match="cannot read gone.md: No such file"):
+        parse_file(tmp_path / "gone.md", "gone.md", max_bytes=BIG)
+
+
+def test_unsupported_suffix(tmp_path):
+    path = tmp_path / "table.csv"
+    path.write_text("a,b\n", encoding="utf-8")
+    with pytest.raises(ParseError, match=r"table.csv: unsupported file type '.csv'; supported are .*\.docx"):
+        parse_file(path, "table.csv", max_bytes=BIG)
+
+
+# ---- JSONL: bad lines do not spoil good ones ----------------------------------------------------------
+
+def _write_lines(path: Path, lines: list[bytes]) -> list[bytes]:
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return lines
+
+
+def test_malformed_jsonl_lines_become_error_records(tmp_path):
+    path = tmp_path / "entries.jsonl"
+    lines = _write_lines(path, [
+        json.dumps({"id": "a", "title": "Alpha", "text": "First entry."}).encode(),   # 1 good
+        b'{"id": "b", "text": "unterminated',                                         # 2 bad JSON
+        b"[1, 2, 3]",                                                                 # 3 not an object
+        json.dumps({"id": "d", "title": "No text"}).encode(),                          # 4 missing text
+        json.dumps({"id": "e", "text": "   "}).encode(),                               # 5 empty text
+        json.dumps({"id": "f", "text": 42}).encode(),                                  # 6 non-string text
+        json.dumps({"id": ["g"], "text": "bad id"}).encode(),                          # 7 bad id type
+        b"",                                                                          # 8 blank: skipped
+        b'{"text": "caf\xe9"}',                                                        # 9 not UTF-8
+        json.dumps({"text": "No id here.\nSecond line."}).encode(),                    # 10 good, default id
+        json.dumps({"id": 7, "text": "Integer id."}).encode(),                         # 11 good, int id
+    ])
+    docs = parse_file(path, "dir/entries.jsonl", max_bytes=BIG)
+    by_id = {d.id: d for d in docs}
+    assert len(docs) == 10 and len(by_id) == 10  # the blank line yields nothing
+
+    good = [d for d in docs if d.error is None]
+    assert [d.id for d in good] == ["dir/entries.jsonl#a", "dir/entries.jsonl#line-10", "dir/entries.jsonl#7"]
+    assert by_id["dir/entries.jsonl#a"].title == "Alpha"
+    assert by_id["dir/entries.jsonl#line-10"].title == "No id here."
+    assert by_id["dir/entries.jsonl#line-10"].text == "No id here.\nSecond line."
+
+    expected = {2: "invalid JSON", 3: "expected a JSON object", 4: 'missing the required "text"',
+                5: '"text" is empty', 6: '"text" must be a string, got int', 7: '"id" must be a string or an integer',
+                9: "not valid UTF-8"}
+    for number, fragment in expected.items():
+        doc = by_id[f"dir/entries.jsonl#line-{number}"]
+        assert doc.text == "" and doc.format == "jsonl"
+        assert doc.error.startswith(f"dir/entries.jsonl line {number}: ")
+        assert fragment in doc.error
+        assert doc.content_hash == _sha(lines[number - 1])
+
+
+def test_duplicate_jsonl_id_marks_the_later_record(tmp_path):
+    path = tmp_path / "dup.jsonl"
+    _write_lines(path, [json.dumps({"id": "x", "text": "first"}).encode(),
+                        json.dumps({"id": "y", "text": "other"}).encode(),
+                        json.dumps({"id": "x", "text": "second"}).encode()])
+    docs = parse_file(path, "dup.jsonl", max_bytes=BIG)
+    assert [(d.id, d.text) for d in docs] == [("dup.jsonl#x", "first"), ("dup.jsonl#y", "other"),
+                                              ("dup.jsonl#line-3", "")]
+    assert "duplicate id 'x' (first used on line 1)" in docs[2].error
+
+
+def test_jsonl_id_cannot_take_another_lines_default_id(tmp_path):
+    path = tmp_path / "clash.jsonl"
+    _write_lines(path, [json.dumps({"id": "line-2", "text": "claims line 2"}).encode(),
+                        b"not json",
+                        json.dumps({"id": "line-3", "text": "its own line number is fine"}).encode()])
+    docs = parse_file(path, "clash.jsonl", max_bytes=BIG)
+    assert [d.id for d in docs] == ["clash.jsonl#line-1", "clash.jsonl#line-2", "clash.jsonl#line-3"]
+    assert "reserved for line 2" in docs[0].error
+    assert "invalid JSON" in docs[1].error
+    assert docs[2].error is None
+
+
+def test_jsonl_with_crlf_and_bom(tmp_path):
+    path = tmp_path / "win.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"id": "a", "text": "one"}\r\n{"id": "b", "text": "two"}\r\n')
+    docs = parse_file(path, "win.jsonl", max_bytes=BIG)
+    assert [(d.id, d.text, d.error) for d in docs] == [("win.jsonl#a", "one", None), ("win.jsonl#b", "two", None)]
