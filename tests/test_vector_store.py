@@ -1,0 +1,203 @@
+"""LanceDB vector store: incremental sync, search, model-mismatch protection, serialised writers."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from pathrag_pipeline.embedding import HashingEmbedder
+from pathrag_pipeline.vector_store import EmbeddingMismatchError, VectorStore
+
+
+class CountingEmbedder:
+    """Wraps an embedder and records every text it is asked to embed."""
+
+    def __init__(self, inner=None, identity: str | None = None) -> None:
+        self.inner = inner or HashingEmbedder(dim=64)
+        self.identity = identity or self.inner.identity
+        self.embedded: list[str] = []
+        self.calls = 0
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        self.embedded.extend(texts)
+        return self.inner.embed(texts)
+
+
+NAMES = {
+    "uoc": "University of Copenhagen",
+    "aip": "American Institute of Physics",
+    "jmp": "Journal of Mathematical Physics",
+    "pie": "Apple pie",
+    "dk": "Denmark",
+}
+
+
+@pytest.fixture
+def store(tmp_path) -> VectorStore:
+    return VectorStore(tmp_path / "lancedb")
+
+
+def test_sync_embeds_only_new_and_changed_rows_and_deletes_missing(store):
+    e = CountingEmbedder()
+    first = store.sync("entities", NAMES, e)
+    assert (first.embedded, first.unchanged, first.deleted, first.total) == (5, 0, 0, 5)
+    assert sorted(e.embedded) == sorted(NAMES.values())
+
+    e.embedded.clear()
+    again = store.sync("entities", NAMES, e)
+    assert (again.embedded, again.unchanged, again.deleted, again.total) == (0, 5, 0, 5)
+    assert e.embedded == []
+
+    changed = {k: v for k, v in NAMES.items() if k != "pie"}
+    changed["dk"] = "Kingdom of Denmark"
+    changed["nbi"] = "Niels Bohr Institute"
+    stats = store.sync("entities", changed, e)
+    assert sorted(e.embedded) == ["Kingdom of Denmark", "Niels Bohr Institute"]
+    assert (stats.embedded, stats.unchanged, stats.deleted, stats.total) == (2, 3, 1, 5)
+    assert store.keys("entities") == set(changed)
+    hit = store.search("entities", "Kingdom of Denmark", k=1, embedder=e)[0]
+    assert hit.key == "dk" and hit.text == "Kingdom of Denmark" and hit.similarity == pytest.approx(1.0, abs=1e-5)
+
+
+def test_search_returns_nearest_first_with_payload(store):
+    e = HashingEmbedder(dim=256)
+    rows = [(k, v, {"name": v, "doc": f"d{i}", "degree": i}) for i, (k, v) in enumerate(NAMES.items())]
+    store.sync("entities", rows, e)
+    hits = store.search("entities", "Copenhagen University", k=3, embedder=e)
+    assert [h.key for h in hits][0] == "uoc"
+    assert hits[0].payload == {"name": "University of Copenhagen", "doc": "d0", "degree": 0}
+    assert hits[0].similarity > hits[1].similarity >= hits[2].similarity
+    by_vector = store.search("entities", e.embed(["apple pies"])[0], k=1)
+    assert by_vector[0].key == "pie"
+    filtered = store.search("entities", "Copenhagen University", k=5, embedder=e, where="doc IN ('d1', 'd2')")
+    assert {h.key for h in filtered} == {"aip", "jmp"}
+
+
+def test_payload_change_rewrites_row_without_embedding(store):
+    e = CountingEmbedder()
+    store.sync("chunks", [("c1", "alpha text", {"document_id": "a"}), ("c2", "beta text", {"document_id": "b"})], e)
+    e.embedded.clear()
+    stats = store.sync("chunks", [("c1", "alpha text", {"document_id": "a2"}), ("c2", "beta text", {"document_id": "b"})], e)
+    assert e.embedded == []
+    assert (stats.embedded, stats.payload_updated, stats.unchanged) == (0, 1, 1)
+    hit = store.search("chunks", "alpha text", k=1, embedder=e)[0]
+    assert hit.payload["document_id"] == "a2" and hit.similarity == pytest.approx(1.0, abs=1e-5)
+
+
+def test_upsert_and_delete_touch_only_given_keys(store):
+    e = CountingEmbedder()
+    store.sync("relations", NAMES, e)
+    e.embedded.clear()
+    stats = store.upsert("relations", {"uoc": NAMES["uoc"], "new": "Tivoli Gardens", "dk": "Danmark"}, e)
+    assert sorted(e.embedded) == ["Danmark", "Tivoli Gardens"]
+    assert (stats.embedded, stats.unchanged, stats.deleted, stats.total) == (2, 1, 0, 6)
+    assert store.delete("relations", ["pie", "absent"]) == 1
+    assert store.keys("relations") == set(NAMES) - {"pie"} | {"new"}
+    assert store.count("relations") == 5
+
+
+def test_keys_with_quotes_survive_update_and_delete(store):
+    e = CountingEmbedder()
+    store.sync("entities", {"O'Brien": "Conan O'Brien", "plain": "x"}, e)
+    stats = store.sync("entities", {"O'Brien": "Conan O'Brien show"}, e)
+    assert (stats.embedded, stats.deleted) == (1, 1)
+    assert store.keys("entities") == {"O'Brien"}
+    assert store.delete("entities", ["O'Brien"]) == 1
+
+
+def test_mismatched_model_raises_with_remedy(store):
+    store.sync("entities", NAMES, HashingEmbedder(dim=64))
+    other = HashingEmbedder(dim=128)
+    with pytest.raises(EmbeddingMismatchError) as info:
+        store.sync("entities", NAMES, other)
+    message = str(info.value)
+    for needle in ("'entities'", "offline:hashing-v1-d64", "dim 64", other.identity, "dim 128",
+                   "pathrag index --reembed", str(store.path / "entities.lance")):
+        assert needle in message
+    with pytest.raises(EmbeddingMismatchError):
+        store.search("entities", "Denmark", embedder=other)
+    with pytest.raises(EmbeddingMismatchError, match="128 dimensions"):
+        store.search("entities", np.ones(128, dtype=np.float32))
+
+    # same identity claimed, different vector size: caught when the vectors arrive
+    liar = CountingEmbedder(HashingEmbedder(dim=32), identity="offline:hashing-v1-d64")
+    with pytest.raises(EmbeddingMismatchError, match="dim 32"):
+        store.sync("entities", {"x": "new row"}, liar)
+
+    store.reset("entities")
+    assert store.meta("entities") is None and store.keys("entities") == set()
+    assert store.sync("entities", NAMES, other).embedded == len(NAMES)
+    meta = store.meta("entities")
+    assert (meta.embedder, meta.dim, meta.rows) == (other.identity, 128, len(NAMES))
+
+
+def test_bad_rows_are_rejected_with_the_key(store):
+    e = CountingEmbedder()
+    with pytest.raises(ValueError, match="'k1' appears twice"):
+        store.sync("entities", [("k1", "a"), ("k1", "b")], e)
+    with pytest.raises(ValueError, match="reserved"):
+        store.sync("entities", [("k1", "a", {"vector": "x"})], e)
+    store.sync("entities", [("k1", "a", {"doc": "d"})], e)
+    with pytest.raises(ValueError, match=r"\['extra'\]"):
+        store.sync("entities", [("k1", "a", {"doc": "d", "extra": 1})], e)
+    assert e.calls == 1
+
+
+def test_missing_table_is_empty(store):
+    assert store.search("nothing", np.ones(4), k=3) == []
+    assert store.count("nothing") == 0 and store.keys("nothing") == set() and store.meta("nothing") is None
+    assert store.sync("nothing", {}, CountingEmbedder()).total == 0
+
+
+def test_concurrent_writers_do_not_duplicate_keys(tmp_path):
+    e = HashingEmbedder(dim=32)
+    path = tmp_path / "lancedb"
+    VectorStore(path).sync("entities", {"seed": "seed"}, e)
+    batches = [{f"k{i}": f"text {i}" for i in range(start, start + 40)} for start in (0, 20, 40, 60)]
+    errors: list[BaseException] = []
+
+    def write(rows):
+        try:
+            VectorStore(path).upsert("entities", rows, e)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(rows,)) for rows in batches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    store = VectorStore(path)
+    assert store.count("entities") == len(store.keys("entities")) == 1 + 100
+
+
+def test_search_many_matches_lancedb_scan_and_sees_writes(store):
+    e = HashingEmbedder(dim=128)
+    store.sync("entities", [(k, v, {"name": v}) for k, v in NAMES.items()], e)
+    queries = ["Copenhagen University", "physics journal", "apple"]
+    batched = store.search_many("entities", queries, k=3, embedder=e)
+    for query, hits in zip(queries, batched):
+        scanned = store.search("entities", query, k=3, embedder=e, where="name IS NOT NULL")  # LanceDB path
+        assert [h.key for h in hits] == [h.key for h in scanned]
+        assert [h.similarity for h in hits] == pytest.approx([h.similarity for h in scanned], abs=1e-5)
+        assert all(h.payload["name"] == h.text for h in hits)
+    store.upsert("entities", {"cph": "Copenhagen University"}, e)
+    assert store.search("entities", "Copenhagen University", k=1, embedder=e)[0].key == "cph"
+    assert store.search_many("entities", [], embedder=e) == []
+
+
+def test_search_after_rebuild_does_not_serve_the_old_table(store):
+    e = HashingEmbedder(dim=128)
+    store.sync("entities", NAMES, e)
+    assert store.search("entities", "Denmark", k=1, embedder=e)[0].key == "dk"
+    store.reset("entities")
+    store.sync("entities", {"only": "Apple pie"}, e)  # same number of writes: same LanceDB version number
+    assert [h.key for h in store.search("entities", "Denmark", k=5, embedder=e)] == ["only"]
