@@ -114,12 +114,11 @@ def _run_child(home: Path, folder: Path) -> dict:
 def run_ingest_bench(n_docs: int = 1000, repeats: int = 3, workdir: Path | None = None) -> dict:
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="pathrag-bench-ingest-"))
     folder = base / "corpus"
-    generate_corpus(folder, n_docs)
+    victim = next(p for p in generate_corpus(folder, n_docs) if p.suffix == ".txt")
     full, incremental = [], []
     for r in range(repeats):
         home = base / f"home{r}"
         full.append(_run_child(home, folder))
-        victim = folder / "part3" / "doc00003.txt"
         victim.write_text(victim.read_text() + f"\nAn added line, edit {r}: Vera Quist moved to Carrick.\n")
         incremental.append(_run_child(home, folder))
 

@@ -1,0 +1,190 @@
+"""The rule-based extractor on real English sentences and, when present, real MuSiQue passages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pathrag_pipeline.extraction_models import ChunkExtraction
+from pathrag_pipeline.offline_extraction import (
+    OFFLINE_EXTRACTOR_ID,
+    extract_offline,
+    find_candidates,
+    normalise_text,
+    relation_keywords,
+    split_sentences,
+)
+
+MUSIQUE = Path("/work/shared/bench/musique-100/corpus.jsonl")
+
+P0000 = (
+    "The Journal of Mathematical Physics is a peer-reviewed journal published monthly by the American Institute "
+    "of Physics devoted to the publication of papers in mathematical physics. The journal was first published "
+    "bimonthly beginning in January 1960; it became a monthly publication in 1963. The current editor is Jan "
+    "Philip Solovej from University of Copenhagen. Its 2018 Impact Factor is 1.355"
+)
+
+
+def names(extraction: ChunkExtraction) -> list[str]:
+    return [e.name for e in extraction.entities]
+
+
+def entity(extraction: ChunkExtraction, name: str):
+    return next(e for e in extraction.entities if e.name == name)
+
+
+def test_finds_names_dates_and_institutions_with_connectors():
+    got = extract_offline(P0000)
+    for expected in ("Journal of Mathematical Physics", "American Institute of Physics", "Jan Philip Solovej",
+                     "University of Copenhagen", "January 1960", "1963"):
+        assert expected in names(got)
+    assert entity(got, "University of Copenhagen").type == "organization"
+    assert entity(got, "Jan Philip Solovej").type == "person"
+    assert entity(got, "January 1960").type == "date"
+
+
+def test_sentence_initial_function_words_are_not_entities():
+    text = ("However, the river flooded. The bridge was built in 1901 by Thomas Telford. It stood in Shrewsbury "
+            "for decades. In Shrewsbury, people still remember him. Several engineers came later.")
+    got = names(extract_offline(text))
+    for noise in ("However", "The", "It", "In", "Several", "In Shrewsbury"):
+        assert noise not in got
+    assert "Thomas Telford" in got and "Shrewsbury" in got and "1901" in got
+
+
+def test_lone_sentence_initial_word_counts_only_when_text_supports_it():
+    assert "Ethiopia" in names(extract_offline("Ethiopia is a country in the Horn of Africa."))
+    # "Snowfall" opens a sentence but the text also uses it as a common noun
+    got = names(extract_offline("Snowfall is heavy in Buffalo. Annual snowfall exceeds two metres."))
+    assert "Snowfall" not in got and "Buffalo" in got
+
+
+def test_sentence_splitting_keeps_abbreviations_initials_and_decimals():
+    text = ("G. Stanley Hall was the first president of the American Psychological Association. He studied in "
+            "the U.S. and met Dr. Smith in St. Louis. The index rose to 1.355 in 2018. It fell later.")
+    sentences = split_sentences(text)
+    assert sentences == [
+        "G. Stanley Hall was the first president of the American Psychological Association.",
+        "He studied in the U.S. and met Dr. Smith in St. Louis.",
+        "The index rose to 1.355 in 2018.",
+        "It fell later.",
+    ]
+    got = names(extract_offline(text))
+    assert "G. Stanley Hall" in got and "St. Louis" in got and "American Psychological Association" in got
+
+
+def test_musique_tokenisation_artefacts_are_undone():
+    text = "Person - centered therapy grew from ``an inbuilt proclivity toward growth '' says Carl Rogers ."
+    assert normalise_text(text) == 'Person-centered therapy grew from "an inbuilt proclivity toward growth" says Carl Rogers.'
+    got = extract_offline(text, title="Person-centered therapy")
+    assert names(got)[0] == "Person-centered therapy"
+    assert "Carl Rogers" in names(got)
+    assert not any("proclivity" in n for n in names(got))  # a lower-case quotation is not a title
+
+
+def test_quoted_titles_are_works_and_possessives_split_names():
+    text = ('Film Journal International is a sister publication of "Adweek", "Billboard", and "The Hollywood '
+            "Reporter\". Ghana's Kwame Nkrumah visited Men's Studies Press.")
+    got = extract_offline(text)
+    assert entity(got, "The Hollywood Reporter").type == "work"
+    assert {"Adweek", "Billboard", "Ghana", "Kwame Nkrumah", "Men's Studies Press"} <= set(names(got))
+
+
+def test_of_joins_institutions_but_not_a_person_and_an_organisation():
+    got = names(extract_offline("Ron Hextall of the Philadelphia Flyers joined the Bank of America board."))
+    assert "Ron Hextall" in got and "Philadelphia Flyers" in got and "Bank of America" in got
+
+
+def test_relations_link_cooccurring_entities_with_sentence_as_description():
+    got = extract_offline(P0000)
+    sentence = "The current editor is Jan Philip Solovej from University of Copenhagen."
+    rel = next(r for r in got.relations if {r.source, r.target} == {"Jan Philip Solovej", "University of Copenhagen"})
+    assert rel.description == sentence
+    assert rel.keywords == "from"
+    assert 1 <= rel.strength <= 10
+    published = next(r for r in got.relations
+                     if {r.source, r.target} == {"Journal of Mathematical Physics", "American Institute of Physics"})
+    assert "published" in published.keywords and "by" in published.keywords
+    endpoints = {n.casefold() for n in names(got)}
+    assert all(r.source.casefold() in endpoints and r.target.casefold() in endpoints for r in got.relations)
+
+
+def test_closer_mentions_relate_more_strongly():
+    got = extract_offline("Anna Berg met Carl Lund at Uppsala University, and much later, after many long years "
+                          "abroad in several distant countries, she returned to Stockholm.")
+    strength = {frozenset((r.source, r.target)): r.strength for r in got.relations}
+    assert strength[frozenset(("Anna Berg", "Carl Lund"))] > strength[frozenset(("Anna Berg", "Stockholm"))]
+
+
+def test_long_lists_do_not_create_quadratic_relations():
+    cities = ["Aberdeen", "Bristol", "Cardiff", "Dover", "Exeter", "Falmouth", "Glasgow", "Hull", "Ipswich",
+              "Kendal", "Leeds", "Margate", "Norwich", "Oxford", "Penzance", "Reading", "Salisbury", "Truro"]
+    text = "The tour visited " + ", ".join(cities[:-1]) + " and " + cities[-1] + "."
+    got = extract_offline(text)
+    assert set(cities) <= set(names(got))
+    assert len(got.relations) <= 3 * len(cities)
+
+
+def test_title_is_subject_entity_linked_to_opening_sentences():
+    text = "It was founded in 1892 by John Muir. The club later moved to Oakland. It publishes Sierra."
+    got = extract_offline(text, title="Sierra Club")
+    assert names(got)[0] == "Sierra Club"
+    linked = {r.target for r in got.relations if r.source == "Sierra Club"}
+    assert {"1892", "John Muir", "Oakland"} <= linked
+    assert entity(got, "Sierra Club").type == "organization"
+
+
+def test_descriptions_are_the_sentences_that_mention_the_entity():
+    got = extract_offline(P0000)
+    assert entity(got, "Jan Philip Solovej").description.startswith("The current editor is Jan Philip Solovej")
+
+
+def test_surname_mentions_fold_into_the_full_name():
+    got = names(extract_offline("The prize went to Marie Curie in 1911. Curie had already won in 1903."))
+    assert "Marie Curie" in got and "Curie" not in got
+
+
+def test_relation_keywords_pick_the_verb_phrase():
+    assert relation_keywords(" is a peer-reviewed journal published monthly by the ") == "published monthly by"
+    assert relation_keywords(" was born in ") == "born in"
+    assert relation_keywords(". The current editor is ") == "editor is"
+
+
+def test_candidates_in_a_question():
+    found = [c.name for c in find_candidates("Who founded the Journal of Psychotherapy Integration in May 1990?")]
+    assert found == ["Journal of Psychotherapy Integration", "May 1990"]
+
+
+def test_deterministic_and_identified():
+    assert extract_offline(P0000, title="Journal of Mathematical Physics") == extract_offline(
+        P0000, title="Journal of Mathematical Physics")
+    assert OFFLINE_EXTRACTOR_ID.startswith("offline-rules-")
+
+
+def test_empty_and_bad_input():
+    assert extract_offline("") == ChunkExtraction()
+    assert names(extract_offline("", title="Lone Title")) == ["Lone Title"]
+    with pytest.raises(TypeError, match="str"):
+        extract_offline(b"bytes")  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not MUSIQUE.is_file(), reason="MuSiQue benchmark corpus not present")
+def test_real_musique_passages():
+    passages = {}
+    with MUSIQUE.open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            if row["id"] in ("p0000", "p0002", "p0004"):
+                passages[row["id"]] = row
+            if len(passages) == 3:
+                break
+    p0 = extract_offline(passages["p0000"]["text"], passages["p0000"]["title"])
+    assert {"University of Copenhagen", "Jan Philip Solovej", "American Institute of Physics"} <= set(names(p0))
+    p2 = extract_offline(passages["p0002"]["text"], passages["p0002"]["title"])
+    assert {"George T. Solomon", "George Washington University", "Wiley-Blackwell",
+            "International Council for Small Business"} <= set(names(p2))
+    p4 = extract_offline(passages["p0004"]["text"], passages["p0004"]["title"])
+    assert {"Riemann integral", "Bernhard Riemann", "University of Göttingen", "1854", "1868"} <= set(names(p4))
+    assert "Riemann" not in names(p4)  # the title "Riemann integral" is matched whole
