@@ -19,6 +19,7 @@ import duckdb
 from rich.console import Console
 from rich.table import Table
 
+from pathrag_pipeline.cli_bench_pruning import pruning
 from pathrag_pipeline.config import SAMPLE_DOCS, ConfigError, Settings
 from pathrag_pipeline.store import Store, StoreLockedError
 
@@ -222,15 +223,7 @@ def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, as_json: bool)
         print_table(list(result["rows"][0]), [tuple(r.values()) for r in result["rows"]], title=result["title"])
 
 
-def _register_optional_commands() -> None:
-    try:
-        from pathrag_pipeline.cli_bench_pruning import pruning
-    except ImportError:  # pragma: no cover - module arrives with the query issue
-        return
-    bench.add_command(pruning)
-
-
-_register_optional_commands()
+bench.add_command(pruning)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
