@@ -51,7 +51,7 @@ def documents(context: dg.AssetExecutionContext, pathrag: PathragResource) -> dg
     parsed = ingest.parse_entry(entry, max_bytes=settings.max_file_bytes)
     with store.connect() as con:
         with transaction(con):
-            result, changed = ingest.write_documents(con, parsed)
+            [result], _ = ingest.write_documents(con, [parsed])
         rows = con.execute("SELECT count(*) FROM documents WHERE path = ?", [rel]).fetchone()[0]
         preview = _preview(con, "SELECT id, title, format, status, error, length(text) AS chars "
                                 "FROM documents WHERE path = ? ORDER BY id LIMIT 10", [rel])
@@ -85,10 +85,11 @@ def chunks(context: dg.AssetExecutionContext, pathrag: PathragResource) -> dg.Ma
     settings = pathrag.settings()
     rel = context.partition_key
     with pathrag.store().connect() as con:
-        doc_ids = [r[0] for r in con.execute("SELECT id FROM documents WHERE path = ?", [rel]).fetchall()]
+        texts = ingest.stored_texts(con, path=rel)
+        doc_ids = list(texts)
         with transaction(con):
-            written = ingest.write_chunks(con, doc_ids, max_tokens=settings.chunk_tokens,
-                                          overlap=settings.chunk_overlap)
+            written = sum(ingest.write_chunks(con, texts, max_tokens=settings.chunk_tokens,
+                                              overlap=settings.chunk_overlap).values())
         tokens = con.execute(
             "SELECT coalesce(sum(token_count), 0) FROM chunks WHERE list_contains(?, document_id)", [doc_ids]
         ).fetchone()[0]

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from pathrag_pipeline.chunking import chunk_text
 from pathrag_pipeline.config import Settings
@@ -174,85 +175,122 @@ def parse_entry(entry: FileEntry, *, max_bytes: int) -> ParsedFile:
         return ParsedFile(entry, [], str(exc))
 
 
-def write_documents(con: duckdb.DuckDBPyConnection, parsed: ParsedFile) -> tuple[FileResult, list[str]]:
-    """Store the documents of one parsed file; returns the result and the ids whose text changed."""
-    entry = parsed.entry
-    now = _now()
-    result = FileResult(entry.rel_path, "indexed")
-    existing = {
-        row[0]: (row[1], row[2])
-        for row in con.execute(
-            "SELECT id, content_hash, status FROM documents WHERE path = ?", [entry.rel_path]
-        ).fetchall()
-    }
-    fmt = entry.abs_path.suffix.lower().lstrip(".")
-    if parsed.error is not None:
-        result.status = "error"
-        result.errors.append(parsed.error)
-        if any(status == "indexed" for _, status in existing.values()):
-            # Keep the last good version searchable; record the failure on its rows.
-            con.execute(
-                "UPDATE documents SET status = 'error', error = ?, file_hash = ?, updated_at = ? WHERE path = ?",
-                [parsed.error + " (the last good version stays indexed)", entry.file_hash, now, entry.rel_path],
-            )
-        else:
-            con.execute("DELETE FROM documents WHERE path = ?", [entry.rel_path])
-            con.execute(
-                "INSERT INTO documents VALUES (?, ?, ?, ?, NULL, ?, ?, 'error', ?, NULL, ?, ?)",
-                [entry.rel_path, entry.rel_path, Path(entry.rel_path).name, fmt, entry.file_hash,
-                 entry.size, parsed.error, now, now],
-            )
-        return result, []
+_DOC_SCHEMA = pa.schema([
+    ("id", pa.utf8()), ("path", pa.utf8()), ("title", pa.utf8()), ("format", pa.utf8()),
+    ("content_hash", pa.utf8()), ("file_hash", pa.utf8()), ("size_bytes", pa.int64()), ("status", pa.utf8()),
+    ("error", pa.utf8()), ("text", pa.utf8()), ("created_at", pa.timestamp("us")), ("updated_at", pa.timestamp("us")),
+])
+_CHUNK_SCHEMA = pa.schema([
+    ("id", pa.utf8()), ("document_id", pa.utf8()), ("ordinal", pa.int32()), ("text", pa.utf8()),
+    ("token_count", pa.int32()), ("char_start", pa.int32()), ("char_end", pa.int32()), ("content_hash", pa.utf8()),
+])
 
-    changed_ids: list[str] = []
-    keep_ids = set()
-    for doc in parsed.documents:
-        keep_ids.add(doc.id)
-        status = "error" if doc.error else "indexed"
-        if doc.error:
-            result.errors.append(doc.error)
-            result.status = "partial"
-        old = existing.get(doc.id)
-        if old is not None and old[0] == doc.content_hash and old[1] == status:
-            con.execute("UPDATE documents SET file_hash = ?, size_bytes = ? WHERE id = ?",
-                        [entry.file_hash, entry.size, doc.id])
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, schema: pa.Schema, rows: list[tuple], upsert: str = "") -> None:
+    """Insert many rows in one statement through Arrow (row-by-row executemany is ~100x slower)."""
+    if not rows:
+        return
+    batch = pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)], schema=schema)
+    con.register("_pathrag_rows", batch)
+    try:
+        con.execute(f"INSERT INTO {table} SELECT * FROM _pathrag_rows {upsert}")
+    finally:
+        con.unregister("_pathrag_rows")
+
+
+_DOC_UPSERT = """
+    ON CONFLICT (id) DO UPDATE SET title = excluded.title, format = excluded.format,
+        content_hash = excluded.content_hash, file_hash = excluded.file_hash, size_bytes = excluded.size_bytes,
+        status = excluded.status, error = excluded.error, text = excluded.text, updated_at = excluded.updated_at
+"""
+
+
+def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> tuple[list[FileResult], dict[str, str]]:
+    """Store the documents of parsed files; returns a result per file and {document id: text} of changed ones."""
+    now = _now()
+    paths = [f.entry.rel_path for f in files]
+    existing: dict[str, dict[str, tuple[str, str]]] = {p: {} for p in paths}
+    for doc_id, path, content_hash, status in con.execute(
+        "SELECT id, path, content_hash, status FROM documents WHERE list_contains(?, path)", [paths]
+    ).fetchall():
+        existing[path][doc_id] = (content_hash, status)
+    results: list[FileResult] = []
+    upserts: list[tuple] = []
+    refreshed: list[tuple] = []           # unchanged documents of a changed file: new file hash only
+    changed: dict[str, str] = {}
+    gone: list[str] = []
+    for parsed in files:
+        entry, old = parsed.entry, existing[parsed.entry.rel_path]
+        result = FileResult(entry.rel_path, "indexed")
+        results.append(result)
+        if parsed.error is not None:
+            result.status = "error"
+            result.errors.append(parsed.error)
+            if any(status == "indexed" for _, status in old.values()):
+                # Keep the last good version searchable; record the failure on its rows.
+                con.execute(
+                    "UPDATE documents SET status = 'error', error = ?, file_hash = ?, updated_at = ? WHERE path = ?",
+                    [parsed.error + " (the last good version stays indexed)", entry.file_hash, now, entry.rel_path],
+                )
+            else:
+                gone.extend(doc_id for doc_id in old if doc_id != entry.rel_path)
+                upserts.append((entry.rel_path, entry.rel_path, Path(entry.rel_path).name,
+                                entry.abs_path.suffix.lower().lstrip("."), None, entry.file_hash, entry.size,
+                                "error", parsed.error, None, now, now))
             continue
-        con.execute(
-            """
-            INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (id) DO UPDATE SET title = excluded.title, format = excluded.format,
-                content_hash = excluded.content_hash, file_hash = excluded.file_hash,
-                size_bytes = excluded.size_bytes, status = excluded.status, error = excluded.error,
-                text = excluded.text, updated_at = excluded.updated_at
-            """,
-            [doc.id, entry.rel_path, doc.title, doc.format, doc.content_hash, entry.file_hash, entry.size,
-             status, doc.error, doc.text if not doc.error else None, now, now],
-        )
-        result.documents_written += 1
-        changed_ids.append(doc.id)
-    gone = [doc_id for doc_id in existing if doc_id not in keep_ids]
+        keep = set()
+        for doc in parsed.documents:
+            keep.add(doc.id)
+            status = "error" if doc.error else "indexed"
+            if doc.error:
+                result.errors.append(doc.error)
+                result.status = "partial"
+            if old.get(doc.id) == (doc.content_hash, status):
+                refreshed.append((doc.id, entry.file_hash, entry.size))
+                continue
+            upserts.append((doc.id, entry.rel_path, doc.title, doc.format, doc.content_hash, entry.file_hash,
+                            entry.size, status, doc.error, None if doc.error else doc.text, now, now))
+            result.documents_written += 1
+            if not doc.error:
+                changed[doc.id] = doc.text
+        removed = [doc_id for doc_id in old if doc_id not in keep]
+        result.documents_deleted = len(removed)
+        gone.extend(removed)
     if gone:
         con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [gone])
         con.execute("DELETE FROM documents WHERE list_contains(?, id)", [gone])
-        result.documents_deleted = len(gone)
-    return result, changed_ids
+    _insert(con, "documents", _DOC_SCHEMA, upserts, _DOC_UPSERT)
+    for doc_id, file_hash, size in refreshed:
+        con.execute("UPDATE documents SET file_hash = ?, size_bytes = ? WHERE id = ?", [file_hash, size, doc_id])
+    # Documents that became errors lose their chunks (a JSONL record that turned malformed).
+    errored = [row[0] for row in upserts if row[7] == "error"]
+    if errored:
+        con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [errored])
+    return results, changed
 
 
-def write_chunks(con: duckdb.DuckDBPyConnection, document_ids: list[str], *, max_tokens: int, overlap: int) -> int:
-    """(Re)chunk the given documents from their stored text; returns the number of chunks written."""
-    if not document_ids:
-        return 0
-    rows = con.execute(
-        "SELECT id, text FROM documents WHERE list_contains(?, id) AND text IS NOT NULL", [document_ids]
-    ).fetchall()
-    con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [document_ids])
-    records = []
-    for doc_id, text in rows:
-        for c in chunk_text(doc_id, text or "", max_tokens=max_tokens, overlap=overlap):
-            records.append((c.id, c.document_id, c.ordinal, c.text, c.token_count, c.char_start, c.char_end, c.content_hash))
-    if records:
-        con.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?)", records)
-    return len(records)
+def write_chunks(con: duckdb.DuckDBPyConnection, texts: dict[str, str], *, max_tokens: int,
+                 overlap: int) -> dict[str, int]:
+    """Replace the chunks of the given documents ({id: text}); returns {document id: chunks written}."""
+    if not texts:
+        return {}
+    con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [list(texts)])
+    rows, counts = [], {}
+    for doc_id, text in texts.items():
+        chunks = chunk_text(doc_id, text or "", max_tokens=max_tokens, overlap=overlap)
+        counts[doc_id] = len(chunks)
+        rows.extend((c.id, c.document_id, c.ordinal, c.text, c.token_count, c.char_start, c.char_end, c.content_hash)
+                    for c in chunks)
+    _insert(con, "chunks", _CHUNK_SCHEMA, rows)
+    return counts
+
+
+def stored_texts(con: duckdb.DuckDBPyConnection, *, path: str | None = None) -> dict[str, str]:
+    """{document id: text} of the documents that have text (all, or those of one file)."""
+    sql = "SELECT id, text FROM documents WHERE text IS NOT NULL"
+    if path is None:
+        return dict(con.execute(sql).fetchall())
+    return dict(con.execute(sql + " AND path = ?", [path]).fetchall())
 
 
 def chunking_signature(settings: Settings) -> str:
@@ -265,9 +303,9 @@ def ensure_chunking(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
     previous = get_meta(con, "chunking")
     rewritten = 0
     if previous is not None and previous != signature:
-        ids = [r[0] for r in con.execute("SELECT id FROM documents WHERE text IS NOT NULL").fetchall()]
         with transaction(con):
-            rewritten = write_chunks(con, ids, max_tokens=settings.chunk_tokens, overlap=settings.chunk_overlap)
+            rewritten = sum(write_chunks(con, stored_texts(con), max_tokens=settings.chunk_tokens,
+                                         overlap=settings.chunk_overlap).values())
     if previous != signature:
         set_meta(con, "chunking", signature)
     return rewritten
@@ -282,12 +320,16 @@ def delete_path(con: duckdb.DuckDBPyConnection, rel_path: str) -> int:
     return len(ids)
 
 
-def store_file(con: duckdb.DuckDBPyConnection, parsed: ParsedFile, settings: Settings) -> FileResult:
-    """Write one parsed file's documents and chunks in one transaction."""
+def store_files(con: duckdb.DuckDBPyConnection, files: list[ParsedFile], settings: Settings) -> list[FileResult]:
+    """Write parsed files' documents and chunks in one transaction."""
     with transaction(con):
-        result, changed = write_documents(con, parsed)
-        result.chunks_written = write_chunks(con, changed, max_tokens=settings.chunk_tokens, overlap=settings.chunk_overlap)
-    return result
+        results, changed = write_documents(con, files)
+        counts = write_chunks(con, changed, max_tokens=settings.chunk_tokens, overlap=settings.chunk_overlap)
+    path_of = {doc.id: f.entry.rel_path for f in files for doc in f.documents}
+    by_path = {r.rel_path: r for r in results}
+    for doc_id, n in counts.items():
+        by_path[path_of[doc_id]].chunks_written += n
+    return results
 
 
 # ---- a whole folder ----------------------------------------------------------------------------
@@ -310,8 +352,7 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
     for i in range(0, len(todo), batch_size):
         parsed = [parse_entry(scan[p], max_bytes=settings.max_file_bytes) for p in todo[i:i + batch_size]]
         with store.connect() as con:
-            for item in parsed:
-                results.append(store_file(con, item, settings))
+            results.extend(store_files(con, parsed, settings))
         if progress:
             progress(min(i + batch_size, len(todo)), len(todo))
     if plan.deleted:
