@@ -1,0 +1,279 @@
+import random
+
+import duckdb
+import pytest
+
+from pathrag_pipeline.extraction_models import ChunkExtraction, Entity, Relation
+from pathrag_pipeline.extraction_records import ExtractionRecord, cached_extraction, write_records
+from pathrag_pipeline.graph_merge import (
+    apply_chunk_changes, keys_for_chunks, merge_keys, merge_keywords, merge_sentences, relation_key,
+)
+from pathrag_pipeline.store import init_schema
+from pathrag_pipeline.tokenizer import count_tokens
+
+ENTITY_COLS = "entity_key, name, type, description, description_tokens, mention_count, source_chunk_ids, document_ids"
+RELATION_COLS = ("relation_key, src_key, tgt_key, keywords, description, description_tokens, strength, mention_count, "
+                 "source_chunk_ids, document_ids")
+
+
+@pytest.fixture
+def con():
+    c = duckdb.connect()
+    init_schema(c)
+    yield c
+    c.close()
+
+
+def rec(chunk_id, doc, entities=(), relations=(), status="ok"):
+    result = ChunkExtraction(entities=[Entity(**e) for e in entities], relations=[Relation(**r) for r in relations])
+    return ExtractionRecord(chunk_id=chunk_id, chunk_hash="h-" + chunk_id, document_id=doc, extractor="test",
+                            status=status, result=result if status == "ok" else None,
+                            error=None if status == "ok" else "boom")
+
+
+def snapshot(con):
+    return (con.execute(f"SELECT {ENTITY_COLS} FROM entities ORDER BY entity_key").fetchall(),
+            con.execute(f"SELECT {RELATION_COLS} FROM relations ORDER BY relation_key").fetchall())
+
+
+def entity(con, key):
+    row = con.execute(f"SELECT {ENTITY_COLS} FROM entities WHERE entity_key = ?", [key]).fetchone()
+    return dict(zip(ENTITY_COLS.split(", "), row)) if row else None
+
+
+def relation(con, key):
+    row = con.execute(f"SELECT {RELATION_COLS} FROM relations WHERE relation_key = ?", [key]).fetchone()
+    return dict(zip(RELATION_COLS.split(", "), row)) if row else None
+
+
+def orphans(con):
+    return con.execute("""SELECT count(*) FROM relations r WHERE NOT EXISTS (SELECT 1 FROM entities e WHERE e.entity_key = r.src_key)
+                          OR NOT EXISTS (SELECT 1 FROM entities e WHERE e.entity_key = r.tgt_key)""").fetchone()[0]
+
+
+def test_aggregation(con):
+    write_records(con, [
+        rec("c1", "d1", [{"name": "Ada Halden", "type": "person", "description": "A surveyor."},
+                         {"name": "Port Aster", "type": "location"}],
+            [{"source": "Ada Halden", "target": "Port Aster", "keywords": "survey, harbour", "strength": 2,
+              "description": "Ada surveyed Port Aster."}]),
+        rec("c2", "d2", [{"name": "ada halden", "type": "person", "description": "A surveyor. Born in 1850."},
+                         {"name": "Port Aster", "type": "organization"}],
+            [{"source": "Port Aster", "target": "Ada Halden", "keywords": "Survey; maps", "strength": 3.5}]),
+        rec("c3", "d2", [{"name": "Ada Halden", "type": "organization"}, {"name": "The Port Aster", "type": "location"}]),
+        rec("c4", "d3", [{"name": "Ada Halden", "type": "person"}], status="failed"),
+    ])
+    stats = merge_keys(con, None, None)
+    ada = entity(con, "ada halden")
+    assert ada["name"] == "Ada Halden"                 # 2 of 3 mentions
+    assert ada["type"] == "person"                     # majority; the failed record does not vote
+    assert ada["mention_count"] == 3
+    assert ada["source_chunk_ids"] == ["c1", "c2", "c3"] and ada["document_ids"] == ["d1", "d2"]
+    assert ada["description"] == "A surveyor. Born in 1850."   # distinct sentences, most frequent first
+    assert ada["description_tokens"] == count_tokens(ada["description"])
+    port = entity(con, "port aster")
+    assert port["type"] == "location" and port["mention_count"] == 3
+    rel = relation(con, relation_key("port aster", "ada halden"))
+    assert rel["relation_key"] == "ada halden<|>port aster"          # undirected, sorted endpoints
+    assert rel["strength"] == 5.5 and rel["mention_count"] == 2
+    assert rel["keywords"] == "survey, harbour, maps"
+    assert rel["source_chunk_ids"] == ["c1", "c2"] and rel["document_ids"] == ["d1", "d2"]
+    assert stats.entities_written == 2 and stats.relations_written == 1
+
+
+def test_endpoints_become_entities_and_self_loops_drop(con):
+    write_records(con, [ExtractionRecord(
+        chunk_id="c1", chunk_hash="h", document_id="d", extractor="raw",
+        # written without .normalised(): the merge must still add the endpoints
+        result=ChunkExtraction(entities=[], relations=[Relation(source="U.S.", target="Canada", keywords="borders"),
+                                                     Relation(source="US", target="U.S.")]))])
+    merge_keys(con, None, None)
+    assert {r[0] for r in con.execute("SELECT entity_key FROM entities").fetchall()} == {"us", "canada"}
+    assert entity(con, "us")["type"] == "other" and entity(con, "us")["mention_count"] == 1
+    assert [r[0] for r in con.execute("SELECT relation_key FROM relations").fetchall()] == ["canada<|>us"]
+
+
+def test_type_vote_ignores_endpoint_filler_and_breaks_ties_alphabetically(con):
+    write_records(con, [
+        rec("c1", "d", [{"name": "X", "type": "other"}]), rec("c2", "d", [{"name": "X", "type": "other"}]),
+        rec("c3", "d", [{"name": "X", "type": "person"}]),
+        rec("c4", "d", [{"name": "Y", "type": "person"}]), rec("c5", "d", [{"name": "Y", "type": "location"}]),
+    ])
+    merge_keys(con, None, None)
+    assert entity(con, "x")["type"] == "person"
+    assert entity(con, "y")["type"] == "location"
+
+
+def test_merge_helpers():
+    text, complete = merge_sentences(["B is big. A is red.", "A is red.", "a  is RED."], 100)
+    assert text == "A is red. B is big." and complete
+    cut, complete = merge_sentences(["word " * 50], 10)
+    assert count_tokens(cut) <= 10 and not complete
+    assert merge_keywords(["x, Y", "y; z", None, "X"]) == "x, Y, z"
+
+
+class CountingSummariser:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, kind, name, descriptions):
+        self.calls.append((kind, name, tuple(descriptions)))
+        return f"Summary of {name}: {len(descriptions)} descriptions."
+
+
+def long_desc(i):
+    return f"Fact number {i} about the harbour, its cranes, tides and ships of many kinds."
+
+
+def test_summaries_are_cached_by_input(con):
+    records = [rec(f"c{i}", "d", [{"name": "Port Aster", "type": "location", "description": long_desc(i)},
+                                  {"name": "Lune", "description": "A river."}],
+                   [{"source": "Port Aster", "target": "Lune", "description": long_desc(i)}]) for i in range(6)]
+    write_records(con, records)
+    summarise = CountingSummariser()
+    stats = merge_keys(con, None, None, summarise=summarise, max_description_tokens=40)
+    assert len(summarise.calls) == 2 == stats.summaries_called        # port aster + the relation; lune fits
+    assert entity(con, "port aster")["description"] == "Summary of Port Aster: 6 descriptions."
+    assert entity(con, "lune")["description"] == "A river."
+    assert summarise.calls[1][1] == "Lune <-> Port Aster"
+    first = snapshot(con)
+
+    stats = merge_keys(con, None, None, summarise=summarise, max_description_tokens=40)   # nothing changed
+    assert len(summarise.calls) == 2 and stats.summaries_cached == 2 and stats.entities_unchanged == 2
+    assert snapshot(con) == first
+
+    apply_chunk_changes(con, [], [rec("c9", "d9", [{"name": "Lune", "description": "Long."}])], summarise)
+    assert len(summarise.calls) == 2                                   # port aster untouched
+    apply_chunk_changes(con, ["c0"], [], summarise, max_description_tokens=40)
+    assert len(summarise.calls) == 4                                   # its input changed: new summaries
+    assert entity(con, "port aster")["description"] == "Summary of Port Aster: 5 descriptions."
+    apply_chunk_changes(con, [], [records[0]], summarise, max_description_tokens=40)   # back to the old input
+    assert len(summarise.calls) == 4
+    assert entity(con, "port aster")["description"] == "Summary of Port Aster: 6 descriptions."
+
+
+def test_offline_descriptions_are_cut_to_the_budget(con):
+    write_records(con, [rec(f"c{i}", "d", [{"name": "P", "description": long_desc(i % 3)}]) for i in range(7)])
+    merge_keys(con, None, None, max_description_tokens=25)
+    p = entity(con, "p")
+    assert p["description_tokens"] <= 25
+    assert p["description"].startswith(long_desc(0))                   # most frequent sentence first (3 of 7)
+
+
+def test_deleting_a_document_keeps_shared_entities_reaggregated(con):
+    summarise = CountingSummariser()
+    apply_chunk_changes(con, [], [
+        rec("a1", "docA", [{"name": "Shared", "type": "person", "description": "From A."}, {"name": "OnlyA"}],
+            [{"source": "Shared", "target": "OnlyA", "strength": 4}, {"source": "Shared", "target": "Both", "strength": 1}]),
+        rec("b1", "docB", [{"name": "Shared", "type": "location", "description": "From B."}, {"name": "Both"}],
+            [{"source": "Shared", "target": "Both", "strength": 2}]),
+    ], summarise)
+    assert entity(con, "shared")["document_ids"] == ["docA", "docB"]
+    chunk_ids = [r[0] for r in con.execute("SELECT chunk_id FROM extractions WHERE document_id = 'docA'").fetchall()]
+    stats = apply_chunk_changes(con, chunk_ids, [], summarise)
+    assert entity(con, "onlya") is None and relation(con, "onlya<|>shared") is None
+    shared = entity(con, "shared")
+    assert shared["document_ids"] == ["docB"] and shared["type"] == "location" and shared["description"] == "From B."
+    assert relation(con, "both<|>shared")["strength"] == 2.0
+    assert stats.entities_deleted == 1 and stats.relations_deleted == 1 and not summarise.calls
+    assert orphans(con) == 0
+    before = snapshot(con)
+    merge_keys(con, None, None)
+    assert snapshot(con) == before
+
+
+def test_entities_that_disappear_take_their_stored_relations_along(con):
+    write_records(con, [rec("c1", "d", [{"name": "A"}], [{"source": "A", "target": "B"}]),
+                        rec("c2", "d", [{"name": "B"}])])
+    merge_keys(con, None, None)
+    con.execute("DELETE FROM extractions WHERE chunk_id = 'c1'")
+    stats = merge_keys(con, {"a"}, set())        # the caller forgot the relation key: no orphan anyway
+    assert relation(con, "a<|>b") is None and stats.relations_deleted == 1 and orphans(con) == 0
+
+
+def test_keys_for_chunks(con):
+    write_records(con, [rec("c1", "d", [{"name": "A"}], [{"source": "A", "target": "B"}]),
+                        rec("c2", "d", [{"name": "C"}])])
+    assert keys_for_chunks(con, ["c1"]) == ({"a", "b"}, {"a<|>b"})
+    assert keys_for_chunks(con, []) == (set(), set())
+
+
+def test_extraction_cache_survives_chunk_id_change(con):
+    write_records(con, [rec("c1", "d", [{"name": "A"}])])
+    apply_chunk_changes(con, ["c1"], [])
+    hit = cached_extraction(con, "h-c1", "test")
+    assert hit is not None and hit.entities[0].name == "A"
+    assert cached_extraction(con, "h-c1", "other-model") is None
+    with pytest.raises(ValueError, match="no result"):
+        ExtractionRecord(chunk_id="x", chunk_hash="h", document_id="d", extractor="e")
+
+
+def test_bad_arguments(con):
+    with pytest.raises(ValueError, match="both"):
+        merge_keys(con, None, set())
+    with pytest.raises(ValueError, match="max_description_tokens"):
+        merge_keys(con, None, None, max_description_tokens=0)
+
+
+NAMES = ["Ada", "ada", "The Ada", "Bo", "Cy", "Port Aster", "port-aster", "Lune", "U.S.", "US", "Kessel", "Dray"]
+TYPES = ["person", "location", "other", "organization"]
+
+
+def random_record(rng, chunk_id, doc):
+    names = rng.sample(NAMES, rng.randint(0, 4))
+    entities = [{"name": n, "type": rng.choice(TYPES), "description": rng.choice(["", "S1.", "S2. S1.", "S3."])}
+                for n in names]
+    relations = [{"source": rng.choice(NAMES), "target": rng.choice(NAMES), "strength": rng.randint(0, 5),
+                  "keywords": rng.choice(["k1", "k2, k1", ""]), "description": rng.choice(["R1.", "R2.", ""])}
+                 for _ in range(rng.randint(0, 3))]
+    status = "failed" if rng.random() < 0.1 else "ok"
+    return rec(chunk_id, doc, entities, relations, status)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_incremental_equals_full_rebuild(seed):
+    """After any sequence of record changes merged incrementally, the tables equal a from-scratch rebuild."""
+    rng = random.Random(seed)
+    live = duckdb.connect()
+    init_schema(live)
+    summarise = CountingSummariser()
+    chunks: dict[str, str] = {}
+    largest = 0
+    for step in range(25):
+        op = rng.random()
+        if op < 0.45 or not chunks:
+            cid, doc = f"c{rng.randrange(30)}", f"d{rng.randrange(6)}"
+            chunks[cid] = doc
+            apply_chunk_changes(live, [], [random_record(rng, cid, doc)], summarise, max_description_tokens=4)
+        elif op < 0.7:
+            cid = rng.choice(sorted(chunks))
+            chunks.pop(cid)
+            apply_chunk_changes(live, [cid], [], summarise, max_description_tokens=4)
+        elif op < 0.85:
+            doc = rng.choice(sorted(set(chunks.values())))
+            gone = [c for c, d in chunks.items() if d == doc]
+            for c in gone:
+                chunks.pop(c)
+            apply_chunk_changes(live, gone, [], summarise, max_description_tokens=4)
+        else:  # replace several chunks at once, one of them moving to another document
+            cids = rng.sample(sorted(chunks), min(3, len(chunks)))
+            new = [random_record(rng, c, f"d{rng.randrange(6)}") for c in cids]
+            chunks.update({r.chunk_id: r.document_id for r in new})
+            apply_chunk_changes(live, [], new, summarise, max_description_tokens=4)
+        assert orphans(live) == 0
+        fresh = duckdb.connect()
+        init_schema(fresh)
+        rows = live.execute("SELECT * FROM extractions").fetchall()
+        if rows:
+            fresh.executemany("INSERT INTO extractions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        # the summary cache is part of the store, so the rebuild sees it too
+        summaries = live.execute("SELECT * FROM description_summaries").fetchall()
+        if summaries:
+            fresh.executemany("INSERT INTO description_summaries VALUES (?, ?, ?, ?)", summaries)
+        calls = len(summarise.calls)
+        merge_keys(fresh, None, None, summarise=summarise, max_description_tokens=4)
+        assert len(summarise.calls) == calls          # every summary the rebuild needs was already made
+        assert snapshot(live) == snapshot(fresh), f"step {step}"
+        fresh.close()
+        largest = max(largest, len(snapshot(live)[1]))
+    assert largest > 3 and summarise.calls      # the sequence really built a graph and summarised
