@@ -1,0 +1,102 @@
+"""A chat responder for FakeOpenAIServer that behaves like an extraction LLM, plus small test helpers.
+
+The fake "model" reads the chunk text out of the extraction prompt and answers with its capitalised words as
+entities and consecutive pairs of them as relations, so different texts give different graphs and the tests
+can predict them. A gleaning request gets one extra entity per chunk, a description-summary request a fixed
+summary; texts containing a poison marker get
+output that is not JSON, for as long as the marker is in ``poison``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.extraction import GLEANING_PROMPT
+from pathrag_pipeline.ingest import sync_folder
+from pathrag_pipeline.llm import LLMClient
+from pathrag_pipeline.store import Store
+from tests.openai_server import FakeOpenAIServer
+
+_WORD = re.compile(r"\b[A-Z][a-z]+\b")
+
+
+def chunk_text_of(request: dict[str, Any]) -> str:
+    """The chunk text inside the extraction prompt of a chat request."""
+    for message in request.get("messages") or []:
+        content = str(message.get("content") or "")
+        if message.get("role") == "user" and "\nText:\n" in content:
+            return content.split("\nText:\n", 1)[1]
+    raise AssertionError("request carries no extraction prompt")
+
+
+def names_in(text: str) -> list[str]:
+    """What the fake model extracts from a text: distinct capitalised words in order."""
+    return list(dict.fromkeys(_WORD.findall(text)))
+
+
+class FakeExtractionModel:
+    """Thread-safe chat responder; ``poison`` markers can be added and removed between runs."""
+
+    def __init__(self, poison: set[str] | None = None, glean: bool = True):
+        self.poison = set(poison or ())
+        self.glean = glean
+        self.summaries = 0  # description-summary requests answered
+        self._lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        if "Description list:" in str(request["messages"][-1].get("content")):
+            with self._lock:
+                self.summaries += 1
+            return "A short summary."
+        text = chunk_text_of(request)
+        with self._lock:
+            poisoned = any(marker in text for marker in self.poison)
+        if poisoned:
+            return "this is not JSON {"
+        names = names_in(text)
+        if request["messages"][-1].get("content") == GLEANING_PROMPT:
+            extra = [{"name": f"Gleaned {names[0]}", "type": "other", "description": "found on a second look"}]
+            return json.dumps({"entities": extra if (self.glean and names) else [], "relations": []})
+        return json.dumps({
+            "entities": [{"name": n, "type": "concept", "description": f"{n} appears in the text."} for n in names],
+            "relations": [{"source": a, "target": b, "keywords": "near", "description": f"{a} is near {b}.",
+                           "strength": 5} for a, b in zip(names, names[1:])],
+        })
+
+
+def make_client(server: FakeOpenAIServer, **options: Any) -> LLMClient:
+    """Short timeouts keep fault tests quick; the server stalls a little longer than the client waits."""
+    server.timeout_sleep = 1.5
+    defaults: dict[str, Any] = dict(timeout=0.5, max_retries=2, validation_retries=1, max_concurrency=4)
+    return LLMClient(server.base_url, "fake-chat", **{**defaults, **options})
+
+
+class Corpus:
+    """A tmp document folder and PATHRAG_HOME, synced into the store on demand."""
+
+    def __init__(self, root: Path, chunk_tokens: int = 1200):
+        self.docs = root / "docs"
+        self.docs.mkdir(parents=True, exist_ok=True)
+        self.settings = Settings.from_env(env={
+            "PATHRAG_HOME": str(root / "home"), "PATHRAG_DOCS": str(self.docs),
+            "PATHRAG_CHUNK_TOKENS": str(chunk_tokens), "PATHRAG_CHUNK_OVERLAP": "0",
+        })
+        self.store = Store(self.settings.duckdb_path)
+
+    def write(self, name: str, text: str) -> None:
+        (self.docs / name).write_text(text, encoding="utf-8")
+
+    def delete(self, name: str) -> None:
+        (self.docs / name).unlink()
+
+    def sync(self) -> None:
+        sync_folder(self.settings, self.store)
+
+    def query(self, sql: str, params: list | None = None) -> list[tuple]:
+        with self.store.connect() as con:
+            return con.execute(sql, params or []).fetchall()

@@ -1,0 +1,241 @@
+"""The extraction stage over a real ingest, DuckDB and the fake OpenAI-compatible server over HTTP."""
+
+from __future__ import annotations
+
+import pytest
+
+from pathrag_pipeline.extraction import LLMExtractor, OfflineExtractor
+from pathrag_pipeline.extraction_stage import GRAPH_DIRTY_META, run_extraction
+from pathrag_pipeline.llm import LLMUnavailableError
+from tests.extraction_fakes import Corpus, FakeExtractionModel, make_client, names_in
+from tests.openai_server import FakeOpenAIServer
+
+DOCS = {
+    "ada.txt": "Ada Lovelace wrote notes about the Engine of Babbage in London.",
+    "alan.txt": "Alan Turing worked at Bletchley Park near London during the war.",
+    "grace.txt": "Grace Hopper built the Compiler for the Navy in Arlington.",
+    "edsger.txt": "Edsger Dijkstra taught in Austin and wrote about Structured Programming.",
+}
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Corpus:
+    corpus = Corpus(tmp_path)
+    for name, text in DOCS.items():
+        corpus.write(name, text)
+    corpus.sync()
+    return corpus
+
+
+def llm_extractor(server: FakeOpenAIServer, model: FakeExtractionModel | None = None, **options) -> LLMExtractor:
+    server.chat_responder = model or FakeExtractionModel()
+    return LLMExtractor(make_client(server, **options), gleaning=1)
+
+
+def entity_names(corpus: Corpus) -> set[str]:
+    return {r[0] for r in corpus.query("SELECT name FROM entities")}
+
+
+def test_llm_run_extracts_every_chunk_then_unchanged_rerun_costs_nothing(corpus: Corpus, openai_server) -> None:
+    extractor = llm_extractor(openai_server)
+    chunks = corpus.query("SELECT count(*) FROM chunks")[0][0]
+
+    stats = run_extraction(corpus.store, extractor, batch_size=2)
+
+    assert (stats.pending, stats.extracted, stats.failed, stats.cache_hits) == (chunks, chunks, 0, 0)
+    assert stats.calls == openai_server.count("chat") == 2 * chunks  # first pass + one gleaning pass each
+    assert corpus.query("SELECT count(*) FROM extractions WHERE status = 'ok' AND extractor = ?",
+                        [extractor.identity])[0][0] == chunks
+    expected = {n for text in DOCS.values() for n in names_in(text)} | {f"Gleaned {names_in(t)[0]}" for t in DOCS.values()}
+    assert entity_names(corpus) == expected
+    usage = corpus.query("SELECT stage, items, calls, prompt_tokens > 0 FROM llm_usage")
+    assert usage == [("extract", chunks, 2 * chunks, True)]
+
+    openai_server.reset()
+    again = run_extraction(corpus.store, extractor)
+    assert (again.pending, again.calls, openai_server.count("chat")) == (0, 0, 0)
+    assert entity_names(corpus) == expected
+
+
+def test_editing_one_document_calls_only_for_its_changed_chunk(corpus: Corpus, openai_server) -> None:
+    extractor = llm_extractor(openai_server)
+    run_extraction(corpus.store, extractor)
+    openai_server.reset()
+
+    corpus.write("grace.txt", "Grace Hopper built the Compiler for Remington Rand in Philadelphia.")
+    corpus.sync()
+    stats = run_extraction(corpus.store, extractor)
+
+    assert (stats.pending, stats.removed_chunks) == (1, 1)
+    assert openai_server.count("chat") == stats.calls == 2
+    names = entity_names(corpus)
+    assert {"Remington", "Philadelphia"} <= names and "Navy" not in names and "Arlington" not in names
+    assert corpus.query("SELECT count(*) FROM extractions")[0][0] == len(DOCS)
+
+
+def test_deleting_a_document_removes_its_entities_and_keeps_shared_ones(corpus: Corpus, openai_server) -> None:
+    extractor = llm_extractor(openai_server)
+    run_extraction(corpus.store, extractor)
+    london_docs = corpus.query("SELECT document_ids FROM entities WHERE name = 'London'")[0][0]
+    assert sorted(london_docs) == ["ada.txt", "alan.txt"]
+
+    corpus.delete("ada.txt")
+    corpus.sync()
+    openai_server.reset()
+    stats = run_extraction(corpus.store, extractor)
+
+    assert (stats.removed_chunks, stats.calls) == (1, 0)
+    names = entity_names(corpus)
+    assert not {"Ada", "Lovelace", "Babbage", "Gleaned Ada"} & names
+    assert corpus.query("SELECT document_ids FROM entities WHERE name = 'London'")[0][0] == ["alan.txt"]
+    assert corpus.query("SELECT count(*) FROM relations WHERE list_contains(document_ids, 'ada.txt')")[0][0] == 0
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "timeout"])
+def test_transport_faults_are_retried_and_the_run_succeeds(corpus: Corpus, openai_server, fault: str) -> None:
+    extractor = llm_extractor(openai_server, max_concurrency=1)
+    openai_server.inject(fault, times=1)
+
+    stats = run_extraction(corpus.store, extractor, max_concurrency=1)
+
+    assert (stats.failed, stats.extracted) == (0, len(DOCS))
+    assert stats.calls == openai_server.count("chat") == 2 * len(DOCS) + 1
+
+
+def test_persistently_malformed_chunk_fails_alone_and_is_retried_next_run(corpus: Corpus, openai_server) -> None:
+    model = FakeExtractionModel(poison={"Bletchley"})
+    extractor = llm_extractor(openai_server, model, validation_retries=1)
+
+    stats = run_extraction(corpus.store, extractor)
+
+    assert (stats.failed, stats.extracted) == (1, len(DOCS) - 1)
+    failed = corpus.query("SELECT document_id, error FROM extractions WHERE status = 'failed'")
+    assert len(failed) == 1 and failed[0][0] == "alan.txt" and "invalid" in failed[0][1]
+    assert "Turing" not in entity_names(corpus) and "Dijkstra" in entity_names(corpus)
+    failed_chunk = corpus.query("SELECT chunk_id FROM extractions WHERE status = 'failed'")[0][0]
+    assert stats.errors[0].startswith(failed_chunk)
+
+    model.poison.clear()
+    openai_server.reset()
+    retry = run_extraction(corpus.store, extractor)
+
+    assert (retry.pending, retry.failed, retry.extracted) == (1, 0, 1)
+    assert openai_server.count("chat") == 2
+    assert all("Bletchley" in str(r.body) for r in openai_server.requests_for("chat"))
+    assert "Turing" in entity_names(corpus)
+    assert corpus.query("SELECT count(*) FROM extractions WHERE status = 'failed'")[0][0] == 0
+
+
+def test_same_text_under_another_chunk_id_is_a_cache_hit(corpus: Corpus, openai_server) -> None:
+    extractor = llm_extractor(openai_server)
+    run_extraction(corpus.store, extractor)
+    openai_server.reset()
+
+    corpus.write("ada-copy.txt", DOCS["ada.txt"])
+    corpus.write("twin-1.txt", "Marie Curie studied Radium in Paris.")
+    corpus.write("twin-2.txt", "Marie Curie studied Radium in Paris.")
+    corpus.sync()
+    stats = run_extraction(corpus.store, extractor)
+
+    # ada-copy from the cache; of the two new identical texts only one is extracted.
+    assert (stats.pending, stats.cache_hits, stats.extracted) == (3, 2, 2)
+    assert openai_server.count("chat") == stats.calls == 2
+    assert stats.cache_hit_rate == pytest.approx(2 / 3)
+    curie_docs = corpus.query("SELECT document_ids FROM entities WHERE name = 'Curie'")[0][0]
+    assert sorted(curie_docs) == ["twin-1.txt", "twin-2.txt"]
+    assert "ada-copy.txt" in corpus.query("SELECT document_ids FROM entities WHERE name = 'Lovelace'")[0][0]
+
+
+def test_crash_after_first_batch_resumes_without_repeating_finished_chunks(corpus: Corpus, openai_server) -> None:
+    extractor = llm_extractor(openai_server)
+
+    def crash(done: int, total: int) -> None:
+        raise RuntimeError("simulated crash")
+
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run_extraction(corpus.store, extractor, max_concurrency=1, batch_size=2, progress=crash,
+                       min_flush_seconds=0)
+
+    finished = corpus.query("SELECT count(*) FROM extractions WHERE status = 'ok'")[0][0]
+    assert finished == 2
+    assert corpus.query("SELECT count(*) FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])[0][0] == 1
+    openai_server.reset()
+
+    stats = run_extraction(corpus.store, extractor, batch_size=2)
+
+    assert stats.pending == len(DOCS) - finished
+    assert openai_server.count("chat") == 2 * (len(DOCS) - finished)
+    # The graph covers the chunks finished before the crash too (their keys stayed dirty until now).
+    expected = {n for text in DOCS.values() for n in names_in(text)}
+    assert expected <= entity_names(corpus)
+    assert corpus.query("SELECT count(*) FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])[0][0] == 0
+
+
+def test_unreachable_endpoint_stops_the_run_and_keeps_finished_chunks(corpus: Corpus, openai_server) -> None:
+    for i in range(8):
+        corpus.write(f"extra-{i}.txt", f"Extra Document number {i} mentions Somewhere.")
+    corpus.sync()
+    extractor = llm_extractor(openai_server, max_retries=0)
+    openai_server.inject("500", times=100)
+
+    with pytest.raises(LLMUnavailableError, match="run again"):
+        run_extraction(corpus.store, extractor, max_concurrency=1, abort_after_unavailable=2)
+
+    # It stopped after two failures (plus at most the chunk already started) instead of trying all twelve.
+    assert openai_server.count("chat") <= 3
+    openai_server.reset()
+    stats = run_extraction(corpus.store, extractor)
+    assert (stats.pending, stats.failed, stats.extracted) == (len(DOCS) + 8, 0, len(DOCS) + 8)
+
+
+def test_switching_extractor_replaces_records(corpus: Corpus, openai_server) -> None:
+    run_extraction(corpus.store, OfflineExtractor())
+    extractor = llm_extractor(openai_server)
+
+    stats = run_extraction(corpus.store, extractor)
+
+    assert (stats.pending, stats.replaced) == (len(DOCS), len(DOCS))
+    assert {r[0] for r in corpus.query("SELECT DISTINCT extractor FROM extractions")} == {extractor.identity}
+    assert "Gleaned Ada" in entity_names(corpus)
+
+
+def test_offline_extractor_end_to_end(tmp_path) -> None:
+    corpus = Corpus(tmp_path, chunk_tokens=40)
+    corpus.write("rivers.md", "# Rivers\n\nThe Thames flows through London and Oxford. "
+                              "The Seine flows through Paris. " * 4)
+    corpus.write("cities.txt", "Paris is the capital of France. London is the capital of England.")
+    corpus.sync()
+    chunks = corpus.query("SELECT count(*) FROM chunks")[0][0]
+    assert chunks > 2
+
+    stats = run_extraction(corpus.store, OfflineExtractor())
+
+    assert (stats.pending, stats.extracted, stats.calls) == (chunks, chunks, 0)
+    names = {n.casefold() for n in entity_names(corpus)}
+    assert {"paris", "london"} <= names
+    paris_docs = corpus.query("SELECT document_ids FROM entities WHERE lower(name) = 'paris'")[0][0]
+    assert sorted(paris_docs) == ["cities.txt", "rivers.md"]
+    assert corpus.query("SELECT count(*) FROM relations")[0][0] > 0
+    assert run_extraction(corpus.store, OfflineExtractor()).pending == 0
+
+
+def test_over_budget_descriptions_are_summarised_by_the_llm_once(corpus: Corpus, openai_server) -> None:
+    model = FakeExtractionModel()
+    extractor = llm_extractor(openai_server, model)
+
+    stats = run_extraction(corpus.store, extractor, max_description_tokens=3)
+
+    assert stats.merge is not None and stats.merge.summaries_called > 0
+    assert model.summaries == stats.summary_calls == stats.merge.summaries_called
+    assert corpus.query("SELECT count(*) FROM entities WHERE description LIKE 'A short%'")[0][0] > 0
+    usage = dict(corpus.query("SELECT stage, calls FROM llm_usage"))
+    assert usage == {"extract": 2 * len(DOCS), "summarise": stats.summary_calls}
+
+    corpus.write("grace.txt", "Grace Hopper built the Compiler for Remington Rand in London.")
+    corpus.sync()
+    before = model.summaries
+    again = run_extraction(corpus.store, extractor, max_description_tokens=3)
+
+    # Only keys whose description input changed need a new summary; the rest come from the summary cache.
+    assert again.merge.summaries_cached > 0
+    assert model.summaries - before == again.merge.summaries_called < stats.merge.summaries_called
