@@ -60,7 +60,7 @@ def main() -> None:
 
 # ---- indexing ----------------------------------------------------------------------------------
 
-def _print_sync(report, settings: Settings) -> None:
+def _print_sync(report) -> None:
     plan = report.plan
     print_table(
         ["files", "new", "changed", "same", "deleted", "failed", "docs written", "chunks written", "s"],
@@ -74,43 +74,72 @@ def _print_sync(report, settings: Settings) -> None:
             console.print(f"[yellow]{failed.status}[/yellow] {failed.rel_path}: {err}", highlight=False)
 
 
-def _run_index(settings: Settings, folder: Path, trigger: str):
-    from pathrag_pipeline.ingest import sync_folder
+def _print_index(report) -> None:
+    _print_sync(report.sync)
+    mode = report.mode
+    console.print(f"mode: {mode['mode']} | extractor {mode['extractor']} | embeddings {mode['embedder']}",
+                  highlight=False)
+    rows = []
+    if report.extraction is not None:
+        x = report.extraction
+        rows.append(("extraction", f"{x.pending} chunks pending, {x.cache_hits} from cache, {x.extracted} extracted, "
+                                   f"{x.failed} failed; {x.calls} LLM calls, {x.prompt_tokens + x.completion_tokens} tokens"))
+        for err in x.errors:
+            console.print(f"[yellow]extraction failed[/yellow] {err}", highlight=False)
+    if report.triples is not None:
+        t = report.triples
+        rows.append(("triples import", f"{t.triples} triples, {t.matched_documents} documents matched, "
+                                       f"{t.records_written} records written, {t.malformed} malformed lines"))
+    g = report.graph
+    rows.append(("graph", f"{g['entities']} entities, {g['relations']} relations from {g['extractions']} chunk records"))
+    for table, st in report.embeddings.tables.items():
+        rows.append((f"embeddings: {table}", f"{st.embedded} embedded, {st.unchanged} unchanged, "
+                                             f"{st.deleted} deleted, {st.total} rows"))
+    print_table(["stage", "result"], rows)
+
+
+def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | None = None, reembed: bool = False):
+    from pathrag_pipeline.pipeline import run_indexing
 
     with console.status(f"indexing {folder} ..."):
-        report = sync_folder(settings, folder=folder, trigger=trigger)
-    _print_sync(report, settings)
+        report = run_indexing(settings, folder=folder, trigger=trigger, triples=triples, reembed=reembed)
+    _print_index(report)
     return report
 
 
 @main.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def index(path: Path) -> None:
-    """Index the documents under PATH (only new or changed files are processed; deleted ones are removed)."""
+@click.option("--triples", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Build the graph from this JSONL of {doc_id, subject, predicate, object} instead of extraction.")
+@click.option("--reembed", is_flag=True,
+              help="Drop the LanceDB tables and embed everything again (after changing the embedding model).")
+def index(path: Path, triples: Path | None, reembed: bool) -> None:
+    """Index the documents under PATH: only new or changed files are processed, deleted ones are removed."""
     settings = _settings(docs=path.resolve())
-    _run_index(settings, path.resolve(), "cli")
-    console.print(f"Stored in {settings.duckdb_path}. Query it with: pathrag sql \"SELECT * FROM documents\"")
+    _run_index(settings, path.resolve(), "cli", triples=triples, reembed=reembed)
+    console.print(f"Stored in {settings.duckdb_path} and {settings.lancedb_path}. "
+                  "Query it with: pathrag sql \"SELECT name, type FROM entities LIMIT 10\"", highlight=False)
 
 
 @main.command()
 def quickstart() -> None:
     """Index the bundled sample documents offline and show what was built and where."""
+    from pathrag_pipeline.pipeline import describe_mode
+
     settings = _settings(docs=SAMPLE_DOCS)
     console.print(f"[bold]PathRAG quickstart[/bold]: sample documents in {SAMPLE_DOCS}")
-    console.print(f"mode: {describe_mode(settings)}")
+    mode = describe_mode(settings)
+    console.print(f"mode: {mode['mode']} (extractor {mode['extractor']}, embeddings {mode['embedder']}, "
+                  f"answers {mode['answers']})", highlight=False)
     _run_index(settings, SAMPLE_DOCS, "quickstart")
     _print_status(settings)
     console.print(
         f"\nWhere things are: DuckDB {settings.duckdb_path}, LanceDB {settings.lancedb_path}, "
         f"Dagster home {settings.dagster_home}.\n"
-        "Next: `pathrag sql \"SELECT title, status FROM documents\"`, `pathrag status`, or `pathrag dev` for the Dagster UI."
+        "Next: `pathrag sql \"SELECT name, type, description FROM entities LIMIT 5\"`, `pathrag status`, "
+        "or `pathrag dev` for the Dagster UI.",
+        highlight=False,
     )
-
-
-def describe_mode(settings: Settings) -> str:
-    if settings.llm_base_url or settings.llm_api_key:
-        return f"LLM endpoint {settings.llm_base_url or 'OpenAI'} model {settings.llm_model or 'default'}"
-    return "offline (no LLM endpoint configured: rule-based extraction, hashing embeddings, extractive answers)"
 
 
 # ---- inspection --------------------------------------------------------------------------------
@@ -149,6 +178,12 @@ def status_summary(settings: Settings) -> dict:
     with store.connect(read_only=True) as con:
         by_status = dict(con.execute("SELECT status, count(*) FROM documents GROUP BY status ORDER BY status").fetchall())
         chunks = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        graph = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                 for t in ("extractions", "entities", "relations", "entity_aliases")}
+        failed = con.execute("SELECT count(*) FROM extractions WHERE status = 'failed'").fetchone()[0]
+        usage = con.execute(
+            "SELECT stage, extractor, sum(calls), sum(prompt_tokens + completion_tokens), sum(cache_hits) "
+            "FROM llm_usage GROUP BY stage, extractor ORDER BY stage, extractor").fetchall()
         cols = ["started_at", "trigger", "files_new", "files_changed", "files_deleted",
                 "files_failed", "documents", "chunks", "seconds"]
         runs = con.execute(
@@ -159,14 +194,21 @@ def status_summary(settings: Settings) -> dict:
         "home": str(settings.home),
         "documents": by_status,
         "chunks": chunks,
+        "graph": {**graph, "failed_extractions": failed},
+        "llm_usage": [dict(zip(["stage", "extractor", "calls", "tokens", "cache_hits"], r)) for r in usage],
         "last_runs": [dict(zip(cols, r)) for r in runs],
     }
 
 
 def _print_status(settings: Settings) -> None:
     summary = status_summary(settings)
-    print_table(["documents by status", "count"], sorted(summary["documents"].items()) + [("chunks", summary["chunks"])],
+    print_table(["table", "rows"],
+                [(f"documents ({k})", v) for k, v in sorted(summary["documents"].items())]
+                + [("chunks", summary["chunks"])] + sorted(summary["graph"].items()),
                 title=f"Index at {summary['home']}")
+    if summary["llm_usage"]:
+        cols = list(summary["llm_usage"][0])
+        print_table(cols, [tuple(r.values()) for r in summary["llm_usage"]], title="LLM usage (all runs)")
     if summary["last_runs"]:
         cols = ["started (UTC)", "trigger", "new", "changed", "deleted", "failed", "docs", "chunks", "s"]
         print_table(cols, [tuple(r.values()) for r in summary["last_runs"]], title="Last runs")
