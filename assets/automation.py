@@ -21,6 +21,14 @@ ingest_job = dg.define_asset_job(
 )
 
 
+graph_job = dg.define_asset_job(
+    "index_graph",
+    selection=dg.AssetSelection.groups("graph"),
+    tags=RUN_TAGS,
+    description="Extract new or changed chunks, merge the graph, sync the embeddings (all incremental).",
+)
+
+
 @dg.job(tags=RUN_TAGS, description="Remove the documents and chunks of files deleted from the folder.")
 def remove_deleted_documents():
     remove_documents()
@@ -32,12 +40,13 @@ def reconcile_documents():
 
 
 @dg.sensor(
-    jobs=[ingest_job, remove_deleted_documents],
+    jobs=[ingest_job, remove_deleted_documents, graph_job],
     minimum_interval_seconds=30,
     description=(
         "Watches PATHRAG_DOCS. New file: adds a `documents` partition and requests its run. Changed file: "
         "requests a run (the run key holds the content hash and a change counter, so an unchanged file never "
-        "re-runs). Deleted file: removes its partition and requests a removal run."
+        "re-runs). Deleted file: removes its partition and requests a removal run. After any change, an "
+        "`index_graph` run follows, which extracts only the changed chunks and re-embeds only changed rows."
     ),
 )
 def document_folder_sensor(context: dg.SensorEvaluationContext, pathrag: PathragResource) -> dg.SensorResult:
@@ -85,6 +94,8 @@ def evaluate_folder(scan: dict[str, ingest.FileEntry], cursor: str | None, parti
         for p in deleted:
             files.pop(p, None)
     if runs:
+        # Queued after the per-file runs (runs tagged pathrag/duckdb run one at a time, in order).
+        runs.append(dg.RunRequest(job_name=graph_job.name, run_key=f"graph#{seq}", tags=RUN_TAGS))
         seq += 1
     return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=requests,
                            cursor=json.dumps({"files": files, "seq": seq}, sort_keys=True))

@@ -5,17 +5,20 @@ import dagster as dg
 
 from assets.automation import (
     document_folder_sensor,
+    graph_job,
     ingest_job,
     reconcile_documents,
     reconcile_schedule,
     remove_deleted_documents,
 )
+from assets.graph import embedding_keys_match, embeddings, graph, graph_has_provenance, relations_have_entities
 from assets.ingestion import chunks, documents
 from assets.resources import PathragResource
 
 defs = dg.Definitions(
-    assets=[documents, chunks],
-    jobs=[ingest_job, remove_deleted_documents, reconcile_documents],
+    assets=[documents, chunks, graph, embeddings],
+    asset_checks=[relations_have_entities, graph_has_provenance, embedding_keys_match],
+    jobs=[ingest_job, remove_deleted_documents, reconcile_documents, graph_job],
     sensors=[document_folder_sensor],
     schedules=[reconcile_schedule],
     resources={"pathrag": PathragResource()},

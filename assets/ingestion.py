@@ -103,23 +103,31 @@ def chunks(context: dg.AssetExecutionContext, pathrag: PathragResource) -> dg.Ma
 
 @dg.op(
     pool=DUCKDB_POOL,
-    description="Bring the DuckDB tables in line with the whole folder and the `documents` partitions with its files.",
+    description="Run the whole indexing pipeline over the folder in one run and sync the `documents` partitions.",
 )
 def reconcile_folder(context: dg.OpExecutionContext, pathrag: PathragResource) -> dg.Output:
+    from pathlib import Path
+
+    from pathrag_pipeline.pipeline import run_indexing
+
     settings = pathrag.settings()
-    report = ingest.sync_folder(settings, pathrag.store(), trigger="schedule")
-    plan = report.plan
+    report = run_indexing(settings, trigger="schedule", triples=Path(pathrag.triples) if pathrag.triples else None)
+    plan = report.sync.plan
     sync_partitions(context.instance, sorted(plan.new + plan.changed + plan.unchanged))
-    for res in report.results:
+    for res in report.sync.results:
         if res.status != "deleted":
             for key in ("documents", "chunks"):
                 context.log_event(dg.AssetMaterialization(asset_key=key, partition=res.rel_path,
                                                           metadata={"status": res.status, "via": "reconcile"}))
+    for key in ("extractions", "entities", "relations", "embeddings"):
+        context.log_event(dg.AssetMaterialization(asset_key=key, metadata={"via": "reconcile"}))
+    x = report.extraction
     return dg.Output(
         None,
         metadata={"new": len(plan.new), "changed": len(plan.changed), "deleted": len(plan.deleted),
-                  "unchanged": len(plan.unchanged), "failed": len(report.failed),
-                  "chunks_written": report.chunks_written, "seconds": round(report.seconds, 3)},
+                  "unchanged": len(plan.unchanged), "failed": len(report.sync.failed),
+                  "chunks_written": report.sync.chunks_written, **report.mode, **report.graph,
+                  "llm_calls": x.calls if x else 0, "embedded": report.embeddings.embedded},
     )
 
 

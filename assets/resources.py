@@ -14,6 +14,7 @@ class PathragResource(dg.ConfigurableResource):
 
     home: str | None = None
     docs: str | None = None
+    triples: str | None = None   # build the graph from this triples JSONL instead of extraction
 
     def settings(self) -> Settings:
         overrides = {}

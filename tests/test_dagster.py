@@ -29,7 +29,8 @@ def resource(tmp_path, docs):
 def test_definitions_load():
     dg.Definitions.validate_loadable(defs)
     repo = defs.get_repository_def()
-    assert {"documents", "chunks"} <= {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
+    assert {"documents", "chunks", "extractions", "entities", "relations", "embeddings"} <= {
+        k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     assert repo.has_sensor_def("document_folder_sensor") and repo.has_schedule_def("reconcile_documents_nightly")
 
 
@@ -55,7 +56,9 @@ def test_materialise_one_partition(tmp_path, folder):
 def test_sensor_decisions_new_changed_unchanged_deleted(folder):
     scan = scan_folder(folder, max_bytes=10**6)
     first = evaluate_folder(scan, None, set())
-    assert sorted(r.partition_key for r in first.run_requests) == ["a.md", "b.txt"]
+    ingest_runs = [r for r in first.run_requests if r.job_name == "ingest_documents"]
+    assert sorted(r.partition_key for r in ingest_runs) == ["a.md", "b.txt"]
+    assert first.run_requests[-1].job_name == "index_graph"  # the graph follows the per-file runs
     assert first.dynamic_partitions_requests[0].partition_keys == ["a.md", "b.txt"]
     partitions = {"a.md", "b.txt"}
     # unchanged folder: nothing to do
@@ -65,12 +68,12 @@ def test_sensor_decisions_new_changed_unchanged_deleted(folder):
     (folder / "b.txt").write_text("Beta\n\nEdited.\n")
     scan2 = scan_folder(folder, max_bytes=10**6)
     third = evaluate_folder(scan2, second.cursor, partitions)
-    assert [r.partition_key for r in third.run_requests] == ["b.txt"]
+    assert [r.partition_key for r in third.run_requests] == ["b.txt", None]
     assert scan2["b.txt"].file_hash[:16] in third.run_requests[0].run_key
     # delete a file: partition removed and a removal run requested
     (folder / "a.md").unlink()
     fourth = evaluate_folder(scan_folder(folder, max_bytes=10**6), third.cursor, partitions)
-    assert [r.job_name for r in fourth.run_requests] == ["remove_deleted_documents"]
+    assert [r.job_name for r in fourth.run_requests] == ["remove_deleted_documents", "index_graph"]
     assert fourth.run_requests[0].run_config["ops"]["remove_documents"]["config"]["paths"] == ["a.md"]
     assert fourth.dynamic_partitions_requests[0].partition_keys == ["a.md"]
     assert "a.md" not in json.loads(fourth.cursor)["files"]
@@ -85,14 +88,14 @@ def test_edit_back_to_an_earlier_version_gets_a_new_run_key(folder):
     (folder / "b.txt").write_text(original)
     r3 = evaluate_folder(scan_folder(folder, max_bytes=10**6), r2.cursor, partitions)
     keys = [r.run_key for r in r2.run_requests + r3.run_requests]
-    assert len(keys) == 2 and len(set(keys)) == 2
+    assert len(keys) == 4 and len(set(keys)) == 4
 
 
 def test_sensor_runs_against_an_instance(tmp_path, folder):
     instance = dg.DagsterInstance.ephemeral()
     ctx = dg.build_sensor_context(instance=instance, resources={"pathrag": resource(tmp_path, folder)})
     result = document_folder_sensor(ctx)
-    assert len(result.run_requests) == 2
+    assert len(result.run_requests) == 3
 
 
 def test_reconcile_job_indexes_folder_and_syncs_partitions(tmp_path, folder):
@@ -103,3 +106,33 @@ def test_reconcile_job_indexes_folder_and_syncs_partitions(tmp_path, folder):
     assert sorted(instance.get_dynamic_partitions(DOCUMENT_PARTITIONS.name)) == ["a.md", "b.txt"]
     with Store(res.settings().duckdb_path).connect(read_only=True) as con:
         assert con.execute("SELECT count(*) FROM documents").fetchone()[0] == 2
+
+
+def materialisation_metadata(result) -> dict:
+    mats = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]
+    return {m.asset_key.to_user_string(): m.metadata for m in mats}
+
+
+def test_graph_assets_and_checks_after_ingest(tmp_path, folder):
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(DOCUMENT_PARTITIONS.name, ["a.md", "b.txt"])
+    res = resource(tmp_path, folder)
+    for key in ("a.md", "b.txt"):
+        assert dg.materialize([documents, chunks], instance=instance, partition_key=key,
+                              resources={"pathrag": res}).success
+    from assets.graph import embedding_keys_match, embeddings, graph, graph_has_provenance, relations_have_entities
+
+    result = dg.materialize([graph, embeddings, relations_have_entities, graph_has_provenance, embedding_keys_match],
+                            instance=instance, resources={"pathrag": res},
+                            selection=["extractions", "entities", "relations", "embeddings"])
+    assert result.success
+    meta = materialisation_metadata(result)
+    assert meta["extractions"]["mode"].value == "offline" and meta["extractions"]["llm_calls"].value == 0
+    assert meta["entities"]["dagster/row_count"].value > 0
+    assert meta["embeddings"]["entities_rows"].value == meta["entities"]["dagster/row_count"].value
+    checks = result.get_asset_check_evaluations()
+    assert checks and all(c.passed for c in checks)
+    # nothing changed: a second run extracts and embeds nothing
+    again = dg.materialize([graph, embeddings], instance=instance, resources={"pathrag": res})
+    mats = materialisation_metadata(again)
+    assert mats["extractions"]["pending_chunks"].value == 0 and mats["embeddings"]["embedded"].value == 0
