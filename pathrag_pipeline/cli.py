@@ -19,6 +19,7 @@ import duckdb
 from rich.console import Console
 from rich.table import Table
 
+from pathrag_pipeline.cli_ask import ask
 from pathrag_pipeline.cli_bench_pruning import pruning
 from pathrag_pipeline.config import SAMPLE_DOCS, ConfigError, Settings
 from pathrag_pipeline.store import Store, StoreLockedError
@@ -266,6 +267,7 @@ def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, as_json: bool)
 
 
 bench.add_command(pruning)
+main.add_command(ask)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -1,0 +1,143 @@
+"""Path rendering and the prompts: ascending reliability, token budget, flat ablation, LightRAG context."""
+
+from __future__ import annotations
+
+import pytest
+
+from pathrag_pipeline import graph_cache
+from pathrag_pipeline.graph_cache import load_graph
+from pathrag_pipeline.prompting import (
+    Excerpt,
+    Section,
+    flat_prompt,
+    lightrag_prompt,
+    path_prompt,
+    render_paths,
+)
+from pathrag_pipeline.pruning import ScoredPath
+from pathrag_pipeline.store import Store
+from pathrag_pipeline.tokenizer import count_tokens
+from tests.query_fixtures import build_tiny_index, chunk_id
+
+QUESTION = "Where was the founder of Aldermere University born?"
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory):
+    graph_cache.clear_cache()
+    settings = build_tiny_index(tmp_path_factory.mktemp("prompting"))
+    return load_graph(Store(settings.duckdb_path))
+
+
+def _path(snapshot, keys: list[str], score: float) -> ScoredPath:
+    nodes = tuple(snapshot.node_of(k) for k in keys)
+    edges = tuple(snapshot.view.edge_between(a, b) for a, b in zip(nodes, nodes[1:]))
+    assert None not in edges, keys
+    return ScoredPath(nodes, edges, score, len(edges), nodes[0], nodes[-1])
+
+
+@pytest.fixture(scope="module")
+def paths(snapshot):
+    return [  # best first, as pruning returns them
+        _path(snapshot, ["aldermere university", "helena voss", "lindenholm"], 0.9),
+        _path(snapshot, ["aldermere university", "brackwater", "varne river"], 0.5),
+        _path(snapshot, ["tomas arden", "helena voss"], 0.2),
+    ]
+
+
+def test_render_paths_alternates_node_and_edge_descriptions(snapshot, paths):
+    traces = render_paths(snapshot, paths)
+    assert [t.rank for t in traces] == [1, 2, 3]
+    first = traces[0]
+    assert first.nodes == ("Aldermere University", "Helena Voss", "Lindenholm")
+    assert first.edge_ids == ("aldermere university<|>helena voss", "helena voss<|>lindenholm")
+    lines = first.text.splitlines()
+    assert len(lines) == 5
+    assert lines[0].startswith("Aldermere University (organization): A university founded in 1852")
+    assert "Helena Voss founded Aldermere University in 1852." in lines[1]
+    assert lines[2].startswith("Helena Voss (person)")
+    assert "Helena Voss was born in Lindenholm." in lines[3] and "[born in]" in lines[3]
+    assert lines[4].startswith("Lindenholm (location)")
+    # Edge provenance first: the founding relation comes from the Aldermere document, the birth from Voss's.
+    assert first.chunk_ids == (chunk_id("aldermere.md"), chunk_id("voss.md"))
+    assert first.document_ids == ("aldermere.md", "voss.md")
+
+
+def test_path_prompt_puts_question_first_and_most_reliable_path_last(snapshot, paths):
+    traces = render_paths(snapshot, paths)
+    prompt = path_prompt(QUESTION, traces, token_budget=4000)
+    user = prompt.user
+    assert user.startswith(f"Question: {QUESTION}")
+    positions = [user.index(f"Path rank {r} ") for r in (3, 2, 1)]
+    assert positions == sorted(positions)
+    # The best path is the last block before the closing instruction.
+    assert user.rindex("Path rank") == positions[-1]
+    assert "Helena Voss was born in Lindenholm." in user[positions[-1]:]
+    assert prompt.included == (1, 2, 3) and prompt.dropped == 0
+    assert prompt.tokens == count_tokens(prompt.system) + count_tokens(user)
+    assert prompt.messages()[1] == {"role": "user", "content": user}
+
+
+def test_budget_drops_least_reliable_paths_first(snapshot, paths):
+    traces = render_paths(snapshot, paths)
+    full = path_prompt(QUESTION, traces, token_budget=4000)
+    one_path = path_prompt(QUESTION, traces[:1], token_budget=4000)
+    budget = one_path.tokens + 10  # room for the best path only
+    assert budget < full.tokens
+    prompt = path_prompt(QUESTION, traces, token_budget=budget)
+    assert prompt.tokens <= budget
+    assert prompt.included == (1,) and prompt.dropped == 2
+    assert "Path rank 1 " in prompt.user and "Path rank 2 " not in prompt.user and "Path rank 3 " not in prompt.user
+
+
+def test_best_path_alone_over_budget_is_truncated_not_dropped(snapshot, paths):
+    traces = render_paths(snapshot, paths)
+    head_only = path_prompt(QUESTION, [], token_budget=4000)
+    budget = head_only.tokens + 40
+    prompt = path_prompt(QUESTION, traces, token_budget=budget)
+    assert prompt.tokens <= budget + 2
+    assert "Path rank 1 " in prompt.user and prompt.included == (1,)
+
+
+def test_budget_too_small_for_the_question_is_an_error(snapshot, paths):
+    with pytest.raises(ValueError, match="token_budget=50"):
+        path_prompt(QUESTION * 10, render_paths(snapshot, paths), token_budget=50)
+
+
+def test_excerpts_are_quoted_under_their_path(snapshot, paths):
+    traces = render_paths(snapshot, paths)
+    prompt = path_prompt(QUESTION, traces, excerpts={1: [Excerpt("Helena Voss", "Helena Voss was a chemist born in Lindenholm.")]})
+    block = prompt.user[prompt.user.index("Path rank 1 "):]
+    assert "Source excerpts:\n- [Helena Voss] Helena Voss was a chemist born in Lindenholm." in block
+    assert "Source excerpts" not in prompt.user[:prompt.user.index("Path rank 1 ")]
+
+
+def test_no_paths_falls_back_to_retrieved_entities(snapshot):
+    prompt = path_prompt(QUESTION, [], fallback_nodes=["Oldport (location): A town.", "Lindenholm (location): x"])
+    assert "No relational path" in prompt.user
+    assert prompt.user.index("Entity: Lindenholm") < prompt.user.index("Entity: Oldport")  # best last
+
+
+def test_flat_prompt_lists_each_node_and_edge_once_without_paths(snapshot, paths):
+    prompt = flat_prompt(QUESTION, snapshot, paths)
+    user = prompt.user
+    assert "Path rank" not in user
+    assert user.count("Entity: Helena Voss (person)") == 1  # on two paths, listed once
+    assert user.count("Entity: Aldermere University (organization)") == 1
+    assert user.count("Relation: ") == 5
+    # Elements of the best path come last.
+    assert user.index("Entity: Tomas Arden") < user.index("Entity: Lindenholm")
+    assert user.index("Entity: Varne River") < user.index("Entity: Aldermere University")
+
+
+def test_lightrag_prompt_fills_sections_within_budget():
+    rows = [[str(i), f"passage number {i} " + "word " * 40] for i in range(50)]
+    sections = [Section("Entities", ["id", "entity"], [["0", "Helena Voss"]]), Section("Sources", ["id", "content"], rows)]
+    prompt = lightrag_prompt(QUESTION, sections, token_budget=600)
+    assert prompt.tokens <= 600
+    assert "-----Entities-----\n```csv\nid,entity\n0,Helena Voss\n```" in prompt.user
+    assert "passage number 0 " in prompt.user and "passage number 49 " not in prompt.user
+    assert prompt.dropped > 0
+    assert prompt.dropped + prompt.user.count("passage number") == 50
+    with pytest.raises(ValueError, match="shares"):
+        lightrag_prompt(QUESTION, sections, shares=[0.5, 0.6])

@@ -1,0 +1,230 @@
+"""End to end: PathRAG.query offline and over a real OpenAI-compatible server, the query log, the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from pathrag_pipeline import graph_cache
+from pathrag_pipeline.answering import EXTRACTIVE_LABEL
+from pathrag_pipeline.cli_ask import ask
+from pathrag_pipeline.config import SAMPLE_DOCS, Settings
+from pathrag_pipeline.keywords import Keywords
+from pathrag_pipeline.query import PathRAG, load_questions, run_questions
+from pathrag_pipeline.store import Store
+from tests.query_fixtures import build_tiny_index, chunk_id, sync_vectors
+
+QUESTION = "Where was the founder of Aldermere University born?"
+
+
+@pytest.fixture
+def settings(tmp_path):
+    graph_cache.clear_cache()
+    return build_tiny_index(tmp_path / "home")
+
+
+def _rows(settings: Settings, sql: str, params=None):
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+def _path_ranks_in_prompt(text: str) -> list[int]:
+    return [int(m) for m in re.findall(r"Path rank (\d+) ", text)]
+
+
+def test_offline_path_query_answers_from_the_best_path(settings):
+    result = PathRAG(settings).query(QUESTION)
+    assert result.mode == "path" and result.answer_kind == "extractive"
+    assert result.provider == "offline" and result.model == "offline"
+    assert result.answer.startswith(EXTRACTIVE_LABEL)
+    assert "born in Lindenholm" in result.answer
+    assert any({"Aldermere University", "Helena Voss", "Lindenholm"} <= set(p.nodes) for p in result.paths)
+    reliabilities = [p.reliability for p in result.paths]
+    assert reliabilities == sorted(reliabilities, reverse=True)
+    assert [p.rank for p in result.paths] == list(range(1, len(result.paths) + 1))
+    assert len(result.paths) <= 15
+    # Passages are ranked through path provenance; the Rye Bread component plays no part in this question.
+    assert chunk_id("voss.md") in result.chunk_ids and chunk_id("aldermere.md") in result.chunk_ids
+    assert result.document_ids[0] in {"voss.md", "aldermere.md"}
+    assert set(result.timings_ms) == {"keywords", "graph", "retrieval", "pruning", "sources", "prompt", "answer"}
+    assert result.tokens["keywords"]["calls"] == 0 and result.tokens["prompt"]["prompt_tokens"] > 0
+    assert result.keywords["low_level"][0] == "Aldermere University"
+    # The prompt lists the paths in ascending reliability: rank 1 (best) last.
+    ranks = _path_ranks_in_prompt(result.prompt)
+    assert ranks == sorted(ranks, reverse=True) and ranks[-1] == 1 and len(ranks) == len(result.paths)
+
+
+def test_json_shape(settings):
+    data = json.loads(PathRAG(settings).query(QUESTION, top_k=3).to_json())
+    assert {"query_id", "mode", "answer", "paths", "retrieved_nodes", "chunk_ids", "document_ids", "timings_ms",
+            "tokens", "provider", "model", "params"} <= set(data)
+    assert 1 <= len(data["paths"]) <= 3
+    for path in data["paths"]:
+        assert {"rank", "reliability", "nodes", "text", "chunk_ids", "hops", "edge_ids"} <= set(path)
+        assert isinstance(path["nodes"], list) and path["text"]
+    assert data["params"]["theta"] == 0.05 and data["params"]["max_hops"] == 4
+    assert data["params"]["embedder"].startswith("offline:")
+
+
+def test_queries_are_appended_to_the_log_tables(settings):
+    rag = PathRAG(settings)
+    first = rag.query(QUESTION)
+    second = rag.query("Which sea does the Varne River flow into?")
+    rows = _rows(settings, "SELECT query_id, question, mode, answer_kind, provider, total_ms, answer FROM queries ORDER BY asked_at")
+    assert [r[0] for r in rows] == [first.query_id, second.query_id]
+    assert rows[0][1] == QUESTION and rows[0][2] == "path" and rows[0][3] == "extractive" and rows[0][6] == first.answer
+    traces = _rows(settings, "SELECT rank, reliability, node_names, chunk_ids FROM path_traces WHERE query_id = ? ORDER BY rank",
+                   [first.query_id])
+    assert [(t[0], t[2]) for t in traces] == [(p.rank, list(p.nodes)) for p in first.paths]
+    nodes = _rows(settings, "SELECT keyword, rank, entity_key FROM retrieved_nodes WHERE query_id = ? ORDER BY rank",
+                  [first.query_id])
+    assert [(n[1], n[2]) for n in nodes] == [(n.rank, n.entity_key) for n in first.retrieved]
+    ms = json.loads(_rows(settings, "SELECT ms FROM queries WHERE query_id = ?", [first.query_id])[0][0])
+    assert ms == first.timings_ms
+
+
+def test_injection_looking_question_is_stored_verbatim(settings):
+    question = "Robert'); DROP TABLE queries; -- who founded \"Aldermere University\"?"
+    result = PathRAG(settings).query(question)
+    stored = _rows(settings, "SELECT question FROM queries WHERE query_id = ?", [result.query_id])
+    assert stored == [(question,)]
+    assert _rows(settings, "SELECT count(*) FROM queries") == [(1,)]
+
+
+def test_graph_is_loaded_once_per_version(settings, monkeypatch):
+    loads = []
+    real = graph_cache._read_snapshot
+    monkeypatch.setattr(graph_cache, "_read_snapshot", lambda con, version: loads.append(version) or real(con, version))
+    rag = PathRAG(settings)
+    results = rag.query_many([QUESTION, "Who taught Helena Voss?", "What does the Copper Kettle sell?"])
+    assert len(loads) == 1
+    assert len({r.params["graph_version"] for r in results}) == 1
+    assert _rows(settings, "SELECT count(*) FROM queries") == [(3,)]
+
+
+@pytest.mark.parametrize("mode", ["naive", "local", "global", "hybrid"])
+def test_lightrag_modes(settings, mode):
+    result = PathRAG(settings).query("Which bakery sells rye bread in Oldport?", mode)
+    assert result.mode == mode and result.paths == []
+    assert result.answer.startswith(EXTRACTIVE_LABEL) and "rye bread" in result.answer
+    assert chunk_id("kettle.md") in result.chunk_ids[:2]
+    assert "-----Sources-----" in result.prompt
+    assert ("-----Entities-----" in result.prompt) == (mode != "naive")
+    assert (result.retrieved == []) == (mode == "naive")
+    assert _rows(settings, "SELECT mode FROM queries") == [(mode,)]
+
+
+def test_flat_prompt_and_reference_variant(settings):
+    rag = PathRAG(settings)
+    flat = rag.query(QUESTION, prompt="flat")
+    assert "Path rank" not in flat.prompt and "Entity: Helena Voss" in flat.prompt
+    ref = rag.query(QUESTION, variant="reference")
+    assert ref.params["theta"] == 0.3 and ref.params["max_hops"] == 3
+    assert ref.paths
+
+
+def test_bad_parameters_are_clear_errors(settings):
+    rag = PathRAG(settings)
+    with pytest.raises(ValueError, match="mode='graph'"):
+        rag.query(QUESTION, "graph")
+    with pytest.raises(ValueError, match="alpha=1.5"):
+        rag.query(QUESTION, alpha=1.5)
+    with pytest.raises(ValueError, match="question 0 is empty"):
+        rag.query("   ")
+    assert _rows(settings, "SELECT count(*) FROM queries") == [(0,)]
+
+
+def test_llm_keywords_then_answer_over_openai_server(settings, openai_server):
+    seen = {}
+
+    def responder(request):
+        # The DuckDB file must be free while the model works: a writer can open it from inside the call.
+        with Store(settings.duckdb_path).connect() as con:
+            con.execute("SELECT 1")
+        if request.get("response_format") or "keywords" in json.dumps(request["messages"][0]).lower():
+            seen["keywords"] = request
+            return Keywords(low_level=["Aldermere University"], high_level=["founder", "birthplace"]).model_dump_json()
+        seen["answer"] = request
+        return "Helena Voss was born in Lindenholm."
+
+    openai_server.chat_responder = responder
+    llm_settings = Settings(home=settings.home, docs=settings.docs, llm_base_url=openai_server.base_url,
+                            llm_model="fake-chat", llm_api_key="sk-test-secret")
+    result = PathRAG(llm_settings).query(QUESTION)
+    assert openai_server.count("chat") == 2
+    assert result.answer_kind == "llm" and result.answer == "Helena Voss was born in Lindenholm."
+    assert result.model == "fake-chat" and result.provider == "openai-compatible"
+    assert result.keywords == {"low_level": ["Aldermere University"], "high_level": ["founder", "birthplace"]}
+    assert result.tokens["keywords"]["calls"] == 1 and result.tokens["answer"]["calls"] == 1
+    assert result.tokens["answer"]["prompt_tokens"] > 0
+    assert QUESTION in json.dumps(seen["keywords"]["messages"])
+    user = seen["answer"]["messages"][-1]["content"]
+    assert user.startswith(f"Question: {QUESTION}")
+    ranks = _path_ranks_in_prompt(user)
+    assert len(ranks) == len(result.paths) >= 1 and ranks == sorted(ranks, reverse=True) and ranks[-1] == 1
+    stored = _rows(settings, "SELECT provider, model, answer_kind, tokens::VARCHAR FROM queries")
+    assert stored[0][:3] == ("openai-compatible", "fake-chat", "llm")
+    assert "sk-test-secret" not in json.dumps(result.to_dict()) and "sk-test-secret" not in stored[0][3]
+
+
+def test_offline_extraction_index_end_to_end(tmp_path):
+    """Index the bundled sample documents with the rule-based extractor, then ask across them."""
+    from pathrag_pipeline.extraction import OfflineExtractor
+    from pathrag_pipeline.extraction_stage import run_extraction
+    from pathrag_pipeline.ingest import sync_folder
+
+    graph_cache.clear_cache()
+    settings = Settings(home=tmp_path / "home", docs=SAMPLE_DOCS)
+    sync_folder(settings, folder=SAMPLE_DOCS, trigger="test")
+    run_extraction(Store(settings.duckdb_path), OfflineExtractor())
+    sync_vectors(settings)
+    result = PathRAG(settings).query("Who was the first chancellor of Aldermere University?")
+    assert result.paths and result.answer.startswith(EXTRACTIVE_LABEL)
+    assert "chancellor" in result.answer
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        known = {d for (d,) in con.execute("SELECT id FROM documents").fetchall()}
+        assert result.document_ids and set(result.document_ids) <= known
+        # Every quoted sentence is text of a retrieved source passage.
+        texts = " ".join(" ".join(t.split()) for (t,) in con.execute(
+            "SELECT text FROM chunks WHERE id IN (SELECT unnest(?::VARCHAR[]))", [result.chunk_ids]).fetchall())
+    first_sentence = result.answer.removeprefix(EXTRACTIVE_LABEL).strip().split(". ")[0]
+    assert first_sentence and first_sentence in texts
+
+
+def test_run_questions_and_load_questions(settings, tmp_path):
+    (tmp_path / "q.jsonl").write_text('{"id": "a", "question": "Who taught Helena Voss?"}\n\n"Where is Brackwater?"\n')
+    (tmp_path / "q.csv").write_text('id,question\n1,"Who taught Helena Voss?"\n2,\n')
+    (tmp_path / "q.txt").write_text("# questions\nWho taught Helena Voss?\n\nWhere is Brackwater?\n")
+    (tmp_path / "bad.csv").write_text("id,text\n1,x\n")
+    (tmp_path / "bad.jsonl").write_text('{"question": "ok"}\n{"q": 1}\n')
+    assert load_questions(tmp_path / "q.jsonl") == ["Who taught Helena Voss?", "Where is Brackwater?"]
+    assert load_questions(tmp_path / "q.csv") == ["Who taught Helena Voss?"]
+    assert load_questions(tmp_path / "q.txt") == ["Who taught Helena Voss?", "Where is Brackwater?"]
+    with pytest.raises(ValueError, match="'question' column"):
+        load_questions(tmp_path / "bad.csv")
+    with pytest.raises(ValueError, match="bad.jsonl:2"):
+        load_questions(tmp_path / "bad.jsonl")
+    results = run_questions(settings, load_questions(tmp_path / "q.txt"), "path", {"top_k": 5})
+    assert [r.question for r in results] == ["Who taught Helena Voss?", "Where is Brackwater?"]
+    assert all(r.params["top_k"] == 5 for r in results)
+    assert _rows(settings, "SELECT count(*) FROM queries") == [(2,)]
+
+
+def test_cli_ask(settings):
+    env = {"PATHRAG_HOME": str(settings.home), "PATHRAG_LLM_BASE_URL": "", "PATHRAG_LLM_MODEL": "",
+           "PATHRAG_LLM_API_KEY": "", "OPENAI_API_KEY": "", "PATHRAG_EMBED_MODEL": "", "PATHRAG_EMBED_BASE_URL": ""}
+    runner = CliRunner()
+    out = runner.invoke(ask, [QUESTION, "--json", "--top-k", "2"], env=env)
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["mode"] == "path" and len(data["paths"]) <= 2 and data["answer"].startswith(EXTRACTIVE_LABEL)
+    human = runner.invoke(ask, [QUESTION], env=env)
+    assert human.exit_code == 0, human.output
+    assert "Answer" in human.output and "Lindenholm" in human.output and "voss.md" in human.output
+    bad = runner.invoke(ask, [QUESTION, "--mode", "graph"], env=env)
+    assert bad.exit_code != 0 and "graph" in bad.output
+    empty_home = runner.invoke(ask, [QUESTION], env={**env, "PATHRAG_HOME": str(settings.home / "nothing")})
+    assert empty_home.exit_code == 1 and "pathrag index" in empty_home.output

@@ -1,0 +1,151 @@
+"""Node retrieval, the LightRAG mode contexts, and the per-version graph cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import pytest
+
+from pathrag_pipeline import graph_cache
+from pathrag_pipeline.embedding import HashingEmbedder
+from pathrag_pipeline.graph_cache import EmptyGraphError, load_graph
+from pathrag_pipeline.retrieval import (
+    global_context,
+    hybrid_context,
+    local_context,
+    naive_context,
+    query_keywords,
+    retrieve_nodes,
+    retrieve_relations,
+    round_robin,
+)
+from pathrag_pipeline.store import Store
+from pathrag_pipeline.vector_store import VectorStore
+from tests.query_fixtures import build_tiny_index, chunk_id, relation_key
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    graph_cache.clear_cache()
+    settings = build_tiny_index(tmp_path / "home")
+    store = Store(settings.duckdb_path)
+    return settings, store, load_graph(store), VectorStore(settings.lancedb_path), HashingEmbedder()
+
+
+def test_round_robin_takes_each_keywords_best_before_any_second_hit():
+    rankings = [[("a", 0.9), ("b", 0.8), ("c", 0.7)], [("a", 0.95), ("d", 0.5)], [("e", 0.4)]]
+    merged = round_robin(rankings, limit=10)
+    assert [(w, k) for w, k, _ in merged] == [(0, "a"), (2, "e"), (0, "b"), (1, "d"), (0, "c")]
+    assert [k for _, k, _ in round_robin(rankings, limit=3)] == ["a", "e", "b"]
+
+
+def test_query_keywords_dedupes_and_falls_back_to_question():
+    assert query_keywords(["Helena Voss", "helena  voss"], ["founders"], "q") == ["Helena Voss", "founders"]
+    assert query_keywords([], [], "  Who founded it? ") == ["Who founded it?"]
+
+
+def test_retrieve_nodes_finds_named_entities_per_keyword(tiny):
+    _, _, snapshot, vectors, embedder = tiny
+    nodes = retrieve_nodes(snapshot, vectors, embedder, ["Lindenholm", "Aldermere University"], top_n=4)
+    assert len(nodes) == 4
+    assert len({n.entity_key for n in nodes}) == 4
+    assert [n.entity_key for n in nodes[:2]] == ["lindenholm", "aldermere university"]
+    assert [n.keyword for n in nodes[:2]] == ["Lindenholm", "Aldermere University"]
+    assert [n.rank for n in nodes] == [0, 1, 2, 3]
+    assert nodes[0].similarity >= nodes[2].similarity
+    assert all(snapshot.entity_keys[n.node] == n.entity_key for n in nodes)
+
+
+def test_retrieve_nodes_caps_at_graph_size_and_rejects_bad_top_n(tiny):
+    _, _, snapshot, vectors, embedder = tiny
+    assert len(retrieve_nodes(snapshot, vectors, embedder, ["river"], top_n=40)) == snapshot.node_count
+    with pytest.raises(ValueError, match="top_n=0"):
+        retrieve_nodes(snapshot, vectors, embedder, ["river"], top_n=0)
+
+
+def test_vector_hits_missing_from_graph_are_skipped(tiny):
+    _, _, snapshot, vectors, embedder = tiny
+    vectors.upsert("entities", [("ghost town", "Lindenholm ghost entry")], embedder)
+    nodes = retrieve_nodes(snapshot, vectors, embedder, ["Lindenholm"], top_n=40)
+    assert "ghost town" not in {n.entity_key for n in nodes}
+
+
+def test_local_context_collects_ego_network_and_source_chunks(tiny):
+    _, _, snapshot, vectors, embedder = tiny
+    nodes = retrieve_nodes(snapshot, vectors, embedder, ["Helena Voss"], top_n=1)
+    ctx = local_context(snapshot, nodes)
+    keys = {snapshot.relation_keys[r] for r in ctx.relations}
+    assert keys == {relation_key("aldermere university", "helena voss"), relation_key("helena voss", "lindenholm"),
+                    relation_key("helena voss", "tomas arden")}
+    assert ctx.chunk_ids == [chunk_id("voss.md")]
+
+
+def test_global_context_takes_relation_endpoints(tiny):
+    _, _, snapshot, vectors, embedder = tiny
+    rels = retrieve_relations(snapshot, vectors, embedder, ["flows into sea"], top_n=1)
+    assert rels[0].relation_key == relation_key("grey sea", "varne river")
+    ctx = global_context(snapshot, rels)
+    assert {n.entity_key for n in ctx.nodes} == {"grey sea", "varne river"}
+    assert ctx.chunk_ids == [chunk_id("brackwater.md")]
+    merged = hybrid_context(local_context(snapshot, retrieve_nodes(snapshot, vectors, embedder, ["Oldport"], 1)), ctx)
+    assert {n.entity_key for n in merged.nodes} == {"oldport", "grey sea", "varne river"}
+    assert [n.rank for n in merged.nodes] == [0, 1, 2]
+    assert merged.chunk_ids[:2] == [chunk_id("kettle.md"), chunk_id("brackwater.md")]
+
+
+def test_naive_context_ranks_chunks_by_question(tiny):
+    _, _, _, vectors, embedder = tiny
+    ctx = naive_context(vectors, embedder, "Which bakery sells rye bread?", top_n=2)
+    assert ctx.chunk_ids[0] == chunk_id("kettle.md")
+    assert len(ctx.chunk_ids) == 2
+
+
+def test_graph_snapshot_is_reused_until_the_graph_changes(tiny):
+    _, store, snapshot, _, _ = tiny
+    assert load_graph(store) is snapshot
+    assert snapshot.view.edge_count == 8
+    with store.connect() as con:
+        con.execute("UPDATE entities SET description = 'changed', updated_at = ? WHERE entity_key = 'oldport'",
+                    [datetime(2026, 2, 1)])
+    fresh = load_graph(store)
+    assert fresh is not snapshot and fresh.version != snapshot.version
+    assert fresh.entity_descriptions[fresh.node_of("oldport")] == "changed"
+    with store.connect() as con:
+        con.execute("DELETE FROM relations WHERE relation_key = ?", [relation_key("copper kettle", "rye bread")])
+    assert load_graph(store).view.edge_count == 7
+
+
+def test_empty_graph_is_a_clear_error(tmp_path):
+    graph_cache.clear_cache()
+    store = Store(tmp_path / "empty.duckdb")
+    with store.connect():
+        pass
+    with pytest.raises(EmptyGraphError, match="pathrag index"):
+        load_graph(store)
+
+
+@dataclass
+class _Hit:
+    key: str
+    similarity: float
+
+
+class _FakeVectors:
+    """Scripted hits per call, to check the merge independently of the embedder."""
+
+    def __init__(self, per_call):
+        self.per_call = list(per_call)
+
+    def search(self, table, vector, k, embedder=None):
+        return [_Hit(key, sim) for key, sim in self.per_call.pop(0)][:k]
+
+
+def test_retrieve_nodes_round_robins_over_keywords(tiny):
+    _, _, snapshot, _, embedder = tiny
+    fake = _FakeVectors([
+        [("brackwater", 0.9), ("grey sea", 0.8), ("oldport", 0.7)],
+        [("brackwater", 0.99), ("lindenholm", 0.6)],
+    ])
+    nodes = retrieve_nodes(snapshot, fake, embedder, ["k1", "k2"], top_n=3)
+    assert [(n.keyword, n.entity_key) for n in nodes] == [("k1", "brackwater"), ("k1", "grey sea"), ("k2", "lindenholm")]
