@@ -23,27 +23,27 @@ DDL = [
     CREATE TABLE IF NOT EXISTS documents (
         id            VARCHAR PRIMARY KEY,   -- relative path, or 'path#record-id' for a JSONL record
         path          VARCHAR NOT NULL,      -- file path relative to the indexed folder (= Dagster partition key)
-        title         VARCHAR,
+        title         VARCHAR,               -- first heading, HTML <title>, PDF/DOCX metadata, JSONL title, or file name
         format        VARCHAR,               -- txt, md, html, pdf, docx, jsonl
         content_hash  VARCHAR,               -- sha256 of this document's source bytes (the file, or the JSONL line)
         file_hash     VARCHAR,               -- sha256 of the whole file (change detection per file)
-        size_bytes    BIGINT,
+        size_bytes    BIGINT,                -- size of the file
         status        VARCHAR NOT NULL,      -- 'indexed' or 'error'
         error         VARCHAR,               -- what went wrong and what to do, when status = 'error'
         text          VARCHAR,               -- extracted plain text; chunk offsets point into it
-        created_at    TIMESTAMP NOT NULL,
-        updated_at    TIMESTAMP NOT NULL
+        created_at    TIMESTAMP NOT NULL,    -- UTC, first indexed
+        updated_at    TIMESTAMP NOT NULL     -- UTC, last change of content or status
     )
     """,
     """
     CREATE TABLE IF NOT EXISTS chunks (
         id            VARCHAR PRIMARY KEY,   -- 'chunk-' + hash(document id, text, repeat index): stable for unchanged text
-        document_id   VARCHAR NOT NULL,
+        document_id   VARCHAR NOT NULL,      -- documents.id
         ordinal       INTEGER NOT NULL,      -- 0-based position in the document
-        text          VARCHAR NOT NULL,
-        token_count   INTEGER NOT NULL,
+        text          VARCHAR NOT NULL,      -- the window's text, trimmed of surrounding whitespace
+        token_count   INTEGER NOT NULL,      -- tokens in the window (offline tokenizer, see tokenizer.py)
         char_start    INTEGER NOT NULL,      -- offsets into documents.text: text = documents.text[char_start:char_end]
-        char_end      INTEGER NOT NULL,
+        char_end      INTEGER NOT NULL,      -- end offset (exclusive) into documents.text
         content_hash  VARCHAR NOT NULL       -- sha256 of the chunk text alone (the extraction cache key)
     )
     """,
@@ -51,25 +51,25 @@ DDL = [
     """
     CREATE TABLE IF NOT EXISTS pathrag_meta (
         key           VARCHAR PRIMARY KEY,   -- e.g. 'chunking': the chunk settings the chunks table was built with
-        value         VARCHAR
+        value         VARCHAR                -- the setting's value
     )
     """,
     """
     CREATE TABLE IF NOT EXISTS ingest_runs (
         run_id        VARCHAR NOT NULL,      -- pathrag run id, or the Dagster run id
-        started_at    TIMESTAMP NOT NULL,
-        finished_at   TIMESTAMP,
+        started_at    TIMESTAMP NOT NULL,    -- UTC
+        finished_at   TIMESTAMP,             -- UTC
         trigger       VARCHAR,               -- cli, quickstart, sensor, schedule, dagster
-        folder        VARCHAR,
-        files_seen    INTEGER,
-        files_new     INTEGER,
-        files_changed INTEGER,
-        files_deleted INTEGER,
-        files_unchanged INTEGER,
-        files_failed  INTEGER,
+        folder        VARCHAR,               -- absolute path of the indexed folder
+        files_seen    INTEGER,               -- supported files found by the scan
+        files_new     INTEGER,               -- not indexed before
+        files_changed INTEGER,               -- content hash differs from the indexed one
+        files_deleted INTEGER,               -- indexed before, gone from the folder (their rows were removed)
+        files_unchanged INTEGER,             -- skipped: same content hash
+        files_failed  INTEGER,               -- status 'error' or some JSONL records malformed
         documents     INTEGER,               -- documents (re)written by this run
         chunks        INTEGER,               -- chunks (re)written by this run
-        seconds       DOUBLE
+        seconds       DOUBLE                 -- wall time of the sync
     )
     """,
     """
