@@ -29,6 +29,15 @@ graph_job = dg.define_asset_job(
 )
 
 
+query_job = dg.define_asset_job(
+    "ask_questions",
+    selection=dg.AssetSelection.groups("query"),
+    tags=RUN_TAGS,
+    description="Answer one question or a batch (run config: question / questions / questions_file, mode, "
+                "PathRAG parameters); appends to queries, path_traces and retrieved_nodes.",
+)
+
+
 @dg.job(tags=RUN_TAGS, description="Remove the documents and chunks of files deleted from the folder.")
 def remove_deleted_documents():
     remove_documents()

@@ -26,6 +26,10 @@ from pathrag_pipeline.store import Store, StoreLockedError
 
 console = Console()
 
+# Question 1 of data/sample_questions.md: its answer (River Lode) needs three documents in two formats.
+SAMPLE_QUESTION = ("On which river lies the birthplace of the first director of the "
+                   "Pellingham Institute of Hydrology?")
+
 
 def _settings(**overrides) -> Settings:
     try:
@@ -134,11 +138,16 @@ def quickstart() -> None:
                   f"answers {mode['answers']})", highlight=False)
     _run_index(settings, SAMPLE_DOCS, "quickstart")
     _print_status(settings)
+    from pathrag_pipeline.cli_ask import print_result
+    from pathrag_pipeline.query import PathRAG
+
+    console.print(f"\n[bold]Sample question[/bold] (mode path): {SAMPLE_QUESTION}", highlight=False)
+    print_result(PathRAG(settings).query(SAMPLE_QUESTION), console, max_paths=5)
     console.print(
         f"\nWhere things are: DuckDB {settings.duckdb_path}, LanceDB {settings.lancedb_path}, "
         f"Dagster home {settings.dagster_home}.\n"
-        "Next: `pathrag sql \"SELECT name, type, description FROM entities LIMIT 5\"`, `pathrag status`, "
-        "or `pathrag dev` for the Dagster UI.",
+        "Next: `pathrag ask \"...\" [--mode naive|local|global|hybrid]`, "
+        "`pathrag sql \"SELECT question, total_ms FROM queries\"`, `pathrag status`, or `pathrag dev` for the Dagster UI.",
         highlight=False,
     )
 

@@ -20,14 +20,14 @@ from pathrag_pipeline.retrieval import DEFAULT_TOP_N
 from pathrag_pipeline.store import StoreLockedError
 
 
-def _print_result(result: QueryResult, console: Console) -> None:
+def print_result(result: QueryResult, console: Console, max_paths: int | None = None) -> None:
     console.print(f"[bold]Answer[/bold] ({result.answer_kind}, {result.model}):", highlight=False)
     console.print(result.answer, highlight=False, markup=False)
     if result.paths:
         table = Table(title=f"Paths (rank 1 = most reliable; {len(result.paths)} kept)", show_lines=False)
         for col in ("rank", "reliability", "hops", "nodes", "documents"):
             table.add_column(col, overflow="fold")
-        for p in result.paths:
+        for p in result.paths[:max_paths]:
             table.add_row(str(p.rank), f"{p.reliability:.4f}", str(p.hops), " -> ".join(p.nodes),
                           ", ".join(p.document_ids))
         console.print(table)
@@ -74,4 +74,4 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
     if as_json:
         click.echo(result.to_json(indent=1))
     else:
-        _print_result(result, Console())
+        print_result(result, Console())

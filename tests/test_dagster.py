@@ -136,3 +136,31 @@ def test_graph_assets_and_checks_after_ingest(tmp_path, folder):
     again = dg.materialize([graph, embeddings], instance=instance, resources={"pathrag": res})
     mats = materialisation_metadata(again)
     assert mats["extractions"]["pending_chunks"].value == 0 and mats["embeddings"]["embedded"].value == 0
+
+
+def test_query_job_answers_a_batch_and_logs_it(tmp_path, folder):
+    from pathrag_pipeline.pipeline import run_indexing
+
+    res = resource(tmp_path, folder)
+    run_indexing(res.settings(), folder=folder)
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text(json.dumps({"question": "Who founded Valmere University?"}) + "\n")
+    job = defs.get_job_def("ask_questions")
+    result = job.execute_in_process(
+        instance=dg.DagsterInstance.ephemeral(), resources={"pathrag": res},
+        run_config={"ops": {"answer_questions": {"config": {
+            "questions": ["When did the Drayton Railway reach Carrick?"], "questions_file": str(qfile),
+            "mode": "path", "top_k": 5}}}})
+    assert result.success
+    with Store(res.settings().duckdb_path).connect(read_only=True) as con:
+        rows = con.execute("SELECT question, mode, json_extract(params, '$.top_k')::INT FROM queries ORDER BY question").fetchall()
+    assert rows == [("When did the Drayton Railway reach Carrick?", "path", 5), ("Who founded Valmere University?", "path", 5)]
+
+
+def test_query_job_without_questions_fails_clearly(tmp_path, folder):
+    job = defs.get_job_def("ask_questions")
+    result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(),
+                                    resources={"pathrag": resource(tmp_path, folder)},
+                                    run_config={"ops": {"answer_questions": {"config": {}}}}, raise_on_error=False)
+    assert not result.success
+    assert "no question given" in str(result.failure_data_for_node("answer_questions").error)
