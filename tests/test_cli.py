@@ -1,0 +1,93 @@
+"""The `pathrag` commands as a user runs them (click's CliRunner, a temporary PATHRAG_HOME)."""
+
+import csv
+import io
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from pathrag_pipeline.cli import main
+
+
+@pytest.fixture()
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture()
+def folder(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Valmere\n\nValmere University was founded by Ada Halden in 1851 in Port Aster.\n")
+    (docs / "b.txt").write_text("Drayton\n\nAda Halden designed the Drayton Railway, which reached Carrick in 1880.\n")
+    return docs
+
+
+def run(*args):
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result
+
+
+def test_index_then_reindex_processes_only_changes(home, folder):
+    first = run("index", str(folder))
+    assert first.exit_code == 0, first.output
+    assert "offline" in first.output
+    again = run("index", str(folder))
+    assert again.exit_code == 0
+    assert "0 chunks pending" in again.output
+    (folder / "b.txt").write_text("Drayton\n\nThe Drayton Railway reached Greyhaven in 1890.\n")
+    third = run("index", str(folder))
+    assert "1 chunks pending" in third.output
+
+
+def test_sql_table_json_csv_and_read_only(home, folder):
+    run("index", str(folder))
+    out = run("sql", "SELECT id, status FROM documents ORDER BY id", "--json")
+    assert json.loads(out.output) == [{"id": "a.md", "status": "indexed"}, {"id": "b.txt", "status": "indexed"}]
+    out = run("sql", "SELECT id FROM documents ORDER BY id", "--csv")
+    assert list(csv.reader(io.StringIO(out.output))) == [["id"], ["a.md"], ["b.txt"]]
+    assert "a.md" in run("sql", "SELECT id FROM documents").output
+    bad = CliRunner().invoke(main, ["sql", "DELETE FROM documents"])
+    assert bad.exit_code == 1 and "read-only" in bad.output.lower()
+    assert json.loads(run("sql", "SELECT count(*) AS n FROM documents", "--json").output) == [{"n": 2}]
+    typo = CliRunner().invoke(main, ["sql", "SELEC nothing"])
+    assert typo.exit_code == 1 and "SQL error" in typo.output
+
+
+def test_status_json_reports_documents_graph_and_runs(home, folder):
+    run("index", str(folder))
+    status = json.loads(run("status", "--json").output)
+    assert status["documents"] == {"indexed": 2}
+    assert status["chunks"] == 2 and status["graph"]["entities"] > 0
+    assert status["last_runs"][0]["trigger"] == "cli"
+
+
+def test_status_without_an_index_says_what_to_do(home):
+    result = CliRunner().invoke(main, ["status"])
+    assert result.exit_code == 1 and "pathrag index" in result.output
+
+
+def test_ask_json_shape(home, folder):
+    run("index", str(folder))
+    out = run("ask", "Who founded Valmere University?", "--json")
+    data = json.loads(out.output)
+    assert {"query_id", "mode", "answer", "paths"} <= set(data)
+    for path in data["paths"]:
+        assert {"rank", "reliability", "nodes", "text", "chunk_ids"} <= set(path)
+    assert data["mode"] == "path"
+
+
+def test_bad_setting_is_a_clear_error(home, folder, monkeypatch):
+    monkeypatch.setenv("PATHRAG_CHUNK_TOKENS", "many")
+    result = CliRunner().invoke(main, ["index", str(folder)])
+    assert result.exit_code == 1 and "PATHRAG_CHUNK_TOKENS" in result.output
+
+
+def test_quickstart_indexes_the_sample_and_answers(home):
+    result = run("quickstart")
+    assert result.exit_code == 0, result.output
+    assert "Sample question" in result.output and "Answer" in result.output
+    status = json.loads(run("status", "--json").output)
+    assert status["documents"].get("indexed", 0) >= 10 and "error" not in status["documents"]
