@@ -16,13 +16,14 @@ from pathlib import Path
 
 import duckdb
 
+from pathrag_pipeline.config import BENCH_DIR
 from pathrag_pipeline.aliases import find_alias_candidates, read_alias_inputs
 from pathrag_pipeline.extraction_models import ChunkExtraction, Entity, Relation
 from pathrag_pipeline.extraction_records import ExtractionRecord, write_records
 from pathrag_pipeline.graph_merge import apply_chunk_changes, merge_keys
 from pathrag_pipeline.store import init_schema
 
-MUSIQUE = Path("/work/shared/bench/musique-100")
+MUSIQUE = BENCH_DIR / "musique-100"
 
 
 def musique_records(folder: Path = MUSIQUE) -> list[ExtractionRecord]:

@@ -15,6 +15,7 @@ import unicodedata
 from collections import defaultdict
 from pathlib import Path
 
+from pathrag_pipeline.config import BENCH_DIR
 from pathrag_pipeline.offline_extraction import OFFLINE_EXTRACTOR_ID, extract_offline
 
 LENIENT_JACCARD = 0.5
@@ -97,5 +98,5 @@ def measure(corpus_path: str | Path, entities_path: str | Path) -> dict:
 if __name__ == "__main__":
     import sys
 
-    root = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/shared/bench/musique-100")
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else BENCH_DIR / "musique-100")
     print(json.dumps(measure(root / "corpus.jsonl", root / "entities.jsonl"), indent=2))

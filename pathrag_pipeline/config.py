@@ -14,6 +14,8 @@ from pathlib import Path
 # The checkout's data/ folder: default home for the stores and the bundled sample documents.
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DOCS = PACKAGE_ROOT / "data" / "sample"
+# Public benchmark data lives beside the checkout (../shared/bench); PATHRAG_BENCH_DIR overrides.
+BENCH_DIR = Path(os.environ.get("PATHRAG_BENCH_DIR") or PACKAGE_ROOT.parent / "shared" / "bench")
 
 # Names reserved for the LLM and embedding endpoints (issue 2 reserves them; issue 3 uses them).
 ENV_NAMES = {

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pathrag_pipeline.config import BENCH_DIR
 from pathrag_pipeline.extraction_models import ChunkExtraction
 from pathrag_pipeline.offline_extraction import (
     OFFLINE_EXTRACTOR_ID,
@@ -17,7 +18,7 @@ from pathrag_pipeline.offline_extraction import (
     split_sentences,
 )
 
-MUSIQUE = Path("/work/shared/bench/musique-100/corpus.jsonl")
+MUSIQUE = BENCH_DIR / "musique-100" / "corpus.jsonl"
 
 P0000 = (
     "The Journal of Mathematical Physics is a peer-reviewed journal published monthly by the American Institute "

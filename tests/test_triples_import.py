@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from pathrag_pipeline.config import BENCH_DIR
 from pathrag_pipeline.extraction import OfflineExtractor
 from pathrag_pipeline.extraction_stage import run_extraction
 from pathrag_pipeline.triples_import import TriplesImportError, import_triples
 from tests.extraction_fakes import Corpus
 
-BENCH = Path("/work/shared/bench/musique-100")
+BENCH = BENCH_DIR / "musique-100"
 
 PASSAGES = [
     {"id": "p0", "title": "Journal of Mathematical Physics",
