@@ -14,7 +14,11 @@ DUCKDB_TAG = "pathrag/duckdb"
 DAGSTER_YAML = f"""\
 # Written by pathrag. Runs tagged {DUCKDB_TAG} write the DuckDB file, which admits one writer process:
 # the run queue launches them one at a time (queued runs wait; they do not fail on the lock).
+# Every pathrag asset is also in the "duckdb" pool, limited to one step at a time, which covers runs
+# launched from the UI without the tag.
 concurrency:
+  pools:
+    default_limit: 1
   runs:
     tag_concurrency_limits:
       - key: "{DUCKDB_TAG}"

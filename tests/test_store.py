@@ -1,0 +1,65 @@
+"""DuckDB's single-writer rule: a second process waits for the lock instead of failing, up to a limit."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pathrag_pipeline.dagster_home import DUCKDB_TAG, ensure_dagster_yaml
+from pathrag_pipeline.store import Store, StoreLockedError
+
+HOLD = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1])
+con.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+con.close()
+"""
+
+
+def hold_lock(path, seconds):
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_waits_for_another_writer_then_succeeds(tmp_path):
+    path = tmp_path / "x.duckdb"
+    proc = hold_lock(path, 1.5)
+    try:
+        with Store(path, lock_timeout=30).connect() as con:
+            assert con.execute("SELECT count(*) FROM documents").fetchone() == (0,)
+    finally:
+        proc.wait()
+
+
+def test_gives_up_with_a_clear_error_after_the_timeout(tmp_path):
+    path = tmp_path / "x.duckdb"
+    proc = hold_lock(path, 5)
+    try:
+        with pytest.raises(StoreLockedError, match="locked by another process"):
+            with Store(path, lock_timeout=0.5).connect():
+                pass
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_read_only_without_an_index_says_how_to_build_one(tmp_path):
+    with pytest.raises(FileNotFoundError, match="pathrag index"):
+        with Store(tmp_path / "none.duckdb").connect(read_only=True):
+            pass
+
+
+def test_dagster_yaml_limits_duckdb_runs_to_one_and_keeps_user_edits(tmp_path):
+    import yaml
+
+    path = ensure_dagster_yaml(tmp_path / "dh")
+    config = yaml.safe_load(path.read_text())
+    assert config["concurrency"]["runs"]["tag_concurrency_limits"] == [{"key": DUCKDB_TAG, "limit": 1}]
+    assert config["concurrency"]["pools"]["default_limit"] == 1
+    path.write_text("telemetry:\n  enabled: true\n")
+    ensure_dagster_yaml(tmp_path / "dh")
+    assert path.read_text() == "telemetry:\n  enabled: true\n"
