@@ -38,13 +38,13 @@ import re
 import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Iterable, NamedTuple, Sequence
 
 import duckdb
 import numpy as np
 
 from pathrag_pipeline.names import name_key
+from pathrag_pipeline.store import utc_now
 
 METHODS = ("string", "embedding", "manual")
 STOPWORDS = frozenset("a an and at by de del der des di du for from in la le of on the to und van von".split())
@@ -53,9 +53,6 @@ GENERIC_TYPES = frozenset({"", "other", "concept", "unknown"})
 _ROMAN = re.compile(r"^(?=[ivxlcdm]+$)m{0,3}(cm|cd|d?c{0,3})(xc|xl|l?x{0,3})(ix|iv|v?i{0,3})$")
 _PARENTHETICAL = re.compile(r"^(?P<base>.+?)\s*\((?P<inner>[^()]+)\)\s*$")
 
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 # ---- applying aliases -----------------------------------------------------------------------------------
@@ -102,7 +99,7 @@ def add_alias(con: duckdb.DuckDBPyConnection, alias_key: str, canonical_key: str
         raise ValueError(f"alias needs two non-empty keys, got {alias_key!r} -> {canonical_key!r}")
     before = alias_map(con)
     con.execute("INSERT OR REPLACE INTO entity_aliases VALUES (?, ?, ?, ?, ?, false)",
-                [alias_key, canonical_key, method, score, _now()])
+                [alias_key, canonical_key, method, score, utc_now()])
     return _changed_keys(before, alias_map(con))
 
 
@@ -127,7 +124,7 @@ def save_candidates(con: duckdb.DuckDBPyConnection, candidates: Iterable["AliasC
     Returns the entity keys to re-merge."""
     before = alias_map(con)
     existing = {k for (k,) in con.execute("SELECT alias_key FROM entity_aliases").fetchall()}
-    rows = [[c.alias_key, c.canonical_key, c.method, c.score, _now(), False]
+    rows = [[c.alias_key, c.canonical_key, c.method, c.score, utc_now(), False]
             for c in candidates if c.alias_key not in existing]
     if rows:
         con.executemany("INSERT INTO entity_aliases VALUES (?, ?, ?, ?, ?, ?)", rows)

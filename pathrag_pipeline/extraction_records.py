@@ -9,19 +9,17 @@ not (a document renamed, a paragraph moved) costs zero LLM calls.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Iterable
 
 import duckdb
 import pyarrow as pa
 
 from pathrag_pipeline.extraction_models import ChunkExtraction
+from pathrag_pipeline.store import utc_now
 
 STATUSES = ("ok", "failed")
 
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,7 @@ class ExtractionRecord:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    created_at: datetime = field(default_factory=_now)
+    created_at: datetime = field(default_factory=utc_now)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

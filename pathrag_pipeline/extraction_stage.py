@@ -24,7 +24,6 @@ import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Callable, Literal
 
 import duckdb
@@ -40,16 +39,13 @@ from pathrag_pipeline.graph_merge import (
     merge_keys,
 )
 from pathrag_pipeline.llm import LLMError, LLMUnavailableError
-from pathrag_pipeline.store import Store, get_meta, set_meta, transaction
+from pathrag_pipeline.store import Store, get_meta, set_meta, transaction, utc_now
 
 GRAPH_DIRTY_META = "graph_dirty"
 """pathrag_meta key: JSON {"chunks", "entities", "relations"} of records written but not yet merged."""
 
 Progress = Callable[[int, int], None]
 
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 @dataclass(frozen=True)
@@ -179,7 +175,7 @@ def record_usage(con: duckdb.DuckDBPyConnection, *, run_id: str, stage: str, ext
     """Append one row to the llm_usage log."""
     con.execute(
         "INSERT INTO llm_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [run_id, stage, extractor, items, calls, prompt_tokens, completion_tokens, cache_hits, failed, seconds, _now()],
+        [run_id, stage, extractor, items, calls, prompt_tokens, completion_tokens, cache_hits, failed, seconds, utc_now()],
     )
 
 

@@ -36,7 +36,6 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Callable, Iterable, Sequence
 
 import duckdb
@@ -45,7 +44,7 @@ import pyarrow as pa
 from pathrag_pipeline.aliases import alias_map
 from pathrag_pipeline.extraction_records import ExtractionRecord, delete_records, write_records
 from pathrag_pipeline.names import display_name, name_key
-from pathrag_pipeline.store import transaction
+from pathrag_pipeline.store import transaction, utc_now
 from pathrag_pipeline.tokenizer import count_tokens, truncate_to_tokens
 
 KEY_SEPARATOR = "<|>"
@@ -63,9 +62,6 @@ _RESULT_SHAPE = json.dumps({
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _KEYWORD_SPLIT = re.compile(r"[,;\n]")
 
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 @dataclass
@@ -281,7 +277,7 @@ class _Descriptions:
                 if not isinstance(summary, str) or not summary.strip():
                     raise ValueError(f"summarise returned {summary!r} for {kind} {name!r}; it must return non-empty text")
                 cached[h] = truncate_to_tokens(" ".join(summary.split()), self.max_tokens)
-                fresh.append([h, cached[h], self.model, _now()])
+                fresh.append([h, cached[h], self.model, utc_now()])
                 self.stats.summaries_called += 1
             else:
                 continue
@@ -339,7 +335,7 @@ def _write(con: duckdb.DuckDBPyConnection, table: str, key_col: str, rows: pa.Ta
     if deleted:
         con.execute(f"DELETE FROM {table} WHERE {key_col} IN (SELECT unnest(?::VARCHAR[]))", [sorted(deleted)])
     con.execute(f"DELETE FROM {table} WHERE {key_col} IN (SELECT {key_col} FROM _gm_changed)")
-    con.execute(f"INSERT INTO {table} SELECT *, ?::TIMESTAMP FROM _gm_changed", [_now()])
+    con.execute(f"INSERT INTO {table} SELECT *, ?::TIMESTAMP FROM _gm_changed", [utc_now()])
     con.execute("DROP TABLE _gm_changed")
     return written, len(deleted), rows.num_rows - written, deleted
 

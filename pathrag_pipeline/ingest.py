@@ -17,7 +17,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -26,7 +26,7 @@ import pyarrow as pa
 from pathrag_pipeline.chunking import chunk_text
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.parsing import ParsedDocument, ParseError, is_supported, parse_file
-from pathrag_pipeline.store import Store, get_meta, set_meta, transaction
+from pathrag_pipeline.store import Store, get_meta, set_meta, transaction, utc_now
 from pathrag_pipeline.tokenizer import TOKENIZER_NAME
 
 
@@ -81,9 +81,6 @@ class SyncReport:
     def failed(self) -> list[FileResult]:
         return [r for r in self.results if r.status in ("error", "partial")]
 
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _hash_file(path: Path) -> str:
@@ -207,7 +204,7 @@ _DOC_UPSERT = """
 
 def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> tuple[list[FileResult], dict[str, str]]:
     """Store the documents of parsed files; returns a result per file and {document id: text} of changed ones."""
-    now = _now()
+    now = utc_now()
     paths = [f.entry.rel_path for f in files]
     existing: dict[str, dict[str, tuple[str, str]]] = {p: {} for p in paths}
     for doc_id, path, content_hash, status in con.execute(
@@ -338,7 +335,7 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
                 trigger: str = "cli", progress=None) -> SyncReport:
     """Bring the DuckDB tables in line with the folder: index new and changed files, drop deleted ones."""
     started = time.perf_counter()
-    started_at = _now()
+    started_at = utc_now()
     store = store or Store(settings.duckdb_path)
     root = Path(folder or settings.docs)
     scan = scan_folder(root, max_bytes=settings.max_file_bytes)
@@ -370,7 +367,7 @@ def record_run(con: duckdb.DuckDBPyConnection, report: SyncReport, *, trigger: s
     plan = report.plan
     con.execute(
         "INSERT INTO ingest_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [report.run_id, started_at, _now(), trigger, report.folder,
+        [report.run_id, started_at, utc_now(), trigger, report.folder,
          len(plan.new) + len(plan.changed) + len(plan.unchanged), len(plan.new), len(plan.changed),
          len(plan.deleted), len(plan.unchanged), len(report.failed), report.documents_written,
          report.chunks_written, report.seconds],

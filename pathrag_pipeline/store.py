@@ -9,6 +9,7 @@ Table columns are documented in docs/tables.md; names are stable.
 from __future__ import annotations
 
 import contextlib
+from datetime import datetime, timezone
 import random
 import time
 from pathlib import Path
@@ -203,6 +204,86 @@ DDL = [
         similarity    DOUBLE NOT NULL        -- cosine similarity of keyword and entity vectors
     )
     """,
+    """
+    CREATE TABLE IF NOT EXISTS eval_runs (
+        run_id        VARCHAR PRIMARY KEY,   -- uuid of one `pathrag eval retrieval` run
+        started_at    TIMESTAMP NOT NULL,    -- UTC
+        dataset       VARCHAR NOT NULL,      -- dataset folder name, e.g. musique-100
+        dataset_path  VARCHAR NOT NULL,      -- absolute path of the dataset folder
+        dataset_hash  VARCHAR NOT NULL,      -- sha256 over the corpus, questions and (when used) triples files
+        questions     INTEGER NOT NULL,      -- questions evaluated (after --limit)
+        modes         VARCHAR[] NOT NULL,    -- query modes evaluated, in order
+        ks            INTEGER[] NOT NULL,    -- the k of each recall@k
+        params        JSON NOT NULL,         -- query parameters (top_n, top_k, alpha, theta, max_hops, variant, ...)
+        extractor     VARCHAR NOT NULL,      -- identity of what built the graph: 'import:<hash>' for triples, else the extractor
+        embedder      VARCHAR NOT NULL,      -- identity of the embedder of the evaluated index
+        llm           VARCHAR NOT NULL,      -- LLM model for query keywords and answers, or 'offline'
+        use_triples   BOOLEAN NOT NULL,      -- true: graph imported from the dataset's triples.jsonl
+        workdir       VARCHAR NOT NULL,      -- the evaluation index's own PATHRAG_HOME
+        index_seconds DOUBLE,                -- wall time of (re)indexing; near zero when the index was reused
+        documents_indexed INTEGER,           -- documents (re)written by this run's ingest (0 = index reused)
+        seconds       DOUBLE                 -- wall time of the whole run
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS eval_results (
+        run_id        VARCHAR NOT NULL,      -- eval_runs.run_id
+        mode          VARCHAR NOT NULL,      -- path, naive, local, global or hybrid
+        k             INTEGER NOT NULL,      -- passages considered
+        recall        DOUBLE NOT NULL,       -- share of gold passages among the first k distinct passages, mean over questions
+        questions     INTEGER NOT NULL,      -- questions averaged
+        median_ms     DOUBLE                 -- median wall time of one query in this mode
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS eval_questions (
+        run_id        VARCHAR NOT NULL,      -- eval_runs.run_id
+        mode          VARCHAR NOT NULL,      -- query mode
+        question_id   VARCHAR NOT NULL,      -- the dataset's question id
+        gold_ids      VARCHAR[] NOT NULL,    -- corpus ids of the supporting passages
+        passage_ids   VARCHAR[] NOT NULL,    -- corpus ids the mode ranked, best first (first 20, or max k if larger)
+        recall        JSON NOT NULL,         -- {"recall@2": ..., "recall@5": ...} for this question
+        total_ms      DOUBLE                 -- wall time of the query
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS winrate_runs (
+        run_id        VARCHAR PRIMARY KEY,   -- uuid of one `pathrag eval winrate` run
+        started_at    TIMESTAMP NOT NULL,    -- UTC
+        label_a       VARCHAR NOT NULL,      -- side A: answers file name or 'mode:<mode>'
+        label_b       VARCHAR NOT NULL,      -- side B
+        judge         VARCHAR NOT NULL,      -- judge LLM model (endpoint without credentials is in params)
+        questions     INTEGER NOT NULL,      -- questions judged
+        judgments     INTEGER NOT NULL,      -- judge calls that returned a verdict (2 per question with both orders)
+        failed        INTEGER NOT NULL,      -- judge calls whose output stayed invalid (left out of the rates)
+        orders        VARCHAR NOT NULL,      -- 'alternate' (A first on even questions) or 'both' (each question twice)
+        params        JSON NOT NULL,         -- judge identity, prompt version, query parameters when answers were generated
+        seconds       DOUBLE                 -- wall time of the run
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS winrate_results (
+        run_id        VARCHAR NOT NULL,      -- winrate_runs.run_id
+        dimension     VARCHAR NOT NULL,      -- comprehensiveness, diversity, logicality, relevance, coherence or overall
+        wins_a        INTEGER NOT NULL,      -- judgments won by side A
+        wins_b        INTEGER NOT NULL,      -- judgments won by side B
+        rate_a        DOUBLE NOT NULL,       -- wins_a / (wins_a + wins_b)
+        rate_b        DOUBLE NOT NULL        -- wins_b / (wins_a + wins_b)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS winrate_verdicts (
+        run_id        VARCHAR NOT NULL,      -- winrate_runs.run_id
+        question_id   VARCHAR NOT NULL,      -- the question's id, or its 1-based position when it has none
+        question      VARCHAR NOT NULL,      -- the question judged
+        a_position    VARCHAR NOT NULL,      -- where side A was shown to the judge: 'Answer 1' or 'Answer 2'
+        answer_a      VARCHAR NOT NULL,      -- side A's answer
+        answer_b      VARCHAR NOT NULL,      -- side B's answer
+        winners       JSON,                  -- per dimension and overall: 'A' or 'B' (already un-swapped); null if failed
+        verdict       JSON,                  -- the judge's verdict as returned (winner as 'Answer 1'/'Answer 2', explanations)
+        error         VARCHAR                -- why the judgment failed, when it did
+    )
+    """,
 ]
 
 
@@ -260,6 +341,11 @@ class Store:
 def init_schema(con: duckdb.DuckDBPyConnection) -> None:
     for statement in DDL:
         con.execute(statement)
+
+
+def utc_now() -> datetime:
+    """Timestamps in every table are naive UTC."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def get_meta(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
