@@ -188,6 +188,9 @@ def _prepare(e: EntityName) -> _Prepared:
                      "" if kind in GENERIC_TYPES else kind)
 
 
+_INVERTED = re.compile(r"^(?P<family>[A-Z][\w'-]+(?: [A-Z][\w'-]+)?), (?P<given>[A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2})$")
+
+
 def _compatible(a: _Prepared, b: _Prepared) -> bool:
     """Guards every rule shares: same numbers and roman numerals, no conflicting specific types."""
     return a.numbers == b.numbers and (not a.type or not b.type or a.type == b.type)
@@ -295,6 +298,15 @@ def find_alias_candidates(
         if len(bases) == 1 and acronym in prepared and next(iter(bases)) in prepared:
             propose(acronym, next(iter(bases)), "string", "definition", 1.0)
 
+    # "Morrow, Agnes" (dictionary and index headings) is "Agnes Morrow" when that name exists too. Types are
+    # not compared: offline typing often differs between the two forms, and the swap is unambiguous.
+    for k, e in entities.items():
+        match = _INVERTED.match(" ".join(e.name.split()))
+        if match:
+            swapped = name_key(f"{match['given']} {match['family']}")
+            if swapped in prepared and swapped != k:
+                edges.append((k, swapped, "string", "inverted", 1.0))
+
     blocks: dict[str, list[str]] = defaultdict(list)
     for k, p in prepared.items():
         for token in set(p.content):
@@ -373,3 +385,31 @@ def _groups_to_candidates(entities: dict[str, EntityName],
                 score, method, rule = best[k]
                 out.append(AliasCandidate(k, canonical, method, rule, score, entities[k].name, entities[canonical].name))
     return sorted(out, key=lambda c: (c.canonical_key, c.alias_key))
+
+
+@dataclass
+class AliasStats:
+    candidates: int
+    new_aliases: int
+    entities_remerged: int
+
+
+def detect_and_apply(store, *, string_threshold: float = 0.95,
+                     embeddings: tuple[Sequence[str], np.ndarray] | None = None,
+                     embedding_threshold: float = 0.95) -> AliasStats:
+    """Find near-duplicate entity names, record new aliases and re-merge the entities they join.
+
+    Rows already in `entity_aliases` (manual, disabled, or detected earlier) are never overridden, so a
+    user's un-merge sticks. ``embeddings`` = (entity keys, unit vectors) adds the embedding method.
+    """
+    from pathrag_pipeline.graph_merge import remerge_entities
+
+    with store.connect() as con:
+        candidates = find_alias_candidates(read_alias_inputs(con), string_threshold=string_threshold,
+                                           embeddings=embeddings, embedding_threshold=embedding_threshold)
+        before = con.execute("SELECT count(*) FROM entity_aliases").fetchone()[0]
+        changed = save_candidates(con, candidates)
+        added = con.execute("SELECT count(*) FROM entity_aliases").fetchone()[0] - before
+        if changed:
+            remerge_entities(con, changed)
+    return AliasStats(len(candidates), added, len(changed))

@@ -95,6 +95,9 @@ def _print_index(report) -> None:
         t = report.triples
         rows.append(("triples import", f"{t.triples} triples, {t.matched_documents} documents matched, "
                                        f"{t.records_written} records written, {t.malformed} malformed lines"))
+    a = report.aliases
+    rows.append(("aliases", f"{a.candidates} near-duplicate names found, {a.new_aliases} new aliases, "
+                            f"{a.entities_remerged} entities re-merged"))
     g = report.graph
     rows.append(("graph", f"{g['entities']} entities, {g['relations']} relations from {g['extractions']} chunk records"))
     for table, st in report.embeddings.tables.items():

@@ -61,6 +61,19 @@ def _int_env(env: dict[str, str], key: str, default: int, minimum: int = 0) -> i
     return value
 
 
+def _float_env(env: dict[str, str], name: str) -> float | None:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number; unset it or give e.g. 0.95") from None
+    if not -1.0 <= value <= 1.0:
+        raise ConfigError(f"{name}={value} must be a cosine similarity between -1 and 1 (e.g. 0.95)")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=_default_home)
@@ -78,6 +91,7 @@ class Settings:
     llm_timeout: int = 120
     llm_max_concurrency: int = 4
     gleaning: int = 1
+    alias_embedding_threshold: float | None = None
 
     # ---- derived locations -------------------------------------------------------------------
     @property
@@ -114,6 +128,7 @@ class Settings:
             llm_timeout=_int_env(env, "llm_timeout", 120, minimum=1),
             llm_max_concurrency=_int_env(env, "llm_max_concurrency", 4, minimum=1),
             gleaning=_int_env(env, "gleaning", 1, minimum=0),
+            alias_embedding_threshold=_float_env(env, "PATHRAG_ALIAS_EMBEDDING_THRESHOLD"),
         )
         if overrides:
             settings = replace(settings, **overrides)

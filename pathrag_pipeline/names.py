@@ -105,8 +105,9 @@ def name_key(name: str) -> str:
 
 
 def display_name(candidates: Iterable[str]) -> str:
-    """The surface form shown for an entity: the most frequent one; ties go to the longest, then the
-    lexicographically smallest, so the choice does not depend on the order mentions arrive in."""
+    """The surface form shown for an entity: the most frequent one; ties go to a form without an inverting
+    comma ("Agnes Morrow" over "Morrow, Agnes"), then the longest, then the lexicographically smallest, so
+    the choice does not depend on the order mentions arrive in."""
     candidates = list(candidates)
     if candidates and candidates.count(candidates[0]) == len(candidates):  # the common case: one surface form
         candidates = candidates[:1]
@@ -114,4 +115,4 @@ def display_name(candidates: Iterable[str]) -> str:
     counts.pop("", None)
     if not counts:
         raise ValueError("display_name needs at least one non-empty name")
-    return min(counts, key=lambda s: (-counts[s], -len(s), s))
+    return min(counts, key=lambda s: (-counts[s], ", " in s, -len(s), s))

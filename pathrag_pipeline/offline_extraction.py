@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from pathrag_pipeline.extraction_models import ChunkExtraction, Entity, Relation
 
-OFFLINE_EXTRACTOR_ID = "offline-rules-v1"
+OFFLINE_EXTRACTOR_ID = "offline-rules-v2"
 
 DESCRIPTION_MAX_CHARS = 400
 RELATION_NEIGHBOURS = 2     # each entity links to this many following entities of its sentence
@@ -392,6 +392,15 @@ class NameContext:
         return not word.isupper() or len(word) >= 3
 
 
+_CAPITAL_BEFORE = re.compile(r"([A-Z][\w'-]*)(?:\s+(?:of|the|and|de|for|on))*\s+$")
+_CAPITAL_AFTER = re.compile(r"\s+(?:(?:of|the|and|de|for|on)\s+)*[A-Z]")
+
+
+def _name_word_before(sentence: str, pos: int) -> bool:
+    match = _CAPITAL_BEFORE.search(sentence, 0, pos)
+    return bool(match) and match.group(1).lower() not in _FUNCTION_WORDS
+
+
 def find_candidates(sentence: str, context: NameContext = NameContext(),
                     known_names: tuple[str, ...] = ()) -> list[Candidate]:
     """Entity mentions in one cleaned sentence, in text order, spans not overlapping.
@@ -408,10 +417,10 @@ def find_candidates(sentence: str, context: NameContext = NameContext(),
         pos = lowered.find(key)
         while pos != -1:
             end = pos + len(key)
-            before_ok = pos == 0 or not sentence[pos - 1].isalnum()
-            after = sentence[end:end + 2]
-            after_ok = end == len(sentence) or (not sentence[end].isalnum()
-                                                and not (after[:1] == " " and after[1:2].isupper()))
+            # A known name inside a longer name ("Institute" in "Pellingham Institute of Hydrology") is not a
+            # mention of it: no capitalised word (or connector + capitalised word) may touch it.
+            before_ok = (pos == 0 or not sentence[pos - 1].isalnum()) and not _name_word_before(sentence, pos)
+            after_ok = (end == len(sentence) or not sentence[end].isalnum()) and not _CAPITAL_AFTER.match(sentence, end)
             if before_ok and after_ok and not _overlaps(masked, pos, end):
                 found.append(Candidate(name, "", pos, end))
                 masked.append((pos, end))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pathrag_pipeline.aliases import AliasStats, detect_and_apply
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.embedding import embedder_from_settings
 from pathrag_pipeline.embedding_stage import EmbeddingReport, reset_embeddings, sync_embeddings
@@ -29,6 +30,7 @@ class IndexReport:
     extraction: ExtractionStats | None
     triples: ImportStats | None
     embeddings: EmbeddingReport
+    aliases: AliasStats
     graph: dict[str, int]
 
 
@@ -73,5 +75,12 @@ def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str
     if reembed:
         reset_embeddings(vectors)
     embeddings = sync_embeddings(store, vectors, embedder)
+    # Near-duplicate names: string rules always; the embedding method too when a threshold is configured
+    # (it compares the entity vectors just synced). New aliases re-merge their entities, then re-embed them.
+    entity_vectors = vectors.matrix("entities") if settings.alias_embedding_threshold is not None else None
+    aliases = detect_and_apply(store, embeddings=entity_vectors,
+                               embedding_threshold=settings.alias_embedding_threshold or 0.95)
+    if aliases.entities_remerged:
+        embeddings = sync_embeddings(store, vectors, embedder)
     mode["embedder"] = embedder.identity
-    return IndexReport(mode, sync, extraction, imported, embeddings, graph_counts(store))
+    return IndexReport(mode, sync, extraction, imported, embeddings, aliases, graph_counts(store))

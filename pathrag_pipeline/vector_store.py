@@ -262,6 +262,14 @@ class VectorStore:
             )
         return tbl, vectors
 
+    def matrix(self, table: str) -> tuple[list[str], np.ndarray]:
+        """All keys of ``table`` and their unit vectors (row i belongs to key i); empty when no table."""
+        tbl = self._open(table)
+        if tbl is None:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        snap = self._snapshot(table, tbl)
+        return snap.rows.column("key").to_pylist(), snap.matrix
+
     def _snapshot(self, table: str, tbl: Any) -> "_Snapshot":
         version = ((tbl.schema.metadata or {}).get(META_TABLE_ID, b""), tbl.version)
         cached = self._snapshots.get(table)

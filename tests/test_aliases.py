@@ -160,3 +160,16 @@ def test_merge_and_unmerge_through_the_graph(con):
     assert snapshot(con) == merged
     remerge_entities(con, delete_alias(con, "jan philip solovej"))
     assert snapshot(con) == separate
+
+
+def test_inverted_dictionary_names_merge_with_the_plain_form():
+    from pathrag_pipeline.aliases import EntityName, find_alias_candidates
+    from pathrag_pipeline.names import name_key
+
+    names = [("Morrow, Agnes", 2, "concept"), ("Agnes Morrow", 9, "person"), ("Paris, Texas", 3, "location"),
+             ("Paris", 5, "location"), ("Hallam, Rupert", 1, "person")]
+    found = {(c.alias_key, c.canonical_key, c.rule) for c in find_alias_candidates(
+        [EntityName(name_key(n), n, m, t) for n, m, t in names])}
+    assert (name_key("Morrow, Agnes"), name_key("Agnes Morrow"), "inverted") in found
+    # no swapped form exists for these: nothing proposed
+    assert not any(a in (name_key("Paris, Texas"), name_key("Hallam, Rupert")) for a, _, _ in found)

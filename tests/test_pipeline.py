@@ -1,0 +1,71 @@
+"""The whole indexing pipeline, offline: incremental at every stage, aliases, deletions, bad settings."""
+
+import json
+
+import pytest
+
+from pathrag_pipeline.config import ConfigError, Settings
+from pathrag_pipeline.pipeline import run_indexing
+from pathrag_pipeline.store import Store
+from pathrag_pipeline.vector_store import VectorStore
+
+
+@pytest.fixture()
+def setup(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "dictionary.jsonl").write_text(json.dumps({
+        "id": "agnes-morrow", "title": "Morrow, Agnes",
+        "text": "Hydrologist, born in Hesketh Mill. She studied at Aldermere University."}) + "\n")
+    (docs / "institute.md").write_text(
+        "# Institute\n\nAgnes Morrow directed the Pellingham Institute of Hydrology. "
+        "The Pellingham Institute of Hydrology measured the River Lode.\n")
+    (docs / "railway.md").write_text("# Railway\n\nThomas Greaves built the Varne Valley Railway to Corran Ford.\n")
+    settings = Settings.from_env(home=tmp_path / "home", docs=docs)
+    return settings, docs
+
+
+def names(settings):
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        return {r[0] for r in con.execute("SELECT name FROM entities").fetchall()}
+
+
+def test_full_then_unchanged_run_does_no_work(setup):
+    settings, docs = setup
+    first = run_indexing(settings)
+    assert first.mode["mode"] == "offline" and first.graph["entities"] > 0
+    assert first.embeddings.tables["entities"].total == first.graph["entities"]
+    again = run_indexing(settings)
+    assert again.sync.documents_written == 0
+    assert again.extraction.pending == 0 and again.extraction.calls == 0
+    assert again.embeddings.embedded == 0 and again.aliases.new_aliases == 0
+
+
+def test_inverted_name_becomes_an_alias_of_one_entity(setup):
+    settings, docs = setup
+    report = run_indexing(settings)
+    assert report.aliases.new_aliases >= 1
+    got = names(settings)
+    assert "Agnes Morrow" in got and "Morrow, Agnes" not in got
+    vectors = VectorStore(settings.lancedb_path)
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        keys = {r[0] for r in con.execute("SELECT entity_key FROM entities").fetchall()}
+    assert vectors.keys("entities") == keys
+
+
+def test_deleting_a_document_removes_only_its_contributions(setup):
+    settings, docs = setup
+    run_indexing(settings)
+    assert "Thomas Greaves" in names(settings)
+    (docs / "railway.md").unlink()
+    report = run_indexing(settings)
+    assert report.sync.plan.deleted == ["railway.md"]
+    got = names(settings)
+    assert "Thomas Greaves" not in got and "Varne Valley Railway" not in got
+    assert {"Agnes Morrow", "Pellingham Institute of Hydrology"} <= got
+    assert "thomas greaves" not in VectorStore(settings.lancedb_path).keys("entities")
+
+
+def test_bad_alias_threshold_names_the_variable():
+    with pytest.raises(ConfigError, match="PATHRAG_ALIAS_EMBEDDING_THRESHOLD"):
+        Settings.from_env({"PATHRAG_ALIAS_EMBEDDING_THRESHOLD": "high"})
