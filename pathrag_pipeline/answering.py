@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pathrag_pipeline.embedding import STOPWORDS
 from pathrag_pipeline.llm import LLMClient, Usage
-from pathrag_pipeline.offline_extraction import split_sentences
+from pathrag_pipeline.offline_extraction import text_sentences
 from pathrag_pipeline.prompting import Prompt, clip
 
 EXTRACTIVE_LABEL = "Extractive answer (offline mode, no LLM):"
@@ -86,9 +86,11 @@ def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence
         name_terms = question_names | _terms(" ".join(unit.entity_names))
         for chunk_id in unit.chunk_ids:
             if chunk_id not in sentences_of:
-                sentences_of[chunk_id] = split_sentences(" ".join(chunk_texts.get(chunk_id, "").split()))
+                sentences_of[chunk_id] = text_sentences(chunk_texts.get(chunk_id, ""))
             for sentence in sentences_of[chunk_id]:
                 order += 1
+                if len(sentence.split()) < 4:   # headings and table cells answer nothing on their own
+                    continue
                 shared = terms & _terms(sentence)
                 if not shared:
                     continue

@@ -17,12 +17,14 @@ whenever a rule changes the output.
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import re
 from dataclasses import dataclass
 
 from pathrag_pipeline.extraction_models import ChunkExtraction, Entity, Relation
 
-OFFLINE_EXTRACTOR_ID = "offline-rules-v2"
+OFFLINE_EXTRACTOR_ID = "offline-rules-v2"  # v2: titles inside longer names, line segments
 
 DESCRIPTION_MAX_CHARS = 400
 RELATION_NEIGHBOURS = 2     # each entity links to this many following entities of its sentence
@@ -244,6 +246,28 @@ _TOKEN = re.compile(
 
 
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_LINE_END = (".", "!", "?", ":", ";", ",", '"', ")")
+
+
+def _segments(text: str) -> Iterator[str]:
+    """Runs of text that a sentence never crosses: a blank line ends one (headings and list items carry no
+    final period), and so does a short unpunctuated line (a heading, a table row) or a table cell
+    (`` | ``). Wrapped lines of a paragraph (PDF text) are joined back together."""
+    for block in _BLANK_LINE.split(text):
+        joined: list[str] = []
+        for line in block.split("\n"):
+            line = line.strip()
+            if not line:
+                continue
+            if "|" in line or (len(line.split()) <= 12 and not line.endswith(_LINE_END)):
+                if joined:
+                    yield " ".join(joined)
+                    joined = []
+                yield from (cell for cell in line.split("|") if cell.strip())
+            else:
+                joined.append(line)
+        if joined:
+            yield " ".join(joined)
 
 
 def normalise_text(text: str) -> str:
@@ -258,6 +282,13 @@ def normalise_text(text: str) -> str:
     text = _ARTEFACT_OPEN_PAREN.sub("(", text)
     text = _ARTEFACT_SPACE_PUNCT.sub("", text)
     return _WHITESPACE.sub(" ", text).strip()
+
+
+def text_sentences(text: str) -> list[str]:
+    """The sentences of raw document text: segments (see ``_segments``), cleaned, then split; markdown
+    heading marks are dropped. What the extractor reads, and what answers and excerpts quote."""
+    blocks = (normalise_text(block.lstrip("#").strip()) for block in _segments(text))
+    return [sentence for block in blocks if block for sentence in split_sentences(block)]
 
 
 def split_sentences(text: str) -> list[str]:
@@ -647,9 +678,7 @@ def extract_offline(text: str, title: str | None = None) -> ChunkExtraction:
     if not isinstance(text, str):
         raise TypeError(f"extract_offline expects text as str, got {type(text).__name__}; decode it first")
     title_name = _clean_title(title)
-    # A blank line always ends a sentence: headings and list items carry no final period.
-    blocks = (normalise_text(block) for block in _BLANK_LINE.split(text))
-    sentences = [sentence for block in blocks if block for sentence in split_sentences(block)]
+    sentences = text_sentences(text)
 
     context = NameContext.of(sentences, title_name)
 

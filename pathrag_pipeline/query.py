@@ -35,7 +35,7 @@ from pathrag_pipeline.embedding import Embedder, embedder_from_settings
 from pathrag_pipeline.graph_cache import GraphSnapshot, load_graph
 from pathrag_pipeline.keywords import Keywords, extract_keywords_offline
 from pathrag_pipeline.llm import LLMClient, Usage, llm_from_settings
-from pathrag_pipeline.offline_extraction import split_sentences
+from pathrag_pipeline.offline_extraction import text_sentences
 from pathrag_pipeline.prompting import (
     DEFAULT_TOKEN_BUDGET,
     Excerpt,
@@ -237,7 +237,7 @@ def _path_excerpts(trace: PathTrace, sources: dict[str, ChunkSource]) -> list[Ex
         if source is None:
             continue
         best, best_named = "", 0
-        for sentence in split_sentences(" ".join(source.text.split())):
+        for sentence in text_sentences(source.text):
             named = sum(mentions(sentence.casefold(), n) for n in trace.nodes)
             if named > best_named:
                 best, best_named = sentence, named
