@@ -21,6 +21,7 @@ from rich.table import Table
 
 from pathrag_pipeline.cli_ask import ask
 from pathrag_pipeline.cli_bench_pruning import pruning
+from pathrag_pipeline.cli_eval import eval_group
 from pathrag_pipeline.config import SAMPLE_DOCS, ConfigError, Settings
 from pathrag_pipeline.store import Store, StoreLockedError
 
@@ -238,10 +239,12 @@ def status(as_json: bool) -> None:
         _print_status(settings)
 
 
-@main.command()
-@click.argument("dg_args", nargs=-1)
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("dg_args", nargs=-1, type=click.UNPROCESSED)
 def dev(dg_args: tuple[str, ...]) -> None:
-    """Open the Dagster UI (`dg dev`) with DAGSTER_HOME in PATHRAG_HOME, so runs and sensor cursors persist."""
+    """Open the Dagster UI (`dg dev`) with DAGSTER_HOME in PATHRAG_HOME, so runs and sensor cursors persist.
+
+    Extra arguments go to `dg dev` (e.g. `pathrag dev -p 3001`)."""
     settings = _settings()
     settings.dagster_home.mkdir(parents=True, exist_ok=True)
     from pathrag_pipeline.dagster_home import ensure_dagster_yaml
@@ -280,6 +283,7 @@ def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, as_json: bool)
 
 bench.add_command(pruning)
 main.add_command(ask)
+main.add_command(eval_group)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

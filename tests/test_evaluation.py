@@ -1,0 +1,180 @@
+"""Retrieval evaluation: recall@k scoring, the dataset index and its reuse, stored runs, the CLI's JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pathrag_pipeline import graph_cache
+from pathrag_pipeline.cli_eval import eval_group
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.extraction import OfflineExtractor
+from pathrag_pipeline.evaluation import (
+    DatasetError,
+    evaluate_retrieval,
+    load_dataset,
+    mean_recall,
+    parse_ks,
+    passage_ids,
+    recall_at_k,
+    save_evaluation,
+)
+from pathrag_pipeline.store import Store
+
+PASSAGES = {
+    "p1": ("Helena Voss", "Helena Voss was a chemist born in Lindenholm. She founded Aldermere University."),
+    "p2": ("Aldermere University", "Aldermere University is located in Brackwater, a port on the Varne River."),
+    "p3": ("Varne River", "The Varne River flows into the Grey Sea after passing Brackwater."),
+    "p4": ("Copper Kettle", "The Copper Kettle is a bakery in Oldport that sells rye bread."),
+    "p5": ("Oldport", "Oldport is a fishing town with a lighthouse and a harbour."),
+    "p6": ("Tomas Arden", "Tomas Arden taught chemistry to Helena Voss in Lindenholm."),
+}
+TRIPLES = [
+    ("p1", "Helena Voss", "born in", "Lindenholm"),
+    ("p1", "Helena Voss", "founded", "Aldermere University"),
+    ("p2", "Aldermere University", "located in", "Brackwater"),
+    ("p2", "Brackwater", "lies on", "Varne River"),
+    ("p3", "Varne River", "flows into", "Grey Sea"),
+    ("p4", "Copper Kettle", "located in", "Oldport"),
+    ("p5", "Oldport", "has", "lighthouse"),
+    ("p6", "Tomas Arden", "taught", "Helena Voss"),
+]
+# Each question's text is exactly its first gold passage's text, so a chunk search ranks that passage first
+# (cosine 1 with any deterministic embedder) and recall@1 is known by hand: 1/len(gold_ids).
+QUESTIONS = [
+    {"id": "q1", "question": PASSAGES["p1"][1], "answers": ["Lindenholm"], "gold_ids": ["p1"]},
+    {"id": "q2", "question": PASSAGES["p2"][1], "answers": ["Grey Sea"], "gold_ids": ["p2", "p3"]},
+    {"id": "q3", "question": PASSAGES["p4"][1], "answers": ["x"], "gold_ids": ["p4", "p5", "p6", "p1"]},
+]
+
+
+def write_dataset(folder: Path, passages=PASSAGES) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "corpus.jsonl").write_text("".join(
+        json.dumps({"id": pid, "title": title, "text": text}) + "\n" for pid, (title, text) in passages.items()))
+    (folder / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    (folder / "triples.jsonl").write_text("".join(
+        json.dumps({"doc_id": d, "subject": s, "predicate": p, "object": o}) + "\n" for d, s, p, o in TRIPLES))
+    return folder
+
+
+@pytest.fixture
+def dataset(tmp_path) -> Path:
+    graph_cache.clear_cache()
+    return write_dataset(tmp_path / "tiny-qa")
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    return Settings.from_env(env={"PATHRAG_HOME": str(tmp_path / "home")})
+
+
+# ---- scoring ------------------------------------------------------------------------------------
+
+def test_recall_at_k_counts_gold_among_first_k_distinct_passages():
+    ranked = ["p3", "p3", "p9", "p1", "p2"]
+    assert recall_at_k(ranked, ["p1", "p2"], 1) == 0.0
+    assert recall_at_k(ranked, ["p1", "p2"], 3) == 0.5        # distinct: p3, p9, p1
+    assert recall_at_k(ranked, ["p1", "p2"], 4) == 1.0
+    assert recall_at_k(ranked, ["p3"], 1) == 1.0
+    assert recall_at_k([], ["p1"], 5) == 0.0
+    assert mean_recall([["p1"], ["p9", "p2"]], [["p1"], ["p2", "p3"]], 2) == pytest.approx((1.0 + 0.5) / 2)
+    with pytest.raises(ValueError, match="k=0"):
+        recall_at_k(ranked, ["p1"], 0)
+    with pytest.raises(ValueError, match="gold"):
+        recall_at_k(ranked, [], 2)
+
+
+def test_passage_ids_strip_the_corpus_file_and_keep_first_positions():
+    docs = ["corpus.jsonl#p7", "notes.md", "corpus.jsonl#p2", "corpus.jsonl#p7", "other.jsonl#p1"]
+    assert passage_ids(docs) == ["p7", "p2"]
+
+
+def test_parse_ks_and_dataset_errors(tmp_path, dataset):
+    assert parse_ks("10, 2,5,2") == [2, 5, 10]
+    with pytest.raises(ValueError, match="'0'"):
+        parse_ks("2,0")
+    with pytest.raises(DatasetError, match="questions.jsonl"):
+        load_dataset(tmp_path)
+    (dataset / "questions.jsonl").write_text('{"id": "q1", "question": "Why?", "gold_ids": []}\n')
+    with pytest.raises(DatasetError, match=":1: \"gold_ids\""):
+        load_dataset(dataset)
+
+
+# ---- end to end ---------------------------------------------------------------------------------
+
+def _rows(path: Path, sql: str):
+    with Store(path).connect(read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def test_naive_recall_matches_hand_computed_values_and_runs_are_stored(settings, dataset):
+    evaluation = evaluate_retrieval(settings, dataset, modes=["naive", "path"], ks=[1, 10], use_triples=True)
+    naive = evaluation.modes["naive"]
+    # recall@1: the passage equal to the question ranks first -> 1/|gold| per question.
+    assert naive.recall["recall@1"] == pytest.approx(round((1 / 1 + 1 / 2 + 1 / 4) / 3, 4))
+    # Six passages, top_n=40 chunks: every passage is ranked, so recall@10 is complete.
+    assert naive.recall["recall@10"] == 1.0
+    assert [q.passages[0] for q in naive.questions] == ["p1", "p2", "p4"]
+    for mode in ("naive", "path"):
+        for q in evaluation.modes[mode].questions:
+            assert q.recall["recall@1"] == recall_at_k(q.passages, q.gold_ids, 1)
+    assert evaluation.index["extractor"].startswith("import:") and evaluation.use_triples
+    assert evaluation.documents_indexed == len(PASSAGES)
+
+    save_evaluation(Store(settings.duckdb_path), evaluation)
+    db = settings.duckdb_path
+    assert _rows(db, "SELECT dataset, questions, modes, ks, use_triples, llm FROM eval_runs") == [
+        ("tiny-qa", 3, ["naive", "path"], [1, 10], True, "offline")]
+    results = {(m, k): r for m, k, r in _rows(db, "SELECT mode, k, recall FROM eval_results")}
+    assert results[("naive", 10)] == 1.0 and len(results) == 4
+    per_question = _rows(db, "SELECT mode, question_id, passage_ids, recall FROM eval_questions ORDER BY mode, question_id")
+    assert len(per_question) == 6
+    assert per_question[0][:2] == ("naive", "q1") and per_question[0][2][0] == "p1"
+    assert json.loads(per_question[0][3])["recall@1"] == 1.0
+
+
+def test_second_run_reuses_the_index_and_a_changed_corpus_is_reindexed(settings, dataset):
+    first = evaluate_retrieval(settings, dataset, modes=["naive"], ks=[2], use_triples=True)
+    second = evaluate_retrieval(settings, dataset, modes=["naive"], ks=[2], use_triples=True)
+    assert first.workdir == second.workdir
+    assert first.documents_indexed == len(PASSAGES) and second.documents_indexed == 0
+    ingest = _rows(Path(second.workdir) / "pathrag.duckdb",
+                   "SELECT files_new, files_unchanged, documents FROM ingest_runs ORDER BY started_at")
+    assert ingest == [(1, 0, len(PASSAGES)), (0, 1, 0)]
+    assert second.modes["naive"].recall == first.modes["naive"].recall
+
+    changed = dict(PASSAGES, p5=("Oldport", "Oldport is a fishing town with two lighthouses."))
+    write_dataset(dataset, changed)
+    third = evaluate_retrieval(settings, dataset, modes=["naive"], ks=[2], use_triples=True)
+    assert third.documents_indexed == 1 and third.dataset_hash != first.dataset_hash
+
+
+def test_use_triples_without_a_triples_file_is_a_clear_error(settings, dataset):
+    (dataset / "triples.jsonl").unlink()
+    with pytest.raises(DatasetError, match="no triples.jsonl"):
+        evaluate_retrieval(settings, dataset, modes=["naive"], use_triples=True)
+
+
+def test_cli_json_shape_and_offline_extractor_workdir(tmp_path, dataset, monkeypatch):
+    monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
+    result = CliRunner().invoke(eval_group, ["retrieval", "--dataset", str(dataset), "--modes", "path,naive",
+                                             "--k", "2,5", "--limit", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["dataset"] == "tiny-qa" and out["questions"] == 2 and out["ks"] == [2, 5]
+    assert set(out["modes"]) == {"path", "naive"}
+    for figures in out["modes"].values():
+        assert set(figures) == {"recall@2", "recall@5", "median_ms"}
+        assert 0.0 <= figures["recall@2"] <= figures["recall@5"] <= 1.0
+    offline = OfflineExtractor().identity
+    assert out["index"]["extractor"] == offline and out["index"]["embedder"]
+    assert out["params"]["top_n"] == 40 and out["use_triples"] is False
+    assert Path(out["workdir"]) == tmp_path / "home" / "eval" / f"tiny-qa-{offline}"
+    assert _rows(tmp_path / "home" / "pathrag.duckdb", "SELECT count(*) FROM eval_results") == [(4,)]
+
+    bad = CliRunner().invoke(eval_group, ["retrieval", "--dataset", str(dataset), "--modes", "path,fancy"])
+    assert bad.exit_code == 1 and "fancy" in bad.output
