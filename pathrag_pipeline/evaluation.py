@@ -17,6 +17,8 @@ exactly as the benchmark README defines it. Runs are stored in ``eval_runs`` / `
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import json
 import re
@@ -311,7 +313,8 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
         raise ValueError(f"ks={list(ks)} must be whole numbers >= 1, e.g. 2,5,10")
     if limit is not None and limit < 1:
         raise ValueError(f"limit={limit} must be at least 1")
-    params = (params or QueryParams()).resolved()
+    # Recall needs the ranked passages only: no answers, so no answer LLM calls either.
+    params = dataclasses.replace(params or QueryParams(), answer=False).resolved()
     dataset = load_dataset(dataset_dir)
     questions = dataset.questions[:limit] if limit else dataset.questions
     workdir = Path(workdir).expanduser().resolve() if workdir else default_workdir(settings, dataset, use_triples)

@@ -59,6 +59,7 @@ from pathrag_pipeline.retrieval import (
     local_context,
     naive_context,
     query_keywords,
+    rank_passages,
     retrieve_nodes,
     retrieve_relations,
 )
@@ -100,6 +101,7 @@ class QueryParams:
     prompt: str = "paths"
     token_budget: int = DEFAULT_TOKEN_BUDGET
     excerpts: bool = False
+    answer: bool = True               # False: retrieval only (evaluation), no answer and no answer LLM call
 
     def resolved(self) -> "QueryParams":
         """Validated, with the variant's defaults filled in; errors name the value and the accepted range."""
@@ -216,17 +218,6 @@ def fetch_chunks(store: Store, chunk_ids: Sequence[str]) -> dict[str, ChunkSourc
             [list(chunk_ids)],
         ).fetchall()
     return {r[0]: ChunkSource(*r) for r in rows}
-
-
-def _ranked(groups: Sequence[Sequence[str]], limit: int) -> list[str]:
-    seen: dict[str, None] = {}
-    for group in groups:
-        for item in group:
-            if item not in seen:
-                seen[item] = None
-                if len(seen) >= limit:
-                    return list(seen)
-    return list(seen)
 
 
 def _path_excerpts(trace: PathTrace, sources: dict[str, ChunkSource]) -> list[Excerpt]:
@@ -389,7 +380,9 @@ class PathRAG:
                 assert snapshot is not None
                 if mode in ("path", "local", "hybrid"):
                     self._check_vectors("entities")
-                    low = query_keywords(keywords.low_level, [], text) if mode != "path" else kw_all
+                    # Nodes come from the low-level (entity) keywords, as in PathRAG; path mode adds the whole
+                    # question as one more query, so a question naming no entity still finds its nodes.
+                    low = query_keywords(keywords.low_level, [text] if mode == "path" else [], text)
                     retrieved = retrieve_nodes(snapshot, self.vectors, self.embedder, low, params.top_n)
                 if mode in ("global", "hybrid"):
                     self._check_vectors("relations")
@@ -416,10 +409,10 @@ class PathRAG:
         with clock.stage("sources"):
             if mode == "path":
                 assert snapshot is not None
-                groups = [t.chunk_ids for t in traces] + [snapshot.entity_chunks[n.node] for n in retrieved]
+                ranked = rank_passages([(n.rank, snapshot.entity_chunks[n.node]) for n in retrieved],
+                                       [(t.rank, t.reliability, t.chunk_ids) for t in traces], MAX_RANKED_CHUNKS)
             else:
-                groups = [ctx.chunk_ids]
-            ranked = _ranked(groups, MAX_RANKED_CHUNKS)
+                ranked = list(dict.fromkeys(ctx.chunk_ids))[:MAX_RANKED_CHUNKS]
             sources = fetch_chunks(self.store, ranked)
             chunk_ids = [c for c in ranked if c in sources]
             document_ids = list(dict.fromkeys(sources[c].document_id for c in chunk_ids))
@@ -429,7 +422,9 @@ class PathRAG:
         tokens["prompt"] = {"prompt_tokens": prompt.tokens, "dropped_items": prompt.dropped}
 
         with clock.stage("answer"):
-            if self.llm is not None:
+            if not params.answer:
+                answer = Answer("", "none", Usage())
+            elif self.llm is not None:
                 answer = answer_with_llm(self.llm, prompt)
             else:
                 answer = extractive_answer(text, kw_all, self._evidence(mode, snapshot, traces, retrieved, chunk_ids),

@@ -16,6 +16,8 @@ The LightRAG baselines (Guo et al. 2024) are reproduced for comparison:
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -235,3 +237,33 @@ def hybrid_context(local: ModeContext, global_: ModeContext) -> ModeContext:
         chunk_ids=_interleave(local.chunk_ids, global_.chunk_ids),
     )
 
+
+
+# Weight of path evidence against seed-entity evidence when ranking passages, and how many of a path's
+# provenance chunks (its edges' first) count. Chosen on musique-100 (see docs/benchmarks.md).
+PATH_PASSAGE_WEIGHT = 0.5
+PATH_PASSAGE_CHUNKS = 3
+
+
+def rank_passages(seeds: Sequence[tuple[int, Sequence[str]]],
+                  paths: Sequence[tuple[int, float, Sequence[str]]], limit: int) -> list[str]:
+    """Passages (chunk ids) ranked for a path-mode query, best first.
+
+    ``seeds`` = (retrieval rank from 0, source chunks of that entity); ``paths`` = (rank from 1, reliability,
+    provenance chunks). A seed adds 1/(1+rank), spread over its chunks by 1/sqrt(1+chunks) so a hub entity
+    mentioned everywhere does not flood the ranking; a path adds PATH_PASSAGE_WEIGHT x (reliability / best
+    reliability) / sqrt(rank) to the first PATH_PASSAGE_CHUNKS of its provenance. Ties keep first appearance.
+    This orders the evidence for reading and evaluation; the prompt's path order is unaffected.
+    """
+    score: dict[str, float] = {}
+    for rank, chunks in seeds:
+        share = 1.0 / (1 + rank) / math.sqrt(1 + len(chunks))
+        for chunk in chunks:
+            score[chunk] = score.get(chunk, 0.0) + share
+    best = max((reliability for _, reliability, _ in paths), default=0.0)
+    for rank, reliability, chunks in paths:
+        share = PATH_PASSAGE_WEIGHT * (reliability / best if best > 0 else 1.0) / math.sqrt(max(rank, 1))
+        for chunk in list(dict.fromkeys(chunks))[:PATH_PASSAGE_CHUNKS]:
+            score[chunk] = score.get(chunk, 0.0) + share
+    order = {chunk: i for i, chunk in enumerate(score)}
+    return sorted(score, key=lambda c: (-score[c], order[c]))[:limit]

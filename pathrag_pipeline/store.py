@@ -172,7 +172,7 @@ DDL = [
         keywords      JSON,                  -- {"low_level": [...], "high_level": [...]}
         provider      VARCHAR NOT NULL,      -- 'offline' or the LLM provider
         model         VARCHAR NOT NULL,      -- 'offline' or the LLM model
-        answer_kind   VARCHAR NOT NULL,      -- 'llm' or 'extractive'
+        answer_kind   VARCHAR NOT NULL,      -- 'llm', 'extractive', or 'none' (retrieval only, e.g. evaluation)
         tokens        JSON NOT NULL,         -- per stage: {"keywords": {calls, prompt_tokens, completion_tokens}, "prompt": {...}, "answer": {...}}
         ms            JSON NOT NULL,         -- milliseconds per stage: keywords, graph, retrieval, pruning, sources, prompt, answer
         total_ms      DOUBLE NOT NULL,

@@ -170,6 +170,18 @@ def test_llm_keywords_then_answer_over_openai_server(settings, openai_server):
     assert "sk-test-secret" not in json.dumps(result.to_dict()) and "sk-test-secret" not in stored[0][3]
 
 
+def test_retrieval_only_query_makes_no_answer_call(settings, openai_server):
+    from pathrag_pipeline.query import QueryParams
+
+    openai_server.chat_responder = lambda request: Keywords(low_level=["Aldermere University"],
+                                                            high_level=["founder"]).model_dump_json()
+    llm_settings = Settings(home=settings.home, docs=settings.docs, llm_base_url=openai_server.base_url,
+                            llm_model="fake-chat")
+    [result] = PathRAG(llm_settings).query_many([QUESTION], "path", params=QueryParams(answer=False))
+    assert openai_server.count("chat") == 1            # keywords only
+    assert result.answer_kind == "none" and result.answer == "" and result.chunk_ids
+
+
 def test_offline_extraction_index_end_to_end(tmp_path):
     """Index the bundled sample documents with the rule-based extractor, then ask across them."""
     from pathrag_pipeline.extraction import OfflineExtractor

@@ -149,3 +149,26 @@ def test_retrieve_nodes_round_robins_over_keywords(tiny):
     ])
     nodes = retrieve_nodes(snapshot, fake, embedder, ["k1", "k2"], top_n=3)
     assert [(n.keyword, n.entity_key) for n in nodes] == [("k1", "brackwater"), ("k1", "grey sea"), ("k2", "lindenholm")]
+
+
+def test_rank_passages_prefers_top_seeds_and_spreads_hubs():
+    from pathrag_pipeline.retrieval import rank_passages
+
+    hub_chunks = [f"h{i}" for i in range(15)]
+    seeds = [(0, ["a", "b"]), (1, hub_chunks), (2, ["c"])]
+    ranked = rank_passages(seeds, [], limit=50)
+    # the best seed's passages first; a lower seed with one passage beats a hub's many
+    assert ranked[:2] == ["a", "b"]
+    assert ranked.index("c") < ranked.index("h0")
+    assert len(ranked) == 18
+
+
+def test_rank_passages_adds_path_evidence_to_the_first_provenance_chunks():
+    from pathrag_pipeline.retrieval import rank_passages
+
+    seeds = [(0, ["a"]), (1, ["b"]), (2, ["c"])]
+    # a reliable path whose edge comes from passage c lifts it above b; its fourth chunk gets nothing
+    ranked = rank_passages(seeds, [(1, 2.0, ["c", "x", "y", "z"])], limit=10)
+    assert ranked.index("c") < ranked.index("b")
+    assert "z" not in ranked and "x" in ranked
+    assert rank_passages(seeds, [(1, 2.0, ["c"])], limit=2) == ranked[:2]
