@@ -34,6 +34,7 @@ from typing import Any
 
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.extraction import extractor_from_settings
+from pathrag_pipeline.ingest import file_sha256
 from pathrag_pipeline.llm import llm_from_settings
 from pathrag_pipeline.pipeline import IndexReport, run_indexing
 from pathrag_pipeline.query import MODES, PathRAG, QueryParams
@@ -89,14 +90,6 @@ class Dataset:
         return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def load_dataset(path: Path | str) -> Dataset:
     """Read and check a dataset folder: every question needs an id, a question text and gold passage ids."""
     path = Path(path).expanduser().resolve()
@@ -132,8 +125,8 @@ def load_dataset(path: Path | str) -> Dataset:
     if not questions:
         raise DatasetError(f"{path / QUESTIONS_FILE} holds no questions")
     triples = path / TRIPLES_FILE
-    return Dataset(path, path.name, questions, _sha256(path / CORPUS_FILE), _sha256(path / QUESTIONS_FILE),
-                   _sha256(triples) if triples.is_file() else None)
+    return Dataset(path, path.name, questions, file_sha256(path / CORPUS_FILE), file_sha256(path / QUESTIONS_FILE),
+                   file_sha256(triples) if triples.is_file() else None)
 
 
 # ---- scoring -----------------------------------------------------------------------------------
@@ -196,7 +189,7 @@ def prepare_index(settings: Settings, dataset: Dataset, workdir: Path, *, use_tr
     docs = workdir / "docs"
     docs.mkdir(parents=True, exist_ok=True)
     target = docs / CORPUS_FILE
-    if not target.is_file() or _sha256(target) != dataset.corpus_hash:
+    if not target.is_file() or file_sha256(target) != dataset.corpus_hash:
         shutil.copyfile(dataset.corpus, target)
     eval_settings = replace(settings, home=workdir, docs=docs)
     report = run_indexing(eval_settings, folder=docs, trigger="eval",

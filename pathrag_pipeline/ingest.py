@@ -83,7 +83,8 @@ class SyncReport:
 
 
 
-def _hash_file(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -135,7 +136,7 @@ def _entry(abs_path: Path, rel: str, root_real: Path, max_bytes: int) -> FileEnt
         # Too large to parse, so no need to hash all of it: size and mtime identify the version.
         return FileEntry(rel, abs_path, stat.st_size, f"oversize:{stat.st_size}:{stat.st_mtime_ns}")
     try:
-        return FileEntry(rel, abs_path, stat.st_size, _hash_file(abs_path))
+        return FileEntry(rel, abs_path, stat.st_size, file_sha256(abs_path))
     except OSError as exc:
         return FileEntry(rel, abs_path, stat.st_size, f"unreadable:{stat.st_mtime_ns}",
                          f"cannot read {rel}: {exc.strerror or exc}; check its permissions")
