@@ -114,6 +114,8 @@ def _run_child(home: Path, folder: Path) -> dict:
 def run_ingest_bench(n_docs: int = 1000, repeats: int = 3, workdir: Path | None = None) -> dict:
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="pathrag-bench-ingest-"))
     folder = base / "corpus"
+    if n_docs < 22:
+        raise ValueError(f"--docs {n_docs}: give at least 22 (20 go into one JSONL file, the edited file is a .txt)")
     victim = next(p for p in generate_corpus(folder, n_docs) if p.suffix == ".txt")
     full, incremental = [], []
     for r in range(repeats):

@@ -20,6 +20,9 @@ from rich.console import Console
 from rich.table import Table
 
 from pathrag_pipeline.cli_ask import ask
+from pathrag_pipeline.cli_bench import indexing as bench_indexing
+from pathrag_pipeline.cli_bench import query as bench_query
+from pathrag_pipeline.cli_bench import report as bench_report
 from pathrag_pipeline.cli_bench_pruning import pruning
 from pathrag_pipeline.cli_eval import eval_group
 from pathrag_pipeline.config import SAMPLE_DOCS, ConfigError, Settings
@@ -282,6 +285,9 @@ def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, as_json: bool)
 
 
 bench.add_command(pruning)
+bench.add_command(bench_indexing)
+bench.add_command(bench_query)
+bench.add_command(bench_report)
 main.add_command(ask)
 main.add_command(eval_group)
 

@@ -1,0 +1,180 @@
+"""The indexing, query and report benchmarks at tiny sizes: structure and invariants, never timings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pathrag_pipeline.bench_indexing import (
+    STAGES,
+    OfflineBackedModel,
+    llm_bench,
+    musique_bench,
+    offline_bench,
+    timed_index,
+)
+from pathrag_pipeline.bench_query import parse_question_table, run_query_bench
+from pathrag_pipeline.bench_report import QUICK, build_report, machine_info, md_table, retrieval_section
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.extraction import EXTRACTION_USER_PROMPT, GLEANING_PROMPT
+from pathrag_pipeline.extraction_models import ChunkExtraction
+from pathrag_pipeline.offline_extraction import extract_offline
+
+
+def test_offline_bench_reextracts_only_the_edited_documents_changed_chunks(tmp_path: Path) -> None:
+    result = offline_bench(n_docs=12, repeats=1, edits=2, workdir=tmp_path)
+    assert result["documents"] == 12
+    assert result["chunks"] >= result["documents"]
+    for stages in result["full_runs"] + result["incremental_runs"]:
+        assert set(stages) == {*STAGES, "total"}
+        assert all(v >= 0 for v in stages.values())
+    for edit in result["incremental"]:
+        assert edit["files_changed"] == 1
+        # Appending a sentence changes the last chunk of that one document only.
+        assert 1 <= edit["chunks_reextracted"] <= edit["chunks_of_edited_document"]
+        assert edit["rows_reembedded"]["chunks"] == edit["chunks_reextracted"]
+    assert result["rows_embedded_full"]["chunks"] == result["chunks"]
+
+
+def test_llm_bench_counts_calls_per_chunk_and_reindexes_only_the_edited_document(tmp_path: Path) -> None:
+    result = llm_bench(n_docs=8, gleanings=(1, 0), workdir=tmp_path)
+    assert "skipped" not in result, result.get("skipped")
+    glean1, glean0 = result["builds"]
+    assert (glean1["gleaning"], glean0["gleaning"]) == (1, 0)
+    for build in (glean1, glean0):
+        assert build["failed"] == 0
+        assert build["extraction_calls"] == (1 + build["gleaning"]) * build["chunks_extracted"]
+        assert build["calls_server_received"] == build["calls_pipeline_counted"]
+    assert glean1["prompt_tokens_per_chunk"] > glean0["prompt_tokens_per_chunk"]  # gleaning resends the dialogue
+    inc = result["incremental"]
+    assert inc["only_edited_document"] is True
+    assert 1 <= inc["chunks_reextracted"] <= inc["chunks_of_edited_document"]
+    assert inc["extraction_calls"] == 2 * inc["chunks_reextracted"]
+    assert inc["calls_server_received"] == inc["extraction_calls"] + inc["summary_calls"]
+    assert "not an LLM's quality or latency" in result["caveat"]
+
+
+def _request(text: str, title: str, gleaning: bool = False) -> dict:
+    messages = [{"role": "system", "content": "extract"},
+                {"role": "user", "content": EXTRACTION_USER_PROMPT.format(title=title, text=text)}]
+    if gleaning:
+        messages += [{"role": "assistant", "content": "{}"}, {"role": "user", "content": GLEANING_PROMPT}]
+    return {"messages": messages}
+
+
+def test_offline_backed_model_splits_the_offline_extraction_between_first_pass_and_gleaning() -> None:
+    text = ("Vera Quist moved to Carrick in 1901. Ada Halden founded the Farrow Museum after the flood of 1887. "
+            "Hugo Brand studied at Valmere University.")
+    model = OfflineBackedModel()
+    first = ChunkExtraction.model_validate_json(model(_request(text, "Notes")))
+    glean = ChunkExtraction.model_validate_json(model(_request(text, "Notes", gleaning=True)))
+    expected = extract_offline(text, "Notes")
+    assert {e.name for e in first.entities} | {e.name for e in glean.entities} == {e.name for e in expected.entities}
+    assert first.entities and glean.entities
+    assert len(first.relations) + len(glean.relations) == len(expected.relations)
+    assert model.chunk_texts == [text]  # the gleaning pass is not a new chunk
+    summary = model({"messages": [{"role": "user", "content": "x\nDescription list:\n- one.\n- two.\n- three."}]})
+    assert summary == "one. two." and model.summaries == 1
+
+
+def test_musique_bench_is_none_without_the_dataset(tmp_path: Path) -> None:
+    assert musique_bench(tmp_path / "absent", workdir=tmp_path) is None
+
+
+def test_timed_index_imports_triples(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "corpus.jsonl").write_text(
+        json.dumps({"id": "p1", "title": "Lode", "text": "Agnes Morrow was born in Hesketh Mill."}) + "\n")
+    triples = tmp_path / "triples.jsonl"
+    triples.write_text(json.dumps({"doc_id": "p1", "subject": "Agnes Morrow", "predicate": "born in",
+                                   "object": "Hesketh Mill"}) + "\n")
+    settings = Settings.from_env(env={}, home=tmp_path / "home", docs=docs)
+    report, stages = timed_index(settings, docs, triples=triples)
+    assert report.triples is not None and report.triples.triples == 1
+    assert report.graph["relations"] == 1
+    assert stages["total"] >= stages["ingest"]
+
+
+def test_question_table_parsing(tmp_path: Path) -> None:
+    questions = parse_question_table()
+    assert len(questions) == 9
+    assert questions[0].startswith("On which river lies the birthplace")
+    other = tmp_path / "q.md"
+    other.write_text("intro\n\n| id | answer | Question |\n|---|---|---|\n| 1 | x | Who? |\n| 2 | y | Where? |\n\ntail\n")
+    assert parse_question_table(other) == ["Who?", "Where?"]
+    (tmp_path / "none.md").write_text("| a | b |\n|---|---|\n| 1 | 2 |\n")
+    with pytest.raises(ValueError, match="Question"):
+        parse_question_table(tmp_path / "none.md")
+
+
+def test_query_bench_reports_median_stages_per_mode(tmp_path: Path) -> None:
+    result = run_query_bench(modes=("path", "naive"), rounds=1, workdir=tmp_path)
+    assert result["questions"] == 9 and result["documents"] > 0
+    assert set(result["modes"]) == {"path", "naive"}
+    path, naive = result["modes"]["path"], result["modes"]["naive"]
+    assert path["queries"] == naive["queries"] == 9
+    assert {"keywords", "pruning", "answer"} <= set(path["median_ms"])
+    assert "pruning" not in naive["median_ms"] and "keywords" not in naive["median_ms"]
+    assert path["total_p95_ms"] >= path["total_median_ms"]
+
+
+def test_markdown_helpers() -> None:
+    assert md_table(["a", "b"], [[1, None], ["x|y", 2]]).splitlines() == [
+        "| a | b |", "| --- | --- |", "| 1 |  |", "| x\\|y | 2 |"]
+    info = machine_info()
+    assert info["cores"] >= 1 and info["python"].count(".") == 2
+    assert "Fill this section" in retrieval_section(None)
+
+
+def _tiny_dataset(folder: Path) -> Path:
+    """Three passages, two questions and their triples, in the benchmark format."""
+    folder.mkdir()
+    passages = [("p1", "Agnes Morrow", "Agnes Morrow was born in Hesketh Mill."),
+                ("p2", "Hesketh Mill", "Hesketh Mill lies on the River Lode."),
+                ("p3", "Kestle Observatory", "Rupert Hallam directed the Kestle Observatory.")]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"id": i, "title": t, "text": x}) + "\n"
+                                                 for i, t, x in passages))
+    (folder / "questions.jsonl").write_text(
+        json.dumps({"id": "q1", "question": "Where was Agnes Morrow born?", "answers": ["Hesketh Mill"],
+                    "gold_ids": ["p1"]}) + "\n"
+        + json.dumps({"id": "q2", "question": "Who directed the Kestle Observatory?", "answers": ["Rupert Hallam"],
+                      "gold_ids": ["p3"]}) + "\n")
+    (folder / "triples.jsonl").write_text(
+        json.dumps({"doc_id": "p1", "subject": "Agnes Morrow", "predicate": "born in", "object": "Hesketh Mill"}) + "\n"
+        + json.dumps({"doc_id": "p2", "subject": "Hesketh Mill", "predicate": "lies on", "object": "River Lode"}) + "\n")
+    return folder
+
+
+def test_quick_report_writes_every_section(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    sizes = replace(QUICK, ingest_docs=24, index_docs=10, llm_docs=6, pruning_edges=(1_000,), pruning_queries=5, query_modes=("path",),
+                    reference_budget_s=0.5, retrieval_dataset=_tiny_dataset(tmp_path / "tiny"), retrieval_limit=None)
+    out = build_report(quick=True, out=tmp_path / "benchmarks.md", sizes=sizes, workdir=tmp_path / "work",
+                       log=lambda _: None)
+    text = out.read_text()
+    for heading in ("# Benchmarks", "## Key figures", "## Ingest", "## Indexing, offline", "## Indexing, LLM mode",
+                    "## Query latency per stage", "## Path pruning scaling", "## Retrieval recall"):
+        assert heading in text
+    assert "Quick smoke run" in text and "Reproduce: `pathrag bench" in text
+    assert (tmp_path / "pruning_scaling.png").stat().st_size > 0
+    assert "--use-triples" in text and "recall@2" in text  # both graphs of the tiny dataset were evaluated
+
+
+def test_cli_indexing_prints_json_and_rejects_bad_sizes(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from pathrag_pipeline.cli_bench import indexing, query
+
+    runner = CliRunner()
+    result = runner.invoke(indexing, ["--docs", "12", "--repeats", "1", "--edits", "1", "--llm-docs", "0",
+                                      "--no-musique", "--workdir", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert set(data) == {"offline"} and data["offline"]["documents"] == 12
+    bad = runner.invoke(indexing, ["--docs", "0"])
+    assert bad.exit_code == 2 and "--docs 0" in bad.output
+    assert runner.invoke(query, ["--rounds", "0"]).exit_code == 2
