@@ -26,6 +26,12 @@ TABLE_NOTES = {
     "queries": "Append-only: one row per question asked (CLI, Python API or Dagster query job).",
     "path_traces": "Append-only: the relational paths behind each answer, rank 1 = most reliable.",
     "retrieved_nodes": "Append-only: the entities each query keyword retrieved.",
+    "eval_runs": "Append-only: one row per `pathrag eval retrieval` run, with everything the figures depend on.",
+    "eval_results": "Append-only: recall@k per mode of each evaluation run.",
+    "eval_questions": "Append-only: per question and mode, the ranked passages and recalls of an evaluation run.",
+    "winrate_runs": "Append-only: one row per `pathrag eval winrate` run.",
+    "winrate_results": "Append-only: win rates per dimension of each judged run.",
+    "winrate_verdicts": "Append-only: every judge verdict, un-swapped to A/B, with its explanations.",
 }
 
 # Meanings of columns that recur across tables, used where a column has no comment of its own.
