@@ -33,10 +33,13 @@ from pathrag_pipeline.extraction_models import ChunkExtraction
 from pathrag_pipeline.extraction_records import ExtractionRecord, delete_records, write_records
 from pathrag_pipeline.graph_merge import (
     DEFAULT_MAX_DESCRIPTION_TOKENS,
+    DeferredSummaries,
     MergeStats,
     Summarise,
     keys_for_chunks,
+    make_summaries,
     merge_keys,
+    store_summaries,
 )
 from pathrag_pipeline.llm import LLMError, LLMUnavailableError
 from pathrag_pipeline.store import Store, get_meta, set_meta, transaction, utc_now
@@ -163,7 +166,11 @@ def merge_dirty(con: duckdb.DuckDBPyConnection, summarise: Summarise | None = No
         if not any(dirty.values()):
             return None
         after_e, after_r = keys_for_chunks(con, dirty["chunks"])
-        stats = merge_keys(con, dirty["entities"] | after_e, dirty["relations"] | after_r, summarise=summarise,
+        entity_keys, relation_keys = dirty["entities"] | after_e, dirty["relations"] | after_r
+        if isinstance(summarise, DeferredSummaries):
+            summarise.entity_keys |= entity_keys
+            summarise.relation_keys |= relation_keys
+        stats = merge_keys(con, entity_keys, relation_keys, summarise=summarise,
                            max_description_tokens=max_description_tokens, summary_model=summary_model)
         con.execute("DELETE FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])
     return stats
@@ -247,9 +254,21 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
 
     summary_before = _summariser_usage(summarise)
     merge_started = time.perf_counter()
+    # LLM summaries are never made while the DuckDB file is held: the merge records what needs one, the
+    # summaries are made with no connection open, then the same keys are merged again from the cache.
+    deferred = DeferredSummaries() if summarise is not None else None
     with store.connect() as con:
-        stats.merge = merge_dirty(con, summarise, max_description_tokens=max_description_tokens,
-                                  summary_model=getattr(summarise, "identity", None))
+        stats.merge = merge_dirty(con, deferred, max_description_tokens=max_description_tokens)
+    if deferred is not None and deferred.requests:
+        summaries, errors = make_summaries(deferred.requests, summarise, max_description_tokens, max_concurrency)
+        stats.errors.extend(errors[:5])
+        with store.connect() as con:
+            store_summaries(con, summaries, getattr(summarise, "identity", None))
+            with transaction(con):
+                second = merge_keys(con, deferred.entity_keys, deferred.relation_keys,
+                                    max_description_tokens=max_description_tokens)
+        stats.merge.summaries_called += len(deferred.requests) - len(errors)
+        stats.merge.summaries_cached = second.summaries_cached - len(summaries)
     summary_usage = _summariser_usage(summarise)
     stats.seconds = time.perf_counter() - started
     with store.connect() as con:

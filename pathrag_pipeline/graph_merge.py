@@ -238,6 +238,50 @@ def _summary_hash(kind: str, name: str, descriptions: list[str], max_tokens: int
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+class DeferredSummaries:
+    """Stands in for the summariser in a merge that holds the DuckDB file: it records what needs summarising
+    (the merge keeps the cut text for now) instead of calling an LLM there. The caller then makes the
+    summaries with no connection open (``make_summaries``), stores them (``store_summaries``) and merges the
+    same keys again, which now finds them in the cache."""
+
+    def __init__(self) -> None:
+        self.requests: dict[str, tuple[str, str, list[str]]] = {}   # input hash -> (kind, name, descriptions)
+        self.entity_keys: set[str] = set()
+        self.relation_keys: set[str] = set()
+
+
+def make_summaries(requests: dict[str, tuple[str, str, list[str]]], summarise: Summarise, max_tokens: int,
+                   max_concurrency: int = 4) -> tuple[dict[str, str], list[str]]:
+    """Summaries for deferred requests, made in parallel; returns ({input hash: summary}, errors). A failed
+    summary is left out (its key keeps the cut text and is retried at its next change)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(item):
+        h, (kind, name, distinct) = item
+        try:
+            summary = summarise(kind, name, distinct)
+        except Exception as exc:  # noqa: BLE001 - an LLM failure must not lose the merge already written
+            return h, None, f"summary of {kind} {name!r} failed: {exc}"
+        if not isinstance(summary, str) or not summary.strip():
+            return h, None, f"summary of {kind} {name!r} was empty"
+        return h, truncate_to_tokens(" ".join(summary.split()), max_tokens), None
+
+    out, errors = {}, []
+    with ThreadPoolExecutor(max_workers=max(1, max_concurrency)) as pool:
+        for h, summary, error in pool.map(one, sorted(requests.items())):
+            if summary is not None:
+                out[h] = summary
+            else:
+                errors.append(error)
+    return out, errors
+
+
+def store_summaries(con: duckdb.DuckDBPyConnection, summaries: dict[str, str], model: str | None) -> None:
+    if summaries:
+        con.executemany("INSERT OR REPLACE INTO description_summaries VALUES (?, ?, ?, ?)",
+                        [[h, text, model, utc_now()] for h, text in summaries.items()])
+
+
 class _Descriptions:
     """Collects the descriptions of every recomputed key, then resolves the over-budget ones in one batch:
     cached summaries first, the summarise callable for the rest."""
@@ -272,6 +316,9 @@ class _Descriptions:
         for slot, (h, kind, name, distinct) in sorted(self.pending.items()):
             if h in cached:
                 self.stats.summaries_cached += 1
+            elif isinstance(self.summarise, DeferredSummaries):
+                self.summarise.requests[h] = (kind, name, distinct)
+                continue
             elif self.summarise is not None:
                 summary = self.summarise(kind, name, distinct)
                 if not isinstance(summary, str) or not summary.strip():

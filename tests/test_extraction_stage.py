@@ -239,3 +239,24 @@ def test_over_budget_descriptions_are_summarised_by_the_llm_once(corpus: Corpus,
     # Only keys whose description input changed need a new summary; the rest come from the summary cache.
     assert again.merge.summaries_cached > 0
     assert model.summaries - before == again.merge.summaries_called < stats.merge.summaries_called
+
+
+def test_summaries_are_made_while_no_process_holds_the_duckdb_file(corpus: Corpus) -> None:
+    """A second process can open the index for writing from inside every summarise call."""
+    import subprocess
+    import sys
+
+    probe = "import duckdb, sys; duckdb.connect(sys.argv[1]).close()"
+    opened = []
+
+    def summarise(kind: str, name: str, descriptions: list[str]) -> str:
+        done = subprocess.run([sys.executable, "-c", probe, str(corpus.store.path)], capture_output=True, text=True)
+        opened.append(done.returncode == 0 or done.stderr)
+        return f"A short summary of {name}."
+
+    # one summary at a time, so the probes do not contend with each other for the file
+    stats = run_extraction(corpus.store, OfflineExtractor(), summarise=summarise, max_description_tokens=3,
+                           max_concurrency=1)
+    assert opened and all(result is True for result in opened), opened[:1]
+    assert stats.merge.summaries_called == len(opened)
+    assert corpus.query("SELECT count(*) FROM entities WHERE description = 'A short summary'")[0][0] > 0  # cut to 3 tokens
