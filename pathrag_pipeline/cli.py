@@ -28,7 +28,8 @@ from pathrag_pipeline.cli_eval import eval_group
 from pathrag_pipeline.config import SAMPLE_DOCS, ConfigError, Settings
 from pathrag_pipeline.store import Store, StoreLockedError
 
-console = Console()
+# Piped output (files, other programs) gets wide tables instead of rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 200)
 
 # Question 1 of data/sample_questions.md: its answer (River Lode) needs three documents in two formats.
 SAMPLE_QUESTION = ("On which river lies the birthplace of the first director of the "
@@ -85,6 +86,11 @@ def _print_sync(report) -> None:
 
 def _print_index(report) -> None:
     _print_sync(report.sync)
+    if not report.sync.plan.new and not report.sync.plan.changed and not report.sync.plan.unchanged:
+        from pathrag_pipeline.parsing import SUPPORTED
+
+        console.print(f"[yellow]no supported files found in {report.sync.folder}[/yellow] "
+                      f"(supported: {' '.join(sorted(SUPPORTED))})", highlight=False)
     mode = report.mode
     console.print(f"mode: {mode['mode']} | extractor {mode['extractor']} | embeddings {mode['embedder']}",
                   highlight=False)
@@ -167,13 +173,21 @@ def quickstart() -> None:
 @click.option("--csv", "as_csv", is_flag=True, help="Print rows as CSV with a header.")
 def sql(query: str, as_json: bool, as_csv: bool) -> None:
     """Run a read-only SQL QUERY against the index (tables: see docs/tables.md)."""
+    if as_json and as_csv:
+        raise click.UsageError("give --json or --csv, not both")
+    if not query.strip():
+        raise click.UsageError('the query is empty; e.g. pathrag sql "SELECT id, status FROM documents"')
     settings = _settings()
     store = Store(settings.duckdb_path)
-    with store.connect(read_only=True) as con:
+    with store.connect(read_only=True, sandboxed=True) as con:
         try:
             cursor = con.execute(query)
         except duckdb.Error as exc:
-            raise click.ClickException(f"SQL error: {exc}") from None
+            hint = ""
+            if "read-only" in str(exc) or "disabled by configuration" in str(exc):
+                hint = ("\npathrag sql only reads the index and no other file; the index changes through "
+                        "`pathrag index`, the Dagster assets, or `pathrag ask` (query logs).")
+            raise click.ClickException(f"SQL error: {exc}{hint}") from None
         if cursor.description is None:
             return
         columns = [d[0] for d in cursor.description]
@@ -193,7 +207,9 @@ def sql(query: str, as_json: bool, as_csv: bool) -> None:
 def status_summary(settings: Settings) -> dict:
     store = Store(settings.duckdb_path)
     with store.connect(read_only=True) as con:
-        by_status = dict(con.execute("SELECT status, count(*) FROM documents GROUP BY status ORDER BY status").fetchall())
+        by_status = dict(con.execute(
+            "SELECT CASE WHEN status = 'error' AND text IS NOT NULL THEN 'error, last good version kept' "
+            "ELSE status END AS s, count(*) FROM documents GROUP BY s ORDER BY s").fetchall())
         chunks = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
         graph = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                  for t in ("extractions", "entities", "relations", "entity_aliases")}

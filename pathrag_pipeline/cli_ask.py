@@ -6,6 +6,8 @@ Registered into the main ``pathrag`` group by cli.py. People get the answer, the
 
 from __future__ import annotations
 
+import sys
+
 import click
 from rich.console import Console
 from rich.table import Table
@@ -24,12 +26,13 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
     console.print(f"[bold]Answer[/bold] ({result.answer_kind}, {result.model}):", highlight=False)
     console.print(result.answer, highlight=False, markup=False)
     if result.paths:
-        table = Table(title=f"Paths (rank 1 = most reliable; {len(result.paths)} kept)", show_lines=False)
+        table = Table(title=f"Paths (rank 1 = most reliable; {len(result.paths)} kept; documents: the edges' sources first)",
+                  show_lines=False)
         for col in ("rank", "reliability", "hops", "nodes", "documents"):
             table.add_column(col, overflow="fold")
         for p in result.paths[:max_paths]:
-            table.add_row(str(p.rank), f"{p.reliability:.4f}", str(p.hops), " -> ".join(p.nodes),
-                          ", ".join(p.document_ids))
+            docs = ", ".join(p.document_ids[:3]) + (f" (+{len(p.document_ids) - 3} more)" if len(p.document_ids) > 3 else "")
+            table.add_row(str(p.rank), f"{p.reliability:.4f}", str(p.hops), " -> ".join(p.nodes), docs)
         console.print(table)
     elif result.mode == "path":
         console.print("No relational path joins the retrieved entities.", style="yellow")
@@ -64,6 +67,13 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
         max_hops: int | None, variant: str, ordering: str, prompt_style: str, token_budget: int,
         excerpts: bool) -> None:
     """Answer QUESTION from the index; the query is logged in the queries/path_traces tables."""
+    path_only = {"--variant": variant != "paper", "--ordering": ordering != "reliability",
+                 "--prompt": prompt_style != "paths", "--theta": theta is not None, "--max-hops": max_hops is not None}
+    if mode != "path" and any(path_only.values()):
+        given = ", ".join(name for name, set_ in path_only.items() if set_)
+        raise click.UsageError(f"{given} shape the path pruning of --mode path only; drop them or use --mode path")
+    if not question.strip():
+        raise click.UsageError('the question is empty; e.g. pathrag ask "Who founded Aldermere University?"')
     try:
         rag = PathRAG(Settings.from_env())
         result = rag.query(question, mode, top_n=top_n, top_k=top_k, alpha=alpha, theta=theta, max_hops=max_hops,
@@ -74,4 +84,4 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
     if as_json:
         click.echo(result.to_json(indent=1))
     else:
-        print_result(result, Console())
+        print_result(result, Console(width=None if sys.stdout.isatty() else 200))

@@ -305,13 +305,15 @@ class Store:
         self._initialised = False
 
     @contextlib.contextmanager
-    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    def connect(self, read_only: bool = False, *, sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A short-lived connection. ``sandboxed`` (with read_only, for user SQL) also disables access to
+        other files (COPY ... TO, read_csv('/etc/...')), so the connection can only read the index."""
         if read_only and not self.path.exists():
             raise FileNotFoundError(
                 f"no index at {self.path}: run `pathrag index PATH` or `pathrag quickstart` first"
             )
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        con = self._open(read_only)
+        con = self._open(read_only, {"enable_external_access": False} if sandboxed else None)
         try:
             if not read_only and not self._initialised:
                 init_schema(con)
@@ -320,12 +322,12 @@ class Store:
         finally:
             con.close()
 
-    def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+    def _open(self, read_only: bool, config: dict | None = None) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.lock_timeout
         delay = 0.05
         while True:
             try:
-                return duckdb.connect(str(self.path), read_only=read_only)
+                return duckdb.connect(str(self.path), read_only=read_only, config=config or {})
             except duckdb.IOException as exc:
                 if not _is_lock_error(exc):
                     raise

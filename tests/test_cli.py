@@ -91,3 +91,31 @@ def test_quickstart_indexes_the_sample_and_answers(home):
     assert "Sample question" in result.output and "Answer" in result.output
     status = json.loads(run("status", "--json").output)
     assert status["documents"].get("indexed", 0) >= 10 and "error" not in status["documents"]
+
+
+def test_sql_cannot_touch_other_files_and_rejects_empty_or_conflicting_input(home, folder, tmp_path):
+    run("index", str(folder))
+    target = tmp_path / "out.csv"
+    copy = CliRunner().invoke(main, ["sql", f"COPY documents TO '{target}'"])
+    assert copy.exit_code == 1 and not target.exists()
+    outside = tmp_path / "outside.csv"
+    outside.write_text("a\n1\n")
+    read = CliRunner().invoke(main, ["sql", f"SELECT * FROM read_csv('{outside}')"])
+    assert read.exit_code == 1 and "only reads the index" in read.output
+    assert CliRunner().invoke(main, ["sql", "  "]).exit_code == 2
+    assert CliRunner().invoke(main, ["sql", "SELECT 1", "--json", "--csv"]).exit_code == 2
+
+
+def test_ask_rejects_path_options_in_other_modes(home, folder):
+    run("index", str(folder))
+    result = CliRunner().invoke(main, ["ask", "Who founded Valmere University?", "--mode", "local",
+                                       "--variant", "reference"])
+    assert result.exit_code == 2 and "--variant" in result.output
+
+
+def test_index_of_a_folder_without_supported_files_says_so(home, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.xyz").write_text("not a supported format")
+    result = run("index", str(empty))
+    assert "no supported files" in result.output and ".md" in result.output
