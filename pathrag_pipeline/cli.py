@@ -16,7 +16,6 @@ from pathlib import Path
 
 import click
 import duckdb
-from rich.console import Console
 from rich.table import Table
 
 from pathrag_pipeline.cli_ask import ask
@@ -27,9 +26,9 @@ from pathrag_pipeline.cli_bench_pruning import pruning
 from pathrag_pipeline.cli_eval import eval_group
 from pathrag_pipeline.config import SAMPLE_DOCS, ConfigError, Settings
 from pathrag_pipeline.store import Store, StoreLockedError
+from pathrag_pipeline.terminal import make_console
 
-# Piped output (files, other programs) gets wide tables instead of rich's 80-column default.
-console = Console(width=None if sys.stdout.isatty() else 200)
+console = make_console()
 
 # Question 1 of data/sample_questions.md: its answer (River Lode) needs three documents in two formats.
 SAMPLE_QUESTION = ("On which river lies the birthplace of the first director of the "

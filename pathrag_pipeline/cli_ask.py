@@ -6,8 +6,6 @@ Registered into the main ``pathrag`` group by cli.py. People get the answer, the
 
 from __future__ import annotations
 
-import sys
-
 import click
 from rich.console import Console
 from rich.table import Table
@@ -20,6 +18,7 @@ from pathrag_pipeline.prompting import DEFAULT_TOKEN_BUDGET
 from pathrag_pipeline.query import MODES, PROMPT_STYLES, PathRAG, QueryResult
 from pathrag_pipeline.retrieval import DEFAULT_TOP_N
 from pathrag_pipeline.store import StoreLockedError
+from pathrag_pipeline.terminal import make_console
 
 
 def print_result(result: QueryResult, console: Console, max_paths: int | None = None) -> None:
@@ -84,4 +83,4 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
     if as_json:
         click.echo(result.to_json(indent=1))
     else:
-        print_result(result, Console(width=None if sys.stdout.isatty() else 200))
+        print_result(result, make_console())

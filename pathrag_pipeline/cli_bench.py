@@ -11,13 +11,13 @@ import tempfile
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from pathrag_pipeline.bench_indexing import MUSIQUE, STAGES, llm_bench, musique_bench, offline_bench
 from pathrag_pipeline.bench_query import STAGE_ORDER, run_query_bench
+from pathrag_pipeline.terminal import make_console
 
-console = Console()
+console = make_console()
 
 
 def _table(columns: list[str], rows: list[list], title: str) -> None:

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from pathrag_pipeline.bench_pruning import (
@@ -22,6 +21,7 @@ from pathrag_pipeline.bench_pruning import (
     run_bench,
     scaling_bench,
 )
+from pathrag_pipeline.terminal import make_console
 
 ROW_LABELS = {"nodes": "nodes", "edges": "edges", "generate_s": "generate s", "build_ms": "build ms",
               "p50_ms": "p50 ms", "p95_ms": "p95 ms", "cpu_p95_ms": "cpu p95 ms", "mean_paths": "paths/query"}
@@ -35,7 +35,7 @@ def _table(columns: list[str], rows: list[list], title: str) -> None:
         table.add_column(col)
     for row in rows:
         table.add_row(*[str(v) for v in row])
-    Console().print(table)
+    make_console().print(table)
 
 
 @click.command("pruning")

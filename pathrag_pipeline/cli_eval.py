@@ -43,6 +43,7 @@ from pathrag_pipeline.pruning import VARIANTS
 from pathrag_pipeline.query import MODES, QueryParams
 from pathrag_pipeline.retrieval import DEFAULT_TOP_N
 from pathrag_pipeline.store import Store, StoreLockedError
+from pathrag_pipeline.terminal import make_console
 
 _EXPECTED = (ConfigError, DatasetError, JudgingError, EmptyGraphError, LLMError, ValueError, FileNotFoundError,
              StoreLockedError)
@@ -60,7 +61,7 @@ def eval_group() -> None:
 
 # ---- retrieval ----------------------------------------------------------------------------------
 
-def _print_retrieval(e: RetrievalEvaluation, console: Console) -> None:
+def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None = None) -> None:
     keys = [f"recall@{k}" for k in e.ks]
     table = Table(title=f"Recall on {e.dataset} ({e.questions} questions; graph: {e.index.get('extractor')}, "
                         f"embedder: {e.index.get('embedder')}, llm: {e.llm})")
@@ -70,8 +71,10 @@ def _print_retrieval(e: RetrievalEvaluation, console: Console) -> None:
     table.add_column("median ms", justify="right")
     for mode, outcome in e.modes.items():
         table.add_row(mode, *[f"{outcome.recall[k]:.3f}" for k in keys], f"{outcome.median_ms:.0f}")
+    # The references were measured on the whole question set; say so when this run evaluated fewer.
+    scope = "whole set" if limit is None or limit > e.questions else f"whole set, not the first {limit}"
     for name, figures in REFERENCE_RECALL.get(e.dataset, {}).items():
-        table.add_row(f"[dim]{name} (README reference)[/dim]",
+        table.add_row(f"[dim]{name} (README reference, {scope})[/dim]",
                       *[f"[dim]{figures[k]:.3f}[/dim]" if k in figures else "" for k in keys], "")
     console.print(table)
     reused = "reused" if e.documents_indexed == 0 else f"{e.documents_indexed} documents (re)indexed"
@@ -126,7 +129,7 @@ def retrieval(dataset_dir: Path, use_triples: bool, modes: str, ks: str, limit: 
     if as_json:
         click.echo(json.dumps(evaluation.to_dict(per_question=per_question), indent=1))
     else:
-        _print_retrieval(evaluation, Console())
+        _print_retrieval(evaluation, make_console(), limit)
 
 
 # ---- win rates ----------------------------------------------------------------------------------
@@ -199,5 +202,5 @@ def winrate(answers_a: Path | None, answers_b: Path | None, questions_file: Path
     if as_json:
         click.echo(json.dumps(run.to_dict(), indent=1))
     else:
-        _print_winrate(run, Console())
+        _print_winrate(run, make_console())
 

@@ -178,3 +178,16 @@ def test_cli_json_shape_and_offline_extractor_workdir(tmp_path, dataset, monkeyp
 
     bad = CliRunner().invoke(eval_group, ["retrieval", "--dataset", str(dataset), "--modes", "path,fancy"])
     assert bad.exit_code == 1 and "fancy" in bad.output
+
+
+def test_table_says_reference_figures_cover_the_whole_set_when_limit_is_given(tmp_path, monkeypatch):
+    # The README's reference figures are keyed by dataset name and measured on every question.
+    graph_cache.clear_cache()
+    named = write_dataset(tmp_path / "musique-100")
+    monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
+    args = ["retrieval", "--dataset", str(named), "--modes", "naive", "--use-triples"]
+    limited = CliRunner().invoke(eval_group, [*args, "--limit", "2"], terminal_width=250)
+    assert limited.exit_code == 0, limited.output
+    assert "BM25" in limited.output and "not the first 2" in limited.output
+    whole = CliRunner().invoke(eval_group, args, terminal_width=250)
+    assert "BM25" in whole.output and "not the first" not in whole.output
