@@ -418,12 +418,8 @@ def _merge_entities(con, full: bool, descriptions: _Descriptions) -> tuple[int, 
         out["name"].append(name)
         out["type"].append(_type_vote(cols["type"][a:b]))
         out["description"].append(descriptions.merge(slot, "entity", lambda: name, cols["description"][a:b]))
-        out["mention_count"].append(b - a)
-        out["source_chunk_ids"].append(_distinct_sorted(cols["chunk_id"][a:b]))
-        out["document_ids"].append(_distinct_sorted(cols["document_id"][a:b]))
-    for slot, summary in descriptions.resolve().items():
-        out["description"][slot] = summary
-    descriptions.pending.clear()
+        _append_provenance(out, cols, a, b)
+    _apply_summaries(out, descriptions)
     rows = pa.table({
         "entity_key": pa.array(out["entity_key"], pa.string()),
         "name": pa.array(out["name"], pa.string()),
@@ -435,6 +431,20 @@ def _merge_entities(con, full: bool, descriptions: _Descriptions) -> tuple[int, 
         "document_ids": pa.array(out["document_ids"], pa.list_(pa.string())),
     })
     return _write(con, "entities", "entity_key", rows, full, "_gm_scope_e")
+
+
+def _append_provenance(out: dict[str, list], cols: dict[str, list], a: int, b: int) -> None:
+    """The columns every merged entity and relation carries: how often it was extracted, and from where."""
+    out["mention_count"].append(b - a)
+    out["source_chunk_ids"].append(_distinct_sorted(cols["chunk_id"][a:b]))
+    out["document_ids"].append(_distinct_sorted(cols["document_id"][a:b]))
+
+
+def _apply_summaries(out: dict[str, list], descriptions: _Descriptions) -> None:
+    """Put the summaries resolved for this merge's over-budget descriptions in place of the cut text."""
+    for slot, summary in descriptions.resolve().items():
+        out["description"][slot] = summary
+    descriptions.pending.clear()
 
 
 def _relation_label(src_names: list[str], tgt_names: list[str]) -> str:
@@ -456,12 +466,8 @@ def _merge_relations(con, full: bool, descriptions: _Descriptions) -> tuple[int,
         label = functools.partial(_relation_label, cols["src_name"][a:b], cols["tgt_name"][a:b])
         out["description"].append(descriptions.merge(slot, "relation", label, cols["description"][a:b]))
         out["strength"].append(math.fsum(cols["strength"][a:b]))
-        out["mention_count"].append(b - a)
-        out["source_chunk_ids"].append(_distinct_sorted(cols["chunk_id"][a:b]))
-        out["document_ids"].append(_distinct_sorted(cols["document_id"][a:b]))
-    for slot, summary in descriptions.resolve().items():
-        out["description"][slot] = summary
-    descriptions.pending.clear()
+        _append_provenance(out, cols, a, b)
+    _apply_summaries(out, descriptions)
     rows = pa.table({
         "relation_key": pa.array(out["relation_key"], pa.string()),
         "src_key": pa.array(out["src_key"], pa.string()),
