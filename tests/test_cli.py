@@ -111,6 +111,8 @@ def test_ask_rejects_path_options_in_other_modes(home, folder):
     result = CliRunner().invoke(main, ["ask", "Who founded Valmere University?", "--mode", "local",
                                        "--variant", "reference"])
     assert result.exit_code == 2 and "--variant" in result.output
+    empty = CliRunner().invoke(main, ["ask", "   "])
+    assert empty.exit_code == 2 and "the question is empty" in empty.output
 
 
 def test_index_of_a_folder_without_supported_files_says_so(home, tmp_path):
