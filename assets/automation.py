@@ -7,7 +7,7 @@ import dagster as dg
 
 from assets.ingestion import DOCUMENT_PARTITIONS, reconcile_folder, remove_documents
 from assets.resources import PathragResource
-from pathrag_pipeline import ingest
+from pathrag_pipeline.ingest import folder_sync as ingest
 from pathrag_pipeline.dagster_home import DUCKDB_TAG
 
 RUN_TAGS = {DUCKDB_TAG: "write"}

@@ -9,13 +9,13 @@ import dagster as dg
 
 from assets.ingestion import DUCKDB_POOL, chunks
 from assets.resources import PathragResource
-from pathrag_pipeline.embedding import embedder_from_settings
-from pathrag_pipeline.embedding_stage import embedding_rows, sync_embeddings
-from pathrag_pipeline.extraction import extractor_from_settings
-from pathrag_pipeline.extraction_stage import run_extraction
-from pathrag_pipeline.llm import llm_from_settings
-from pathrag_pipeline.triples_import import import_triples
-from pathrag_pipeline.vector_store import VectorStore
+from pathrag_pipeline.llm.embedding import embedder_from_settings
+from pathrag_pipeline.index.embedding_stage import embedding_rows, sync_embeddings
+from pathrag_pipeline.index.llm_extraction import extractor_from_settings
+from pathrag_pipeline.index.extraction_stage import run_extraction
+from pathrag_pipeline.llm.client import llm_from_settings
+from pathrag_pipeline.index.triples_import import import_triples
+from pathrag_pipeline.storage.vector_store import VectorStore
 
 
 def _md_table(con, sql: str) -> dg.MetadataValue:

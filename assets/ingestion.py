@@ -8,8 +8,8 @@ sensor-launched run is written once: unchanged content is detected by hash and c
 import dagster as dg
 
 from assets.resources import PathragResource
-from pathrag_pipeline import ingest
-from pathrag_pipeline.store import transaction
+from pathrag_pipeline.ingest import folder_sync as ingest
+from pathrag_pipeline.storage.store import transaction
 
 DOCUMENT_PARTITIONS = dg.DynamicPartitionsDefinition(name="documents")
 DUCKDB_POOL = "duckdb"
@@ -108,7 +108,7 @@ def chunks(context: dg.AssetExecutionContext, pathrag: PathragResource) -> dg.Ma
 def reconcile_folder(context: dg.OpExecutionContext, pathrag: PathragResource) -> dg.Output:
     from pathlib import Path
 
-    from pathrag_pipeline.pipeline import run_indexing
+    from pathrag_pipeline.index.pipeline import run_indexing
 
     settings = pathrag.settings()
     report = run_indexing(settings, trigger="schedule", triples=Path(pathrag.triples) if pathrag.triples else None)

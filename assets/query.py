@@ -18,7 +18,7 @@ import dagster as dg
 
 from assets.ingestion import DUCKDB_POOL
 from assets.resources import PathragResource
-from pathrag_pipeline.query import load_questions, run_questions
+from pathrag_pipeline.query.engine import load_questions, run_questions
 
 
 class QuestionsConfig(dg.Config):

@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 
 from pathrag_pipeline.config import Settings
-from pathrag_pipeline.store import Store
+from pathrag_pipeline.storage.store import Store
 
 
 class PathragResource(dg.ConfigurableResource):

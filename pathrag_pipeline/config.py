@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from pathrag_pipeline.errors import PipelineError
+
 # The checkout's data/ folder: default home for the stores and the bundled sample documents.
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DOCS = PACKAGE_ROOT / "data" / "sample"
@@ -40,7 +42,7 @@ LLM_MODES = ("json", "json_schema", "tools", "md_json")
 SECRET_FIELDS = {"llm_api_key", "embed_api_key"}
 
 
-class ConfigError(ValueError):
+class ConfigError(PipelineError, ValueError):
     """A setting has a value the pipeline cannot use; the message names the variable and the fix."""
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from pathrag_pipeline.config import Settings
-from pathrag_pipeline.extraction import GLEANING_PROMPT
-from pathrag_pipeline.ingest import sync_folder
-from pathrag_pipeline.llm import LLMClient
-from pathrag_pipeline.store import Store
+from pathrag_pipeline.index.llm_extraction import GLEANING_PROMPT
+from pathrag_pipeline.ingest.folder_sync import sync_folder
+from pathrag_pipeline.llm.client import LLMClient
+from pathrag_pipeline.storage.store import Store
 from tests.openai_server import FakeOpenAIServer
 
 _WORD = re.compile(r"\b[A-Z][a-z]+\b")

@@ -14,10 +14,10 @@ from datetime import datetime
 from pathlib import Path
 
 from pathrag_pipeline.config import Settings
-from pathrag_pipeline.embedding import HashingEmbedder
-from pathrag_pipeline.store import Store, transaction
-from pathrag_pipeline.tokenizer import count_tokens
-from pathrag_pipeline.vector_store import VectorStore
+from pathrag_pipeline.llm.embedding import HashingEmbedder
+from pathrag_pipeline.storage.store import Store, transaction
+from pathrag_pipeline.text.tokenizer import count_tokens
+from pathrag_pipeline.storage.vector_store import VectorStore
 
 DOCS = {
     "aldermere.md": ("Aldermere University",

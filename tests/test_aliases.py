@@ -2,15 +2,15 @@ import duckdb
 import numpy as np
 import pytest
 
-from pathrag_pipeline.aliases import (
+from pathrag_pipeline.index.aliases import (
     EntityName, add_alias, alias_map, delete_alias, find_alias_candidates, read_alias_inputs, save_candidates,
     set_alias_disabled,
 )
-from pathrag_pipeline.extraction_models import ChunkExtraction, Entity, Relation
-from pathrag_pipeline.extraction_records import ExtractionRecord, write_records
-from pathrag_pipeline.graph_merge import merge_keys, remerge_entities
-from pathrag_pipeline.names import name_key
-from pathrag_pipeline.store import init_schema
+from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
+from pathrag_pipeline.index.extraction_records import ExtractionRecord, write_records
+from pathrag_pipeline.index.graph_merge import merge_keys, remerge_entities
+from pathrag_pipeline.text.names import name_key
+from pathrag_pipeline.storage.store import init_schema
 
 
 def names(*pairs):
@@ -163,8 +163,8 @@ def test_merge_and_unmerge_through_the_graph(con):
 
 
 def test_inverted_dictionary_names_merge_with_the_plain_form():
-    from pathrag_pipeline.aliases import EntityName, find_alias_candidates
-    from pathrag_pipeline.names import name_key
+    from pathrag_pipeline.index.aliases import EntityName, find_alias_candidates
+    from pathrag_pipeline.text.names import name_key
 
     names = [("Morrow, Agnes", 2, "concept"), ("Agnes Morrow", 9, "person"), ("Paris, Texas", 3, "location"),
              ("Paris", 5, "location"), ("Hallam, Rupert", 1, "person")]

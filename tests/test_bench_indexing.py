@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pathrag_pipeline.bench_indexing import (
+from pathrag_pipeline.bench.indexing import (
     STAGES,
     OfflineBackedModel,
     llm_bench,
@@ -15,12 +15,12 @@ from pathrag_pipeline.bench_indexing import (
     offline_bench,
     timed_index,
 )
-from pathrag_pipeline.bench_query import parse_question_table, run_query_bench
-from pathrag_pipeline.bench_report import QUICK, build_report, machine_info, md_table, retrieval_section
+from pathrag_pipeline.bench.query import parse_question_table, run_query_bench
+from pathrag_pipeline.bench.report import QUICK, build_report, machine_info, md_table, retrieval_section
 from pathrag_pipeline.config import Settings
-from pathrag_pipeline.extraction import EXTRACTION_USER_PROMPT, GLEANING_PROMPT
-from pathrag_pipeline.extraction_models import ChunkExtraction
-from pathrag_pipeline.offline_extraction import extract_offline
+from pathrag_pipeline.index.llm_extraction import EXTRACTION_USER_PROMPT, GLEANING_PROMPT
+from pathrag_pipeline.index.extraction_models import ChunkExtraction
+from pathrag_pipeline.index.offline_extraction import extract_offline
 
 
 def test_offline_bench_reextracts_only_the_edited_documents_changed_chunks(tmp_path: Path) -> None:
@@ -167,7 +167,7 @@ def test_quick_report_writes_every_section(tmp_path: Path) -> None:
 def test_cli_indexing_prints_json_and_rejects_bad_sizes(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from pathrag_pipeline.cli_bench import indexing, query
+    from pathrag_pipeline.cli.bench import indexing, query
 
     runner = CliRunner()
     result = runner.invoke(indexing, ["--docs", "12", "--repeats", "1", "--edits", "1", "--llm-docs", "0",

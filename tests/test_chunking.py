@@ -1,5 +1,5 @@
-from pathrag_pipeline.chunking import chunk_text
-from pathrag_pipeline.tokenizer import count_tokens, token_spans, truncate_to_tokens
+from pathrag_pipeline.ingest.chunking import chunk_text
+from pathrag_pipeline.text.tokenizer import count_tokens, token_spans, truncate_to_tokens
 
 TEXT = " ".join(f"Sentence {i} mentions Valmere University and the river Lune." for i in range(400))
 

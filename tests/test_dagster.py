@@ -9,8 +9,8 @@ from assets.automation import document_folder_sensor, evaluate_folder, reconcile
 from assets.definitions import defs
 from assets.ingestion import DOCUMENT_PARTITIONS, chunks, documents
 from assets.resources import PathragResource
-from pathrag_pipeline.ingest import scan_folder
-from pathrag_pipeline.store import Store
+from pathrag_pipeline.ingest.folder_sync import scan_folder
+from pathrag_pipeline.storage.store import Store
 
 
 @pytest.fixture()
@@ -139,7 +139,7 @@ def test_graph_assets_and_checks_after_ingest(tmp_path, folder):
 
 
 def test_query_job_answers_a_batch_and_logs_it(tmp_path, folder):
-    from pathrag_pipeline.pipeline import run_indexing
+    from pathrag_pipeline.index.pipeline import run_indexing
 
     res = resource(tmp_path, folder)
     run_indexing(res.settings(), folder=folder)

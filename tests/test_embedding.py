@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pathrag_pipeline.config import ConfigError, Settings
-from pathrag_pipeline.embedding import (
+from pathrag_pipeline.llm.embedding import (
     EmbeddingError,
     HashingEmbedder,
     OpenAIEmbedder,
@@ -43,7 +43,7 @@ def test_hashing_is_deterministic_across_processes_and_hash_seeds():
     texts = ["University of Copenhagen", "Jan Philip Solovej", "The journal was first published in 1960."]
     here = HashingEmbedder().embed(texts)
     code = (
-        "import json, sys; from pathrag_pipeline.embedding import HashingEmbedder; "
+        "import json, sys; from pathrag_pipeline.llm.embedding import HashingEmbedder; "
         "print(json.dumps(HashingEmbedder().embed(json.loads(sys.argv[1])).tolist()))"
     )
     for seed in ("1", "987"):

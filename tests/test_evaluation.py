@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pathrag_pipeline import graph_cache
-from pathrag_pipeline.cli_eval import eval_group
+from pathrag_pipeline.query import graph_cache
+from pathrag_pipeline.cli.eval import eval_group
 from pathrag_pipeline.config import Settings
-from pathrag_pipeline.extraction import OfflineExtractor
-from pathrag_pipeline.evaluation import (
+from pathrag_pipeline.index.llm_extraction import OfflineExtractor
+from pathrag_pipeline.evaluation.retrieval_eval import (
     DatasetError,
     evaluate_retrieval,
     load_dataset,
@@ -22,7 +22,7 @@ from pathrag_pipeline.evaluation import (
     recall_at_k,
     save_evaluation,
 )
-from pathrag_pipeline.store import Store
+from pathrag_pipeline.storage.store import Store
 
 PASSAGES = {
     "p1": ("Helena Voss", "Helena Voss was a chemist born in Lindenholm. She founded Aldermere University."),

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pathrag_pipeline.config import Settings
-from pathrag_pipeline.extraction import (
+from pathrag_pipeline.index.llm_extraction import (
     GLEANING_PROMPT,
     PROMPT_VERSION,
     LLMExtractor,
@@ -16,9 +16,9 @@ from pathrag_pipeline.extraction import (
     extractor_from_settings,
     merge_extractions,
 )
-from pathrag_pipeline.extraction_models import ChunkExtraction, Entity, Relation
-from pathrag_pipeline.llm import LLMOutputError
-from pathrag_pipeline.offline_extraction import OFFLINE_EXTRACTOR_ID
+from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
+from pathrag_pipeline.llm.client import LLMOutputError
+from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID
 from tests.extraction_fakes import FakeExtractionModel, chunk_text_of, make_client
 from tests.openai_server import FakeOpenAIServer
 

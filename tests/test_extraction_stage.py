@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pathrag_pipeline.extraction import LLMExtractor, OfflineExtractor
-from pathrag_pipeline.extraction_stage import GRAPH_DIRTY_META, run_extraction
-from pathrag_pipeline.llm import LLMUnavailableError
+from pathrag_pipeline.index.llm_extraction import LLMExtractor, OfflineExtractor
+from pathrag_pipeline.index.extraction_stage import GRAPH_DIRTY_META, run_extraction
+from pathrag_pipeline.llm.client import LLMUnavailableError
 from tests.extraction_fakes import Corpus, FakeExtractionModel, make_client, names_in
 from tests.openai_server import FakeOpenAIServer
 

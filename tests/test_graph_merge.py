@@ -3,13 +3,13 @@ import random
 import duckdb
 import pytest
 
-from pathrag_pipeline.extraction_models import ChunkExtraction, Entity, Relation
-from pathrag_pipeline.extraction_records import ExtractionRecord, cached_extraction, write_records
-from pathrag_pipeline.graph_merge import (
+from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
+from pathrag_pipeline.index.extraction_records import ExtractionRecord, cached_extraction, write_records
+from pathrag_pipeline.index.graph_merge import (
     apply_chunk_changes, keys_for_chunks, merge_keys, merge_keywords, merge_sentences, relation_key,
 )
-from pathrag_pipeline.store import init_schema
-from pathrag_pipeline.tokenizer import count_tokens
+from pathrag_pipeline.storage.store import init_schema
+from pathrag_pipeline.text.tokenizer import count_tokens
 
 ENTITY_COLS = "entity_key, name, type, description, description_tokens, mention_count, source_chunk_ids, document_ids"
 RELATION_COLS = ("relation_key, src_key, tgt_key, keywords, description, description_tokens, strength, mention_count, "

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from pathrag_pipeline.graph_view import GraphView
+from pathrag_pipeline.query.graph_view import GraphView
 
 
 def test_name_pairs_dedupe_self_loops_and_insertion_order():

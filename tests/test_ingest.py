@@ -4,8 +4,8 @@ import os
 import pytest
 
 from pathrag_pipeline.config import Settings
-from pathrag_pipeline.ingest import sync_folder
-from pathrag_pipeline.store import Store
+from pathrag_pipeline.ingest.folder_sync import sync_folder
+from pathrag_pipeline.storage.store import Store
 
 LONG = " ".join(f"Ada Halden surveyed the harbour of Port Aster in year {1800 + i}." for i in range(300))
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pathrag_pipeline import graph_cache
-from pathrag_pipeline.cli_eval import eval_group
-from pathrag_pipeline.judging import (
+from pathrag_pipeline.query import graph_cache
+from pathrag_pipeline.cli.eval import eval_group
+from pathrag_pipeline.evaluation.judging import (
     DIMENSIONS,
     OVERALL,
     AnswerPair,
@@ -21,9 +21,9 @@ from pathrag_pipeline.judging import (
     match_answers,
     schedule,
 )
-from pathrag_pipeline.keywords import Keywords
-from pathrag_pipeline.llm import LLMClient
-from pathrag_pipeline.store import Store
+from pathrag_pipeline.query.keywords import Keywords
+from pathrag_pipeline.llm.client import LLMClient
+from pathrag_pipeline.storage.store import Store
 from tests.query_fixtures import build_tiny_index
 
 ALL = (*DIMENSIONS, OVERALL)

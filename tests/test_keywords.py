@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pathrag_pipeline.keywords import Keywords, extract_keywords_offline
+from pathrag_pipeline.query.keywords import Keywords, extract_keywords_offline
 
 
 def test_names_are_low_level_and_content_phrases_high_level():

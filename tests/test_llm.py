@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from pathrag_pipeline.config import ConfigError, Settings
-from pathrag_pipeline.extraction_models import ChunkExtraction
-from pathrag_pipeline.llm import (
+from pathrag_pipeline.index.extraction_models import ChunkExtraction
+from pathrag_pipeline.llm.client import (
     OPENAI_BASE_URL,
     LLMClient,
     LLMOutputError,

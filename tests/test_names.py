@@ -1,6 +1,6 @@
 import pytest
 
-from pathrag_pipeline.names import display_name, name_key
+from pathrag_pipeline.text.names import display_name, name_key
 
 
 @pytest.mark.parametrize("a, b", [

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from pathrag_pipeline.config import BENCH_DIR
-from pathrag_pipeline.extraction_models import ChunkExtraction
-from pathrag_pipeline.offline_extraction import (
+from pathrag_pipeline.index.extraction_models import ChunkExtraction
+from pathrag_pipeline.index.offline_extraction import (
     OFFLINE_EXTRACTOR_ID,
     extract_offline,
     find_candidates,

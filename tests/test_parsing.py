@@ -16,7 +16,7 @@ import docx
 import pytest
 from pypdf import PdfWriter
 
-from pathrag_pipeline.parsing import (
+from pathrag_pipeline.ingest.parsing import (
     SUPPORTED,
     TITLE_MAX_CHARS,
     ParsedDocument,

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from pathrag_pipeline.config import ConfigError, Settings
-from pathrag_pipeline.pipeline import run_indexing
-from pathrag_pipeline.store import Store
-from pathrag_pipeline.vector_store import VectorStore
+from pathrag_pipeline.index.pipeline import run_indexing
+from pathrag_pipeline.storage.store import Store
+from pathrag_pipeline.storage.vector_store import VectorStore
 
 
 @pytest.fixture()

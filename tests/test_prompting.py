@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pathrag_pipeline import graph_cache
-from pathrag_pipeline.graph_cache import load_graph
-from pathrag_pipeline.prompting import (
+from pathrag_pipeline.query import graph_cache
+from pathrag_pipeline.query.graph_cache import load_graph
+from pathrag_pipeline.query.prompting import (
     Excerpt,
     Section,
     flat_prompt,
@@ -14,9 +14,9 @@ from pathrag_pipeline.prompting import (
     path_prompt,
     render_paths,
 )
-from pathrag_pipeline.pruning import ScoredPath
-from pathrag_pipeline.store import Store
-from pathrag_pipeline.tokenizer import count_tokens
+from pathrag_pipeline.query.pruning import ScoredPath
+from pathrag_pipeline.storage.store import Store
+from pathrag_pipeline.text.tokenizer import count_tokens
 from tests.query_fixtures import build_tiny_index, chunk_id
 
 QUESTION = "Where was the founder of Aldermere University born?"

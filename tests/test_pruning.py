@@ -3,9 +3,9 @@ import itertools
 import numpy as np
 import pytest
 
-from pathrag_pipeline.bench_pruning import generate_graph, generate_seeds
-from pathrag_pipeline.graph_view import GraphView
-from pathrag_pipeline.pruning import _enumerate_simple_paths, prune_paths, propagate
+from pathrag_pipeline.bench.pruning import generate_graph, generate_seeds
+from pathrag_pipeline.query.graph_view import GraphView
+from pathrag_pipeline.query.pruning import _enumerate_simple_paths, prune_paths, propagate
 
 # A diamond with a tail:  s - a, s - b, a - c, b - c, c - d
 # degrees: s 2, a 2, b 2, c 3, d 1
@@ -270,7 +270,7 @@ def test_reference_is_deterministic_on_generated_graph():
 # ---- benchmark loaders, runner and CLI ----------------------------------------------------------
 
 def test_load_edges_tsv_and_line_numbered_errors(tmp_path):
-    from pathrag_pipeline.bench_pruning import load_edges_tsv
+    from pathrag_pipeline.bench.pruning import load_edges_tsv
 
     good = tmp_path / "g.tsv"
     good.write_text("# comment\nA\tB\n\nB\tC\nC\tA\n", encoding="utf-8")
@@ -286,7 +286,7 @@ def test_load_edges_tsv_and_line_numbered_errors(tmp_path):
 
 
 def test_load_seeds_jsonl_and_line_numbered_errors(tmp_path):
-    from pathrag_pipeline.bench_pruning import load_seeds_jsonl
+    from pathrag_pipeline.bench.pruning import load_seeds_jsonl
 
     good = tmp_path / "s.jsonl"
     good.write_text('["A", "B"]\n\n["C"]\n', encoding="utf-8")
@@ -310,7 +310,7 @@ def test_generators_are_seeded_and_sized():
 
 
 def test_run_bench_reports_documented_keys():
-    from pathrag_pipeline.bench_pruning import run_bench
+    from pathrag_pipeline.bench.pruning import run_bench
 
     view = _view(DIAMOND)
     result = run_bench(view, [["s", "d"], ["a", "d", "nope"]], variant="paper", top_k=5)
@@ -325,7 +325,7 @@ def test_cli_generate_and_edges(tmp_path):
 
     from click.testing import CliRunner
 
-    from pathrag_pipeline.cli_bench_pruning import pruning
+    from pathrag_pipeline.cli.bench import pruning
 
     runner = CliRunner()
     png = tmp_path / "scaling.png"

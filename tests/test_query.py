@@ -8,13 +8,13 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from pathrag_pipeline import graph_cache
-from pathrag_pipeline.answering import EXTRACTIVE_LABEL
-from pathrag_pipeline.cli_ask import ask
+from pathrag_pipeline.query import graph_cache
+from pathrag_pipeline.query.answering import EXTRACTIVE_LABEL
+from pathrag_pipeline.cli.ask import ask
 from pathrag_pipeline.config import SAMPLE_DOCS, Settings
-from pathrag_pipeline.keywords import Keywords
-from pathrag_pipeline.query import PathRAG, load_questions, run_questions
-from pathrag_pipeline.store import Store
+from pathrag_pipeline.query.keywords import Keywords
+from pathrag_pipeline.query.engine import PathRAG, load_questions, run_questions
+from pathrag_pipeline.storage.store import Store
 from tests.query_fixtures import build_tiny_index, chunk_id, sync_vectors
 
 QUESTION = "Where was the founder of Aldermere University born?"
@@ -171,7 +171,7 @@ def test_llm_keywords_then_answer_over_openai_server(settings, openai_server):
 
 
 def test_retrieval_only_query_makes_no_answer_call(settings, openai_server):
-    from pathrag_pipeline.query import QueryParams
+    from pathrag_pipeline.query.engine import QueryParams
 
     openai_server.chat_responder = lambda request: Keywords(low_level=["Aldermere University"],
                                                             high_level=["founder"]).model_dump_json()
@@ -184,9 +184,9 @@ def test_retrieval_only_query_makes_no_answer_call(settings, openai_server):
 
 def test_offline_extraction_index_end_to_end(tmp_path):
     """Index the bundled sample documents with the rule-based extractor, then ask across them."""
-    from pathrag_pipeline.extraction import OfflineExtractor
-    from pathrag_pipeline.extraction_stage import run_extraction
-    from pathrag_pipeline.ingest import sync_folder
+    from pathrag_pipeline.index.llm_extraction import OfflineExtractor
+    from pathrag_pipeline.index.extraction_stage import run_extraction
+    from pathrag_pipeline.ingest.folder_sync import sync_folder
 
     graph_cache.clear_cache()
     settings = Settings(home=tmp_path / "home", docs=SAMPLE_DOCS)

@@ -7,10 +7,10 @@ from datetime import datetime
 
 import pytest
 
-from pathrag_pipeline import graph_cache
-from pathrag_pipeline.embedding import HashingEmbedder
-from pathrag_pipeline.graph_cache import EmptyGraphError, load_graph
-from pathrag_pipeline.retrieval import (
+from pathrag_pipeline.query import graph_cache
+from pathrag_pipeline.llm.embedding import HashingEmbedder
+from pathrag_pipeline.query.graph_cache import EmptyGraphError, load_graph
+from pathrag_pipeline.query.retrieval import (
     global_context,
     hybrid_context,
     local_context,
@@ -20,8 +20,8 @@ from pathrag_pipeline.retrieval import (
     retrieve_relations,
     round_robin,
 )
-from pathrag_pipeline.store import Store
-from pathrag_pipeline.vector_store import VectorStore
+from pathrag_pipeline.storage.store import Store
+from pathrag_pipeline.storage.vector_store import VectorStore
 from tests.query_fixtures import build_tiny_index, chunk_id, relation_key
 
 
@@ -152,7 +152,7 @@ def test_retrieve_nodes_round_robins_over_keywords(tiny):
 
 
 def test_rank_passages_prefers_top_seeds_and_spreads_hubs():
-    from pathrag_pipeline.retrieval import rank_passages
+    from pathrag_pipeline.query.retrieval import rank_passages
 
     hub_chunks = [f"h{i}" for i in range(15)]
     seeds = [(0, ["a", "b"]), (1, hub_chunks), (2, ["c"])]
@@ -164,7 +164,7 @@ def test_rank_passages_prefers_top_seeds_and_spreads_hubs():
 
 
 def test_rank_passages_adds_path_evidence_to_the_first_provenance_chunks():
-    from pathrag_pipeline.retrieval import rank_passages
+    from pathrag_pipeline.query.retrieval import rank_passages
 
     seeds = [(0, ["a"]), (1, ["b"]), (2, ["c"])]
     # a reliable path whose edge comes from passage c lifts it above b; its fourth chunk gets nothing

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from pathrag_pipeline.schema_docs import markdown, tables
+from pathrag_pipeline.storage.schema_docs import markdown, tables
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "tables.md"
 
@@ -17,4 +17,4 @@ def test_public_tables_are_all_there():
 
 
 def test_docs_tables_md_is_current():
-    assert DOC.read_text() == markdown(), "regenerate: python -m pathrag_pipeline.schema_docs > docs/tables.md"
+    assert DOC.read_text() == markdown(), "regenerate: python -m pathrag_pipeline.storage.schema_docs > docs/tables.md"

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from pathrag_pipeline.dagster_home import DUCKDB_TAG, ensure_dagster_yaml
-from pathrag_pipeline.store import Store, StoreLockedError
+from pathrag_pipeline.storage.store import Store, StoreLockedError
 
 HOLD = """
 import sys, time, duckdb

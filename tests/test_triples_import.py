@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from pathrag_pipeline.config import BENCH_DIR
-from pathrag_pipeline.extraction import OfflineExtractor
-from pathrag_pipeline.extraction_stage import run_extraction
-from pathrag_pipeline.triples_import import TriplesImportError, import_triples
+from pathrag_pipeline.index.llm_extraction import OfflineExtractor
+from pathrag_pipeline.index.extraction_stage import run_extraction
+from pathrag_pipeline.index.triples_import import TriplesImportError, import_triples
 from tests.extraction_fakes import Corpus
 
 BENCH = BENCH_DIR / "musique-100"

@@ -7,8 +7,8 @@ import threading
 import numpy as np
 import pytest
 
-from pathrag_pipeline.embedding import HashingEmbedder
-from pathrag_pipeline.vector_store import EmbeddingMismatchError, VectorStore
+from pathrag_pipeline.llm.embedding import HashingEmbedder
+from pathrag_pipeline.storage.vector_store import EmbeddingMismatchError, VectorStore
 
 
 class CountingEmbedder:

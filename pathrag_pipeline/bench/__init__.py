@@ -1,0 +1,5 @@
+"""Benchmarks: ingest, indexing, query latency, pruning scaling, CLI start-up, and the report that writes
+docs/benchmarks.md. Run through ``pathrag bench ...``.
+
+May import: every core package and ``evaluation``; never ``cli``. Core modules never import this package.
+"""

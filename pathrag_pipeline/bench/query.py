@@ -1,0 +1,97 @@
+"""Query latency per stage on the bundled sample corpus, offline, for every query mode.
+
+The sample documents are indexed offline into a temporary home, then each question of
+``data/sample_questions.md`` (the table's Question column) runs through ``PathRAG.query`` in each mode,
+``rounds`` times. The first query of the process is reported apart (it loads the graph snapshot and opens
+the vector store); the per-stage figures are medians over the remaining queries. Queries are not written to
+the query log (``record=False``), so only the query path itself is timed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from pathrag_pipeline.config import PACKAGE_ROOT, SAMPLE_DOCS, Settings
+from pathrag_pipeline.index.pipeline import run_indexing
+from pathrag_pipeline.query.engine import MODES, PathRAG
+
+SAMPLE_QUESTIONS = PACKAGE_ROOT / "data" / "sample_questions.md"
+STAGE_ORDER = ("keywords", "graph", "retrieval", "pruning", "sources", "prompt", "answer")
+
+
+def parse_question_table(path: Path = SAMPLE_QUESTIONS) -> list[str]:
+    """The Question column of the first Markdown table in ``path`` that has one."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"question file {path} does not exist")
+    column: int | None = None
+    questions: list[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        stripped = line.strip()
+        if not stripped.startswith("|"):
+            if questions:
+                break
+            column = None
+            continue
+        cells = [c.strip() for c in stripped.strip("|").split("|")]
+        if column is None:
+            lowered = [c.lower() for c in cells]
+            column = lowered.index("question") if "question" in lowered else None
+            continue
+        if set("".join(cells)) <= set("-: "):
+            continue  # the header separator row
+        if column < len(cells) and cells[column]:
+            questions.append(cells[column])
+    if not questions:
+        raise ValueError(f"{path}: no Markdown table with a 'Question' column and rows was found")
+    return questions
+
+
+def run_query_bench(docs: Path = SAMPLE_DOCS, questions_path: Path = SAMPLE_QUESTIONS,
+                    modes: tuple[str, ...] = MODES, rounds: int = 3, workdir: Path | None = None,
+                    log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Index ``docs`` offline, then time every question in every mode ``rounds`` times.
+
+    Returns ``{"documents", "chunks", "entities", "relations", "questions", "rounds", "index_s",
+    "first_query": {"mode", "total_ms", "timings_ms"}, "modes": {mode: {"queries", "median_ms": {stage: ms},
+    "total_median_ms", "total_p95_ms", "mean_paths"}}}``.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds={rounds} must be at least 1")
+    questions = parse_question_table(questions_path)
+    home = Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-query-")) / "home"
+    settings = Settings.from_env(env={}, home=home, docs=Path(docs))
+    log(f"query bench: indexing {docs} offline")
+    started = time.perf_counter()
+    report = run_indexing(settings, folder=Path(docs), trigger="bench")
+    index_s = time.perf_counter() - started
+    rag = PathRAG(settings, record=False)
+    first = rag.query(questions[0], mode=modes[0])
+    out_modes: dict[str, Any] = {}
+    for mode in modes:
+        log(f"query bench: mode {mode}, {len(questions)} questions x {rounds}")
+        results = [rag.query(q, mode=mode) for _ in range(rounds) for q in questions]
+        stages = [s for s in STAGE_ORDER if any(s in r.timings_ms for r in results)]
+        totals = [r.total_ms for r in results]
+        out_modes[mode] = {
+            "queries": len(results),
+            "median_ms": {s: round(statistics.median(r.timings_ms.get(s, 0.0) for r in results), 3) for s in stages},
+            "total_median_ms": round(statistics.median(totals), 2),
+            "total_p95_ms": round(sorted(totals)[max(0, int(round(0.95 * len(totals))) - 1)], 2),
+            "mean_paths": round(statistics.mean(len(r.paths) for r in results), 1),
+        }
+    return {
+        "documents": report.graph["documents"],
+        "chunks": report.graph["chunks"],
+        "entities": report.graph["entities"],
+        "relations": report.graph["relations"],
+        "questions": len(questions),
+        "rounds": rounds,
+        "index_s": round(index_s, 2),
+        "first_query": {"mode": modes[0], "total_ms": round(first.total_ms, 2), "timings_ms": first.timings_ms},
+        "modes": out_modes,
+    }

@@ -1,0 +1,226 @@
+"""`pathrag bench ...`: every benchmark whose results go to docs/benchmarks.md.
+
+All logic lives in ``pathrag_pipeline.bench``; each command imports its benchmark module when it runs, so
+``pathrag bench --help`` starts at once.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import click
+
+from pathrag_pipeline.cli.common import console, print_table
+from pathrag_pipeline.config import BENCH_DIR
+
+MUSIQUE = BENCH_DIR / "musique-100"
+
+
+@click.group()
+def bench() -> None:
+    """Benchmarks whose results go to docs/benchmarks.md."""
+
+
+def _table(columns: list[str], rows: list[list], title: str) -> None:
+    print_table(columns, [tuple(r) for r in rows], title=title)
+
+
+def _log(as_json: bool):
+    return (lambda _: None) if as_json else (lambda msg: console.print(f"[dim]{msg}[/dim]", highlight=False))
+
+
+def _print_indexing(result: dict) -> None:
+    from pathrag_pipeline.bench.indexing import STAGES
+
+    off = result.get("offline")
+    if off:
+        _table(["stage", "full build s", "re-index after 1 edit s"],
+               [[s, off["full_s"][s], off["incremental_s"][s]] for s in (*STAGES, "total")],
+               title=f"Offline indexing of {off['documents']} documents ({off['chunks']} chunks), medians")
+        last = off["incremental"][-1]
+        console.print(f"offline extraction: {off['offline_extraction_chunks_per_s']} chunks/s | re-index: "
+                      f"{last['chunks_reextracted']} chunk(s) re-extracted, rows re-embedded {last['rows_reembedded']} | "
+                      f"full/incremental {off['ratio_full_to_incremental']}x", highlight=False)
+    llm = result.get("llm")
+    if llm:
+        console.print(f"[bold]LLM mode:[/bold] {llm['caveat']}", highlight=False)
+        if "skipped" in llm:
+            console.print(f"[yellow]LLM mode skipped:[/yellow] {llm['skipped']}", highlight=False)
+        else:
+            _table(["gleaning", "chunks", "calls/chunk", "prompt tok/chunk", "completion tok/chunk", "summary calls",
+                    "server calls", "pipeline calls", "total s"],
+                   [[b["gleaning"], b["chunks_extracted"], b["calls_per_chunk"], b["prompt_tokens_per_chunk"],
+                     b["completion_tokens_per_chunk"], b["summary_calls"], b["calls_server_received"],
+                     b["calls_pipeline_counted"], b["seconds"]["total"]] for b in llm["builds"]],
+                   title=f"LLM-mode full builds of {llm['documents']} documents (local scripted server)")
+            inc = llm["incremental"]
+            console.print(f"re-index after editing {inc['edited_file']}: {inc['extraction_calls']} extraction calls for "
+                          f"{inc['chunks_reextracted']} chunk(s), {inc['summary_calls']} summary calls; only the edited "
+                          f"document's chunks: {inc['only_edited_document']}; full/incremental calls "
+                          f"{llm['ratio_full_to_incremental_calls']}x", highlight=False)
+    mus = result.get("musique")
+    if mus:
+        _table(["passages", "triples", "entities", "relations", *mus["seconds"]],
+               [[mus["passages"], mus["triples"], mus["entities"], mus["relations"], *mus["seconds"].values()]],
+               title=f"{mus['dataset']}: ingest + triples import (seconds per stage)")
+
+
+@bench.command("indexing")
+@click.option("--docs", "n_docs", default=1000, show_default=True, help="Generated documents for the offline build.")
+@click.option("--llm-docs", type=int, default=None,
+              help="Generated documents for the LLM-mode builds [default: --docs]; 0 skips LLM mode.")
+@click.option("--repeats", default=3, show_default=True, help="Full offline builds (the median is reported).")
+@click.option("--edits", default=3, show_default=True, help="Single-document edits re-indexed (median reported).")
+@click.option("--musique", "musique_dir", type=click.Path(file_okay=False, path_type=Path), default=MUSIQUE,
+              show_default=True, help="musique-100 folder (corpus.jsonl + triples.jsonl); skipped when absent.")
+@click.option("--no-musique", is_flag=True, help="Skip the musique-100 triples import.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where to generate corpora and indexes (default: a temp dir).")
+@click.option("--json", "as_json", is_flag=True)
+def indexing(n_docs: int, llm_docs: int | None, repeats: int, edits: int, musique_dir: Path, no_musique: bool,
+             workdir: Path | None, as_json: bool) -> None:
+    """Full and incremental indexing: offline stage times, LLM call accounting, musique-100 triples import."""
+    if n_docs < 1 or repeats < 1 or edits < 1:
+        raise click.UsageError(f"--docs {n_docs}, --repeats {repeats} and --edits {edits} must be at least 1")
+    from pathrag_pipeline.bench.indexing import llm_bench, musique_bench, offline_bench
+
+    log = _log(as_json)
+    base = Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-indexing-"))
+    result = {"offline": offline_bench(n_docs, repeats=repeats, edits=edits, workdir=base / "offline", log=log)}
+    if llm_docs != 0:
+        result["llm"] = llm_bench(llm_docs or n_docs, workdir=base / "llm", log=log)
+    if not no_musique:
+        result["musique"] = musique_bench(musique_dir, workdir=base / "musique", log=log)
+        if result["musique"] is None:
+            log(f"musique-100 not found at {musique_dir}: skipped")
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+    else:
+        _print_indexing(result)
+
+
+@bench.command("query")
+@click.option("--rounds", default=3, show_default=True, help="Times each question is asked per mode.")
+@click.option("--json", "as_json", is_flag=True)
+def query(rounds: int, as_json: bool) -> None:
+    """Query latency per stage on the sample corpus, offline, for every mode (medians)."""
+    if rounds < 1:
+        raise click.UsageError(f"--rounds {rounds} must be at least 1")
+    from pathrag_pipeline.bench.query import STAGE_ORDER, run_query_bench
+
+    result = run_query_bench(rounds=rounds, log=_log(as_json))
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+        return
+    stages = [s for s in STAGE_ORDER if any(s in m["median_ms"] for m in result["modes"].values())]
+    _table(["mode", *stages, "total median", "total p95"],
+           [[mode, *[m["median_ms"].get(s, "") for s in stages], m["total_median_ms"], m["total_p95_ms"]]
+            for mode, m in result["modes"].items()],
+           title=f"Median ms per stage, {result['questions']} sample questions x {result['rounds']}")
+
+
+@bench.command("report")
+@click.option("--quick", is_flag=True, help="Small sizes for a fast smoke run (written to a temp folder by default).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Report path [default: docs/benchmarks.md; with --quick a temp file]. The plot goes next to it.")
+def report(quick: bool, out: Path | None) -> None:
+    """Run every benchmark and regenerate docs/benchmarks.md and docs/pruning_scaling.png."""
+    from pathrag_pipeline.bench.report import build_report
+
+    path = build_report(quick=quick, out=out, log=lambda msg: console.print(msg, highlight=False))
+    console.print(f"wrote {path}", highlight=False)
+
+
+@bench.command("ingest")
+@click.option("--docs", "n_docs", default=1000, show_default=True, help="Number of generated documents.")
+@click.option("--repeats", default=3, show_default=True, help="Runs per measurement (the median is reported).")
+@click.option("--workdir", type=click.Path(path_type=Path), default=None, help="Where to generate (default: a temp dir).")
+@click.option("--json", "as_json", is_flag=True)
+def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, as_json: bool) -> None:
+    """Generate a corpus and measure full ingest and re-ingest after one file changed."""
+    from pathrag_pipeline.bench.ingest import run_ingest_bench
+
+    result = run_ingest_bench(n_docs=n_docs, repeats=repeats, workdir=workdir)
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+    else:
+        print_table(list(result["rows"][0]), [tuple(r.values()) for r in result["rows"]], title=result["title"])
+
+
+ROW_LABELS = {"nodes": "nodes", "edges": "edges", "generate_s": "generate s", "build_ms": "build ms",
+              "p50_ms": "p50 ms", "p95_ms": "p95 ms", "cpu_p95_ms": "cpu p95 ms", "mean_paths": "paths/query"}
+SUMMARY_KEYS = ("variant", "nodes", "edges", "n_queries", "build_ms", "p50_ms", "p95_ms", "cpu_p95_ms",
+                "unknown_seeds")
+
+
+@bench.command("pruning")
+@click.option("--edges", "edges_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Graph as source<TAB>target lines (undirected).")
+@click.option("--seeds", "seeds_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="One JSON list of node names per line (default: generated from the graph).")
+@click.option("--generate", is_flag=True, help="Benchmark synthetic preferential-attachment graphs instead of --edges.")
+@click.option("--edges-count", "edge_counts", type=int, multiple=True,
+              help="Edge count of a generated graph; repeat for several sizes [default: 1e3 1e4 1e5 1e6].")
+@click.option("--m", "m", default=10, show_default=True, help="Edges added per node by the generator.")
+@click.option("--variant", type=click.Choice(["paper", "reference"]), default="paper", show_default=True)
+@click.option("--queries", "n_queries", default=100, show_default=True, help="Generated seed sets per graph.")
+@click.option("--n-seeds", default=40, show_default=True, help="Retrieved nodes per generated seed set (N).")
+@click.option("--alpha", default=0.8, show_default=True, help="Decay rate.")
+@click.option("--theta", type=float, default=None, help="Early-stop threshold [default: 0.05 paper, 0.3 reference].")
+@click.option("--max-hops", type=int, default=None, help="Hop limit [default: 4 paper, 3 reference].")
+@click.option("--top-k", default=15, show_default=True, help="Paths kept per query.")
+@click.option("--time-budget", type=float, default=None,
+              help="Stop timing a graph after this many seconds (useful for the exhaustive reference variant).")
+@click.option("--seed", default=0, show_default=True, help="Random seed for generated graphs and seed sets.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a latency-vs-size PNG (with --generate; needs matplotlib).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def pruning(edges_path: Path | None, seeds_path: Path | None, generate: bool, edge_counts: tuple[int, ...], m: int,
+            variant: str, n_queries: int, n_seeds: int, alpha: float, theta: float | None, max_hops: int | None,
+            top_k: int, time_budget: float | None, seed: int, plot_path: Path | None, as_json: bool) -> None:
+    """Time flow-based path pruning per query (p50/p95) on --edges, or on generated graphs with --generate."""
+    from pathrag_pipeline.bench.pruning import (
+        DEFAULT_EDGE_COUNTS,
+        generate_seeds,
+        load_edges_tsv,
+        load_seeds_jsonl,
+        plot_scaling,
+        run_bench,
+        scaling_bench,
+    )
+
+    params = {"alpha": alpha, "theta": theta, "max_hops": max_hops, "top_k": top_k}
+    if generate == (edges_path is not None):
+        raise click.UsageError("give exactly one of --edges EDGES.tsv or --generate")
+    if edges_path is None and seeds_path is not None:
+        raise click.UsageError("--seeds needs --edges (generated graphs get generated seed sets)")
+    try:
+        if generate:
+            rows = scaling_bench(edge_counts or DEFAULT_EDGE_COUNTS, n_queries=n_queries, n_seeds=n_seeds,
+                                 variant=variant, m=m, seed=seed, time_budget_s=time_budget, **params)
+            if plot_path is not None:
+                plot_scaling(rows, plot_path)
+            if as_json:
+                click.echo(json.dumps({"rows": rows}, indent=1))
+            else:
+                _table(list(ROW_LABELS.values()), [[r[k] for k in ROW_LABELS] for r in rows],
+                       title=f"Path pruning, {variant} variant, N={n_seeds} seeds, {n_queries} queries per graph")
+                if plot_path is not None:
+                    click.echo(f"plot written to {plot_path}")
+            return
+        if plot_path is not None:
+            raise click.UsageError("--plot needs --generate (it plots latency against graph size)")
+        view = load_edges_tsv(edges_path)
+        seed_sets = (load_seeds_jsonl(seeds_path) if seeds_path is not None
+                     else generate_seeds(view, n_queries, n_seeds=n_seeds, seed=seed))
+        result = run_bench(view, seed_sets, variant=variant, time_budget_s=time_budget, **params)
+    except (ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+        return
+    _table(list(SUMMARY_KEYS), [[result[k] for k in SUMMARY_KEYS]], title=f"Path pruning on {edges_path}")
+    if result["unknown_seeds"]:
+        click.echo(f"note: {result['unknown_seeds']} seed names were not in the graph and were skipped")

@@ -1,0 +1,30 @@
+"""`pathrag dev`: the Dagster UI with its instance folder inside PATHRAG_HOME."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import click
+
+from pathrag_pipeline.cli.common import load_settings
+from pathrag_pipeline.config import PACKAGE_ROOT
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("dg_args", nargs=-1, type=click.UNPROCESSED)
+def dev(dg_args: tuple[str, ...]) -> None:
+    """Open the Dagster UI (`dg dev`) with DAGSTER_HOME in PATHRAG_HOME, so runs and sensor cursors persist.
+
+    Extra arguments go to `dg dev` (e.g. `pathrag dev -p 3001`)."""
+    settings = load_settings()
+    settings.dagster_home.mkdir(parents=True, exist_ok=True)
+    from pathrag_pipeline.dagster_home import ensure_dagster_yaml
+
+    ensure_dagster_yaml(settings.dagster_home)
+    env = dict(os.environ, DAGSTER_HOME=str(settings.dagster_home))
+    dg = shutil.which("dg")
+    if dg is None:
+        raise click.ClickException("`dg` was not found; install the project with `pip install -e .`")
+    os.chdir(PACKAGE_ROOT)
+    os.execvpe(dg, [dg, "dev", *dg_args], env)

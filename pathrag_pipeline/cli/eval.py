@@ -1,0 +1,204 @@
+"""`pathrag eval retrieval` and `pathrag eval winrate`: measure retrieval recall and pairwise answer quality.
+
+Loaded by the root group when used. People get tables; programs get ``--json``. Every
+run is also stored (eval_runs/eval_results/eval_questions, winrate_runs/winrate_results/winrate_verdicts).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from pathrag_pipeline.config import ConfigError, Settings
+from pathrag_pipeline.evaluation.retrieval_eval import (
+    DEFAULT_KS,
+    REFERENCE_RECALL,
+    DatasetError,
+    RetrievalEvaluation,
+    evaluate_retrieval,
+    parse_csv,
+    parse_ks,
+    save_evaluation,
+)
+from pathrag_pipeline.query.graph_cache import EmptyGraphError
+from pathrag_pipeline.evaluation.judging import (
+    JudgingError,
+    WinRateRun,
+    answers_from_modes,
+    judge_pairs,
+    load_answers,
+    load_eval_questions,
+    match_answers,
+    no_judge_message,
+    save_winrate,
+)
+from pathrag_pipeline.llm.client import LLMError, llm_from_settings
+from pathrag_pipeline.query.params import DEFAULT_TOP_N, MODES, VARIANTS, QueryParams
+from pathrag_pipeline.storage.store import Store, StoreLockedError
+from pathrag_pipeline.cli.terminal import make_console
+
+_EXPECTED = (ConfigError, DatasetError, JudgingError, EmptyGraphError, LLMError, ValueError, FileNotFoundError,
+             StoreLockedError)
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
+@click.group(name="eval")
+def eval_group() -> None:
+    """Evaluate retrieval (recall@k on a QA dataset) and answers (LLM-judged pairwise win rates)."""
+
+
+# ---- retrieval ----------------------------------------------------------------------------------
+
+def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None = None) -> None:
+    keys = [f"recall@{k}" for k in e.ks]
+    table = Table(title=f"Recall on {e.dataset} ({e.questions} questions; graph: {e.index.get('extractor')}, "
+                        f"embedder: {e.index.get('embedder')}, llm: {e.llm})")
+    table.add_column("mode")
+    for key in keys:
+        table.add_column(key.replace("recall", "R"), justify="right")
+    table.add_column("median ms", justify="right")
+    for mode, outcome in e.modes.items():
+        table.add_row(mode, *[f"{outcome.recall[k]:.3f}" for k in keys], f"{outcome.median_ms:.0f}")
+    # The references were measured on the whole question set; say so when this run evaluated fewer.
+    scope = "whole set" if limit is None or limit > e.questions else f"whole set, not the first {limit}"
+    for name, figures in REFERENCE_RECALL.get(e.dataset, {}).items():
+        table.add_row(f"[dim]{name} (README reference, {scope})[/dim]",
+                      *[f"[dim]{figures[k]:.3f}[/dim]" if k in figures else "" for k in keys], "")
+    console.print(table)
+    reused = "reused" if e.documents_indexed == 0 else f"{e.documents_indexed} documents (re)indexed"
+    console.print(f"[dim]run {e.run_id} | index {e.workdir} ({reused}, {e.index_seconds:.1f} s) | "
+                  f"{e.seconds:.1f} s total | stored in eval_runs/eval_results/eval_questions[/dim]",
+                  highlight=False)
+
+
+@eval_group.command()
+@click.option("--dataset", "dataset_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Folder with corpus.jsonl, questions.jsonl (and optionally triples.jsonl).")
+@click.option("--use-triples", is_flag=True, help="Build the graph from the dataset's triples.jsonl, not by extraction.")
+@click.option("--modes", default=",".join(MODES), show_default=True, help="Comma-separated query modes.")
+@click.option("--k", "ks", default=",".join(map(str, DEFAULT_KS)), show_default=True, help="Comma-separated k values.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Evaluate only the first N questions.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Index folder (default: $PATHRAG_HOME/eval/<dataset>-<triples|extractor>).")
+@click.option("--top-n", type=click.IntRange(min=1), default=DEFAULT_TOP_N, show_default=True,
+              help="Entity nodes (or chunks, naive) retrieved per query.")
+@click.option("--top-k", type=click.IntRange(min=1), default=15, show_default=True, help="Paths kept after pruning.")
+@click.option("--variant", type=click.Choice(VARIANTS), default="paper", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON (no progress bar).")
+@click.option("--per-question", is_flag=True, help="With --json: include each question's ranked passages.")
+def retrieval(dataset_dir: Path, use_triples: bool, modes: str, ks: str, limit: int | None, workdir: Path | None,
+              top_n: int, top_k: int, variant: str, as_json: bool, per_question: bool) -> None:
+    """Recall@k of each query mode on a multi-hop QA dataset (one passage = one document)."""
+    console = Console(stderr=True, quiet=as_json)
+    try:
+        mode_list = parse_csv(modes, "mode", MODES)
+        k_list = parse_ks(ks)
+        settings = Settings.from_env()
+        params = QueryParams(top_n=top_n, top_k=top_k, variant=variant)
+        with _progress(console) as progress:
+            tasks: dict[str, TaskID] = {}
+
+            def advance(mode: str, total: int) -> None:
+                if mode not in tasks:
+                    tasks[mode] = progress.add_task(f"{mode:>9}", total=total)
+                progress.advance(tasks[mode])
+
+            def indexing(done: int, total: int) -> None:
+                if "index" not in tasks:
+                    tasks["index"] = progress.add_task("extracting", total=total)
+                progress.update(tasks["index"], completed=done, total=total)
+
+            evaluation = evaluate_retrieval(settings, dataset_dir, modes=mode_list, ks=k_list, limit=limit,
+                                            use_triples=use_triples, workdir=workdir, params=params,
+                                            on_question=advance, index_progress=indexing)
+        save_evaluation(Store(settings.duckdb_path), evaluation)
+    except _EXPECTED as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(evaluation.to_dict(per_question=per_question), indent=1))
+    else:
+        _print_retrieval(evaluation, make_console(), limit)
+
+
+# ---- win rates ----------------------------------------------------------------------------------
+
+def _print_winrate(run: WinRateRun, console: Console) -> None:
+    table = Table(title=f"Win rates: A = {run.label_a} vs B = {run.label_b} ({run.questions} questions, "
+                        f"{run.judgments} judgments, orders: {run.orders}, judge: {run.judge})")
+    for col in ("dimension", "A wins", "B wins", "A %", "B %"):
+        table.add_column(col, justify="left" if col == "dimension" else "right")
+    for dim, r in run.rates.items():
+        table.add_row(dim, str(r.wins_a), str(r.wins_b), f"{100 * r.rate_a:.1f}", f"{100 * r.rate_b:.1f}")
+    console.print(table)
+    if run.failed:
+        console.print(f"[yellow]{run.failed} judgment(s) failed and are left out (see winrate_verdicts.error)[/yellow]")
+    console.print(f"[dim]run {run.run_id} | {run.seconds:.1f} s | stored in winrate_runs/winrate_results/"
+                  "winrate_verdicts[/dim]", highlight=False)
+
+
+@eval_group.command()
+@click.option("--answers-a", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="JSONL of {\"question\", \"answer\"} (optional \"id\") for side A.")
+@click.option("--answers-b", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The same for side B; matched to A by id, else by question text.")
+@click.option("--questions", "questions_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Questions (JSONL with \"question\" and optional \"id\", or one per line) to answer "
+                                 "with --mode-a and --mode-b from the current index.")
+@click.option("--mode-a", type=click.Choice(MODES), default="path", show_default=True)
+@click.option("--mode-b", type=click.Choice(MODES), default="hybrid", show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N questions.")
+@click.option("--both-orders", is_flag=True,
+              help="Judge every question twice (A first, then B first) instead of alternating the order.")
+@click.option("--json", "as_json", is_flag=True, help="Print the win rates as JSON.")
+def winrate(answers_a: Path | None, answers_b: Path | None, questions_file: Path | None, mode_a: str, mode_b: str,
+            limit: int | None, both_orders: bool, as_json: bool) -> None:
+    """Pairwise LLM judge (PathRAG's five dimensions) of two answer sets: per-dimension win rates of A and B."""
+    console = Console(stderr=True, quiet=as_json)
+    files = answers_a is not None or answers_b is not None
+    if files == (questions_file is not None):
+        raise click.UsageError("give either --answers-a and --answers-b, or --questions with --mode-a/--mode-b")
+    if files and (answers_a is None or answers_b is None):
+        raise click.UsageError("--answers-a and --answers-b go together")
+    try:
+        settings = Settings.from_env()
+        judge = llm_from_settings(settings)
+        if judge is None:
+            raise click.ClickException(no_judge_message())
+        params: dict = {}
+        if files:
+            assert answers_a is not None and answers_b is not None
+            pairs = match_answers(load_answers(answers_a), load_answers(answers_b))
+            label_a, label_b = answers_a.name, answers_b.name
+        else:
+            assert questions_file is not None
+            questions = load_eval_questions(questions_file)[:limit] if limit else load_eval_questions(questions_file)
+            with _progress(console) as progress:
+                task = progress.add_task("answering", total=2 * len(questions))
+                pairs = answers_from_modes(settings, questions, mode_a, mode_b,
+                                           on_answer=lambda: progress.advance(task))
+            label_a, label_b = f"mode:{mode_a}", f"mode:{mode_b}"
+            params["query_params"] = asdict(QueryParams().resolved())
+        if limit:
+            pairs = pairs[:limit]
+        with _progress(console) as progress:
+            task = progress.add_task("judging", total=len(pairs) * (2 if both_orders else 1))
+            run = judge_pairs(judge, pairs, label_a=label_a, label_b=label_b, both_orders=both_orders,
+                              params=params, on_judgment=lambda: progress.advance(task))
+        save_winrate(Store(settings.duckdb_path), run)
+    except _EXPECTED as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(run.to_dict(), indent=1))
+    else:
+        _print_winrate(run, make_console())
+

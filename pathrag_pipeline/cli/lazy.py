@@ -1,0 +1,52 @@
+"""A click group whose subcommands are imported only when they run, and which shows expected failures as
+one line.
+
+``pathrag --version`` and ``pathrag --help`` must start at once, so the root group names its commands with
+their one-line help here and imports a command's module (and the heavy libraries behind it) only when that
+command is invoked or asked for its own ``--help``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from pathrag_pipeline.errors import PipelineError
+
+
+class LazyGroup(click.Group):
+    """``lazy_commands``: name -> (module, attribute, one-line help)."""
+
+    def __init__(self, *args, lazy_commands: dict[str, tuple[str, str, str]] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_commands:
+            module, attribute, _ = self.lazy_commands[cmd_name]
+            return getattr(importlib.import_module(module), attribute)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from the declared one-line helps, without importing any command module."""
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.lazy_commands:
+                rows.append((name, self.lazy_commands[name][2]))
+            else:
+                command = super().get_command(ctx, name)
+                if command is not None and not command.hidden:
+                    rows.append((name, command.get_short_help_str(formatter.width)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (PipelineError, FileNotFoundError) as exc:
+            raise click.ClickException(str(exc)) from None

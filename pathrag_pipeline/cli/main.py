@@ -1,0 +1,36 @@
+"""The root ``pathrag`` group. Its commands live in their own modules and are imported when used."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from pathrag_pipeline.cli.lazy import LazyGroup
+
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "quickstart": ("pathrag_pipeline.cli.indexing", "quickstart",
+                   "Index the bundled sample documents offline and show what was built and where."),
+    "index": ("pathrag_pipeline.cli.indexing", "index",
+              "Index the documents under PATH: only new or changed files are processed, deleted ones are removed."),
+    "ask": ("pathrag_pipeline.cli.ask", "ask",
+            "Answer QUESTION from the index; the query is logged in the queries/path_traces tables."),
+    "sql": ("pathrag_pipeline.cli.inspect", "sql",
+            "Run a read-only SQL QUERY against the index (tables: see docs/tables.md)."),
+    "status": ("pathrag_pipeline.cli.inspect", "status", "Documents by status, chunks, and the last runs."),
+    "dev": ("pathrag_pipeline.cli.dev", "dev",
+            "Open the Dagster UI (`dg dev`) with DAGSTER_HOME in PATHRAG_HOME, so runs and sensor cursors persist."),
+    "eval": ("pathrag_pipeline.cli.eval", "eval_group",
+             "Evaluate retrieval (recall@k on a QA dataset) and answers (LLM-judged pairwise win rates)."),
+    "bench": ("pathrag_pipeline.cli.bench", "bench", "Benchmarks whose results go to docs/benchmarks.md."),
+}
+
+
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS)
+@click.version_option(package_name="pathrag-pipeline")
+def main() -> None:
+    """PathRAG graph-RAG pipeline. Settings come from PATHRAG_* environment variables (see README)."""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

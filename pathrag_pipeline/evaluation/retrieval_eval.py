@@ -1,0 +1,363 @@
+"""Retrieval evaluation: recall@k of every query mode on a multi-hop QA dataset (``pathrag eval retrieval``).
+
+A dataset folder (format: /work/shared/bench/README.md) holds ``corpus.jsonl`` (one passage = one document),
+``questions.jsonl`` (with the ``gold_ids`` of the passages that support each answer) and optionally
+``triples.jsonl`` (knowledge an LLM already extracted). The corpus is indexed into a work directory of its
+own, a separate PATHRAG_HOME, so an evaluation never mixes benchmark passages into the user's index. The
+pipeline is incremental, so a second run on an unchanged dataset re-uses that index at almost no cost.
+
+Every question is then asked in every mode; the passages a mode returns are ranked through
+``QueryResult.document_ids`` (document ``corpus.jsonl#p0001`` is passage ``p0001``) and
+
+    recall@k = |gold_ids ∩ first k distinct passages| / |gold_ids|, averaged over questions
+
+exactly as the benchmark README defines it. Runs are stored in ``eval_runs`` / ``eval_results`` /
+``eval_questions`` of the user's own store, so results accumulate across datasets and index modes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import hashlib
+import json
+import re
+import shutil
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.index.llm_extraction import extractor_from_settings
+from pathrag_pipeline.ingest.folder_sync import file_sha256
+from pathrag_pipeline.llm.client import llm_from_settings
+from pathrag_pipeline.index.pipeline import IndexReport, run_indexing
+from pathrag_pipeline.query.engine import MODES, PathRAG, QueryParams
+from pathrag_pipeline.storage.store import Store, transaction
+
+CORPUS_FILE = "corpus.jsonl"
+QUESTIONS_FILE = "questions.jsonl"
+TRIPLES_FILE = "triples.jsonl"
+DEFAULT_KS = (2, 5, 10)
+# Passages kept per question in eval_questions: enough to recompute recall at any reported k.
+STORED_PASSAGES = 20
+# Reference figures of the benchmark README (passages ranked for the question text alone), for comparison.
+REFERENCE_RECALL = {
+    "musique-100": {
+        "BM25 (bm25s)": {"recall@2": 0.423, "recall@5": 0.509, "recall@10": 0.586},
+        "dense all-MiniLM-L6-v2": {"recall@2": 0.472, "recall@5": 0.622, "recall@10": 0.703},
+    },
+}
+
+
+class DatasetError(ValueError):
+    """The dataset folder cannot be evaluated; the message names the file, the line and the fix."""
+
+
+@dataclass(frozen=True)
+class EvalQuestion:
+    id: str
+    question: str
+    gold_ids: tuple[str, ...]
+    answers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Dataset:
+    path: Path
+    name: str
+    questions: list[EvalQuestion]
+    corpus_hash: str                      # sha256 of corpus.jsonl
+    questions_hash: str                   # sha256 of questions.jsonl
+    triples_hash: str | None              # sha256 of triples.jsonl, when the folder has one
+
+    @property
+    def corpus(self) -> Path:
+        return self.path / CORPUS_FILE
+
+    @property
+    def triples(self) -> Path | None:
+        return self.path / TRIPLES_FILE if self.triples_hash else None
+
+    def fingerprint(self, use_triples: bool) -> str:
+        """sha256 over what the figures depend on: corpus, questions and (when used) triples."""
+        parts = [self.corpus_hash, self.questions_hash] + ([self.triples_hash or ""] if use_triples else [])
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def load_dataset(path: Path | str) -> Dataset:
+    """Read and check a dataset folder: every question needs an id, a question text and gold passage ids."""
+    path = Path(path).expanduser().resolve()
+    if not path.is_dir():
+        raise DatasetError(f"dataset folder {path} does not exist; give a folder holding {CORPUS_FILE} and "
+                           f"{QUESTIONS_FILE}")
+    for name in (CORPUS_FILE, QUESTIONS_FILE):
+        if not (path / name).is_file():
+            raise DatasetError(f"{path} has no {name}; a dataset folder needs {CORPUS_FILE} and {QUESTIONS_FILE}")
+    questions: list[EvalQuestion] = []
+    seen: set[str] = set()
+    for lineno, line in enumerate((path / QUESTIONS_FILE).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path / QUESTIONS_FILE}:{lineno}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: not valid JSON ({exc.msg}); fix or remove the line") from None
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where}: expected an object with id, question and gold_ids")
+        qid, text, gold = row.get("id"), row.get("question"), row.get("gold_ids")
+        if not isinstance(text, str) or not text.strip():
+            raise DatasetError(f"{where}: \"question\" is missing or empty")
+        if not isinstance(gold, list) or not gold or not all(isinstance(g, (str, int)) for g in gold):
+            raise DatasetError(f"{where}: \"gold_ids\" must be a non-empty list of corpus ids")
+        qid = str(qid) if qid is not None else f"line-{lineno}"
+        if qid in seen:
+            raise DatasetError(f"{where}: duplicate question id {qid!r}")
+        seen.add(qid)
+        answers = tuple(str(a) for a in row.get("answers") or [])
+        questions.append(EvalQuestion(qid, text.strip(), tuple(dict.fromkeys(str(g) for g in gold)), answers))
+    if not questions:
+        raise DatasetError(f"{path / QUESTIONS_FILE} holds no questions")
+    triples = path / TRIPLES_FILE
+    return Dataset(path, path.name, questions, file_sha256(path / CORPUS_FILE), file_sha256(path / QUESTIONS_FILE),
+                   file_sha256(triples) if triples.is_file() else None)
+
+
+# ---- scoring -----------------------------------------------------------------------------------
+
+def passage_ids(document_ids: Sequence[str], corpus_file: str = CORPUS_FILE) -> list[str]:
+    """Corpus ids in ranked order: document ``corpus.jsonl#p0001`` is passage ``p0001``; documents of other
+    files are not passages of the corpus and are dropped; duplicates keep their first position."""
+    prefix = corpus_file + "#"
+    return list(dict.fromkeys(d[len(prefix):] for d in document_ids if d.startswith(prefix)))
+
+
+def recall_at_k(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
+    """Share of ``gold`` among the first ``k`` distinct items of ``ranked`` (the README's recall@k)."""
+    if k < 1:
+        raise ValueError(f"k={k} must be at least 1")
+    gold_set = set(gold)
+    if not gold_set:
+        raise ValueError("a question without gold ids has no recall; give at least one gold id")
+    top = list(dict.fromkeys(ranked))[:k]
+    return len(gold_set.intersection(top)) / len(gold_set)
+
+
+def mean_recall(rankings: Sequence[Sequence[str]], golds: Sequence[Sequence[str]], k: int) -> float:
+    """recall@k averaged over questions (0.0 for no questions)."""
+    if len(rankings) != len(golds):
+        raise ValueError(f"{len(rankings)} rankings for {len(golds)} questions")
+    if not rankings:
+        return 0.0
+    return sum(recall_at_k(r, g, k) for r, g in zip(rankings, golds)) / len(rankings)
+
+
+# ---- the index of a dataset ---------------------------------------------------------------------
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "default"
+
+
+def index_label(settings: Settings, use_triples: bool) -> str:
+    """Which graph the index is built with: 'triples', or the configured extractor's identity."""
+    if use_triples:
+        return "triples"
+    return extractor_from_settings(settings, llm_from_settings(settings), gleaning=settings.gleaning).identity
+
+
+def default_workdir(settings: Settings, dataset: Dataset, use_triples: bool) -> Path:
+    """PATHRAG_HOME/eval/<dataset>-<triples|extractor id>: one index per dataset and way of building the graph."""
+    return settings.home / "eval" / f"{_slug(dataset.name)}-{_slug(index_label(settings, use_triples))}"
+
+
+def prepare_index(settings: Settings, dataset: Dataset, workdir: Path, *, use_triples: bool,
+                  progress: Callable[[int, int], None] | None = None) -> tuple[Settings, IndexReport]:
+    """Index the dataset's corpus in ``workdir`` (its own PATHRAG_HOME) and return that home's settings.
+
+    The corpus is copied (ingest refuses symlinks leaving the folder) only when its content changed, so the
+    copy's hash matches the stored one and an unchanged dataset is neither re-parsed nor re-extracted.
+    """
+    if use_triples and dataset.triples is None:
+        raise DatasetError(f"--use-triples: {dataset.path} has no {TRIPLES_FILE}; drop the flag to extract "
+                           "the graph with the configured extractor")
+    docs = workdir / "docs"
+    docs.mkdir(parents=True, exist_ok=True)
+    target = docs / CORPUS_FILE
+    if not target.is_file() or file_sha256(target) != dataset.corpus_hash:
+        shutil.copyfile(dataset.corpus, target)
+    eval_settings = replace(settings, home=workdir, docs=docs)
+    report = run_indexing(eval_settings, folder=docs, trigger="eval",
+                          triples=dataset.triples if use_triples else None, progress=progress)
+    return eval_settings, report
+
+
+# ---- the evaluation -----------------------------------------------------------------------------
+
+@dataclass
+class QuestionOutcome:
+    question_id: str
+    gold_ids: list[str]
+    passages: list[str]                   # ranked corpus ids (first STORED_PASSAGES)
+    recall: dict[str, float]              # "recall@k" -> value
+    total_ms: float
+
+
+@dataclass
+class ModeOutcome:
+    recall: dict[str, float]              # "recall@k" -> mean over questions
+    median_ms: float
+    questions: list[QuestionOutcome] = field(default_factory=list)
+
+
+@dataclass
+class RetrievalEvaluation:
+    run_id: str
+    started_at: datetime
+    dataset: str
+    dataset_path: str
+    dataset_hash: str
+    questions: int
+    ks: list[int]
+    params: dict[str, Any]
+    use_triples: bool
+    index: dict[str, str]                 # mode, extractor, embedder of the evaluated index
+    llm: str                              # the model behind keywords/answers, or 'offline'
+    workdir: str
+    index_seconds: float
+    documents_indexed: int                # documents (re)written by this run's ingest: 0 when the index was reused
+    modes: dict[str, ModeOutcome]
+    seconds: float = 0.0
+
+    def to_dict(self, per_question: bool = False) -> dict[str, Any]:
+        """The ``--json`` shape: figures per mode; per-question rankings only on request."""
+        modes: dict[str, Any] = {}
+        for mode, outcome in self.modes.items():
+            modes[mode] = {**outcome.recall, "median_ms": outcome.median_ms}
+            if per_question:
+                modes[mode]["per_question"] = [asdict(q) for q in outcome.questions]
+        return {
+            "run_id": self.run_id,
+            "started_at": self.started_at.isoformat(),
+            "dataset": self.dataset,
+            "dataset_hash": self.dataset_hash,
+            "questions": self.questions,
+            "ks": self.ks,
+            "use_triples": self.use_triples,
+            "index": self.index,
+            "llm": self.llm,
+            "params": self.params,
+            "workdir": self.workdir,
+            "index_seconds": round(self.index_seconds, 3),
+            "documents_indexed": self.documents_indexed,
+            "seconds": round(self.seconds, 3),
+            "modes": modes,
+            "reference": REFERENCE_RECALL.get(self.dataset, {}),
+        }
+
+
+def parse_csv(text: str, what: str, allowed: Sequence[str] | None = None) -> list[str]:
+    """Comma-separated values, de-duplicated in order; errors name the value and what is accepted."""
+    items = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    if not items:
+        raise ValueError(f"{what} {text!r} is empty; give a comma-separated list")
+    if allowed is not None:
+        bad = [i for i in items if i not in allowed]
+        if bad:
+            raise ValueError(f"{what} {', '.join(bad)} not one of {', '.join(allowed)}")
+    return items
+
+
+def parse_ks(text: str) -> list[int]:
+    """``"2,5,10"`` -> [2, 5, 10] (sorted); every k a whole number >= 1."""
+    ks = []
+    for item in parse_csv(text, "k"):
+        if not item.isdigit() or int(item) < 1:
+            raise ValueError(f"k {item!r} is not a whole number >= 1; give e.g. --k 2,5,10")
+        ks.append(int(item))
+    return sorted(set(ks))
+
+
+def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Sequence[str] = MODES,
+                       ks: Sequence[int] = DEFAULT_KS, limit: int | None = None, use_triples: bool = False,
+                       workdir: Path | None = None, params: QueryParams | None = None,
+                       on_question: Callable[[str, int], None] | None = None,
+                       index_progress: Callable[[int, int], None] | None = None) -> RetrievalEvaluation:
+    """Index the dataset (or re-use its index), ask every question in every mode, score recall@k.
+
+    ``settings`` are the user's: the LLM and embedder they configure are used for the dataset's index, and
+    the run is recorded in their store. ``on_question(mode, questions)`` is called after each answered
+    question and ``index_progress(done, total)`` during extraction (progress bars). Results are not stored
+    here; call :func:`save_evaluation`.
+    """
+    started = time.perf_counter()
+    started_at = datetime.now(timezone.utc).replace(tzinfo=None)
+    for mode in modes:
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    if not modes:
+        raise ValueError("no modes to evaluate; give e.g. --modes path,naive")
+    if not ks or min(ks) < 1:
+        raise ValueError(f"ks={list(ks)} must be whole numbers >= 1, e.g. 2,5,10")
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit={limit} must be at least 1")
+    # Recall needs the ranked passages only: no answers, so no answer LLM calls either.
+    params = dataclasses.replace(params or QueryParams(), answer=False).resolved()
+    dataset = load_dataset(dataset_dir)
+    questions = dataset.questions[:limit] if limit else dataset.questions
+    workdir = Path(workdir).expanduser().resolve() if workdir else default_workdir(settings, dataset, use_triples)
+
+    index_started = time.perf_counter()
+    eval_settings, report = prepare_index(settings, dataset, workdir, use_triples=use_triples,
+                                          progress=index_progress)
+    index_seconds = time.perf_counter() - index_started
+
+    rag = PathRAG(eval_settings, record=False)
+    llm = rag.llm.model if rag.llm is not None else "offline"
+    keys = [f"recall@{k}" for k in sorted(ks)]
+    outcomes: dict[str, ModeOutcome] = {}
+    for mode in modes:
+        per_question: list[QuestionOutcome] = []
+        for q in questions:
+            result = rag.query_many([q.question], mode, params=params)[0]
+            ranked = passage_ids(result.document_ids)
+            recall = {key: recall_at_k(ranked, q.gold_ids, k) for key, k in zip(keys, sorted(ks))}
+            per_question.append(QuestionOutcome(q.id, list(q.gold_ids), ranked[:max(STORED_PASSAGES, max(ks))],
+                                                recall, result.total_ms))
+            if on_question is not None:
+                on_question(mode, len(questions))
+        outcomes[mode] = ModeOutcome(
+            recall={key: round(sum(p.recall[key] for p in per_question) / len(per_question), 4) for key in keys},
+            median_ms=round(statistics.median(p.total_ms for p in per_question), 3),
+            questions=per_question,
+        )
+    return RetrievalEvaluation(
+        run_id=uuid.uuid4().hex, started_at=started_at, dataset=dataset.name, dataset_path=str(dataset.path),
+        dataset_hash=dataset.fingerprint(use_triples), questions=len(questions), ks=sorted(ks), params=asdict(params),
+        use_triples=use_triples, index=dict(report.mode), llm=llm, workdir=str(workdir),
+        index_seconds=index_seconds, documents_indexed=report.sync.documents_written, modes=outcomes,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def save_evaluation(store: Store, evaluation: RetrievalEvaluation) -> None:
+    """Append the run to eval_runs, its figures to eval_results and per-question rankings to eval_questions."""
+    e = evaluation
+    with store.connect() as con, transaction(con):
+        con.execute(
+            "INSERT INTO eval_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [e.run_id, e.started_at, e.dataset, e.dataset_path, e.dataset_hash, e.questions, list(e.modes),
+             e.ks, json.dumps(e.params), e.index.get("extractor", ""), e.index.get("embedder", ""), e.llm,
+             e.use_triples, e.workdir, round(e.index_seconds, 3), e.documents_indexed, round(e.seconds, 3)],
+        )
+        rows = [(e.run_id, mode, k, o.recall[f"recall@{k}"], e.questions, o.median_ms)
+                for mode, o in e.modes.items() for k in e.ks]
+        con.executemany("INSERT INTO eval_results VALUES (?, ?, ?, ?, ?, ?)", rows)
+        qrows = [(e.run_id, mode, q.question_id, q.gold_ids, q.passages, json.dumps(q.recall), q.total_ms)
+                 for mode, o in e.modes.items() for q in o.questions]
+        con.executemany("INSERT INTO eval_questions VALUES (?, ?, ?, ?, ?, ?, ?)", qrows)

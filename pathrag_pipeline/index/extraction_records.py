@@ -1,0 +1,98 @@
+"""Per-chunk extraction records (table ``extractions``) and the content-addressed extraction cache.
+
+A record holds what extraction produced for one chunk; the graph tables are derived from the ok records
+only (see ``graph_merge``), so replacing or deleting a record is how the graph changes. The cache is keyed by
+(chunk text hash, extractor identity) rather than chunk id, so a chunk whose id changed but whose text did
+not (a document renamed, a paragraph moved) costs zero LLM calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterable
+
+import duckdb
+import pyarrow as pa
+
+from pathrag_pipeline.index.extraction_models import ChunkExtraction
+from pathrag_pipeline.storage.store import utc_now
+
+STATUSES = ("ok", "failed")
+
+
+
+@dataclass(frozen=True)
+class ExtractionRecord:
+    """What extraction produced for one chunk: a result when status is 'ok', an error when 'failed'."""
+
+    chunk_id: str
+    chunk_hash: str
+    document_id: str
+    extractor: str
+    status: str = "ok"
+    result: ChunkExtraction | None = None
+    error: str | None = None
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    created_at: datetime = field(default_factory=utc_now)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"extraction status {self.status!r} for chunk {self.chunk_id!r} must be one of {STATUSES}")
+        if self.status == "ok" and self.result is None:
+            raise ValueError(f"extraction record for chunk {self.chunk_id!r} has status 'ok' but no result; "
+                             "pass result=ChunkExtraction(...) or status='failed' with an error")
+
+
+def write_records(con: duckdb.DuckDBPyConnection, records: Iterable[ExtractionRecord]) -> int:
+    """Insert or replace the records (one per chunk id; the last wins) and cache the successful results.
+
+    Rows go through one Arrow batch, not row-by-row inserts: a corpus writes tens of thousands of records.
+    Returns the number of records written.
+    """
+    latest = {r.chunk_id: r for r in records}
+    if not latest:
+        return 0
+    recs = list(latest.values())
+    batch = pa.table({
+        "chunk_id": [r.chunk_id for r in recs],
+        "chunk_hash": [r.chunk_hash for r in recs],
+        "document_id": [r.document_id for r in recs],
+        "extractor": [r.extractor for r in recs],
+        "status": [r.status for r in recs],
+        "error": pa.array([r.error for r in recs], pa.string()),
+        "result": pa.array([r.result.model_dump_json() if r.result is not None else None for r in recs], pa.string()),
+        "calls": pa.array([r.calls for r in recs], pa.int32()),
+        "prompt_tokens": pa.array([r.prompt_tokens for r in recs], pa.int32()),
+        "completion_tokens": pa.array([r.completion_tokens for r in recs], pa.int32()),
+        "created_at": pa.array([r.created_at for r in recs], pa.timestamp("us")),
+    })
+    con.register("_extraction_batch", batch)
+    try:
+        con.execute("INSERT OR REPLACE INTO extractions SELECT * FROM _extraction_batch")
+        con.execute(
+            """INSERT OR REPLACE INTO extraction_cache
+               SELECT chunk_hash, extractor, any_value(result), any_value(calls), any_value(prompt_tokens),
+                      any_value(completion_tokens), max(created_at)
+               FROM _extraction_batch WHERE status = 'ok' GROUP BY chunk_hash, extractor"""
+        )
+    finally:
+        con.unregister("_extraction_batch")
+    return len(recs)
+
+
+def delete_records(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> int:
+    """Delete the records of these chunks (the cache keeps their results for when the text comes back)."""
+    ids = sorted(set(chunk_ids))
+    if not ids:
+        return 0
+    return con.execute("DELETE FROM extractions WHERE chunk_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchone()[0]
+
+
+def cached_extraction(con: duckdb.DuckDBPyConnection, chunk_hash: str, extractor: str) -> ChunkExtraction | None:
+    """The cached result for this text and extractor, or None: a hit means no LLM call is needed."""
+    row = con.execute("SELECT result FROM extraction_cache WHERE chunk_hash = ? AND extractor = ?",
+                      [chunk_hash, extractor]).fetchone()
+    return ChunkExtraction.model_validate_json(row[0]) if row else None

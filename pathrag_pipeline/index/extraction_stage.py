@@ -1,0 +1,396 @@
+"""The extraction stage: bring the per-chunk extraction records and the graph in line with the chunks table.
+
+Why it is shaped this way:
+- Work is planned from the tables, not from what changed in this run: a chunk is pending when it has no
+  record by the current extractor identity for its current text, or its record failed. Unchanged re-runs
+  therefore cost nothing, a new model or prompt version re-extracts everything, and failed chunks are
+  retried on the next run (and only they).
+- DuckDB admits one writer process, so no connection is held while the LLM works: planning, each batch of
+  results and the final graph merge each use their own short connection.
+- Results are written batch by batch, each batch in one transaction that also records which graph keys it
+  made stale (``pathrag_meta`` key ``graph_dirty``). A crash loses at most the batch in flight; the next run
+  does not repeat finished chunks and still merges the keys the crashed run left dirty.
+- The same text under another chunk id (a renamed file, a repeated paragraph) is served from
+  ``extraction_cache`` with zero calls; within a run each distinct text is extracted once.
+- A chunk whose output stays invalid (``LLMOutputError``) is recorded ``failed`` with its error and the rest
+  of the run goes on. An endpoint that stays unreachable for several chunks in a row aborts the run instead
+  of failing every remaining chunk; what finished is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+import duckdb
+
+from pathrag_pipeline.index.llm_extraction import Extractor, ExtractionOutcome, LLMExtractor, LLMSummariser
+from pathrag_pipeline.index.extraction_models import ChunkExtraction
+from pathrag_pipeline.index.extraction_records import ExtractionRecord, delete_records, write_records
+from pathrag_pipeline.index.graph_merge import (
+    DEFAULT_MAX_DESCRIPTION_TOKENS,
+    DeferredSummaries,
+    MergeStats,
+    Summarise,
+    keys_for_chunks,
+    make_summaries,
+    merge_keys,
+    store_summaries,
+)
+from pathrag_pipeline.llm.client import LLMError, LLMUnavailableError
+from pathrag_pipeline.storage.store import Store, get_meta, set_meta, transaction, utc_now
+
+GRAPH_DIRTY_META = "graph_dirty"
+"""pathrag_meta key: JSON {"chunks", "entities", "relations"} of records written but not yet merged."""
+
+Progress = Callable[[int, int], None]
+
+
+
+@dataclass(frozen=True)
+class PendingChunk:
+    chunk_id: str
+    chunk_hash: str
+    document_id: str
+    text: str
+    title: str | None
+
+
+@dataclass
+class ExtractionPlan:
+    """What a run must do: chunks to extract (cached results already attached) and records to drop."""
+
+    chunks: int                                 # chunks in the table
+    pending: list[PendingChunk]
+    cached: dict[str, ChunkExtraction]           # chunk_hash -> cached result for the current extractor
+    removed_chunk_ids: list[str]                 # records whose chunk no longer exists
+    replaced: int                                # pending chunks whose old record came from another extractor
+
+
+@dataclass
+class ExtractionStats:
+    run_id: str
+    extractor: str
+    chunks: int = 0
+    pending: int = 0
+    cache_hits: int = 0
+    extracted: int = 0
+    failed: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    removed_chunks: int = 0
+    replaced: int = 0
+    merge: MergeStats | None = None
+    summary_calls: int = 0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)   # the first few failure messages, chunk id first
+
+    @property
+    def cache_hit_rate(self) -> float:
+        """Share of pending chunks answered without calling the extractor (0.0 when nothing was pending)."""
+        return self.cache_hits / self.pending if self.pending else 0.0
+
+
+# ---- planning ------------------------------------------------------------------------------------------
+
+def plan_extraction(con: duckdb.DuckDBPyConnection, extractor_id: str) -> ExtractionPlan:
+    """Find pending chunks, stale records and cache hits for ``extractor_id``."""
+    rows = con.execute(
+        """SELECT c.id, c.content_hash, c.document_id, c.text, d.title,
+                  e.chunk_id IS NOT NULL AS has_record, e.extractor
+           FROM chunks c
+           LEFT JOIN documents d ON d.id = c.document_id
+           LEFT JOIN extractions e ON e.chunk_id = c.id
+           WHERE e.chunk_id IS NULL OR e.extractor <> ? OR e.chunk_hash <> c.content_hash OR e.status <> 'ok'
+           ORDER BY c.document_id, c.ordinal""",
+        [extractor_id],
+    ).fetchall()
+    pending = [PendingChunk(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+    replaced = sum(1 for r in rows if r[5] and r[6] != extractor_id)
+    removed = [r[0] for r in con.execute(
+        "SELECT chunk_id FROM extractions WHERE chunk_id NOT IN (SELECT id FROM chunks) ORDER BY chunk_id"
+    ).fetchall()]
+    hashes = sorted({p.chunk_hash for p in pending})
+    cached = {
+        h: ChunkExtraction.model_validate_json(result)
+        for h, result in con.execute(
+            """SELECT chunk_hash, result FROM extraction_cache
+               WHERE extractor = ? AND chunk_hash IN (SELECT unnest(?::VARCHAR[]))""",
+            [extractor_id, hashes],
+        ).fetchall()
+    } if hashes else {}
+    total = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    return ExtractionPlan(total, pending, cached, removed, replaced)
+
+
+# ---- persisting ---------------------------------------------------------------------------------------
+
+def _load_dirty(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
+    raw = get_meta(con, GRAPH_DIRTY_META)
+    data = json.loads(raw) if raw else {}
+    return {k: set(data.get(k, [])) for k in ("chunks", "entities", "relations")}
+
+
+def persist_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: list[str],
+                    records: list[ExtractionRecord]) -> None:
+    """Write records and delete stale ones in one transaction, remembering the graph keys this makes stale.
+
+    The keys the old records mentioned are captured before they are overwritten; the chunks are remembered
+    so the keys of their new records can be found at merge time. ``merge_dirty`` consumes both.
+    """
+    touched = set(removed_chunk_ids) | {r.chunk_id for r in records}
+    if not touched:
+        return
+    with transaction(con):
+        before_e, before_r = keys_for_chunks(con, touched)
+        delete_records(con, removed_chunk_ids)
+        write_records(con, records)
+        dirty = _load_dirty(con)
+        dirty["chunks"] |= touched
+        dirty["entities"] |= before_e
+        dirty["relations"] |= before_r
+        set_meta(con, GRAPH_DIRTY_META, json.dumps({k: sorted(v) for k, v in dirty.items()}))
+
+
+def merge_dirty(con: duckdb.DuckDBPyConnection, summarise: Summarise | None = None, *,
+                max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS,
+                summary_model: str | None = None) -> MergeStats | None:
+    """Recompute the graph keys that records written since the last merge touched; None when none were."""
+    with transaction(con):
+        dirty = _load_dirty(con)
+        if not any(dirty.values()):
+            return None
+        after_e, after_r = keys_for_chunks(con, dirty["chunks"])
+        entity_keys, relation_keys = dirty["entities"] | after_e, dirty["relations"] | after_r
+        if isinstance(summarise, DeferredSummaries):
+            summarise.entity_keys |= entity_keys
+            summarise.relation_keys |= relation_keys
+        stats = merge_keys(con, entity_keys, relation_keys, summarise=summarise,
+                           max_description_tokens=max_description_tokens, summary_model=summary_model)
+        con.execute("DELETE FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])
+    return stats
+
+
+def record_usage(con: duckdb.DuckDBPyConnection, *, run_id: str, stage: str, extractor: str, items: int,
+                 calls: int, prompt_tokens: int, completion_tokens: int, cache_hits: int, failed: int,
+                 seconds: float) -> None:
+    """Append one row to the llm_usage log."""
+    con.execute(
+        "INSERT INTO llm_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [run_id, stage, extractor, items, calls, prompt_tokens, completion_tokens, cache_hits, failed, seconds, utc_now()],
+    )
+
+
+# ---- the run ------------------------------------------------------------------------------------------
+
+def _record(chunk: PendingChunk, extractor_id: str, *, result: ChunkExtraction | None = None,
+            error: str | None = None, calls: int = 0, prompt_tokens: int = 0,
+            completion_tokens: int = 0) -> ExtractionRecord:
+    return ExtractionRecord(
+        chunk_id=chunk.chunk_id, chunk_hash=chunk.chunk_hash, document_id=chunk.document_id,
+        extractor=extractor_id, status="failed" if error is not None else "ok", result=result, error=error,
+        calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+    )
+
+
+def summariser_for(extractor: Extractor, max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS
+                   ) -> LLMSummariser | None:
+    """The description summariser matching the extractor: its LLM when it has one, else None (offline)."""
+    if isinstance(extractor, LLMExtractor):
+        return LLMSummariser(extractor.client, max_tokens=max_description_tokens)
+    return None
+
+
+def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int = 4, batch_size: int = 16,
+                   progress: Progress | None = None, summarise: Summarise | None | Literal["auto"] = "auto",
+                   max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS,
+                   abort_after_unavailable: int = 8, min_flush_seconds: float = 1.0,
+                   run_id: str | None = None) -> ExtractionStats:
+    """Extract every pending chunk, write the records in batches, merge the touched graph keys, log usage.
+
+    ``summarise`` condenses descriptions past ``max_description_tokens``; "auto" uses the extractor's LLM
+    (``summariser_for``), None cuts them to the budget instead. ``progress(done, total)`` is called after each
+    written batch. ``abort_after_unavailable`` consecutive chunks failing with an unreachable endpoint stop
+    the run with ``LLMUnavailableError`` (finished chunks are kept). A batch is written once it holds
+    ``batch_size`` records and ``min_flush_seconds`` passed since the last write: each write costs a DuckDB
+    open and checkpoint (~0.1-0.3 s), negligible next to LLM calls but dominant for the offline extractor.
+    """
+    if max_concurrency < 1 or batch_size < 1:
+        raise ValueError(f"max_concurrency={max_concurrency} and batch_size={batch_size} must both be at least 1")
+    started = time.perf_counter()
+    if summarise == "auto":
+        summarise = summariser_for(extractor, max_description_tokens)
+    identity = extractor.identity
+    stats = ExtractionStats(run_id=run_id or uuid.uuid4().hex[:12], extractor=identity)
+    with store.connect() as con:
+        plan = plan_extraction(con, identity)
+    stats.chunks, stats.pending = plan.chunks, len(plan.pending)
+    stats.removed_chunks, stats.replaced = len(plan.removed_chunk_ids), plan.replaced
+
+    # Cache hits and stale records first, in one short write: no extractor call needed for them.
+    hits = [c for c in plan.pending if c.chunk_hash in plan.cached]
+    if hits or plan.removed_chunk_ids:
+        with store.connect() as con:
+            persist_changes(con, plan.removed_chunk_ids,
+                            [_record(c, identity, result=plan.cached[c.chunk_hash]) for c in hits])
+    stats.cache_hits = len(hits)
+
+    # One extractor call per distinct text; its result serves every pending chunk with that text.
+    by_hash: dict[str, list[PendingChunk]] = {}
+    for chunk in plan.pending:
+        if chunk.chunk_hash not in plan.cached:
+            by_hash.setdefault(chunk.chunk_hash, []).append(chunk)
+    stats.cache_hits += sum(len(group) - 1 for group in by_hash.values())
+    abort = None
+    if by_hash:
+        abort = _extract_all(store, extractor, by_hash, stats, max_concurrency=max_concurrency,
+                             batch_size=batch_size, progress=progress, abort_after_unavailable=abort_after_unavailable,
+                             min_flush_seconds=min_flush_seconds)
+
+    summary_before = _summariser_usage(summarise)
+    merge_started = time.perf_counter()
+    # LLM summaries are never made while the DuckDB file is held: the merge records what needs one, the
+    # summaries are made with no connection open, then the same keys are merged again from the cache.
+    deferred = DeferredSummaries() if summarise is not None else None
+    with store.connect() as con:
+        stats.merge = merge_dirty(con, deferred, max_description_tokens=max_description_tokens)
+    if deferred is not None and deferred.requests:
+        summaries, errors = make_summaries(deferred.requests, summarise, max_description_tokens, max_concurrency)
+        stats.errors.extend(errors[:5])
+        with store.connect() as con:
+            store_summaries(con, summaries, getattr(summarise, "identity", None))
+            with transaction(con):
+                second = merge_keys(con, deferred.entity_keys, deferred.relation_keys,
+                                    max_description_tokens=max_description_tokens)
+        stats.merge.summaries_called += len(deferred.requests) - len(errors)
+        stats.merge.summaries_cached = second.summaries_cached - len(summaries)
+    summary_usage = _summariser_usage(summarise)
+    stats.seconds = time.perf_counter() - started
+    with store.connect() as con:
+        record_usage(con, run_id=stats.run_id, stage="extract", extractor=identity, items=stats.pending,
+                     calls=stats.calls, prompt_tokens=stats.prompt_tokens, completion_tokens=stats.completion_tokens,
+                     cache_hits=stats.cache_hits, failed=stats.failed, seconds=stats.seconds)
+        if stats.merge is not None and (stats.merge.summaries_called or stats.merge.summaries_cached):
+            stats.summary_calls = summary_usage[0] - summary_before[0]
+            record_usage(con, run_id=stats.run_id, stage="summarise",
+                         extractor=getattr(summarise, "identity", None) or "summarise",
+                         items=stats.merge.summaries_called + stats.merge.summaries_cached,
+                         calls=stats.summary_calls, prompt_tokens=summary_usage[1] - summary_before[1],
+                         completion_tokens=summary_usage[2] - summary_before[2],
+                         cache_hits=stats.merge.summaries_cached, failed=0,
+                         seconds=time.perf_counter() - merge_started)
+    if abort is not None:
+        raise LLMUnavailableError(
+            f"extraction stopped: {abort_after_unavailable} chunks in a row could not reach the LLM endpoint "
+            f"(last error: {abort.last_error}). {stats.extracted} chunks finished and are kept in the graph; fix "
+            "the endpoint (PATHRAG_LLM_BASE_URL: is the server up?) and run again to continue.",
+            stage=abort.stage, model=abort.model, last_error=abort.last_error, usage=abort.usage,
+        )
+    return stats
+
+
+def _summariser_usage(summarise: Summarise | None) -> tuple[int, int, int]:
+    usage = getattr(summarise, "usage", None)
+    if usage is None:
+        return 0, 0, 0
+    return usage.calls, usage.prompt_tokens, usage.completion_tokens
+
+
+def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[PendingChunk]],
+                 stats: ExtractionStats, *, max_concurrency: int, batch_size: int, progress: Progress | None,
+                 abort_after_unavailable: int, min_flush_seconds: float) -> LLMUnavailableError | None:
+    """Run the extractor over each distinct text with bounded concurrency; write results every batch.
+
+    Returns the endpoint error that stopped the run early, if one did. Any other exception propagates after
+    the finished results are written."""
+    identity = extractor.identity
+    total = len(by_hash)
+    done = 0
+    batch: list[ExtractionRecord] = []
+    unavailable_streak = 0
+    abort: LLMUnavailableError | None = None
+    last_flush = time.monotonic()
+
+    def flush() -> None:
+        nonlocal last_flush
+        if batch:
+            with store.connect() as con:
+                persist_changes(con, [], batch)
+            batch.clear()
+        last_flush = time.monotonic()
+
+    def call(chunk: PendingChunk) -> ExtractionOutcome:
+        return extractor.extract(chunk.text, chunk.title)
+
+    pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="extract")
+    try:
+        # Submit lazily (at most 2 x max_concurrency in flight) so an abort or crash leaves little work running.
+        queue = iter(by_hash.values())
+        running: dict[Future[ExtractionOutcome], list[PendingChunk]] = {}
+
+        def refill() -> None:
+            while abort is None and len(running) < 2 * max_concurrency:
+                group = next(queue, None)
+                if group is None:
+                    return
+                running[pool.submit(call, group[0])] = group
+
+        refill()
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                group = running.pop(future)
+                if future.cancelled():
+                    continue
+                try:
+                    outcome = future.result()
+                except LLMError as exc:
+                    usage = exc.usage
+                    stats.calls += usage.calls
+                    stats.prompt_tokens += usage.prompt_tokens
+                    stats.completion_tokens += usage.completion_tokens
+                    stats.failed += len(group)
+                    message = f"{exc}; it is retried on the next run"
+                    if len(stats.errors) < 5:
+                        stats.errors.append(f"{group[0].chunk_id}: {exc}")
+                    batch.extend(_record(c, identity, error=message, calls=usage.calls if i == 0 else 0,
+                                         prompt_tokens=usage.prompt_tokens if i == 0 else 0,
+                                         completion_tokens=usage.completion_tokens if i == 0 else 0)
+                                 for i, c in enumerate(group))
+                    if isinstance(exc, LLMUnavailableError):
+                        unavailable_streak += 1
+                        if unavailable_streak >= abort_after_unavailable and abort is None:
+                            abort = exc
+                            for queued in running:
+                                queued.cancel()  # not started yet: leave it for the next run
+                    continue
+                unavailable_streak = 0
+                stats.extracted += len(group)
+                stats.calls += outcome.calls
+                stats.prompt_tokens += outcome.prompt_tokens
+                stats.completion_tokens += outcome.completion_tokens
+                batch.extend(_record(c, identity, result=outcome.extraction,
+                                     calls=outcome.calls if i == 0 else 0,
+                                     prompt_tokens=outcome.prompt_tokens if i == 0 else 0,
+                                     completion_tokens=outcome.completion_tokens if i == 0 else 0)
+                             for i, c in enumerate(group))
+            done += sum(1 for f in finished if not f.cancelled())
+            if len(batch) >= batch_size and time.monotonic() - last_flush >= min_flush_seconds:
+                flush()
+                if progress:
+                    progress(done, total)
+            refill()
+        flush()
+        if progress:
+            progress(done, total)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        flush()  # keep what finished, so the next run resumes after it
+        raise
+    pool.shutdown(wait=True)
+    return abort

@@ -1,0 +1,598 @@
+"""Derive the deduplicated ``entities`` and ``relations`` tables from the per-chunk extraction records.
+
+The ok rows of ``extractions`` are the only source of truth: every graph row is a pure function of the
+records that mention its key (names.name_key, resolved through active entity_aliases). ``merge_keys``
+recomputes exactly the keys it is given from the current records, upserting the ones still mentioned and
+deleting the ones no longer mentioned, so an incremental update gives the same tables as a full rebuild:
+
+    before = keys_for_chunks(con, changed)     # what the old records of the changed chunks mentioned
+    ... delete / replace those records ...
+    after = keys_for_chunks(con, changed)      # what their new records mention
+    merge_keys(con, before_entities | after_entities, before_relations | after_relations)
+
+``apply_chunk_changes`` does this in one transaction. Deleting a document removes exactly its contributions;
+an entity it shared with other documents is re-aggregated from the remaining records without LLM calls.
+
+The graph is undirected as in LightRAG/PathRAG: a relation's key joins its two endpoint keys in sorted order.
+A relation endpoint always exists as an entity: a chunk naming an endpoint only inside a relation counts as a
+mention of it (type 'other', no description), and relations whose endpoints resolve to the same key are dropped.
+
+Descriptions merge like LightRAG's: the distinct sentences of all mentions by frequency; when they exceed
+``max_description_tokens`` an injected ``summarise`` callable (an LLM) condenses the distinct descriptions,
+and the summary is cached in ``description_summaries`` by a hash of its input, so re-aggregating unchanged
+input never calls it again. Offline (no summarise and no cached summary) the sentences are cut to the budget.
+
+Aggregation runs in DuckDB over the unnested JSON; Python only touches each distinct name once (to compute
+its key) and each recomputed key once (display name, type vote, description and keyword merge).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+
+if TYPE_CHECKING:
+    import numpy as np
+
+import duckdb
+import pyarrow as pa
+
+from pathrag_pipeline.index.aliases import AliasStats, alias_map, find_alias_candidates, read_alias_inputs, save_candidates
+from pathrag_pipeline.index.extraction_records import ExtractionRecord, delete_records, write_records
+from pathrag_pipeline.text.names import display_name, name_key
+from pathrag_pipeline.storage.store import transaction, utc_now
+from pathrag_pipeline.text.tokenizer import count_tokens, truncate_to_tokens
+
+KEY_SEPARATOR = "<|>"
+DEFAULT_MAX_DESCRIPTION_TOKENS = 500
+FALLBACK_TYPE = "other"
+
+Summarise = Callable[[str, str, list[str]], str]
+"""summarise(kind, name, descriptions) -> summary; kind is 'entity' or 'relation'."""
+
+_RESULT_SHAPE = json.dumps({
+    "entities": [{"name": "VARCHAR", "type": "VARCHAR", "description": "VARCHAR"}],
+    "relations": [{"source": "VARCHAR", "target": "VARCHAR", "keywords": "VARCHAR",
+                   "description": "VARCHAR", "strength": "DOUBLE"}],
+})
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_KEYWORD_SPLIT = re.compile(r"[,;\n]")
+
+
+
+@dataclass
+class MergeStats:
+    """What one merge did. ``summaries_called`` counts calls of the summarise callable (LLM calls)."""
+
+    entities_written: int = 0
+    entities_deleted: int = 0
+    entities_unchanged: int = 0
+    relations_written: int = 0
+    relations_deleted: int = 0
+    relations_unchanged: int = 0
+    summaries_called: int = 0
+    summaries_cached: int = 0
+    seconds: float = 0.0
+
+
+def relation_key(a: str, b: str) -> str:
+    """The undirected key of the relation between entity keys a and b."""
+    lo, hi = sorted((a, b))
+    return lo + KEY_SEPARATOR + hi
+
+
+# ---- mentions --------------------------------------------------------------------------------------------
+
+def _load_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str] | None) -> None:
+    """Fill temp tables _gm_em (entity mentions) and _gm_rm (relation mentions) with resolved keys."""
+    if chunk_ids is None:
+        where, params = "", []
+    else:
+        where, params = "AND chunk_id IN (SELECT unnest(?::VARCHAR[]))", [sorted(set(chunk_ids))]
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _gm_rec AS
+            SELECT chunk_id, document_id, json_transform(result, '{_RESULT_SHAPE}') AS r
+            FROM extractions WHERE status = 'ok' AND result IS NOT NULL {where}""",
+        params,
+    )
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _gm_ent AS
+           SELECT chunk_id, document_id, o AS ord, e.name AS name, e.type AS type, e.description AS description
+           FROM (SELECT chunk_id, document_id, unnest(r.entities) AS e, generate_subscripts(r.entities, 1) AS o
+                 FROM _gm_rec)
+           WHERE e.name IS NOT NULL AND trim(e.name) <> ''"""
+    )
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _gm_rel AS
+           SELECT chunk_id, document_id, o AS ord, x.source AS source, x.target AS target, x.keywords AS keywords,
+                  x.description AS description, coalesce(x.strength, 1.0) AS strength
+           FROM (SELECT chunk_id, document_id, unnest(r.relations) AS x, generate_subscripts(r.relations, 1) AS o
+                 FROM _gm_rec)
+           WHERE x.source IS NOT NULL AND trim(x.source) <> '' AND x.target IS NOT NULL AND trim(x.target) <> ''"""
+    )
+    names = [n for (n,) in con.execute(
+        "SELECT name FROM _gm_ent UNION SELECT source FROM _gm_rel UNION SELECT target FROM _gm_rel"
+    ).fetchall()]
+    aliases = alias_map(con)
+    keys = [name_key(n) for n in names]
+    keys = [aliases.get(k, k) for k in keys]
+    con.register("_gm_names_arrow", pa.table({"name": pa.array(names, pa.string()), "key": pa.array(keys, pa.string())}))
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE _gm_names AS SELECT * FROM _gm_names_arrow")
+    finally:
+        con.unregister("_gm_names_arrow")
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _gm_rm AS
+           SELECT r.chunk_id, r.document_id, r.ord,
+                  CASE WHEN s.key < t.key THEN s.key ELSE t.key END AS src_key,
+                  CASE WHEN s.key < t.key THEN t.key ELSE s.key END AS tgt_key,
+                  CASE WHEN s.key < t.key THEN r.source ELSE r.target END AS src_name,
+                  CASE WHEN s.key < t.key THEN r.target ELSE r.source END AS tgt_name,
+                  r.keywords, r.description, r.strength,
+                  least(s.key, t.key) || '{KEY_SEPARATOR}' || greatest(s.key, t.key) AS relation_key
+           FROM _gm_rel r JOIN _gm_names s ON s.name = r.source JOIN _gm_names t ON t.name = r.target
+           WHERE s.key <> t.key"""
+    )
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _gm_em AS
+            WITH explicit AS (
+                SELECT e.chunk_id, e.document_id, e.ord, k.key, e.name,
+                       nullif(lower(trim(e.type)), '') AS type, e.description
+                FROM _gm_ent e JOIN _gm_names k ON k.name = e.name
+            ), endpoints AS (
+                SELECT chunk_id, document_id, ord, src_key AS key, src_name AS name FROM _gm_rm
+                UNION ALL
+                SELECT chunk_id, document_id, ord, tgt_key, tgt_name FROM _gm_rm
+            ), implicit AS (
+                SELECT chunk_id, any_value(document_id) AS document_id, 1000000 + min(ord) AS ord, key,
+                       arg_min(name, ord) AS name, '{FALLBACK_TYPE}' AS type, NULL::VARCHAR AS description
+                FROM endpoints p
+                WHERE NOT EXISTS (SELECT 1 FROM explicit x WHERE x.chunk_id = p.chunk_id AND x.key = p.key)
+                GROUP BY chunk_id, key
+            )
+            SELECT * FROM explicit UNION ALL SELECT * FROM implicit"""
+    )
+
+
+def _drop_temp(con: duckdb.DuckDBPyConnection) -> None:
+    for table in ("_gm_rec", "_gm_ent", "_gm_rel", "_gm_names", "_gm_rm", "_gm_em", "_gm_scope_e", "_gm_scope_r",
+                  "_gm_new", "_gm_changed"):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def keys_for_chunks(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> tuple[set[str], set[str]]:
+    """Entity and relation keys the current ok records of these chunks mention (aliases applied).
+
+    Call it before replacing or deleting the records of changed chunks and again after writing the new
+    ones; merging the union of both answers updates the graph for exactly those changes.
+    """
+    ids = sorted(set(chunk_ids))
+    if not ids:
+        return set(), set()
+    try:
+        _load_mentions(con, ids)
+        entity_keys = {k for (k,) in con.execute("SELECT DISTINCT key FROM _gm_em").fetchall()}
+        relation_keys = {k for (k,) in con.execute("SELECT DISTINCT relation_key FROM _gm_rm").fetchall()}
+    finally:
+        _drop_temp(con)
+    return entity_keys, relation_keys
+
+
+# ---- merging text ------------------------------------------------------------------------------------------
+
+def _ranked(items: Sequence[str], fold: Callable[[str], str]) -> list[str]:
+    """Distinct items (compared by fold), most frequent first, then by first appearance."""
+    if len(items) <= 1:
+        return list(items)
+    counts: Counter[str] = Counter()
+    first: dict[str, tuple[int, str]] = {}
+    for i, item in enumerate(items):
+        k = fold(item)
+        counts[k] += 1
+        first.setdefault(k, (i, item))
+    order = sorted(counts, key=lambda k: (-counts[k], first[k][0]))
+    return [first[k][1] for k in order]
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def merge_sentences(descriptions: Sequence[str], max_tokens: int) -> tuple[str, bool]:
+    """Distinct sentences of the descriptions by frequency, within ``max_tokens``.
+
+    Returns (text, complete): complete is False when sentences had to be dropped or cut to fit.
+    """
+    sentences = [" ".join(s.split()) for d in descriptions if d for s in _SENTENCE_END.split(d) if s.strip()]
+    ranked = _ranked(sentences, _fold)
+    text = " ".join(ranked)
+    if len(text) <= max_tokens:  # a token is at least one character: no need to count
+        return text, True
+    kept, used = [], 0
+    for sentence in ranked:
+        cost = count_tokens((" " if kept else "") + sentence)
+        if used + cost > max_tokens:
+            if not kept:
+                kept.append(truncate_to_tokens(sentence, max_tokens))
+            return " ".join(kept), False
+        kept.append(sentence)
+        used += cost
+    text = " ".join(kept)
+    if count_tokens(text) > max_tokens:  # joining can merge tokens differently at the seams
+        return truncate_to_tokens(text, max_tokens), False
+    return text, True
+
+
+def merge_keywords(keywords: Sequence[str | None]) -> str:
+    """Distinct comma/semicolon-separated keywords by frequency (case-insensitive), joined with ', '."""
+    parts = [" ".join(p.split()) for k in keywords if k for p in _KEYWORD_SPLIT.split(k) if p.strip()]
+    return ", ".join(_ranked(parts, _fold))
+
+
+def _summary_hash(kind: str, name: str, descriptions: list[str], max_tokens: int) -> str:
+    payload = json.dumps([kind, name, descriptions, max_tokens], ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+class DeferredSummaries:
+    """Stands in for the summariser in a merge that holds the DuckDB file: it records what needs summarising
+    (the merge keeps the cut text for now) instead of calling an LLM there. The caller then makes the
+    summaries with no connection open (``make_summaries``), stores them (``store_summaries``) and merges the
+    same keys again, which now finds them in the cache."""
+
+    def __init__(self) -> None:
+        self.requests: dict[str, tuple[str, str, list[str]]] = {}   # input hash -> (kind, name, descriptions)
+        self.entity_keys: set[str] = set()
+        self.relation_keys: set[str] = set()
+
+
+def make_summaries(requests: dict[str, tuple[str, str, list[str]]], summarise: Summarise, max_tokens: int,
+                   max_concurrency: int = 4) -> tuple[dict[str, str], list[str]]:
+    """Summaries for deferred requests, made in parallel; returns ({input hash: summary}, errors). A failed
+    summary is left out (its key keeps the cut text and is retried at its next change)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(item):
+        h, (kind, name, distinct) = item
+        try:
+            summary = summarise(kind, name, distinct)
+        except Exception as exc:  # noqa: BLE001 - an LLM failure must not lose the merge already written
+            return h, None, f"summary of {kind} {name!r} failed: {exc}"
+        if not isinstance(summary, str) or not summary.strip():
+            return h, None, f"summary of {kind} {name!r} was empty"
+        return h, truncate_to_tokens(" ".join(summary.split()), max_tokens), None
+
+    out, errors = {}, []
+    with ThreadPoolExecutor(max_workers=max(1, max_concurrency)) as pool:
+        for h, summary, error in pool.map(one, sorted(requests.items())):
+            if summary is not None:
+                out[h] = summary
+            else:
+                errors.append(error)
+    return out, errors
+
+
+def store_summaries(con: duckdb.DuckDBPyConnection, summaries: dict[str, str], model: str | None) -> None:
+    if summaries:
+        con.executemany("INSERT OR REPLACE INTO description_summaries VALUES (?, ?, ?, ?)",
+                        [[h, text, model, utc_now()] for h, text in summaries.items()])
+
+
+class _Descriptions:
+    """Collects the descriptions of every recomputed key, then resolves the over-budget ones in one batch:
+    cached summaries first, the summarise callable for the rest."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, summarise: Summarise | None, max_tokens: int,
+                 model: str | None, stats: MergeStats):
+        self.con, self.summarise, self.max_tokens, self.model, self.stats = con, summarise, max_tokens, model, stats
+        self.pending: dict[int, tuple[str, str, str, list[str]]] = {}
+
+    def merge(self, slot: int, kind: str, name_of: Callable[[], str], descriptions: list[str | None]) -> str:
+        """The merged text of one key; over budget, the slot is queued for ``resolve``. ``name_of`` gives the
+        name the summariser sees; it is only computed when a summary is needed."""
+        descriptions = [d for d in descriptions if d and not d.isspace()]
+        text, complete = merge_sentences(descriptions, self.max_tokens)
+        if not complete:
+            distinct = _ranked([" ".join(d.split()) for d in descriptions], _fold)
+            name = name_of()
+            self.pending[slot] = (_summary_hash(kind, name, distinct, self.max_tokens), kind, name, distinct)
+        return text
+
+    def resolve(self) -> dict[int, str]:
+        """Summaries for the over-budget slots: cached, freshly made, or (offline) none, keeping the cut text."""
+        if not self.pending:
+            return {}
+        hashes = sorted({p[0] for p in self.pending.values()})
+        cached = dict(self.con.execute(
+            "SELECT input_hash, summary FROM description_summaries WHERE input_hash IN (SELECT unnest(?::VARCHAR[]))",
+            [hashes],
+        ).fetchall())
+        fresh = []
+        out = {}
+        for slot, (h, kind, name, distinct) in sorted(self.pending.items()):
+            if h in cached:
+                self.stats.summaries_cached += 1
+            elif isinstance(self.summarise, DeferredSummaries):
+                self.summarise.requests[h] = (kind, name, distinct)
+                continue
+            elif self.summarise is not None:
+                summary = self.summarise(kind, name, distinct)
+                if not isinstance(summary, str) or not summary.strip():
+                    raise ValueError(f"summarise returned {summary!r} for {kind} {name!r}; it must return non-empty text")
+                cached[h] = truncate_to_tokens(" ".join(summary.split()), self.max_tokens)
+                fresh.append([h, cached[h], self.model, utc_now()])
+                self.stats.summaries_called += 1
+            else:
+                continue
+            out[slot] = cached[h]
+        if fresh:
+            self.con.executemany("INSERT OR REPLACE INTO description_summaries VALUES (?, ?, ?, ?)", fresh)
+        return out
+
+
+# ---- aggregation ------------------------------------------------------------------------------------------
+
+def _type_vote(types: Iterable[str | None]) -> str:
+    """Majority type; the endpoint filler 'other' only wins when nothing else was said; ties go A-Z."""
+    counts = Counter(t for t in types if t)
+    if not counts:
+        return FALLBACK_TYPE
+    return min(counts, key=lambda t: (t == FALLBACK_TYPE, -counts[t], t))
+
+
+def _set_scope(con: duckdb.DuckDBPyConnection, table: str, keys: Iterable[str]) -> None:
+    con.register("_gm_scope_arrow", pa.table({"key": pa.array(sorted(set(keys)), pa.string())}))
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT key FROM _gm_scope_arrow")
+    finally:
+        con.unregister("_gm_scope_arrow")
+
+
+_COMPARED = {
+    "entities": ("name", "type", "description", "description_tokens", "mention_count", "source_chunk_ids", "document_ids"),
+    "relations": ("src_key", "tgt_key", "keywords", "description", "description_tokens", "strength", "mention_count",
+                  "source_chunk_ids", "document_ids"),
+}
+
+
+def _write(con: duckdb.DuckDBPyConnection, table: str, key_col: str, rows: pa.Table, full: bool,
+           scope_table: str) -> tuple[int, int, int, set[str]]:
+    """Replace the scoped rows of ``table`` by ``rows``; rows whose content is unchanged keep their updated_at.
+    Returns (written, deleted, unchanged, deleted keys)."""
+    con.register("_gm_new_arrow", rows)
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE _gm_new AS SELECT * FROM _gm_new_arrow")
+    finally:
+        con.unregister("_gm_new_arrow")
+    in_scope = "true" if full else f"{key_col} IN (SELECT key FROM {scope_table})"
+    deleted = {k for (k,) in con.execute(
+        f"SELECT {key_col} FROM {table} WHERE {in_scope} AND {key_col} NOT IN (SELECT {key_col} FROM _gm_new)"
+    ).fetchall()}
+    differs = " OR ".join(f"n.{c} IS DISTINCT FROM o.{c}" for c in _COMPARED[table])
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _gm_changed AS
+            SELECT n.* FROM _gm_new n LEFT JOIN {table} o ON o.{key_col} = n.{key_col}
+            WHERE o.{key_col} IS NULL OR {differs}"""
+    )
+    written = con.execute("SELECT count(*) FROM _gm_changed").fetchone()[0]
+    if deleted:
+        con.execute(f"DELETE FROM {table} WHERE {key_col} IN (SELECT unnest(?::VARCHAR[]))", [sorted(deleted)])
+    con.execute(f"DELETE FROM {table} WHERE {key_col} IN (SELECT {key_col} FROM _gm_changed)")
+    con.execute(f"INSERT INTO {table} SELECT *, ?::TIMESTAMP FROM _gm_changed", [utc_now()])
+    con.execute("DROP TABLE _gm_changed")
+    return written, len(deleted), rows.num_rows - written, deleted
+
+
+def _groups(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[dict[str, list], list[tuple[int, int]]]:
+    """Run ``sql`` (rows sorted by their first column, the key) and return its columns as lists plus the
+    [start, end) row range of each key. One sorted scan is much cheaper than ordered list aggregates."""
+    table = con.sql(sql).to_arrow_table()
+    cols = {name: table.column(name).to_pylist() for name in table.column_names}
+    keys = cols["key"]
+    bounds, start = [], 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[start]:
+            bounds.append((start, i))
+            start = i
+    return cols, bounds
+
+
+def _distinct_sorted(values: list[str]) -> list[str]:
+    return sorted(set(values))
+
+
+def _merge_entities(con, full: bool, descriptions: _Descriptions) -> tuple[int, int, int, set[str]]:
+    scope = "" if full else "WHERE key IN (SELECT key FROM _gm_scope_e)"
+    cols, bounds = _groups(con, f"""SELECT key, name, type, description, chunk_id, document_id FROM _gm_em {scope}
+                                    ORDER BY key, chunk_id, ord""")
+    out: dict[str, list] = {c: [] for c in ("entity_key", "name", "type", "description", "mention_count",
+                                            "source_chunk_ids", "document_ids")}
+    for slot, (a, b) in enumerate(bounds):
+        names = cols["name"][a:b]
+        name = display_name(names) if b - a > 1 else " ".join(names[0].split())
+        out["entity_key"].append(cols["key"][a])
+        out["name"].append(name)
+        out["type"].append(_type_vote(cols["type"][a:b]))
+        out["description"].append(descriptions.merge(slot, "entity", lambda: name, cols["description"][a:b]))
+        _append_provenance(out, cols, a, b)
+    _apply_summaries(out, descriptions)
+    rows = pa.table({
+        "entity_key": pa.array(out["entity_key"], pa.string()),
+        "name": pa.array(out["name"], pa.string()),
+        "type": pa.array(out["type"], pa.string()),
+        "description": pa.array(out["description"], pa.string()),
+        "description_tokens": pa.array([count_tokens(d) for d in out["description"]], pa.int32()),
+        "mention_count": pa.array(out["mention_count"], pa.int32()),
+        "source_chunk_ids": pa.array(out["source_chunk_ids"], pa.list_(pa.string())),
+        "document_ids": pa.array(out["document_ids"], pa.list_(pa.string())),
+    })
+    return _write(con, "entities", "entity_key", rows, full, "_gm_scope_e")
+
+
+def _append_provenance(out: dict[str, list], cols: dict[str, list], a: int, b: int) -> None:
+    """The columns every merged entity and relation carries: how often it was extracted, and from where."""
+    out["mention_count"].append(b - a)
+    out["source_chunk_ids"].append(_distinct_sorted(cols["chunk_id"][a:b]))
+    out["document_ids"].append(_distinct_sorted(cols["document_id"][a:b]))
+
+
+def _apply_summaries(out: dict[str, list], descriptions: _Descriptions) -> None:
+    """Put the summaries resolved for this merge's over-budget descriptions in place of the cut text."""
+    for slot, summary in descriptions.resolve().items():
+        out["description"][slot] = summary
+    descriptions.pending.clear()
+
+
+def _relation_label(src_names: list[str], tgt_names: list[str]) -> str:
+    return f"{display_name(src_names)} <-> {display_name(tgt_names)}"
+
+
+def _merge_relations(con, full: bool, descriptions: _Descriptions) -> tuple[int, int, int, set[str]]:
+    scope = "" if full else "WHERE relation_key IN (SELECT key FROM _gm_scope_r)"
+    cols, bounds = _groups(con, f"""SELECT relation_key AS key, src_key, tgt_key, src_name, tgt_name, keywords,
+                                           description, strength, chunk_id, document_id
+                                    FROM _gm_rm {scope} ORDER BY relation_key, chunk_id, ord""")
+    out: dict[str, list] = {c: [] for c in ("relation_key", "src_key", "tgt_key", "keywords", "description",
+                                            "strength", "mention_count", "source_chunk_ids", "document_ids")}
+    for slot, (a, b) in enumerate(bounds):
+        out["relation_key"].append(cols["key"][a])
+        out["src_key"].append(cols["src_key"][a])
+        out["tgt_key"].append(cols["tgt_key"][a])
+        out["keywords"].append(merge_keywords(cols["keywords"][a:b]))
+        label = functools.partial(_relation_label, cols["src_name"][a:b], cols["tgt_name"][a:b])
+        out["description"].append(descriptions.merge(slot, "relation", label, cols["description"][a:b]))
+        out["strength"].append(math.fsum(cols["strength"][a:b]))
+        _append_provenance(out, cols, a, b)
+    _apply_summaries(out, descriptions)
+    rows = pa.table({
+        "relation_key": pa.array(out["relation_key"], pa.string()),
+        "src_key": pa.array(out["src_key"], pa.string()),
+        "tgt_key": pa.array(out["tgt_key"], pa.string()),
+        "keywords": pa.array(out["keywords"], pa.string()),
+        "description": pa.array(out["description"], pa.string()),
+        "description_tokens": pa.array([count_tokens(d) for d in out["description"]], pa.int32()),
+        "strength": pa.array(out["strength"], pa.float64()),
+        "mention_count": pa.array(out["mention_count"], pa.int32()),
+        "source_chunk_ids": pa.array(out["source_chunk_ids"], pa.list_(pa.string())),
+        "document_ids": pa.array(out["document_ids"], pa.list_(pa.string())),
+    })
+    return _write(con, "relations", "relation_key", rows, full, "_gm_scope_r")
+
+
+def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, relation_keys: set[str] | None, *,
+               summarise: Summarise | None = None, max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS,
+               summary_model: str | None = None) -> MergeStats:
+    """Recompute these entity and relation keys from the current ok extraction records.
+
+    A key still mentioned is upserted (rows whose content did not change are left alone); a key no longer
+    mentioned is deleted. ``None`` for both means a full rebuild of both tables. The endpoints of the given
+    relations are recomputed too, and so is every stored relation touching an entity that disappears, so no
+    relation is ever left without its endpoints. Runs in the caller's transaction, if any; wrap it in
+    ``store.transaction`` for atomicity. ``summary_model`` is recorded with new summaries for inspection.
+    """
+    if max_description_tokens < 1:
+        raise ValueError(f"max_description_tokens={max_description_tokens} must be at least 1")
+    if (entity_keys is None) != (relation_keys is None):
+        raise ValueError("pass None for both entity_keys and relation_keys (full rebuild) or sets for both")
+    started = time.perf_counter()
+    stats = MergeStats()
+    full = entity_keys is None
+    descriptions = _Descriptions(con, summarise, max_description_tokens, summary_model, stats)
+    try:
+        _load_mentions(con, None)
+        if not full:
+            _set_scope(con, "_gm_scope_r", relation_keys)
+            endpoints = con.execute(
+                """SELECT src_key, tgt_key FROM _gm_rm WHERE relation_key IN (SELECT key FROM _gm_scope_r)
+                   UNION SELECT src_key, tgt_key FROM relations WHERE relation_key IN (SELECT key FROM _gm_scope_r)"""
+            ).fetchall()
+            _set_scope(con, "_gm_scope_e", set(entity_keys).union(*endpoints) if endpoints else entity_keys)
+        stats.entities_written, stats.entities_deleted, stats.entities_unchanged, gone = \
+            _merge_entities(con, full, descriptions)
+        if not full and gone:
+            dangling = {k for (k,) in con.execute(
+                """SELECT relation_key FROM relations
+                   WHERE src_key IN (SELECT unnest(?::VARCHAR[])) OR tgt_key IN (SELECT unnest(?::VARCHAR[]))""",
+                [sorted(gone), sorted(gone)],
+            ).fetchall()}
+            _set_scope(con, "_gm_scope_r", set(relation_keys) | dangling)
+        stats.relations_written, stats.relations_deleted, stats.relations_unchanged, _ = \
+            _merge_relations(con, full, descriptions)
+    finally:
+        _drop_temp(con)
+    stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def relation_keys_touching(con: duckdb.DuckDBPyConnection, entity_keys: Iterable[str]) -> set[str]:
+    """Stored relations with an endpoint among these keys, plus those the current records would produce."""
+    keys = sorted(set(entity_keys))
+    if not keys:
+        return set()
+    stored = {k for (k,) in con.execute(
+        """SELECT relation_key FROM relations
+           WHERE src_key IN (SELECT unnest(?::VARCHAR[])) OR tgt_key IN (SELECT unnest(?::VARCHAR[]))""",
+        [keys, keys],
+    ).fetchall()}
+    try:
+        _load_mentions(con, None)
+        produced = {k for (k,) in con.execute(
+            """SELECT DISTINCT relation_key FROM _gm_rm
+               WHERE src_key IN (SELECT unnest(?::VARCHAR[])) OR tgt_key IN (SELECT unnest(?::VARCHAR[]))""",
+            [keys, keys],
+        ).fetchall()}
+    finally:
+        _drop_temp(con)
+    return stored | produced
+
+
+def remerge_entities(con: duckdb.DuckDBPyConnection, entity_keys: Iterable[str], *, summarise: Summarise | None = None,
+                     max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS) -> MergeStats:
+    """Recompute these entities and every relation touching them, in one transaction: what an alias change
+    (aliases.add_alias / set_alias_disabled / delete_alias / save_candidates return the keys) needs."""
+    keys = set(entity_keys)
+    with transaction(con):
+        return merge_keys(con, keys, relation_keys_touching(con, keys), summarise=summarise,
+                          max_description_tokens=max_description_tokens)
+
+
+def apply_chunk_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: Iterable[str],
+                        upsert_records: Sequence[ExtractionRecord], summarise: Summarise | None = None, *,
+                        max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS) -> MergeStats:
+    """Delete the records of removed chunks, write new or replaced records, and merge exactly the keys
+    their old and new records mention, all in one transaction."""
+    removed = set(removed_chunk_ids)
+    touched = removed | {r.chunk_id for r in upsert_records}
+    with transaction(con):
+        before_e, before_r = keys_for_chunks(con, touched)
+        delete_records(con, removed)
+        write_records(con, upsert_records)
+        after_e, after_r = keys_for_chunks(con, {r.chunk_id for r in upsert_records})
+        return merge_keys(con, before_e | after_e, before_r | after_r, summarise=summarise,
+                          max_description_tokens=max_description_tokens)
+
+
+def detect_and_apply(store, *, string_threshold: float = 0.95,
+                     embeddings: tuple[Sequence[str], np.ndarray] | None = None,
+                     embedding_threshold: float = 0.95) -> AliasStats:
+    """Find near-duplicate entity names, record new aliases and re-merge the entities they join.
+
+    Rows already in `entity_aliases` (manual, disabled, or detected earlier) are never overridden, so a
+    user's un-merge sticks. ``embeddings`` = (entity keys, unit vectors) adds the embedding method.
+    """
+    with store.connect() as con:
+        candidates = find_alias_candidates(read_alias_inputs(con), string_threshold=string_threshold,
+                                           embeddings=embeddings, embedding_threshold=embedding_threshold)
+        before = con.execute("SELECT count(*) FROM entity_aliases").fetchone()[0]
+        changed = save_candidates(con, candidates)
+        added = con.execute("SELECT count(*) FROM entity_aliases").fetchone()[0] - before
+        if changed:
+            remerge_entities(con, changed)
+    return AliasStats(len(candidates), added, len(changed))

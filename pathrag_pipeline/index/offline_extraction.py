@@ -1,0 +1,917 @@
+"""Rule-based entity and relation extraction from English text, the no-LLM default of the pipeline.
+
+Without a language model the graph still needs nodes and edges, so this module finds what an LLM
+would mostly call entities with deterministic rules: runs of capitalised tokens (allowing name
+connectors such as "of", "de", "van" inside: "University of Copenhagen"), acronyms, dates and years,
+numbers with their unit, and quoted titles. Capitalised function words that merely start a sentence
+("The", "However", "In") are not entities; a lone sentence-initial word counts only if the text also
+capitalises it mid-sentence. Relations link entities that share a sentence, nearest neighbours and the
+sentence subject only, so long lists do not create quadratic edge counts; a passage title, when given,
+is the subject entity of the passage and links to what its first sentences (and sentences opening with
+a pronoun such as "It" or "He") mention.
+
+Everything is stdlib ``re`` with precompiled patterns: no model, no download, thousands of chunks/s.
+``OFFLINE_EXTRACTOR_ID`` names the rule set; it is part of the extraction cache key, so bump it
+whenever a rule changes the output.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import re
+from dataclasses import dataclass
+
+from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
+
+OFFLINE_EXTRACTOR_ID = "offline-rules-v2"  # v2: titles inside longer names, line segments
+
+DESCRIPTION_MAX_CHARS = 400
+RELATION_NEIGHBOURS = 2     # each entity links to this many following entities of its sentence
+TITLE_LEAD_SENTENCES = 2    # the title entity links to every entity of this many opening sentences
+
+# --- word lists --------------------------------------------------------------------------------------
+
+_MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|December"
+           "|Jan\\.|Feb\\.|Mar\\.|Apr\\.|Jun\\.|Jul\\.|Aug\\.|Sep\\.|Sept\\.|Oct\\.|Nov\\.|Dec\\.")
+
+# Capitalised words that are not names on their own; dropped from the start of a capitalised run.
+_FUNCTION_WORDS = frozenset("""
+a an the this that these those his her its their our my your he she it they we i you me him them us
+in on at by for from with as of to into onto upon after before during since until till while when where
+what who whom whose which why how however although though because if unless but and or nor so yet also
+there here then thus therefore furthermore moreover meanwhile nevertheless nonetheless otherwise
+today currently later originally both each every all some many most several other another such
+following according despite among between under over within without through throughout like unlike
+about around once is was are were be being been has have had do does did can could will would shall
+should might must not no yes only even just still now formerly previously additionally eventually
+initially finally subsequently instead indeed hence overall further besides likewise similarly
+consequently accordingly regardless whereas whether either neither none any few more less much
+again often sometimes usually generally together rather soon already almost perhaps recently
+along against across beyond near toward towards via per alongside amid amongst behind below beneath
+above except inside outside off out up down away back ago here's it's that's there's what's let
+born located known named called based considered described released produced written directed
+despite although nearly approximately around roughly unlike unfortunately fortunately notably
+especially particularly primarily mainly mostly largely partly fully simply apart
+""".split())
+
+# Lower-case words allowed inside a capitalised run when a capitalised word follows them.
+_CONNECTORS = frozenset(
+    "of the de du des la le les di da do del della dos das van von der den ter y e al el bin ibn ben upon for on".split()
+)
+
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr st jr sr inc ltd co corp mt ft prof gen col lt capt sgt rev hon gov sen rep no vol vs etc"
+    " jan feb mar apr jun jul aug sep sept oct nov dec fig approx est dept univ bros ave blvd".split()
+)
+_HONORIFICS = frozenset("Mr Mr. Mrs Mrs. Ms Ms. Dr Dr. Prof Prof. Messrs Messrs.".split())
+_NAME_SUFFIXES = frozenset("Jr. Sr. Jr Sr II III IV V VI VII VIII Inc. Ltd. Co. Corp. LLC PLC plc".split())
+_COMPANY_SUFFIXES = frozenset("Inc. Ltd. Co. Corp. LLC PLC plc L.P. S.A. AG GmbH".split())
+
+_PERSON_TITLES = frozenset("""
+mr mr. mrs mrs. ms ms. dr dr. sir dame lord lady king queen prince princess emperor empress pope saint
+president senator governor mayor general admiral colonel captain lieutenant sergeant major professor
+prof. reverend rev. bishop archbishop cardinal sultan shah tsar czar duke duchess count countess baron
+baroness earl chancellor judge justice rabbi imam sheikh
+""".split())
+_PERSON_CUES = frozenset("""
+actor actress singer songwriter rapper musician composer writer author novelist poet playwright painter
+artist sculptor director filmmaker producer psychologist philosopher politician president king queen
+prince princess emperor pope bishop player footballer coach manager journalist scientist physicist
+chemist biologist mathematician economist historian architect engineer inventor entrepreneur
+businessman businesswoman lawyer judge senator governor mayor general admiral colonel captain husband
+wife son daughter father mother brother sister uncle aunt nephew niece cousin grandson granddaughter
+dancer comedian presenter host guitarist drummer bassist pianist violinist vocalist conductor
+astronomer physician surgeon explorer activist leader minister chairman founder ceo designer
+photographer model boxer wrestler cyclist athlete striker goalkeeper defender midfielder pitcher
+quarterback cricketer batsman bowler jockey driver chef teacher student mr mrs ms dr sir
+""".split())
+_GIVEN_NAMES = frozenset("""
+john james robert michael william david richard joseph thomas charles christopher daniel matthew anthony
+mark donald steven paul andrew joshua kenneth kevin brian george edward ronald timothy jason jeffrey ryan
+jacob gary nicholas eric jonathan stephen larry justin scott brandon benjamin samuel frank gregory raymond
+alexander patrick jack dennis jerry tyler aaron henry adam douglas nathan peter zachary kyle walter harold
+jeremy ethan carl keith roger gerald christian terry sean arthur austin noah lawrence jesse joe bryan billy
+bruce albert willie gabriel logan alan juan wayne roy ralph randy eugene vincent russell louis philip
+bobby johnny bradley mary patricia jennifer linda elizabeth barbara susan jessica sarah karen nancy lisa
+betty margaret sandra ashley kimberly emily donna michelle dorothy carol amanda melissa deborah stephanie
+rebecca sharon laura cynthia kathleen amy shirley angela helen anna brenda pamela nicole emma samantha
+katherine christine debra rachel catherine carolyn janet ruth maria heather diane virginia julie joyce
+victoria olivia kelly christina lauren joan evelyn judith megan cheryl andrea hannah martha jacqueline
+frances gloria ann teresa kathryn sara janice jean alice madison doris abigail julia judy grace denise
+amber marilyn beverly danielle theresa sophia marie diana brittany natalie isabella charlotte rose
+alexis kayla hans karl friedrich wilhelm johann ludwig otto heinrich franz pierre jean jacques louis
+francois henri michel giovanni giuseppe carlo luigi antonio francesco marco juan carlos jose luis miguel
+pedro manuel ivan sergei vladimir nikolai dmitri alexei mikhail ali mohammed muhammad ahmed hassan
+omar yuri jan erik lars anders olaf sven nils bill tom jim bob mike dave steve tony ben sam max leo
+frederick edgar howard harry jimmy ray ernest martin fred clarence herbert eddie leonard stanley
+ernst rudolf gustav wolfgang
+""".split())
+
+_ORG_HEADS = frozenset("""
+university college school academy institute institution company corporation corp inc ltd llc plc
+association society council party journal press records bank club team army navy force forces corps
+church commission committee department ministry agency foundation museum library hospital group
+network networks airlines airways federation league union board court parliament senate congress
+assembly government administration authority bureau office service services organization
+organisation orchestra band trust fund studio studios pictures entertainment media publishing
+publishers publications magazine newspaper times post herald tribune gazette review railway railways
+railroad brewery motors industries systems technologies labs laboratory laboratories center centre
+conservatory seminary cathedral abbey monastery diocese order brigade regiment division battalion
+fleet squadron command guard police coalition alliance movement front synod
+""".split())
+_EVENT_FIRST = frozenset("treaty act battle siege war".split())
+_ORG_FIRST = frozenset("university bank church department ministry government house council college school institute".split())
+_LOCATION_HEADS = frozenset("""
+river county city lake lakes mountain mountains mount island islands valley bay sea ocean street road
+avenue park state province district region airport station bridge square republic range falls
+peninsula desert forest coast gulf strait canyon hill hills heights township village town parish
+borough prefecture territory oblast canton commune municipality metropolitan area basin delta
+highlands plateau upland uplands glacier cape harbor harbour port beach creek springs field fields
+stadium arena building tower palace castle kingdom empire
+""".split())
+_LOCATION_FIRST = frozenset("mount lake cape fort port saint san santa city republic kingdom state".split())
+_EVENT_HEADS = frozenset("""
+war battle siege championship championships cup olympics games festival election elections revolution
+awards award prize tournament series season massacre treaty conference expedition crisis uprising
+rebellion campaign riots strike summit grand prix open marathon census draft olympiad sabha
+""".split())
+_LOCATION_PREPS = frozenset("in at near from to into across throughout".split())
+_PLACES = frozenset("""
+alabama alaska arizona arkansas california colorado connecticut delaware florida georgia hawaii idaho
+illinois indiana iowa kansas kentucky louisiana maine maryland massachusetts michigan minnesota
+mississippi missouri montana nebraska nevada ohio oklahoma oregon pennsylvania tennessee texas utah
+vermont virginia washington wisconsin wyoming america canada mexico brazil argentina chile peru colombia
+venezuela england scotland wales ireland britain france germany italy spain portugal netherlands
+belgium switzerland austria poland russia ukraine sweden norway denmark finland iceland greece turkey
+egypt israel iran iraq india pakistan china japan korea vietnam thailand indonesia philippines
+australia zealand africa nigeria kenya ethiopia europe asia london paris berlin rome madrid moscow tokyo
+beijing vienna prague budapest warsaw dublin edinburgh chicago boston york angeles philadelphia
+detroit atlanta seattle toronto montreal sydney melbourne nashville memphis dallas houston miami
+hungary romania bulgaria serbia croatia slovenia slovakia czech congo ghana morocco algeria sudan
+lebanon syria jordan arabia afghanistan bangladesh nepal singapore malaysia cuba jamaica haiti
+""".split())
+_PRONOUN_OPENERS = frozenset("it its he his she her they their this these the".split())
+_VERB_HINTS = frozenset("""
+is was are were be been became become becomes has had have won wins lost married born died founded
+established published released directed produced wrote written composed created developed designed
+built owned owns located lies lives lived served serves played plays joined led leads named called
+known includes included contains housed hosts hosted held holds made makes replaced succeeded
+preceded received awarded elected appointed signed moved returned studied taught attended graduated
+worked works flows flowed borders bordered covers covered starred stars sang sings recorded features
+featured acquired merged headed heads governed ruled located situated settled invaded defeated
+""".split())
+_RELATION_PREPS = frozenset("by in of from at to for with on as into under after before during since between against".split())
+_ARTICLES = frozenset("a an the".split())
+_COPULAS = frozenset("is was are were be been became become becomes remains remained".split())
+# Capitalised words that open sentences without being names, beyond the function words.
+_COMMON_OPENERS = frozenset("""
+one two three four five six seven eight nine ten eleven twelve twenty hundreds thousands dozens first
+second third many few due prior next given nearby elsewhere very long large little recent average
+single former new significant part parts note set some most other others earlier later previously
+built begun located found set born named early late modern ancient major minor local regional
+national international general special total main several various numerous certain right left top
+bottom high low private public official full half whole own same different similar
+""".split())
+_DERIVED_SUFFIXES = frozenset("""
+based born held owned speaking language led controlled occupied era style class made native funded
+backed sponsored affiliated bound inspired influenced dominated produced themed oriented related
+""".split())
+_EPITHETS = frozenset("Great Younger Elder First Second Third Conqueror Bold Pious Wise Good Confessor Lionheart"
+                      " Magnificent Terrible Apostle Baptist Evangelist Fair Just Red Navigator".split())
+_OF_HEADS_EXTRA = frozenset("""
+history list book acts act friends order house bank battle siege treaty duke duchess earl king queen prince
+princess lord lady bishop archbishop president minister secretary member governor mayor chief head director
+chancellor emperor empress sultan count countess baron marquess viscount knight dean provost rector
+speaker leader chairman chair commissioner ambassador consul general attorney state states republic
+kingdom isle isles bay gulf cape lake sea straits port city county province district territory
+gallery museum temple basilica cathedral church chapel abbey shrine tomb palace castle tower hall
+journal annals proceedings transactions bulletin letters review history encyclopedia dictionary
+declaration constitution charter bill statute code convention protocol day feast festival year
+register hall fame prize medal
+""".split())
+_SPECIFIC_HEADS = frozenset("congress parliament senate congresswoman".split())
+_NOT_NAMES = frozenset("""
+fm am bc ad bce ce tv mw kw gw mhz khz ghz zip cd cds dvd ep lp lps gdp hdtv ko pc id ok usd inc ltd jr sr
+mph rpm cdp pm
+""".split())
+_MONTH_WORDS = frozenset(m for m in _MONTHS.split("|") if not m.endswith("."))
+
+# --- patterns ----------------------------------------------------------------------------------------
+
+_INITIAL = re.compile(r"(?:[A-Z]\.)+")
+_OF_HEADS = _OF_HEADS_EXTRA | _ORG_HEADS | _LOCATION_HEADS | _EVENT_HEADS
+_GENERIC_HEADS = _ORG_HEADS | _LOCATION_HEADS | _EVENT_HEADS
+_LATEX_QUOTES = re.compile(r"``\s*|\s*''")
+_MID_CAP = re.compile(r"(?<=[\w,;:)] )([A-Z][\w'\u2019-]*)")
+_LOWER_WORD = re.compile(r"\b[a-z][\w'-]*")
+_COMMON_SUFFIX = re.compile(
+    r"(?:ly|ed|ing|ous|ive|ful|less|ness|ment|tion|sion|ship|ity|ance|ence|ism|ist|ists|ers|ions|al|ic|ary|ure|ty|ics)$"
+)
+_KEY_STRIP = re.compile(r"[^\w]+")
+_PERSON_SHAPE = re.compile(r"[A-Z][\w'\u2019-]*(?: (?:[A-Z]\.)+)?(?: [A-Z][\w'\u2019-]*){1,3}")
+
+_ARTEFACT_HYPHEN = re.compile(r"(?<=\w) - (?=\w)")
+_ARTEFACT_SPACE_PUNCT = re.compile(r"\s+(?=[,;:.!?)](?:\s|$))")
+_ARTEFACT_OPEN_PAREN = re.compile(r"\(\s+")
+_QUOTE_CHARS = re.compile(r"[\u201c\u201d\u201e\u00ab\u00bb]")
+_WHITESPACE = re.compile(r"\s+")
+
+_BOUNDARY = re.compile(r"[.!?]+[\"')\]]*\s+")
+_WORD_BEFORE = re.compile(r"(?:^|[\s(\"'\[])([^\s(\"'\[]*)$")
+_FIRST_WORD = re.compile(r"[\"'(\[]*([A-Za-z]+)")
+
+_QUOTED = re.compile(r'"([^"\n]{1,120})"')
+_DATE = re.compile(
+    rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})(?:,?\s+\d{{3,4}})?"
+    rf"|(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,\s*\d{{3,4}}|\s+\d{{4}})?\b"
+    rf"|(?:(?:early|mid|late)[- ])?(?:{_MONTHS}),?\s+\d{{4}}\b"
+    rf"|(?:(?:early|mid|late)[- ])?\d{{1,2}}(?:st|nd|rd|th)[- ]century\b"
+    rf"|(?:(?:early|mid|late)[- ](?:the\s+)?)?(?:1[0-9]|20)\d0s\b"
+    rf"|(?:(?:early|mid|late)[- ])?(?:1[0-9]|20)\d{{2}}(?!\s*(?:km|m|kg|mi|ft|%))\b(?![.,]\d))"
+)
+# Money and scaled amounts ("$24 million", "7.8 billion"); bare counts and measures are rarely entities.
+_AMOUNT = re.compile(
+    r"(?<![\w.,])(?:(?:US)?[$£€]\s?\d[\d,]*(?:\.\d+)?(?:\s+(?:million|billion|trillion))?"
+    r"|\d[\d,]*(?:\.\d+)?\s+(?:million|billion|trillion))(?![\w])"
+)
+# An ordinal or a year directly before a name: "54th Massachusetts Infantry", "2020 Summer Olympics".
+_NUMBER_PREFIX = re.compile(r"(?:(?<=\s)|(?<=^))(?:(\d{1,3}(?:st|nd|rd|th))|\d{4}) $")
+_TOKEN = re.compile(
+    r"(?P<initials>(?:[A-Z]\.){2,}|[A-Z]\.(?=\s*[A-Z]))"        # U.S., C.M., G. (before a capital)
+    r"|(?P<word>[^\W\d_]\w*(?:['\u2019-]\w+|&[A-Z]\w*)*)"
+    r"|(?P<num>\d[\w.,%-]*)"
+    r"|(?P<punct>[^\w\s])"
+)
+
+
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_LINE_END = (".", "!", "?", ":", ";", ",", '"', ")")
+
+
+def _segments(text: str) -> Iterator[str]:
+    """Runs of text that a sentence never crosses: a blank line ends one (headings and list items carry no
+    final period), and so does a short unpunctuated line (a heading, a table row) or a table cell
+    (`` | ``). Wrapped lines of a paragraph (PDF text) are joined back together."""
+    for block in _BLANK_LINE.split(text):
+        joined: list[str] = []
+        for line in block.split("\n"):
+            line = line.strip()
+            if not line:
+                continue
+            if "|" in line or (len(line.split()) <= 12 and not line.endswith(_LINE_END)):
+                if joined:
+                    yield " ".join(joined)
+                    joined = []
+                yield from (cell for cell in line.split("|") if cell.strip())
+            else:
+                joined.append(line)
+        if joined:
+            yield " ".join(joined)
+
+
+def normalise_text(text: str) -> str:
+    """Undo the tokenisation artefacts of QA corpora ("Person - centered", "`` quoted ''", "word ,").
+
+    Quotes become plain double quotes so quoted titles are found one way, and whitespace collapses, so
+    every later offset refers to this cleaned text.
+    """
+    text = _LATEX_QUOTES.sub('"', text)
+    text = _QUOTE_CHARS.sub('"', text)
+    text = _ARTEFACT_HYPHEN.sub("-", text)
+    text = _ARTEFACT_OPEN_PAREN.sub("(", text)
+    text = _ARTEFACT_SPACE_PUNCT.sub("", text)
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def text_sentences(text: str) -> list[str]:
+    """The sentences of raw document text: segments (see ``_segments``), cleaned, then split; markdown
+    heading marks are dropped. What the extractor reads, and what answers and excerpts quote."""
+    blocks = (normalise_text(block.lstrip("#").strip()) for block in _segments(text))
+    return [sentence for block in blocks if block for sentence in split_sentences(block)]
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split cleaned English text into sentences, not breaking after abbreviations, initials or decimals.
+
+    A period after "Mr", "St", "U.S" or an initial ends a sentence only when the next word is one
+    that typically opens a sentence ("The", "He", "In"), so "G. Stanley Hall" and "St. Louis" stay whole.
+    """
+    sentences: list[str] = []
+    start = 0
+    for match in _BOUNDARY.finditer(text):
+        end = match.end()
+        if end >= len(text):
+            break
+        following = text[end]
+        if not (following.isupper() or following.isdigit() or following in "\"'([`"):
+            continue
+        if text[match.start()] == "." and match.end() - match.start() <= 3:
+            before = _WORD_BEFORE.search(text, start, match.start())
+            word = before.group(1) if before else ""
+            if _is_abbreviation(word):
+                nxt = _FIRST_WORD.match(text, end)
+                if not (nxt and nxt.group(1).lower() in _FUNCTION_WORDS):
+                    continue
+        sentence = text[start:end].strip()
+        if sentence:
+            sentences.append(sentence)
+        start = end
+    tail = text[start:].strip()
+    if tail:
+        sentences.append(tail)
+    return sentences
+
+
+def _is_abbreviation(word: str) -> bool:
+    if not word:
+        return False
+    if word.lower().rstrip(".") in _ABBREVIATIONS:
+        return True
+    if len(word) == 1 and word.isupper():
+        return True
+    # dotted acronyms: "U.S" (the final period is the boundary candidate)
+    return len(word) >= 3 and word[1] == "." and word.replace(".", "").isalpha() and word.replace(".", "").isupper()
+
+
+# --- candidates --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """An entity mention in one sentence: its name, rule-assigned type and character span."""
+
+    name: str
+    type: str
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
+class _Token:
+    start: int
+    end: int
+    text: str
+    kind: str  # "cap", "lower", "num", "punct", "mask"
+
+
+def _tokenise(sentence: str, masked: list[tuple[int, int]]) -> list[_Token]:
+    """Tokens of ``sentence``; each masked span (already an entity) becomes one run-breaking token."""
+    tokens: list[_Token] = []
+    spans = iter(sorted(masked))
+    mask = next(spans, None)
+    for match in _TOKEN.finditer(sentence):
+        s, e = match.span()
+        if tokens and s < tokens[-1].end:
+            continue  # the period of an abbreviation, already part of the previous token
+        while mask is not None and mask[1] <= s:
+            mask = next(spans, None)
+        if mask is not None and s < mask[1] and e > mask[0]:
+            if not tokens or tokens[-1].kind != "mask" or tokens[-1].start != mask[0]:
+                tokens.append(_Token(mask[0], mask[1], sentence[mask[0]:mask[1]], "mask"))
+            continue
+        kind = match.lastgroup
+        text = match.group()
+        if kind == "initials":
+            kind = "cap"
+        elif kind == "word":
+            kind = "cap" if text[0].isupper() else "lower"
+            if kind == "cap" and "-" in text and text.rsplit("-", 1)[1] in _DERIVED_SUFFIXES:
+                # "Westminster-based", "British-held": the name is the prefix, and the run ends there
+                head = text.rsplit("-", 1)[0]
+                tokens.append(_Token(s, s + len(head), head, "cap"))
+                tokens.append(_Token(s + len(head), e, text[len(head):], "punct"))
+                continue
+            if sentence[e:e + 1] == "." and text.lower() in _ABBREVIATIONS:
+                e += 1
+                text += "."
+        tokens.append(_Token(s, e, text, kind))
+    return tokens
+
+
+def _overlaps(spans: list[tuple[int, int]], s: int, e: int) -> bool:
+    return any(s < b and e > a for a, b in spans)
+
+
+@dataclass(frozen=True, slots=True)
+class NameContext:
+    """What the whole chunk says about its words, to judge a capitalised word that opens a sentence.
+
+    ``capitalised`` holds words the chunk capitalises mid-sentence (names for sure); ``lowercase`` the
+    words it writes in lower case (so "Snowfall" opening a sentence is a common noun).
+    """
+
+    capitalised: frozenset[str] = frozenset()
+    lowercase: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, sentences: list[str], title: str = "") -> "NameContext":
+        capitalised = {_bare(m.group(1)) for sentence in sentences for m in _MID_CAP.finditer(sentence)}
+        capitalised.update(_bare(w) for w in title.split() if w[:1].isupper())
+        lowercase = {w for sentence in sentences for w in _LOWER_WORD.findall(sentence)}
+        return cls(frozenset(capitalised), frozenset(lowercase))
+
+    def opens_with_name(self, word: str) -> bool:
+        """Whether a lone capitalised word opening a sentence is a name ("Ethiopia is ...")."""
+        if word in self.capitalised:
+            return True
+        lower = word.lower()
+        if lower in _PLACES:
+            return True
+        if not self.lowercase or lower in self.lowercase or lower in _COMMON_OPENERS or _COMMON_SUFFIX.search(lower):
+            return False
+        return not word.isupper() or len(word) >= 3
+
+
+_CAPITAL_BEFORE = re.compile(r"([A-Z][\w'-]*)(?:\s+(?:of|the|and|de|for|on))*\s+$")
+_CAPITAL_AFTER = re.compile(r"\s+(?:(?:of|the|and|de|for|on)\s+)*[A-Z]")
+
+
+def _name_word_before(sentence: str, pos: int) -> bool:
+    match = _CAPITAL_BEFORE.search(sentence, 0, pos)
+    return bool(match) and match.group(1).lower() not in _FUNCTION_WORDS
+
+
+def find_candidates(sentence: str, context: NameContext = NameContext(),
+                    known_names: tuple[str, ...] = ()) -> list[Candidate]:
+    """Entity mentions in one cleaned sentence, in text order, spans not overlapping.
+
+    ``context`` judges a lone capitalised word opening the sentence; without one, such a word is never
+    a name. ``known_names`` (e.g. the passage title) are matched verbatim first, case-insensitively, so
+    a title like "Riemann integral" is kept whole.
+    """
+    found: list[Candidate] = []
+    masked: list[tuple[int, int]] = []
+    lowered = sentence.lower() if known_names else ""
+    for name in known_names:
+        key = name.lower()
+        pos = lowered.find(key)
+        while pos != -1:
+            end = pos + len(key)
+            # A known name inside a longer name ("Institute" in "Pellingham Institute of Hydrology") is not a
+            # mention of it: no capitalised word (or connector + capitalised word) may touch it.
+            before_ok = (pos == 0 or not sentence[pos - 1].isalnum()) and not _name_word_before(sentence, pos)
+            after_ok = (end == len(sentence) or not sentence[end].isalnum()) and not _CAPITAL_AFTER.match(sentence, end)
+            if before_ok and after_ok and not _overlaps(masked, pos, end):
+                found.append(Candidate(name, "", pos, end))
+                masked.append((pos, end))
+            pos = lowered.find(key, end)
+    for match in _QUOTED.finditer(sentence):
+        inner = match.group(1).strip(" ,.;:")
+        if inner and (inner[0].isupper() or inner[0].isdigit()) and len(inner.split()) <= 10:
+            s, e = match.span()
+            if not _overlaps(masked, s, e):
+                found.append(Candidate(inner, "work", s + 1, s + 1 + len(inner)))
+                masked.append((s, e))
+    for match in _DATE.finditer(sentence):
+        s, e = match.span()
+        if not _overlaps(masked, s, e):
+            found.append(Candidate(match.group(), "date", s, e))
+            masked.append((s, e))
+    for match in _AMOUNT.finditer(sentence):
+        s, e = match.span()
+        if not _overlaps(masked, s, e):
+            found.append(Candidate(match.group(), "other", s, e))
+            masked.append((s, e))
+    tokens = _tokenise(sentence, masked)
+    for run in _capitalised_runs(sentence, tokens, context):
+        prefix = _NUMBER_PREFIX.search(sentence, max(0, run.start - 8), run.start)
+        if prefix and (prefix.group(1) or run.name.rsplit(" ", 1)[-1].lower() in _EVENT_HEADS):
+            found = [c for c in found if not (c.start <= prefix.start() < c.end)]
+            run = Candidate(sentence[prefix.start():run.end], "event", prefix.start(), run.end)
+        elif run.name in _MONTH_WORDS:
+            run = Candidate(run.name, "date", run.start, run.end)
+        found.append(run)
+    found.sort(key=lambda c: c.start)
+    return found
+
+
+def _capitalised_runs(sentence: str, tokens: list[_Token], context: NameContext) -> list[Candidate]:
+    """Names as runs of capitalised tokens joined by connectors, sentence-initial noise removed."""
+    runs: list[Candidate] = []
+    first_word = next((i for i, t in enumerate(tokens) if t.kind != "punct"), -1)
+    n = len(tokens)
+    i = 0
+    while i < n:
+        if tokens[i].kind != "cap":
+            i += 1
+            continue
+        parts = [i]
+        # capitalised tokens since the run start or the last connector, a leading "The" not counted
+        segment = 0 if tokens[i].text.lower() in _FUNCTION_WORDS else 1
+        k = i + 1
+        while k < n:
+            t = tokens[k]
+            prev = tokens[k - 1]
+            if t.kind == "cap" and t.start <= prev.end + 1:
+                if prev.text.endswith(("'s", "\u2019s")) and not _possessive_continues(tokens, k):
+                    break
+                parts.append(k)
+                segment += 1
+                k += 1
+                continue
+            if t.text == "," and k + 1 < n and (tokens[k + 1].text in _COMPANY_SUFFIXES or tokens[k + 1].text in ("Jr.", "Sr.")):
+                parts.extend((k, k + 1))
+                k += 2
+                continue
+            if (t.kind == "lower" or t.text == "&") and t.start == prev.end + 1:
+                word = t.text.lower()
+                nxt = k + 1
+                if word in ("of", "for", "on", "de", "van", "von") and nxt < n and tokens[nxt].text == "the":
+                    nxt += 1  # "of the", "for the"
+                if nxt < n and tokens[nxt].kind == "cap" and tokens[nxt].start == tokens[nxt - 1].end + 1:
+                    if _joins(word, tokens, parts, segment, nxt):
+                        parts.extend(range(k, nxt + 1))
+                        segment = 1
+                        k = nxt + 1
+                        continue
+            break
+        i = k
+        person_cue = False
+        while parts and (tokens[parts[0]].text.lower() in _FUNCTION_WORDS or tokens[parts[0]].text in _HONORIFICS):
+            person_cue = person_cue or tokens[parts[0]].text in _HONORIFICS
+            parts.pop(0)
+            while parts and tokens[parts[0]].kind != "cap":
+                parts.pop(0)
+        if not parts:
+            continue
+        if len(parts) == 1:
+            word = _bare(tokens[parts[0]].text)
+            if not _single_word_name(word) or (parts[0] == first_word and not context.opens_with_name(word)):
+                continue
+        s, e = tokens[parts[0]].start, tokens[parts[-1]].end
+        name = sentence[s:e]
+        if name.endswith(("'s", "\u2019s")):
+            name, e = name[:-2], e - 2
+        elif name.endswith(("'", "\u2019")):
+            name, e = name[:-1], e - 1
+        last = name.rsplit(" ", 1)[-1]
+        if name.endswith(".") and last not in _NAME_SUFFIXES and not _INITIAL.fullmatch(last):
+            name, e = name[:-1], e - 1
+        if name:
+            runs.append(Candidate(name, "person" if person_cue else "", s, e))
+    return runs
+
+
+def _possessive_continues(tokens: list[_Token], k: int) -> bool:
+    """"Men's Studies Press" and "St Paul's Cathedral" are one name; "Ghana's Kwame Nkrumah" is two.
+
+    A name goes on past a possessive only when the capitalised words after it end in a head noun.
+    """
+    while k + 1 < len(tokens) and tokens[k + 1].kind == "cap" and tokens[k + 1].start == tokens[k].end + 1:
+        k += 1
+    return tokens[k].text.lower() in _GENERIC_HEADS
+
+
+def _joins(word: str, tokens: list[_Token], parts: list[int], segment: int, nxt: int) -> bool:
+    """Whether a lower-case word between capitalised tokens continues the name.
+
+    "of" joins "University of Copenhagen" but not "Ron Hextall of the Philadelphia Flyers": after two or
+    more capitalised words (or a second "of") it joins only when the words before it end in a head noun
+    such as "Institute", "Bank" or "History". "and" joins only inside an "X of Y" name and only one more
+    word ("College of Arts and Sciences"), "the" only epithets ("Alexander the Great").
+    """
+    last = tokens[parts[-1]].text.lower().rstrip(".")
+    if word == "&":
+        return True
+    if word == "the":
+        return tokens[nxt].text in _EPITHETS
+    if word in ("of", "for"):
+        if segment >= 2 or any(tokens[p].text in ("of", "for") for p in parts):
+            return last in _OF_HEADS
+        return word == "of" or last in _ORG_HEADS
+    if word in ("on", "upon"):
+        return last in _ORG_HEADS or last in _OF_HEADS
+    if word == "and":
+        if last in _GENERIC_HEADS:
+            return False  # "Harvard University and Yale University" are two names
+        after = nxt
+        while after + 1 < len(tokens) and tokens[after + 1].kind == "cap" and tokens[after + 1].start == tokens[after].end + 1:
+            after += 1
+        if tokens[after].text.lower() in _GENERIC_HEADS:
+            return True  # "Sinai and Palestine Campaign", "Saint Peter and Paul Cathedral"
+        return after == nxt and any(tokens[p].text in ("of", "for") for p in parts)
+    return word in _CONNECTORS
+
+
+def _single_word_name(word: str) -> bool:
+    """Whether one capitalised word may be a name: not a letter, title, generic head noun or unit."""
+    if len(word.rstrip(".")) < 2 or word == "May":
+        return False
+    lower = word.lower().rstrip(".")
+    if lower in _FUNCTION_WORDS or lower in _ABBREVIATIONS or lower in _PERSON_TITLES or lower in _NOT_NAMES:
+        return False
+    return not (lower in _GENERIC_HEADS and lower not in _SPECIFIC_HEADS)
+
+
+def _bare(word: str) -> str:
+    return word[:-2] if word.endswith(("'s", "\u2019s")) else word
+
+
+# --- typing ------------------------------------------------------------------------------------------
+
+
+def classify(name: str, sentence: str, start: int) -> str:
+    """Rule-based entity type of a capitalised run from its head noun, its shape and the word before it.
+
+    The head of "Treaty on the Functioning of the European Union" is "Treaty" (the last word before the
+    first connector), so it is an event, not an organisation.
+    """
+    words = name.split()
+    lower = [w.lower().strip(".,'") for w in words]
+    cut = next((i for i, w in enumerate(lower) if w in ("of", "on", "for", "in") and i > 0), len(lower))
+    heads = (lower[cut - 1], lower[-1]) if cut < len(lower) else (lower[-1],)
+    first = lower[0]
+    for head in heads:
+        if head in _ORG_HEADS:
+            return "organization"
+        if head in _EVENT_HEADS or head in _EVENT_FIRST:
+            return "event"
+        if head in _LOCATION_HEADS:
+            return "location"
+    if (first in _ORG_FIRST and cut < len(lower)) or words[-1] in _COMPANY_SUFFIXES:
+        return "organization"
+    if (first in _LOCATION_FIRST and len(words) > 1) or all(w in _PLACES for w in lower):
+        return "location"
+    if len(words) > 1 and (first in _PERSON_TITLES or words[-1] in _NAME_SUFFIXES
+                           or any(_INITIAL.fullmatch(w) for w in words[:-1])):
+        return "person"
+    before = sentence[max(0, start - 30):start].split()
+    prev = before[-1].lower().strip(",(") if before else ""
+    if 1 < len(words) <= 4 and all(w.isalpha() or "-" in w for w in words):
+        if first in _GIVEN_NAMES or prev in _PERSON_CUES:
+            return "person"
+        if sentence[start + len(name):start + len(name) + 7].startswith((" (born", " (c.", " (b.")):
+            return "person"
+    if len(words) == 1 and name.isupper() and len(name) >= 2:
+        return "organization"
+    if prev in _LOCATION_PREPS:
+        return "location"
+    if prev in _PERSON_CUES:
+        return "person"
+    return "concept"
+
+
+# --- extraction --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Mention:
+    key: str
+    start: int
+    end: int
+
+
+def _clean_title(title: str | None) -> str:
+    """A passage title as an entity name: cleaned like the text, without a "(disambiguation)" suffix."""
+    if not title:
+        return ""
+    cleaned = normalise_text(title)
+    return re.sub(r"\s*\([^()]*\)$", "", cleaned).strip() or cleaned
+
+
+def extract_offline(text: str, title: str | None = None) -> ChunkExtraction:
+    """Entities and relations of ``text`` by deterministic rules; ``title`` names the subject entity.
+
+    Same input, same output: ordering follows first mention, ties are broken by text position.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"extract_offline expects text as str, got {type(text).__name__}; decode it first")
+    title_name = _clean_title(title)
+    sentences = text_sentences(text)
+
+    context = NameContext.of(sentences, title_name)
+
+    known_names = (title_name,) if title_name else ()
+    entities: dict[str, dict] = {}
+    order: list[str] = []
+    per_sentence: list[list[_Mention]] = []
+    for idx, sentence in enumerate(sentences):
+        mentions: list[_Mention] = []
+        for cand in find_candidates(sentence, context, known_names):
+            key = _key(cand.name)
+            if not key:
+                continue
+            record = entities.get(key)
+            if record is None:
+                etype = cand.type or classify(cand.name, sentence, cand.start)
+                record = {"name": cand.name, "type": etype, "sentences": [idx]}
+                entities[key] = record
+                order.append(key)
+            elif record["sentences"][-1] != idx:
+                record["sentences"].append(idx)
+            mentions.append(_Mention(key, cand.start, cand.end))
+        per_sentence.append(mentions)
+
+    aliases = _person_aliases(entities, order)
+    if aliases:
+        for mentions in per_sentence:
+            for m in mentions:
+                m.key = aliases.get(m.key, m.key)
+        for short, full in aliases.items():
+            entities[full]["sentences"] = sorted(set(entities[full]["sentences"]) | set(entities[short]["sentences"]))
+            del entities[short]
+        order = [k for k in order if k in entities]
+
+    title_key = _key(title_name) if title_name else ""
+    if title_key and title_key not in entities:
+        entities[title_key] = {"name": title_name, "type": classify(title_name, title_name, 0), "sentences": []}
+        order.insert(0, title_key)
+    if title_key and entities[title_key]["type"] == "concept" and per_sentence:
+        entities[title_key]["type"] = _title_type(sentences)
+
+    out_entities = [
+        Entity(name=entities[k]["name"], type=entities[k]["type"],
+               description=_describe(entities[k]["sentences"], sentences))
+        for k in order
+    ]
+    relations = _relations(per_sentence, sentences, entities, title_key)
+    return ChunkExtraction(entities=out_entities, relations=relations)
+
+
+def _key(name: str) -> str:
+    """Identity of a name within one chunk: case-, punctuation- and leading-article-insensitive."""
+    key = _KEY_STRIP.sub(" ", name.casefold()).strip()
+    if key.startswith("the "):
+        key = key[4:]
+    return key
+
+
+def _person_aliases(entities: dict[str, dict], order: list[str]) -> dict[str, str]:
+    """Map a lone surname or given name to the one multi-word name it abbreviates ("Curie" -> "Marie Curie").
+
+    Only person names shaped like one (2-4 capitalised words, no connector) are targets, and only when
+    exactly one of them ends or starts with the lone word.
+    """
+    by_part: dict[str, set[str]] = {}
+    for key in order:
+        record = entities[key]
+        if record["type"] != "person" or not _PERSON_SHAPE.fullmatch(record["name"]):
+            continue
+        parts = key.split()
+        for part in (parts[0], parts[-1]):
+            by_part.setdefault(part, set()).add(key)
+    aliases = {}
+    for key in order:
+        if " " in key or key not in by_part:
+            continue
+        targets = by_part[key]
+        if len(targets) == 1 and entities[key]["type"] in ("concept", "person", "location"):
+            aliases[key] = next(iter(targets))
+    return aliases
+
+
+def _title_type(sentences: list[str]) -> str:
+    """Type a title entity from how its opening sentence describes it ("... was an American actor")."""
+    match = _DEFINITION.search(sentences[0].lower()) if sentences else None
+    if match:
+        for word in match.group(1).split():
+            if word in _PERSON_CUES:
+                return "person"
+            if word in _ORG_HEADS or word in ("company", "organization", "organisation"):
+                return "organization"
+            if word in _LOCATION_HEADS or word in ("country", "capital", "region", "neighborhood", "suburb"):
+                return "location"
+            if word in _WORK_NOUNS:
+                return "work"
+            if word in _EVENT_HEADS:
+                return "event"
+    return "concept"
+
+
+_DEFINITION = re.compile(r"\b(?:is|was|are|were)\s+(?:an?|the)\s+((?:[\w-]+\s+){0,5}[\w-]+)")
+_WORK_NOUNS = frozenset("film album song novel book single play opera series show poem painting episode game".split())
+
+
+def _describe(sentence_ids: list[int], sentences: list[str]) -> str:
+    """The first sentences mentioning an entity, trimmed: what the text says about it."""
+    if not sentence_ids:
+        return sentences[0][:DESCRIPTION_MAX_CHARS] if sentences else ""
+    parts: list[str] = []
+    size = 0
+    for idx in sentence_ids[:2]:
+        sentence = sentences[idx]
+        if parts and size + len(sentence) + 1 > DESCRIPTION_MAX_CHARS:
+            break
+        parts.append(sentence)
+        size += len(sentence) + 1
+    text = " ".join(parts)
+    if len(text) > DESCRIPTION_MAX_CHARS:
+        cut = text.rfind(" ", 0, DESCRIPTION_MAX_CHARS)
+        text = text[:cut if cut > 0 else DESCRIPTION_MAX_CHARS] + "..."
+    return text
+
+
+_GAP_WORD = re.compile(r"[A-Za-z][\w'-]*")
+
+
+def relation_keywords(gap: str) -> str:
+    """The verb phrase linking two mentions, from the words between them ("published monthly by the").
+
+    The nearest verb-like word before the mention plus the prepositions right before it ("published
+    by", "born in"); a copula keeps the noun it follows ("editor is"); short gaps are kept as they are.
+    """
+    words = [w.lower() for w in _GAP_WORD.findall(gap)]
+    while words and words[-1] in _ARTICLES:
+        words.pop()
+    preps: list[str] = []
+    while words and (words[-1] in _RELATION_PREPS or words[-1] in _ARTICLES):
+        word = words.pop()
+        if word not in _ARTICLES:
+            preps.insert(0, word)
+    verb_at = -1
+    for j in range(len(words) - 1, -1, -1):
+        word = words[j]
+        if word in _VERB_HINTS or (len(word) > 4 and word.endswith("ed")):
+            verb_at = j
+            break
+    if verb_at >= 0:
+        phrase = [words[verb_at]]
+        if words[verb_at] in _COPULAS:
+            if verb_at > 0 and words[verb_at - 1] not in _FUNCTION_WORDS:
+                phrase.insert(0, words[verb_at - 1])  # "editor is"
+            phrase.extend([w for w in words[verb_at + 1:] if w not in _FUNCTION_WORDS][:2])  # "is sister publication"
+        elif verb_at + 1 < len(words) and words[verb_at + 1] not in _FUNCTION_WORDS and len(words) - verb_at <= 3:
+            phrase.append(words[verb_at + 1])
+        return " ".join(phrase + preps[:2])
+    content = [w for w in words if w not in _FUNCTION_WORDS]
+    if content:
+        return " ".join(content[-3:] + preps[:2])
+    return " ".join(preps[:2])
+
+
+def _strength(distance: int) -> float:
+    """Closer mentions relate more strongly: 10 when adjacent, down to 1 about 36 words apart."""
+    return round(max(1.0, 10.0 - distance / 4.0), 1)
+
+
+def _relations(per_sentence: list[list[_Mention]], sentences: list[str], entities: dict[str, dict],
+               title_key: str) -> list[Relation]:
+    """Co-occurrence relations: neighbours within a sentence, the sentence subject, and the title.
+
+    Each entity links to its next ``RELATION_NEIGHBOURS`` mentions and the sentence's first mention to
+    all others, so a sentence of n mentions yields O(n) pairs. A pair seen in several sentences keeps
+    its strongest (closest) occurrence; keywords are read only for the pairs that are kept.
+    """
+    # pair -> (strength, source key, target key, sentence index, gap pieces)
+    best: dict[tuple[str, str], tuple[float, str, str, int, tuple[str, ...]]] = {}
+
+    def add(a: str, b: str, idx: int, pieces: tuple[str, ...], words: int) -> None:
+        if a == b:
+            return
+        pair = (a, b) if a < b else (b, a)
+        strength = _strength(words)
+        current = best.get(pair)
+        if current is None or strength > current[0]:
+            best[pair] = (strength, a, b, idx, pieces)
+
+    def between(sentence: str, mentions: list[_Mention], i: int, j: int, start: int | None = None) -> tuple[tuple[str, ...], int]:
+        """Text from mention i (or offset ``start``) to mention j, without the mentions in between."""
+        cursor = mentions[i].end if start is None else start
+        pieces = []
+        for m in mentions[(i + 1 if start is None else 0):j]:
+            if m.start >= cursor:
+                pieces.append(sentence[cursor:m.start])
+                cursor = m.end
+        pieces.append(sentence[cursor:mentions[j].start])
+        origin = mentions[i].end if start is None else start
+        return tuple(pieces), sentence.count(" ", origin, mentions[j].start)
+
+    for idx, mentions in enumerate(per_sentence):
+        sentence = sentences[idx]
+        mentions = [m for m in mentions if m.key in entities]
+        n = len(mentions)
+        for i in range(n):
+            for j in range(i + 1, min(n, i + 1 + RELATION_NEIGHBOURS)):
+                add(mentions[i].key, mentions[j].key, idx, *between(sentence, mentions, i, j))
+        for j in range(RELATION_NEIGHBOURS + 1, n):
+            add(mentions[0].key, mentions[j].key, idx, *between(sentence, mentions, 0, j))
+        if title_key and (idx < TITLE_LEAD_SENTENCES or _opens_with_pronoun(sentence)):
+            at = next((i for i, m in enumerate(mentions) if m.key == title_key), -1)
+            for j, m in enumerate(mentions):
+                if m.key == title_key:
+                    continue
+                if 0 <= at < j:
+                    add(title_key, m.key, idx, *between(sentence, mentions, at, j))
+                elif at < 0:
+                    pieces, _ = between(sentence, mentions, j, j, mentions[j - 1].end if j else 0)
+                    add(title_key, m.key, idx, pieces, sentence.count(" ", 0, m.start))
+
+    relations = []
+    for strength, a, b, idx, pieces in best.values():
+        relations.append(Relation(source=entities[a]["name"], target=entities[b]["name"],
+                                  keywords=relation_keywords(" ".join(pieces)), description=sentences[idx],
+                                  strength=strength))
+    return relations
+
+
+def _opens_with_pronoun(sentence: str) -> bool:
+    """Sentences opening "It ...", "He ...", "The journal ..." usually speak about the passage subject."""
+    match = _FIRST_WORD.match(sentence)
+    if not match:
+        return False
+    word = match.group(1).lower()
+    if word != "the":
+        return word in _PRONOUN_OPENERS
+    rest = sentence[match.end():].lstrip()
+    return bool(rest) and rest[0].islower()

@@ -1,0 +1,375 @@
+"""Incremental ingestion of a document folder: scan, diff against DuckDB, parse and chunk only what changed.
+
+The unit of change is a file (its path relative to the folder is also the Dagster partition key); a
+JSONL file holds many documents, each compared by its own content hash so that editing one record
+rewrites only that record's document and chunks. Parsing happens outside DuckDB connections; writes for
+one file happen in one transaction, so a crash never leaves a half-written file.
+
+Bad input never costs what is already indexed: a file that fails to parse is recorded with
+status 'error' and its message; if an earlier version of it was indexed, that version's text and chunks
+are kept (the row says so) until the file parses again or is deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from pathrag_pipeline.ingest.chunking import chunk_text
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.ingest.parsing import ParsedDocument, ParseError, is_supported, parse_file
+from pathrag_pipeline.storage.store import Store, get_meta, set_meta, transaction, utc_now
+from pathrag_pipeline.text.tokenizer import TOKENIZER_NAME
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file found in the folder. ``problem`` is set when it cannot be read at all."""
+
+    rel_path: str
+    abs_path: Path
+    size: int
+    file_hash: str
+    problem: str | None = None
+
+
+@dataclass
+class FileResult:
+    rel_path: str
+    status: str                    # 'indexed', 'error', 'partial' (some JSONL records failed), 'deleted'
+    documents_written: int = 0
+    chunks_written: int = 0
+    documents_deleted: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    new: list[str]
+    changed: list[str]
+    unchanged: list[str]
+    deleted: list[str]
+
+
+@dataclass
+class SyncReport:
+    run_id: str
+    folder: str
+    plan: Plan
+    results: list[FileResult]
+    seconds: float
+    rechunked_chunks: int = 0      # chunks rebuilt because the chunk settings changed
+
+
+    @property
+    def documents_written(self) -> int:
+        return sum(r.documents_written for r in self.results)
+
+    @property
+    def chunks_written(self) -> int:
+        return sum(r.chunks_written for r in self.results) + self.rechunked_chunks
+
+    @property
+    def failed(self) -> list[FileResult]:
+        return [r for r in self.results if r.status in ("error", "partial")]
+
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def scan_folder(root: Path, *, max_bytes: int) -> dict[str, FileEntry]:
+    """Supported files under ``root`` (hidden files and folders skipped), keyed by POSIX relative path."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"document folder {root} does not exist or is not a folder; set PATHRAG_DOCS or pass a PATH")
+    root_real = root.resolve()
+    entries: dict[str, FileEntry] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if name.startswith("."):
+                continue
+            abs_path = Path(dirpath) / name
+            if not is_supported(abs_path):
+                continue
+            rel = abs_path.relative_to(root).as_posix()
+            entries[rel] = _entry(abs_path, rel, root_real, max_bytes)
+    return entries
+
+
+def scan_file(root: Path, rel_path: str, *, max_bytes: int) -> FileEntry | None:
+    """The entry for one file of the folder, or None when it no longer exists."""
+    abs_path = Path(root) / rel_path
+    if not abs_path.exists() and not abs_path.is_symlink():
+        return None
+    return _entry(abs_path, rel_path, Path(root).resolve(), max_bytes)
+
+
+def _entry(abs_path: Path, rel: str, root_real: Path, max_bytes: int) -> FileEntry:
+    if abs_path.is_symlink():
+        target = abs_path.resolve()
+        if not target.is_relative_to(root_real):
+            return FileEntry(rel, abs_path, 0, f"symlink:{target}",
+                             f"{rel} is a symlink to {target}, outside the indexed folder; copy the file in or remove the link")
+        if not target.exists():
+            return FileEntry(rel, abs_path, 0, f"symlink:{target}", f"{rel} is a broken symlink to {target}")
+    try:
+        stat = abs_path.stat()
+    except OSError as exc:
+        return FileEntry(rel, abs_path, 0, "unreadable", f"cannot read {rel}: {exc.strerror or exc}")
+    if stat.st_size > max_bytes:
+        # Too large to parse, so no need to hash all of it: size and mtime identify the version.
+        return FileEntry(rel, abs_path, stat.st_size, f"oversize:{stat.st_size}:{stat.st_mtime_ns}")
+    try:
+        return FileEntry(rel, abs_path, stat.st_size, file_sha256(abs_path))
+    except OSError as exc:
+        return FileEntry(rel, abs_path, stat.st_size, f"unreadable:{stat.st_mtime_ns}",
+                         f"cannot read {rel}: {exc.strerror or exc}; check its permissions")
+
+
+def stored_file_hashes(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    return dict(con.execute("SELECT path, any_value(file_hash) FROM documents GROUP BY path").fetchall())
+
+
+def plan_changes(scan: dict[str, FileEntry], stored: dict[str, str]) -> Plan:
+    new = sorted(p for p in scan if p not in stored)
+    changed = sorted(p for p in scan if p in stored and stored[p] != scan[p].file_hash)
+    unchanged = sorted(p for p in scan if p in stored and stored[p] == scan[p].file_hash)
+    deleted = sorted(p for p in stored if p not in scan)
+    return Plan(new, changed, unchanged, deleted)
+
+
+# ---- one file ----------------------------------------------------------------------------------
+
+@dataclass
+class ParsedFile:
+    entry: FileEntry
+    documents: list[ParsedDocument]
+    error: str | None = None       # whole-file failure
+
+
+def parse_entry(entry: FileEntry, *, max_bytes: int) -> ParsedFile:
+    """Parse one file; never raises for bad input (the error is returned for the documents table)."""
+    if entry.problem:
+        return ParsedFile(entry, [], entry.problem)
+    try:
+        return ParsedFile(entry, parse_file(entry.abs_path, entry.rel_path, max_bytes=max_bytes))
+    except ParseError as exc:
+        return ParsedFile(entry, [], str(exc))
+
+
+_DOC_SCHEMA = pa.schema([
+    ("id", pa.utf8()), ("path", pa.utf8()), ("title", pa.utf8()), ("format", pa.utf8()),
+    ("content_hash", pa.utf8()), ("file_hash", pa.utf8()), ("size_bytes", pa.int64()), ("status", pa.utf8()),
+    ("error", pa.utf8()), ("text", pa.utf8()), ("created_at", pa.timestamp("us")), ("updated_at", pa.timestamp("us")),
+])
+_CHUNK_SCHEMA = pa.schema([
+    ("id", pa.utf8()), ("document_id", pa.utf8()), ("ordinal", pa.int32()), ("text", pa.utf8()),
+    ("token_count", pa.int32()), ("char_start", pa.int32()), ("char_end", pa.int32()), ("content_hash", pa.utf8()),
+])
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, schema: pa.Schema, rows: list[tuple], upsert: str = "") -> None:
+    """Insert many rows in one statement through Arrow (row-by-row executemany is ~100x slower)."""
+    if not rows:
+        return
+    batch = pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)], schema=schema)
+    con.register("_pathrag_rows", batch)
+    try:
+        con.execute(f"INSERT INTO {table} SELECT * FROM _pathrag_rows {upsert}")
+    finally:
+        con.unregister("_pathrag_rows")
+
+
+_DOC_UPSERT = """
+    ON CONFLICT (id) DO UPDATE SET title = excluded.title, format = excluded.format,
+        content_hash = excluded.content_hash, file_hash = excluded.file_hash, size_bytes = excluded.size_bytes,
+        status = excluded.status, error = excluded.error, text = excluded.text, updated_at = excluded.updated_at
+"""
+
+
+def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> tuple[list[FileResult], dict[str, str]]:
+    """Store the documents of parsed files; returns a result per file and {document id: text} of changed ones."""
+    now = utc_now()
+    paths = [f.entry.rel_path for f in files]
+    existing: dict[str, dict[str, tuple[str, str]]] = {p: {} for p in paths}
+    for doc_id, path, content_hash, status in con.execute(
+        "SELECT id, path, content_hash, status FROM documents WHERE list_contains(?, path)", [paths]
+    ).fetchall():
+        existing[path][doc_id] = (content_hash, status)
+    results: list[FileResult] = []
+    upserts: list[tuple] = []
+    refreshed: list[tuple] = []           # unchanged documents of a changed file: new file hash only
+    changed: dict[str, str] = {}
+    gone: list[str] = []
+    for parsed in files:
+        entry, old = parsed.entry, existing[parsed.entry.rel_path]
+        result = FileResult(entry.rel_path, "indexed")
+        results.append(result)
+        if parsed.error is not None:
+            result.status = "error"
+            result.errors.append(parsed.error)
+            if any(status == "indexed" for _, status in old.values()):
+                # Keep the last good version searchable; record the failure on its rows.
+                con.execute(
+                    "UPDATE documents SET status = 'error', error = ?, file_hash = ?, updated_at = ? WHERE path = ?",
+                    [parsed.error + " (the last good version stays indexed)", entry.file_hash, now, entry.rel_path],
+                )
+            else:
+                gone.extend(doc_id for doc_id in old if doc_id != entry.rel_path)
+                upserts.append((entry.rel_path, entry.rel_path, Path(entry.rel_path).name,
+                                entry.abs_path.suffix.lower().lstrip("."), None, entry.file_hash, entry.size,
+                                "error", parsed.error, None, now, now))
+            continue
+        keep = set()
+        for doc in parsed.documents:
+            keep.add(doc.id)
+            status = "error" if doc.error else "indexed"
+            if doc.error:
+                result.errors.append(doc.error)
+                result.status = "partial"
+            if old.get(doc.id) == (doc.content_hash, status):
+                refreshed.append((doc.id, entry.file_hash, entry.size))
+                continue
+            upserts.append((doc.id, entry.rel_path, doc.title, doc.format, doc.content_hash, entry.file_hash,
+                            entry.size, status, doc.error, None if doc.error else doc.text, now, now))
+            result.documents_written += 1
+            if not doc.error:
+                changed[doc.id] = doc.text
+        removed = [doc_id for doc_id in old if doc_id not in keep]
+        result.documents_deleted = len(removed)
+        gone.extend(removed)
+    if gone:
+        con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [gone])
+        con.execute("DELETE FROM documents WHERE list_contains(?, id)", [gone])
+    _insert(con, "documents", _DOC_SCHEMA, upserts, _DOC_UPSERT)
+    for doc_id, file_hash, size in refreshed:
+        con.execute("UPDATE documents SET file_hash = ?, size_bytes = ? WHERE id = ?", [file_hash, size, doc_id])
+    # Documents that became errors lose their chunks (a JSONL record that turned malformed).
+    errored = [row[0] for row in upserts if row[7] == "error"]
+    if errored:
+        con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [errored])
+    return results, changed
+
+
+def write_chunks(con: duckdb.DuckDBPyConnection, texts: dict[str, str], *, max_tokens: int,
+                 overlap: int) -> dict[str, int]:
+    """Replace the chunks of the given documents ({id: text}); returns {document id: chunks written}."""
+    if not texts:
+        return {}
+    con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [list(texts)])
+    rows, counts = [], {}
+    for doc_id, text in texts.items():
+        chunks = chunk_text(doc_id, text or "", max_tokens=max_tokens, overlap=overlap)
+        counts[doc_id] = len(chunks)
+        rows.extend((c.id, c.document_id, c.ordinal, c.text, c.token_count, c.char_start, c.char_end, c.content_hash)
+                    for c in chunks)
+    _insert(con, "chunks", _CHUNK_SCHEMA, rows)
+    return counts
+
+
+def stored_texts(con: duckdb.DuckDBPyConnection, *, path: str | None = None) -> dict[str, str]:
+    """{document id: text} of the documents that have text (all, or those of one file)."""
+    sql = "SELECT id, text FROM documents WHERE text IS NOT NULL"
+    if path is None:
+        return dict(con.execute(sql).fetchall())
+    return dict(con.execute(sql + " AND path = ?", [path]).fetchall())
+
+
+def chunking_signature(settings: Settings) -> str:
+    return f"{settings.chunk_tokens}/{settings.chunk_overlap}/{TOKENIZER_NAME}"
+
+
+def ensure_chunking(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
+    """Rechunk every indexed document when the chunk settings differ from those the table was built with."""
+    signature = chunking_signature(settings)
+    previous = get_meta(con, "chunking")
+    rewritten = 0
+    if previous is not None and previous != signature:
+        with transaction(con):
+            rewritten = sum(write_chunks(con, stored_texts(con), max_tokens=settings.chunk_tokens,
+                                         overlap=settings.chunk_overlap).values())
+    if previous != signature:
+        set_meta(con, "chunking", signature)
+    return rewritten
+
+
+def delete_path(con: duckdb.DuckDBPyConnection, rel_path: str) -> int:
+    """Remove a file's documents and chunks; returns the number of documents removed."""
+    ids = [r[0] for r in con.execute("SELECT id FROM documents WHERE path = ?", [rel_path]).fetchall()]
+    if ids:
+        con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [ids])
+        con.execute("DELETE FROM documents WHERE path = ?", [rel_path])
+    return len(ids)
+
+
+def store_files(con: duckdb.DuckDBPyConnection, files: list[ParsedFile], settings: Settings) -> list[FileResult]:
+    """Write parsed files' documents and chunks in one transaction."""
+    with transaction(con):
+        results, changed = write_documents(con, files)
+        counts = write_chunks(con, changed, max_tokens=settings.chunk_tokens, overlap=settings.chunk_overlap)
+    path_of = {doc.id: f.entry.rel_path for f in files for doc in f.documents}
+    by_path = {r.rel_path: r for r in results}
+    for doc_id, n in counts.items():
+        by_path[path_of[doc_id]].chunks_written += n
+    return results
+
+
+# ---- a whole folder ----------------------------------------------------------------------------
+
+def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path | None = None,
+                trigger: str = "cli", progress=None) -> SyncReport:
+    """Bring the DuckDB tables in line with the folder: index new and changed files, drop deleted ones."""
+    started = time.perf_counter()
+    started_at = utc_now()
+    store = store or Store(settings.duckdb_path)
+    root = Path(folder or settings.docs)
+    scan = scan_folder(root, max_bytes=settings.max_file_bytes)
+    with store.connect() as con:
+        plan = plan_changes(scan, stored_file_hashes(con))
+        rechunked = ensure_chunking(con, settings)
+    todo = plan.new + plan.changed
+    results: list[FileResult] = []
+    # Parse in batches outside the connection, write each batch in one short connection.
+    batch_size = 64
+    for i in range(0, len(todo), batch_size):
+        parsed = [parse_entry(scan[p], max_bytes=settings.max_file_bytes) for p in todo[i:i + batch_size]]
+        with store.connect() as con:
+            results.extend(store_files(con, parsed, settings))
+        if progress:
+            progress(min(i + batch_size, len(todo)), len(todo))
+    if plan.deleted:
+        with store.connect() as con, transaction(con):
+            for p in plan.deleted:
+                results.append(FileResult(p, "deleted", documents_deleted=delete_path(con, p)))
+    seconds = time.perf_counter() - started
+    report = SyncReport(uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked)
+    with store.connect() as con:
+        record_run(con, report, trigger=trigger, started_at=started_at)
+    return report
+
+
+def record_run(con: duckdb.DuckDBPyConnection, report: SyncReport, *, trigger: str, started_at: datetime) -> None:
+    plan = report.plan
+    con.execute(
+        "INSERT INTO ingest_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [report.run_id, started_at, utc_now(), trigger, report.folder,
+         len(plan.new) + len(plan.changed) + len(plan.unchanged), len(plan.new), len(plan.changed),
+         len(plan.deleted), len(plan.unchanged), len(report.failed), report.documents_written,
+         report.chunks_written, report.seconds],
+    )

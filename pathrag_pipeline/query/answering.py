@@ -1,0 +1,104 @@
+"""Answers: the LLM's, or offline an extractive one quoted from the sources of the best paths.
+
+Without an LLM the pipeline still answers, honestly: it quotes the sentences of the retrieved evidence
+that mention both the evidence's entities and the question's terms, best evidence first, and says that
+it is an extract rather than a generated answer. For PathRAG one piece of evidence is one path (its
+entities and its source chunks), so the quoted sentences follow path reliability.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pathrag_pipeline.llm.embedding import STOPWORDS
+from pathrag_pipeline.llm.client import LLMClient, Usage
+from pathrag_pipeline.index.offline_extraction import text_sentences
+from pathrag_pipeline.query.prompting import Prompt, clip
+
+EXTRACTIVE_LABEL = "Extractive answer (offline mode, no LLM):"
+NO_EVIDENCE = "no sentence of the retrieved sources mentions the question's terms."
+DEFAULT_MAX_SENTENCES = 4
+MAX_SENTENCE_TOKENS = 60  # table rows and run-on lines come out of the splitter as one "sentence"
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    kind: str                 # 'llm' or 'extractive'
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One unit of retrieved evidence, best first: the entities it is about and the chunks it came from."""
+
+    entity_names: Sequence[str]
+    chunk_ids: Sequence[str]
+
+
+def answer_with_llm(client: LLMClient, prompt: Prompt) -> Answer:
+    result = client.complete(prompt.messages(), stage="answer")
+    return Answer(result.text.strip(), "llm", result.usage)
+
+
+def _terms(text: str) -> set[str]:
+    """Content words, casefolded, with a light plural strip so 'universities' meets 'university'."""
+    out: set[str] = set()
+    for word in _WORD.findall(text.casefold()):
+        if len(word) < 3 or word in STOPWORDS:
+            continue
+        if word.endswith("ies") and len(word) > 4:
+            word = word[:-3] + "y"
+        elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+            word = word[:-1]
+        out.add(word)
+    return out
+
+
+def mentions(sentence_folded: str, name: str) -> bool:
+    """Whether a casefolded sentence names ``name`` as a whole phrase (not inside a longer word)."""
+    name = name.casefold().strip()
+    return bool(name) and re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", sentence_folded) is not None
+
+
+def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence[Evidence],
+                      chunk_texts: dict[str, str], *, names: Sequence[str] = (),
+                      max_sentences: int = DEFAULT_MAX_SENTENCES) -> Answer:
+    """Quote the ``max_sentences`` sentences of the evidence's source chunks that best answer the question.
+
+    A candidate sentence shares at least one content word with the question or its keywords. Sentences
+    naming one of their evidence unit's entities come before those naming none; among them, more shared
+    words *beyond the names* rank first — the unit's entity names and ``names`` (the question's low-level
+    keywords) are what retrieval matched already; words like "chancellor" or "born" are what an answering
+    sentence adds — then the better
+    evidence unit (the more reliable path), then more entities named, then text order.
+    """
+    terms = _terms(" ".join([question, *keywords]))
+    question_names = _terms(" ".join(names))
+    sentences_of: dict[str, list[str]] = {}
+    best: dict[str, tuple[int, int, int, int, int]] = {}
+    order = 0
+    for unit_rank, unit in enumerate(evidence):
+        name_terms = question_names | _terms(" ".join(unit.entity_names))
+        for chunk_id in unit.chunk_ids:
+            if chunk_id not in sentences_of:
+                sentences_of[chunk_id] = text_sentences(chunk_texts.get(chunk_id, ""))
+            for sentence in sentences_of[chunk_id]:
+                order += 1
+                if len(sentence.split()) < 4:   # headings and table cells answer nothing on their own
+                    continue
+                shared = terms & _terms(sentence)
+                if not shared:
+                    continue
+                folded = sentence.casefold()
+                named = sum(mentions(folded, n) for n in unit.entity_names)
+                key = (0 if named else 1, -len(shared - name_terms), unit_rank, -named, order)
+                if sentence not in best or key < best[sentence]:
+                    best[sentence] = key
+    chosen = sorted(best, key=best.__getitem__)[:max_sentences]
+    body = " ".join(clip(s, MAX_SENTENCE_TOKENS) for s in chosen) if chosen else NO_EVIDENCE
+    return Answer(f"{EXTRACTIVE_LABEL} {body}", "extractive", Usage())

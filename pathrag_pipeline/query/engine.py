@@ -1,0 +1,448 @@
+"""Querying: question -> keywords -> nodes -> pruned paths -> prompt -> answer, timed and logged.
+
+``PathRAG`` is the Python API (and what ``pathrag ask`` and the Dagster query job call). One query runs
+these stages, each timed and, where a model is involved, with its token usage recorded:
+
+1. ``keywords``: low- and high-level keywords, by the LLM (instructor, LightRAG's keyword prompt) or the
+   offline extractor;
+2. ``graph``: the cached graph snapshot (rebuilt only when the graph version changed);
+3. ``retrieval``: nearest entities per keyword, merged round-robin (or a LightRAG mode's context);
+4. ``pruning``: flow-based pruning keeps the ``top_k`` most reliable paths between the retrieved nodes;
+5. ``sources``: the chunks behind the paths, nodes and edges (ranked, for the answer and for recall@k);
+6. ``prompt``: paths in ascending reliability within the token budget;
+7. ``answer``: the LLM's answer, or offline an extractive one.
+
+DuckDB is read on short read-only connections before the answer stage and written once afterwards
+(``query_log``), so no connection is open while an LLM call is in flight.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pathrag_pipeline.query.answering import Answer, Evidence, answer_with_llm, extractive_answer, mentions
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.llm.embedding import Embedder, embedder_from_settings
+from pathrag_pipeline.query.graph_cache import GraphSnapshot, load_graph
+from pathrag_pipeline.query.keywords import Keywords, extract_keywords_offline
+from pathrag_pipeline.llm.client import LLMClient, Usage, llm_from_settings
+from pathrag_pipeline.index.offline_extraction import text_sentences
+from pathrag_pipeline.query.prompting import (
+    Excerpt,
+    PathTrace,
+    Prompt,
+    Section,
+    flat_prompt,
+    lightrag_prompt,
+    node_line,
+    path_prompt,
+    render_paths,
+)
+from pathrag_pipeline.query.params import DEFAULT_TOKEN_BUDGET, DEFAULT_TOP_N, MODES, PROMPT_STYLES, QueryParams  # noqa: F401 (re-exported)
+from pathrag_pipeline.query.pruning import prune_paths
+from pathrag_pipeline.query.query_log import write_results
+from pathrag_pipeline.query.results import QueryResult
+from pathrag_pipeline.query.retrieval import (
+    ModeContext,
+    RetrievedNode,
+    global_context,
+    hybrid_context,
+    local_context,
+    naive_context,
+    query_keywords,
+    rank_passages,
+    retrieve_nodes,
+    retrieve_relations,
+)
+from pathrag_pipeline.storage.store import Store
+from pathrag_pipeline.storage.vector_store import VectorStore
+
+# Passages ranked per query: enough for recall@k at any k an evaluation reports, bounded so a hub entity
+# with thousands of source chunks does not turn one query into a bulk read.
+MAX_RANKED_CHUNKS = 100
+EXCERPTS_PER_PATH = 2
+OFFLINE = "offline"
+
+KEYWORD_PROMPT = """You identify the keywords of a user's question for searching a knowledge graph.
+
+- high_level: overarching concepts or themes the question is about (e.g. "international trade", "economic impact").
+- low_level: specific entities, names, places, dates, objects or concrete terms in the question (e.g. "Trade agreements", "Tariffs").
+
+Copy names exactly as written in the question. Return only keywords that help find the answer; use short phrases,
+not sentences.
+
+Example question: "How does international trade influence global economic stability?"
+high_level: ["International trade", "Global economic stability", "Economic impact"]
+low_level: ["Trade agreements", "Tariffs", "Currency exchange", "Imports", "Exports"]"""
+
+
+@dataclass(frozen=True)
+class ChunkSource:
+    id: str
+    document_id: str
+    title: str
+    text: str
+
+
+class _Clock:
+    """Per-stage wall time in milliseconds."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[name] = round(self.ms.get(name, 0.0) + (time.perf_counter() - started) * 1000.0, 3)
+
+
+def _usage(usage: Usage) -> dict[str, int]:
+    return {"calls": usage.calls, "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+
+
+def fetch_chunks(store: Store, chunk_ids: Sequence[str]) -> dict[str, ChunkSource]:
+    """Text, document and title of the given chunks (ids no longer in ``chunks`` are absent)."""
+    if not chunk_ids:
+        return {}
+    with store.connect(read_only=True) as con:
+        rows = con.execute(
+            """SELECT c.id, c.document_id, coalesce(d.title, c.document_id), c.text
+               FROM chunks c LEFT JOIN documents d ON d.id = c.document_id
+               WHERE c.id IN (SELECT unnest(?::VARCHAR[]))""",
+            [list(chunk_ids)],
+        ).fetchall()
+    return {r[0]: ChunkSource(*r) for r in rows}
+
+
+def _path_excerpts(trace: PathTrace, sources: dict[str, ChunkSource]) -> list[Excerpt]:
+    """For ``--excerpts``: from each of the path's first source chunks, the sentence naming most of its nodes."""
+    out: list[Excerpt] = []
+    for chunk_id in trace.chunk_ids:
+        source = sources.get(chunk_id)
+        if source is None:
+            continue
+        best, best_named = "", 0
+        for sentence in text_sentences(source.text):
+            named = sum(mentions(sentence.casefold(), n) for n in trace.nodes)
+            if named > best_named:
+                best, best_named = sentence, named
+        if best:
+            out.append(Excerpt(source.title, best))
+        if len(out) >= EXCERPTS_PER_PATH:
+            break
+    return out
+
+
+def _sections(snapshot: GraphSnapshot, ctx: ModeContext, sources: dict[str, ChunkSource]) -> list[Section]:
+    degree = snapshot.view.degree
+    entities = Section("Entities", ["id", "entity", "type", "description", "rank"], [
+        [str(i), snapshot.entity_names[n.node], snapshot.entity_types[n.node],
+         " ".join(snapshot.entity_descriptions[n.node].split()), str(degree(n.node))]
+        for i, n in enumerate(ctx.nodes)
+    ])
+    relations = Section("Relationships", ["id", "source", "target", "description", "keywords", "weight", "rank"], [
+        [str(i), snapshot.entity_names[snapshot.relation_src[r]], snapshot.entity_names[snapshot.relation_tgt[r]],
+         " ".join(snapshot.relation_descriptions[r].split()), snapshot.relation_keywords[r],
+         f"{snapshot.relation_strengths[r]:g}", str(degree(snapshot.relation_src[r]) + degree(snapshot.relation_tgt[r]))]
+        for i, r in enumerate(ctx.relations)
+    ])
+    return [entities, relations, _sources_section(ctx.chunk_ids, sources)]
+
+
+def _sources_section(chunk_ids: Sequence[str], sources: dict[str, ChunkSource]) -> Section:
+    return Section("Sources", ["id", "content"], [
+        [str(i), " ".join(sources[c].text.split())] for i, c in enumerate(c for c in chunk_ids if c in sources)
+    ])
+
+
+class PathRAG:
+    """Query an index built by the pipeline: ``PathRAG().query("Who founded X?")``.
+
+    Settings come from the environment unless given. With no LLM configured every stage runs offline
+    (rule-based keywords, the configured embedder, extractive answers). Each query is appended to the
+    query log tables unless ``record=False``.
+    """
+
+    def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
+                 llm: LLMClient | None = None, record: bool = True) -> None:
+        self.settings = settings or Settings.from_env()
+        self.store = Store(self.settings.duckdb_path)
+        self.embedder = embedder or embedder_from_settings(self.settings)
+        self.llm = llm if llm is not None else llm_from_settings(self.settings)
+        self.record = record
+        self._vectors: VectorStore | None = None
+
+    @property
+    def vectors(self) -> VectorStore:
+        if self._vectors is None:
+            if not self.settings.lancedb_path.exists():
+                raise FileNotFoundError(
+                    f"no vector store at {self.settings.lancedb_path}: run `pathrag index PATH` or "
+                    "`pathrag quickstart` first"
+                )
+            self._vectors = VectorStore(self.settings.lancedb_path)
+        return self._vectors
+
+    # ---- public API ------------------------------------------------------------------------------
+    def query(self, question: str, mode: str = "path", *, top_n: int = DEFAULT_TOP_N, top_k: int = 15,
+              alpha: float = 0.8, theta: float | None = None, max_hops: int | None = None,
+              variant: str = "paper", ordering: str = "reliability", prompt: str = "paths",
+              token_budget: int = DEFAULT_TOKEN_BUDGET, excerpts: bool = False) -> QueryResult:
+        """Answer one question. ``mode`` is ``path`` (PathRAG) or a LightRAG baseline (naive, local, global,
+        hybrid); ``prompt="flat"`` is the paper's ablation without path structure."""
+        params = QueryParams(top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, excerpts)
+        return self.query_many([question], mode, params=params)[0]
+
+    def query_many(self, questions: Sequence[str], mode: str = "path", *, params: QueryParams | None = None,
+                   **kwargs: Any) -> list[QueryResult]:
+        """Answer several questions with the same settings; the log is written once for the batch (and for
+        the questions already answered if one fails, before the error propagates)."""
+        if params is None:
+            params = QueryParams(**kwargs)
+        elif kwargs:
+            raise TypeError("give either params=QueryParams(...) or keyword parameters, not both")
+        params = params.resolved()
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r} is not one of {', '.join(MODES)}")
+        questions = list(questions)
+        for i, q in enumerate(questions):
+            if not isinstance(q, str) or not q.strip():
+                raise ValueError(f"question {i} is empty or not text ({q!r}); give a non-empty question")
+        results: list[QueryResult] = []
+        try:
+            for q in questions:
+                results.append(self._run(q, mode, params))
+        finally:
+            if self.record:
+                write_results(self.store, results)
+        return results
+
+    # ---- stages ----------------------------------------------------------------------------------
+    def _keywords(self, question: str) -> tuple[Keywords, Usage]:
+        if self.llm is None:
+            return extract_keywords_offline(question), Usage()
+        result = self.llm.structured(
+            [{"role": "system", "content": KEYWORD_PROMPT}, {"role": "user", "content": f"Question: {question}"}],
+            Keywords, stage="keywords",
+        )
+        keywords = result.value
+        if not keywords.low_level and not keywords.high_level:
+            keywords = extract_keywords_offline(question)
+        return keywords, result.usage
+
+    def _check_vectors(self, table: str) -> None:
+        meta = self.vectors.meta(table)
+        if meta is None or meta.rows == 0:
+            raise FileNotFoundError(
+                f"the vector table {table!r} in {self.settings.lancedb_path} is empty: index documents "
+                "(`pathrag index PATH`) so entities, relations and chunks are embedded"
+            )
+        if meta.embedder != self.embedder.identity:
+            raise ValueError(
+                f"vector table {table!r} was built with {meta.embedder} but the configured embedder is "
+                f"{self.embedder.identity}; set PATHRAG_EMBED_MODEL / PATHRAG_EMBED_BASE_URL back, or re-embed"
+            )
+
+    def _run(self, question: str, mode: str, params: QueryParams) -> QueryResult:
+        clock = _Clock()
+        started = time.perf_counter()
+        asked_at = datetime.now(timezone.utc).replace(tzinfo=None)
+        tokens: dict[str, dict[str, int]] = {}
+        text = question.strip()
+
+        keywords = Keywords(low_level=[], high_level=[])
+        if mode != "naive":
+            with clock.stage("keywords"):
+                keywords, usage = self._keywords(text)
+            tokens["keywords"] = _usage(usage)
+        kw_all = query_keywords(keywords.low_level, keywords.high_level, text)
+
+        snapshot: GraphSnapshot | None = None
+        if mode != "naive":
+            with clock.stage("graph"):
+                snapshot = load_graph(self.store)
+
+        traces: list[PathTrace] = []
+        retrieved: list[RetrievedNode] = []
+        ctx = ModeContext()
+        scored = []
+        with clock.stage("retrieval"):
+            if mode == "naive":
+                self._check_vectors("chunks")
+                ctx = naive_context(self.vectors, self.embedder, text, params.top_n)
+            else:
+                assert snapshot is not None
+                if mode in ("path", "local", "hybrid"):
+                    self._check_vectors("entities")
+                    # Nodes come from the low-level (entity) keywords, as in PathRAG; path mode adds the whole
+                    # question as one more query, so a question naming no entity still finds its nodes.
+                    low = query_keywords(keywords.low_level, [text] if mode == "path" else [], text)
+                    retrieved = retrieve_nodes(snapshot, self.vectors, self.embedder, low, params.top_n)
+                if mode in ("global", "hybrid"):
+                    self._check_vectors("relations")
+                    high = query_keywords([], keywords.high_level, text)
+                    rels = retrieve_relations(snapshot, self.vectors, self.embedder, high, params.top_n)
+                    global_ctx = global_context(snapshot, rels)
+                if mode == "local":
+                    ctx = local_context(snapshot, retrieved)
+                elif mode == "global":
+                    ctx = global_ctx
+                    retrieved = ctx.nodes
+                elif mode == "hybrid":
+                    ctx = hybrid_context(local_context(snapshot, retrieved), global_ctx)
+                    retrieved = ctx.nodes
+
+        if mode == "path":
+            assert snapshot is not None
+            with clock.stage("pruning"):
+                scored = prune_paths(snapshot.view, [n.node for n in retrieved], alpha=params.alpha,
+                                     theta=params.theta, max_hops=params.max_hops, top_k=params.top_k,
+                                     variant=params.variant, ordering=params.ordering)
+                traces = render_paths(snapshot, scored)
+
+        with clock.stage("sources"):
+            if mode == "path":
+                assert snapshot is not None
+                ranked = rank_passages([(n.rank, snapshot.entity_chunks[n.node]) for n in retrieved],
+                                       [(t.rank, t.reliability, t.chunk_ids) for t in traces], MAX_RANKED_CHUNKS)
+            else:
+                ranked = list(dict.fromkeys(ctx.chunk_ids))[:MAX_RANKED_CHUNKS]
+            sources = fetch_chunks(self.store, ranked)
+            chunk_ids = [c for c in ranked if c in sources]
+            document_ids = list(dict.fromkeys(sources[c].document_id for c in chunk_ids))
+
+        with clock.stage("prompt"):
+            prompt = self._prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources)
+        tokens["prompt"] = {"prompt_tokens": prompt.tokens, "dropped_items": prompt.dropped}
+
+        with clock.stage("answer"):
+            if not params.answer:
+                answer = Answer("", "none", Usage())
+            elif self.llm is not None:
+                answer = answer_with_llm(self.llm, prompt)
+            else:
+                answer = extractive_answer(text, kw_all, self._evidence(mode, snapshot, traces, retrieved, chunk_ids),
+                                           {c: s.text for c, s in sources.items()}, names=keywords.low_level)
+        tokens["answer"] = _usage(answer.usage)
+        return self._result(question, mode, params, asked_at, answer, keywords, traces, retrieved, chunk_ids,
+                            document_ids, clock, tokens, started, prompt, snapshot)
+
+    def _prompt(self, text: str, mode: str, params: QueryParams, snapshot: GraphSnapshot | None, scored: list,
+                traces: list[PathTrace], retrieved: list[RetrievedNode], ctx: ModeContext,
+                sources: dict[str, ChunkSource]) -> Prompt:
+        if mode == "naive":
+            return lightrag_prompt(text, [_sources_section(ctx.chunk_ids, sources)], token_budget=params.token_budget)
+        assert snapshot is not None
+        if mode != "path":
+            return lightrag_prompt(text, _sections(snapshot, ctx, sources), token_budget=params.token_budget,
+                                   shares=(0.25, 0.25, 0.5))
+        if params.prompt == "flat":
+            return flat_prompt(text, snapshot, scored, token_budget=params.token_budget)
+        quoted = {t.rank: _path_excerpts(t, sources) for t in traces} if params.excerpts else None
+        return path_prompt(text, traces, token_budget=params.token_budget, excerpts=quoted,
+                           fallback_nodes=[node_line(snapshot, n.node) for n in retrieved])
+
+    @staticmethod
+    def _evidence(mode: str, snapshot: GraphSnapshot | None, traces: list[PathTrace],
+                  retrieved: list[RetrievedNode], chunk_ids: list[str]) -> list[Evidence]:
+        if mode == "naive" or snapshot is None:
+            return [Evidence((), (c,)) for c in chunk_ids]
+        units = [Evidence(t.nodes, t.chunk_ids) for t in traces]
+        units += [Evidence((n.entity_name,), snapshot.entity_chunks[n.node]) for n in retrieved]
+        return units
+
+    def _result(self, question: str, mode: str, params: QueryParams, asked_at: datetime, answer: Answer,
+                keywords: Keywords, traces: list[PathTrace], retrieved: list[RetrievedNode], chunk_ids: list[str],
+                document_ids: list[str], clock: _Clock, tokens: dict[str, dict[str, int]], started: float,
+                prompt: Prompt, snapshot: GraphSnapshot | None) -> QueryResult:
+        record = asdict(params)
+        record["embedder"] = self.embedder.identity
+        record["graph_version"] = snapshot.version if snapshot is not None else None
+        if mode != "path":
+            for key in ("top_k", "alpha", "theta", "max_hops", "variant", "ordering", "prompt", "excerpts"):
+                record.pop(key)
+        provider, model = (OFFLINE, OFFLINE) if self.llm is None else (self.llm.identity["provider"], self.llm.model)
+        return QueryResult(
+            query_id=uuid.uuid4().hex,
+            question=question,
+            mode=mode,
+            asked_at=asked_at,
+            answer=answer.text,
+            answer_kind=answer.kind,
+            provider=provider,
+            model=model,
+            params=record,
+            keywords={"low_level": list(keywords.low_level), "high_level": list(keywords.high_level)},
+            paths=traces,
+            retrieved=retrieved,
+            chunk_ids=chunk_ids,
+            document_ids=document_ids,
+            timings_ms=dict(clock.ms),
+            tokens=tokens,
+            total_ms=round((time.perf_counter() - started) * 1000.0, 3),
+            prompt=prompt.text,
+        )
+
+
+def run_questions(settings: Settings, questions: list[str], mode: str = "path",
+                  params: dict[str, Any] | None = None) -> list[QueryResult]:
+    """Answer and log a batch of questions (the Dagster query job's entry point)."""
+    return PathRAG(settings).query_many(questions, mode, **(params or {}))
+
+
+def load_questions(path: str | Path) -> list[str]:
+    """Questions from a file: JSONL (``{"question": ...}`` or ``{"id", "question"}`` per line, or a JSON
+    string per line), a JSON list, CSV with a ``question`` column, or plain text with one question per
+    line (blank lines and lines starting with ``#`` skipped)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"question file {path} does not exist")
+    suffix = path.suffix.lower()
+    text = path.read_text(encoding="utf-8")
+    questions: list[str] = []
+    if suffix == ".jsonl":
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                questions.append(_question_of(_json(line, path, lineno), path, lineno))
+    elif suffix == ".json":
+        data = _json(text, path, 1)
+        if not isinstance(data, list):
+            raise ValueError(f"{path}: a .json question file must hold a list of questions or objects")
+        questions = [_question_of(item, path, i + 1) for i, item in enumerate(data)]
+    elif suffix == ".csv":
+        reader = csv.DictReader(text.splitlines())
+        if "question" not in (reader.fieldnames or []):
+            raise ValueError(f"{path}: CSV has columns {reader.fieldnames}; it needs a 'question' column")
+        questions = [row["question"].strip() for row in reader if (row["question"] or "").strip()]
+    else:
+        questions = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not questions:
+        raise ValueError(f"{path} holds no questions")
+    return questions
+
+
+def _json(text: str, path: Path, lineno: int) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+
+
+def _question_of(item: Any, path: Path, lineno: int) -> str:
+    if isinstance(item, str) and item.strip():
+        return item.strip()
+    if isinstance(item, dict) and isinstance(item.get("question"), str) and item["question"].strip():
+        return item["question"].strip()
+    raise ValueError(f"{path}:{lineno}: expected a question string or an object with a 'question' field")

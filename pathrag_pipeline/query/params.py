@@ -1,0 +1,59 @@
+"""Query options: the modes, pruning variants and orderings, their defaults, and ``QueryParams``.
+
+Pure Python with no heavy imports, so the CLI can declare its options (and ``pathrag --help`` can list
+them) without loading numpy, igraph, LanceDB or a model client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+MODES = ("path", "naive", "local", "global", "hybrid")
+PROMPT_STYLES = ("paths", "flat")
+VARIANTS = ("paper", "reference")
+ORDERINGS = ("reliability", "hop_first", "random")
+DEFAULT_THETA = {"paper": 0.05, "reference": 0.3}
+DEFAULT_MAX_HOPS = {"paper": 4, "reference": 3}
+DEFAULT_TOP_N = 40
+DEFAULT_TOKEN_BUDGET = 4000
+
+
+@dataclass(frozen=True)
+class QueryParams:
+    """Knobs of one query; ``theta`` and ``max_hops`` default per pruning variant (None = the variant's)."""
+
+    top_n: int = DEFAULT_TOP_N
+    top_k: int = 15
+    alpha: float = 0.8
+    theta: float | None = None
+    max_hops: int | None = None
+    variant: str = "paper"
+    ordering: str = "reliability"
+    prompt: str = "paths"
+    token_budget: int = DEFAULT_TOKEN_BUDGET
+    excerpts: bool = False
+    answer: bool = True               # False: retrieval only (evaluation), no answer and no answer LLM call
+
+    def resolved(self) -> "QueryParams":
+        """Validated, with the variant's defaults filled in; errors name the value and the accepted range."""
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant={self.variant!r} is not one of {', '.join(VARIANTS)}")
+        if self.ordering not in ORDERINGS:
+            raise ValueError(f"ordering={self.ordering!r} is not one of {', '.join(ORDERINGS)}")
+        if self.prompt not in PROMPT_STYLES:
+            raise ValueError(f"prompt={self.prompt!r} is not one of {', '.join(PROMPT_STYLES)}")
+        if self.top_n < 1:
+            raise ValueError(f"top_n={self.top_n} must be at least 1 (PathRAG retrieves 40 nodes)")
+        if self.top_k < 1:
+            raise ValueError(f"top_k={self.top_k} must be at least 1 (PathRAG keeps 15 paths)")
+        if not 0.0 < self.alpha <= 1.0:
+            raise ValueError(f"alpha={self.alpha} must be in (0, 1] (the paper uses 0.8)")
+        theta = DEFAULT_THETA[self.variant] if self.theta is None else self.theta
+        max_hops = DEFAULT_MAX_HOPS[self.variant] if self.max_hops is None else self.max_hops
+        if theta < 0:
+            raise ValueError(f"theta={theta} must be >= 0 (the paper uses 0.05)")
+        if max_hops < 1:
+            raise ValueError(f"max_hops={max_hops} must be at least 1")
+        if self.token_budget < 200:
+            raise ValueError(f"token_budget={self.token_budget} is too small; give at least 200 (default 4000)")
+        return replace(self, theta=theta, max_hops=max_hops)

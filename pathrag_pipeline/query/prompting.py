@@ -1,0 +1,297 @@
+"""Prompts: PathRAG's path-ordered context, the flat ablation, and LightRAG-style context for the baselines.
+
+PathRAG (Sec. 3.3) turns each retained path into text — the node and edge descriptions along it — and
+puts the paths after the question in *ascending* reliability, so the most reliable path sits last, next to
+where the model starts answering (LLMs attend most to the start and the end of a long prompt). A token
+budget is met by dropping the least reliable paths first. ``flat`` renders the same nodes and edges
+deduplicated and without path structure, which is the paper's ablation of path-based prompting.
+The baseline modes get LightRAG's context: CSV sections of entities, relationships and sources.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pathrag_pipeline.query.graph_cache import GraphSnapshot
+from pathrag_pipeline.query.params import DEFAULT_TOKEN_BUDGET
+from pathrag_pipeline.query.pruning import ScoredPath
+from pathrag_pipeline.text.tokenizer import count_tokens, truncate_to_tokens
+
+# One element (node or edge description) may take at most this many tokens, so one bloated description
+# cannot crowd every other path out of the budget.
+MAX_ELEMENT_TOKENS = 150
+MAX_EXCERPT_TOKENS = 80
+
+SYSTEM_PROMPT = (
+    "You are a helpful assistant answering questions from a knowledge graph built from the user's documents. "
+    "Use only the information given below. If it does not contain the answer, say that you do not know; "
+    "do not make anything up. Answer concisely and directly."
+)
+
+
+@dataclass(frozen=True)
+class PathTrace:
+    """One retained path as the query reports it (rank 1 = most reliable)."""
+
+    rank: int
+    reliability: float
+    hops: int
+    nodes: tuple[str, ...]          # display names along the path
+    node_keys: tuple[str, ...]
+    edge_ids: tuple[str, ...]       # relation keys along the path
+    text: str
+    chunk_ids: tuple[str, ...]      # provenance: the edges' source chunks first, then the nodes'
+    document_ids: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "rank": self.rank, "reliability": self.reliability, "hops": self.hops, "nodes": list(self.nodes),
+            "edge_ids": list(self.edge_ids), "text": self.text, "chunk_ids": list(self.chunk_ids),
+            "document_ids": list(self.document_ids),
+        }
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The chat messages for the answer model, and what the budget let in."""
+
+    system: str
+    user: str
+    tokens: int
+    included: tuple[int, ...] = ()     # ranks of the paths (or items) that fit, best first
+    dropped: int = 0                   # how many fell outside the budget
+
+    def messages(self) -> list[dict[str, str]]:
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
+
+    @property
+    def text(self) -> str:
+        return f"{self.system}\n\n{self.user}"
+
+
+def clip(text: str, max_tokens: int = MAX_ELEMENT_TOKENS) -> str:
+    """Whitespace collapsed and cut to ``max_tokens`` tokens, with " ..." marking a cut."""
+    text = " ".join(str(text).split())
+    clipped = truncate_to_tokens(text, max_tokens)
+    return clipped if clipped == text else clipped.rstrip() + " ..."
+
+
+def node_line(snapshot: GraphSnapshot, node: int) -> str:
+    desc = clip(snapshot.entity_descriptions[node]) or "(no description)"
+    return f"{snapshot.entity_names[node]} ({snapshot.entity_types[node]}): {desc}"
+
+
+def edge_line(snapshot: GraphSnapshot, row: int, first: int, second: int) -> str:
+    """A relation seen from ``first`` to ``second`` (the path's direction)."""
+    desc = clip(snapshot.relation_descriptions[row]) or "(no description)"
+    keywords = clip(snapshot.relation_keywords[row], 30)
+    label = f" [{keywords}]" if keywords else ""
+    return f"{snapshot.entity_names[first]} -- {snapshot.entity_names[second]}{label}: {desc}"
+
+
+def _ordered_unique(groups: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for group in groups:
+        for item in group:
+            seen.setdefault(item, None)
+    return tuple(seen)
+
+
+def render_paths(snapshot: GraphSnapshot, paths: Sequence[ScoredPath]) -> list[PathTrace]:
+    """Turn scored paths (best first) into traces: node and edge descriptions alternating along the path."""
+    traces: list[PathTrace] = []
+    for rank, path in enumerate(paths, start=1):
+        rows = [snapshot.relation_row_of_edge(e) for e in path.edges]
+        lines = [node_line(snapshot, path.nodes[0])]
+        for i, row in enumerate(rows):
+            lines.append(edge_line(snapshot, row, path.nodes[i], path.nodes[i + 1]))
+            lines.append(node_line(snapshot, path.nodes[i + 1]))
+        chunk_ids = _ordered_unique([snapshot.relation_chunks[r] for r in rows]
+                                    + [snapshot.entity_chunks[n] for n in path.nodes])
+        document_ids = _ordered_unique([snapshot.relation_documents[r] for r in rows]
+                                       + [snapshot.entity_documents[n] for n in path.nodes])
+        traces.append(PathTrace(
+            rank=rank,
+            reliability=float(path.score),
+            hops=int(path.hops),
+            nodes=tuple(snapshot.entity_names[n] for n in path.nodes),
+            node_keys=tuple(snapshot.entity_keys[n] for n in path.nodes),
+            edge_ids=tuple(snapshot.relation_keys[r] for r in rows),
+            text="\n".join(lines),
+            chunk_ids=chunk_ids,
+            document_ids=document_ids,
+        ))
+    return traces
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """A passage quoted under a path (``--excerpts``): where it comes from and the quoted text."""
+
+    source: str
+    text: str
+
+
+def _fit(blocks_best_first: Sequence[str], budget: int) -> list[int]:
+    """Indices of the longest best-first prefix of blocks whose tokens fit in ``budget``; a best block that
+    alone exceeds it is not dropped but truncated by the caller (index -1 signals that)."""
+    kept: list[int] = []
+    used = 0
+    for i, block in enumerate(blocks_best_first):
+        cost = count_tokens(block) + 2  # the blank line between blocks
+        if used + cost > budget:
+            break
+        kept.append(i)
+        used += cost
+    if not kept and blocks_best_first:
+        return [-1]
+    return kept
+
+
+def _check_budget(fixed: int, budget: int) -> None:
+    if budget < fixed + 20:
+        raise ValueError(
+            f"token_budget={budget} leaves no room for context: the instructions and question alone take "
+            f"{fixed} tokens; raise the budget (default {DEFAULT_TOKEN_BUDGET})"
+        )
+
+
+def _assemble(head: str, blocks_in_order: Sequence[str], tail: str) -> str:
+    return "\n\n".join([head, *blocks_in_order, tail])
+
+
+def _budgeted(question_head: str, tail: str, blocks_best_first: list[str], token_budget: int,
+              empty_note: str) -> tuple[str, list[int]]:
+    """User message with as many best-first blocks as the budget allows, laid out least reliable first."""
+    fixed = count_tokens(SYSTEM_PROMPT) + count_tokens(question_head) + count_tokens(tail) + 4
+    _check_budget(fixed, token_budget)
+    if not blocks_best_first:
+        return _assemble(question_head, [empty_note], tail), []
+    kept = _fit(blocks_best_first, token_budget - fixed)
+    if kept == [-1]:
+        kept, chosen = [0], [truncate_to_tokens(blocks_best_first[0], token_budget - fixed - 2)]
+    else:
+        chosen = [blocks_best_first[i] for i in kept]
+    return _assemble(question_head, list(reversed(chosen)), tail), kept
+
+
+def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int = DEFAULT_TOKEN_BUDGET,
+                excerpts: dict[int, Sequence[Excerpt]] | None = None,
+                fallback_nodes: Sequence[str] = ()) -> Prompt:
+    """PathRAG's prompt: the question, then the paths in ascending reliability (most reliable last).
+
+    ``traces`` are best first; paths that do not fit ``token_budget`` (counted over the whole prompt) are
+    dropped from the least reliable end. ``excerpts`` maps a path rank to source passages quoted under it.
+    When pruning found no path, ``fallback_nodes`` (rendered retrieved entities, best first) are given instead.
+    """
+    head = f"Question: {question.strip()}"
+    blocks: list[str] = []
+    if traces:
+        head += ("\n\nRelational paths from the knowledge graph follow, in ascending order of reliability: "
+                 "the last path is the most reliable.")
+        for t in traces:
+            block = f"Path rank {t.rank} (reliability {t.reliability:.4f}, {t.hops} hop{'s' if t.hops != 1 else ''}): " \
+                    f"{' -> '.join(t.nodes)}\n{t.text}"
+            quoted = (excerpts or {}).get(t.rank) or ()
+            if quoted:
+                block += "\nSource excerpts:\n" + "\n".join(
+                    f"- [{e.source}] {clip(e.text, MAX_EXCERPT_TOKENS)}" for e in quoted)
+            blocks.append(block)
+        tail = "Answer the question using the paths above, giving most weight to the most reliable (last) ones."
+    else:
+        head += ("\n\nNo relational path joins the retrieved entities; these entities follow, "
+                 "least relevant first.")
+        blocks = [f"Entity: {line}" for line in fallback_nodes]
+        tail = "Answer the question using the entities above."
+    user, kept = _budgeted(head, tail, blocks, token_budget, "(nothing relevant was found in the knowledge graph)")
+    ranks = tuple(traces[i].rank for i in kept) if traces else ()
+    return Prompt(SYSTEM_PROMPT, user, count_tokens(SYSTEM_PROMPT) + count_tokens(user), ranks,
+                  len(blocks) - len(kept))
+
+
+def flat_prompt(question: str, snapshot: GraphSnapshot, paths: Sequence[ScoredPath], *,
+                token_budget: int = DEFAULT_TOKEN_BUDGET) -> Prompt:
+    """The ablation: the paths' nodes and edges deduplicated and listed without path structure.
+
+    Elements are ranked by the best path they occur in and laid out like the path prompt (most relevant
+    last), so the two prompts differ only in structure, not in content or order of relevance.
+    """
+    items: list[str] = []
+    seen_nodes: set[int] = set()
+    seen_rows: set[int] = set()
+    for path in paths:
+        for i, node in enumerate(path.nodes):
+            if node not in seen_nodes:
+                seen_nodes.add(node)
+                items.append("Entity: " + node_line(snapshot, node))
+            if i < len(path.edges):
+                row = snapshot.relation_row_of_edge(path.edges[i])
+                if row not in seen_rows:
+                    seen_rows.add(row)
+                    src, tgt = snapshot.relation_src[row], snapshot.relation_tgt[row]
+                    items.append("Relation: " + edge_line(snapshot, row, src, tgt))
+    head = (f"Question: {question.strip()}\n\nEntities and relations from the knowledge graph follow, "
+            "least relevant first.")
+    tail = "Answer the question using the entities and relations above."
+    user, kept = _budgeted(head, tail, items, token_budget, "(nothing relevant was found in the knowledge graph)")
+    return Prompt(SYSTEM_PROMPT, user, count_tokens(SYSTEM_PROMPT) + count_tokens(user),
+                  tuple(i + 1 for i in kept), len(items) - len(kept))
+
+
+@dataclass
+class Section:
+    """One CSV section of a LightRAG context: header row and data rows best first."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+
+
+def _csv(header: list[str], rows: Sequence[Sequence[str]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buf.getvalue().rstrip("\n")
+
+
+def _fit_section(section: Section, budget: int) -> tuple[str, int, int]:
+    """The section with as many leading rows as fit ``budget`` tokens, the tokens it used, the rows kept."""
+    wrapper = f"-----{section.title}-----\n```csv\n"
+    used = count_tokens(wrapper + _csv(section.header, []) + "\n```")
+    kept: list[Sequence[str]] = []
+    for row in section.rows:
+        cost = count_tokens(_csv([], [row])) + 1
+        if used + cost > budget:
+            break
+        kept.append(row)
+        used += cost
+    return wrapper + _csv(section.header, kept) + "\n```", used, len(kept)
+
+
+def lightrag_prompt(question: str, sections: Sequence[Section], *, token_budget: int = DEFAULT_TOKEN_BUDGET,
+                    shares: Sequence[float] | None = None) -> Prompt:
+    """LightRAG's context layout: CSV sections (entities, relationships, sources), each given a share of
+    the budget (equal by default); a section's unused share passes on to the following ones."""
+    head = f"Question: {question.strip()}\n\nData tables from the knowledge base:"
+    tail = "Answer the question using the data tables above."
+    fixed = count_tokens(SYSTEM_PROMPT) + count_tokens(head) + count_tokens(tail) + 4
+    _check_budget(fixed, token_budget)
+    shares = list(shares) if shares is not None else [1.0 / len(sections)] * len(sections)
+    if len(shares) != len(sections) or abs(sum(shares) - 1.0) > 1e-6:
+        raise ValueError(f"shares {shares} must give one fraction per section and sum to 1")
+    left = token_budget - fixed
+    carry = 0
+    blocks: list[str] = []
+    dropped = 0
+    for section, share in zip(sections, shares):
+        allowance = int(left * share) + carry
+        block, used, shown = _fit_section(section, allowance)
+        carry = max(allowance - used, 0)
+        dropped += len(section.rows) - shown
+        blocks.append(block)
+    user = _assemble(head, blocks, tail)
+    return Prompt(SYSTEM_PROMPT, user, count_tokens(SYSTEM_PROMPT) + count_tokens(user), (), dropped)

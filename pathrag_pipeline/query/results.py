@@ -1,0 +1,62 @@
+"""``QueryResult``: everything one query produced, as the API returns it and the query log stores it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pathrag_pipeline.query.prompting import PathTrace
+from pathrag_pipeline.query.retrieval import RetrievedNode
+
+
+@dataclass
+class QueryResult:
+    """Everything one query produced; ``to_json`` is the machine-readable form ``pathrag ask --json`` prints."""
+
+    query_id: str
+    question: str
+    mode: str
+    asked_at: datetime
+    answer: str
+    answer_kind: str                      # 'llm' or 'extractive'
+    provider: str                         # 'offline' without an LLM
+    model: str
+    params: dict[str, Any]
+    keywords: dict[str, list[str]]
+    paths: list[PathTrace]
+    retrieved: list[RetrievedNode]
+    chunk_ids: list[str]                  # ranked passages (provenance of paths, then nodes/edges; or chunk hits)
+    document_ids: list[str]
+    timings_ms: dict[str, float]
+    tokens: dict[str, dict[str, int]]
+    total_ms: float
+    prompt: str = field(repr=False, default="")
+
+    def to_dict(self, include_prompt: bool = False) -> dict[str, Any]:
+        out = {
+            "query_id": self.query_id,
+            "question": self.question,
+            "mode": self.mode,
+            "asked_at": self.asked_at.isoformat(),
+            "answer": self.answer,
+            "answer_kind": self.answer_kind,
+            "provider": self.provider,
+            "model": self.model,
+            "params": self.params,
+            "keywords": self.keywords,
+            "paths": [p.to_dict() for p in self.paths],
+            "retrieved_nodes": [asdict(n) for n in self.retrieved],
+            "chunk_ids": self.chunk_ids,
+            "document_ids": self.document_ids,
+            "timings_ms": self.timings_ms,
+            "tokens": self.tokens,
+            "total_ms": self.total_ms,
+        }
+        if include_prompt:
+            out["prompt"] = self.prompt
+        return out
+
+    def to_json(self, indent: int | None = None, include_prompt: bool = False) -> str:
+        return json.dumps(self.to_dict(include_prompt), indent=indent, ensure_ascii=False)

@@ -1,0 +1,269 @@
+"""Retrieval: from query keywords to graph nodes (PathRAG) and to the contexts of the LightRAG modes.
+
+PathRAG's node retrieval embeds each keyword, takes the nearest entities by cosine for each, and merges
+the per-keyword rankings round-robin (first hit of every keyword, then the second, ...) until ``top_n``
+distinct nodes are chosen. Round-robin rather than one global similarity sort keeps one very
+"embeddable" keyword from filling every slot, so each aspect of a multi-hop question gets seeds.
+
+The LightRAG baselines (Guo et al. 2024) are reproduced for comparison:
+
+- ``naive``: nearest chunks to the question.
+- ``local``: low-level keywords -> entities -> the relations of their ego networks (ranked by the
+  endpoints' degree sum, then strength, as LightRAG does) and the entities' source chunks.
+- ``global``: high-level keywords -> nearest relations -> their endpoint entities and source chunks.
+- ``hybrid``: the local and global contexts interleaved and deduplicated.
+"""
+
+from __future__ import annotations
+
+import math
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from pathrag_pipeline.llm.embedding import Embedder
+from pathrag_pipeline.query.graph_cache import GraphSnapshot
+from pathrag_pipeline.query.params import DEFAULT_TOP_N
+from pathrag_pipeline.text.names import name_key
+
+
+
+class VectorSearch(Protocol):
+    """What retrieval needs from the vector store (``vector_store.VectorStore``)."""
+
+    def search(self, table: str, vector_or_text: Any, k: int, embedder: Any = None) -> list[Any]: ...
+
+
+@dataclass(frozen=True)
+class RetrievedNode:
+    """An entity chosen for the query: which keyword found it, at what similarity, at what overall rank."""
+
+    rank: int
+    keyword: str
+    node: int
+    entity_key: str
+    entity_name: str
+    similarity: float
+
+
+@dataclass(frozen=True)
+class RetrievedRelation:
+    rank: int
+    keyword: str
+    row: int              # index into the snapshot's relation arrays
+    relation_key: str
+    similarity: float
+
+
+@dataclass
+class ModeContext:
+    """What a LightRAG-style mode puts in front of the LLM, each list ranked best first."""
+
+    nodes: list[RetrievedNode] = field(default_factory=list)
+    relations: list[int] = field(default_factory=list)       # snapshot relation rows
+    chunk_ids: list[str] = field(default_factory=list)
+    chunk_scores: dict[str, float] = field(default_factory=dict)
+
+
+def query_keywords(low_level: Sequence[str], high_level: Sequence[str], fallback: str) -> list[str]:
+    """Distinct keywords (low-level first, case-insensitive), or ``[fallback]`` when there are none."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for kw in [*low_level, *high_level]:
+        text = " ".join(str(kw).split())
+        if text and text.casefold() not in seen:
+            seen.add(text.casefold())
+            out.append(text)
+    return out or [" ".join(fallback.split())]
+
+
+def round_robin(rankings: Sequence[Sequence[tuple[str, float]]], limit: int) -> list[tuple[int, str, float]]:
+    """Merge per-keyword rankings of (key, similarity): the i-th hit of every ranking before any (i+1)-th,
+    skipping keys already taken, until ``limit`` distinct keys. Returns (ranking index, key, similarity)."""
+    taken: set[str] = set()
+    out: list[tuple[int, str, float]] = []
+    depth = max((len(r) for r in rankings), default=0)
+    for i in range(depth):
+        for which, ranking in enumerate(rankings):
+            if i < len(ranking) and ranking[i][0] not in taken:
+                taken.add(ranking[i][0])
+                out.append((which, ranking[i][0], ranking[i][1]))
+                if len(out) >= limit:
+                    return out
+    return out
+
+
+def _search_each(vectors: VectorSearch, table: str, embedder: Embedder, keywords: list[str], k: int
+                 ) -> list[list[tuple[str, float]]]:
+    matrix = embedder.embed(keywords)
+    rankings: list[list[tuple[str, float]]] = []
+    for row in np.asarray(matrix):
+        hits = vectors.search(table, row, k)
+        rankings.append([(str(h.key), float(h.similarity)) for h in hits])
+    return rankings
+
+
+def retrieve_nodes(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Embedder, keywords: list[str],
+                   top_n: int = DEFAULT_TOP_N) -> list[RetrievedNode]:
+    """The ``top_n`` entities nearest to the keywords, merged round-robin over keywords.
+
+    Each keyword asks for ``top_n`` neighbours so the merge can fill every slot even when the keywords'
+    neighbourhoods overlap. An entity whose key equals the keyword's own name key (``names.name_key``)
+    heads that keyword's ranking whatever its cosine: an entity vector embeds the name *and* a long merged
+    description, so a lexical or small embedder can rank a short, loosely related entity above the very
+    entity the question names. It is recorded with similarity 1.0. Vector hits whose entity is not in the
+    graph snapshot (vectors not yet re-synced after a merge) are skipped.
+    """
+    if top_n < 1:
+        raise ValueError(f"top_n={top_n} must be at least 1 (PathRAG uses 40)")
+    rankings = []
+    for keyword, ranking in zip(keywords, _search_each(vectors, "entities", embedder, keywords, top_n)):
+        exact = name_key(keyword)
+        head = [(exact, 1.0)] if snapshot.node_of(exact) is not None else []
+        rankings.append(head + [(key, sim) for key, sim in ranking
+                                if key != exact and snapshot.node_of(key) is not None])
+    out: list[RetrievedNode] = []
+    for rank, (which, key, sim) in enumerate(round_robin(rankings, top_n)):
+        node = snapshot.node_of(key)
+        assert node is not None
+        out.append(RetrievedNode(rank, keywords[which], node, key, snapshot.entity_names[node], sim))
+    return out
+
+
+def retrieve_relations(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Embedder, keywords: list[str],
+                       top_n: int = DEFAULT_TOP_N) -> list[RetrievedRelation]:
+    """The ``top_n`` relations nearest to the keywords, merged round-robin like :func:`retrieve_nodes`."""
+    if top_n < 1:
+        raise ValueError(f"top_n={top_n} must be at least 1")
+    rankings = [
+        [(key, sim) for key, sim in ranking if key in snapshot.relation_index]
+        for ranking in _search_each(vectors, "relations", embedder, keywords, top_n)
+    ]
+    return [
+        RetrievedRelation(rank, keywords[which], snapshot.relation_index[key], key, sim)
+        for rank, (which, key, sim) in enumerate(round_robin(rankings, top_n))
+    ]
+
+
+def naive_context(vectors: VectorSearch, embedder: Embedder, question: str, top_n: int = DEFAULT_TOP_N) -> ModeContext:
+    """LightRAG ``naive``: the chunks nearest to the question text."""
+    if top_n < 1:
+        raise ValueError(f"top_n={top_n} must be at least 1")
+    vector = embedder.embed([question])[0]
+    hits = vectors.search("chunks", vector, top_n)
+    ctx = ModeContext()
+    for hit in hits:
+        key = str(hit.key)
+        if key not in ctx.chunk_scores:
+            ctx.chunk_ids.append(key)
+            ctx.chunk_scores[key] = float(hit.similarity)
+    return ctx
+
+
+def _rank_chunks(groups: Iterable[tuple[str, ...]], support: dict[str, int]) -> list[str]:
+    """Chunks in order of the first (best) item citing them; among one item's chunks, those cited by more
+    items of the context come first (LightRAG's "related text units" order)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    for chunks in groups:
+        for chunk in sorted(chunks, key=lambda c: -support.get(c, 0)):
+            if chunk not in seen:
+                seen.add(chunk)
+                order.append(chunk)
+    return order
+
+
+def local_context(snapshot: GraphSnapshot, nodes: list[RetrievedNode], max_relations: int | None = None) -> ModeContext:
+    """LightRAG ``local``: the retrieved entities, every relation touching them, and their source chunks."""
+    rows: list[int] = []
+    seen: set[int] = set()
+    for n in nodes:
+        for row in snapshot.incident_relations(n.node):
+            if row not in seen:
+                seen.add(row)
+                rows.append(row)
+    degree = snapshot.view.degree
+    rows.sort(key=lambda r: (-(degree(snapshot.relation_src[r]) + degree(snapshot.relation_tgt[r])),
+                             -snapshot.relation_strengths[r]))
+    if max_relations is not None:
+        rows = rows[:max_relations]
+    support: dict[str, int] = {}
+    for row in rows:
+        for chunk in snapshot.relation_chunks[row]:
+            support[chunk] = support.get(chunk, 0) + 1
+    chunk_ids = _rank_chunks((snapshot.entity_chunks[n.node] for n in nodes), support)
+    return ModeContext(nodes=list(nodes), relations=rows, chunk_ids=chunk_ids)
+
+
+def global_context(snapshot: GraphSnapshot, relations: list[RetrievedRelation]) -> ModeContext:
+    """LightRAG ``global``: the retrieved relations, their endpoint entities and their source chunks."""
+    nodes: list[RetrievedNode] = []
+    seen: set[int] = set()
+    for rel in relations:
+        for node in (snapshot.relation_src[rel.row], snapshot.relation_tgt[rel.row]):
+            if node not in seen:
+                seen.add(node)
+                nodes.append(RetrievedNode(len(nodes), rel.keyword, node, snapshot.entity_keys[node],
+                                           snapshot.entity_names[node], rel.similarity))
+    support: dict[str, int] = {}
+    for rel in relations:
+        for chunk in snapshot.relation_chunks[rel.row]:
+            support[chunk] = support.get(chunk, 0) + 1
+    chunk_ids = _rank_chunks((snapshot.relation_chunks[r.row] for r in relations), support)
+    return ModeContext(nodes=nodes, relations=[r.row for r in relations], chunk_ids=chunk_ids)
+
+
+def _interleave(a: Sequence[Any], b: Sequence[Any], key=lambda x: x) -> list[Any]:
+    out: list[Any] = []
+    seen: set[Any] = set()
+    for i in range(max(len(a), len(b))):
+        for seq in (a, b):
+            if i < len(seq) and key(seq[i]) not in seen:
+                seen.add(key(seq[i]))
+                out.append(seq[i])
+    return out
+
+
+def hybrid_context(local: ModeContext, global_: ModeContext) -> ModeContext:
+    """LightRAG ``hybrid``: local and global contexts merged alternately, duplicates dropped."""
+    nodes = _interleave(local.nodes, global_.nodes, key=lambda n: n.node)
+    nodes = [RetrievedNode(i, n.keyword, n.node, n.entity_key, n.entity_name, n.similarity) for i, n in enumerate(nodes)]
+    return ModeContext(
+        nodes=nodes,
+        relations=_interleave(local.relations, global_.relations),
+        chunk_ids=_interleave(local.chunk_ids, global_.chunk_ids),
+    )
+
+
+
+# Weight of path evidence against seed-entity evidence when ranking passages, and how many of a path's
+# provenance chunks (its edges' first) count. Chosen on musique-100 (see docs/benchmarks.md).
+PATH_PASSAGE_WEIGHT = 0.5
+PATH_PASSAGE_CHUNKS = 3
+
+
+def rank_passages(seeds: Sequence[tuple[int, Sequence[str]]],
+                  paths: Sequence[tuple[int, float, Sequence[str]]], limit: int) -> list[str]:
+    """Passages (chunk ids) ranked for a path-mode query, best first.
+
+    ``seeds`` = (retrieval rank from 0, source chunks of that entity); ``paths`` = (rank from 1, reliability,
+    provenance chunks). A seed adds 1/(1+rank), spread over its chunks by 1/sqrt(1+chunks) so a hub entity
+    mentioned everywhere does not flood the ranking; a path adds PATH_PASSAGE_WEIGHT x (reliability / best
+    reliability) / sqrt(rank) to the first PATH_PASSAGE_CHUNKS of its provenance. Ties keep first appearance.
+    This orders the evidence for reading and evaluation; the prompt's path order is unaffected.
+    """
+    score: dict[str, float] = {}
+    for rank, chunks in seeds:
+        share = 1.0 / (1 + rank) / math.sqrt(1 + len(chunks))
+        for chunk in chunks:
+            score[chunk] = score.get(chunk, 0.0) + share
+    best = max((reliability for _, reliability, _ in paths), default=0.0)
+    for rank, reliability, chunks in paths:
+        share = PATH_PASSAGE_WEIGHT * (reliability / best if best > 0 else 1.0) / math.sqrt(max(rank, 1))
+        for chunk in list(dict.fromkeys(chunks))[:PATH_PASSAGE_CHUNKS]:
+            score[chunk] = score.get(chunk, 0.0) + share
+    order = {chunk: i for i, chunk in enumerate(score)}
+    return sorted(score, key=lambda c: (-score[c], order[c]))[:limit]

@@ -1,0 +1,372 @@
+"""DuckDB storage: schema of the public tables and short-lived connections that respect the single-writer rule.
+
+DuckDB allows one read-write process at a time (or many read-only ones, never both). Every Dagster run
+is its own process and the CLI is another, so connections here are opened late, held briefly, and
+retried with backoff while another process holds the lock. LLM calls and parsing happen outside them.
+Table columns are documented in docs/tables.md; names are stable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime, timezone
+import random
+import time
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+
+from pathrag_pipeline.errors import PipelineError
+
+SCHEMA_VERSION = 1
+
+DDL = [
+    """
+    CREATE TABLE IF NOT EXISTS documents (
+        id            VARCHAR PRIMARY KEY,   -- relative path, or 'path#record-id' for a JSONL record
+        path          VARCHAR NOT NULL,      -- file path relative to the indexed folder (= Dagster partition key)
+        title         VARCHAR,               -- first heading, HTML <title>, PDF/DOCX metadata, JSONL title, or file name
+        format        VARCHAR,               -- txt, md, html, pdf, docx, jsonl
+        content_hash  VARCHAR,               -- sha256 of this document's source bytes (the file, or the JSONL line)
+        file_hash     VARCHAR,               -- sha256 of the whole file (change detection per file)
+        size_bytes    BIGINT,                -- size of the file
+        status        VARCHAR NOT NULL,      -- 'indexed' or 'error'
+        error         VARCHAR,               -- what went wrong and what to do, when status = 'error'
+        text          VARCHAR,               -- extracted plain text; chunk offsets point into it
+        created_at    TIMESTAMP NOT NULL,    -- UTC, first indexed
+        updated_at    TIMESTAMP NOT NULL     -- UTC, last change of content or status
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS chunks (
+        id            VARCHAR PRIMARY KEY,   -- 'chunk-' + hash(document id, text, repeat index): stable for unchanged text
+        document_id   VARCHAR NOT NULL,      -- documents.id
+        ordinal       INTEGER NOT NULL,      -- 0-based position in the document
+        text          VARCHAR NOT NULL,      -- the window's text, trimmed of surrounding whitespace
+        token_count   INTEGER NOT NULL,      -- tokens in the window (offline tokenizer, see tokenizer.py)
+        char_start    INTEGER NOT NULL,      -- offsets into documents.text: text = documents.text[char_start:char_end]
+        char_end      INTEGER NOT NULL,      -- end offset (exclusive) into documents.text
+        content_hash  VARCHAR NOT NULL       -- sha256 of the chunk text alone (the extraction cache key)
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS chunks_document ON chunks(document_id)",
+    """
+    CREATE TABLE IF NOT EXISTS pathrag_meta (
+        key           VARCHAR PRIMARY KEY,   -- e.g. 'chunking': the chunk settings the chunks table was built with
+        value         VARCHAR                -- the setting's value
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS ingest_runs (
+        run_id        VARCHAR NOT NULL,      -- pathrag run id, or the Dagster run id
+        started_at    TIMESTAMP NOT NULL,    -- UTC
+        finished_at   TIMESTAMP,             -- UTC
+        trigger       VARCHAR,               -- cli, quickstart, sensor, schedule, dagster
+        folder        VARCHAR,               -- absolute path of the indexed folder
+        files_seen    INTEGER,               -- supported files found by the scan
+        files_new     INTEGER,               -- not indexed before
+        files_changed INTEGER,               -- content hash differs from the indexed one
+        files_deleted INTEGER,               -- indexed before, gone from the folder (their rows were removed)
+        files_unchanged INTEGER,             -- skipped: same content hash
+        files_failed  INTEGER,               -- status 'error' or some JSONL records malformed
+        documents     INTEGER,               -- documents (re)written by this run
+        chunks        INTEGER,               -- chunks (re)written by this run
+        seconds       DOUBLE                 -- wall time of the sync
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS extractions (
+        chunk_id      VARCHAR PRIMARY KEY,   -- chunks.id: one extraction record per chunk, the source of truth of the graph
+        chunk_hash    VARCHAR NOT NULL,      -- chunks.content_hash of the text that was extracted
+        document_id   VARCHAR NOT NULL,
+        extractor     VARCHAR NOT NULL,      -- identity of what extracted: provider + model + prompt version + gleaning
+        status        VARCHAR NOT NULL,      -- 'ok' (result is merged into the graph) or 'failed' (ignored by the merge)
+        error         VARCHAR,               -- what went wrong and what to do, when status = 'failed'
+        result        JSON,                  -- ChunkExtraction: {"entities":[{name,type,description}],"relations":[{source,target,keywords,description,strength}]}
+        calls         INTEGER,               -- LLM calls spent on this chunk (0 for a cache hit or the offline extractor)
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        created_at    TIMESTAMP NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS extractions_document ON extractions(document_id)",
+    """
+    CREATE TABLE IF NOT EXISTS extraction_cache (
+        chunk_hash    VARCHAR NOT NULL,      -- sha256 of the chunk text: same text, same result, whatever its chunk id
+        extractor     VARCHAR NOT NULL,      -- same meaning as extractions.extractor; a new model or prompt misses the cache
+        result        JSON NOT NULL,         -- ChunkExtraction as JSON (only successful extractions are cached)
+        calls         INTEGER,               -- LLM calls the original extraction cost
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        created_at    TIMESTAMP NOT NULL,
+        PRIMARY KEY (chunk_hash, extractor)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS entities (
+        entity_key    VARCHAR PRIMARY KEY,   -- names.name_key of the name, resolved through active entity_aliases
+        name          VARCHAR NOT NULL,      -- most frequent surface form among the mentions (ties: longest, then A-Z)
+        type          VARCHAR NOT NULL,      -- majority type of the mentions; 'other' (added endpoints) votes only when nothing else does
+        description   VARCHAR NOT NULL,      -- distinct description sentences by frequency, or an LLM summary past the token budget
+        description_tokens INTEGER NOT NULL, -- tokenizer.count_tokens(description)
+        mention_count INTEGER NOT NULL,      -- entity entries in ok extraction records (+1 per chunk naming it only as a relation endpoint)
+        source_chunk_ids VARCHAR[] NOT NULL, -- sorted distinct chunk ids whose records mention it
+        document_ids  VARCHAR[] NOT NULL,    -- sorted distinct document ids of those chunks
+        updated_at    TIMESTAMP NOT NULL     -- last time the row's content changed
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS relations (
+        relation_key  VARCHAR PRIMARY KEY,   -- src_key || '<|>' || tgt_key (undirected: the two keys in sorted order)
+        src_key       VARCHAR NOT NULL,      -- entities.entity_key, the smaller of the two
+        tgt_key       VARCHAR NOT NULL,      -- entities.entity_key, the larger of the two
+        keywords      VARCHAR NOT NULL,      -- distinct comma-separated keywords by frequency, joined with ', '
+        description   VARCHAR NOT NULL,      -- merged like entities.description
+        description_tokens INTEGER NOT NULL,
+        strength      DOUBLE NOT NULL,       -- sum of the strengths of its mentions
+        mention_count INTEGER NOT NULL,      -- relation entries in ok extraction records (either direction)
+        source_chunk_ids VARCHAR[] NOT NULL,
+        document_ids  VARCHAR[] NOT NULL,
+        updated_at    TIMESTAMP NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS description_summaries (
+        input_hash    VARCHAR PRIMARY KEY,   -- sha256 of (kind, name, distinct descriptions, token budget): same input, no new LLM call
+        summary       VARCHAR NOT NULL,
+        model         VARCHAR,               -- who summarised (the summariser's identity), for inspection only
+        created_at    TIMESTAMP NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS entity_aliases (
+        alias_key     VARCHAR PRIMARY KEY,   -- a name key whose mentions are merged into another entity
+        canonical_key VARCHAR NOT NULL,      -- the key they are merged into (chains a->b->c resolve to c)
+        method        VARCHAR NOT NULL,      -- 'string', 'embedding' or 'manual'
+        score         DOUBLE,                -- similarity that proposed it (1.0 for manual)
+        created_at    TIMESTAMP NOT NULL,
+        disabled      BOOLEAN NOT NULL DEFAULT false  -- true un-merges on the next merge and stops detection re-adding it
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS llm_usage (
+        run_id        VARCHAR NOT NULL,      -- id of the extraction run (or the Dagster run id that ran it)
+        stage         VARCHAR NOT NULL,      -- 'extract' (first pass + gleaning) or 'summarise' (description summaries)
+        extractor     VARCHAR,               -- identity of the extractor or summariser (model, prompt version; never a key)
+        items         INTEGER,               -- chunks pending extraction, or descriptions summarised
+        calls         INTEGER NOT NULL,      -- HTTP requests sent, retries and re-asks included (0 offline)
+        prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        cache_hits    INTEGER NOT NULL,      -- items answered from extraction_cache / description_summaries without a call
+        failed        INTEGER NOT NULL,      -- items whose output stayed invalid (recorded as extractions.status = 'failed')
+        seconds       DOUBLE,                -- wall time of the stage
+        created_at    TIMESTAMP NOT NULL     -- append-only: one row per stage per run
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS queries (
+        query_id      VARCHAR NOT NULL,      -- uuid of one question asked (append-only log, one row per query)
+        asked_at      TIMESTAMP NOT NULL,    -- UTC
+        question      VARCHAR NOT NULL,      -- verbatim, as asked
+        mode          VARCHAR NOT NULL,      -- path, naive, local, global or hybrid
+        params        JSON NOT NULL,         -- top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, embedder, graph_version ...
+        keywords      JSON,                  -- {"low_level": [...], "high_level": [...]}
+        provider      VARCHAR NOT NULL,      -- 'offline' or the LLM provider
+        model         VARCHAR NOT NULL,      -- 'offline' or the LLM model
+        answer_kind   VARCHAR NOT NULL,      -- 'llm', 'extractive', or 'none' (retrieval only, e.g. evaluation)
+        tokens        JSON NOT NULL,         -- per stage: {"keywords": {calls, prompt_tokens, completion_tokens}, "prompt": {...}, "answer": {...}}
+        ms            JSON NOT NULL,         -- milliseconds per stage: keywords, graph, retrieval, pruning, sources, prompt, answer
+        total_ms      DOUBLE NOT NULL,
+        answer        VARCHAR NOT NULL,
+        chunk_ids     VARCHAR[] NOT NULL,    -- passages ranked by the retrieved paths/nodes/edges (evaluation: recall@k)
+        document_ids  VARCHAR[] NOT NULL     -- documents of those passages, in first-appearance order
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS path_traces (
+        query_id      VARCHAR NOT NULL,      -- queries.query_id
+        rank          INTEGER NOT NULL,      -- 1 = most reliable (it is the last path in the prompt)
+        reliability   DOUBLE NOT NULL,
+        hops          INTEGER NOT NULL,
+        node_names    VARCHAR[] NOT NULL,    -- entity display names along the path
+        edge_ids      VARCHAR[] NOT NULL,    -- relations.relation_key along the path
+        text          VARCHAR NOT NULL,      -- the path as rendered for the prompt
+        chunk_ids     VARCHAR[] NOT NULL,    -- source chunks of its edges, then of its nodes
+        document_ids  VARCHAR[] NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS retrieved_nodes (
+        query_id      VARCHAR NOT NULL,      -- queries.query_id
+        keyword       VARCHAR NOT NULL,      -- the query keyword whose vector search found the entity
+        rank          INTEGER NOT NULL,      -- 0-based position in the round-robin merge over keywords
+        entity_key    VARCHAR NOT NULL,
+        entity_name   VARCHAR NOT NULL,
+        similarity    DOUBLE NOT NULL        -- cosine similarity of keyword and entity vectors
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS eval_runs (
+        run_id        VARCHAR PRIMARY KEY,   -- uuid of one `pathrag eval retrieval` run
+        started_at    TIMESTAMP NOT NULL,    -- UTC
+        dataset       VARCHAR NOT NULL,      -- dataset folder name, e.g. musique-100
+        dataset_path  VARCHAR NOT NULL,      -- absolute path of the dataset folder
+        dataset_hash  VARCHAR NOT NULL,      -- sha256 over the corpus, questions and (when used) triples files
+        questions     INTEGER NOT NULL,      -- questions evaluated (after --limit)
+        modes         VARCHAR[] NOT NULL,    -- query modes evaluated, in order
+        ks            INTEGER[] NOT NULL,    -- the k of each recall@k
+        params        JSON NOT NULL,         -- query parameters (top_n, top_k, alpha, theta, max_hops, variant, ...)
+        extractor     VARCHAR NOT NULL,      -- identity of what built the graph: 'import:<hash>' for triples, else the extractor
+        embedder      VARCHAR NOT NULL,      -- identity of the embedder of the evaluated index
+        llm           VARCHAR NOT NULL,      -- LLM model for query keywords and answers, or 'offline'
+        use_triples   BOOLEAN NOT NULL,      -- true: graph imported from the dataset's triples.jsonl
+        workdir       VARCHAR NOT NULL,      -- the evaluation index's own PATHRAG_HOME
+        index_seconds DOUBLE,                -- wall time of (re)indexing; near zero when the index was reused
+        documents_indexed INTEGER,           -- documents (re)written by this run's ingest (0 = index reused)
+        seconds       DOUBLE                 -- wall time of the whole run
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS eval_results (
+        run_id        VARCHAR NOT NULL,      -- eval_runs.run_id
+        mode          VARCHAR NOT NULL,      -- path, naive, local, global or hybrid
+        k             INTEGER NOT NULL,      -- passages considered
+        recall        DOUBLE NOT NULL,       -- share of gold passages among the first k distinct passages, mean over questions
+        questions     INTEGER NOT NULL,      -- questions averaged
+        median_ms     DOUBLE                 -- median wall time of one query in this mode
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS eval_questions (
+        run_id        VARCHAR NOT NULL,      -- eval_runs.run_id
+        mode          VARCHAR NOT NULL,      -- query mode
+        question_id   VARCHAR NOT NULL,      -- the dataset's question id
+        gold_ids      VARCHAR[] NOT NULL,    -- corpus ids of the supporting passages
+        passage_ids   VARCHAR[] NOT NULL,    -- corpus ids the mode ranked, best first (first 20, or max k if larger)
+        recall        JSON NOT NULL,         -- {"recall@2": ..., "recall@5": ...} for this question
+        total_ms      DOUBLE                 -- wall time of the query
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS winrate_runs (
+        run_id        VARCHAR PRIMARY KEY,   -- uuid of one `pathrag eval winrate` run
+        started_at    TIMESTAMP NOT NULL,    -- UTC
+        label_a       VARCHAR NOT NULL,      -- side A: answers file name or 'mode:<mode>'
+        label_b       VARCHAR NOT NULL,      -- side B
+        judge         VARCHAR NOT NULL,      -- judge LLM model (endpoint without credentials is in params)
+        questions     INTEGER NOT NULL,      -- questions judged
+        judgments     INTEGER NOT NULL,      -- judge calls that returned a verdict (2 per question with both orders)
+        failed        INTEGER NOT NULL,      -- judge calls whose output stayed invalid (left out of the rates)
+        orders        VARCHAR NOT NULL,      -- 'alternate' (A first on even questions) or 'both' (each question twice)
+        params        JSON NOT NULL,         -- judge identity, prompt version, query parameters when answers were generated
+        seconds       DOUBLE                 -- wall time of the run
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS winrate_results (
+        run_id        VARCHAR NOT NULL,      -- winrate_runs.run_id
+        dimension     VARCHAR NOT NULL,      -- comprehensiveness, diversity, logicality, relevance, coherence or overall
+        wins_a        INTEGER NOT NULL,      -- judgments won by side A
+        wins_b        INTEGER NOT NULL,      -- judgments won by side B
+        rate_a        DOUBLE NOT NULL,       -- wins_a / (wins_a + wins_b)
+        rate_b        DOUBLE NOT NULL        -- wins_b / (wins_a + wins_b)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS winrate_verdicts (
+        run_id        VARCHAR NOT NULL,      -- winrate_runs.run_id
+        question_id   VARCHAR NOT NULL,      -- the question's id, or its 1-based position when it has none
+        question      VARCHAR NOT NULL,      -- the question judged
+        a_position    VARCHAR NOT NULL,      -- where side A was shown to the judge: 'Answer 1' or 'Answer 2'
+        answer_a      VARCHAR NOT NULL,      -- side A's answer
+        answer_b      VARCHAR NOT NULL,      -- side B's answer
+        winners       JSON,                  -- per dimension and overall: 'A' or 'B' (already un-swapped); null if failed
+        verdict       JSON,                  -- the judge's verdict as returned (winner as 'Answer 1'/'Answer 2', explanations)
+        error         VARCHAR                -- why the judgment failed, when it did
+    )
+    """,
+]
+
+
+class StoreLockedError(PipelineError, RuntimeError):
+    """Another process holds the DuckDB file for writing and did not release it in time."""
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc)
+    return "lock" in text.lower() and ("Could not set lock" in text or "Conflicting lock" in text or "lock on file" in text)
+
+
+class Store:
+    """The DuckDB file of one PATHRAG_HOME. Open connections with ``with store.connect() as con:``."""
+
+    def __init__(self, path: Path | str, lock_timeout: float = 120.0):
+        self.path = Path(path)
+        self.lock_timeout = lock_timeout
+        self._initialised = False
+
+    @contextlib.contextmanager
+    def connect(self, read_only: bool = False, *, sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A short-lived connection. ``sandboxed`` (with read_only, for user SQL) also disables access to
+        other files (COPY ... TO, read_csv('/etc/...')), so the connection can only read the index."""
+        if read_only and not self.path.exists():
+            raise FileNotFoundError(
+                f"no index at {self.path}: run `pathrag index PATH` or `pathrag quickstart` first"
+            )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        con = self._open(read_only, {"enable_external_access": False} if sandboxed else None)
+        try:
+            if not read_only and not self._initialised:
+                init_schema(con)
+                self._initialised = True
+            yield con
+        finally:
+            con.close()
+
+    def _open(self, read_only: bool, config: dict | None = None) -> duckdb.DuckDBPyConnection:
+        deadline = time.monotonic() + self.lock_timeout
+        delay = 0.05
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=read_only, config=config or {})
+            except duckdb.IOException as exc:
+                if not _is_lock_error(exc):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise StoreLockedError(
+                        f"{self.path} is locked by another process (a running Dagster run or pathrag command) "
+                        f"for more than {self.lock_timeout:.0f}s; wait for it to finish and retry"
+                    ) from exc
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 2.0)
+
+
+def init_schema(con: duckdb.DuckDBPyConnection) -> None:
+    for statement in DDL:
+        con.execute(statement)
+
+
+def utc_now() -> datetime:
+    """Timestamps in every table are naive UTC."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def get_meta(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
+    row = con.execute("SELECT value FROM pathrag_meta WHERE key = ?", [key]).fetchone()
+    return row[0] if row else None
+
+
+def set_meta(con: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
+    con.execute("INSERT OR REPLACE INTO pathrag_meta VALUES (?, ?)", [key, value])
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")

@@ -1,0 +1,184 @@
+"""The package layout is the data flow: each subpackage imports only the stages before it, no module
+imports another that (directly or through others) imports it back, and the CLI starts without loading
+the heavy libraries it does not need."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "pathrag_pipeline"
+
+# Each group may import its own and any earlier group, never a later one.
+LAYERS = [
+    {"errors"},
+    {"config", "dagster_home"},
+    {"text"},
+    {"llm"},
+    {"storage"},
+    {"ingest"},
+    {"index"},
+    {"query"},
+    {"evaluation"},
+    {"bench"},
+    {"cli"},
+]
+LAYER_OF = {name: i for i, group in enumerate(LAYERS) for name in group}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_imports(path: Path, known: set[str]) -> set[str]:
+    """Every pathrag_pipeline module ``path`` imports anywhere (top level, functions, TYPE_CHECKING)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from pkg import mod` depends on the module pkg.mod when there is one, else on pkg itself
+            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
+                     for a in node.names]
+        else:
+            continue
+        out.update(n for n in names if n.split(".")[0] == "pathrag_pipeline")
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    files = sorted(PACKAGE.rglob("*.py"))
+    known = {module_name(f) for f in files}
+    return {module_name(f): project_imports(f, known) - {module_name(f)} for f in files}
+
+
+def layer(module: str) -> int | None:
+    parts = module.split(".")
+    return LAYER_OF.get(parts[1]) if len(parts) > 1 else None
+
+
+def test_every_module_belongs_to_a_layer():
+    unplaced = [m for m in graph() if m != "pathrag_pipeline" and layer(m) is None]
+    assert not unplaced, f"add these to LAYERS (and to the package docstring): {unplaced}"
+
+
+def test_imports_follow_the_data_flow():
+    wrong = [f"{m} -> {d}" for m, deps in graph().items() for d in deps
+             if layer(m) is not None and layer(d) is not None and layer(d) > layer(m)]
+    assert not wrong, "a module imports a later stage:\n" + "\n".join(sorted(wrong))
+
+
+def test_no_import_circles():
+    g = graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(g.get(m, ())):
+            if state.get(d) == 1:
+                cycles.append(stack[stack.index(d):] + [d])
+            elif d in g and d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(g):
+        if m not in state:
+            visit(m)
+    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_core_never_imports_dagster_or_the_assets():
+    offenders = []
+    for f in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{module_name(f)}: {n}" for n in names if n.split(".")[0] in {"dagster", "assets"}]
+    assert not offenders, offenders
+
+
+def test_the_assets_use_the_core_not_the_cli_or_benchmarks():
+    known = {module_name(f) for f in PACKAGE.rglob("*.py")}
+    wrong = [f"{f.name} -> {d}" for f in (ROOT / "assets").glob("*.py") for d in project_imports(f, known)
+             if layer(d) is not None and LAYERS[layer(d)] & {"cli", "bench"}]
+    assert not wrong, wrong
+
+
+def test_every_subpackage_says_what_it_owns_and_may_import():
+    for init in PACKAGE.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert "May import" in doc, f"{init.relative_to(ROOT)} needs a docstring with 'May import: ...'"
+
+
+HEAVY = ("dagster", "lancedb", "igraph", "openai", "instructor", "torch", "sentence_transformers")
+
+PROBE = """
+import json, sys
+from pathrag_pipeline.cli import main
+try:
+    main(sys.argv[2:], standalone_mode=False)
+except SystemExit:
+    pass
+with open(sys.argv[1], "w") as out:
+    json.dump(sorted({m.split(".")[0] for m in sys.modules}), out)
+"""
+
+
+def loaded_after(args: list[str], tmp_path: Path, env: dict[str, str]) -> set[str]:
+    out = tmp_path / "modules.json"
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(out), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return set(json.loads(out.read_text()))
+
+
+@pytest.fixture()
+def cli_env(tmp_path):
+    import os
+
+    from pathrag_pipeline.storage.store import Store
+
+    home = tmp_path / "home"
+    with Store(home / "pathrag.duckdb").connect():
+        pass  # an empty index: status and sql have something to read
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PATHRAG_", "OPENAI_"))}
+    env["PATHRAG_HOME"] = str(home)
+    return env
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["bench", "--help"]])
+def test_version_and_help_load_no_heavy_library(args, tmp_path, cli_env):
+    loaded = loaded_after(args, tmp_path, cli_env)
+    assert not loaded & set(HEAVY), f"`pathrag {' '.join(args)}` imported {sorted(loaded & set(HEAVY))}"
+
+
+@pytest.mark.parametrize("args", [["sql", "SELECT count(*) FROM documents"], ["status"]])
+def test_sql_and_status_load_no_dagster_or_lancedb(args, tmp_path, cli_env):
+    loaded = loaded_after(args, tmp_path, cli_env)
+    assert "duckdb" in loaded  # the probe really ran the command
+    assert not loaded & set(HEAVY), f"`pathrag {' '.join(args)}` imported {sorted(loaded & set(HEAVY))}"
+
+
+def test_declared_command_help_matches_each_command():
+    import click
+
+    from pathrag_pipeline.cli.main import COMMANDS, main
+
+    ctx = click.Context(main)
+    for name, (_, _, short) in COMMANDS.items():
+        command = main.get_command(ctx, name)
+        assert command is not None
+        assert (command.help or "").strip().splitlines()[0] == short, name
