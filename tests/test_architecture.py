@@ -127,10 +127,11 @@ HEAVY = ("dagster", "lancedb", "igraph", "openai", "instructor", "torch", "sente
 
 PROBE = """
 import json, sys
+import click
 from pathrag_pipeline.cli import main
 try:
     main(sys.argv[2:], standalone_mode=False)
-except SystemExit:
+except (SystemExit, click.ClickException):
     pass
 with open(sys.argv[1], "w") as out:
     json.dump(sorted({m.split(".")[0] for m in sys.modules}), out)
@@ -182,3 +183,9 @@ def test_declared_command_help_matches_each_command():
         command = main.get_command(ctx, name)
         assert command is not None
         assert (command.help or "").strip().splitlines()[0] == short, name
+
+
+def test_offline_ask_loads_no_model_client_or_dagster(tmp_path, cli_env):
+    loaded = loaded_after(["ask", "Who founded Valmere University?"], tmp_path, cli_env)
+    assert "lancedb" in loaded  # the query engine was loaded (the empty index then stops the query)
+    assert not loaded & {"dagster", "openai", "instructor", "torch"}, sorted(loaded & set(HEAVY))

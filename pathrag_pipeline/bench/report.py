@@ -24,6 +24,7 @@ from pathrag_pipeline.bench.indexing import LLM_CAVEAT, MUSIQUE, llm_bench, musi
 from pathrag_pipeline.bench.ingest import run_ingest_bench
 from pathrag_pipeline.bench.pruning import DEFAULT_EDGE_COUNTS, plot_scaling, scaling_bench
 from pathrag_pipeline.bench.query import STAGE_ORDER, run_query_bench
+from pathrag_pipeline.bench.startup import run_startup_bench
 from pathrag_pipeline.config import PACKAGE_ROOT, Settings
 from pathrag_pipeline.query.engine import MODES
 
@@ -55,12 +56,14 @@ class ReportSizes:
     reference_budget_s: float = 20.0
     retrieval_dataset: Path | None = MUSIQUE
     retrieval_limit: int | None = None         # questions for the recall table (None: all)
+    startup_repeats: int = 5
 
 
 FULL = ReportSizes()
 QUICK = ReportSizes(ingest_docs=40, ingest_repeats=1, index_docs=40, index_repeats=1, index_edits=1, llm_docs=20,
                     musique=None, query_rounds=1, pruning_edges=(1_000, 10_000), pruning_queries=20,
-                    reference_edges=(1_000,), reference_budget_s=2.0, retrieval_limit=5)
+                    reference_edges=(1_000,), reference_budget_s=2.0, retrieval_limit=5,
+                    startup_repeats=1)
 
 
 # ---- machine --------------------------------------------------------------------------------------
@@ -233,6 +236,25 @@ def query_section(r: dict[str, Any], sizes: ReportSizes) -> str:
         f"The first query of the process ({first['mode']}) took {first['total_ms']} ms. With an LLM configured the "
         "keywords and answer stages become LLM calls and dominate; the other stages stay as measured here.",
     ])
+
+
+def startup_section(r: dict[str, Any]) -> str:
+    """CLI start-up: whole invocations as a user waits for them, optionally against a baseline revision."""
+    base = r.get("baseline")
+    cols = ["command", "wall s", "CPU s"] + (["baseline wall s", "baseline CPU s", "CPU ratio"] if base else [])
+    keys = ["command", "wall_s", "cpu_s"] + (["baseline_wall_s", "baseline_cpu_s", "cpu_ratio"] if base else [])
+    text = [
+        "## CLI start-up",
+        _reproduce("pathrag bench startup --repeats {}{}".format(r["repeats"], f" --baseline {base}" if base else "")),
+        f"Each command is a fresh process against a home holding `data/sample` indexed offline; medians of "
+        f"{r['repeats']} runs after one warm-up. CPU is the child's user + system time"
+        + (f"; the baseline is revision `{base}` run with the same installed libraries." if base else "."),
+        md_table(cols, [[row.get(k) for k in keys] for row in r["rows"]]),
+        "`--version` and `--help` import no Dagster, LanceDB, igraph, openai, instructor or torch; `sql` and "
+        "`status` only DuckDB and rich; offline `ask` loads the query engine (LanceDB, igraph) but no model "
+        "client (tests/test_architecture.py checks each).",
+    ]
+    return "\n\n".join(text)
 
 
 def pruning_section(paper: list[dict], reference: list[dict], sizes: ReportSizes, plot: Path | None) -> str:
@@ -476,6 +498,8 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         sizes.reference_edges, n_queries=sizes.pruning_queries, n_seeds=40, variant="reference",
         time_budget_s=sizes.reference_budget_s), loads)
     plot = plot_scaling(paper, out.parent / PLOT_NAME)
+    startup, secs["startup"] = _timed(log, "CLI start-up", lambda: run_startup_bench(
+        repeats=sizes.startup_repeats, workdir=base / "startup", log=log), loads, errors)
     retrieval, secs["retrieval"] = _timed(log, "retrieval recall", lambda: retrieval_runs(
         sizes.retrieval_dataset, sizes.retrieval_limit, base / "retrieval", log), loads, errors)
 
@@ -497,6 +521,8 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         measured(query_section(query, sizes), secs["query"]) if query else
         failed_section("Query latency per stage (sample corpus, offline)", errors.get("query latency")),
         measured(pruning_section(paper, reference, sizes, plot), secs["paper"] + secs["reference"]),
+        measured(startup_section(startup), secs["startup"]) if startup else
+        failed_section("CLI start-up", errors.get("CLI start-up")),
         measured(retrieval_section(retrieval), secs["retrieval"]) if retrieval else
         retrieval_section(None, errors.get("retrieval recall")),
     ]

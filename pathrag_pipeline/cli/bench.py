@@ -224,3 +224,26 @@ def pruning(edges_path: Path | None, seeds_path: Path | None, generate: bool, ed
     _table(list(SUMMARY_KEYS), [[result[k] for k in SUMMARY_KEYS]], title=f"Path pruning on {edges_path}")
     if result["unknown_seeds"]:
         click.echo(f"note: {result['unknown_seeds']} seed names were not in the graph and were skipped")
+
+
+@bench.command("startup")
+@click.option("--repeats", default=5, show_default=True, help="Measured runs per command (the median is reported).")
+@click.option("--baseline", default=None, metavar="REV",
+              help="Also measure this git revision's code (e.g. 784bdaa) in the same run, for a before/after.")
+@click.option("--json", "as_json", is_flag=True)
+def startup(repeats: int, baseline: str | None, as_json: bool) -> None:
+    """Wall and CPU seconds of whole `pathrag` invocations (--version, --help, sql, status, ask), medians."""
+    from pathrag_pipeline.bench.startup import run_startup_bench
+
+    if repeats < 1:
+        raise click.UsageError(f"--repeats {repeats} must be at least 1")
+    try:
+        result = run_startup_bench(repeats=repeats, baseline=baseline, log=_log(as_json))
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+        return
+    columns = list(result["rows"][0])
+    _table(columns, [[r[c] for c in columns] for r in result["rows"]],
+           title=f"CLI start-up, median of {repeats} runs" + (f" (baseline {baseline})" if baseline else ""))

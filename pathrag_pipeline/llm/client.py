@@ -25,22 +25,15 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-import instructor
-import openai
-from instructor.core.exceptions import IncompleteOutputException, InstructorRetryException
-from instructor.core.hooks import Hooks
 from pydantic import BaseModel
 
 from pathrag_pipeline.config import ConfigError, Settings
 
 log = logging.getLogger(__name__)
 
-MODES: dict[str, instructor.Mode] = {
-    "json": instructor.Mode.JSON,
-    "json_schema": instructor.Mode.JSON_SCHEMA,
-    "tools": instructor.Mode.TOOLS,
-    "md_json": instructor.Mode.MD_JSON,
-}
+# instructor modes by setting value. openai and instructor are imported when a client is made, so offline
+# runs (and every command that does not call a model) never pay their import time.
+MODES: dict[str, str] = {"json": "JSON", "json_schema": "JSON_SCHEMA", "tools": "TOOLS", "md_json": "MD_JSON"}
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 KEYLESS_PLACEHOLDER = "not-needed"
 
@@ -146,6 +139,9 @@ class LLMClient:
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._totals_lock = threading.Lock()
         self._totals: dict[str, Usage] = {}
+        import instructor
+        import openai
+
         http_client = openai.DefaultHttpxClient(event_hooks={"request": [self._count_request]})
         self._openai = openai.OpenAI(
             base_url=self.base_url,
@@ -154,7 +150,7 @@ class LLMClient:
             max_retries=max_retries,
             http_client=http_client,
         )
-        self._instructor = instructor.from_openai(self._openai, mode=MODES[mode])
+        self._instructor = instructor.from_openai(self._openai, mode=instructor.Mode[MODES[mode]])
 
     # ---- public API ----------------------------------------------------------------------------
     @property
@@ -184,6 +180,8 @@ class LLMClient:
             usage = getattr(response, "usage", None)
             prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
             completion_tokens += getattr(usage, "completion_tokens", 0) or 0
+
+        from instructor.core.hooks import Hooks
 
         hooks = Hooks()  # per call, so concurrent calls never share counters
         hooks.on("completion:response", on_response)  # fires once per parsed answer, re-asks included
@@ -278,6 +276,9 @@ class LLMClient:
 
         None means the failure is neither (a bug, e.g. a bad argument): the caller re-raises it unchanged.
         """
+        import openai
+        from instructor.core.exceptions import IncompleteOutputException, InstructorRetryException
+
         transport = _find_cause(exc, openai.APIError)
         where = f"LLM stage {stage or '(none)'!r}, model {self.model!r} at {self.identity['base_url']}"
         if transport is not None and not isinstance(transport, openai.APIResponseValidationError):

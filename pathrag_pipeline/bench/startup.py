@@ -1,0 +1,109 @@
+"""`pathrag bench startup`: wall and CPU time of a whole CLI invocation, as a user waits for it.
+
+Each command runs as a fresh process (``python -c "from pathrag_pipeline.cli import main; main()"``) against
+a home holding the sample corpus indexed offline, ``repeats`` times after one unmeasured warm-up run (which
+also compiles bytecode); medians are reported. CPU is user + system time of the child process, which is
+what import cost shows as on a busy machine where wall time is noisy.
+
+``baseline`` (a git revision of this repository) measures that revision's code the same way in the same
+run: it is checked out into a temporary git worktree and put first on ``PYTHONPATH``, with this
+environment's installed libraries, so both sides differ only in the project's own code.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from pathrag_pipeline.config import PACKAGE_ROOT, SAMPLE_DOCS, Settings
+
+SAMPLE_QUESTION = "Who founded the Pellingham Institute of Hydrology?"
+COMMANDS: dict[str, list[str]] = {
+    "--version": ["--version"],
+    "--help": ["--help"],
+    'sql "SELECT 1"': ["sql", "SELECT 1"],
+    "status": ["status"],
+    "ask": ["ask", SAMPLE_QUESTION],
+}
+LAUNCH = "import sys; from pathrag_pipeline.cli import main; sys.exit(main())"
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_command(args: list[str], *, code_root: Path, env: dict[str, str], repeats: int) -> dict[str, Any]:
+    """Median wall and CPU seconds of ``pathrag ARGS`` run from ``code_root``; the first run is a warm-up."""
+    env = dict(env, PYTHONPATH=str(code_root))
+    walls: list[float] = []
+    cpus: list[float] = []
+    for i in range(repeats + 1):
+        cpu0, t0 = _children_cpu(), time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", LAUNCH, *args], cwd=code_root, env=env,
+                              capture_output=True, text=True, timeout=600)
+        wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
+        if proc.returncode != 0:
+            raise RuntimeError(f"`pathrag {' '.join(args)}` from {code_root} exited {proc.returncode}: "
+                               f"{proc.stderr.strip()[-500:]}")
+        if i:
+            walls.append(wall)
+            cpus.append(cpu)
+    return {"wall_s": round(statistics.median(walls), 3), "cpu_s": round(statistics.median(cpus), 3),
+            "runs": repeats}
+
+
+def _worktree(rev: str, where: Path) -> Path:
+    subprocess.run(["git", "-C", str(PACKAGE_ROOT), "worktree", "add", "--detach", str(where), rev],
+                   check=True, capture_output=True, text=True)
+    return where
+
+
+def _remove_worktree(where: Path) -> None:
+    subprocess.run(["git", "-C", str(PACKAGE_ROOT), "worktree", "remove", "--force", str(where)],
+                   capture_output=True, text=True)
+
+
+def run_startup_bench(repeats: int = 5, baseline: str | None = None, workdir: Path | None = None,
+                      log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Returns ``{"repeats", "baseline", "rows": [{"command", "wall_s", "cpu_s", "baseline_wall_s", ...}]}``."""
+    from pathrag_pipeline.index.pipeline import run_indexing
+
+    base = Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-startup-"))
+    home = base / "home"
+    settings = Settings.from_env(env={}, home=home, docs=SAMPLE_DOCS)  # offline, whatever the caller set
+    log("startup: indexing the sample corpus offline")
+    run_indexing(settings, folder=SAMPLE_DOCS, trigger="bench")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PATHRAG_", "OPENAI_"))}
+    env.update(PATHRAG_HOME=str(home), PATHRAG_DOCS=str(SAMPLE_DOCS))
+    roots = {"current": PACKAGE_ROOT}
+    tree = None
+    if baseline:
+        tree = _worktree(baseline, base / "baseline")
+        roots["baseline"] = tree
+    rows = []
+    try:
+        for name, args in COMMANDS.items():
+            row: dict[str, Any] = {"command": f"pathrag {name}"}
+            for side, root in roots.items():
+                log(f"startup: {side} pathrag {name}")
+                figures = time_command(args, code_root=root, env=env, repeats=repeats)
+                prefix = "" if side == "current" else "baseline_"
+                row[prefix + "wall_s"], row[prefix + "cpu_s"] = figures["wall_s"], figures["cpu_s"]
+            if baseline:
+                row["cpu_ratio"] = round(row["baseline_cpu_s"] / row["cpu_s"], 1) if row["cpu_s"] else None
+            rows.append(row)
+    finally:
+        if tree is not None:
+            _remove_worktree(tree)
+        if workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    return {"repeats": repeats, "baseline": baseline, "rows": rows}
