@@ -57,8 +57,11 @@ def _print_index(report) -> None:
     rows.append(("graph", f"{g['entities']} entities, {g['relations']} relations from {g['extractions']} chunk records"))
     for table, st in report.embeddings.tables.items():
         rows.append((f"embeddings: {table}", f"{st.embedded} embedded, {st.unchanged} unchanged, "
-                                             f"{st.deleted} deleted, {st.total} rows"))
+                                             f"{st.deleted} deleted, {st.total} rows"
+                                             + (f", {st.failed} failed (retried next run)" if st.failed else "")))
     print_table(["stage", "result"], rows)
+    for err in report.embeddings.errors:
+        console.print(f"embedding batch failed: {err}", highlight=False, markup=False)
 
 
 def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | None = None, reembed: bool = False):

@@ -16,7 +16,7 @@ single read, not the request. Against llama.cpp or Ollama on a laptop that is no
 - **Replies that are not answers.** A 4xx/5xx whose body says the request's ``response_format`` is not
   supported (llama.cpp: "Input should be 'text' or 'json_object'") stops the client at once with
   ``UnsupportedRequest``; a 200 with ``choices: []`` raises ``EmptyReply`` (retried by openai as a transport
-  fault); a structured answer that ended at the output cap (``finish_reason: "length"``, or a tool call
+  fault), and so does an embeddings reply with fewer (or more) vectors than texts; a structured answer that ended at the output cap (``finish_reason: "length"``, or a tool call
   whose completion tokens reached ``max_tokens``: llama.cpp reports ``tool_calls`` then) raises
   ``OutputTruncated`` (not retried: the same request would be cut again).
 """
@@ -232,11 +232,20 @@ class GuardedTransport(httpx2.HTTPTransport):
                 self._succeeded()  # the server answered; 4xx are the request's fault, not the server's
             return
         self._succeeded()
-        if not request.url.path.endswith("/chat/completions"):
+        path = request.url.path
+        if not path.endswith(("/chat/completions", "/embeddings")):
             return
         data = _json(body)
         if not isinstance(data, dict):
             return  # not JSON: openai and instructor report it
+        if path.endswith("/embeddings"):
+            sent = (_json(request.content) or {}).get("input")
+            expected = 1 if isinstance(sent, str) else len(sent or [])
+            got = data.get("data")
+            if isinstance(got, list) and len(got) != expected:
+                raise EmptyReply(f"the server at {self.base_url} returned {len(got)} embeddings for "
+                                 f"{expected} texts")
+            return
         choices = data.get("choices")
         if isinstance(choices, list) and not choices:
             raise EmptyReply(f"the server at {self.base_url} answered with no choices")
