@@ -9,8 +9,9 @@ Why this shape:
   between 0 and 120 s (exclusive of 0) replaces the backoff; ``Retry-After: 0`` therefore falls back to it.
 - Output faults are instructor's job: an answer that does not validate against the response model is sent
   back with the validation error (a re-ask), up to ``validation_retries`` times.
-- Every HTTP request is counted by an httpx event hook, per calling thread, so ``Usage.calls`` is the
-  number of requests the endpoint really received, transport retries and re-asks included.
+- Every HTTP request is counted by the transport when it is sent, per calling thread, so ``Usage.calls`` is
+  the number of requests the endpoint really received, transport retries and re-asks included (an attempt
+  refused because the client stopped is not one).
 - The API key is held only inside the openai client: it is absent from ``repr``, ``identity``, logs and
   error messages (any echo of it in a server's error text is redacted, in our messages and in every log
   record: ``redaction``).
@@ -188,9 +189,8 @@ class LLMClient:
 
         self._transport = GuardedTransport(timeout=timeout, max_concurrency=max_concurrency,
                                            stop_after=self.stop_after, cooldown=stop_cooldown,
-                                           base_url=self.identity["base_url"])
-        http_client = openai.DefaultHttpxClient(event_hooks={"request": [self._count_request]},
-                                                transport=self._transport)
+                                           base_url=self.identity["base_url"], on_send=self._count_request)
+        http_client = openai.DefaultHttpxClient(transport=self._transport)
         self._openai = openai.OpenAI(
             base_url=self.base_url,
             api_key=api_key or KEYLESS_PLACEHOLDER,
@@ -312,6 +312,10 @@ class LLMClient:
         error = self._transport.state.stopped
         return redact(error.reason) if error is not None else None
 
+    def resume(self) -> None:
+        """Lift a stop (e.g. at the start of a new run): the next call tries the endpoint again."""
+        self._transport.resume()
+
     @property
     def concurrency_limit(self) -> int:
         """Requests allowed in flight now: ``max_concurrency``, halved after each timeout (down to 1)."""
@@ -334,7 +338,7 @@ class LLMClient:
             self._transport.context.call = None
 
     def _count_request(self, request: Any) -> None:
-        """httpx request hook: runs in the calling thread for every attempt, retries included."""
+        """Transport callback: runs in the calling thread for every attempt sent, retries included."""
         self._local.requests = getattr(self._local, "requests", 0) + 1
 
     def _record(self, stage: str, prompt_tokens: int, completion_tokens: int) -> Usage:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,8 +107,10 @@ class GuardedTransport(httpx2.HTTPTransport):
     """``httpx2.HTTPTransport`` with the limiter, deadline, stop and reply checks described above."""
 
     def __init__(self, *, timeout: float, max_concurrency: int, stop_after: int, base_url: str,
-                 cooldown: float = 60.0, **kwargs: Any) -> None:
+                 cooldown: float = 60.0, on_send: Callable[[httpx2.Request], None] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.on_send = on_send  # called for each attempt really sent (not for one refused by a stop)
         self.timeout = timeout
         self.stop_after = max(1, stop_after)
         self.cooldown = cooldown
@@ -148,6 +150,13 @@ class GuardedTransport(httpx2.HTTPTransport):
             if self.state.stopped is None:
                 self.state.stopped = error
                 self.state.stopped_at = time.monotonic()
+            self._cond.notify_all()
+
+    def resume(self) -> None:
+        with self._cond:
+            self.state.stopped = None
+            self.state.failures_in_row = 0
+            self.state.kinds.clear()
             self._cond.notify_all()
 
     def _succeeded(self) -> None:
@@ -191,6 +200,8 @@ class GuardedTransport(httpx2.HTTPTransport):
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         self._acquire()
         try:
+            if self.on_send is not None:
+                self.on_send(request)
             deadline = time.monotonic() + self.timeout
             try:
                 response = super().handle_request(request)
