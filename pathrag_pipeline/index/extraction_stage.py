@@ -437,7 +437,8 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                     if len(stats.errors) < 5:
                         stats.errors.append(f"{group[0].chunk_id}: {exc}")
                     if not isinstance(exc, LLMStoppedError) or not stopped:
-                        log.warning("extraction of chunk %s failed: %s", group[0].chunk_id, exc)
+                        log.warning("extraction of chunk %s failed: %s", group[0].chunk_id,
+                                    " ".join(str(exc).split())[:500])
                     batch.extend(_record(c, identity, error=message, calls=usage.calls if i == 0 else 0,
                                          prompt_tokens=usage.prompt_tokens if i == 0 else 0,
                                          completion_tokens=usage.completion_tokens if i == 0 else 0)
