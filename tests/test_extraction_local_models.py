@@ -92,6 +92,22 @@ def test_serial_server_slower_than_the_timeout_stops_the_run_with_advice(corpus:
     assert usage and 0 < usage[0][0] <= openai_server.count("chat")
 
 
+def test_when_every_call_hangs_the_run_gives_up_after_a_few_requests(corpus: Corpus,
+                                                                   openai_server: FakeOpenAIServer) -> None:
+    """Not chunks x attempts: the first wave of timeouts stops the client, the rest is never sent."""
+    for i in range(9):
+        corpus.write(f"extra-{i}.txt", f"Extra Document number {i} mentions Somewhere and Elsewhere in Avalon today.")
+    corpus.sync()
+    openai_server.inject("timeout", times=1000)
+    extractor = extractor_for(openai_server, FakeExtractionModel(), max_concurrency=4, max_retries=2, timeout=0.4)
+
+    with pytest.raises(LLMStoppedError, match="PATHRAG_LLM_TIMEOUT"):
+        run_extraction(corpus.store, extractor, max_concurrency=4)
+
+    assert openai_server.count("chat") <= 2 * 4  # 12 chunks x 3 attempts would be 36
+    assert corpus.query("SELECT count(*) FROM extractions WHERE status = 'ok'")[0][0] == 0
+
+
 # ---- 11.3 unsupported response_format ------------------------------------------------------------
 
 def test_rejected_mode_stops_the_run_after_one_request(corpus: Corpus, openai_server: FakeOpenAIServer) -> None:
