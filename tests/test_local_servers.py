@@ -242,3 +242,15 @@ def test_instructor_retry_lines_do_not_reach_the_terminal(openai_server: FakeOpe
     assert noisy == []
     routed = [r for r in root_records.records if r.name == "pathrag_pipeline.llm" and "instructor:" in r.getMessage()]
     assert routed and all(r.levelno == logging.DEBUG for r in routed)
+
+
+def test_environment_proxy_is_kept_with_the_guarded_transport(monkeypatch: pytest.MonkeyPatch) -> None:
+    """httpx ignores HTTPS_PROXY once a client has its own transport: the transport takes it instead."""
+    from pathrag_pipeline.llm.transport import GuardedTransport, env_proxy_for
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    assert env_proxy_for("https://api.openai.com/v1") == "http://proxy.example:3128"
+    assert env_proxy_for("http://127.0.0.1:8000/v1") is None
+    proxied = GuardedTransport(timeout=1, max_concurrency=1, stop_after=1, base_url="https://api.openai.com/v1")
+    assert "proxy" in type(proxied._pool).__name__.lower()

@@ -109,6 +109,7 @@ class GuardedTransport(httpx2.HTTPTransport):
     def __init__(self, *, timeout: float, max_concurrency: int, stop_after: int, base_url: str,
                  cooldown: float = 60.0, on_send: Callable[[httpx2.Request], None] | None = None,
                  **kwargs: Any) -> None:
+        kwargs.setdefault("proxy", env_proxy_for(base_url))
         super().__init__(**kwargs)
         self.on_send = on_send  # called for each attempt really sent (not for one refused by a stop)
         self.timeout = timeout
@@ -271,6 +272,20 @@ class GuardedTransport(httpx2.HTTPTransport):
             raise OutputTruncated(
                 f"the answer was cut at the output cap (finish_reason {finish!r}, {completion} completion "
                 f"tokens, max_tokens {cap})", max_tokens=cap, completion_tokens=completion)
+
+
+def env_proxy_for(url: str) -> str | None:
+    """The proxy the environment (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY) gives for ``url``, as httpx
+    would pick it. httpx ignores the environment once a client has its own transport, so the transport
+    is built with it instead."""
+    from httpx2._urls import URL
+    from httpx2._utils import URLPattern, get_environment_proxies
+
+    target = URL(url)
+    for pattern in sorted(URLPattern(key) for key in get_environment_proxies()):
+        if pattern.matches(target):
+            return get_environment_proxies()[pattern.pattern]
+    return None
 
 
 def _json(raw: bytes | None) -> Any:
