@@ -170,19 +170,24 @@ def test_trickled_body_is_bounded_by_the_total_deadline(openai_server: FakeOpenA
 
 # ---- 11.3 unsupported response_format ------------------------------------------------------------
 
-def test_rejected_response_format_stops_at_once_naming_the_mode(openai_server: FakeOpenAIServer) -> None:
-    openai_server.unsupported_formats = {"json_schema"}
-    client = make_client(openai_server, mode="json_schema", max_retries=3)
+@pytest.mark.parametrize(("mode", "rejected", "advice", "working"), [
+    ("json_schema", "json_schema", "PATHRAG_LLM_MODE=json", "json"),  # llama.cpp
+    ("json", "json_object", "PATHRAG_LLM_MODE=md_json", "md_json"),   # a server without response_format
+])
+def test_rejected_response_format_stops_at_once_naming_the_mode(openai_server: FakeOpenAIServer, mode: str,
+                                                                rejected: str, advice: str, working: str) -> None:
+    openai_server.unsupported_formats = {rejected}
+    client = make_client(openai_server, mode=mode, max_retries=3)
 
     with pytest.raises(LLMUnsupportedModeError) as info:
         client.structured(MESSAGES, ChunkExtraction, stage="extract")
     assert openai_server.count("chat") == 1  # not retried as a transport fault
-    assert "PATHRAG_LLM_MODE=json" in str(info.value) and "json_schema" in str(info.value)
+    assert advice in str(info.value) and rejected in str(info.value)
     with pytest.raises(LLMUnsupportedModeError):  # and the client stays stopped
         client.structured(MESSAGES, ChunkExtraction, stage="extract")
     assert openai_server.count("chat") == 1
 
-    json_mode = make_client(openai_server, mode="json")  # the mode the message names works
+    json_mode = make_client(openai_server, mode=working)  # the mode the message names works
     openai_server.script_chat([json.dumps(EXTRACTION)])
     assert json_mode.structured(MESSAGES, ChunkExtraction, stage="extract").value.entities
 

@@ -211,8 +211,11 @@ class GuardedTransport(httpx2.HTTPTransport):
                     body = b"".join(stream)
                 finally:
                     stream.close()
+            except (httpx2.ConnectTimeout, httpx2.ConnectError) as exc:
+                self._failed("connect", f"{type(exc).__name__}: {exc}")  # nothing is listening, or no route
+                raise
             except httpx2.TimeoutException as exc:
-                self._failed("timeout", f"{type(exc).__name__}: {exc}")
+                self._failed("timeout", f"{type(exc).__name__}: {exc}")  # connected, but no (whole) answer in time
                 raise
             except httpx2.TransportError as exc:
                 self._failed("connect", f"{type(exc).__name__}: {exc}")
@@ -232,10 +235,11 @@ class GuardedTransport(httpx2.HTTPTransport):
             if status in (400, 422, 500) and sent.get("response_format") and any(
                     marker in text.lower() for marker in UNSUPPORTED_MARKERS):
                 kind = (sent.get("response_format") or {}).get("type", "?")
+                use = ("PATHRAG_LLM_MODE=md_json (it sends no response_format)" if kind == "json_object" else
+                       "PATHRAG_LLM_MODE=json or md_json (llama.cpp and most local servers accept those)")
                 error = UnsupportedRequest(
                     f"the server at {self.base_url} does not accept response_format {kind!r} "
-                    f"(HTTP {status}: {redact(text[:200])}); set PATHRAG_LLM_MODE=json or md_json "
-                    "(llama.cpp and most local servers accept those)")
+                    f"(HTTP {status}: {redact(' '.join(text.split())[:200])}); set {use}")
                 self.stop(error)
                 raise error
             if status >= 500:
