@@ -167,6 +167,7 @@ class _Handler(BaseHTTPRequestHandler):
         serial = fake._serial_lock if (fake.serial and endpoint != "models") else None
         if serial is not None:
             serial.acquire()  # llama.cpp: one request at a time, the rest wait in the server's queue
+        fake._start_processing()
         try:
             fault = fake._take_fault(endpoint)
             if fault is not None:
@@ -193,6 +194,7 @@ class _Handler(BaseHTTPRequestHandler):
                                             "type": "responder_error"}})
         finally:
             self._done()
+            fake._stop_processing()
             if serial is not None:
                 serial.release()
 
@@ -296,6 +298,8 @@ class FakeOpenAIServer:
         self._embed_script: deque[Any] = deque()
         self._in_flight = 0
         self.max_in_flight = 0
+        self._processing = 0
+        self.max_processing = 0  # the most requests being answered at once (1 when serial)
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -367,6 +371,7 @@ class FakeOpenAIServer:
             self._chat_script.clear()
             self._embed_script.clear()
             self.max_in_flight = 0
+            self.max_processing = 0
 
     # ---- records -------------------------------------------------------------------------------
     @property
@@ -396,6 +401,15 @@ class FakeOpenAIServer:
             self._requests.append(RecordedRequest(endpoint, body, headers))
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
+    def _start_processing(self) -> None:
+        with self._lock:
+            self._processing += 1
+            self.max_processing = max(self.max_processing, self._processing)
+
+    def _stop_processing(self) -> None:
+        with self._lock:
+            self._processing -= 1
 
     def _leave(self) -> None:
         with self._lock:
@@ -430,16 +444,10 @@ class FakeOpenAIServer:
         if self.runaway:
             if cap is None:
                 self._stopping.wait(self.timeout_sleep)  # generates until the context is full
-                cap = 10_000
+                cap = 2_000
             content = (content + " ") + " ".join(["{\"entities\": ["] * (cap + 1))
-        words = content.split(" ")
         if isinstance(cap, int) and _word_count(content) > cap:
-            kept: list[str] = []
-            for word in words:
-                if _word_count(" ".join(kept + [word])) > cap:
-                    break
-                kept.append(word)
-            content = " ".join(kept)
+            content = " ".join(content.split()[:cap])
             finish_reason = "length"
         message: dict[str, Any] = {"role": "assistant", "content": content}
         tools = request.get("tools")
