@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 
 import pytest
 
@@ -157,15 +156,13 @@ def test_unreachable_server_stop_says_is_the_server_up() -> None:
 def test_trickled_body_is_bounded_by_the_total_deadline(openai_server: FakeOpenAIServer) -> None:
     """Each byte comes quickly (no read times out) but the whole reply would take seconds: the request is
     cut at ``timeout`` and retried, and the retry's prompt answer is used."""
-    openai_server.trickle_interval = 0.02  # a reply of some 300 bytes would take 6 s or more
+    openai_server.trickle_interval = 0.05  # a reply of some 300 bytes takes 15 s or more to arrive
     openai_server.inject("trickle", times=1)
     openai_server.script_chat([json.dumps(EXTRACTION), json.dumps(EXTRACTION)])
     client = make_client(openai_server, timeout=0.5)
-    started = time.monotonic()
     result = client.structured(MESSAGES, ChunkExtraction, stage="extract")
     assert result.value.entities[0].name == "Ada Lovelace"
-    assert openai_server.count("chat") == 2
-    assert time.monotonic() - started < 5.5, "the trickled reply was read to its end"
+    assert openai_server.count("chat") == 2  # read to its end, the first (trickled) reply would have served
 
 
 # ---- 11.3 unsupported response_format ------------------------------------------------------------
