@@ -24,7 +24,7 @@ import threading
 MASK = "***"
 MIN_SECRET_LENGTH = 6  # shorter values (placeholders, test keys like "x") would mask ordinary words
 
-_secrets: set[str] = set()
+_secrets: tuple[str, ...] = ()  # longest first; replaced whole (never mutated) so readers need no lock
 _lock = threading.Lock()
 _installed = False
 _previous_factory = None
@@ -35,8 +35,10 @@ def register_secret(secret: str | None) -> None:
     """Remember ``secret`` so that every later message and log record has it replaced by ``***``."""
     if not secret or len(secret) < MIN_SECRET_LENGTH or secret == "not-needed":
         return
+    global _secrets
     with _lock:
-        _secrets.add(secret)
+        if secret not in _secrets:
+            _secrets = tuple(sorted({*_secrets, secret}, key=len, reverse=True))
     install_log_redaction()
     route_instructor_logging()
 
@@ -45,7 +47,7 @@ def redact(text: str) -> str:
     """``text`` with every registered secret replaced by ``***``."""
     if not _secrets or not text:
         return text
-    for secret in sorted(_secrets, key=len, reverse=True):
+    for secret in _secrets:
         if secret in text:
             text = text.replace(secret, MASK)
     return text
