@@ -78,3 +78,18 @@ def test_key_echoed_by_the_embeddings_endpoint_is_masked(openai_server: FakeOpen
     assert "upstream rejected credentials" in caplog.text + str(info.value)
     assert SECRET not in str(info.value) and SECRET not in caplog.text
     assert info.value.__cause__ is None or SECRET not in repr(info.value.__cause__)
+
+
+def test_a_table_whose_every_batch_fails_is_still_created(openai_server: FakeOpenAIServer, tmp_path) -> None:
+    """The dimension is known (another table was embedded): the table exists, empty, and the next sync fills it."""
+    embedder = OpenAIEmbedder(openai_server.base_url, "fake-embed", max_retries=0, batch_size=2)
+    store = VectorStore(tmp_path / "lance")
+    store.sync("chunks", [("c0", "chunk text")], embedder)
+    openai_server.inject("empty_data", times=3, endpoint="embeddings")
+    rows = [(f"e{i}", f"entity {i}") for i in range(5)]
+
+    stats = store.sync("entities", rows, embedder)
+
+    assert (stats.embedded, stats.failed, stats.total) == (0, 5, 0)
+    assert "entities" in store.tables() and store.count("entities") == 0
+    assert store.sync("entities", rows, embedder).embedded == 5
