@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from collections.abc import Mapping
 from contextlib import contextmanager
-from typing import Any, Generic, Iterator, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel
