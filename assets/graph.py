@@ -59,12 +59,16 @@ def graph(context: dg.AssetExecutionContext, pathrag: PathragResource):
                 "llm_calls": stats.calls, "prompt_tokens": stats.prompt_tokens,
                 "completion_tokens": stats.completion_tokens, "cache_hits": stats.cache_hits,
                 "cache_hit_rate": round(stats.cache_hit_rate, 3), "failed_chunks": stats.failed,
-                "summary_calls": stats.summary_calls}
+                "empty_chunks": stats.empty, "summary_calls": stats.summary_calls}
+        if llm is not None:
+            cost["llm_concurrency_at_end"] = llm.concurrency_limit
         for err in stats.errors:
             context.log.warning(f"extraction failed: {err}")
     with store.connect() as con:
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                   for t in ("extractions", "entities", "relations")}
+        undescribed = con.execute(
+            "SELECT count(*) FROM entities WHERE coalesce(trim(description), '') = ''").fetchone()[0]
         previews = {
             "entities": _md_table(con, "SELECT name, type, mention_count, left(description, 80) AS description "
                                        "FROM entities ORDER BY mention_count DESC, name LIMIT 10"),
@@ -74,8 +78,11 @@ def graph(context: dg.AssetExecutionContext, pathrag: PathragResource):
                                         "ORDER BY r.strength DESC LIMIT 10"),
         }
     yield dg.MaterializeResult(asset_key="extractions", metadata={**cost, "dagster/row_count": counts["extractions"]})
-    for key in ("entities", "relations"):
-        yield dg.MaterializeResult(asset_key=key, metadata={"dagster/row_count": counts[key], "preview": previews[key]})
+    yield dg.MaterializeResult(asset_key="entities", metadata={
+        "dagster/row_count": counts["entities"], "preview": previews["entities"],
+        "entities_without_description": undescribed})
+    yield dg.MaterializeResult(asset_key="relations", metadata={
+        "dagster/row_count": counts["relations"], "preview": previews["relations"]})
 
 
 @dg.asset(
@@ -95,6 +102,9 @@ def embeddings(context: dg.AssetExecutionContext, pathrag: PathragResource) -> d
         meta[f"{table}_rows"] = st.total
         meta[f"{table}_embedded"] = st.embedded
         meta[f"{table}_deleted"] = st.deleted
+        meta[f"{table}_failed"] = st.failed
+    for err in report.errors:
+        context.log.warning(f"embedding batch failed (retried next run): {err}")
     meta["dagster/row_count"] = sum(st.total for st in report.tables.values())
     return dg.MaterializeResult(metadata=meta)
 

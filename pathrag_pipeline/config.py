@@ -34,6 +34,9 @@ ENV_NAMES = {
     "llm_mode": "PATHRAG_LLM_MODE",
     "llm_timeout": "PATHRAG_LLM_TIMEOUT",
     "llm_max_concurrency": "PATHRAG_LLM_MAX_CONCURRENCY",
+    "llm_max_tokens": "PATHRAG_LLM_MAX_TOKENS",
+    "llm_answer_max_tokens": "PATHRAG_LLM_ANSWER_MAX_TOKENS",
+    "embed_timeout": "PATHRAG_EMBED_TIMEOUT",
     "gleaning": "PATHRAG_GLEANING",
 }
 
@@ -92,6 +95,9 @@ class Settings:
     llm_mode: str = "json"
     llm_timeout: int = 120
     llm_max_concurrency: int = 4
+    llm_max_tokens: int = 4096          # output cap of extraction calls (first pass and gleaning)
+    llm_answer_max_tokens: int = 1024   # output cap of answers, summaries, keywords, judgements
+    embed_timeout: int = 120            # per-request timeout of the embeddings endpoint
     gleaning: int = 1
     alias_embedding_threshold: float | None = None
 
@@ -129,6 +135,9 @@ class Settings:
             llm_mode=(env.get("PATHRAG_LLM_MODE") or "json").strip().lower(),
             llm_timeout=_int_env(env, "llm_timeout", 120, minimum=1),
             llm_max_concurrency=_int_env(env, "llm_max_concurrency", 4, minimum=1),
+            llm_max_tokens=_int_env(env, "llm_max_tokens", 4096, minimum=16),
+            llm_answer_max_tokens=_int_env(env, "llm_answer_max_tokens", 1024, minimum=16),
+            embed_timeout=_int_env(env, "embed_timeout", _int_env(env, "llm_timeout", 120, minimum=1), minimum=1),
             gleaning=_int_env(env, "gleaning", 1, minimum=0),
             alias_embedding_threshold=_float_env(env, "PATHRAG_ALIAS_EMBEDDING_THRESHOLD"),
         )

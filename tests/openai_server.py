@@ -18,6 +18,21 @@ Every request is recorded (endpoint, JSON body, headers) so tests can count call
 sent, and check that an ``Authorization`` header arrived. The server also tracks the largest number of
 requests in flight at once, so tests can check a client's concurrency bound; ``response_delay`` makes
 requests overlap long enough for that to be observable.
+
+Behaviours of real local servers (llama-cpp-python's server, Ollama), off by default:
+
+- ``serial = True``: one request is processed at a time, the others wait in the server's queue (their
+  client-side timeout runs meanwhile), as llama.cpp serves by default;
+- no default output cap: an answer is cut only when the request sends ``max_tokens`` (words stand for
+  tokens); a cut answer reports ``finish_reason: "length"``, or ``"tool_calls"`` for a tools request, as
+  llama.cpp does. ``runaway = True`` makes the model loop: without ``max_tokens`` it generates until
+  ``timeout_sleep`` passes (its context is full), with it the answer is cut at the cap;
+- ``unsupported_formats = {"json_schema"}``: such a ``response_format`` gets HTTP 500 with llama.cpp's body
+  ("Input should be 'text' or 'json_object'");
+- ``schema_echo(request)``: what a weak model answers in json/md_json mode, the JSON schema it was shown;
+- faults ``trickle`` (the body dribbles out a byte every ``trickle_interval`` s), ``empty_choices``
+  (``choices: []``), ``echo_key`` (HTTP 500 whose message repeats the request's Authorization header, as
+  some proxies do), and for embeddings ``empty_data`` (``data: []``) and ``short`` (one vector too few).
 """
 
 from __future__ import annotations
@@ -33,7 +48,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-FAULTS = ("429", "500", "503", "timeout", "malformed", "disconnect")
+FAULTS = ("429", "500", "503", "timeout", "malformed", "disconnect", "trickle", "empty_choices", "echo_key",
+          "empty_data", "short")
+UNSUPPORTED_FORMAT_BODY = {"detail": [{"type": "literal_error", "loc": ["body", "response_format", "type"],
+                                       "msg": "Input should be 'text' or 'json_object'",
+                                       "input": "json_schema", "ctx": {"expected": "'text' or 'json_object'"}}]}
 ENDPOINTS = {"/v1/chat/completions": "chat", "/v1/embeddings": "embeddings", "/v1/models": "models"}
 
 ChatResponder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
@@ -86,6 +105,25 @@ def default_chat_responder(request: dict[str, Any]) -> str:
     return f"echo: {last_user}"
 
 
+def schema_echo(request: dict[str, Any]) -> str:
+    """A weak model's answer in json/md_json mode: the JSON schema from its prompt, repeated (title, type,
+    properties), or a minimal echo when the prompt carries none."""
+    for message in request.get("messages") or []:
+        content = str(message.get("content") or "")
+        start = content.find('{\n  "$defs"')
+        if start < 0:
+            start = content.find('{"$defs"')
+        if start >= 0:
+            depth = 0
+            for i, ch in enumerate(content[start:], start):
+                depth += ch == "{"
+                depth -= ch == "}"
+                if depth == 0:
+                    schema = json.loads(content[start:i + 1])
+                    return json.dumps({k: v for k, v in schema.items() if k != "$defs"})
+    return json.dumps({"title": "ChunkExtraction", "type": "object"})
+
+
 def default_embed_responder(texts: list[str], model: str) -> list[list[float]]:
     return [hash_embedding(t) for t in texts]
 
@@ -126,10 +164,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._body = body
         self._in_flight = True
         fake._enter(endpoint, body, {k.lower(): v for k, v in self.headers.items()})
+        serial = fake._serial_lock if (fake.serial and endpoint != "models") else None
+        if serial is not None:
+            serial.acquire()  # llama.cpp: one request at a time, the rest wait in the server's queue
+        fake._start_processing()
         try:
             fault = fake._take_fault(endpoint)
             if fault is not None:
                 self._send_fault(fault, endpoint)
+                return
+            if (endpoint == "chat" and fake.unsupported_formats
+                    and (body.get("response_format") or {}).get("type") in fake.unsupported_formats):
+                self._send_json(500, UNSUPPORTED_FORMAT_BODY)
                 return
             if fake.response_delay:
                 fake._stopping.wait(fake.response_delay)
@@ -148,6 +194,9 @@ class _Handler(BaseHTTPRequestHandler):
                                             "type": "responder_error"}})
         finally:
             self._done()
+            fake._stop_processing()
+            if serial is not None:
+                serial.release()
 
     def _done(self) -> None:
         """Leave the in-flight count once, before the answer is written: a client that bounds its
@@ -176,6 +225,32 @@ class _Handler(BaseHTTPRequestHandler):
             self._done()
             self.close_connection = True
             self.connection.shutdown(2)  # socket.SHUT_RDWR: no status line, no body
+        elif fault == "trickle":
+            # A complete, valid answer whose bytes arrive slowly: each read is quick, the whole takes long.
+            payload = fake._chat_response(self._body) if endpoint == "chat" else fake._embed_response(self._body)
+            data = json.dumps(payload).encode("utf-8")
+            self._done()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            for i in range(len(data)):
+                if fake._stopping.wait(fake.trickle_interval):
+                    return
+                self.wfile.write(data[i:i + 1])
+                self.wfile.flush()
+        elif fault == "empty_choices":
+            body = fake._chat_body(self._body, "{}")
+            body["choices"] = []
+            self._send_json(200, body)
+        elif fault == "echo_key":
+            key = self.headers.get("Authorization", "")
+            self._send_json(500, {"error": {"message": f"upstream rejected credentials {key}",
+                                            "type": "server_error"}})
+        elif fault in ("empty_data", "short"):
+            payload = fake._embed_response(self._body)
+            payload["data"] = [] if fault == "empty_data" else payload["data"][:-1]
+            self._send_json(200, payload)
 
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         self._send_raw(status, json.dumps(payload).encode("utf-8"), "application/json", headers)
@@ -210,6 +285,11 @@ class FakeOpenAIServer:
         self.timeout_sleep = 3.0  # seconds a "timeout" fault stalls; set above the client's timeout
         self.response_delay = 0.0  # seconds every normal answer waits (lets concurrency become visible)
         self.retry_after = "0"  # Retry-After header value on injected 429s
+        self.serial = False  # process one request at a time (llama.cpp's default)
+        self.runaway = False  # without max_tokens the model never stops (stalls timeout_sleep s)
+        self.unsupported_formats: set[str] = set()  # response_format types answered with llama.cpp's 500
+        self.trickle_interval = 0.05  # seconds between the bytes of a "trickle" fault
+        self._serial_lock = threading.Lock()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._requests: list[RecordedRequest] = []
@@ -218,6 +298,8 @@ class FakeOpenAIServer:
         self._embed_script: deque[Any] = deque()
         self._in_flight = 0
         self.max_in_flight = 0
+        self._processing = 0
+        self.max_processing = 0  # the most requests being answered at once (1 when serial)
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -289,6 +371,7 @@ class FakeOpenAIServer:
             self._chat_script.clear()
             self._embed_script.clear()
             self.max_in_flight = 0
+            self.max_processing = 0
 
     # ---- records -------------------------------------------------------------------------------
     @property
@@ -319,6 +402,15 @@ class FakeOpenAIServer:
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
 
+    def _start_processing(self) -> None:
+        with self._lock:
+            self._processing += 1
+            self.max_processing = max(self.max_processing, self._processing)
+
+    def _stop_processing(self) -> None:
+        with self._lock:
+            self._processing -= 1
+
     def _leave(self) -> None:
         with self._lock:
             self._in_flight -= 1
@@ -343,9 +435,21 @@ class FakeOpenAIServer:
         return self._chat_body(body, str(answer))
 
     def _chat_body(self, request: dict[str, Any], content: str) -> dict[str, Any]:
-        """An OpenAI chat.completion body; a ``tools`` request gets the content as a tool call's arguments."""
-        message: dict[str, Any] = {"role": "assistant", "content": content}
+        """An OpenAI chat.completion body; a ``tools`` request gets the content as a tool call's arguments.
+
+        Words stand for tokens: a request's ``max_tokens`` cuts the content at that many words (no cap when
+        it sends none) and the answer reports ``finish_reason: "length"`` (``"tool_calls"`` for tools)."""
+        cap = request.get("max_tokens")
         finish_reason = "stop"
+        if self.runaway:
+            if cap is None:
+                self._stopping.wait(self.timeout_sleep)  # generates until the context is full
+                cap = 2_000
+            content = (content + " ") + " ".join(["{\"entities\": ["] * (cap + 1))
+        if isinstance(cap, int) and _word_count(content) > cap:
+            content = " ".join(content.split()[:cap])
+            finish_reason = "length"
+        message: dict[str, Any] = {"role": "assistant", "content": content}
         tools = request.get("tools")
         if tools:
             choice = request.get("tool_choice")
@@ -355,7 +459,7 @@ class FakeOpenAIServer:
                 "id": f"call_{len(self._requests)}", "type": "function",
                 "function": {"name": name, "arguments": content},
             }]}
-            finish_reason = "tool_calls"
+            finish_reason = "tool_calls"  # llama.cpp says so even when max_tokens cut the call
         prompt_tokens = sum(_word_count(m.get("content")) for m in request.get("messages") or [])
         completion_tokens = _word_count(content)
         return {

@@ -164,3 +164,30 @@ def test_query_job_without_questions_fails_clearly(tmp_path, folder):
                                     run_config={"ops": {"answer_questions": {"config": {}}}}, raise_on_error=False)
     assert not result.success
     assert "no question given" in str(result.failure_data_for_node("answer_questions").error)
+
+
+@pytest.mark.slow
+def test_key_echoed_by_the_endpoint_stays_out_of_dagster_run_storage(tmp_path, folder, monkeypatch):
+    """Slow: the echoing endpoint is retried through openai's backoff before the run stops."""
+    from assets.graph import graph
+    from tests.openai_server import FakeOpenAIServer
+
+    secret = "sk-dagster-5ecret-never-stored-e51f"
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(DOCUMENT_PARTITIONS.name, ["a.md", "b.txt"])
+    res = resource(tmp_path, folder)
+    for key in ("a.md", "b.txt"):
+        assert dg.materialize([documents, chunks], instance=instance, partition_key=key,
+                              resources={"pathrag": res}).success
+    with FakeOpenAIServer() as server:
+        server.inject("echo_key", times=100)
+        monkeypatch.setenv("PATHRAG_LLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
+        monkeypatch.setenv("PATHRAG_LLM_API_KEY", secret)
+        result = dg.materialize([graph], instance=instance, resources={"pathrag": res},
+                               selection=["extractions", "entities", "relations"], raise_on_error=False)
+        assert any(secret in (r.authorization or "") for r in server.requests)  # the key was sent and echoed
+    assert not result.success
+    stored = "\n".join(dg.serialize_value(record) for record in instance.all_logs(result.run_id))
+    assert "upstream rejected credentials" in stored  # the echo reached run storage ...
+    assert secret not in stored  # ... with the key masked

@@ -176,7 +176,8 @@ def test_concurrency_bound_holds_for_map_and_for_own_threads(openai_server: Fake
 
 def test_api_key_is_sent_but_never_shown(openai_server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)  # every logger, openai's and httpx's request logging included
-    client = make_client(openai_server, max_retries=1, validation_retries=1)
+    # stop_after: the faults below must reach each call, not stop the client after the first one
+    client = make_client(openai_server, max_retries=1, validation_retries=1, stop_after=20)
     openai_server.script_chat([json.dumps(EXTRACTION), "not JSON"])
 
     client.structured(MESSAGES, ChunkExtraction, stage="extract")

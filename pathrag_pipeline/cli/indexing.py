@@ -43,7 +43,8 @@ def _print_index(report) -> None:
     if report.extraction is not None:
         x = report.extraction
         rows.append(("extraction", f"{x.pending} chunks pending, {x.cache_hits} from cache, {x.extracted} extracted, "
-                                   f"{x.failed} failed; {x.calls} LLM calls, {x.prompt_tokens + x.completion_tokens} tokens"))
+                                   f"{x.failed} failed, {x.empty} empty; {x.calls} LLM calls, "
+                                   f"{x.prompt_tokens + x.completion_tokens} tokens"))
         for err in x.errors:
             console.print(f"[yellow]extraction failed[/yellow] {err}", highlight=False)
     if report.triples is not None:
@@ -54,11 +55,16 @@ def _print_index(report) -> None:
     rows.append(("aliases", f"{a.candidates} near-duplicate names found, {a.new_aliases} new aliases, "
                             f"{a.entities_remerged} entities re-merged"))
     g = report.graph
-    rows.append(("graph", f"{g['entities']} entities, {g['relations']} relations from {g['extractions']} chunk records"))
+    rows.append(("graph", f"{g['entities']} entities ({g['entities_without_description']} without a description), "
+                          f"{g['relations']} relations from {g['extractions']} chunk records"
+                          + (f" ({g['empty_extractions']} empty: see README, Local models)" if g['empty_extractions'] else "")))
     for table, st in report.embeddings.tables.items():
         rows.append((f"embeddings: {table}", f"{st.embedded} embedded, {st.unchanged} unchanged, "
-                                             f"{st.deleted} deleted, {st.total} rows"))
+                                             f"{st.deleted} deleted, {st.total} rows"
+                                             + (f", {st.failed} failed (retried next run)" if st.failed else "")))
     print_table(["stage", "result"], rows)
+    for err in report.embeddings.errors:
+        console.print(f"embedding batch failed: {err}", highlight=False, markup=False)
 
 
 def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | None = None, reembed: bool = False):

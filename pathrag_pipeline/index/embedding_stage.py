@@ -34,6 +34,15 @@ class EmbeddingReport:
     def embedded(self) -> int:
         return sum(s.embedded for s in self.tables.values())
 
+    @property
+    def failed(self) -> int:
+        """Rows left unembedded this run (their batch failed after retries); the next run embeds them."""
+        return sum(s.failed for s in self.tables.values())
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"{name}: {e}" for name, s in self.tables.items() for e in s.errors]
+
 
 def embedding_rows(store: Store) -> dict[str, list[tuple]]:
     """The rows each LanceDB table must hold: (key, text, payload)."""

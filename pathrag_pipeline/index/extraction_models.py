@@ -1,13 +1,41 @@
 """The shape of what extraction produces for one chunk, shared by the LLM and the offline extractor.
 
 These pydantic models are also the instructor response models, so their field descriptions are part of
-the prompt the LLM sees. Validation keeps names non-empty; relation endpoints missing from the entity
-list are added by ``ChunkExtraction.normalised()``.
+the prompt the LLM sees. Validation keeps names non-empty and rejects an answer that repeats the JSON
+schema instead of data (weak models do that in json/md_json mode; instructor re-asks with the message).
+``ChunkExtraction.normalised()`` then drops names that are not names (``name_problem``: a validator's
+error URL the model repeated after a re-ask, markup, runaway text) and adds relation endpoints missing from
+the entity list, described from their relations.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, field_validator
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+MAX_NAME_CHARS = 120
+MAX_NAME_WORDS = 16
+_NOT_A_NAME = re.compile(
+    r"errors\.pydantic\.dev|https?://|www\.|```|</?[A-Za-z][^>]*>|\[/?[A-Za-z][^\]]*\]|[{}]|"
+    r"\b(validation error|value_error|Field required|For further information visit)\b",
+    re.IGNORECASE,
+)
+SCHEMA_KEYS = {"properties", "$defs", "$schema", "required"}
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be an entity name (None when it can): a URL (the validator's error link a model
+    repeated after a re-ask), markup or code fragments, validation-error text, or more than
+    ``MAX_NAME_CHARS`` characters / ``MAX_NAME_WORDS`` words (a sentence, not a name)."""
+    if len(name) > MAX_NAME_CHARS or len(name.split()) > MAX_NAME_WORDS:
+        return f"longer than {MAX_NAME_CHARS} characters or {MAX_NAME_WORDS} words"
+    if _NOT_A_NAME.search(name):
+        return "a URL, markup or validation-error text, not a name"
+    if not any(ch.isalnum() for ch in name):
+        return "no letters or digits"
+    return None
 
 
 class Entity(BaseModel):
@@ -44,17 +72,37 @@ class ChunkExtraction(BaseModel):
     entities: list[Entity] = Field(default_factory=list)
     relations: list[Relation] = Field(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _not_a_schema_echo(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "entities" not in data and "relations" not in data and (
+                SCHEMA_KEYS & data.keys() or (data.get("type") == "object" and "title" in data)):
+            raise ValueError("the answer repeated the JSON schema instead of data: answer with an object "
+                             '{"entities": [...], "relations": [...]} filled from the text')
+        return data
+
+    @property
+    def empty(self) -> bool:
+        return not self.entities and not self.relations
+
     def normalised(self) -> "ChunkExtraction":
-        """Drop self-loops and add entities that relations name but the entity list lacks."""
-        known = {e.name.casefold() for e in self.entities}
-        entities = list(self.entities)
+        """Drop self-loops and items whose names are not names (``name_problem``); add entities that
+        relations name but the entity list lacks, described from those relations (type ``other``)."""
+        entities = [e for e in self.entities if name_problem(e.name) is None]
+        known = {e.name.casefold() for e in entities}
         relations = []
+        missing: dict[str, tuple[str, list[str]]] = {}  # casefolded name -> (name, relation descriptions)
         for rel in self.relations:
             if rel.source.casefold() == rel.target.casefold():
                 continue
+            if name_problem(rel.source) is not None or name_problem(rel.target) is not None:
+                continue
             for endpoint in (rel.source, rel.target):
                 if endpoint.casefold() not in known:
-                    known.add(endpoint.casefold())
-                    entities.append(Entity(name=endpoint, type="other", description=""))
+                    name, said = missing.setdefault(endpoint.casefold(), (endpoint, []))
+                    if rel.description and rel.description not in said:
+                        said.append(rel.description)
             relations.append(rel)
+        for name, said in missing.values():
+            entities.append(Entity(name=name, type="other", description=" ".join(said[:3])))
         return ChunkExtraction(entities=entities, relations=relations)

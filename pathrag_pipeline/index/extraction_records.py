@@ -18,13 +18,14 @@ import pyarrow as pa
 from pathrag_pipeline.index.extraction_models import ChunkExtraction
 from pathrag_pipeline.storage.store import utc_now
 
-STATUSES = ("ok", "failed")
+STATUSES = ("ok", "failed", "empty")  # empty: nothing extracted from a chunk with content (see extraction_stage)
 
 
 
 @dataclass(frozen=True)
 class ExtractionRecord:
-    """What extraction produced for one chunk: a result when status is 'ok', an error when 'failed'."""
+    """What extraction produced for one chunk: a result when status is 'ok', an error when 'failed', an
+    empty result and the reason when 'empty'. Only 'ok' results are cached and merged."""
 
     chunk_id: str
     chunk_hash: str

@@ -14,12 +14,20 @@ Why it is shaped this way:
   ``extraction_cache`` with zero calls; within a run each distinct text is extracted once.
 - A chunk whose output stays invalid (``LLMOutputError``) is recorded ``failed`` with its error and the rest
   of the run goes on. An endpoint that stays unreachable for several chunks in a row aborts the run instead
-  of failing every remaining chunk; what finished is kept.
+  of failing every remaining chunk; what finished is kept. When the LLM client itself stops (repeated
+  timeouts against a serial server, an unsupported response_format: ``LLMStoppedError``) the run stops at
+  once, without waiting for the chunks in flight to run through their retries, and says what to set.
+- A chunk with content from which the model extracted nothing, even when asked again, is recorded
+  ``empty`` (counted in ``ExtractionStats.empty``) and retried on the next run like a failed one.
+- LLM usage is written to ``llm_usage`` as the calls are made (the run's row is rewritten with each batch of
+  results, at least every ``min_flush_seconds``), so a killed run's calls are not missing from it.
+- Each failed chunk gives one warning line on the ``pathrag_pipeline.index`` logger, no more.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -41,13 +49,15 @@ from pathrag_pipeline.index.graph_merge import (
     merge_keys,
     store_summaries,
 )
-from pathrag_pipeline.llm.client import LLMError, LLMUnavailableError
+from pathrag_pipeline.llm.client import LLMClient, LLMError, LLMStoppedError, LLMUnavailableError, Usage
 from pathrag_pipeline.storage.store import Store, get_meta, set_meta, transaction, utc_now
 
 GRAPH_DIRTY_META = "graph_dirty"
 """pathrag_meta key: JSON {"chunks", "entities", "relations"} of records written but not yet merged."""
 
 Progress = Callable[[int, int], None]
+EXTRACT_STAGES = ("extract", "extract-gleaning")
+log = logging.getLogger("pathrag_pipeline.index")
 
 
 
@@ -80,6 +90,7 @@ class ExtractionStats:
     cache_hits: int = 0
     extracted: int = 0
     failed: int = 0
+    empty: int = 0                                 # chunks with content the model extracted nothing from
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -179,7 +190,9 @@ def merge_dirty(con: duckdb.DuckDBPyConnection, summarise: Summarise | None = No
 def record_usage(con: duckdb.DuckDBPyConnection, *, run_id: str, stage: str, extractor: str, items: int,
                  calls: int, prompt_tokens: int, completion_tokens: int, cache_hits: int, failed: int,
                  seconds: float) -> None:
-    """Append one row to the llm_usage log."""
+    """Write the llm_usage row of this run and stage (one per run and stage: a later write replaces it, so
+    the row can be kept current while the run goes on)."""
+    con.execute("DELETE FROM llm_usage WHERE run_id = ? AND stage = ?", [run_id, stage])
     con.execute(
         "INSERT INTO llm_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [run_id, stage, extractor, items, calls, prompt_tokens, completion_tokens, cache_hits, failed, seconds, utc_now()],
@@ -190,10 +203,11 @@ def record_usage(con: duckdb.DuckDBPyConnection, *, run_id: str, stage: str, ext
 
 def _record(chunk: PendingChunk, extractor_id: str, *, result: ChunkExtraction | None = None,
             error: str | None = None, calls: int = 0, prompt_tokens: int = 0,
-            completion_tokens: int = 0) -> ExtractionRecord:
+            completion_tokens: int = 0, status: str | None = None) -> ExtractionRecord:
     return ExtractionRecord(
         chunk_id=chunk.chunk_id, chunk_hash=chunk.chunk_hash, document_id=chunk.document_id,
-        extractor=extractor_id, status="failed" if error is not None else "ok", result=result, error=error,
+        extractor=extractor_id, status=status or ("failed" if error is not None else "ok"), result=result,
+        error=error,
         calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
     )
 
@@ -227,6 +241,10 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
         summarise = summariser_for(extractor, max_description_tokens)
     identity = extractor.identity
     stats = ExtractionStats(run_id=run_id or uuid.uuid4().hex[:12], extractor=identity)
+    client = getattr(extractor, "client", None)
+    meter = _UsageMeter(client if isinstance(client, LLMClient) else None, stats, started)
+    if meter.client is not None:
+        meter.client.resume()  # a new run tries the endpoint again even if an earlier run stopped it
     with store.connect() as con:
         plan = plan_extraction(con, identity)
     stats.chunks, stats.pending = plan.chunks, len(plan.pending)
@@ -250,7 +268,7 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
     if by_hash:
         abort = _extract_all(store, extractor, by_hash, stats, max_concurrency=max_concurrency,
                              batch_size=batch_size, progress=progress, abort_after_unavailable=abort_after_unavailable,
-                             min_flush_seconds=min_flush_seconds)
+                             min_flush_seconds=min_flush_seconds, meter=meter)
 
     summary_before = _summariser_usage(summarise)
     merge_started = time.perf_counter()
@@ -272,9 +290,7 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
     summary_usage = _summariser_usage(summarise)
     stats.seconds = time.perf_counter() - started
     with store.connect() as con:
-        record_usage(con, run_id=stats.run_id, stage="extract", extractor=identity, items=stats.pending,
-                     calls=stats.calls, prompt_tokens=stats.prompt_tokens, completion_tokens=stats.completion_tokens,
-                     cache_hits=stats.cache_hits, failed=stats.failed, seconds=stats.seconds)
+        meter.write(con, final=True)
         if stats.merge is not None and (stats.merge.summaries_called or stats.merge.summaries_cached):
             stats.summary_calls = summary_usage[0] - summary_before[0]
             record_usage(con, run_id=stats.run_id, stage="summarise",
@@ -284,6 +300,12 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
                          completion_tokens=summary_usage[2] - summary_before[2],
                          cache_hits=stats.merge.summaries_cached, failed=0,
                          seconds=time.perf_counter() - merge_started)
+    if isinstance(abort, LLMStoppedError):
+        raise type(abort)(
+            f"extraction stopped: {abort.last_error}. {stats.extracted} chunks finished and are kept in the "
+            "graph; run again to continue.",
+            stage=abort.stage, model=abort.model, last_error=abort.last_error, usage=abort.usage,
+        )
     if abort is not None:
         raise LLMUnavailableError(
             f"extraction stopped: {abort_after_unavailable} chunks in a row could not reach the LLM endpoint "
@@ -292,6 +314,49 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
             stage=abort.stage, model=abort.model, last_error=abort.last_error, usage=abort.usage,
         )
     return stats
+
+
+class _UsageMeter:
+    """Keeps the run's 'extract' row of llm_usage current while the run goes on.
+
+    With an LLM client the figures are the client's own running totals for the extraction stages (every
+    HTTP request counted when it is made, failed and abandoned calls included), so a run killed midway
+    leaves its calls in the table; without one (offline) they are the stage's sums."""
+
+    def __init__(self, client: LLMClient | None, stats: ExtractionStats, started: float) -> None:
+        self.client = client
+        self.stats = stats
+        self.started = started
+        self.base = self._client_usage()
+        self.written: Usage | None = None
+
+    def _client_usage(self) -> Usage:
+        if self.client is None:
+            return Usage()
+        by_stage = self.client.usage_by_stage()
+        return sum((by_stage.get(s, Usage()) for s in EXTRACT_STAGES), Usage())
+
+    def usage(self) -> Usage:
+        if self.client is None:
+            s = self.stats
+            return Usage(calls=s.calls, prompt_tokens=s.prompt_tokens, completion_tokens=s.completion_tokens)
+        now = self._client_usage()
+        return Usage(calls=now.calls - self.base.calls, prompt_tokens=now.prompt_tokens - self.base.prompt_tokens,
+                     completion_tokens=now.completion_tokens - self.base.completion_tokens)
+
+    def changed(self) -> bool:
+        return self.client is not None and self.usage() != self.written
+
+    def write(self, con: duckdb.DuckDBPyConnection, *, final: bool = False) -> None:
+        usage = self.usage()
+        if not final and usage == self.written:
+            return
+        s = self.stats
+        record_usage(con, run_id=s.run_id, stage="extract", extractor=s.extractor, items=s.pending,
+                     calls=usage.calls, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                     cache_hits=s.cache_hits, failed=s.failed + s.empty,
+                     seconds=s.seconds if final else time.perf_counter() - self.started)
+        self.written = usage
 
 
 def _summariser_usage(summarise: Summarise | None) -> tuple[int, int, int]:
@@ -303,7 +368,8 @@ def _summariser_usage(summarise: Summarise | None) -> tuple[int, int, int]:
 
 def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[PendingChunk]],
                  stats: ExtractionStats, *, max_concurrency: int, batch_size: int, progress: Progress | None,
-                 abort_after_unavailable: int, min_flush_seconds: float) -> LLMUnavailableError | None:
+                 abort_after_unavailable: int, min_flush_seconds: float,
+                 meter: _UsageMeter | None = None) -> LLMUnavailableError | None:
     """Run the extractor over each distinct text with bounded concurrency; write results every batch.
 
     Returns the endpoint error that stopped the run early, if one did. Any other exception propagates after
@@ -318,10 +384,20 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
 
     def flush() -> None:
         nonlocal last_flush
-        if batch:
+        if batch or (meter is not None and meter.changed()):
             with store.connect() as con:
                 persist_changes(con, [], batch)
+                if meter is not None:
+                    meter.write(con)
             batch.clear()
+        last_flush = time.monotonic()
+
+    def write_usage() -> None:
+        """Only the run's llm_usage row: calls are on record while the records wait for a full batch."""
+        nonlocal last_flush
+        assert meter is not None
+        with store.connect() as con:
+            meter.write(con)
         last_flush = time.monotonic()
 
     def call(chunk: PendingChunk) -> ExtractionOutcome:
@@ -341,8 +417,10 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                 running[pool.submit(call, group[0])] = group
 
         refill()
-        while running:
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+        stopped = False
+        while running and not stopped:
+            # The timeout lets usage reach llm_usage while long calls run, not only when chunks finish.
+            finished, _ = wait(running, timeout=max(min_flush_seconds, 1.0), return_when=FIRST_COMPLETED)
             for future in finished:
                 group = running.pop(future)
                 if future.cancelled():
@@ -358,10 +436,17 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                     message = f"{exc}; it is retried on the next run"
                     if len(stats.errors) < 5:
                         stats.errors.append(f"{group[0].chunk_id}: {exc}")
+                    if not isinstance(exc, LLMStoppedError) or not stopped:
+                        log.warning("extraction of chunk %s failed: %s", group[0].chunk_id,
+                                    " ".join(str(exc).split())[:500])
                     batch.extend(_record(c, identity, error=message, calls=usage.calls if i == 0 else 0,
                                          prompt_tokens=usage.prompt_tokens if i == 0 else 0,
                                          completion_tokens=usage.completion_tokens if i == 0 else 0)
                                  for i, c in enumerate(group))
+                    if isinstance(exc, LLMStoppedError) and abort is None:
+                        abort, stopped = exc, True  # the client stopped: do not wait for calls in flight
+                        for queued in running:
+                            queued.cancel()
                     if isinstance(exc, LLMUnavailableError):
                         unavailable_streak += 1
                         if unavailable_streak >= abort_after_unavailable and abort is None:
@@ -370,20 +455,30 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                                 queued.cancel()  # not started yet: leave it for the next run
                     continue
                 unavailable_streak = 0
-                stats.extracted += len(group)
+                empty = getattr(outcome, "status", "ok") == "empty"
+                if empty:
+                    stats.empty += len(group)
+                    log.warning("extraction of chunk %s is empty: %s", group[0].chunk_id, outcome.note)
+                else:
+                    stats.extracted += len(group)
                 stats.calls += outcome.calls
                 stats.prompt_tokens += outcome.prompt_tokens
                 stats.completion_tokens += outcome.completion_tokens
                 batch.extend(_record(c, identity, result=outcome.extraction,
+                                     status="empty" if empty else "ok",
+                                     error=outcome.note if empty else None,
                                      calls=outcome.calls if i == 0 else 0,
                                      prompt_tokens=outcome.prompt_tokens if i == 0 else 0,
                                      completion_tokens=outcome.completion_tokens if i == 0 else 0)
                              for i, c in enumerate(group))
             done += sum(1 for f in finished if not f.cancelled())
-            if len(batch) >= batch_size and time.monotonic() - last_flush >= min_flush_seconds:
+            due = time.monotonic() - last_flush >= min_flush_seconds
+            if len(batch) >= batch_size and due:
                 flush()
                 if progress:
                     progress(done, total)
+            elif due and meter is not None and meter.changed():
+                write_usage()
             refill()
         flush()
         if progress:
@@ -392,5 +487,6 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
         pool.shutdown(wait=False, cancel_futures=True)
         flush()  # keep what finished, so the next run resumes after it
         raise
-    pool.shutdown(wait=True)
+    # After a client stop the calls still in flight fail at their next attempt; they are not waited for.
+    pool.shutdown(wait=not stopped, cancel_futures=stopped)
     return abort

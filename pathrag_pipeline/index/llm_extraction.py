@@ -19,7 +19,7 @@ from typing import Protocol
 
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
-from pathrag_pipeline.llm.client import LLMClient, LLMError, Usage, llm_from_settings
+from pathrag_pipeline.llm.client import LLMClient, LLMError, LLMTruncatedError, Usage, llm_from_settings
 from pathrag_pipeline.text.names import name_key
 from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID, extract_offline
 
@@ -70,6 +70,16 @@ Description list:
 {descriptions}
 """
 
+EMPTY_REASK_PROMPT = (
+    "Your answer holds no entities and no relations (or it repeated the JSON schema). The text above does "
+    "name people, places, organisations, works, dates or concepts: answer with the JSON object whose "
+    '"entities" and "relations" lists are filled from the text.'
+)
+# A chunk with at least this many words is expected to name something; an empty extraction of it is
+# suspicious (re-asked once, then recorded with status 'empty').
+MIN_WORDS_FOR_CONTENT = 12
+MAX_SPLITS = 2  # a chunk whose answer hit the output cap is halved, at most twice in depth
+
 GLEANING_PROMPT = (
     "Some entities and relations may have been missed in the last extraction; add them. "
     "Return only entities and relations that are not in the last extraction, with the same fields; "
@@ -85,6 +95,8 @@ class ExtractionOutcome:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    status: str = "ok"        # 'empty': nothing extracted from a chunk with content, even after a re-ask
+    note: str | None = None   # why, for status 'empty'
 
 
 class Extractor(Protocol):
@@ -147,33 +159,92 @@ class LLMExtractor:
         self.identity = f"llm:{model}:{PROMPT_VERSION}:glean{gleaning}"
 
     def extract(self, text: str, title: str | None) -> ExtractionOutcome:
-        """First pass plus gleaning passes; an ``LLMError`` raised here carries the usage of every pass."""
+        """First pass plus gleaning passes; an ``LLMError`` raised here carries the usage of every pass.
+
+        Local models need three more things: an answer cut at the output cap (``LLMTruncatedError``) is
+        never used: the text is halved and each half extracted (up to ``MAX_SPLITS`` deep); a cut gleaning
+        answer ends gleaning. An empty answer for a chunk with content (a schema echo with every list left
+        at its default, or empty lists) is re-asked once; if it stays empty the outcome has status 'empty'.
+        """
+        acc = [Usage()]
+        try:
+            extraction = self._extract(text, title, acc, depth=0)
+        except LLMError as exc:
+            # Re-raise the same kind of error with the whole chunk's cost, so the stage accounts for it.
+            raise type(exc)(str(exc), stage=exc.stage, model=exc.model, last_error=exc.last_error,
+                            usage=acc[0] + exc.usage) from exc
+        usage = acc[0]
+        result = extraction.normalised()
+        words = len(text.split())
+        if result.empty and words >= MIN_WORDS_FOR_CONTENT:
+            note = (f"the model returned no entities and no relations for a chunk of {words} words, also when "
+                    "asked again (a schema echo or empty lists): it may be too small to follow the extraction "
+                    "prompt; try PATHRAG_LLM_MODE=md_json or json, or a larger model. Retried on the next run")
+            return ExtractionOutcome(result, usage.calls, usage.prompt_tokens, usage.completion_tokens,
+                                     status="empty", note=note)
+        return ExtractionOutcome(result, usage.calls, usage.prompt_tokens, usage.completion_tokens)
+
+    def _extract(self, text: str, title: str | None, acc: list[Usage], depth: int) -> ChunkExtraction:
+        """One text's extraction; every call's usage is added to ``acc[0]`` as it happens."""
         messages: list[dict[str, str]] = [
             {"role": "system", "content": EXTRACTION_SYSTEM_PROMPT.format(entity_types=", ".join(ENTITY_TYPES))},
             {"role": "user", "content": EXTRACTION_USER_PROMPT.format(title=title or "(untitled)", text=text)},
         ]
-        usage = Usage()
         try:
             first = self.client.structured(messages, ChunkExtraction, stage="extract")
-            usage += first.usage
-            extraction: ChunkExtraction = first.value
-            last = extraction
-            for _ in range(self.gleaning):
-                messages = messages + [
-                    {"role": "assistant", "content": last.model_dump_json()},
-                    {"role": "user", "content": GLEANING_PROMPT},
-                ]
+        except LLMTruncatedError as exc:
+            acc[0] += exc.usage
+            halves = _halves(text)
+            if depth >= MAX_SPLITS or halves is None:
+                raise LLMTruncatedError(str(exc), stage=exc.stage, model=exc.model, last_error=exc.last_error,
+                                        usage=Usage()) from None
+            merged = ChunkExtraction()
+            for half in halves:
+                part = self._extract(half, title, acc, depth + 1)
+                merged, _ = merge_extractions(merged, part)
+            return merged
+        acc[0] += first.usage
+        extraction: ChunkExtraction = first.value
+        if extraction.normalised().empty and len(text.split()) >= MIN_WORDS_FOR_CONTENT:
+            again = self.client.structured(messages + [
+                {"role": "assistant", "content": extraction.model_dump_json()},
+                {"role": "user", "content": EMPTY_REASK_PROMPT},
+            ], ChunkExtraction, stage="extract")
+            acc[0] += again.usage
+            extraction = again.value
+            if extraction.normalised().empty:
+                return extraction  # no gleaning on nothing
+        last = extraction
+        for _ in range(self.gleaning):
+            messages = messages + [
+                {"role": "assistant", "content": last.model_dump_json()},
+                {"role": "user", "content": GLEANING_PROMPT},
+            ]
+            try:
                 more = self.client.structured(messages, ChunkExtraction, stage="extract-gleaning")
-                usage += more.usage
-                last = more.value
-                extraction, added = merge_extractions(extraction, last)
-                if added == 0:
-                    break
-        except LLMError as exc:
-            # Re-raise the same kind of error with the whole chunk's cost, so the stage accounts for it.
-            raise type(exc)(str(exc), stage=exc.stage, model=exc.model, last_error=exc.last_error,
-                            usage=usage + exc.usage) from exc
-        return ExtractionOutcome(extraction.normalised(), usage.calls, usage.prompt_tokens, usage.completion_tokens)
+            except LLMTruncatedError as exc:
+                acc[0] += exc.usage  # a cut gleaning answer is dropped; what the first pass found stays
+                break
+            acc[0] += more.usage
+            last = more.value
+            extraction, added = merge_extractions(extraction, last)
+            if added == 0:
+                break
+        return extraction
+
+
+def _halves(text: str) -> tuple[str, str] | None:
+    """``text`` cut in two near its middle, at a paragraph, sentence or word boundary; None if too short."""
+    if len(text.split()) < 2 * MIN_WORDS_FOR_CONTENT:
+        return None
+    middle = len(text) // 2
+    for sep in ("\n\n", "\n", ". ", " "):
+        left, right = text.rfind(sep, 0, middle), text.find(sep, middle)
+        candidates = [i for i in (left, right) if i > 0]
+        if candidates:
+            cut = min(candidates, key=lambda i: abs(i - middle)) + len(sep)
+            return text[:cut].strip(), text[cut:].strip()
+    return None
 
 
 class OfflineExtractor:

@@ -49,11 +49,18 @@ def describe_mode(settings: Settings) -> dict[str, str]:
 
 
 def graph_counts(store: Store) -> dict[str, int]:
+    """Rows per table, plus two signs of a model too small for extraction: chunk records with status 'empty'
+    and entities without a description (named only as a relation endpoint that said nothing about them)."""
     with store.connect() as con:
-        return {
+        counts = {
             table: con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
             for table in ("documents", "chunks", "extractions", "entities", "relations")
         }
+        counts["empty_extractions"] = con.execute(
+            "SELECT count(*) FROM extractions WHERE status = 'empty'").fetchone()[0]
+        counts["entities_without_description"] = con.execute(
+            "SELECT count(*) FROM entities WHERE coalesce(trim(description), '') = ''").fetchone()[0]
+        return counts
 
 
 def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str = "cli",

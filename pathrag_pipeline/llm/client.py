@@ -9,18 +9,29 @@ Why this shape:
   between 0 and 120 s (exclusive of 0) replaces the backoff; ``Retry-After: 0`` therefore falls back to it.
 - Output faults are instructor's job: an answer that does not validate against the response model is sent
   back with the validation error (a re-ask), up to ``validation_retries`` times.
-- Every HTTP request is counted by an httpx event hook, per calling thread, so ``Usage.calls`` is the
-  number of requests the endpoint really received, transport retries and re-asks included.
+- Every HTTP request is counted by the transport when it is sent, per calling thread, so ``Usage.calls`` is
+  the number of requests the endpoint really received, transport retries and re-asks included (an attempt
+  refused because the client stopped is not one).
 - The API key is held only inside the openai client: it is absent from ``repr``, ``identity``, logs and
-  error messages (any echo of it in a server's error text is redacted).
+  error messages (any echo of it in a server's error text is redacted, in our messages and in every log
+  record: ``redaction``).
+- Local servers (llama.cpp, Ollama) need more than openai's retries: ``transport.GuardedTransport`` bounds
+  concurrency per HTTP attempt (halving it after timeouts), gives every attempt a total deadline of
+  ``timeout`` seconds, stops the whole client after ``stop_after`` failed attempts in a row (so a run gives up
+  after about ``stop_after x timeout``, not after every chunk exhausted its retries), stops at once on a
+  ``response_format`` the server rejects, retries ``choices: []`` and reports a structured answer cut at
+  ``max_tokens`` as ``LLMTruncatedError``.
+- Every request carries ``max_tokens`` (per stage, ``DEFAULT_MAX_TOKENS``): local servers otherwise generate
+  until their context is full.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -28,6 +39,8 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel
 
 from pathrag_pipeline.config import ConfigError, Settings
+from pathrag_pipeline.errors import PipelineError
+from pathrag_pipeline.llm.redaction import chain_contains_secret, redact, register_secret, route_instructor_logging
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +49,8 @@ log = logging.getLogger(__name__)
 MODES: dict[str, str] = {"json": "JSON", "json_schema": "JSON_SCHEMA", "tools": "TOOLS", "md_json": "MD_JSON"}
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 KEYLESS_PLACEHOLDER = "not-needed"
+# Output caps per stage ("*" for any other stage). Extraction answers are long JSON; the rest is prose.
+DEFAULT_MAX_TOKENS: dict[str, int] = {"extract": 4096, "extract-gleaning": 4096, "*": 1024}
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 ItemT = TypeVar("ItemT")
@@ -75,9 +90,10 @@ class StructuredResult(Generic[ModelT]):
 class CompletionResult:
     text: str
     usage: Usage
+    truncated: bool = False  # the text stopped at the output cap (finish_reason "length")
 
 
-class LLMError(RuntimeError):
+class LLMError(PipelineError, RuntimeError):
     """An LLM call failed for good; names the stage, the model and the last error so the fix is findable."""
 
     def __init__(self, message: str, *, stage: str, model: str, last_error: str, usage: Usage) -> None:
@@ -92,8 +108,21 @@ class LLMUnavailableError(LLMError):
     """The endpoint could not be reached or kept refusing (timeouts, connection errors, HTTP errors)."""
 
 
+class LLMStoppedError(LLMUnavailableError):
+    """The client stopped calling the endpoint (repeated failures or a request it cannot serve); calls made
+    until the stop lifts fail at once instead of each running through its retries."""
+
+
+class LLMUnsupportedModeError(LLMStoppedError):
+    """The server rejects the structured-output mode (e.g. llama.cpp answers HTTP 500 to json_schema)."""
+
+
 class LLMOutputError(LLMError):
     """The endpoint answered, but the answer stayed invalid for the response model after every re-ask."""
+
+
+class LLMTruncatedError(LLMOutputError):
+    """The answer ended at the output cap (``max_tokens``); a cut answer is never used as valid output."""
 
 
 # ---- the client -------------------------------------------------------------------------------
@@ -112,6 +141,9 @@ class LLMClient:
         validation_retries: int = 2,
         max_concurrency: int = 4,
         temperature: float | None = 0.0,
+        max_tokens: int | Mapping[str, int] | None = None,
+        stop_after: int | None = None,
+        stop_cooldown: float = 60.0,
     ) -> None:
         if not base_url or urlsplit(base_url).scheme not in ("http", "https"):
             raise ConfigError(f"LLM base_url {base_url!r} must be an http(s) URL such as http://localhost:8000/v1")
@@ -126,6 +158,13 @@ class LLMClient:
                               f"validation_retries={validation_retries})")
         if max_concurrency < 1:
             raise ConfigError(f"LLM max_concurrency {max_concurrency!r} must be at least 1")
+        caps = dict(DEFAULT_MAX_TOKENS)
+        if isinstance(max_tokens, int):
+            caps = {stage: max_tokens for stage in caps}
+        elif max_tokens is not None:
+            caps.update(max_tokens)
+        if any(not isinstance(v, int) or v < 1 for v in caps.values()):
+            raise ConfigError(f"LLM max_tokens {caps!r} must be positive whole numbers")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.mode = mode
@@ -134,15 +173,23 @@ class LLMClient:
         self.validation_retries = validation_retries
         self.max_concurrency = max_concurrency
         self.temperature = temperature
+        self.max_tokens = caps
+        self.stop_after = stop_after if stop_after is not None else max_retries + 1
         self._secret = api_key or None
+        register_secret(api_key)
+        route_instructor_logging()
         self._local = threading.local()
-        self._slots = threading.BoundedSemaphore(max_concurrency)
         self._totals_lock = threading.Lock()
         self._totals: dict[str, Usage] = {}
         import instructor
         import openai
 
-        http_client = openai.DefaultHttpxClient(event_hooks={"request": [self._count_request]})
+        from pathrag_pipeline.llm.transport import GuardedTransport
+
+        self._transport = GuardedTransport(timeout=timeout, max_concurrency=max_concurrency,
+                                           stop_after=self.stop_after, cooldown=stop_cooldown,
+                                           base_url=self.identity["base_url"], on_send=self._count_request)
+        http_client = openai.DefaultHttpxClient(transport=self._transport)
         self._openai = openai.OpenAI(
             base_url=self.base_url,
             api_key=api_key or KEYLESS_PLACEHOLDER,
@@ -185,7 +232,7 @@ class LLMClient:
 
         hooks = Hooks()  # per call, so concurrent calls never share counters
         hooks.on("completion:response", on_response)  # fires once per parsed answer, re-asks included
-        with self._slot():
+        with self._call(stage, structured=True) as max_tokens:
             try:
                 value = self._instructor.chat.completions.create(
                     model=self.model,
@@ -193,28 +240,30 @@ class LLMClient:
                     response_model=response_model,
                     max_retries=self.validation_retries,
                     hooks=hooks,
+                    max_tokens=max_tokens,
                     **self._sampling(),
                 )
             except Exception as exc:
                 error = self._classify(exc, stage, self._record(stage, prompt_tokens, completion_tokens))
                 if error is None:
                     raise
-                raise error from exc
+                raise error from (None if chain_contains_secret(exc) else exc)
         usage = self._record(stage, prompt_tokens, completion_tokens)
         return StructuredResult(value=_plain(value, response_model), usage=usage)
 
     def complete(self, messages: list[dict[str, Any]], *, stage: str = "") -> CompletionResult:
         """Free-text answer (e.g. the final answer over retrieved paths)."""
-        with self._slot():
+        with self._call(stage, structured=False) as max_tokens:
             try:
                 response = self._openai.chat.completions.create(
-                    model=self.model, messages=messages, **self._sampling()  # type: ignore[arg-type]
+                    model=self.model, messages=messages, max_tokens=max_tokens,  # type: ignore[arg-type]
+                    **self._sampling(),
                 )
             except Exception as exc:
                 error = self._classify(exc, stage, self._record(stage, 0, 0))
                 if error is None:
                     raise
-                raise error from exc
+                raise error from (None if chain_contains_secret(exc) else exc)
         usage = self._record(
             stage,
             getattr(response.usage, "prompt_tokens", 0) or 0,
@@ -226,7 +275,11 @@ class LLMClient:
                 f"LLM stage {stage or '(none)'!r}: model {self.model!r} returned no text",
                 stage=stage, model=self.model, last_error="empty message content", usage=usage,
             )
-        return CompletionResult(text=text, usage=usage)
+        truncated = response.choices[0].finish_reason == "length"
+        if truncated:
+            log.warning("LLM stage %s: the answer stopped at max_tokens=%d (kept as it is; raise "
+                        "PATHRAG_LLM_ANSWER_MAX_TOKENS for longer answers)", stage or "(none)", max_tokens)
+        return CompletionResult(text=text, usage=usage, truncated=truncated)
 
     def map(self, fn: Callable[[ItemT], ResultT], items: Iterable[ItemT]) -> list[ResultT]:
         """Apply ``fn`` (which calls this client) to every item, at most ``max_concurrency`` at a time, in order."""
@@ -249,13 +302,42 @@ class LLMClient:
     def _sampling(self) -> dict[str, Any]:
         return {} if self.temperature is None else {"temperature": self.temperature}
 
-    def _slot(self) -> threading.BoundedSemaphore:
-        """The concurrency bound holds for every caller, whether it uses ``map`` or its own threads."""
+    def max_tokens_for(self, stage: str) -> int:
+        return self.max_tokens.get(stage, self.max_tokens["*"])
+
+    @property
+    def stopped(self) -> str | None:
+        """Why the client stopped calling the endpoint, while it is stopped; else None."""
+        error = self._transport.state.stopped
+        return redact(error.reason) if error is not None else None
+
+    def resume(self) -> None:
+        """Lift a stop (e.g. at the start of a new run): the next call tries the endpoint again."""
+        self._transport.resume()
+
+    @property
+    def concurrency_limit(self) -> int:
+        """Requests allowed in flight now: ``max_concurrency``, halved after each timeout (down to 1)."""
+        return self._transport.state.limit
+
+    @contextmanager
+    def _call(self, stage: str, *, structured: bool) -> Iterator[int]:
+        """Per call: reset this thread's request counter and tell the transport the call's output cap.
+
+        The concurrency bound is the transport's: it holds per HTTP attempt for every caller, whether it
+        uses ``map`` or its own threads."""
+        from pathrag_pipeline.llm.transport import CallContext
+
+        max_tokens = self.max_tokens_for(stage)
         self._local.requests = 0
-        return self._slots
+        self._transport.context.call = CallContext(structured=structured, max_tokens=max_tokens)
+        try:
+            yield max_tokens
+        finally:
+            self._transport.context.call = None
 
     def _count_request(self, request: Any) -> None:
-        """httpx request hook: runs in the calling thread for every attempt, retries included."""
+        """Transport callback: runs in the calling thread for every attempt sent, retries included."""
         self._local.requests = getattr(self._local, "requests", 0) + 1
 
     def _record(self, stage: str, prompt_tokens: int, completion_tokens: int) -> Usage:
@@ -269,7 +351,8 @@ class LLMClient:
         return usage
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        text = text.replace(self._secret, "***") if self._secret else text
+        return redact(text)
 
     def _classify(self, exc: Exception, stage: str, usage: Usage) -> LLMError | None:
         """Map openai/instructor failures onto LLMUnavailableError (transport) or LLMOutputError (content).
@@ -279,8 +362,29 @@ class LLMClient:
         import openai
         from instructor.core.exceptions import IncompleteOutputException, InstructorRetryException
 
-        transport = _find_cause(exc, openai.APIError)
+        from pathrag_pipeline.llm.transport import ClientStopped, EmptyReply, OutputTruncated, UnsupportedRequest
+
         where = f"LLM stage {stage or '(none)'!r}, model {self.model!r} at {self.identity['base_url']}"
+        stopped = _find_cause(exc, ClientStopped)
+        if stopped is not None:
+            kind = LLMUnsupportedModeError if isinstance(stopped, UnsupportedRequest) else LLMStoppedError
+            reason = self._redact(stopped.reason)  # type: ignore[attr-defined]
+            return kind(f"{where}: stopped: {reason}", stage=stage, model=self.model, last_error=reason,
+                        usage=usage)
+        truncated = _find_cause(exc, OutputTruncated)
+        if truncated is not None or _find_cause(exc, IncompleteOutputException) is not None:
+            cap = self.max_tokens_for(stage)
+            last = self._redact(str(truncated) if truncated is not None else "finish_reason 'length'")
+            return LLMTruncatedError(
+                f"{where}: {last}; the answer is cut, not used. Raise PATHRAG_LLM_MAX_TOKENS (now {cap}) "
+                "or lower PATHRAG_CHUNK_TOKENS", stage=stage, model=self.model, last_error=last, usage=usage)
+        empty = _find_cause(exc, EmptyReply)
+        if empty is not None:
+            last = self._redact(str(empty))
+            return LLMUnavailableError(
+                f"{where}: {last} after {usage.calls} request(s) ({self.max_retries} retries allowed)",
+                stage=stage, model=self.model, last_error=last, usage=usage)
+        transport = _find_cause(exc, openai.APIError)
         if transport is not None and not isinstance(transport, openai.APIResponseValidationError):
             last = self._redact(f"{type(transport).__name__}: {transport}")
             return LLMUnavailableError(
@@ -331,7 +435,9 @@ def llm_from_settings(settings: Settings, **options: Any) -> LLMClient | None:
     by default they come from PATHRAG_LLM_MODE, PATHRAG_LLM_TIMEOUT and PATHRAG_LLM_MAX_CONCURRENCY.
     """
     options = {"mode": settings.llm_mode, "timeout": settings.llm_timeout,
-               "max_concurrency": settings.llm_max_concurrency, **options}
+               "max_concurrency": settings.llm_max_concurrency,
+               "max_tokens": {"extract": settings.llm_max_tokens, "extract-gleaning": settings.llm_max_tokens,
+                              "*": settings.llm_answer_max_tokens}, **options}
     base_url, model, key = settings.llm_base_url, settings.llm_model, settings.llm_api_key
     if base_url:
         if not model:

@@ -22,13 +22,21 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from pathrag_pipeline.config import ConfigError
+from pathrag_pipeline.errors import PipelineError
+from pathrag_pipeline.llm.redaction import chain_contains_secret, redact, register_secret
 
 if TYPE_CHECKING:
     from pathrag_pipeline.config import Settings
 
 
-class EmbeddingError(RuntimeError):
-    """An embedder could not produce vectors (endpoint failure, malformed response, missing extra)."""
+class EmbeddingError(PipelineError, RuntimeError):
+    """An embedder could not produce vectors (endpoint failure, malformed response, missing extra).
+
+    Its message is one line naming the endpoint or model and what to do; an API key echoed by the endpoint
+    is masked."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 @runtime_checkable
@@ -212,7 +220,13 @@ class OpenAIEmbedder:
     field (servers may answer out of order) and L2-normalised (not every model returns unit vectors).
     ``dim`` is taken from ``dimensions`` when given, else learnt from the first response (a one-text
     probe call if ``dim`` is read before anything was embedded). The API key lives only inside the
-    client: it is not part of ``identity`` or ``repr``.
+    client: it is not part of ``identity`` or ``repr``, and is masked in errors and log records.
+
+    Faults are retried like the chat path's (openai's retries over the LLM client's ``GuardedTransport``):
+    timeouts, connection errors, 5xx, and replies with ``data: []`` or fewer vectors than texts; every
+    attempt has a total deadline of ``timeout`` seconds (``PATHRAG_EMBED_TIMEOUT``), and the client stops
+    after ``max_retries + 1`` failed attempts in a row, so a dead endpoint fails the remaining batches at
+    once. A batch that still fails raises ``EmbeddingError``; the vector store records it and goes on.
     """
 
     def __init__(
@@ -222,7 +236,7 @@ class OpenAIEmbedder:
         api_key: str | None = None,
         *,
         batch_size: int = 64,
-        timeout: float = 60.0,
+        timeout: float = 120.0,
         max_retries: int = 3,
         dimensions: int | None = None,
     ) -> None:
@@ -235,14 +249,21 @@ class OpenAIEmbedder:
             raise ValueError(f"OpenAIEmbedder batch_size={batch_size} must be at least 1")
         import openai
 
+        from pathrag_pipeline.llm.transport import GuardedTransport
+
         self.base_url = base_url
         self.model = model
         self.batch_size = batch_size
+        self.timeout = timeout
         self._dimensions = dimensions
         self._dim: int | None = dimensions
+        register_secret(api_key)
+        transport = GuardedTransport(timeout=timeout, max_concurrency=4, stop_after=max_retries + 1,
+                                     base_url=base_url)
         # Local servers accept any key, but the client insists on one being set.
         self._client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries,
+            http_client=openai.DefaultHttpxClient(transport=transport),
         )
         self.identity = f"openai:{model}" + (f"@{dimensions}" if dimensions else "")
 
@@ -271,9 +292,15 @@ class OpenAIEmbedder:
         try:
             response = self._client.embeddings.create(model=self.model, input=inputs, **extra)
         except openai.OpenAIError as exc:
-            raise EmbeddingError(
-                f"embedding request to {self.base_url} (model {self.model!r}) failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            from pathrag_pipeline.llm.transport import ClientStopped
+
+            cause = exc if isinstance(exc, ClientStopped) else (exc.__cause__ or exc)
+            error = EmbeddingError(
+                f"embedding request to {self.base_url} (model {self.model!r}) failed: "
+                f"{type(cause).__name__}: {cause}; check PATHRAG_EMBED_BASE_URL / PATHRAG_EMBED_MODEL, or raise "
+                f"PATHRAG_EMBED_TIMEOUT (now {self.timeout:g} s) for a slow server"
+            )
+            raise error from (None if chain_contains_secret(exc) else exc)
         items = sorted(response.data, key=lambda d: d.index)
         if len(items) != len(batch) or [d.index for d in items] != list(range(len(batch))):
             raise EmbeddingError(
@@ -391,7 +418,7 @@ def embedder_from_settings(settings: "Settings") -> Embedder:
             )
         return HashingEmbedder()
     if base_url:
-        return OpenAIEmbedder(base_url, model, settings.embed_api_key)
+        return OpenAIEmbedder(base_url, model, settings.embed_api_key, timeout=settings.embed_timeout)
     if model.startswith("sentence-transformers/"):
         return SentenceTransformerEmbedder(model)
     raise ConfigError(

@@ -22,7 +22,7 @@ TABLE_NOTES = {
     "relations": "The deduplicated undirected graph edges, derived from `extractions`.",
     "description_summaries": "Cache of LLM summaries of merged descriptions past the token budget.",
     "entity_aliases": "Near-duplicate names merged into one entity; reversible (set `disabled`) and inspectable.",
-    "llm_usage": "Append-only cost log: one row per stage per indexing run.",
+    "llm_usage": "Cost log: one row per stage per indexing run, kept current while the run makes its calls.",
     "queries": "Append-only: one row per question asked (CLI, Python API or Dagster query job).",
     "path_traces": "Append-only: the relational paths behind each answer, rank 1 = most reliable.",
     "retrieved_nodes": "Append-only: the entities each query keyword retrieved.",

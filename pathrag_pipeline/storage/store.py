@@ -81,8 +81,8 @@ DDL = [
         chunk_hash    VARCHAR NOT NULL,      -- chunks.content_hash of the text that was extracted
         document_id   VARCHAR NOT NULL,
         extractor     VARCHAR NOT NULL,      -- identity of what extracted: provider + model + prompt version + gleaning
-        status        VARCHAR NOT NULL,      -- 'ok' (result is merged into the graph) or 'failed' (ignored by the merge)
-        error         VARCHAR,               -- what went wrong and what to do, when status = 'failed'
+        status        VARCHAR NOT NULL,      -- 'ok' (result is merged into the graph), 'failed' (ignored by the merge) or 'empty' (a chunk with content the model extracted nothing from, even when asked again: a schema echo or empty lists, typical of a model too small for the prompt); failed and empty chunks are retried on the next run
+        error         VARCHAR,               -- what went wrong and what to do, when status = 'failed' or 'empty'
         result        JSON,                  -- ChunkExtraction: {"entities":[{name,type,description}],"relations":[{source,target,keywords,description,strength}]}
         calls         INTEGER,               -- LLM calls spent on this chunk (0 for a cache hit or the offline extractor)
         prompt_tokens INTEGER,
@@ -159,9 +159,9 @@ DDL = [
         prompt_tokens INTEGER NOT NULL,
         completion_tokens INTEGER NOT NULL,
         cache_hits    INTEGER NOT NULL,      -- items answered from extraction_cache / description_summaries without a call
-        failed        INTEGER NOT NULL,      -- items whose output stayed invalid (recorded as extractions.status = 'failed')
-        seconds       DOUBLE,                -- wall time of the stage
-        created_at    TIMESTAMP NOT NULL     -- append-only: one row per stage per run
+        failed        INTEGER NOT NULL,      -- items whose output stayed invalid or empty (extractions.status = 'failed' or 'empty')
+        seconds       DOUBLE,                -- wall time of the stage (so far, while the run goes on)
+        created_at    TIMESTAMP NOT NULL     -- one row per stage per run, rewritten as calls are made: a killed run's calls are in it
     )
     """,
     """

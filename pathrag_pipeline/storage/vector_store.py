@@ -28,7 +28,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
-from pathrag_pipeline.llm.embedding import Embedder, l2_normalise
+from pathrag_pipeline.llm.embedding import Embedder, EmbeddingError, l2_normalise
 
 META_EMBEDDER = b"pathrag.embedder"
 META_DIM = b"pathrag.dim"
@@ -55,6 +55,8 @@ class SyncStats:
     deleted: int
     total: int
     payload_updated: int = 0
+    failed: int = 0                                   # rows whose batch the embedder could not embed
+    errors: tuple[str, ...] = ()                      # the first few EmbeddingError messages
 
 
 @dataclass(frozen=True)
@@ -344,6 +346,26 @@ class VectorStore:
                 dim = "unknown"
             raise self._mismatch(table, stored, embedder.identity, dim)
 
+    def _embed_batches(self, rows: list[_Row], embedder: Embedder
+                       ) -> tuple[list[_Row], np.ndarray | None, int, list[str]]:
+        """Embed ``rows`` batch by batch; returns the rows embedded, their vectors, rows failed, errors."""
+        # One request per batch for endpoint embedders; the offline embedder cannot fail per batch: one call.
+        size = int(getattr(embedder, "batch_size", 0) or 0) or max(len(rows), 1)
+        done: list[_Row] = []
+        parts: list[np.ndarray] = []
+        failed = 0
+        errors: list[str] = []
+        for start in range(0, len(rows), size):
+            batch = rows[start:start + size]
+            try:
+                parts.append(l2_normalise(embedder.embed([r.text for r in batch])))
+            except EmbeddingError as exc:
+                failed += len(batch)
+                errors.append(str(exc))
+                continue
+            done.extend(batch)
+        return done, (np.concatenate(parts, axis=0) if parts else None), failed, errors
+
     @staticmethod
     def _normalise_rows(rows: Rows) -> list[_Row]:
         items = rows.items() if isinstance(rows, Mapping) else rows
@@ -426,8 +448,19 @@ class VectorStore:
             stale = sorted(set(existing) - {r.key for r in wanted}) if delete_missing else []
             unchanged = len(wanted) - len(to_embed) - len(payload_only)
 
-            # Stored unit-length whatever the embedder returns, so cosine equals the dot product.
-            vectors = l2_normalise(embedder.embed([r.text for r in to_embed])) if to_embed else None
+            # Stored unit-length whatever the embedder returns, so cosine equals the dot product. A batch the
+            # embedder fails on (EmbeddingError, after its own retries) is left out: those rows keep their old
+            # vector or stay absent, and are embedded on the next sync; the other batches are written.
+            to_embed, vectors, failed, errors = self._embed_batches(to_embed, embedder)
+            if tbl is None and vectors is None and failed:
+                try:
+                    dim = embedder.dim  # create the table even when nothing could be embedded this time
+                except EmbeddingError:
+                    dim = None
+                if dim:
+                    schema = self._schema(wanted, dim, embedder.identity)
+                    tbl = self._db.create_table(table, schema=schema)
+                    payload_cols = self._payload_columns(schema)
             if vectors is not None:
                 if stored is not None and vectors.shape[1] != stored[1]:
                     raise self._mismatch(table, stored, embedder.identity, vectors.shape[1])
@@ -457,6 +490,7 @@ class VectorStore:
                     tbl.optimize(cleanup_older_than=timedelta(minutes=10))
             total = tbl.count_rows() if tbl is not None else 0
             return SyncStats(
+                failed=failed, errors=tuple(errors[:5]),
                 embedded=len(to_embed),
                 unchanged=unchanged,
                 deleted=len(stale),

@@ -1,0 +1,299 @@
+"""The HTTP transport under the LLM client: what makes it fit local servers that serve one request at a time.
+
+openai retries every transport fault on its own (timeouts, connection errors, 5xx) and httpx bounds each
+single read, not the request. Against llama.cpp or Ollama on a laptop that is not enough:
+
+- **Concurrency per attempt, adaptive.** Each HTTP attempt (retries included) takes a slot of a limiter, so
+  queued requests wait in the client, not in the server's queue where their timeout runs. After a timeout
+  the limit halves (down to 1): a serial server then sees one request at a time.
+- **A total deadline per attempt.** The response body is read under a deadline of ``timeout`` seconds from
+  the moment the request was sent; a body trickled slowly raises ``httpx2.ReadTimeout`` (retried by openai
+  like any timeout) instead of running for minutes.
+- **A stop for the whole client.** After ``stop_after`` attempts in a row failed by timeout, connection
+  error or 5xx, with no success in between, the client stops: every attempt in flight or later raises
+  ``ClientStopped`` at once. It is an ``openai.OpenAIError``, which openai and instructor propagate without
+  retrying, so started calls do not each exhaust their retries. The stop lifts after ``cooldown`` seconds.
+- **Replies that are not answers.** A 4xx/5xx whose body says the request's ``response_format`` is not
+  supported (llama.cpp: "Input should be 'text' or 'json_object'") stops the client at once with
+  ``UnsupportedRequest``; a 200 with ``choices: []`` raises ``EmptyReply`` (retried by openai as a transport
+  fault), and so does an embeddings reply with fewer (or more) vectors than texts; a structured answer that ended at the output cap (``finish_reason: "length"``, or a tool call
+  whose completion tokens reached ``max_tokens``: llama.cpp reports ``tool_calls`` then) raises
+  ``OutputTruncated`` (not retried: the same request would be cut again).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+
+from pathrag_pipeline.llm.redaction import redact
+
+UNSUPPORTED_MARKERS = ("input should be 'text' or 'json_object'", "response_format", "json_schema")
+
+
+class ClientStopped(openai.OpenAIError):
+    """The client stopped after repeated failures; ``reason`` says what happened and what to set."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class UnsupportedRequest(ClientStopped):
+    """The server cannot accept the request's shape (its structured-output mode); retrying cannot help."""
+
+
+class OutputTruncated(openai.OpenAIError):
+    """The answer stopped at the output cap (``max_tokens``): it is cut, not a valid answer."""
+
+    def __init__(self, message: str, *, max_tokens: int | None, completion_tokens: int | None) -> None:
+        super().__init__(message)
+        self.max_tokens = max_tokens
+        self.completion_tokens = completion_tokens
+
+
+class EmptyReply(Exception):
+    """A 200 reply with no choices: a server fault, retried like a dropped connection."""
+
+
+@dataclass
+class CallContext:
+    """What the client tells the transport about the call running in this thread."""
+
+    structured: bool = False
+    max_tokens: int | None = None
+
+
+@dataclass
+class TransportState:
+    """Counters shared by every thread using one client."""
+
+    limit: int
+    initial_limit: int
+    in_use: int = 0
+    failures_in_row: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)  # failure kind -> count in the current streak
+    last_failure: str = ""
+    stopped: ClientStopped | None = None
+    stopped_at: float = 0.0
+    backoffs: int = 0
+
+
+class _DeadlineStream(httpx2.SyncByteStream):
+    def __init__(self, inner: Any, deadline: float, request: httpx2.Request, timeout: float) -> None:
+        self._inner, self._deadline, self._request, self._timeout = inner, deadline, request, timeout
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._inner:
+            if time.monotonic() > self._deadline:
+                raise httpx2.ReadTimeout(
+                    f"the reply took longer than {self._timeout:g} s in total", request=self._request)
+            yield chunk
+
+    def close(self) -> None:
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            close()
+
+
+class GuardedTransport(httpx2.HTTPTransport):
+    """``httpx2.HTTPTransport`` with the limiter, deadline, stop and reply checks described above."""
+
+    def __init__(self, *, timeout: float, max_concurrency: int, stop_after: int, base_url: str,
+                 cooldown: float = 60.0, on_send: Callable[[httpx2.Request], None] | None = None,
+                 **kwargs: Any) -> None:
+        kwargs.setdefault("proxy", env_proxy_for(base_url))
+        super().__init__(**kwargs)
+        self.on_send = on_send  # called for each attempt really sent (not for one refused by a stop)
+        self.timeout = timeout
+        self.stop_after = max(1, stop_after)
+        self.cooldown = cooldown
+        self.base_url = base_url
+        self.state = TransportState(limit=max_concurrency, initial_limit=max_concurrency)
+        self._cond = threading.Condition()
+        self.context = threading.local()
+
+    # ---- limiter and stop ----------------------------------------------------------------------
+    def _acquire(self) -> None:
+        with self._cond:
+            while True:
+                self._check_stopped()
+                if self.state.in_use < self.state.limit:
+                    self.state.in_use += 1
+                    return
+                self._cond.wait(0.2)
+
+    def _release(self) -> None:
+        with self._cond:
+            self.state.in_use -= 1
+            self._cond.notify_all()
+
+    def _check_stopped(self) -> None:
+        stopped = self.state.stopped
+        if stopped is None:
+            return
+        if time.monotonic() - self.state.stopped_at >= self.cooldown:
+            self.state.stopped = None  # try again: the server may be back
+            self.state.failures_in_row = 0
+            self.state.kinds.clear()
+            return
+        raise stopped
+
+    def stop(self, error: ClientStopped) -> None:
+        with self._cond:
+            if self.state.stopped is None:
+                self.state.stopped = error
+                self.state.stopped_at = time.monotonic()
+            self._cond.notify_all()
+
+    def resume(self) -> None:
+        with self._cond:
+            self.state.stopped = None
+            self.state.failures_in_row = 0
+            self.state.kinds.clear()
+            self._cond.notify_all()
+
+    def _succeeded(self) -> None:
+        with self._cond:
+            self.state.failures_in_row = 0
+            self.state.kinds.clear()
+
+    def _failed(self, kind: str, detail: str) -> None:
+        with self._cond:
+            state = self.state
+            state.failures_in_row += 1
+            state.kinds[kind] = state.kinds.get(kind, 0) + 1
+            state.last_failure = redact(detail)
+            if kind == "timeout" and state.limit > 1:
+                state.limit = max(1, state.limit // 2)
+                state.backoffs += 1
+            if state.failures_in_row >= self.stop_after and state.stopped is None:
+                state.stopped = ClientStopped(self._stop_reason())
+                state.stopped_at = time.monotonic()
+            self._cond.notify_all()
+
+    def _stop_reason(self) -> str:
+        state = self.state
+        n = state.failures_in_row
+        kind = max(state.kinds, key=lambda k: state.kinds[k]) if state.kinds else "error"
+        if kind == "timeout":
+            reduced = (f"; concurrency was reduced from {state.initial_limit} to {state.limit}"
+                       if state.limit < state.initial_limit else "")
+            hint = ("it may be serving one request at a time: set PATHRAG_LLM_MAX_CONCURRENCY=1, "
+                    if state.initial_limit > 1 else "")
+            return (f"the server at {self.base_url} answered none of {n} requests in a row within "
+                    f"{self.timeout:g} s{reduced}. It is up but slow: {hint}raise PATHRAG_LLM_TIMEOUT "
+                    f"(e.g. 600) or lower PATHRAG_LLM_MAX_TOKENS / PATHRAG_CHUNK_TOKENS")
+        if kind == "connect":
+            return (f"could not connect to {self.base_url} ({n} attempts in a row: {state.last_failure}); "
+                    "is the server up? Check PATHRAG_LLM_BASE_URL")
+        return (f"the server at {self.base_url} failed {n} requests in a row ({state.last_failure}); "
+                "check the server's log")
+
+    # ---- the request ---------------------------------------------------------------------------
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        self._acquire()
+        try:
+            if self.on_send is not None:
+                self.on_send(request)
+            deadline = time.monotonic() + self.timeout
+            try:
+                response = super().handle_request(request)
+                stream = _DeadlineStream(response.stream, deadline, request, self.timeout)
+                try:
+                    body = b"".join(stream)
+                finally:
+                    stream.close()
+            except (httpx2.ConnectTimeout, httpx2.ConnectError) as exc:
+                self._failed("connect", f"{type(exc).__name__}: {exc}")  # nothing is listening, or no route
+                raise
+            except httpx2.TimeoutException as exc:
+                self._failed("timeout", f"{type(exc).__name__}: {exc}")  # connected, but no (whole) answer in time
+                raise
+            except httpx2.TransportError as exc:
+                self._failed("connect", f"{type(exc).__name__}: {exc}")
+                raise
+        finally:
+            self._release()
+        reply = httpx2.Response(response.status_code, headers=response.headers, content=body,
+                                request=request, extensions=response.extensions)
+        self._inspect(request, reply, body)
+        return reply
+
+    def _inspect(self, request: httpx2.Request, reply: httpx2.Response, body: bytes) -> None:
+        status = reply.status_code
+        if status >= 400:
+            text = body.decode("utf-8", "replace")
+            sent = _json(request.content) or {}
+            if status in (400, 422, 500) and sent.get("response_format") and any(
+                    marker in text.lower() for marker in UNSUPPORTED_MARKERS):
+                kind = (sent.get("response_format") or {}).get("type", "?")
+                use = ("PATHRAG_LLM_MODE=md_json (it sends no response_format)" if kind == "json_object" else
+                       "PATHRAG_LLM_MODE=json or md_json (llama.cpp and most local servers accept those)")
+                error = UnsupportedRequest(
+                    f"the server at {self.base_url} does not accept response_format {kind!r} "
+                    f"(HTTP {status}: {redact(' '.join(text.split())[:200])}); set {use}")
+                self.stop(error)
+                raise error
+            if status >= 500:
+                self._failed("http", f"HTTP {status}: {text[:200]}")
+            elif status != 429:  # a rate limit says nothing about the server's health either way
+                self._succeeded()  # the server answered; 4xx are the request's fault, not the server's
+            return
+        self._succeeded()
+        path = request.url.path
+        if not path.endswith(("/chat/completions", "/embeddings")):
+            return
+        data = _json(body)
+        if not isinstance(data, dict):
+            return  # not JSON: openai and instructor report it
+        if path.endswith("/embeddings"):
+            sent = (_json(request.content) or {}).get("input")
+            expected = 1 if isinstance(sent, str) else len(sent or [])
+            got = data.get("data")
+            if isinstance(got, list) and len(got) != expected:
+                raise EmptyReply(f"the server at {self.base_url} returned {len(got)} embeddings for "
+                                 f"{expected} texts")
+            return
+        choices = data.get("choices")
+        if isinstance(choices, list) and not choices:
+            raise EmptyReply(f"the server at {self.base_url} answered with no choices")
+        context: CallContext | None = getattr(self.context, "call", None)
+        if context is None or not context.structured or not choices:
+            return
+        finish = choices[0].get("finish_reason") if isinstance(choices[0], dict) else None
+        completion = (data.get("usage") or {}).get("completion_tokens")
+        cap = context.max_tokens
+        at_cap = cap is not None and isinstance(completion, int) and completion >= cap
+        if finish == "length" or at_cap:
+            raise OutputTruncated(
+                f"the answer was cut at the output cap (finish_reason {finish!r}, {completion} completion "
+                f"tokens, max_tokens {cap})", max_tokens=cap, completion_tokens=completion)
+
+
+def env_proxy_for(url: str) -> str | None:
+    """The proxy the environment (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY) gives for ``url``, as httpx
+    would pick it. httpx ignores the environment once a client has its own transport, so the transport
+    is built with it instead."""
+    from httpx2._urls import URL
+    from httpx2._utils import URLPattern, get_environment_proxies
+
+    target = URL(url)
+    for pattern in sorted(URLPattern(key) for key in get_environment_proxies()):
+        if pattern.matches(target):
+            return get_environment_proxies()[pattern.pattern]
+    return None
+
+
+def _json(raw: bytes | None) -> Any:
+    try:
+        return json.loads(raw or b"")
+    except (ValueError, UnicodeDecodeError):
+        return None

@@ -1,0 +1,85 @@
+"""Expected failures of the model endpoints reach the user of `pathrag index` and `pathrag ask` as one line
+plus what to do, with a non-zero exit and no traceback (issue 10 item 9), and never with the key (item 7)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from pathrag_pipeline.cli import main
+from tests.openai_server import FakeOpenAIServer
+
+SECRET = "sk-cli-5ecret-never-shown-4d2e"
+
+
+@pytest.fixture()
+def folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Valmere\n\nValmere University was founded by Ada Halden in 1851 in Port Aster.\n")
+    return docs
+
+
+def one_line_error(result) -> str:
+    assert result.exit_code != 0
+    assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)
+    lines = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+def test_index_with_a_rejected_mode_is_one_line_naming_the_fix(folder, monkeypatch,
+                                                               openai_server: FakeOpenAIServer) -> None:
+    openai_server.unsupported_formats = {"json_schema"}
+    monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
+    monkeypatch.setenv("PATHRAG_LLM_MODE", "json_schema")
+    monkeypatch.setenv("PATHRAG_LLM_API_KEY", SECRET)
+
+    result = CliRunner().invoke(main, ["index", str(folder)])
+
+    line = one_line_error(result)
+    assert "PATHRAG_LLM_MODE=json" in line
+    assert SECRET not in result.output
+    assert openai_server.count("chat") == 1
+
+
+def test_index_with_an_embedder_that_cannot_load_is_one_line(folder, monkeypatch) -> None:
+    pytest.importorskip("pathrag_pipeline.llm.embedding")
+    try:
+        import sentence_transformers  # noqa: F401
+        pytest.skip("sentence-transformers is installed here")
+    except ImportError:
+        pass
+    monkeypatch.setenv("PATHRAG_EMBED_MODEL", "st:all-MiniLM-L6-v2")
+    line = one_line_error(CliRunner().invoke(main, ["index", str(folder)]))
+    assert "pip install" in line
+
+
+def test_ask_with_the_llm_stopped_is_one_line(folder, monkeypatch, openai_server: FakeOpenAIServer) -> None:
+    assert CliRunner().invoke(main, ["index", str(folder)]).exit_code == 0  # offline index
+    openai_server.unsupported_formats = {"json_schema"}
+    monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
+    monkeypatch.setenv("PATHRAG_LLM_MODE", "json_schema")
+
+    line = one_line_error(CliRunner().invoke(main, ["ask", "Who founded Valmere University?"]))
+    assert "PATHRAG_LLM_MODE=json" in line
+
+
+@pytest.mark.slow
+def test_ask_with_a_failing_embeddings_endpoint_is_one_line_without_the_key(folder, monkeypatch,
+                                                                            openai_server: FakeOpenAIServer) -> None:
+    """Slow: the embedder runs through openai's retry backoff (about 3.5 s) before it gives up."""
+    monkeypatch.setenv("PATHRAG_EMBED_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("PATHRAG_EMBED_MODEL", "fake-embed")
+    monkeypatch.setenv("PATHRAG_EMBED_API_KEY", SECRET)
+    assert CliRunner().invoke(main, ["index", str(folder)]).exit_code == 0
+    openai_server.inject("echo_key", times=50, endpoint="embeddings")
+
+    result = CliRunner().invoke(main, ["ask", "Who founded Valmere University?"])
+
+    line = one_line_error(result)
+    assert "embedding request" in line and "PATHRAG_EMBED" in line
+    assert SECRET not in result.output
