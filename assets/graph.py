@@ -7,29 +7,21 @@ recomputes only the entity and relation keys those chunks touched.
 
 import dagster as dg
 
-from assets.ingestion import DUCKDB_POOL, chunks
-from assets.resources import PathragResource
-from pathrag_pipeline.llm.embedding import embedder_from_settings
-from pathrag_pipeline.index.embedding_stage import embedding_rows, sync_embeddings
-from pathrag_pipeline.index.llm_extraction import extractor_from_settings
-from pathrag_pipeline.index.extraction_stage import run_extraction
-from pathrag_pipeline.llm.client import llm_from_settings
-from pathrag_pipeline.index.triples_import import import_triples
+from assets.ingestion import DUCKDB_POOL, md_table
+from assets.resources import PathragResource, RunReports
+from pathrag_pipeline.index.embedding_stage import embedding_rows
+from pathrag_pipeline.index.pipeline import embedding_stage, graph_stage
 from pathrag_pipeline.storage.vector_store import VectorStore
 
 
 def _md_table(con, sql: str) -> dg.MetadataValue:
     cursor = con.execute(sql)
-    cols = [d[0] for d in cursor.description]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in cursor.fetchall():
-        lines.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ")[:100] for v in row) + " |")
-    return dg.MetadataValue.md("\n".join(lines))
+    return md_table([d[0] for d in cursor.description], cursor.fetchall(), width=100)
 
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("extractions", deps=[chunks], group_name="graph", kinds={"duckdb"},
+        dg.AssetSpec("extractions", deps=["chunks"], group_name="graph", kinds={"duckdb"},
                      description="Per-chunk extraction records (source of truth of the graph), cached by "
                                  "(chunk hash, extractor identity); failed chunks are retried next run."),
         dg.AssetSpec("entities", deps=["extractions"], group_name="graph", kinds={"duckdb"},
@@ -43,26 +35,23 @@ def _md_table(con, sql: str) -> dg.MetadataValue:
     description="Extract entities and relations from new or changed chunks (LLM or offline rules) and merge "
                 "the graph; or import triples when the resource sets `triples`.",
 )
-def graph(context: dg.AssetExecutionContext, pathrag: PathragResource):
+def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: dg.ResourceParam[RunReports]):
     settings = pathrag.settings()
     store = pathrag.store()
-    if pathrag.triples:
-        stats = import_triples(store, pathrag.triples)
-        cost = {"mode": "imported triples", "extractor": stats.extractor, "records_written": stats.records_written,
-                "malformed_lines": stats.malformed, "llm_calls": 0}
+    stage = graph_stage(settings, store, triples=pathrag.triples_path(), run_id=context.run_id)
+    reports.put("graph", stage)
+    if stage.triples is not None:
+        t = stage.triples
+        cost = {**stage.mode, "records_written": t.records_written, "malformed_lines": t.malformed, "llm_calls": 0}
     else:
-        llm = llm_from_settings(settings)
-        extractor = extractor_from_settings(settings, llm, gleaning=settings.gleaning)
-        stats = run_extraction(store, extractor, max_concurrency=settings.llm_max_concurrency,
-                               run_id=context.run_id[:12])
-        cost = {"mode": "llm" if llm else "offline", "extractor": stats.extractor, "pending_chunks": stats.pending,
-                "llm_calls": stats.calls, "prompt_tokens": stats.prompt_tokens,
-                "completion_tokens": stats.completion_tokens, "cache_hits": stats.cache_hits,
-                "cache_hit_rate": round(stats.cache_hit_rate, 3), "failed_chunks": stats.failed,
-                "summary_calls": stats.summary_calls}
-        for err in stats.errors:
+        x = stage.extraction
+        cost = {**stage.mode, "pending_chunks": x.pending, "llm_calls": x.calls, "prompt_tokens": x.prompt_tokens,
+                "completion_tokens": x.completion_tokens, "cache_hits": x.cache_hits,
+                "cache_hit_rate": round(x.cache_hit_rate, 3), "failed_chunks": x.failed,
+                "summary_calls": x.summary_calls}
+        for err in x.errors:
             context.log.warning(f"extraction failed: {err}")
-    with store.connect() as con:
+    with store.connect(read_only=True) as con:
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                   for t in ("extractions", "entities", "relations")}
         previews = {
@@ -78,19 +67,26 @@ def graph(context: dg.AssetExecutionContext, pathrag: PathragResource):
         yield dg.MaterializeResult(asset_key=key, metadata={"dagster/row_count": counts[key], "preview": previews[key]})
 
 
+class EmbeddingsConfig(dg.Config):
+    reembed: bool = False   # drop the LanceDB tables and embed everything again (after an embedding-model change)
+
+
 @dg.asset(
-    deps=["entities", "relations", chunks],
+    deps=["entities", "relations", "chunks"],
     group_name="graph",
     kinds={"lancedb"},
     pool=DUCKDB_POOL,
     description="LanceDB tables `entities`, `relations`, `chunks`: only rows whose embedded text changed are "
-                "re-embedded; removed rows are deleted; each table records its model and dimension.",
+                "re-embedded; removed rows are deleted; each table records its model and dimension. Then "
+                "near-duplicate entity names become aliases (their entities are re-merged and re-embedded).",
 )
-def embeddings(context: dg.AssetExecutionContext, pathrag: PathragResource) -> dg.MaterializeResult:
-    settings = pathrag.settings()
-    embedder = embedder_from_settings(settings)
-    report = sync_embeddings(pathrag.store(), VectorStore(settings.lancedb_path), embedder)
-    meta = {"embedder": report.embedder, "dim": report.dim, "embedded": report.embedded}
+def embeddings(context: dg.AssetExecutionContext, config: EmbeddingsConfig, pathrag: PathragResource,
+               reports: dg.ResourceParam[RunReports]) -> dg.MaterializeResult:
+    stage = embedding_stage(pathrag.settings(), pathrag.store(), reembed=config.reembed)
+    reports.put("embeddings", stage)
+    report = stage.embeddings
+    meta = {"embedder": report.embedder, "dim": report.dim, "embedded": report.embedded,
+            "alias_candidates": stage.aliases.candidates, "new_aliases": stage.aliases.new_aliases}
     for table, st in report.tables.items():
         meta[f"{table}_rows"] = st.total
         meta[f"{table}_embedded"] = st.embedded
