@@ -18,7 +18,7 @@ PACKAGE = ROOT / "pathrag_pipeline"
 # Each group may import its own and any earlier group, never a later one.
 LAYERS = [
     {"errors"},
-    {"config", "dagster_home"},
+    {"config", "dagster_home", "dagster_state"},
     {"text"},
     {"llm"},
     {"storage"},

@@ -151,6 +151,35 @@ def test_cli_runner_records_the_run_in_the_persistent_instance(tmp_path, folder)
         assert instance.get_latest_materialization_event(dg.AssetKey("entities")).run_id == run.run_id
     finally:
         instance.dispose()
+    # `pathrag status` reads the same run from the instance's SQLite files, without Dagster
+    from pathrag_pipeline import dagster_state
+
+    [row] = dagster_state.last_runs(settings.dagster_home)
+    assert (row["run_id"], row["job"], row["status"], row["trigger"]) == (report.dagster_run_id, "index_folder",
+                                                                           "SUCCESS", "cli")
+    assert {a["name"]: a["status"] for a in dagster_state.automation_state(settings.dagster_home)} == {
+        "document_folder_sensor": "STOPPED (default)", "reconcile_documents_nightly": "STOPPED (default)"}
+
+
+@pytest.mark.slow
+def test_status_shows_a_sensor_turned_on(tmp_path, folder):
+    """Turn the sensor on with Dagster's own CLI, then read its state the Dagster-free way."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pathrag_pipeline import dagster_state
+    from pathrag_pipeline.dagster_home import ensure_dagster_yaml
+
+    home = tmp_path / "home" / "dagster"
+    ensure_dagster_yaml(home)
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, DAGSTER_HOME=str(home), PATHRAG_HOME=str(tmp_path / "home"), PATHRAG_DOCS=str(folder))
+    subprocess.run([str(Path(sys.executable).parent / "dagster"), "sensor", "start", "-w", "workspace.yaml",
+                    "document_folder_sensor"], cwd=root, env=env, check=True, capture_output=True, timeout=120)
+    state = {a["name"]: a["status"] for a in dagster_state.automation_state(home)}
+    assert state["document_folder_sensor"] == "RUNNING"
 
 
 def test_query_job_answers_a_batch_and_logs_it(tmp_path, folder):
