@@ -18,4 +18,7 @@ defs = dg.Definitions(
     sensors=[document_folder_sensor],
     schedules=[reconcile_schedule],
     resources={"pathrag": PathragResource(), "reports": RunReports(keep=False)},
+    # "Materialize" in the UI (an ad-hoc asset job) runs its steps in the run's process too; extract_fanout
+    # sets its own multiprocess executor.
+    executor=dg.in_process_executor,
 )

@@ -63,6 +63,7 @@ def sensor_latency(base: Path, repeats: int, log: Log) -> dict[str, Any]:
     instance = instance_for(settings)
     resources = {"pathrag": PathragResource(home=str(home), docs=str(docs)), "reports": RunReports(keep=False)}
     job = defs.resolve_job_def("index_folder")
+    files_before = len(list(docs.iterdir()))
     cursor = document_folder_sensor(dg.build_sensor_context(instance=instance, resources=resources)).cursor
     source = (SAMPLE_DOCS / "pellingham_institute_of_hydrology.md").read_text()
     walls, ticks, runs_requested = [], [], []
@@ -89,7 +90,7 @@ def sensor_latency(base: Path, repeats: int, log: Log) -> dict[str, Any]:
             log(f"sensor latency {i + 1}/{repeats}: {walls[-1]:.2f} s")
     finally:
         instance.dispose()
-    return {"files_in_folder": len(list(docs.iterdir())), "drop_to_tables_s": _median(walls),
+    return {"files_in_folder": files_before, "drop_to_tables_s": _median(walls),
             "tick_s": _median(ticks), "runs_per_drop": max(runs_requested)}
 
 
