@@ -25,7 +25,6 @@ from assets.ingestion import TRIGGER_TAG, documents_parse_cleanly, ingest
 from assets.resources import PathragResource, RunReports
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.dagster_home import ensure_dagster_yaml
-from pathrag_pipeline.errors import PipelineError
 from pathrag_pipeline.index.pipeline import IndexReport, assemble_report
 from pathrag_pipeline.storage.store import Store
 
@@ -55,28 +54,15 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
     own = instance is None
     instance = instance or instance_for(settings)
     try:
-        result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False,
+        # A failing step re-raises its own exception here (a PipelineError prints as one clear line in the
+        # CLI) after the run is recorded as failed in the instance.
+        result = job.execute_in_process(instance=instance, run_config=run_config,
                                         tags={**RUN_TAGS, TRIGGER_TAG: trigger})
     finally:
         if own:
             instance.dispose()
-    if not result.success:
-        _raise_failure(result)
     report = assemble_report(reports.get("sync"), reports.get("graph"), reports.get("embeddings"),
                              Store(settings.duckdb_path))
     report.dagster_run_id = result.run_id
     return report
 
-
-def _raise_failure(result) -> None:
-    """Re-raise the first failed step's own exception (a PipelineError prints as one clear line)."""
-    for event in result.all_events:
-        if event.is_step_failure:
-            error = event.step_failure_data.error
-            cause = error.cause if error and error.cause else error
-            message = cause.message.strip() if cause else "step failed"
-            if cause and any(cls in cause.cls_name for cls in ("PipelineError", "StoreLockedError", "ConfigError",
-                                                                "LLMUnavailableError", "FileNotFoundError")):
-                raise PipelineError(message.split(": ", 1)[-1] if ": " in message else message)
-            raise RuntimeError(f"Dagster run {result.run_id} failed in step {event.step_key}: {message}")
-    raise RuntimeError(f"Dagster run {result.run_id} failed")

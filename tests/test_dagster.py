@@ -246,3 +246,22 @@ def test_query_numbers_out_of_bounds_fail_before_answering(tmp_path, folder, key
     assert not result.success
     assert key in str(result.failure_data_for_node("answer_questions").error)
     assert not (tmp_path / "home" / "pathrag.duckdb").exists()  # failed before touching the index
+
+
+def test_a_failing_cli_run_raises_its_own_error_and_is_recorded_as_failed(tmp_path, folder, monkeypatch):
+    from assets.runs import index_folder
+    from pathrag_pipeline.config import Settings
+    from pathrag_pipeline.storage.store import StoreLockedError
+
+    settings = Settings.from_env(home=tmp_path / "home", docs=folder)
+
+    def locked(*args, **kwargs):
+        raise StoreLockedError("pathrag.duckdb is locked by another process")
+
+    monkeypatch.setattr("assets.ingestion.ingest_stage", locked)
+    with pytest.raises(StoreLockedError, match="locked by another process"):
+        index_folder(settings, trigger="cli")
+    from pathrag_pipeline import dagster_state
+
+    [row] = dagster_state.last_runs(settings.dagster_home)
+    assert (row["job"], row["status"], row["trigger"]) == ("index_folder", "FAILURE", "cli")
