@@ -1,6 +1,6 @@
 """Incremental ingestion of a document folder: scan, diff against DuckDB, parse and chunk only what changed.
 
-The unit of change is a file (its path relative to the folder is also the Dagster partition key); a
+The unit of change is a file (keyed by its path relative to the folder); a
 JSONL file holds many documents, each compared by its own content hash so that editing one record
 rewrites only that record's document and chunks. Parsing happens outside DuckDB connections; writes for
 one file happen in one transaction, so a crash never leaves a half-written file.

@@ -25,7 +25,7 @@ DDL = [
     """
     CREATE TABLE IF NOT EXISTS documents (
         id            VARCHAR PRIMARY KEY,   -- relative path, or 'path#record-id' for a JSONL record
-        path          VARCHAR NOT NULL,      -- file path relative to the indexed folder (= Dagster partition key)
+        path          VARCHAR NOT NULL,      -- file path relative to the indexed folder (named in the documents_parse_cleanly check)
         title         VARCHAR,               -- first heading, HTML <title>, PDF/DOCX metadata, JSONL title, or file name
         format        VARCHAR,               -- txt, md, html, pdf, docx, jsonl
         content_hash  VARCHAR,               -- sha256 of this document's source bytes (the file, or the JSONL line)
