@@ -13,6 +13,7 @@ from assets.ingestion import TRIGGER_TAG
 from assets.resources import PathragResource
 from pathrag_pipeline.dagster_home import DUCKDB_TAG
 from pathrag_pipeline.ingest import folder_sync as ingest
+from pathrag_pipeline.storage.store import Store, StoreLockedError
 
 RUN_TAGS = {DUCKDB_TAG: "write"}
 
@@ -52,7 +53,9 @@ PENDING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dagst
     description=(
         "Watches PATHRAG_DOCS. When any file is new, changed or deleted since the last tick, requests ONE "
         "`index_folder` run for the whole batch of changes (the run itself works out which files changed). "
-        "While an `index_folder` run is still queued, further changes join it instead of queueing another."
+        "While an `index_folder` run is still queued, further changes join it instead of queueing another. "
+        "Index runs made outside Dagster (`run_indexing` from Python) are reported as runless "
+        "materialisations of the same assets, so the asset pages still show them."
     ),
 )
 def document_folder_sensor(context: dg.SensorEvaluationContext, pathrag: PathragResource) -> dg.SensorResult:
@@ -60,7 +63,44 @@ def document_folder_sensor(context: dg.SensorEvaluationContext, pathrag: Pathrag
     scan = ingest.scan_folder(settings.docs, max_bytes=settings.max_file_bytes)
     queued = bool(context.instance.get_run_ids(
         dg.RunsFilter(job_name=index_job.name, statuses=PENDING), limit=1))
-    return evaluate_folder(scan, context.cursor, run_pending=queued)
+    state = json.loads(context.cursor) if context.cursor else {}
+    events, seen = outside_runs(Store(settings.duckdb_path, lock_timeout=1.0), state.get("ingest_seen"),
+                                lambda run_id: context.instance.get_run_by_id(run_id) is not None)
+    result = evaluate_folder(scan, context.cursor, run_pending=queued)
+    cursor = json.loads(result.cursor) if result.cursor else dict(state)
+    cursor["ingest_seen"] = seen
+    return dg.SensorResult(run_requests=result.run_requests, skip_reason=result.skip_reason,
+                           asset_events=events, cursor=json.dumps(cursor, sort_keys=True))
+
+
+INDEX_ASSETS = ("documents", "chunks", "extractions", "entities", "relations", "embeddings")
+
+
+def outside_runs(store: Store, since: str | None, is_dagster_run, limit: int = 50
+                 ) -> tuple[list[dg.AssetMaterialization], str | None]:
+    """Runless materialisations for the index runs in `ingest_runs` after ``since`` that Dagster did not run
+    (`run_indexing` called from Python); returns them and the new high-water mark. Skips quietly while
+    another process writes the DuckDB file (the next tick catches up)."""
+    if not store.path.exists():
+        return [], since
+    try:
+        with store.connect(read_only=True) as con:
+            rows = con.execute(
+                "SELECT run_id, strftime(started_at, '%Y-%m-%d %H:%M:%S.%f'), trigger, folder, files_new, "
+                "files_changed, files_deleted, files_failed, documents, chunks FROM ingest_runs "
+                "WHERE started_at > coalesce(?::TIMESTAMP, TIMESTAMP '1970-01-01') ORDER BY started_at LIMIT ?",
+                [since, limit]).fetchall()
+    except StoreLockedError:
+        return [], since
+    events = []
+    for run_id, started, trigger, folder, new, changed, deleted, failed, docs, chunks in rows:
+        if is_dagster_run(run_id):
+            continue
+        meta = {"indexed_outside_dagster": True, "pathrag_run_id": run_id, "trigger": trigger, "started_at": started,
+                "folder": folder or "", "files_new": new, "files_changed": changed, "files_deleted": deleted,
+                "files_failed": failed, "documents_written": docs, "chunks_written": chunks}
+        events.extend(dg.AssetMaterialization(asset_key=key, metadata=meta) for key in INDEX_ASSETS)
+    return events, (rows[-1][1] if rows else since)
 
 
 def folder_digest(scan: dict[str, ingest.FileEntry]) -> str:

@@ -265,3 +265,27 @@ def test_a_failing_cli_run_raises_its_own_error_and_is_recorded_as_failed(tmp_pa
 
     [row] = dagster_state.last_runs(settings.dagster_home)
     assert (row["job"], row["status"], row["trigger"]) == ("index_folder", "FAILURE", "cli")
+
+
+def test_sensor_reports_index_runs_made_outside_dagster_as_materialisations(tmp_path, folder):
+    from pathrag_pipeline.index.pipeline import run_indexing
+
+    res = resource(tmp_path, folder)
+    report = run_indexing(res.settings(), trigger="python")  # no Dagster run
+    instance = dg.DagsterInstance.ephemeral()
+    ctx = dg.build_sensor_context(instance=instance, resources={"pathrag": res})
+    result = document_folder_sensor(ctx)
+    keys = sorted(e.asset_key.to_user_string() for e in result.asset_events)
+    assert keys == sorted(["documents", "chunks", "extractions", "entities", "relations", "embeddings"])
+    assert {e.metadata["pathrag_run_id"].value for e in result.asset_events} == {report.sync.run_id}
+    # reported once: the next tick starts after it
+    again = document_folder_sensor(dg.build_sensor_context(instance=instance, resources={"pathrag": res},
+                                                           cursor=result.cursor))
+    assert again.asset_events == [] and again.run_requests == []
+
+
+def test_sensor_does_not_report_runs_dagster_made(tmp_path, folder):
+    instance = dg.DagsterInstance.ephemeral()
+    defs.resolve_job_def("index_folder").execute_in_process(instance=instance, resources=resources(tmp_path, folder))
+    ctx = dg.build_sensor_context(instance=instance, resources={"pathrag": resource(tmp_path, folder)})
+    assert document_folder_sensor(ctx).asset_events == []
