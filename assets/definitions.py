@@ -6,14 +6,13 @@ import dagster as dg
 from assets.automation import document_folder_sensor, graph_job, index_job, query_job, reconcile_schedule
 
 from assets.fanout import extract_fanout
-from assets.graph import embedding_keys_match, embeddings, graph, graph_has_provenance, relations_have_entities
-from assets.ingestion import documents_parse_cleanly, ingest
+from assets.graph import embeddings, graph
+from assets.ingestion import ingest
 from assets.query import answer_questions
 from assets.resources import PathragResource, RunReports
 
 defs = dg.Definitions(
     assets=[ingest, graph, embeddings, answer_questions],
-    asset_checks=[documents_parse_cleanly, relations_have_entities, graph_has_provenance, embedding_keys_match],
     jobs=[index_job, graph_job, query_job, extract_fanout],
     sensors=[document_folder_sensor],
     schedules=[reconcile_schedule],

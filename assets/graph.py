@@ -31,9 +31,15 @@ def _md_table(con, sql: str) -> dg.MetadataValue:
                      description="One row per undirected link between two entities: merged keywords and "
                                  "descriptions, summed strength, source chunk ids."),
     ],
+    check_specs=[
+        dg.AssetCheckSpec("relations_have_entities", asset="relations",
+                          description="No relation points to a missing entity."),
+        dg.AssetCheckSpec("graph_has_provenance", asset="entities",
+                          description="Every entity and relation names the chunks it came from."),
+    ],
     pool=DUCKDB_POOL,
     description="Extract entities and relations from new or changed chunks (LLM or offline rules) and merge "
-                "the graph; or import triples when the resource sets `triples`.",
+                "the graph; or import triples when the resource sets `triples`. Its checks run in the same step.",
 )
 def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: dg.ResourceParam[RunReports]):
     settings = pathrag.settings()
@@ -65,6 +71,8 @@ def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: 
     yield dg.MaterializeResult(asset_key="extractions", metadata={**cost, "dagster/row_count": counts["extractions"]})
     for key in ("entities", "relations"):
         yield dg.MaterializeResult(asset_key=key, metadata={"dagster/row_count": counts[key], "preview": previews[key]})
+    yield relations_have_entities(store)
+    yield graph_has_provenance(store)
 
 
 class EmbeddingsConfig(dg.Config):
@@ -75,13 +83,15 @@ class EmbeddingsConfig(dg.Config):
     deps=["entities", "relations", "chunks"],
     group_name="graph",
     kinds={"lancedb"},
+    check_specs=[dg.AssetCheckSpec("embedding_keys_match", asset="embeddings",
+                                    description="LanceDB keys equal DuckDB keys for entities, relations and chunks.")],
     pool=DUCKDB_POOL,
     description="LanceDB tables `entities`, `relations`, `chunks`: only rows whose embedded text changed are "
                 "re-embedded; removed rows are deleted; each table records its model and dimension. Then "
                 "near-duplicate entity names become aliases (their entities are re-merged and re-embedded).",
 )
 def embeddings(context: dg.AssetExecutionContext, config: EmbeddingsConfig, pathrag: PathragResource,
-               reports: dg.ResourceParam[RunReports]) -> dg.MaterializeResult:
+               reports: dg.ResourceParam[RunReports]):
     stage = embedding_stage(pathrag.settings(), pathrag.store(), reembed=config.reembed)
     reports.put("embeddings", stage)
     report = stage.embeddings
@@ -92,32 +102,35 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbeddingsConfig, path
         meta[f"{table}_embedded"] = st.embedded
         meta[f"{table}_deleted"] = st.deleted
     meta["dagster/row_count"] = sum(st.total for st in report.tables.values())
-    return dg.MaterializeResult(metadata=meta)
+    yield dg.MaterializeResult(metadata=meta)
+    yield embedding_keys_match(pathrag)
 
 
-@dg.asset_check(asset="relations", description="No relation points to a missing entity.")
-def relations_have_entities(pathrag: PathragResource) -> dg.AssetCheckResult:
-    with pathrag.store().connect() as con:
+def relations_have_entities(store) -> dg.AssetCheckResult:
+    """No relation points to a missing entity."""
+    with store.connect(read_only=True) as con:
         orphans = con.execute(
             "SELECT count(*) FROM relations r WHERE r.src_key NOT IN (SELECT entity_key FROM entities) "
             "OR r.tgt_key NOT IN (SELECT entity_key FROM entities)").fetchone()[0]
-    return dg.AssetCheckResult(passed=orphans == 0, metadata={"orphan_relations": orphans})
+    return dg.AssetCheckResult(asset_key="relations", check_name="relations_have_entities", passed=orphans == 0,
+                               metadata={"orphan_relations": orphans})
 
 
-@dg.asset_check(asset="entities", description="Every entity and relation names the chunks it came from.")
-def graph_has_provenance(pathrag: PathragResource) -> dg.AssetCheckResult:
-    with pathrag.store().connect() as con:
+def graph_has_provenance(store) -> dg.AssetCheckResult:
+    """Every entity and relation names the chunks it came from."""
+    with store.connect(read_only=True) as con:
         missing = {
             t: con.execute(f"SELECT count(*) FROM {t} WHERE source_chunk_ids IS NULL OR len(source_chunk_ids) = 0"
                            ).fetchone()[0]
             for t in ("entities", "relations")
         }
-    return dg.AssetCheckResult(passed=not any(missing.values()),
+    return dg.AssetCheckResult(asset_key="entities", check_name="graph_has_provenance",
+                               passed=not any(missing.values()),
                                metadata={f"{t}_without_provenance": n for t, n in missing.items()})
 
 
-@dg.asset_check(asset=embeddings, description="LanceDB keys equal DuckDB keys for entities, relations and chunks.")
 def embedding_keys_match(pathrag: PathragResource) -> dg.AssetCheckResult:
+    """LanceDB keys equal DuckDB keys for entities, relations and chunks."""
     settings = pathrag.settings()
     vectors = VectorStore(settings.lancedb_path)
     expected = embedding_rows(pathrag.store())
@@ -128,4 +141,5 @@ def embedding_keys_match(pathrag: PathragResource) -> dg.AssetCheckResult:
         meta[f"{table}_missing_in_lancedb"] = len(duck - lance)
         meta[f"{table}_stale_in_lancedb"] = len(lance - duck)
         passed = passed and duck == lance
-    return dg.AssetCheckResult(passed=passed, metadata=meta)
+    return dg.AssetCheckResult(asset_key="embeddings", check_name="embedding_keys_match", passed=passed,
+                               metadata=meta)

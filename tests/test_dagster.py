@@ -8,7 +8,7 @@ import pytest
 
 from assets.automation import document_folder_sensor, evaluate_folder, index_job
 from assets.definitions import defs
-from assets.ingestion import FAILED_FILES_TAG, documents_parse_cleanly, ingest
+from assets.ingestion import FAILED_FILES_TAG, ingest
 from assets.resources import PathragResource, RunReports
 from pathrag_pipeline.ingest.folder_sync import FileEntry, scan_folder
 from pathrag_pipeline.storage.store import Store
@@ -109,7 +109,8 @@ def test_index_job_run_is_recorded_with_its_trigger_and_whole_run_id(tmp_path, f
     assert meta["extractions"]["mode"].value == "offline" and meta["extractions"]["llm_calls"].value == 0
     assert meta["embeddings"]["entities_rows"].value == meta["entities"]["dagster/row_count"].value
     checks = result.get_asset_check_evaluations()
-    assert {c.asset_check_key.name for c in checks} >= {"documents_parse_cleanly", "embedding_keys_match"}
+    assert {c.asset_check_key.name for c in checks} == {"documents_parse_cleanly", "relations_have_entities",
+                                                        "graph_has_provenance", "embedding_keys_match"}
     assert all(c.passed for c in checks)
     with Store(res["pathrag"].settings().duckdb_path).connect(read_only=True) as con:
         assert con.execute("SELECT run_id, trigger FROM ingest_runs").fetchall() == [(result.run_id, "sensor")]
@@ -120,7 +121,7 @@ def test_a_broken_file_fails_the_parse_check_naming_file_and_error(tmp_path, fol
     (folder / "empty.txt").write_text("")
     (folder / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
     instance = dg.DagsterInstance.ephemeral()
-    result = dg.materialize([ingest, documents_parse_cleanly], instance=instance,
+    result = dg.materialize([ingest], instance=instance,
                             resources=resources(tmp_path, folder))
     assert result.success  # the good files are indexed
     [check] = result.get_asset_check_evaluations()
@@ -133,7 +134,7 @@ def test_a_broken_file_fails_the_parse_check_naming_file_and_error(tmp_path, fol
     # fixed: the check passes again
     (folder / "empty.txt").unlink()
     (folder / "broken.pdf").unlink()
-    again = dg.materialize([ingest, documents_parse_cleanly], instance=instance, resources=resources(tmp_path, folder))
+    again = dg.materialize([ingest], instance=instance, resources=resources(tmp_path, folder))
     assert all(c.passed for c in again.get_asset_check_evaluations())
 
 
