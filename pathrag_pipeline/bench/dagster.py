@@ -222,6 +222,7 @@ def run_dagster_bench(*, repeats: int = 3, files: int = 10_000, new_files: int =
     result["run_startup"] = run_startup(base / "startup", repeats, log)
     result["cli"] = cli_cost(base / "cli", repeats, log)
     result["sensor_scale"] = sensor_scale(base / "scale", files, new_files, log)
+    result["load_average_1min"] = round(os.getloadavg()[0], 2)
     return result
 
 
@@ -229,7 +230,7 @@ def markdown_section(r: dict[str, Any]) -> str:
     lat, st, cli, sc = r["sensor_latency"], r["run_startup"], r["cli"], r["sensor_scale"]
     return f"""## Dagster
 
-`pathrag bench dagster` (medians of {r['repeats']}; 2 shared cores). Every index run, whatever starts it,
+`pathrag bench dagster` (medians of {r['repeats']}; 2 shared cores, 1-minute load average {r.get('load_average_1min', '?')} at the end). Every index run, whatever starts it,
 is one `index_folder` run with the in-process executor (see [scaling.md](scaling.md) for why).
 
 | measurement | value |
