@@ -230,8 +230,8 @@ def markdown_section(r: dict[str, Any]) -> str:
     lat, st, cli, sc = r["sensor_latency"], r["run_startup"], r["cli"], r["sensor_scale"]
     return f"""## Dagster
 
-`pathrag bench dagster` (medians of {r['repeats']}; 2 shared cores, 1-minute load average {r.get('load_average_1min', '?')} at the end). Every index run, whatever starts it,
-is one `index_folder` run with the in-process executor (see [scaling.md](scaling.md) for why).
+`pathrag bench dagster` (medians of {r['repeats']}; 2 shared cores, 1-minute load average {r.get('load_average_1min', '?')} at the end). Every index run started by the CLI, the sensor,
+the schedule or the UI is one `index_folder` run with the in-process executor (see [scaling.md](scaling.md) for why).
 
 | measurement | value |
 | --- | --- |
