@@ -1,1 +1,1 @@
-"""Dagster layer: wires the core modules of pathrag_pipeline to storage, partitions, sensors and schedules."""
+"""Dagster layer: wires the core modules of pathrag_pipeline to storage, jobs, checks, sensors and schedules."""

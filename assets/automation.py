@@ -1,121 +1,146 @@
-"""The sensor that watches the document folder and the schedule that reconciles it."""
+"""Jobs, the sensor that watches the document folder, and the nightly schedule.
 
+Every job that writes DuckDB runs its steps in the run's own process (in-process executor): the steps
+serialise on the DuckDB file anyway, and a subprocess per step costs seconds of Python and Dagster start-up.
+"""
 
+import hashlib
 import json
 
 import dagster as dg
 
-from assets.ingestion import DOCUMENT_PARTITIONS, reconcile_folder, remove_documents
+from assets.ingestion import TRIGGER_TAG
 from assets.resources import PathragResource
-from pathrag_pipeline.ingest import folder_sync as ingest
 from pathrag_pipeline.dagster_home import DUCKDB_TAG
+from pathrag_pipeline.ingest import folder_sync as ingest
+from pathrag_pipeline.storage.store import Store, StoreLockedError
 
 RUN_TAGS = {DUCKDB_TAG: "write"}
 
-ingest_job = dg.define_asset_job(
-    "ingest_documents",
-    selection=dg.AssetSelection.groups("ingestion"),
-    partitions_def=DOCUMENT_PARTITIONS,
+index_job = dg.define_asset_job(
+    "index_folder",
+    selection=dg.AssetSelection.groups("ingestion", "graph"),
+    executor_def=dg.in_process_executor,
     tags=RUN_TAGS,
-    description="Parse and chunk one document file (one partition).",
+    description="The whole indexing pipeline over the folder in one run: sync new, changed and deleted files "
+                "into documents and chunks, extract only new or changed chunks, merge the graph, sync the "
+                "embeddings. What `pathrag index`, the sensor, the schedule and the UI all run.",
 )
-
 
 graph_job = dg.define_asset_job(
     "index_graph",
     selection=dg.AssetSelection.groups("graph"),
+    executor_def=dg.in_process_executor,
     tags=RUN_TAGS,
     description="Extract new or changed chunks, merge the graph, sync the embeddings (all incremental).",
 )
 
-
 query_job = dg.define_asset_job(
     "ask_questions",
     selection=dg.AssetSelection.groups("query"),
+    executor_def=dg.in_process_executor,
     tags=RUN_TAGS,
     description="Answer one question or a batch (run config: question / questions / questions_file, mode, "
                 "PathRAG parameters); appends to queries, path_traces and retrieved_nodes.",
 )
 
-
-@dg.job(tags=RUN_TAGS, description="Remove the documents and chunks of files deleted from the folder.")
-def remove_deleted_documents():
-    remove_documents()
-
-
-@dg.job(tags=RUN_TAGS, description="Index every new or changed file of the folder and drop deleted ones, in one run.")
-def reconcile_documents():
-    reconcile_folder()
+PENDING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING]
 
 
 @dg.sensor(
-    jobs=[ingest_job, remove_deleted_documents, graph_job],
+    job=index_job,
     minimum_interval_seconds=30,
     description=(
-        "Watches PATHRAG_DOCS. New file: adds a `documents` partition and requests its run. Changed file: "
-        "requests a run (the run key holds the content hash and a change counter, so an unchanged file never "
-        "re-runs). Deleted file: removes its partition and requests a removal run. After any change, an "
-        "`index_graph` run follows, which extracts only the changed chunks and re-embeds only changed rows."
+        "Watches PATHRAG_DOCS. When any file is new, changed or deleted since the last tick, requests ONE "
+        "`index_folder` run for the whole batch of changes (the run itself works out which files changed). "
+        "While an `index_folder` run is still queued, further changes join it instead of queueing another. "
+        "Index runs made outside Dagster (`run_indexing` from Python) are reported as runless "
+        "materialisations of the same assets, so the asset pages still show them."
     ),
 )
 def document_folder_sensor(context: dg.SensorEvaluationContext, pathrag: PathragResource) -> dg.SensorResult:
     settings = pathrag.settings()
     scan = ingest.scan_folder(settings.docs, max_bytes=settings.max_file_bytes)
-    return evaluate_folder(scan, context.cursor, set(context.instance.get_dynamic_partitions(DOCUMENT_PARTITIONS.name)))
+    queued = bool(context.instance.get_run_ids(
+        dg.RunsFilter(job_name=index_job.name, statuses=PENDING), limit=1))
+    state = json.loads(context.cursor) if context.cursor else {}
+    events, seen = outside_runs(Store(settings.duckdb_path, lock_timeout=1.0), state.get("ingest_seen"),
+                                lambda run_id: context.instance.get_run_by_id(run_id) is not None)
+    result = evaluate_folder(scan, context.cursor, run_pending=queued)
+    cursor = json.loads(result.cursor) if result.cursor else dict(state)
+    cursor["ingest_seen"] = seen
+    return dg.SensorResult(run_requests=result.run_requests, skip_reason=result.skip_reason,
+                           asset_events=events, cursor=json.dumps(cursor, sort_keys=True))
 
 
-def evaluate_folder(scan: dict[str, ingest.FileEntry], cursor: str | None, partitions: set[str]) -> dg.SensorResult:
-    """The sensor's decision as a pure function of the folder, the cursor and the known partitions.
+INDEX_ASSETS = ("documents", "chunks", "extractions", "entities", "relations", "embeddings")
 
-    The cursor is {"files": {path: hash}, "seq": n}. Run keys carry the content hash and the cursor's
-    sequence number: a retried tick (cursor not yet advanced) yields the same keys, so Dagster drops the
-    duplicates, while a file edited back to an earlier version still gets a new run.
+
+def outside_runs(store: Store, since: str | None, is_dagster_run, limit: int = 50
+                 ) -> tuple[list[dg.AssetMaterialization], str | None]:
+    """Runless materialisations for the index runs in `ingest_runs` after ``since`` that Dagster did not run
+    (`run_indexing` called from Python); returns them and the new high-water mark. Skips quietly while
+    another process writes the DuckDB file (the next tick catches up)."""
+    if not store.path.exists():
+        return [], since
+    try:
+        with store.connect(read_only=True) as con:
+            rows = con.execute(
+                "SELECT run_id, strftime(started_at, '%Y-%m-%d %H:%M:%S.%f'), trigger, folder, files_new, "
+                "files_changed, files_deleted, files_failed, documents, chunks FROM ingest_runs "
+                "WHERE started_at > coalesce(?::TIMESTAMP, TIMESTAMP '1970-01-01') ORDER BY started_at LIMIT ?",
+                [since, limit]).fetchall()
+    except StoreLockedError:
+        return [], since
+    events = []
+    for run_id, started, trigger, folder, new, changed, deleted, failed, docs, chunks in rows:
+        if is_dagster_run(run_id):
+            continue
+        meta = {"indexed_outside_dagster": True, "pathrag_run_id": run_id, "trigger": trigger, "started_at": started,
+                "folder": folder or "", "files_new": new, "files_changed": changed, "files_deleted": deleted,
+                "files_failed": failed, "documents_written": docs, "chunks_written": chunks}
+        events.extend(dg.AssetMaterialization(asset_key=key, metadata=meta) for key in INDEX_ASSETS)
+    return events, (rows[-1][1] if rows else since)
+
+
+def folder_digest(scan: dict[str, ingest.FileEntry]) -> str:
+    """One hash over every (path, content hash) of the folder: equal digests, same folder contents."""
+    digest = hashlib.sha256()
+    for rel in sorted(scan):
+        digest.update(f"{rel}\0{scan[rel].file_hash}\n".encode())
+    return digest.hexdigest()
+
+
+def evaluate_folder(scan: dict[str, ingest.FileEntry], cursor: str | None, *,
+                    run_pending: bool = False) -> dg.SensorResult:
+    """The sensor's decision as a pure function of the folder scan and the cursor.
+
+    The cursor is {"digest": folder digest, "files": count, "seq": n}: a few bytes whatever the folder's
+    size. A changed digest requests one run whose key holds the digest and the sequence number, so a
+    retried tick (cursor not yet advanced) yields the same key and Dagster drops the duplicate, while a
+    folder edited back to an earlier state still gets a new run. When an index run is already queued
+    (``run_pending``) it will see the change when it starts: the cursor advances, no run is added.
     """
     state = json.loads(cursor) if cursor else {}
-    files: dict[str, str] = dict(state.get("files", {}))
     seq = int(state.get("seq", 0))
-    runs: list[dg.RunRequest] = []
-    for rel, entry in sorted(scan.items()):
-        if files.get(rel) == entry.file_hash and rel in partitions:
-            continue
-        files[rel] = entry.file_hash
-        runs.append(dg.RunRequest(
-            job_name=ingest_job.name,
-            partition_key=rel,
-            run_key=f"{rel}@{entry.file_hash[:16]}#{seq}",
-            tags=RUN_TAGS,
-        ))
-    deleted = sorted((set(files) | partitions) - set(scan))
-    requests = []
-    new_partitions = sorted(set(scan) - partitions)
-    if new_partitions:
-        requests.append(DOCUMENT_PARTITIONS.build_add_request(new_partitions))
-    if deleted:
-        gone = [p for p in deleted if p in partitions]
-        if gone:
-            requests.append(DOCUMENT_PARTITIONS.build_delete_request(gone))
-        runs.append(dg.RunRequest(
-            job_name=remove_deleted_documents.name,
-            run_key=f"delete#{seq}",
-            run_config={"ops": {"remove_documents": {"config": {"paths": deleted}}}},
-            tags=RUN_TAGS,
-        ))
-        for p in deleted:
-            files.pop(p, None)
-    if runs:
-        # Queued after the per-file runs (runs tagged pathrag/duckdb run one at a time, in order).
-        runs.append(dg.RunRequest(job_name=graph_job.name, run_key=f"graph#{seq}", tags=RUN_TAGS))
-        seq += 1
-    return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=requests,
-                           cursor=json.dumps({"files": files, "seq": seq}, sort_keys=True))
+    digest = folder_digest(scan)
+    if digest == state.get("digest"):
+        return dg.SensorResult(skip_reason=dg.SkipReason(f"no change in {len(scan)} files"))
+    new_cursor = json.dumps({"digest": digest, "files": len(scan), "seq": seq + 1}, sort_keys=True)
+    if run_pending:
+        return dg.SensorResult(skip_reason=dg.SkipReason("an index_folder run is already queued; it picks up "
+                                                         "this change"), cursor=new_cursor)
+    run = dg.RunRequest(run_key=f"folder@{digest[:16]}#{seq}", tags={**RUN_TAGS, TRIGGER_TAG: "sensor"})
+    return dg.SensorResult(run_requests=[run], cursor=new_cursor)
 
 
 reconcile_schedule = dg.ScheduleDefinition(
     name="reconcile_documents_nightly",
-    job=reconcile_documents,
+    job=index_job,
     cron_schedule="0 3 * * *",
+    tags={**RUN_TAGS, TRIGGER_TAG: "schedule"},
     description=(
-        "Every night at 03:00, reconcile the whole folder with the index in one run: catches anything the "
-        "sensor missed (e.g. while it was off) and updates the `documents` partitions."
+        "Every night at 03:00, one `index_folder` run over the whole folder: catches anything the sensor "
+        "missed (e.g. while it was off)."
     ),
 )

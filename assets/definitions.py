@@ -3,25 +3,21 @@
 
 import dagster as dg
 
-from assets.automation import (
-    document_folder_sensor,
-    graph_job,
-    query_job,
-    ingest_job,
-    reconcile_documents,
-    reconcile_schedule,
-    remove_deleted_documents,
-)
-from assets.graph import embedding_keys_match, embeddings, graph, graph_has_provenance, relations_have_entities
-from assets.ingestion import chunks, documents
+from assets.automation import document_folder_sensor, graph_job, index_job, query_job, reconcile_schedule
+
+from assets.fanout import extract_fanout
+from assets.graph import embeddings, graph
+from assets.ingestion import ingest
 from assets.query import answer_questions
-from assets.resources import PathragResource
+from assets.resources import PathragResource, RunReports
 
 defs = dg.Definitions(
-    assets=[documents, chunks, graph, embeddings, answer_questions],
-    asset_checks=[relations_have_entities, graph_has_provenance, embedding_keys_match],
-    jobs=[ingest_job, remove_deleted_documents, reconcile_documents, graph_job, query_job],
+    assets=[ingest, graph, embeddings, answer_questions],
+    jobs=[index_job, graph_job, query_job, extract_fanout],
     sensors=[document_folder_sensor],
     schedules=[reconcile_schedule],
-    resources={"pathrag": PathragResource()},
+    resources={"pathrag": PathragResource(), "reports": RunReports(keep=False)},
+    # "Materialize" in the UI (an ad-hoc asset job) runs its steps in the run's process too; extract_fanout
+    # sets its own multiprocess executor.
+    executor=dg.in_process_executor,
 )

@@ -7,29 +7,21 @@ recomputes only the entity and relation keys those chunks touched.
 
 import dagster as dg
 
-from assets.ingestion import DUCKDB_POOL, chunks
-from assets.resources import PathragResource
-from pathrag_pipeline.llm.embedding import embedder_from_settings
-from pathrag_pipeline.index.embedding_stage import embedding_rows, sync_embeddings
-from pathrag_pipeline.index.llm_extraction import extractor_from_settings
-from pathrag_pipeline.index.extraction_stage import run_extraction
-from pathrag_pipeline.llm.client import llm_from_settings
-from pathrag_pipeline.index.triples_import import import_triples
+from assets.ingestion import DUCKDB_POOL, md_table
+from assets.resources import PathragResource, RunReports
+from pathrag_pipeline.index.embedding_stage import embedding_rows
+from pathrag_pipeline.index.pipeline import embedding_stage, graph_stage
 from pathrag_pipeline.storage.vector_store import VectorStore
 
 
 def _md_table(con, sql: str) -> dg.MetadataValue:
     cursor = con.execute(sql)
-    cols = [d[0] for d in cursor.description]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in cursor.fetchall():
-        lines.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ")[:100] for v in row) + " |")
-    return dg.MetadataValue.md("\n".join(lines))
+    return md_table([d[0] for d in cursor.description], cursor.fetchall(), width=100)
 
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("extractions", deps=[chunks], group_name="graph", kinds={"duckdb"},
+        dg.AssetSpec("extractions", deps=["chunks"], group_name="graph", kinds={"duckdb"},
                      description="Per-chunk extraction records (source of truth of the graph), cached by "
                                  "(chunk hash, extractor identity); failed chunks are retried next run."),
         dg.AssetSpec("entities", deps=["extractions"], group_name="graph", kinds={"duckdb"},
@@ -39,32 +31,33 @@ def _md_table(con, sql: str) -> dg.MetadataValue:
                      description="One row per undirected link between two entities: merged keywords and "
                                  "descriptions, summed strength, source chunk ids."),
     ],
+    check_specs=[
+        dg.AssetCheckSpec("relations_have_entities", asset="relations",
+                          description="No relation points to a missing entity."),
+        dg.AssetCheckSpec("graph_has_provenance", asset="entities",
+                          description="Every entity and relation names the chunks it came from."),
+    ],
     pool=DUCKDB_POOL,
     description="Extract entities and relations from new or changed chunks (LLM or offline rules) and merge "
-                "the graph; or import triples when the resource sets `triples`.",
+                "the graph; or import triples when the resource sets `triples`. Its checks run in the same step.",
 )
-def graph(context: dg.AssetExecutionContext, pathrag: PathragResource):
+def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: dg.ResourceParam[RunReports]):
     settings = pathrag.settings()
     store = pathrag.store()
-    if pathrag.triples:
-        stats = import_triples(store, pathrag.triples)
-        cost = {"mode": "imported triples", "extractor": stats.extractor, "records_written": stats.records_written,
-                "malformed_lines": stats.malformed, "llm_calls": 0}
+    stage = graph_stage(settings, store, triples=pathrag.triples_path(), run_id=context.run_id)
+    reports.put("graph", stage)
+    if stage.triples is not None:
+        t = stage.triples
+        cost = {**stage.mode, "records_written": t.records_written, "malformed_lines": t.malformed, "llm_calls": 0}
     else:
-        llm = llm_from_settings(settings)
-        extractor = extractor_from_settings(settings, llm, gleaning=settings.gleaning)
-        stats = run_extraction(store, extractor, max_concurrency=settings.llm_max_concurrency,
-                               run_id=context.run_id[:12])
-        cost = {"mode": "llm" if llm else "offline", "extractor": stats.extractor, "pending_chunks": stats.pending,
-                "llm_calls": stats.calls, "prompt_tokens": stats.prompt_tokens,
-                "completion_tokens": stats.completion_tokens, "cache_hits": stats.cache_hits,
-                "cache_hit_rate": round(stats.cache_hit_rate, 3), "failed_chunks": stats.failed,
-                "empty_chunks": stats.empty, "summary_calls": stats.summary_calls}
-        if llm is not None:
-            cost["llm_concurrency_at_end"] = llm.concurrency_limit
-        for err in stats.errors:
+        x = stage.extraction
+        cost = {**stage.mode, "pending_chunks": x.pending, "llm_calls": x.calls, "prompt_tokens": x.prompt_tokens,
+                "completion_tokens": x.completion_tokens, "cache_hits": x.cache_hits,
+                "cache_hit_rate": round(x.cache_hit_rate, 3), "failed_chunks": x.failed,
+                "empty_chunks": x.empty, "summary_calls": x.summary_calls}
+        for err in x.errors:
             context.log.warning(f"extraction failed: {err}")
-    with store.connect() as con:
+    with store.connect(read_only=True) as con:
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                   for t in ("extractions", "entities", "relations")}
         undescribed = con.execute(
@@ -83,21 +76,32 @@ def graph(context: dg.AssetExecutionContext, pathrag: PathragResource):
         "entities_without_description": undescribed})
     yield dg.MaterializeResult(asset_key="relations", metadata={
         "dagster/row_count": counts["relations"], "preview": previews["relations"]})
+    yield relations_have_entities(store)
+    yield graph_has_provenance(store)
+
+
+class EmbeddingsConfig(dg.Config):
+    reembed: bool = False   # drop the LanceDB tables and embed everything again (after an embedding-model change)
 
 
 @dg.asset(
-    deps=["entities", "relations", chunks],
+    deps=["entities", "relations", "chunks"],
     group_name="graph",
     kinds={"lancedb"},
+    check_specs=[dg.AssetCheckSpec("embedding_keys_match", asset="embeddings",
+                                    description="LanceDB keys equal DuckDB keys for entities, relations and chunks.")],
     pool=DUCKDB_POOL,
     description="LanceDB tables `entities`, `relations`, `chunks`: only rows whose embedded text changed are "
-                "re-embedded; removed rows are deleted; each table records its model and dimension.",
+                "re-embedded; removed rows are deleted; each table records its model and dimension. Then "
+                "near-duplicate entity names become aliases (their entities are re-merged and re-embedded).",
 )
-def embeddings(context: dg.AssetExecutionContext, pathrag: PathragResource) -> dg.MaterializeResult:
-    settings = pathrag.settings()
-    embedder = embedder_from_settings(settings)
-    report = sync_embeddings(pathrag.store(), VectorStore(settings.lancedb_path), embedder)
-    meta = {"embedder": report.embedder, "dim": report.dim, "embedded": report.embedded}
+def embeddings(context: dg.AssetExecutionContext, config: EmbeddingsConfig, pathrag: PathragResource,
+               reports: dg.ResourceParam[RunReports]):
+    stage = embedding_stage(pathrag.settings(), pathrag.store(), reembed=config.reembed)
+    reports.put("embeddings", stage)
+    report = stage.embeddings
+    meta = {"embedder": report.embedder, "dim": report.dim, "embedded": report.embedded,
+            "alias_candidates": stage.aliases.candidates, "new_aliases": stage.aliases.new_aliases}
     for table, st in report.tables.items():
         meta[f"{table}_rows"] = st.total
         meta[f"{table}_embedded"] = st.embedded
@@ -106,32 +110,35 @@ def embeddings(context: dg.AssetExecutionContext, pathrag: PathragResource) -> d
     for err in report.errors:
         context.log.warning(f"embedding batch failed (retried next run): {err}")
     meta["dagster/row_count"] = sum(st.total for st in report.tables.values())
-    return dg.MaterializeResult(metadata=meta)
+    yield dg.MaterializeResult(metadata=meta)
+    yield embedding_keys_match(pathrag)
 
 
-@dg.asset_check(asset="relations", description="No relation points to a missing entity.")
-def relations_have_entities(pathrag: PathragResource) -> dg.AssetCheckResult:
-    with pathrag.store().connect() as con:
+def relations_have_entities(store) -> dg.AssetCheckResult:
+    """No relation points to a missing entity."""
+    with store.connect(read_only=True) as con:
         orphans = con.execute(
             "SELECT count(*) FROM relations r WHERE r.src_key NOT IN (SELECT entity_key FROM entities) "
             "OR r.tgt_key NOT IN (SELECT entity_key FROM entities)").fetchone()[0]
-    return dg.AssetCheckResult(passed=orphans == 0, metadata={"orphan_relations": orphans})
+    return dg.AssetCheckResult(asset_key="relations", check_name="relations_have_entities", passed=orphans == 0,
+                               metadata={"orphan_relations": orphans})
 
 
-@dg.asset_check(asset="entities", description="Every entity and relation names the chunks it came from.")
-def graph_has_provenance(pathrag: PathragResource) -> dg.AssetCheckResult:
-    with pathrag.store().connect() as con:
+def graph_has_provenance(store) -> dg.AssetCheckResult:
+    """Every entity and relation names the chunks it came from."""
+    with store.connect(read_only=True) as con:
         missing = {
             t: con.execute(f"SELECT count(*) FROM {t} WHERE source_chunk_ids IS NULL OR len(source_chunk_ids) = 0"
                            ).fetchone()[0]
             for t in ("entities", "relations")
         }
-    return dg.AssetCheckResult(passed=not any(missing.values()),
+    return dg.AssetCheckResult(asset_key="entities", check_name="graph_has_provenance",
+                               passed=not any(missing.values()),
                                metadata={f"{t}_without_provenance": n for t, n in missing.items()})
 
 
-@dg.asset_check(asset=embeddings, description="LanceDB keys equal DuckDB keys for entities, relations and chunks.")
 def embedding_keys_match(pathrag: PathragResource) -> dg.AssetCheckResult:
+    """LanceDB keys equal DuckDB keys for entities, relations and chunks."""
     settings = pathrag.settings()
     vectors = VectorStore(settings.lancedb_path)
     expected = embedding_rows(pathrag.store())
@@ -142,4 +149,5 @@ def embedding_keys_match(pathrag: PathragResource) -> dg.AssetCheckResult:
         meta[f"{table}_missing_in_lancedb"] = len(duck - lance)
         meta[f"{table}_stale_in_lancedb"] = len(lance - duck)
         passed = passed and duck == lance
-    return dg.AssetCheckResult(passed=passed, metadata=meta)
+    return dg.AssetCheckResult(asset_key="embeddings", check_name="embedding_keys_match", passed=passed,
+                               metadata=meta)

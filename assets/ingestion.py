@@ -1,157 +1,121 @@
-"""`documents` and `chunks`: per-document assets (dynamic partitions keyed by the file's relative path).
+"""`documents` and `chunks`: the folder's files parsed and chunked, in one step per run (not one run per file).
 
-Both call the same core functions as `pathrag index`, so a file indexed by the CLI and then by a
-sensor-launched run is written once: unchanged content is detected by hash and costs nothing.
+Each run syncs the whole folder (`ingest_stage`, the same call `run_indexing` makes): only new or changed
+files are parsed, deleted ones are removed, unchanged ones cost a hash. Files that fail to parse are listed
+in the materialisation's metadata, in the run's tags and by the `documents_parse_cleanly` asset check, which
+fails (red in the UI) while any file of the folder is in error.
+
+There are no per-file partitions: 10,000 files would mean 10,000 partition keys for the sensor to add, the
+asset page to load and, with one run per partition, 10,000 run start-ups (see docs/scaling.md for figures).
 """
-
 
 import dagster as dg
 
-from assets.resources import PathragResource
-from pathrag_pipeline.ingest import folder_sync as ingest
-from pathrag_pipeline.storage.store import transaction
+from assets.resources import PathragResource, RunReports
+from pathrag_pipeline.index.pipeline import ingest_stage
 
-DOCUMENT_PARTITIONS = dg.DynamicPartitionsDefinition(name="documents")
 DUCKDB_POOL = "duckdb"
+TRIGGER_TAG = "pathrag/trigger"
+FAILED_FILES_TAG = "pathrag/failed_files"
+FAILED_FILES_SHOWN = 50
 
 
-def _preview(con, sql: str, params: list) -> dg.MetadataValue:
-    cursor = con.execute(sql, params)
-    cols = [d[0] for d in cursor.description]
-    rows = cursor.fetchall()
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+def trigger_of(tags: dict[str, str]) -> str:
+    """What started the run, for `ingest_runs.trigger`: cli, quickstart, python, sensor, schedule or dagster (UI)."""
+    if TRIGGER_TAG in tags:
+        return tags[TRIGGER_TAG]
+    if "dagster/sensor_name" in tags:
+        return "sensor"
+    if "dagster/schedule_name" in tags:
+        return "schedule"
+    return "dagster"
+
+
+def md_table(columns: list[str], rows: list[tuple], width: int = 120) -> dg.MetadataValue:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        cells = [str(v).replace("|", "\\|").replace("\n", " ")[:120] for v in row]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ")[:width] for v in row) + " |")
     return dg.MetadataValue.md("\n".join(lines))
 
 
-@dg.asset(
-    partitions_def=DOCUMENT_PARTITIONS,
-    group_name="ingestion",
-    kinds={"duckdb", "python"},
+def _preview(con, sql: str, params: list | None = None) -> dg.MetadataValue:
+    cursor = con.execute(sql, params or [])
+    return md_table([d[0] for d in cursor.description], cursor.fetchall())
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec("documents", group_name="ingestion", kinds={"duckdb", "python"},
+                     description="One row per document of the watched folder (PATHRAG_DOCS): .txt/.md/.html/.pdf/"
+                                 ".docx, and one per record of a .jsonl. Bad files get status 'error' with a "
+                                 "message (the `documents_parse_cleanly` check fails); a previously indexed "
+                                 "version is kept. Files gone from the folder are removed."),
+        dg.AssetSpec("chunks", deps=["documents"], group_name="ingestion", kinds={"duckdb", "python"},
+                     description="Token windows over each document (PATHRAG_CHUNK_TOKENS=1200, "
+                                 "PATHRAG_CHUNK_OVERLAP=100 by default) with character offsets into "
+                                 "documents.text. Chunk ids derive from content, so unchanged text keeps its ids."),
+    ],
+    check_specs=[dg.AssetCheckSpec(
+        "documents_parse_cleanly", asset="documents",
+        description="Every file of the folder parsed: fails, naming each file and its error, while any document "
+                    "has status 'error' (broken PDF, empty file, malformed JSONL record ...).")],
     pool=DUCKDB_POOL,
-    description=(
-        "One partition per file of the watched folder (PATHRAG_DOCS), keyed by its relative path. "
-        "Parses .txt/.md/.html/.pdf/.docx/.jsonl into rows of the DuckDB `documents` table (one row per "
-        "document; a JSONL file holds one per record). Bad files get status 'error' with a message; a "
-        "previously indexed version is kept. A file that no longer exists is removed."
-    ),
+    description="Sync the folder into `documents` and `chunks`: parse and chunk only new or changed files, "
+                "remove deleted ones; one step for the whole batch of changes. The parse check runs in the same "
+                "step (a separate check step costs a second of event writes per run).",
 )
-def documents(context: dg.AssetExecutionContext, pathrag: PathragResource) -> dg.MaterializeResult:
+def ingest(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: dg.ResourceParam[RunReports]):
     settings = pathrag.settings()
-    rel = context.partition_key
-    entry = ingest.scan_file(settings.docs, rel, max_bytes=settings.max_file_bytes)
     store = pathrag.store()
-    if entry is None:
-        with store.connect() as con, transaction(con):
-            removed = ingest.delete_path(con, rel)
-        return dg.MaterializeResult(metadata={"status": "deleted", "documents_removed": removed,
-                                              "dagster/row_count": 0})
-    parsed = ingest.parse_entry(entry, max_bytes=settings.max_file_bytes)
-    with store.connect() as con:
-        with transaction(con):
-            [result], _ = ingest.write_documents(con, [parsed])
-        rows = con.execute("SELECT count(*) FROM documents WHERE path = ?", [rel]).fetchone()[0]
-        preview = _preview(con, "SELECT id, title, format, status, error, length(text) AS chars "
-                                "FROM documents WHERE path = ? ORDER BY id LIMIT 10", [rel])
-    for err in result.errors:
-        context.log.warning(f"{rel}: {err}")
-    return dg.MaterializeResult(
+    sync = ingest_stage(settings, store, trigger=trigger_of(context.run.tags),
+                        run_id=context.run_id)
+    reports.put("sync", sync)
+    plan = sync.plan
+    failed = [(r.rel_path, r.status, "; ".join(r.errors)) for r in sync.failed]
+    for path, status, error in failed[:FAILED_FILES_SHOWN]:
+        context.log.warning(f"{status}: {path}: {error}")
+    if failed:
+        context.instance.add_run_tags(context.run_id, {FAILED_FILES_TAG: str(len(failed))})
+    with store.connect(read_only=True) as con:
+        docs = con.execute("SELECT count(*) FROM documents").fetchone()[0]
+        chunks = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        doc_preview = _preview(con, "SELECT id, title, format, status, left(error, 80) AS error, length(text) AS chars "
+                                    "FROM documents ORDER BY updated_at DESC, id LIMIT 10")
+        chunk_preview = _preview(con, "SELECT id, document_id, ordinal, token_count, left(text, 80) AS text "
+                                      "FROM chunks ORDER BY document_id, ordinal LIMIT 10")
+    yield dg.MaterializeResult(asset_key="documents", metadata={
+        "trigger": trigger_of(context.run.tags),
+        "folder": sync.folder,
+        "files_new": len(plan.new), "files_changed": len(plan.changed), "files_deleted": len(plan.deleted),
+        "files_unchanged": len(plan.unchanged), "files_failed": len(failed),
+        "failed_files": md_table(["file", "status", "error"], failed[:FAILED_FILES_SHOWN]) if failed
+        else dg.MetadataValue.md("none"),
+        "documents_written": sync.documents_written,
+        "dagster/row_count": docs,
+        "preview": doc_preview,
+    })
+    yield dg.MaterializeResult(asset_key="chunks", metadata={
+        "chunks_written": sync.chunks_written, "dagster/row_count": chunks, "preview": chunk_preview})
+    yield documents_parse_cleanly(store)
+
+
+def documents_parse_cleanly(store) -> dg.AssetCheckResult:
+    """The `documents_parse_cleanly` check's result for the documents table as it is now."""
+    with store.connect(read_only=True) as con:
+        rows = con.execute("SELECT path, id, error, text IS NOT NULL FROM documents WHERE status = 'error' "
+                           "ORDER BY path, id").fetchall()
+        total = con.execute("SELECT count(*) FROM documents").fetchone()[0]
+    shown = [(path, doc_id, error, "yes" if kept else "no") for path, doc_id, error, kept in rows[:FAILED_FILES_SHOWN]]
+    return dg.AssetCheckResult(
+        asset_key="documents",
+        check_name="documents_parse_cleanly",
+        passed=not rows,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=(f"{len(rows)} of {total} documents failed to parse" if rows else f"all {total} documents parsed"),
         metadata={
-            "status": result.status,
-            "errors": dg.MetadataValue.json(result.errors),
-            "documents_written": result.documents_written,
-            "documents_deleted": result.documents_deleted,
-            "dagster/row_count": rows,
-            "preview": preview,
-        }
+            "failed_documents": len(rows),
+            "failed_files": dg.MetadataValue.json(sorted({r[0] for r in rows})[:FAILED_FILES_SHOWN]),
+            "errors": md_table(["file", "document", "error", "last good version kept"], shown) if rows
+            else dg.MetadataValue.md("none"),
+        },
     )
-
-
-@dg.asset(
-    partitions_def=DOCUMENT_PARTITIONS,
-    deps=[documents],
-    group_name="ingestion",
-    kinds={"duckdb", "python"},
-    pool=DUCKDB_POOL,
-    description=(
-        "Token windows over each document of the partition's file (PATHRAG_CHUNK_TOKENS=1200, "
-        "PATHRAG_CHUNK_OVERLAP=100 by default), written to the DuckDB `chunks` table with character "
-        "offsets into documents.text. Chunk ids derive from content, so unchanged text keeps its ids."
-    ),
-)
-def chunks(context: dg.AssetExecutionContext, pathrag: PathragResource) -> dg.MaterializeResult:
-    settings = pathrag.settings()
-    rel = context.partition_key
-    with pathrag.store().connect() as con:
-        texts = ingest.stored_texts(con, path=rel)
-        doc_ids = list(texts)
-        with transaction(con):
-            written = sum(ingest.write_chunks(con, texts, max_tokens=settings.chunk_tokens,
-                                              overlap=settings.chunk_overlap).values())
-        tokens = con.execute(
-            "SELECT coalesce(sum(token_count), 0) FROM chunks WHERE list_contains(?, document_id)", [doc_ids]
-        ).fetchone()[0]
-        preview = _preview(con, "SELECT id, document_id, ordinal, token_count, char_start, char_end, "
-                                "left(text, 80) AS text FROM chunks WHERE list_contains(?, document_id) "
-                                "ORDER BY document_id, ordinal LIMIT 10", [doc_ids])
-    return dg.MaterializeResult(
-        metadata={"dagster/row_count": written, "tokens": int(tokens), "documents": len(doc_ids), "preview": preview}
-    )
-
-
-@dg.op(
-    pool=DUCKDB_POOL,
-    description="Run the whole indexing pipeline over the folder in one run and sync the `documents` partitions.",
-)
-def reconcile_folder(context: dg.OpExecutionContext, pathrag: PathragResource) -> dg.Output:
-    from pathlib import Path
-
-    from pathrag_pipeline.index.pipeline import run_indexing
-
-    settings = pathrag.settings()
-    report = run_indexing(settings, trigger="schedule", triples=Path(pathrag.triples) if pathrag.triples else None)
-    plan = report.sync.plan
-    sync_partitions(context.instance, sorted(plan.new + plan.changed + plan.unchanged))
-    for res in report.sync.results:
-        if res.status != "deleted":
-            for key in ("documents", "chunks"):
-                context.log_event(dg.AssetMaterialization(asset_key=key, partition=res.rel_path,
-                                                          metadata={"status": res.status, "via": "reconcile"}))
-    for key in ("extractions", "entities", "relations", "embeddings"):
-        context.log_event(dg.AssetMaterialization(asset_key=key, metadata={"via": "reconcile"}))
-    x = report.extraction
-    return dg.Output(
-        None,
-        metadata={"new": len(plan.new), "changed": len(plan.changed), "deleted": len(plan.deleted),
-                  "unchanged": len(plan.unchanged), "failed": len(report.sync.failed),
-                  "chunks_written": report.sync.chunks_written, **report.mode, **report.graph,
-                  "llm_calls": x.calls if x else 0, "embedded": report.embeddings.embedded},
-    )
-
-
-def sync_partitions(instance: dg.DagsterInstance, paths: list[str]) -> tuple[list[str], list[str]]:
-    """Make the `documents` dynamic partitions equal to ``paths``; returns (added, removed)."""
-    existing = set(instance.get_dynamic_partitions(DOCUMENT_PARTITIONS.name))
-    added = [p for p in paths if p not in existing]
-    removed = sorted(existing - set(paths))
-    if added:
-        instance.add_dynamic_partitions(DOCUMENT_PARTITIONS.name, added)
-    for p in removed:
-        instance.delete_dynamic_partition(DOCUMENT_PARTITIONS.name, p)
-    return added, removed
-
-
-class RemoveDocumentsConfig(dg.Config):
-    paths: list[str]
-
-
-@dg.op(pool=DUCKDB_POOL, description="Remove the documents and chunks of files deleted from the folder.")
-def remove_documents(context: dg.OpExecutionContext, config: RemoveDocumentsConfig, pathrag: PathragResource) -> dg.Output:
-    removed = 0
-    with pathrag.store().connect() as con, transaction(con):
-        for path in config.paths:
-            removed += ingest.delete_path(con, path)
-    context.log.info(f"removed {removed} documents of {len(config.paths)} deleted files")
-    return dg.Output(None, metadata={"files": len(config.paths), "documents_removed": removed})

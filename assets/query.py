@@ -14,27 +14,42 @@ The results are appended to the `queries`, `path_traces` and `retrieved_nodes` t
 `pathrag ask` and the Python API write them.
 """
 
+from typing import Literal
+
 import dagster as dg
+from pydantic import Field
 
 from assets.ingestion import DUCKDB_POOL
 from assets.resources import PathragResource
 from pathrag_pipeline.query.engine import load_questions, run_questions
+from pathrag_pipeline.query.params import DEFAULT_TOKEN_BUDGET, DEFAULT_TOP_N
+
+
+Mode = Literal["path", "naive", "local", "global", "hybrid"]
+Variant = Literal["paper", "reference"]
+Ordering = Literal["reliability", "hop_first", "random"]
+PromptStyle = Literal["paths", "flat"]
+# The Literal types are Dagster config enums: the Launchpad and `dagster job launch` reject `mode: "pathh"`
+# before a run is created. tests/test_dagster.py checks they list exactly MODES, VARIANTS, ORDERINGS and
+# PROMPT_STYLES of pathrag_pipeline/query/params.py. Dagster's config schema has no numeric ranges: the bounds
+# below are checked when the config is built, at the step's start, before any question is read.
 
 
 class QuestionsConfig(dg.Config):
     question: str | None = None
     questions: list[str] = []
     questions_file: str | None = None
-    mode: str = "path"
-    top_n: int = 40
-    top_k: int = 15
-    alpha: float = 0.8
-    theta: float | None = None          # None: 0.05 for the paper variant, 0.3 for reference
-    max_hops: int | None = None         # None: 4 for the paper variant, 3 for reference
-    variant: str = "paper"              # paper or reference
-    ordering: str = "reliability"       # reliability, hop_first, random
-    prompt: str = "paths"               # paths or flat
-    token_budget: int = 4000
+    mode: Mode = Field(default="path", description="path (PathRAG), naive, local, global or hybrid")
+    top_n: int = Field(default=DEFAULT_TOP_N, ge=1, le=1000, description="nodes retrieved (1-1000)")
+    top_k: int = Field(default=15, ge=1, le=200, description="paths or passages kept (1-200)")
+    alpha: float = Field(default=0.8, gt=0.0, le=1.0, description="decay rate in (0, 1]")
+    theta: float | None = Field(default=None, ge=0.0, le=1.0,
+                                description="early-stop threshold in [0, 1]; unset: 0.05 paper, 0.3 reference")
+    max_hops: int | None = Field(default=None, ge=1, le=10, description="1-10; unset: 4 paper, 3 reference")
+    variant: Variant = "paper"
+    ordering: Ordering = "reliability"
+    prompt: PromptStyle = "paths"
+    token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=200, le=200_000, description="prompt tokens (200-200000)")
 
     def all_questions(self) -> list[str]:
         items = ([self.question] if self.question else []) + list(self.questions)

@@ -24,5 +24,25 @@ class PathragResource(dg.ConfigurableResource):
             overrides["docs"] = Path(self.docs).resolve()
         return Settings.from_env(**overrides)
 
+    def triples_path(self) -> Path | None:
+        return Path(self.triples).resolve() if self.triples else None
+
     def store(self) -> Store:
         return Store(self.settings().duckdb_path)
+
+
+class RunReports:
+    """Where the assets hand their stage reports to the caller of an in-process run (`pathrag index` prints
+    them). The code location's default keeps nothing: runs launched by the UI, sensor or schedule report
+    through their materialisation metadata only."""
+
+    def __init__(self, keep: bool = True):
+        self.keep = keep
+        self.items: dict[str, object] = {}
+
+    def put(self, name: str, value: object) -> None:
+        if self.keep:
+            self.items[name] = value
+
+    def get(self, name: str, default=None):
+        return self.items.get(name, default)

@@ -1,4 +1,4 @@
-"""The Dagster instance folder inside PATHRAG_HOME, so partitions, sensor cursors and run history persist.
+"""The Dagster instance folder inside PATHRAG_HOME, so run history, sensor cursors and states persist.
 
 Writes a dagster.yaml (only if none exists, so a user's own settings win) that serialises runs touching
 the DuckDB file: DuckDB admits one writing process at a time and every Dagster run is a process.

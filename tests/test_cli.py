@@ -62,6 +62,12 @@ def test_status_json_reports_documents_graph_and_runs(home, folder):
     assert status["documents"] == {"indexed": 2}
     assert status["chunks"] == 2 and status["graph"]["entities"] > 0
     assert status["last_runs"][0]["trigger"] == "cli"
+    # the same run, whole id, in the Dagster instance (read without importing Dagster)
+    [dagster_run] = status["dagster"]["runs"]
+    assert dagster_run["run_id"] == status["last_runs"][0]["run_id"] and len(dagster_run["run_id"]) == 36
+    assert (dagster_run["job"], dagster_run["status"], dagster_run["trigger"]) == ("index_folder", "SUCCESS", "cli")
+    assert {a["name"] for a in status["dagster"]["automation"]} == {"document_folder_sensor",
+                                                                    "reconcile_documents_nightly"}
 
 
 def test_status_without_an_index_says_what_to_do(home):
@@ -91,6 +97,10 @@ def test_quickstart_indexes_the_sample_and_answers(home):
     assert "Sample question" in result.output and "Answer" in result.output
     status = json.loads(run("status", "--json").output)
     assert status["documents"].get("indexed", 0) >= 10 and "error" not in status["documents"]
+    # the Dagster home it prints exists and holds the quickstart's run
+    assert f"Dagster home {home / 'dagster'}" in result.output.replace("\n", " ")
+    assert (home / "dagster" / "dagster.yaml").exists()
+    assert status["dagster"]["runs"][0]["trigger"] == "quickstart"
 
 
 def test_sql_cannot_touch_other_files_and_rejects_empty_or_conflicting_input(home, folder, tmp_path):

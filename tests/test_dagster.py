@@ -1,15 +1,16 @@
-"""The Dagster layer: definitions load, per-document materialisation, the sensor's decisions, reconcile job."""
+"""The Dagster layer: definitions load, the one-run-per-batch sensor, the index job recorded in a persistent
+instance (as `pathrag index` runs it), parse failures as a failing check, run config validated at launch."""
 
 import json
 
 import dagster as dg
 import pytest
 
-from assets.automation import document_folder_sensor, evaluate_folder, reconcile_documents
+from assets.automation import document_folder_sensor, evaluate_folder, index_job
 from assets.definitions import defs
-from assets.ingestion import DOCUMENT_PARTITIONS, chunks, documents
-from assets.resources import PathragResource
-from pathrag_pipeline.ingest.folder_sync import scan_folder
+from assets.ingestion import FAILED_FILES_TAG, ingest
+from assets.resources import PathragResource, RunReports
+from pathrag_pipeline.ingest.folder_sync import FileEntry, scan_folder
 from pathrag_pipeline.storage.store import Store
 
 
@@ -26,6 +27,10 @@ def resource(tmp_path, docs):
     return PathragResource(home=str(tmp_path / "home"), docs=str(docs))
 
 
+def resources(tmp_path, docs):
+    return {"pathrag": resource(tmp_path, docs), "reports": RunReports()}
+
+
 def test_definitions_load():
     dg.Definitions.validate_loadable(defs)
     repo = defs.get_repository_def()
@@ -34,78 +39,57 @@ def test_definitions_load():
     assert repo.has_sensor_def("document_folder_sensor") and repo.has_schedule_def("reconcile_documents_nightly")
 
 
-def test_materialise_one_partition(tmp_path, folder):
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(DOCUMENT_PARTITIONS.name, ["a.md", "b.txt"])
-    res = resource(tmp_path, folder)
-    result = dg.materialize([documents, chunks], instance=instance, partition_key="a.md", resources={"pathrag": res})
-    assert result.success
-    store = Store(res.settings().duckdb_path)
-    with store.connect(read_only=True) as con:
-        assert con.execute("SELECT id FROM documents").fetchall() == [("a.md",)]
-        assert con.execute("SELECT count(*) FROM chunks WHERE document_id = 'a.md'").fetchone()[0] == 1
-    mats = result.asset_materializations_for_node("documents")
-    assert mats[0].metadata["dagster/row_count"].value == 1
-    # the file is deleted: re-materialising the partition removes its rows
-    (folder / "a.md").unlink()
-    assert dg.materialize([documents], instance=instance, partition_key="a.md", resources={"pathrag": res}).success
-    with store.connect(read_only=True) as con:
-        assert con.execute("SELECT count(*) FROM documents").fetchone()[0] == 0
+def test_jobs_that_write_duckdb_run_in_process():
+    for name in ("index_folder", "index_graph", "ask_questions"):
+        assert defs.resolve_job_def(name).executor_def.name == "in_process", name
 
 
-def test_sensor_decisions_new_changed_unchanged_deleted(folder):
-    scan = scan_folder(folder, max_bytes=10**6)
-    first = evaluate_folder(scan, None, set())
-    ingest_runs = [r for r in first.run_requests if r.job_name == "ingest_documents"]
-    assert sorted(r.partition_key for r in ingest_runs) == ["a.md", "b.txt"]
-    assert first.run_requests[-1].job_name == "index_graph"  # the graph follows the per-file runs
-    assert first.dynamic_partitions_requests[0].partition_keys == ["a.md", "b.txt"]
-    partitions = {"a.md", "b.txt"}
+def test_sensor_requests_one_run_per_batch_of_changes(folder):
+    for i in range(30):
+        (folder / f"new{i:02d}.txt").write_text(f"Document {i} about the Drayton Railway.\n")
+    first = evaluate_folder(scan_folder(folder, max_bytes=10**6), None)
+    assert [r.job_name or index_job.name for r in first.run_requests] == [index_job.name]
+    assert first.dynamic_partitions_requests == []
     # unchanged folder: nothing to do
-    second = evaluate_folder(scan, first.cursor, partitions)
-    assert second.run_requests == [] and second.dynamic_partitions_requests == []
-    # change one file: one run whose key holds the new content hash
+    second = evaluate_folder(scan_folder(folder, max_bytes=10**6), first.cursor)
+    assert second.run_requests == []
+    # edit one file and delete another: again one run, with a new key
     (folder / "b.txt").write_text("Beta\n\nEdited.\n")
-    scan2 = scan_folder(folder, max_bytes=10**6)
-    third = evaluate_folder(scan2, second.cursor, partitions)
-    assert [r.partition_key for r in third.run_requests] == ["b.txt", None]
-    assert scan2["b.txt"].file_hash[:16] in third.run_requests[0].run_key
-    # delete a file: partition removed and a removal run requested
     (folder / "a.md").unlink()
-    fourth = evaluate_folder(scan_folder(folder, max_bytes=10**6), third.cursor, partitions)
-    assert [r.job_name for r in fourth.run_requests] == ["remove_deleted_documents", "index_graph"]
-    assert fourth.run_requests[0].run_config["ops"]["remove_documents"]["config"]["paths"] == ["a.md"]
-    assert fourth.dynamic_partitions_requests[0].partition_keys == ["a.md"]
-    assert "a.md" not in json.loads(fourth.cursor)["files"]
+    third = evaluate_folder(scan_folder(folder, max_bytes=10**6), second.cursor or first.cursor)
+    assert len(third.run_requests) == 1 and third.run_requests[0].run_key != first.run_requests[0].run_key
+    assert json.loads(third.cursor)["files"] == 31
+
+
+def test_sensor_cursor_stays_small_for_many_files():
+    scan = {f"f{i:05d}.txt": FileEntry(f"f{i:05d}.txt", None, 1, f"{i:064x}") for i in range(5000)}
+    result = evaluate_folder(scan, None)
+    assert len(result.run_requests) == 1 and len(result.cursor) < 200
+
+
+def test_sensor_adds_no_run_while_one_is_queued(folder):
+    scan = scan_folder(folder, max_bytes=10**6)
+    result = evaluate_folder(scan, None, run_pending=True)
+    assert result.run_requests == [] and result.cursor  # the queued run will see the change
+    assert evaluate_folder(scan, result.cursor).run_requests == []
 
 
 def test_edit_back_to_an_earlier_version_gets_a_new_run_key(folder):
-    partitions = {"a.md", "b.txt"}
     original = (folder / "b.txt").read_text()
-    c1 = evaluate_folder(scan_folder(folder, max_bytes=10**6), None, set()).cursor
+    r1 = evaluate_folder(scan_folder(folder, max_bytes=10**6), None)
     (folder / "b.txt").write_text("changed")
-    r2 = evaluate_folder(scan_folder(folder, max_bytes=10**6), c1, partitions)
+    r2 = evaluate_folder(scan_folder(folder, max_bytes=10**6), r1.cursor)
     (folder / "b.txt").write_text(original)
-    r3 = evaluate_folder(scan_folder(folder, max_bytes=10**6), r2.cursor, partitions)
-    keys = [r.run_key for r in r2.run_requests + r3.run_requests]
-    assert len(keys) == 4 and len(set(keys)) == 4
+    r3 = evaluate_folder(scan_folder(folder, max_bytes=10**6), r2.cursor)
+    keys = [r.run_key for r in r1.run_requests + r2.run_requests + r3.run_requests]
+    assert len(keys) == 3 and len(set(keys)) == 3
 
 
 def test_sensor_runs_against_an_instance(tmp_path, folder):
     instance = dg.DagsterInstance.ephemeral()
     ctx = dg.build_sensor_context(instance=instance, resources={"pathrag": resource(tmp_path, folder)})
     result = document_folder_sensor(ctx)
-    assert len(result.run_requests) == 3
-
-
-def test_reconcile_job_indexes_folder_and_syncs_partitions(tmp_path, folder):
-    instance = dg.DagsterInstance.ephemeral()
-    res = resource(tmp_path, folder)
-    result = reconcile_documents.execute_in_process(instance=instance, resources={"pathrag": res})
-    assert result.success
-    assert sorted(instance.get_dynamic_partitions(DOCUMENT_PARTITIONS.name)) == ["a.md", "b.txt"]
-    with Store(res.settings().duckdb_path).connect(read_only=True) as con:
-        assert con.execute("SELECT count(*) FROM documents").fetchone()[0] == 2
+    assert len(result.run_requests) == 1 and result.run_requests[0].tags["pathrag/trigger"] == "sensor"
 
 
 def materialisation_metadata(result) -> dict:
@@ -113,29 +97,90 @@ def materialisation_metadata(result) -> dict:
     return {m.asset_key.to_user_string(): m.metadata for m in mats}
 
 
-def test_graph_assets_and_checks_after_ingest(tmp_path, folder):
+def test_index_job_run_is_recorded_with_its_trigger_and_whole_run_id(tmp_path, folder):
     instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(DOCUMENT_PARTITIONS.name, ["a.md", "b.txt"])
-    res = resource(tmp_path, folder)
-    for key in ("a.md", "b.txt"):
-        assert dg.materialize([documents, chunks], instance=instance, partition_key=key,
-                              resources={"pathrag": res}).success
-    from assets.graph import embedding_keys_match, embeddings, graph, graph_has_provenance, relations_have_entities
-
-    result = dg.materialize([graph, embeddings, relations_have_entities, graph_has_provenance, embedding_keys_match],
-                            instance=instance, resources={"pathrag": res},
-                            selection=["extractions", "entities", "relations", "embeddings"])
+    res = resources(tmp_path, folder)
+    result = defs.resolve_job_def("index_folder").execute_in_process(
+        instance=instance, resources=res, tags={"dagster/sensor_name": "document_folder_sensor"})
     assert result.success
     meta = materialisation_metadata(result)
+    assert {"documents", "chunks", "extractions", "entities", "relations", "embeddings"} <= set(meta)
+    assert meta["documents"]["files_new"].value == 2 and meta["documents"]["trigger"].value == "sensor"
     assert meta["extractions"]["mode"].value == "offline" and meta["extractions"]["llm_calls"].value == 0
-    assert meta["entities"]["dagster/row_count"].value > 0
     assert meta["embeddings"]["entities_rows"].value == meta["entities"]["dagster/row_count"].value
     checks = result.get_asset_check_evaluations()
-    assert checks and all(c.passed for c in checks)
-    # nothing changed: a second run extracts and embeds nothing
-    again = dg.materialize([graph, embeddings], instance=instance, resources={"pathrag": res})
-    mats = materialisation_metadata(again)
-    assert mats["extractions"]["pending_chunks"].value == 0 and mats["embeddings"]["embedded"].value == 0
+    assert {c.asset_check_key.name for c in checks} == {"documents_parse_cleanly", "relations_have_entities",
+                                                        "graph_has_provenance", "embedding_keys_match"}
+    assert all(c.passed for c in checks)
+    with Store(res["pathrag"].settings().duckdb_path).connect(read_only=True) as con:
+        assert con.execute("SELECT run_id, trigger FROM ingest_runs").fetchall() == [(result.run_id, "sensor")]
+        assert {r[0] for r in con.execute("SELECT run_id FROM llm_usage").fetchall()} == {result.run_id}
+
+
+def test_a_broken_file_fails_the_parse_check_naming_file_and_error(tmp_path, folder):
+    (folder / "empty.txt").write_text("")
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize([ingest], instance=instance,
+                            resources=resources(tmp_path, folder))
+    assert result.success  # the good files are indexed
+    [check] = result.get_asset_check_evaluations()
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
+    assert sorted(check.metadata["failed_files"].value) == ["broken.pdf", "empty.txt"]
+    assert "empty.txt" in check.metadata["errors"].value
+    meta = materialisation_metadata(result)
+    assert meta["documents"]["files_failed"].value == 2 and "broken.pdf" in meta["documents"]["failed_files"].value
+    assert instance.get_run_by_id(result.run_id).tags[FAILED_FILES_TAG] == "2"
+    # fixed: the check passes again
+    (folder / "empty.txt").unlink()
+    (folder / "broken.pdf").unlink()
+    again = dg.materialize([ingest], instance=instance, resources=resources(tmp_path, folder))
+    assert all(c.passed for c in again.get_asset_check_evaluations())
+
+
+def test_cli_runner_records_the_run_in_the_persistent_instance(tmp_path, folder):
+    from assets.runs import index_folder
+    from pathrag_pipeline.config import Settings
+
+    settings = Settings.from_env(home=tmp_path / "home", docs=folder)
+    report = index_folder(settings, trigger="cli")
+    assert report.graph["documents"] == 2 and report.sync.run_id == report.dagster_run_id
+    instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
+    try:
+        run = instance.get_run_by_id(report.dagster_run_id)
+        assert run.job_name == "index_folder" and run.is_success and run.tags["pathrag/trigger"] == "cli"
+        assert instance.get_latest_materialization_event(dg.AssetKey("entities")).run_id == run.run_id
+    finally:
+        instance.dispose()
+    # `pathrag status` reads the same run from the instance's SQLite files, without Dagster
+    from pathrag_pipeline import dagster_state
+
+    [row] = dagster_state.last_runs(settings.dagster_home)
+    assert (row["run_id"], row["job"], row["status"], row["trigger"]) == (report.dagster_run_id, "index_folder",
+                                                                           "SUCCESS", "cli")
+    assert {a["name"]: a["status"] for a in dagster_state.automation_state(settings.dagster_home)} == {
+        "document_folder_sensor": "STOPPED (default)", "reconcile_documents_nightly": "STOPPED (default)"}
+
+
+@pytest.mark.slow
+def test_status_shows_a_sensor_turned_on(tmp_path, folder):
+    """Turn the sensor on with Dagster's own CLI, then read its state the Dagster-free way."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pathrag_pipeline import dagster_state
+    from pathrag_pipeline.dagster_home import ensure_dagster_yaml
+
+    home = tmp_path / "home" / "dagster"
+    ensure_dagster_yaml(home)
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, DAGSTER_HOME=str(home), PATHRAG_HOME=str(tmp_path / "home"), PATHRAG_DOCS=str(folder))
+    subprocess.run([str(Path(sys.executable).parent / "dagster"), "sensor", "start", "-w", "workspace.yaml",
+                    "document_folder_sensor"], cwd=root, env=env, check=True, capture_output=True, timeout=120)
+    state = {a["name"]: a["status"] for a in dagster_state.automation_state(home)}
+    assert state["document_folder_sensor"] == "RUNNING"
 
 
 def test_query_job_answers_a_batch_and_logs_it(tmp_path, folder):
@@ -145,7 +190,7 @@ def test_query_job_answers_a_batch_and_logs_it(tmp_path, folder):
     run_indexing(res.settings(), folder=folder)
     qfile = tmp_path / "q.jsonl"
     qfile.write_text(json.dumps({"question": "Who founded Valmere University?"}) + "\n")
-    job = defs.get_job_def("ask_questions")
+    job = defs.resolve_job_def("ask_questions")
     result = job.execute_in_process(
         instance=dg.DagsterInstance.ephemeral(), resources={"pathrag": res},
         run_config={"ops": {"answer_questions": {"config": {
@@ -158,7 +203,7 @@ def test_query_job_answers_a_batch_and_logs_it(tmp_path, folder):
 
 
 def test_query_job_without_questions_fails_clearly(tmp_path, folder):
-    job = defs.get_job_def("ask_questions")
+    job = defs.resolve_job_def("ask_questions")
     result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(),
                                     resources={"pathrag": resource(tmp_path, folder)},
                                     run_config={"ops": {"answer_questions": {"config": {}}}}, raise_on_error=False)
@@ -169,25 +214,100 @@ def test_query_job_without_questions_fails_clearly(tmp_path, folder):
 @pytest.mark.slow
 def test_key_echoed_by_the_endpoint_stays_out_of_dagster_run_storage(tmp_path, folder, monkeypatch):
     """Slow: the echoing endpoint is retried through openai's backoff before the run stops."""
-    from assets.graph import graph
     from tests.openai_server import FakeOpenAIServer
 
     secret = "sk-dagster-5ecret-never-stored-e51f"
     instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(DOCUMENT_PARTITIONS.name, ["a.md", "b.txt"])
-    res = resource(tmp_path, folder)
-    for key in ("a.md", "b.txt"):
-        assert dg.materialize([documents, chunks], instance=instance, partition_key=key,
-                              resources={"pathrag": res}).success
     with FakeOpenAIServer() as server:
         server.inject("echo_key", times=100)
         monkeypatch.setenv("PATHRAG_LLM_BASE_URL", server.base_url)
         monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
         monkeypatch.setenv("PATHRAG_LLM_API_KEY", secret)
-        result = dg.materialize([graph], instance=instance, resources={"pathrag": res},
-                               selection=["extractions", "entities", "relations"], raise_on_error=False)
+        result = defs.resolve_job_def("index_folder").execute_in_process(
+            instance=instance, resources=resources(tmp_path, folder), raise_on_error=False)
         assert any(secret in (r.authorization or "") for r in server.requests)  # the key was sent and echoed
     assert not result.success
     stored = "\n".join(dg.serialize_value(record) for record in instance.all_logs(result.run_id))
     assert "upstream rejected credentials" in stored  # the echo reached run storage ...
     assert secret not in stored  # ... with the key masked
+
+
+def _query_config_error(config: dict) -> str | None:
+    try:
+        dg.validate_run_config(defs.resolve_job_def("ask_questions"),
+                               {"ops": {"answer_questions": {"config": {"question": "q", **config}}}})
+    except dg.DagsterInvalidConfigError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize("key,value", [("mode", "pathh"), ("variant", "papper"), ("ordering", "hops"),
+                                       ("prompt", "chain"), ("top_k", "ten")])
+def test_query_run_config_is_rejected_at_launch(key, value):
+    assert key in (_query_config_error({key: value}) or "")
+
+
+def test_query_config_enums_are_the_query_params_values():
+    from typing import get_args
+
+    from assets.query import Mode, Ordering, PromptStyle, Variant
+    from pathrag_pipeline.query.params import MODES, ORDERINGS, PROMPT_STYLES, VARIANTS
+
+    assert get_args(Mode) == MODES and get_args(Variant) == VARIANTS
+    assert get_args(Ordering) == ORDERINGS and get_args(PromptStyle) == PROMPT_STYLES
+    for mode in MODES:
+        assert _query_config_error({"mode": mode}) is None
+
+
+@pytest.mark.parametrize("key,value", [("top_k", 0), ("alpha", 1.5), ("theta", -0.1), ("token_budget", 10)])
+def test_query_numbers_out_of_bounds_fail_before_answering(tmp_path, folder, key, value):
+    job = defs.resolve_job_def("ask_questions")
+    result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(),
+                                    resources={"pathrag": resource(tmp_path, folder)}, raise_on_error=False,
+                                    run_config={"ops": {"answer_questions": {"config": {"question": "q", key: value}}}})
+    assert not result.success
+    assert key in str(result.failure_data_for_node("answer_questions").error)
+    assert not (tmp_path / "home" / "pathrag.duckdb").exists()  # failed before touching the index
+
+
+def test_a_failing_cli_run_raises_its_own_error_and_is_recorded_as_failed(tmp_path, folder, monkeypatch):
+    from assets.runs import index_folder
+    from pathrag_pipeline.config import Settings
+    from pathrag_pipeline.storage.store import StoreLockedError
+
+    settings = Settings.from_env(home=tmp_path / "home", docs=folder)
+
+    def locked(*args, **kwargs):
+        raise StoreLockedError("pathrag.duckdb is locked by another process")
+
+    monkeypatch.setattr("assets.ingestion.ingest_stage", locked)
+    with pytest.raises(StoreLockedError, match="locked by another process"):
+        index_folder(settings, trigger="cli")
+    from pathrag_pipeline import dagster_state
+
+    [row] = dagster_state.last_runs(settings.dagster_home)
+    assert (row["job"], row["status"], row["trigger"]) == ("index_folder", "FAILURE", "cli")
+
+
+def test_sensor_reports_index_runs_made_outside_dagster_as_materialisations(tmp_path, folder):
+    from pathrag_pipeline.index.pipeline import run_indexing
+
+    res = resource(tmp_path, folder)
+    report = run_indexing(res.settings(), trigger="python")  # no Dagster run
+    instance = dg.DagsterInstance.ephemeral()
+    ctx = dg.build_sensor_context(instance=instance, resources={"pathrag": res})
+    result = document_folder_sensor(ctx)
+    keys = sorted(e.asset_key.to_user_string() for e in result.asset_events)
+    assert keys == sorted(["documents", "chunks", "extractions", "entities", "relations", "embeddings"])
+    assert {e.metadata["pathrag_run_id"].value for e in result.asset_events} == {report.sync.run_id}
+    # reported once: the next tick starts after it
+    again = document_folder_sensor(dg.build_sensor_context(instance=instance, resources={"pathrag": res},
+                                                           cursor=result.cursor))
+    assert again.asset_events == [] and again.run_requests == []
+
+
+def test_sensor_does_not_report_runs_dagster_made(tmp_path, folder):
+    instance = dg.DagsterInstance.ephemeral()
+    defs.resolve_job_def("index_folder").execute_in_process(instance=instance, resources=resources(tmp_path, folder))
+    ctx = dg.build_sensor_context(instance=instance, resources={"pathrag": resource(tmp_path, folder)})
+    assert document_folder_sensor(ctx).asset_events == []

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from pathrag_pipeline.bench.dagster import markdown_section as dagster_section, run_dagster_bench
 from pathrag_pipeline.bench.indexing import LLM_CAVEAT, MUSIQUE, llm_bench, musique_bench, offline_bench
 from pathrag_pipeline.bench.ingest import run_ingest_bench
 from pathrag_pipeline.bench.pruning import DEFAULT_EDGE_COUNTS, plot_scaling, scaling_bench
@@ -500,6 +501,9 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
     plot = plot_scaling(paper, out.parent / PLOT_NAME)
     startup, secs["startup"] = _timed(log, "CLI start-up", lambda: run_startup_bench(
         repeats=sizes.startup_repeats, workdir=base / "startup", log=log), loads, errors)
+    dagster, secs["dagster"] = _timed(log, "Dagster", lambda: run_dagster_bench(
+        repeats=1 if quick else 3, files=300 if quick else 10_000, new_files=50 if quick else 1000,
+        workdir=base / "dagster", log=log), loads, errors)
     retrieval, secs["retrieval"] = _timed(log, "retrieval recall", lambda: retrieval_runs(
         sizes.retrieval_dataset, sizes.retrieval_limit, base / "retrieval", log), loads, errors)
 
@@ -523,6 +527,8 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         measured(pruning_section(paper, reference, sizes, plot), secs["paper"] + secs["reference"]),
         measured(startup_section(startup), secs["startup"]) if startup else
         failed_section("CLI start-up", errors.get("CLI start-up")),
+        measured(dagster_section(dagster).rstrip(), secs["dagster"]) if dagster else
+        failed_section("Dagster", errors.get("Dagster")),
         measured(retrieval_section(retrieval), secs["retrieval"]) if retrieval else
         retrieval_section(None, errors.get("retrieval recall")),
     ]

@@ -247,3 +247,29 @@ def startup(repeats: int, baseline: str | None, as_json: bool) -> None:
     columns = list(result["rows"][0])
     _table(columns, [[r[c] for c in columns] for r in result["rows"]],
            title=f"CLI start-up, median of {repeats} runs" + (f" (baseline {baseline})" if baseline else ""))
+
+
+@bench.command("dagster")
+@click.option("--repeats", default=3, show_default=True, help="Measurements per figure (the median is reported).")
+@click.option("--files", default=10_000, show_default=True, help="Files in the folder for the sensor tick time.")
+@click.option("--new-files", default=1000, show_default=True, help="New files dropped at once (runs requested).")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where to generate folders and homes (default: a temp dir).")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Splice the results into this report as its `## Dagster` section (e.g. docs/benchmarks.md).")
+@click.option("--json", "as_json", is_flag=True)
+def bench_dagster(repeats: int, files: int, new_files: int, workdir: Path | None, update_docs: Path | None,
+                  as_json: bool) -> None:
+    """Sensor latency and tick time at scale, runs per batch, Dagster run start-up, what Dagster costs the CLI."""
+    if repeats < 1 or files < 1 or new_files < 1:
+        raise click.UsageError("--repeats, --files and --new-files must be at least 1")
+    from pathrag_pipeline.bench.dagster import markdown_section, run_dagster_bench, splice, to_json
+
+    result = run_dagster_bench(repeats=repeats, files=files, new_files=new_files, workdir=workdir,
+                               log=_log(as_json))
+    if update_docs is not None:
+        splice(update_docs, markdown_section(result))
+    if as_json:
+        click.echo(to_json(result))
+    else:
+        console.print(markdown_section(result), highlight=False, markup=False)

@@ -68,11 +68,17 @@ def _print_index(report) -> None:
 
 
 def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | None = None, reembed: bool = False):
-    from pathrag_pipeline.index.pipeline import run_indexing
+    # The index runs as the Dagster job `index_folder`, in this process, recorded in the instance at
+    # PATHRAG_HOME/dagster: the UI shows every CLI run and its materialisations (see assets/runs.py).
+    from dataclasses import replace
+
+    from assets.runs import index_folder
 
     with console.status(f"indexing {folder} ..."):
-        report = run_indexing(settings, folder=folder, trigger=trigger, triples=triples, reembed=reembed)
+        report = index_folder(replace(settings, docs=folder), trigger=trigger, triples=triples, reembed=reembed)
     _print_index(report)
+    console.print(f"Dagster run {report.dagster_run_id} (Dagster home {settings.dagster_home}; `pathrag dev` shows it)",
+                  highlight=False)
     return report
 
 

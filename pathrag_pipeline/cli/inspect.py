@@ -67,10 +67,10 @@ def status_summary(settings: Settings) -> dict:
         usage = con.execute(
             "SELECT stage, extractor, sum(calls), sum(prompt_tokens + completion_tokens), sum(cache_hits) "
             "FROM llm_usage GROUP BY stage, extractor ORDER BY stage, extractor").fetchall()
-        cols = ["started_at", "trigger", "files_new", "files_changed", "files_deleted",
+        cols = ["run_id", "started_at", "trigger", "files_new", "files_changed", "files_deleted",
                 "files_failed", "documents", "chunks", "seconds"]
         runs = con.execute(
-            "SELECT strftime(started_at, '%Y-%m-%d %H:%M:%S'), trigger, files_new, files_changed, files_deleted, "
+            "SELECT run_id, strftime(started_at, '%Y-%m-%d %H:%M:%S'), trigger, files_new, files_changed, files_deleted, "
             "files_failed, documents, chunks, round(seconds, 2) FROM ingest_runs ORDER BY started_at DESC LIMIT 5"
         ).fetchall()
     return {
@@ -80,6 +80,23 @@ def status_summary(settings: Settings) -> dict:
         "graph": {**graph, "failed_extractions": failed},
         "llm_usage": [dict(zip(["stage", "extractor", "calls", "tokens", "cache_hits"], r)) for r in usage],
         "last_runs": [dict(zip(cols, r)) for r in runs],
+        "dagster": dagster_summary(settings),
+    }
+
+
+def dagster_summary(settings: Settings) -> dict:
+    """Sensor and schedule state and the last runs of every job, read from the instance's SQLite files
+    (no Dagster import: see pathrag_pipeline/dagster_state.py)."""
+    from pathrag_pipeline import dagster_state
+
+    home = settings.dagster_home
+    age = dagster_state.daemon_heartbeat_age(home)
+    return {
+        "home": str(home),
+        "storage": dagster_state.storage_kind(home),
+        "daemon_heartbeat_seconds_ago": None if age is None else round(age, 1),
+        "automation": dagster_state.automation_state(home),
+        "runs": dagster_state.last_runs(home),
     }
 
 
@@ -93,14 +110,30 @@ def print_status(settings: Settings) -> None:
         cols = list(summary["llm_usage"][0])
         print_table(cols, [tuple(r.values()) for r in summary["llm_usage"]], title="LLM usage (all runs)")
     if summary["last_runs"]:
-        cols = ["started (UTC)", "trigger", "new", "changed", "deleted", "failed", "docs", "chunks", "s"]
-        print_table(cols, [tuple(r.values()) for r in summary["last_runs"]], title="Last runs")
+        cols = ["run id", "started (UTC)", "trigger", "new", "changed", "deleted", "failed", "docs", "chunks", "s"]
+        print_table(cols, [tuple(r.values()) for r in summary["last_runs"]], title="Last ingest runs (all entry points)")
+    dag = summary["dagster"]
+    age = dag["daemon_heartbeat_seconds_ago"]
+    daemon = ("not seen (sensors and schedules run only under `pathrag dev` or `dagster-daemon run`)" if age is None
+              else f"last heartbeat {age:.0f} s ago" + (" (not running?)" if age > 120 else ""))
+    print_table(["sensor / schedule", "kind", "status", "last tick (UTC)", "tick result"],
+                [(a["name"], a["kind"], a["status"], a["last_tick"], a["last_tick_status"]) for a in dag["automation"]],
+                title=f"Dagster at {dag['home']}: daemon {daemon}")
+    if dag["storage"] == "configured":
+        from pathrag_pipeline.cli.common import console
+
+        console.print("Dagster storage is configured in dagster.yaml (not the default SQLite): run history not "
+                      "shown here; see the UI.", highlight=False)
+    if dag["runs"]:
+        print_table(["run id", "job", "status", "trigger", "started (UTC)", "s", "failed files"],
+                    [(r["run_id"], r["job"], r["status"], r["trigger"], r["started"], r["seconds"], r["failed_files"])
+                     for r in dag["runs"]], title="Last Dagster runs")
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True)
 def status(as_json: bool) -> None:
-    """Documents by status, chunks, and the last runs."""
+    """Documents by status, chunks, the last runs, and the Dagster sensor, schedule and runs."""
     settings = load_settings()
     if as_json:
         click.echo(json.dumps(status_summary(settings), default=str, indent=1))

@@ -1,7 +1,9 @@
 """The whole indexing pipeline in one call: folder → documents → chunks → extractions → graph → embeddings.
 
-`pathrag index` and `pathrag quickstart` call `run_indexing`; the Dagster assets call the same stages one
-by one. Each stage is incremental on its own (content hashes at every step), so a re-run on an unchanged
+The three stages (``ingest_stage``, ``graph_stage``, ``embedding_stage``) are what the Dagster assets
+`documents`+`chunks`, `extractions`+`entities`+`relations` and `embeddings` run, one each; ``run_indexing``
+runs them in order without Dagster (evaluation and benchmarks use it; `pathrag index` runs the Dagster job,
+see assets/runs.py). Each stage is incremental on its own (content hashes at every step), so a re-run on an unchanged
 folder does no parsing, no LLM calls and no embedding.
 """
 
@@ -33,6 +35,7 @@ class IndexReport:
     embeddings: EmbeddingReport
     aliases: AliasStats
     graph: dict[str, int]
+    dagster_run_id: str | None = None  # set when the run was recorded in the Dagster instance (assets/runs.py)
 
 
 def describe_mode(settings: Settings) -> dict[str, str]:
@@ -63,21 +66,41 @@ def graph_counts(store: Store) -> dict[str, int]:
         return counts
 
 
-def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str = "cli",
-                 triples: Path | None = None, reembed: bool = False, progress=None) -> IndexReport:
-    """Run every indexing stage; with ``triples``, the graph comes from that JSONL file instead of extraction."""
-    store = Store(settings.duckdb_path)
-    sync = sync_folder(settings, store, folder=folder, trigger=trigger)
-    llm = llm_from_settings(settings)
-    extraction = imported = None
+def ingest_stage(settings: Settings, store: Store, *, folder: Path | None = None, trigger: str = "cli",
+                 run_id: str | None = None) -> SyncReport:
+    """Folder → documents and chunks (only new or changed files; deleted ones removed); logs ``ingest_runs``."""
+    return sync_folder(settings, store, folder=folder, trigger=trigger, run_id=run_id)
+
+
+@dataclass
+class GraphStage:
+    mode: dict[str, str]
+    extraction: ExtractionStats | None
+    triples: ImportStats | None
+
+
+def graph_stage(settings: Settings, store: Store, *, triples: Path | None = None, run_id: str | None = None,
+                progress=None) -> GraphStage:
+    """Chunks → extractions → entities and relations (or the triples import when ``triples`` is given)."""
     if triples is not None:
         imported = import_triples(store, triples)
-        mode = {"mode": "imported triples", "extractor": imported.extractor}
-    else:
-        extractor = extractor_from_settings(settings, llm, gleaning=settings.gleaning)
-        extraction = run_extraction(store, extractor, max_concurrency=settings.llm_max_concurrency,
-                                    progress=progress)
-        mode = {"mode": "llm" if llm else "offline", "extractor": extractor.identity}
+        return GraphStage({"mode": "imported triples", "extractor": imported.extractor}, None, imported)
+    llm = llm_from_settings(settings)
+    extractor = extractor_from_settings(settings, llm, gleaning=settings.gleaning)
+    extraction = run_extraction(store, extractor, max_concurrency=settings.llm_max_concurrency,
+                                progress=progress, run_id=run_id)
+    return GraphStage({"mode": "llm" if llm else "offline", "extractor": extractor.identity}, extraction, None)
+
+
+@dataclass
+class EmbeddingStage:
+    embedder: str
+    embeddings: EmbeddingReport
+    aliases: AliasStats
+
+
+def embedding_stage(settings: Settings, store: Store, *, reembed: bool = False) -> EmbeddingStage:
+    """Graph and chunks → LanceDB vectors (only changed rows), then near-duplicate names become aliases."""
     embedder = embedder_from_settings(settings)
     vectors = VectorStore(settings.lancedb_path)
     if reembed:
@@ -90,5 +113,22 @@ def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str
                                embedding_threshold=settings.alias_embedding_threshold or 0.95)
     if aliases.entities_remerged:
         embeddings = sync_embeddings(store, vectors, embedder)
-    mode["embedder"] = embedder.identity
-    return IndexReport(mode, sync, extraction, imported, embeddings, aliases, graph_counts(store))
+    return EmbeddingStage(embedder.identity, embeddings, aliases)
+
+
+def assemble_report(sync: SyncReport, graph: GraphStage, embed: EmbeddingStage, store: Store) -> IndexReport:
+    mode = {**graph.mode, "embedder": embed.embedder}
+    return IndexReport(mode, sync, graph.extraction, graph.triples, embed.embeddings, embed.aliases,
+                       graph_counts(store))
+
+
+def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str = "cli",
+                 triples: Path | None = None, reembed: bool = False, progress=None,
+                 run_id: str | None = None) -> IndexReport:
+    """Run every indexing stage in this process, without Dagster; with ``triples``, the graph comes from that
+    JSONL file instead of extraction. ``run_id`` (default: a fresh id) goes to ``ingest_runs`` and ``llm_usage``."""
+    store = Store(settings.duckdb_path)
+    sync = ingest_stage(settings, store, folder=folder, trigger=trigger, run_id=run_id)
+    graph = graph_stage(settings, store, triples=triples, run_id=run_id or sync.run_id, progress=progress)
+    embed = embedding_stage(settings, store, reembed=reembed)
+    return assemble_report(sync, graph, embed, store)

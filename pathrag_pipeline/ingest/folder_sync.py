@@ -1,6 +1,6 @@
 """Incremental ingestion of a document folder: scan, diff against DuckDB, parse and chunk only what changed.
 
-The unit of change is a file (its path relative to the folder is also the Dagster partition key); a
+The unit of change is a file (keyed by its path relative to the folder); a
 JSONL file holds many documents, each compared by its own content hash so that editing one record
 rewrites only that record's document and chunks. Parsing happens outside DuckDB connections; writes for
 one file happen in one transaction, so a crash never leaves a half-written file.
@@ -333,8 +333,10 @@ def store_files(con: duckdb.DuckDBPyConnection, files: list[ParsedFile], setting
 # ---- a whole folder ----------------------------------------------------------------------------
 
 def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path | None = None,
-                trigger: str = "cli", progress=None) -> SyncReport:
-    """Bring the DuckDB tables in line with the folder: index new and changed files, drop deleted ones."""
+                trigger: str = "cli", progress=None, run_id: str | None = None) -> SyncReport:
+    """Bring the DuckDB tables in line with the folder: index new and changed files, drop deleted ones.
+
+    ``run_id`` (e.g. the Dagster run's id, kept whole) is what ``ingest_runs`` records; default a fresh id."""
     started = time.perf_counter()
     started_at = utc_now()
     store = store or Store(settings.duckdb_path)
@@ -358,7 +360,7 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
             for p in plan.deleted:
                 results.append(FileResult(p, "deleted", documents_deleted=delete_path(con, p)))
     seconds = time.perf_counter() - started
-    report = SyncReport(uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked)
+    report = SyncReport(run_id or uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked)
     with store.connect() as con:
         record_run(con, report, trigger=trigger, started_at=started_at)
     return report

@@ -15,7 +15,7 @@ TABLE_NOTES = {
     "documents": "One row per document. A file is one document, except a `.jsonl` file, where each line is one.",
     "chunks": "Token windows over documents.text (default 1200 tokens, 100 overlap).",
     "pathrag_meta": "Key/value settings the stored tables were built with (e.g. `chunking` = `tokens/overlap/tokenizer`).",
-    "ingest_runs": "Append-only: one row per folder sync (`pathrag index`, `pathrag quickstart`, the nightly reconcile).",
+    "ingest_runs": "Append-only: one row per folder sync, from every entry point (`pathrag index`, `pathrag quickstart`, the sensor, the nightly schedule, a UI launch, `run_indexing`).",
     "extractions": "One record per chunk: the source of truth the graph tables are derived from.",
     "extraction_cache": "Results by (chunk text hash, extractor identity): an unchanged text never costs an LLM call twice.",
     "entities": "The deduplicated graph nodes, derived from `extractions` (never edited by hand: use `entity_aliases`).",

@@ -25,7 +25,7 @@ DDL = [
     """
     CREATE TABLE IF NOT EXISTS documents (
         id            VARCHAR PRIMARY KEY,   -- relative path, or 'path#record-id' for a JSONL record
-        path          VARCHAR NOT NULL,      -- file path relative to the indexed folder (= Dagster partition key)
+        path          VARCHAR NOT NULL,      -- file path relative to the indexed folder (named in the documents_parse_cleanly check)
         title         VARCHAR,               -- first heading, HTML <title>, PDF/DOCX metadata, JSONL title, or file name
         format        VARCHAR,               -- txt, md, html, pdf, docx, jsonl
         content_hash  VARCHAR,               -- sha256 of this document's source bytes (the file, or the JSONL line)
@@ -59,10 +59,10 @@ DDL = [
     """,
     """
     CREATE TABLE IF NOT EXISTS ingest_runs (
-        run_id        VARCHAR NOT NULL,      -- pathrag run id, or the Dagster run id
+        run_id        VARCHAR NOT NULL,      -- the Dagster run id (whole) of the index_folder run; a 12-hex id from run_indexing
         started_at    TIMESTAMP NOT NULL,    -- UTC
         finished_at   TIMESTAMP,             -- UTC
-        trigger       VARCHAR,               -- cli, quickstart, sensor, schedule, dagster
+        trigger       VARCHAR,               -- cli, quickstart, python, sensor, schedule, dagster (UI launch), eval, bench
         folder        VARCHAR,               -- absolute path of the indexed folder
         files_seen    INTEGER,               -- supported files found by the scan
         files_new     INTEGER,               -- not indexed before
@@ -151,7 +151,7 @@ DDL = [
     """,
     """
     CREATE TABLE IF NOT EXISTS llm_usage (
-        run_id        VARCHAR NOT NULL,      -- id of the extraction run (or the Dagster run id that ran it)
+        run_id        VARCHAR NOT NULL,      -- the Dagster run id (whole), or run_indexing's id; equals ingest_runs.run_id of the same run
         stage         VARCHAR NOT NULL,      -- 'extract' (first pass + gleaning) or 'summarise' (description summaries)
         extractor     VARCHAR,               -- identity of the extractor or summariser (model, prompt version; never a key)
         items         INTEGER,               -- chunks pending extraction, or descriptions summarised

@@ -1,0 +1,73 @@
+"""`extract_fanout`: extraction spread over worker processes, DuckDB written by one step.
+
+plan (reads DuckDB) → extract one shard per worker process (LLM calls only, no DuckDB) → write (the
+ordinary extraction stage replaying the shards' results: records, cache, graph merge, summaries, usage).
+Runs with the multiprocess executor; `max_concurrent` bounds the workers. On a cluster, swap the executor
+(dagster-k8s, dagster-celery, dagster-docker) and the shard step runs on other machines: see docs/scaling.md.
+The result is the same tables one process writes (tests/test_dagster.py checks it against the test LLM server).
+"""
+
+import dagster as dg
+from pydantic import Field
+
+from assets.ingestion import DUCKDB_POOL
+from assets.resources import PathragResource
+from pathrag_pipeline.index.extraction_shards import ReplayExtractor, ShardItem, extract_shard, plan_shards
+from pathrag_pipeline.index.extraction_stage import run_extraction, summariser_for
+from pathrag_pipeline.index.llm_extraction import extractor_from_settings
+
+
+class FanoutConfig(dg.Config):
+    shards: int = Field(default=4, ge=1, le=1024, description="how many pieces the pending texts are split into")
+
+
+def _extractor(pathrag: PathragResource):
+    settings = pathrag.settings()
+    return settings, extractor_from_settings(settings, gleaning=settings.gleaning)
+
+
+@dg.op(out=dg.DynamicOut(list), pool=DUCKDB_POOL, description="Split the texts that need the extractor into shards.")
+def plan_extraction_shards(context: dg.OpExecutionContext, config: FanoutConfig, pathrag: PathragResource):
+    _, extractor = _extractor(pathrag)
+    shards = plan_shards(pathrag.store(), extractor.identity, config.shards)
+    context.log.info(f"{sum(map(len, shards))} texts to extract in {len(shards)} shards")
+    for i, shard in enumerate(shards):
+        yield dg.DynamicOutput([(item.text, item.title) for item in shard], mapping_key=f"shard_{i}")
+
+
+@dg.op(description="Extract one shard: LLM (or offline) calls only, no DuckDB access.")
+def extract_extraction_shard(context: dg.OpExecutionContext, pathrag: PathragResource, shard: list) -> dict:
+    import os
+
+    _, extractor = _extractor(pathrag)
+    results = extract_shard(extractor, [ShardItem(text, title) for text, title in shard])
+    return {"pid": os.getpid(), "results": results}
+
+
+@dg.op(pool=DUCKDB_POOL, description="Write the shards' results as one extraction run: records, graph merge, usage.")
+def write_extraction_shards(context: dg.OpExecutionContext, pathrag: PathragResource, shards: list) -> dg.Output:
+    settings, extractor = _extractor(pathrag)
+    results = {text: r for shard in shards for text, r in shard["results"].items()}
+    replay = ReplayExtractor(extractor, results)
+    stats = run_extraction(pathrag.store(), replay, summarise=summariser_for(extractor),
+                           max_concurrency=settings.llm_max_concurrency, run_id=context.run_id)
+    workers = sorted({shard["pid"] for shard in shards})
+    return dg.Output(None, metadata={"shards": len(shards), "worker_processes": len(workers),
+                                     "worker_pids": dg.MetadataValue.json(workers),
+                                     "pending_chunks": stats.pending, "llm_calls": stats.calls,
+                                     "replayed": replay.replayed, "failed_chunks": stats.failed})
+
+
+@dg.job(executor_def=dg.multiprocess_executor, tags={"pathrag/duckdb": "write"},
+        description="Extraction fanned out over worker processes (see docs/scaling.md); writes like index_graph's "
+                    "extraction step. Run `index_folder` or `index_graph` afterwards for the embeddings.")
+def extract_fanout():
+    shards = plan_extraction_shards().map(extract_extraction_shard)
+    write_extraction_shards(shards.collect())
+
+
+def fanout_job() -> dg.JobDefinition:
+    """The job with its resources bound, for `dg.reconstructable` (multiprocess runs re-import it by name)."""
+    from assets.definitions import defs
+
+    return defs.resolve_job_def("extract_fanout")

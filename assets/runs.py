@@ -1,0 +1,67 @@
+"""Run the `index_folder` job in this process against the persistent Dagster instance in PATHRAG_HOME.
+
+This is how `pathrag index`, `pathrag quickstart` and Python callers index: the run, its asset
+materialisations, checks and logs land in the same instance the UI (`pathrag dev`), the sensor and the
+schedule use, so the UI's run list and asset pages match the tables. The steps run in the caller's process
+(no subprocess, no daemon needed); the stage reports come back through the `reports` resource so the CLI
+prints exactly what it printed before.
+
+    from assets.runs import index_folder
+    report = index_folder(Settings.from_env(docs=Path("docs/")), trigger="python")
+
+`pathrag_pipeline.index.pipeline.run_indexing` stays the Dagster-free way (evaluation, benchmarks): it
+writes the same tables but records no Dagster run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from assets.automation import RUN_TAGS, index_job
+from assets.graph import embeddings, graph
+from assets.ingestion import TRIGGER_TAG, ingest
+from assets.resources import PathragResource, RunReports
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.dagster_home import ensure_dagster_yaml
+from pathrag_pipeline.index.pipeline import IndexReport, assemble_report
+from pathrag_pipeline.storage.store import Store
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+def instance_for(settings: Settings) -> dg.DagsterInstance:
+    """The persistent instance in PATHRAG_HOME/dagster (created, with its dagster.yaml, on first use)."""
+    ensure_dagster_yaml(settings.dagster_home)
+    return dg.DagsterInstance.from_config(str(settings.dagster_home))
+
+
+def index_folder(settings: Settings, *, trigger: str = "python", triples: Path | None = None,
+                 reembed: bool = False, instance: dg.DagsterInstance | None = None,
+                 quiet: bool = True) -> IndexReport:
+    """Index ``settings.docs`` as one `index_folder` run recorded in the Dagster instance; returns the report."""
+    reports = RunReports()
+    resources = {"pathrag": PathragResource(home=str(settings.home), docs=str(settings.docs),
+                                            triples=str(triples) if triples else None),
+                 "reports": reports}
+    job = dg.Definitions(
+        assets=[ingest, graph, embeddings],
+        jobs=[index_job], resources=resources,
+    ).resolve_job_def(index_job.name)
+    run_config = {"ops": {"embeddings": {"config": {"reembed": reembed}}}, **(QUIET if quiet else {})}
+    own = instance is None
+    instance = instance or instance_for(settings)
+    try:
+        # A failing step re-raises its own exception here (a PipelineError prints as one clear line in the
+        # CLI) after the run is recorded as failed in the instance.
+        result = job.execute_in_process(instance=instance, run_config=run_config,
+                                        tags={**RUN_TAGS, TRIGGER_TAG: trigger})
+    finally:
+        if own:
+            instance.dispose()
+    report = assemble_report(reports.get("sync"), reports.get("graph"), reports.get("embeddings"),
+                             Store(settings.duckdb_path))
+    report.dagster_run_id = result.run_id
+    return report
+
