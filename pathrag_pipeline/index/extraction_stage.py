@@ -12,8 +12,8 @@ Why it is shaped this way:
   does not repeat finished chunks and still merges the keys the crashed run left dirty.
 - The same text under another chunk id (a renamed file, a repeated paragraph) is served from
   ``extraction_cache`` with zero calls; within a run each distinct text is extracted once.
-- A chunk whose output stays invalid (``LLMOutputError``) is recorded ``failed`` with its error and the rest
-  of the run goes on. An endpoint that stays unreachable for several chunks in a row aborts the run instead
+- A chunk whose output stays invalid (``LLMOutputError``), or whose extractor raises anything else, is
+  recorded ``failed`` with its error and the rest of the run goes on. An endpoint that stays unreachable for several chunks in a row aborts the run instead
   of failing every remaining chunk; what finished is kept.
 """
 
@@ -306,8 +306,9 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                  abort_after_unavailable: int, min_flush_seconds: float) -> LLMUnavailableError | None:
     """Run the extractor over each distinct text with bounded concurrency; write results every batch.
 
-    Returns the endpoint error that stopped the run early, if one did. Any other exception propagates after
-    the finished results are written."""
+    Returns the endpoint error that stopped the run early, if one did. An exception from the extractor on
+    one chunk fails that chunk only; an interrupt (KeyboardInterrupt) propagates after the finished results
+    are written."""
     identity = extractor.identity
     total = len(by_hash)
     done = 0
@@ -368,6 +369,14 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                             abort = exc
                             for queued in running:
                                 queued.cancel()  # not started yet: leave it for the next run
+                    continue
+                except Exception as exc:  # noqa: BLE001 - one chunk's crash (a rule bug, bad text) never stops the run
+                    stats.failed += len(group)
+                    message = (f"extractor {identity} raised {type(exc).__name__}: {exc}; the chunk is retried on "
+                               "the next run (report it if it persists)")
+                    if len(stats.errors) < 5:
+                        stats.errors.append(f"{group[0].chunk_id}: {message}")
+                    batch.extend(_record(c, identity, error=message) for c in group)
                     continue
                 unavailable_streak = 0
                 stats.extracted += len(group)

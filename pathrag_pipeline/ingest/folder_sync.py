@@ -171,6 +171,9 @@ def parse_entry(entry: FileEntry, *, max_bytes: int) -> ParsedFile:
         return ParsedFile(entry, parse_file(entry.abs_path, entry.rel_path, max_bytes=max_bytes))
     except ParseError as exc:
         return ParsedFile(entry, [], str(exc))
+    except Exception as exc:  # noqa: BLE001 - a parser crash on one file (a library bug, odd input) never stops the run
+        return ParsedFile(entry, [], f"{entry.rel_path}: the parser raised {type(exc).__name__}: {exc}; "
+                                     "the file is skipped (report it if the file is valid)")
 
 
 _DOC_SCHEMA = pa.schema([
@@ -209,7 +212,7 @@ def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> 
     paths = [f.entry.rel_path for f in files]
     existing: dict[str, dict[str, tuple[str, str]]] = {p: {} for p in paths}
     for doc_id, path, content_hash, status in con.execute(
-        "SELECT id, path, content_hash, status FROM documents WHERE list_contains(?, path)", [paths]
+        f"SELECT id, path, content_hash, status FROM documents WHERE {_in_list('path')}", [paths]
     ).fetchall():
         existing[path][doc_id] = (content_hash, status)
     results: list[FileResult] = []
@@ -255,30 +258,53 @@ def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> 
         result.documents_deleted = len(removed)
         gone.extend(removed)
     if gone:
-        con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [gone])
-        con.execute("DELETE FROM documents WHERE list_contains(?, id)", [gone])
+        con.execute(f"DELETE FROM chunks WHERE {_in_list('document_id')}", [gone])
+        con.execute(f"DELETE FROM documents WHERE {_in_list('id')}", [gone])
     _insert(con, "documents", _DOC_SCHEMA, upserts, _DOC_UPSERT)
     for doc_id, file_hash, size in refreshed:
         con.execute("UPDATE documents SET file_hash = ?, size_bytes = ? WHERE id = ?", [file_hash, size, doc_id])
     # Documents that became errors lose their chunks (a JSONL record that turned malformed).
     errored = [row[0] for row in upserts if row[7] == "error"]
     if errored:
-        con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [errored])
+        con.execute(f"DELETE FROM chunks WHERE {_in_list('document_id')}", [errored])
     return results, changed
 
 
+CHUNK_INSERT_ROWS = 20_000
+"""Chunks are inserted in slices of this many rows, so a huge file never needs all its rows in one Arrow batch."""
+
+
+def _in_list(column: str) -> str:
+    """``column IN (the list parameter)`` as a hash join: ``list_contains`` per row is quadratic for big lists."""
+    return f"{column} IN (SELECT unnest(?::VARCHAR[]))"
+
+
 def write_chunks(con: duckdb.DuckDBPyConnection, texts: dict[str, str], *, max_tokens: int,
-                 overlap: int) -> dict[str, int]:
-    """Replace the chunks of the given documents ({id: text}); returns {document id: chunks written}."""
+                 overlap: int, errors: dict[str, str] | None = None) -> dict[str, int]:
+    """Replace the chunks of the given documents ({id: text}); returns {document id: chunks written}.
+
+    A document whose chunking raises is marked 'error' with the message (also put in ``errors``); the
+    others are written."""
     if not texts:
         return {}
-    con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [list(texts)])
+    con.execute(f"DELETE FROM chunks WHERE {_in_list('document_id')}", [list(texts)])
     rows, counts = [], {}
     for doc_id, text in texts.items():
-        chunks = chunk_text(doc_id, text or "", max_tokens=max_tokens, overlap=overlap)
+        try:
+            chunks = chunk_text(doc_id, text or "", max_tokens=max_tokens, overlap=overlap)
+        except Exception as exc:  # noqa: BLE001 - one document's crash never stops the others
+            message = f"{doc_id}: chunking raised {type(exc).__name__}: {exc}; the document is skipped"
+            con.execute("UPDATE documents SET status = 'error', error = ?, text = NULL, updated_at = ? WHERE id = ?",
+                        [message, utc_now(), doc_id])
+            if errors is not None:
+                errors[doc_id] = message
+            continue
         counts[doc_id] = len(chunks)
         rows.extend((c.id, c.document_id, c.ordinal, c.text, c.token_count, c.char_start, c.char_end, c.content_hash)
                     for c in chunks)
+        if len(rows) >= CHUNK_INSERT_ROWS:
+            _insert(con, "chunks", _CHUNK_SCHEMA, rows)
+            rows = []
     _insert(con, "chunks", _CHUNK_SCHEMA, rows)
     return counts
 
@@ -313,20 +339,26 @@ def delete_path(con: duckdb.DuckDBPyConnection, rel_path: str) -> int:
     """Remove a file's documents and chunks; returns the number of documents removed."""
     ids = [r[0] for r in con.execute("SELECT id FROM documents WHERE path = ?", [rel_path]).fetchall()]
     if ids:
-        con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [ids])
+        con.execute(f"DELETE FROM chunks WHERE {_in_list('document_id')}", [ids])
         con.execute("DELETE FROM documents WHERE path = ?", [rel_path])
     return len(ids)
 
 
 def store_files(con: duckdb.DuckDBPyConnection, files: list[ParsedFile], settings: Settings) -> list[FileResult]:
     """Write parsed files' documents and chunks in one transaction."""
+    errors: dict[str, str] = {}
     with transaction(con):
         results, changed = write_documents(con, files)
-        counts = write_chunks(con, changed, max_tokens=settings.chunk_tokens, overlap=settings.chunk_overlap)
+        counts = write_chunks(con, changed, max_tokens=settings.chunk_tokens, overlap=settings.chunk_overlap,
+                              errors=errors)
     path_of = {doc.id: f.entry.rel_path for f in files for doc in f.documents}
     by_path = {r.rel_path: r for r in results}
     for doc_id, n in counts.items():
         by_path[path_of[doc_id]].chunks_written += n
+    for doc_id, message in errors.items():
+        result = by_path[path_of[doc_id]]
+        result.errors.append(message)
+        result.status = "error" if path_of[doc_id] == doc_id else "partial"   # a whole file, or a JSONL record
     return results
 
 
