@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from pathrag_pipeline.cli.common import console, print_table
+from pathrag_pipeline.cli.common import console, esc, print_table
 from pathrag_pipeline.config import BENCH_DIR
 
 MUSIQUE = BENCH_DIR / "musique-100"
@@ -28,7 +28,7 @@ def _table(columns: list[str], rows: list[list], title: str) -> None:
 
 
 def _log(as_json: bool):
-    return (lambda _: None) if as_json else (lambda msg: console.print(f"[dim]{msg}[/dim]", highlight=False))
+    return (lambda _: None) if as_json else (lambda msg: console.print(f"[dim]{esc(msg)}[/dim]", highlight=False))
 
 
 def _print_indexing(result: dict) -> None:
@@ -42,12 +42,12 @@ def _print_indexing(result: dict) -> None:
         last = off["incremental"][-1]
         console.print(f"offline extraction: {off['offline_extraction_chunks_per_s']} chunks/s | re-index: "
                       f"{last['chunks_reextracted']} chunk(s) re-extracted, rows re-embedded {last['rows_reembedded']} | "
-                      f"full/incremental {off['ratio_full_to_incremental']}x", highlight=False)
+                      f"full/incremental {off['ratio_full_to_incremental']}x", highlight=False, markup=False)
     llm = result.get("llm")
     if llm:
-        console.print(f"[bold]LLM mode:[/bold] {llm['caveat']}", highlight=False)
+        console.print(f"[bold]LLM mode:[/bold] {esc(llm['caveat'])}", highlight=False)
         if "skipped" in llm:
-            console.print(f"[yellow]LLM mode skipped:[/yellow] {llm['skipped']}", highlight=False)
+            console.print(f"[yellow]LLM mode skipped:[/yellow] {esc(llm['skipped'])}", highlight=False)
         else:
             _table(["gleaning", "chunks", "calls/chunk", "prompt tok/chunk", "completion tok/chunk", "summary calls",
                     "server calls", "pipeline calls", "total s"],
@@ -59,7 +59,7 @@ def _print_indexing(result: dict) -> None:
             console.print(f"re-index after editing {inc['edited_file']}: {inc['extraction_calls']} extraction calls for "
                           f"{inc['chunks_reextracted']} chunk(s), {inc['summary_calls']} summary calls; only the edited "
                           f"document's chunks: {inc['only_edited_document']}; full/incremental calls "
-                          f"{llm['ratio_full_to_incremental_calls']}x", highlight=False)
+                          f"{llm['ratio_full_to_incremental_calls']}x", highlight=False, markup=False)
     mus = result.get("musique")
     if mus:
         _table(["passages", "triples", "entities", "relations", *mus["seconds"]],
@@ -129,8 +129,8 @@ def report(quick: bool, out: Path | None) -> None:
     """Run every benchmark and regenerate docs/benchmarks.md and docs/pruning_scaling.png."""
     from pathrag_pipeline.bench.report import build_report
 
-    path = build_report(quick=quick, out=out, log=lambda msg: console.print(msg, highlight=False))
-    console.print(f"wrote {path}", highlight=False)
+    path = build_report(quick=quick, out=out, log=lambda msg: console.print(msg, highlight=False, markup=False))
+    console.print(f"wrote {path}", highlight=False, markup=False)
 
 
 @bench.command("ingest")
