@@ -48,7 +48,7 @@ def documents(context: dg.AssetExecutionContext, pathrag: PathragResource) -> dg
             removed = ingest.delete_path(con, rel)
         return dg.MaterializeResult(metadata={"status": "deleted", "documents_removed": removed,
                                               "dagster/row_count": 0})
-    parsed = ingest.parse_entry(entry, max_bytes=settings.max_file_bytes)
+    parsed = ingest.parse_entry(entry, max_bytes=settings.max_file_bytes, max_text_bytes=settings.max_text_bytes)
     with store.connect() as con:
         with transaction(con):
             [result], _ = ingest.write_documents(con, [parsed])

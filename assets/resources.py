@@ -25,4 +25,4 @@ class PathragResource(dg.ConfigurableResource):
         return Settings.from_env(**overrides)
 
     def store(self) -> Store:
-        return Store(self.settings().duckdb_path)
+        return Store.for_settings(self.settings())

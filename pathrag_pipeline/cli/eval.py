@@ -122,7 +122,7 @@ def retrieval(dataset_dir: Path, use_triples: bool, modes: str, ks: str, limit: 
             evaluation = evaluate_retrieval(settings, dataset_dir, modes=mode_list, ks=k_list, limit=limit,
                                             use_triples=use_triples, workdir=workdir, params=params,
                                             on_question=advance, index_progress=indexing)
-        save_evaluation(Store(settings.duckdb_path), evaluation)
+        save_evaluation(Store.for_settings(settings), evaluation)
     except _EXPECTED as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -195,7 +195,7 @@ def winrate(answers_a: Path | None, answers_b: Path | None, questions_file: Path
             task = progress.add_task("judging", total=len(pairs) * (2 if both_orders else 1))
             run = judge_pairs(judge, pairs, label_a=label_a, label_b=label_b, both_orders=both_orders,
                               params=params, on_judgment=lambda: progress.advance(task))
-        save_winrate(Store(settings.duckdb_path), run)
+        save_winrate(Store.for_settings(settings), run)
     except _EXPECTED as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:

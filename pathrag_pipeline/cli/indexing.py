@@ -27,6 +27,13 @@ def _print_sync(report) -> None:
     for failed in report.failed:
         for err in failed.errors:
             console.print(f"[yellow]{esc(failed.status)}[/yellow] {esc(failed.rel_path)}: {esc(err)}", highlight=False)
+    if report.unsupported_count:
+        from pathrag_pipeline.ingest.parsing import SUPPORTED
+
+        more = report.unsupported_count - len(report.unsupported)
+        names = ", ".join(report.unsupported) + (f" and {more} more" if more > 0 else "")
+        console.print(f"[yellow]skipped {report.unsupported_count} unsupported file(s)[/yellow] "
+                      f"(supported: {' '.join(sorted(SUPPORTED))}): {esc(names)}", highlight=False)
 
 
 def _print_index(report) -> None:

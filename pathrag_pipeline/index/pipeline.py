@@ -59,7 +59,7 @@ def graph_counts(store: Store) -> dict[str, int]:
 def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str = "cli",
                  triples: Path | None = None, reembed: bool = False, progress=None) -> IndexReport:
     """Run every indexing stage; with ``triples``, the graph comes from that JSONL file instead of extraction."""
-    store = Store(settings.duckdb_path)
+    store = Store.for_settings(settings)
     sync = sync_folder(settings, store, folder=folder, trigger=trigger)
     llm = llm_from_settings(settings)
     extraction = imported = None
