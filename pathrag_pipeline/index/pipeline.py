@@ -19,6 +19,7 @@ from pathrag_pipeline.index.llm_extraction import extractor_from_settings
 from pathrag_pipeline.index.extraction_stage import ExtractionStats, run_extraction
 from pathrag_pipeline.ingest.folder_sync import SyncReport, sync_folder
 from pathrag_pipeline.llm.client import llm_from_settings
+from pathrag_pipeline.storage.run_lock import index_lock
 from pathrag_pipeline.storage.store import Store
 from pathrag_pipeline.index.triples_import import ImportStats, import_triples
 from pathrag_pipeline.storage.vector_store import VectorStore
@@ -58,7 +59,17 @@ def graph_counts(store: Store) -> dict[str, int]:
 
 def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str = "cli",
                  triples: Path | None = None, reembed: bool = False, progress=None) -> IndexReport:
-    """Run every indexing stage; with ``triples``, the graph comes from that JSONL file instead of extraction."""
+    """Run every indexing stage; with ``triples``, the graph comes from that JSONL file instead of extraction.
+
+    Holds the home's indexing lock for the whole run (``storage.run_lock``): a second run on the same
+    PATHRAG_HOME waits for this one, with a message, then processes only what is still left."""
+    with index_lock(settings.home):
+        return _run_indexing(settings, folder=folder, trigger=trigger, triples=triples, reembed=reembed,
+                             progress=progress)
+
+
+def _run_indexing(settings: Settings, *, folder: Path | None, trigger: str, triples: Path | None, reembed: bool,
+                  progress) -> IndexReport:
     store = Store.for_settings(settings)
     sync = sync_folder(settings, store, folder=folder, trigger=trigger)
     llm = llm_from_settings(settings)
