@@ -149,6 +149,39 @@ def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, as_json: bool)
         print_table(list(result["rows"][0]), [tuple(r.values()) for r in result["rows"]], title=result["title"])
 
 
+@bench.command("scale")
+@click.option("--size-mb", default=100.0, show_default=True, help="Size of the larger generated corpus (MB of text).")
+@click.option("--files", default=10_000, show_default=True, help="Files of the larger corpus.")
+@click.option("--small-fraction", default=0.25, show_default=True,
+              help="The smaller corpus is this fraction of the larger (size and files): two sizes show the growth.")
+@click.option("--big-txt-mb", default=40.0, show_default=True, help="Size of the single large .txt file.")
+@click.option("--jsonl-lines", default=200_000, show_default=True, help="Lines of the single large JSONL file.")
+@click.option("--workdir", type=click.Path(path_type=Path), default=None,
+              help="Where to generate and index (default: a temp dir); results.json is kept there.")
+@click.option("--keep", is_flag=True, help="Keep the corpora and homes after each step.")
+@click.option("--parts", type=click.Choice(["all", "corpus", "files"]), default="all", show_default=True,
+              help="corpus: the two corpus sizes and the edit; files: the large .txt and JSONL files.")
+@click.option("--markdown", "markdown_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the report section (## Scale) to this file.")
+@click.option("--json", "as_json", is_flag=True)
+def bench_scale(size_mb: float, files: int, small_fraction: float, big_txt_mb: float, jsonl_lines: int,
+                workdir: Path | None, keep: bool, parts: str, markdown_out: Path | None, as_json: bool) -> None:
+    """Peak memory and throughput of full offline indexes at two corpus sizes, one edit, one huge file."""
+    from pathrag_pipeline.bench.report import scale_section
+    from pathrag_pipeline.bench.scale import run_scale_bench
+
+    result = run_scale_bench(size_mb=size_mb, files=files, small_fraction=small_fraction, big_txt_mb=big_txt_mb,
+                             jsonl_lines=jsonl_lines, workdir=workdir, log=_log(as_json), keep=keep,
+                             parts=parts)
+    section = scale_section(result)
+    if markdown_out:
+        markdown_out.write_text(section + "\n")
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+    else:
+        console.print(section, highlight=False, markup=False)
+
+
 ROW_LABELS = {"nodes": "nodes", "edges": "edges", "generate_s": "generate s", "build_ms": "build ms",
               "p50_ms": "p50 ms", "p95_ms": "p95 ms", "cpu_p95_ms": "cpu p95 ms", "mean_paths": "paths/query"}
 SUMMARY_KEYS = ("variant", "nodes", "edges", "n_queries", "build_ms", "p50_ms", "p95_ms", "cpu_p95_ms",
