@@ -85,7 +85,9 @@ def evaluate_folder(scan: dict[str, ingest.FileEntry], cursor: str | None, parti
             run_key=f"{rel}@{entry.file_hash[:16]}#{seq}",
             tags=RUN_TAGS,
         ))
-    deleted = sorted((set(files) | partitions) - set(scan))
+    # A file inside a subfolder the scan could not list is not known to be gone: keep it (and its partition).
+    hidden = getattr(scan, "hidden_by_unreadable_dir", lambda _p: False)
+    deleted = sorted(p for p in (set(files) | partitions) - set(scan) if not hidden(p))
     requests = []
     new_partitions = sorted(set(scan) - partitions)
     if new_partitions:

@@ -164,3 +164,25 @@ def test_query_job_without_questions_fails_clearly(tmp_path, folder):
                                     run_config={"ops": {"answer_questions": {"config": {}}}}, raise_on_error=False)
     assert not result.success
     assert "no question given" in str(result.failure_data_for_node("answer_questions").error)
+
+
+def test_sensor_keeps_files_of_an_unreadable_subfolder(tmp_path, monkeypatch):
+    import os
+
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("Ada Halden lived in Port Aster.")
+    (folder / "sub" / "b.txt").write_text("Tomas Brill lived in Carrick.")
+    first = evaluate_folder(scan_folder(folder, max_bytes=10**6), None, set())
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path).endswith(os.sep + "sub"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    scan = scan_folder(folder, max_bytes=10**6)
+    assert "sub/b.txt" not in scan and "sub" in scan.unreadable_dirs
+    second = evaluate_folder(scan, first.cursor, {"a.txt", "sub/b.txt"})
+    assert not second.run_requests and not second.dynamic_partitions_requests
