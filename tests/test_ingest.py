@@ -289,3 +289,31 @@ def test_text_limit_applies_to_every_format(env):
     sync_folder(replace(settings, max_text_bytes=1000), store)
     errors = dict(rows(store, "SELECT id, error FROM documents WHERE status = 'error'"))
     assert "PATHRAG_MAX_TEXT_BYTES" in errors["b.txt"] and "a.md" not in errors
+
+
+def test_parse_batches_are_bounded_by_bytes_and_files():
+    from pathrag_pipeline.ingest.folder_sync import PARSE_BATCH_BYTES, PARSE_BATCH_FILES, FileEntry, _parse_batches
+
+    sizes = [10, PARSE_BATCH_BYTES, 10, 10] + [1] * (PARSE_BATCH_FILES + 5)
+    scan = {f"f{i}": FileEntry(f"f{i}", None, n, "h") for i, n in enumerate(sizes)}
+    batches = list(_parse_batches(list(scan), scan))
+    assert [p for b in batches for p in b] == list(scan)                      # every file once, in order
+    assert all(len(b) <= PARSE_BATCH_FILES for b in batches)
+    assert all(sum(scan[p].size for p in b) <= PARSE_BATCH_BYTES or len(b) == 1 for b in batches)
+    assert ["f1"] in batches                                                  # a big file is a batch alone
+
+
+def test_chunks_of_a_big_document_are_written_in_slices(env, monkeypatch):
+    from pathrag_pipeline.ingest import folder_sync
+
+    settings, docs, store = env
+    inserted = []
+    real = folder_sync._insert
+    monkeypatch.setattr(folder_sync, "CHUNK_INSERT_ROWS", 3)
+    monkeypatch.setattr(folder_sync, "_insert",
+                        lambda con, table, schema, rows, upsert="": (inserted.append((table, len(rows))),
+                                                                     real(con, table, schema, rows, upsert)))
+    sync_folder(settings, store)
+    chunk_writes = [n for table, n in inserted if table == "chunks" and n]
+    total = rows(store, "SELECT count(*) FROM chunks")[0][0]
+    assert sum(chunk_writes) == total and len(chunk_writes) > 1 and max(chunk_writes) < total
