@@ -28,7 +28,7 @@ class PathragResource(dg.ConfigurableResource):
         return Path(self.triples).resolve() if self.triples else None
 
     def store(self) -> Store:
-        return Store(self.settings().duckdb_path)
+        return Store.for_settings(self.settings())
 
 
 class RunReports:

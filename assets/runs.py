@@ -26,6 +26,7 @@ from assets.resources import PathragResource, RunReports
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.dagster_home import ensure_dagster_yaml
 from pathrag_pipeline.index.pipeline import IndexReport, assemble_report
+from pathrag_pipeline.storage.run_lock import index_lock
 from pathrag_pipeline.storage.store import Store
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -53,15 +54,17 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
     own = instance is None
     instance = instance or instance_for(settings)
     try:
-        # A failing step re-raises its own exception here (a PipelineError prints as one clear line in the
-        # CLI) after the run is recorded as failed in the instance.
-        result = job.execute_in_process(instance=instance, run_config=run_config,
-                                        tags={**RUN_TAGS, TRIGGER_TAG: trigger})
+        # One indexing run per home: the lock is held for the whole job (its steps re-enter it). A failing step
+        # re-raises its own exception here (a PipelineError prints as one clear line in the CLI) after the run
+        # is recorded as failed in the instance.
+        with index_lock(settings.home):
+            result = job.execute_in_process(instance=instance, run_config=run_config,
+                                            tags={**RUN_TAGS, TRIGGER_TAG: trigger})
     finally:
         if own:
             instance.dispose()
     report = assemble_report(reports.get("sync"), reports.get("graph"), reports.get("embeddings"),
-                             Store(settings.duckdb_path))
+                             Store.for_settings(settings))
     report.dagster_run_id = result.run_id
     return report
 

@@ -8,6 +8,7 @@ rendered: ``Settings.public()`` is what goes into logs, tables and run metadata.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -31,6 +32,8 @@ ENV_NAMES = {
     "chunk_tokens": "PATHRAG_CHUNK_TOKENS",
     "chunk_overlap": "PATHRAG_CHUNK_OVERLAP",
     "max_file_bytes": "PATHRAG_MAX_FILE_BYTES",
+    "max_text_bytes": "PATHRAG_MAX_TEXT_BYTES",
+    "duckdb_memory_limit": "PATHRAG_DUCKDB_MEMORY_LIMIT",
     "llm_mode": "PATHRAG_LLM_MODE",
     "llm_timeout": "PATHRAG_LLM_TIMEOUT",
     "llm_max_concurrency": "PATHRAG_LLM_MAX_CONCURRENCY",
@@ -79,6 +82,23 @@ def _float_env(env: dict[str, str], name: str) -> float | None:
     return value
 
 
+DEFAULT_MAX_TEXT_BYTES = 50 * 1024 * 1024
+"""Extracted text allowed per file (UTF-8 bytes), checked while extracting: a small DOCX can inflate to GBs."""
+DEFAULT_DUCKDB_MEMORY_LIMIT = "2GB"
+"""DuckDB's memory_limit for the pipeline's connections (its own default is 80% of RAM); it spills past it."""
+_MEMORY = re.compile(r"\s*\d+(\.\d+)?\s*(B|KB|KiB|MB|MiB|GB|GiB|TB|TiB)\s*", re.IGNORECASE)
+
+
+def _memory_env(env: dict[str, str]) -> str:
+    name = ENV_NAMES["duckdb_memory_limit"]
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_DUCKDB_MEMORY_LIMIT
+    if not _MEMORY.fullmatch(raw):
+        raise ConfigError(f"{name}={raw!r} is not a memory size; give e.g. 2GB or 512MB")
+    return raw.strip()
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=_default_home)
@@ -86,6 +106,8 @@ class Settings:
     chunk_tokens: int = 1200
     chunk_overlap: int = 100
     max_file_bytes: int = 50 * 1024 * 1024
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
+    duckdb_memory_limit: str = DEFAULT_DUCKDB_MEMORY_LIMIT
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key: str | None = field(default=None, repr=False)
@@ -126,6 +148,8 @@ class Settings:
             chunk_tokens=_int_env(env, "chunk_tokens", 1200, minimum=16),
             chunk_overlap=_int_env(env, "chunk_overlap", 100, minimum=0),
             max_file_bytes=_int_env(env, "max_file_bytes", 50 * 1024 * 1024, minimum=1),
+            max_text_bytes=_int_env(env, "max_text_bytes", DEFAULT_MAX_TEXT_BYTES, minimum=1),
+            duckdb_memory_limit=_memory_env(env),
             llm_base_url=env.get("PATHRAG_LLM_BASE_URL") or None,
             llm_model=env.get("PATHRAG_LLM_MODEL") or None,
             llm_api_key=llm_key,

@@ -131,3 +131,10 @@ def test_index_of_a_folder_without_supported_files_says_so(home, tmp_path):
     (empty / "notes.xyz").write_text("not a supported format")
     result = run("index", str(empty))
     assert "no supported files" in result.output and ".md" in result.output
+
+
+def test_index_lists_unsupported_files(home, folder):
+    (folder / "figures.csv").write_text("a,b\n1,2\n")
+    out = run("index", str(folder))
+    assert out.exit_code == 0, out.output
+    assert "skipped 1 unsupported file(s)" in out.output and "figures.csv" in out.output

@@ -260,3 +260,37 @@ def test_summaries_are_made_while_no_process_holds_the_duckdb_file(corpus: Corpu
     assert opened and all(result is True for result in opened), opened[:1]
     assert stats.merge.summaries_called == len(opened)
     assert corpus.query("SELECT count(*) FROM entities WHERE description = 'A short summary'")[0][0] > 0  # cut to 3 tokens
+
+
+def test_a_merge_that_crashes_midway_resumes_in_batches_on_the_next_run(corpus: Corpus, monkeypatch) -> None:
+    """The pending-merge marker survives a crash in the merge, and the re-run merges in bounded batches."""
+    from pathrag_pipeline.index import graph_merge
+
+    reference = corpus.__class__(corpus.docs.parent / "reference")
+    for name, text in DOCS.items():
+        reference.write(name, text)
+    reference.sync()
+    run_extraction(reference.store, OfflineExtractor())
+    expected = reference.query("SELECT entity_key, name, mention_count FROM entities ORDER BY 1")
+
+    monkeypatch.setattr(graph_merge, "MERGE_BATCH_ROWS", 1)                 # one entity key per batch
+    real_write = graph_merge._write
+    calls = {"n": 0}
+
+    def crashing_write(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise MemoryError("simulated crash in the middle of the merge")
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(graph_merge, "_write", crashing_write)
+    with pytest.raises(MemoryError):
+        run_extraction(corpus.store, OfflineExtractor())
+    assert corpus.query("SELECT count(*) FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])[0][0] == 1
+    assert corpus.query("SELECT count(*) FROM entities")[0][0] == 0          # the merge rolled back whole
+
+    monkeypatch.setattr(graph_merge, "_write", real_write)
+    again = run_extraction(corpus.store, OfflineExtractor())
+    assert again.pending == 0 and again.merge is not None
+    assert corpus.query("SELECT entity_key, name, mention_count FROM entities ORDER BY 1") == expected
+    assert corpus.query("SELECT count(*) FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])[0][0] == 0

@@ -277,3 +277,71 @@ def test_incremental_equals_full_rebuild(seed):
         fresh.close()
         largest = max(largest, len(snapshot(live)[1]))
     assert largest > 3 and summarise.calls      # the sequence really built a graph and summarised
+
+
+# ---- bounded memory (issue 10, item 1) ----------------------------------------------------------------
+
+def _random_corpus(con, n_chunks=60, seed=3):
+    rng = random.Random(seed)
+    names = [f"Name{i}" for i in range(25)]
+    records = []
+    for c in range(n_chunks):
+        ents = rng.sample(names, 5)
+        rels = [{"source": a, "target": b, "keywords": "k", "strength": 1.0, "description": f"{a} met {b} in {c}."}
+                for a, b in zip(ents, ents[1:])]
+        records.append(rec(f"c{c:03}", f"d{c % 7}", [{"name": n, "type": "person", "description": f"{n} in {c}."}
+                                                    for n in ents], rels))
+    write_records(con, records)
+    return records
+
+
+def test_merge_in_small_batches_equals_one_batch_and_bounds_python_rows(con, monkeypatch):
+    from pathrag_pipeline.index import graph_merge
+
+    _random_corpus(con)
+    merge_keys(con, None, None)
+    one_batch = snapshot(con)
+    con.execute("DELETE FROM entities")
+    con.execute("DELETE FROM relations")
+
+    pulled = []
+    real_groups = graph_merge._groups
+
+    def counting(con_, sql):
+        cols, bounds = real_groups(con_, sql)
+        pulled.append(len(cols["key"]))
+        return cols, bounds
+
+    monkeypatch.setattr(graph_merge, "MERGE_BATCH_ROWS", 7)
+    monkeypatch.setattr(graph_merge, "_groups", counting)
+    merge_keys(con, None, None)
+    assert snapshot(con) == one_batch
+    biggest_key = max(n for (n,) in con.execute("SELECT mention_count FROM entities").fetchall())
+    assert len(pulled) > 4 and min(pulled) > 0
+    assert max(pulled) <= 7 + biggest_key      # a batch overruns the budget by at most one key's mentions
+    assert sum(pulled) > 3 * max(pulled)
+
+    # incremental, batched: drop some chunks, merge their keys, compare with a full rebuild
+    before_e, before_r = keys_for_chunks(con, [f"c{c:03}" for c in range(0, 60, 3)])
+    con.execute("DELETE FROM extractions WHERE chunk_id IN (SELECT unnest(?::VARCHAR[]))",
+                [[f"c{c:03}" for c in range(0, 60, 3)]])
+    merge_keys(con, before_e, before_r)
+    incremental = snapshot(con)
+    monkeypatch.setattr(graph_merge, "MERGE_BATCH_ROWS", 10**6)
+    con.execute("DELETE FROM entities")
+    con.execute("DELETE FROM relations")
+    merge_keys(con, None, None)
+    assert incremental == snapshot(con) and orphans(con) == 0
+
+
+def test_store_connections_have_a_memory_limit_and_spill_folder(tmp_path):
+    from pathrag_pipeline.config import Settings
+    from pathrag_pipeline.storage.store import Store
+
+    settings = Settings.from_env(env={"PATHRAG_HOME": str(tmp_path), "PATHRAG_DUCKDB_MEMORY_LIMIT": "300MB"})
+    store = Store.for_settings(settings)
+    with store.connect() as c:
+        limit = c.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+        temp = c.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]
+    assert limit.replace(" ", "").upper().startswith(("286", "300", "MB")) or "MiB" in limit, limit
+    assert temp == str(tmp_path / "duckdb_tmp")

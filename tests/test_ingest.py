@@ -166,3 +166,154 @@ def test_missing_folder_is_a_clear_error(tmp_path):
     settings = Settings.from_env(home=tmp_path / "home", docs=tmp_path / "nope")
     with pytest.raises(FileNotFoundError, match="nope"):
         sync_folder(settings)
+
+
+# ---- real folders (issue 10, item 3) -------------------------------------------------------------------
+
+def _statuses(store):
+    return dict(rows(store, "SELECT id, status FROM documents"))
+
+
+def test_symlink_loop_is_an_error_row_not_an_abort(env):
+    settings, docs, store = env
+    os.symlink("loop.txt", docs / "loop.txt")              # points at itself
+    os.symlink("b2.md", docs / "a2.md")
+    os.symlink("a2.md", docs / "b2.md")                    # a two-link cycle
+    report = sync_folder(settings, store)
+    statuses = _statuses(store)
+    assert statuses["loop.txt"] == statuses["a2.md"] == "error" and statuses["a.md"] == "indexed"
+    errors = dict(rows(store, "SELECT id, error FROM documents WHERE status = 'error'"))
+    assert "symlink loop" in errors["loop.txt"]
+    assert {r.rel_path for r in report.failed} >= {"loop.txt", "a2.md", "b2.md"}
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo")
+def test_fifo_is_skipped_without_being_opened(env, monkeypatch):
+    settings, docs, store = env
+    os.mkfifo(docs / "pipe.txt")
+    from pathrag_pipeline.ingest import folder_sync
+
+    opened = []
+    real = folder_sync.file_sha256
+    monkeypatch.setattr(folder_sync, "file_sha256", lambda p: opened.append(p) or real(p))
+    sync_folder(settings, store)                          # would block forever if the FIFO were read
+    assert all(p.name != "pipe.txt" for p in opened)
+    error = rows(store, "SELECT status, error FROM documents WHERE id = 'pipe.txt'")[0]
+    assert error[0] == "error" and "FIFO" in error[1]
+    assert _statuses(store)["a.md"] == "indexed"
+
+
+@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else True,
+                    reason="root reads any folder; permissions cannot make it unreadable")
+def test_unreadable_subfolder_is_an_error_and_its_files_stay_indexed(env):
+    settings, docs, store = env
+    sync_folder(settings, store)
+    os.chmod(docs / "sub", 0)
+    try:
+        report = sync_folder(settings, store)
+    finally:
+        os.chmod(docs / "sub", 0o755)
+    assert _statuses(store)["sub/c.html"] == "indexed"
+    assert not report.plan.deleted
+    assert any(r.rel_path == "sub" and r.status == "error" for r in report.results)
+
+
+def test_unreadable_subfolder_keeps_its_files_in_the_plan(env, monkeypatch):
+    """The same as above for a root user: os.walk reports the listing failure through onerror."""
+    settings, docs, store = env
+    sync_folder(settings, store)
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path).endswith(os.sep + "sub"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    report = sync_folder(settings, store)
+    assert _statuses(store)["sub/c.html"] == "indexed" and not report.plan.deleted
+    failed = {r.rel_path: r for r in report.failed}
+    assert "Permission denied" in failed["sub"].errors[0]
+    assert rows(store, "SELECT count(*) FROM chunks WHERE document_id = 'sub/c.html'")[0][0] > 0
+
+
+def test_malformed_jsonl_record_keeps_its_last_good_version(env):
+    settings, docs, store = env
+    sync_folder(settings, store)
+    (docs / "records.jsonl").write_text(
+        json.dumps({"id": "r1", "title": "One", "text": "Record one about Kessel Bay."}) + "\n"
+        + '{"id": "r2", "title": "Two", "text": "Record two about Northw\n'          # broken JSON
+    )
+    report = sync_folder(settings, store)
+    kept = rows(store, "SELECT status, error, text FROM documents WHERE id = 'records.jsonl#r2'")
+    assert kept and kept[0][0] == "error" and "last good version" in kept[0][1] and "Northwick" in kept[0][2]
+    assert rows(store, "SELECT count(*) FROM chunks WHERE document_id = 'records.jsonl#r2'")[0][0] > 0
+    assert any(r.rel_path == "records.jsonl" and r.status == "partial" for r in report.results)
+    # fixed again: indexed again, and a record really deleted from a clean file is removed
+    (docs / "records.jsonl").write_text(json.dumps({"id": "r2", "title": "Two", "text": "Record two about Northwick."}) + "\n")
+    sync_folder(settings, store)
+    statuses = _statuses(store)
+    assert statuses["records.jsonl#r2"] == "indexed" and "records.jsonl#r1" not in statuses
+
+
+def test_unsupported_files_are_listed_in_the_report(env):
+    settings, docs, store = env
+    for i in range(25):
+        (docs / f"table{i:02}.csv").write_text("a,b\n1,2\n")
+    report = sync_folder(settings, store)
+    assert report.unsupported_count == 25
+    assert report.unsupported[:2] == ["table00.csv", "table01.csv"] and len(report.unsupported) == 20
+
+
+def test_docx_that_inflates_past_the_text_limit_is_an_error(env):
+    import docx
+
+    settings, docs, store = env
+    document = docx.Document()
+    for _ in range(200):
+        document.add_paragraph("Kessel Bay " * 200)              # ~440 KB of text, compresses to a few KB
+    document.save(docs / "bomb.docx")
+    from dataclasses import replace
+
+    small = replace(settings, max_text_bytes=100_000)
+    sync_folder(small, store)
+    status, error = rows(store, "SELECT status, error FROM documents WHERE id = 'bomb.docx'")[0]
+    assert status == "error" and "PATHRAG_MAX_TEXT_BYTES" in error
+    assert _statuses(store)["a.md"] == "indexed"
+
+
+def test_text_limit_applies_to_every_format(env):
+    from dataclasses import replace
+
+    settings, docs, store = env
+    sync_folder(replace(settings, max_text_bytes=1000), store)
+    errors = dict(rows(store, "SELECT id, error FROM documents WHERE status = 'error'"))
+    assert "PATHRAG_MAX_TEXT_BYTES" in errors["b.txt"] and "a.md" not in errors
+
+
+def test_parse_batches_are_bounded_by_bytes_and_files():
+    from pathrag_pipeline.ingest.folder_sync import PARSE_BATCH_BYTES, PARSE_BATCH_FILES, FileEntry, _parse_batches
+
+    sizes = [10, PARSE_BATCH_BYTES, 10, 10] + [1] * (PARSE_BATCH_FILES + 5)
+    scan = {f"f{i}": FileEntry(f"f{i}", None, n, "h") for i, n in enumerate(sizes)}
+    batches = list(_parse_batches(list(scan), scan))
+    assert [p for b in batches for p in b] == list(scan)                      # every file once, in order
+    assert all(len(b) <= PARSE_BATCH_FILES for b in batches)
+    assert all(sum(scan[p].size for p in b) <= PARSE_BATCH_BYTES or len(b) == 1 for b in batches)
+    assert ["f1"] in batches                                                  # a big file is a batch alone
+
+
+def test_chunks_of_a_big_document_are_written_in_slices(env, monkeypatch):
+    from pathrag_pipeline.ingest import folder_sync
+
+    settings, docs, store = env
+    inserted = []
+    real = folder_sync._insert
+    monkeypatch.setattr(folder_sync, "CHUNK_INSERT_ROWS", 3)
+    monkeypatch.setattr(folder_sync, "_insert",
+                        lambda con, table, schema, rows, upsert="": (inserted.append((table, len(rows))),
+                                                                     real(con, table, schema, rows, upsert)))
+    sync_folder(settings, store)
+    chunk_writes = [n for table, n in inserted if table == "chunks" and n]
+    total = rows(store, "SELECT count(*) FROM chunks")[0][0]
+    assert sum(chunk_writes) == total and len(chunk_writes) > 1 and max(chunk_writes) < total

@@ -258,6 +258,61 @@ def startup_section(r: dict[str, Any]) -> str:
     return "\n\n".join(text)
 
 
+def scale_section(r: dict[str, Any]) -> str:
+    """Scale: peak memory and per-stage throughput of full offline indexes at two sizes, an edit, huge files."""
+    stages = ("ingest", "extraction", "merge", "embeddings", "total")
+    cmd = (f"pathrag bench scale --size-mb {r['size_mb']:g} --files {r['files']}")
+    rows = []
+
+    def add(label: str, mb: float | None, entry: dict[str, Any] | None, through: dict[str, Any] | None) -> None:
+        if not entry:
+            return
+        if "error" in entry:
+            rows.append([label, mb, "", "", entry.get("peak_rss_mib"), f"failed: {entry['error']}"] + [""] * 5)
+            return
+        t = through or {}
+        cells = [f"{t[s]['seconds']:.1f} s, {t[s]['mb_per_s']} MB/s, {t[s]['chunks_per_s']} ch/s"
+                 if t.get(s) and t[s]["mb_per_s"] is not None else f"{entry['seconds'][s]:.2f} s" for s in stages]
+        rows.append([label, mb, entry.get("files"), entry.get("chunks_written"), entry.get("peak_rss_mib"),
+                     f"{entry['graph'].get('entities')} / {entry['graph'].get('relations')}", *cells])
+
+    for size in r.get("sizes", []):
+        add(f"full index, {size['files']} files", size["size_mb"], size["full"], size.get("throughput"))
+        if size.get("edit"):
+            add(f"re-index after editing 1 file ({size['edit'].get('file')})", size["size_mb"], size["edit"], None)
+    for name, label in (("big_txt", "one .txt file"), ("big_jsonl", "one JSONL file")):
+        if r.get(name):
+            extra = f", {r[name]['jsonl_lines']:,} lines" if r[name].get("jsonl_lines") else ""
+            add(f"{label}{extra}", r[name]["file_mb"], r[name]["full"], r[name].get("throughput"))
+    cols = ["measurement", "MB", "files", "chunks", "peak RSS MiB", "entities / relations",
+            *[f"{s}" for s in stages]]
+    parts = [
+        "## Scale",
+        _reproduce(cmd),
+        "A deterministic generated corpus (the English-like prose with named entities of `pathrag bench ingest`, "
+        ".txt and .md files of about equal size) indexed offline from scratch by `run_indexing` at two sizes; then "
+        "one file of the larger corpus edited and re-indexed; then one large .txt file and one large JSONL file on "
+        "their own. Each measurement runs in a fresh child process and reports that process's peak resident "
+        "memory (`ru_maxrss`). Per stage: seconds, MB of input text per second and chunks per second (chunks "
+        "written by the ingest). DuckDB runs with `PATHRAG_DUCKDB_MEMORY_LIMIT` at its default (2GB) and spills "
+        "to `PATHRAG_HOME/duckdb_tmp` past it.",
+        md_table(cols, rows),
+    ]
+    growth = r.get("growth")
+    if growth:
+        parts.append(
+            f"Memory growth between the two sizes: **{growth['mib_per_mb']} MiB of peak RSS per MB of text** on top of "
+            f"{growth['base_mib']} MiB; a straight line predicts **{growth['predicted_1gb_mib']:.0f} MiB for 1 GB** of "
+            f"text (DuckDB's share is capped by its memory limit, so this is an upper estimate), and "
+            f"{growth['seconds_per_mb']} s per MB, about {growth['predicted_1gb_hours']} h for 1 GB offline on this machine.")
+    loads = r.get("loads") or []
+    if loads:
+        parts.append(f"Load average (1 min) during the run: {min(loads)} to {max(loads)} on 2 shared cores "
+                     f"(other work was running: times are pessimistic, memory is not affected). "
+                     f"Run {r.get('started')} to {r.get('finished', 'unfinished')}.")
+    return "\n\n".join(parts)
+
+
 def pruning_section(paper: list[dict], reference: list[dict], sizes: ReportSizes, plot: Path | None) -> str:
     cols = ["variant", "nodes", "edges", "queries", "build ms", "p50 ms", "p95 ms", "cpu p95 ms", "paths/query"]
     keys = ["variant", "nodes", "edges", "n_queries", "build_ms", "p50_ms", "p95_ms", "cpu_p95_ms", "mean_paths"]

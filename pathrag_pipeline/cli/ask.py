@@ -30,23 +30,25 @@ if TYPE_CHECKING:
 def print_result(result: QueryResult, console: Console, max_paths: int | None = None) -> None:
     from rich.table import Table
 
-    console.print(f"[bold]Answer[/bold] ({result.answer_kind}, {result.model}):", highlight=False)
+    from pathrag_pipeline.cli.common import esc, plain
+
+    console.print(f"[bold]Answer[/bold] ({esc(result.answer_kind)}, {esc(result.model)}):", highlight=False)
     console.print(result.answer, highlight=False, markup=False)
     if result.paths:
-        table = Table(title=f"Paths (rank 1 = most reliable; {len(result.paths)} kept; documents: the edges' sources first)",
-                  show_lines=False)
+        table = Table(title=plain(f"Paths (rank 1 = most reliable; {len(result.paths)} kept; documents: the edges' sources first)"),
+                      show_lines=False)
         for col in ("rank", "reliability", "hops", "nodes", "documents"):
             table.add_column(col, overflow="fold")
         for p in result.paths[:max_paths]:
             docs = ", ".join(p.document_ids[:3]) + (f" (+{len(p.document_ids) - 3} more)" if len(p.document_ids) > 3 else "")
-            table.add_row(str(p.rank), f"{p.reliability:.4f}", str(p.hops), " -> ".join(p.nodes), docs)
+            table.add_row(str(p.rank), f"{p.reliability:.4f}", str(p.hops), plain(" -> ".join(p.nodes)), plain(docs))
         console.print(table)
     elif result.mode == "path":
         console.print("No relational path joins the retrieved entities.", style="yellow")
     if result.document_ids:
         console.print("Sources: " + ", ".join(result.document_ids[:10]), highlight=False, markup=False)
     stages = ", ".join(f"{k} {v:.0f}" for k, v in result.timings_ms.items())
-    console.print(f"[dim]query {result.query_id} | {result.total_ms:.0f} ms ({stages})[/dim]", highlight=False)
+    console.print(f"[dim]query {esc(result.query_id)} | {result.total_ms:.0f} ms ({esc(stages)})[/dim]", highlight=False)
 
 
 @click.command()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from pathrag_pipeline.cli.common import console, print_table
+from pathrag_pipeline.cli.common import console, esc, print_table
 from pathrag_pipeline.config import BENCH_DIR
 
 MUSIQUE = BENCH_DIR / "musique-100"
@@ -28,7 +28,7 @@ def _table(columns: list[str], rows: list[list], title: str) -> None:
 
 
 def _log(as_json: bool):
-    return (lambda _: None) if as_json else (lambda msg: console.print(f"[dim]{msg}[/dim]", highlight=False))
+    return (lambda _: None) if as_json else (lambda msg: console.print(f"[dim]{esc(msg)}[/dim]", highlight=False))
 
 
 def _print_indexing(result: dict) -> None:
@@ -42,12 +42,12 @@ def _print_indexing(result: dict) -> None:
         last = off["incremental"][-1]
         console.print(f"offline extraction: {off['offline_extraction_chunks_per_s']} chunks/s | re-index: "
                       f"{last['chunks_reextracted']} chunk(s) re-extracted, rows re-embedded {last['rows_reembedded']} | "
-                      f"full/incremental {off['ratio_full_to_incremental']}x", highlight=False)
+                      f"full/incremental {off['ratio_full_to_incremental']}x", highlight=False, markup=False)
     llm = result.get("llm")
     if llm:
-        console.print(f"[bold]LLM mode:[/bold] {llm['caveat']}", highlight=False)
+        console.print(f"[bold]LLM mode:[/bold] {esc(llm['caveat'])}", highlight=False)
         if "skipped" in llm:
-            console.print(f"[yellow]LLM mode skipped:[/yellow] {llm['skipped']}", highlight=False)
+            console.print(f"[yellow]LLM mode skipped:[/yellow] {esc(llm['skipped'])}", highlight=False)
         else:
             _table(["gleaning", "chunks", "calls/chunk", "prompt tok/chunk", "completion tok/chunk", "summary calls",
                     "server calls", "pipeline calls", "total s"],
@@ -59,7 +59,7 @@ def _print_indexing(result: dict) -> None:
             console.print(f"re-index after editing {inc['edited_file']}: {inc['extraction_calls']} extraction calls for "
                           f"{inc['chunks_reextracted']} chunk(s), {inc['summary_calls']} summary calls; only the edited "
                           f"document's chunks: {inc['only_edited_document']}; full/incremental calls "
-                          f"{llm['ratio_full_to_incremental_calls']}x", highlight=False)
+                          f"{llm['ratio_full_to_incremental_calls']}x", highlight=False, markup=False)
     mus = result.get("musique")
     if mus:
         _table(["passages", "triples", "entities", "relations", *mus["seconds"]],
@@ -129,8 +129,8 @@ def report(quick: bool, out: Path | None) -> None:
     """Run every benchmark and regenerate docs/benchmarks.md and docs/pruning_scaling.png."""
     from pathrag_pipeline.bench.report import build_report
 
-    path = build_report(quick=quick, out=out, log=lambda msg: console.print(msg, highlight=False))
-    console.print(f"wrote {path}", highlight=False)
+    path = build_report(quick=quick, out=out, log=lambda msg: console.print(msg, highlight=False, markup=False))
+    console.print(f"wrote {path}", highlight=False, markup=False)
 
 
 @bench.command("ingest")
@@ -147,6 +147,39 @@ def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, as_json: bool)
         click.echo(json.dumps(result, indent=1))
     else:
         print_table(list(result["rows"][0]), [tuple(r.values()) for r in result["rows"]], title=result["title"])
+
+
+@bench.command("scale")
+@click.option("--size-mb", default=100.0, show_default=True, help="Size of the larger generated corpus (MB of text).")
+@click.option("--files", default=10_000, show_default=True, help="Files of the larger corpus.")
+@click.option("--small-fraction", default=0.25, show_default=True,
+              help="The smaller corpus is this fraction of the larger (size and files): two sizes show the growth.")
+@click.option("--big-txt-mb", default=40.0, show_default=True, help="Size of the single large .txt file.")
+@click.option("--jsonl-lines", default=200_000, show_default=True, help="Lines of the single large JSONL file.")
+@click.option("--workdir", type=click.Path(path_type=Path), default=None,
+              help="Where to generate and index (default: a temp dir); results.json is kept there.")
+@click.option("--keep", is_flag=True, help="Keep the corpora and homes after each step.")
+@click.option("--parts", type=click.Choice(["all", "corpus", "files"]), default="all", show_default=True,
+              help="corpus: the two corpus sizes and the edit; files: the large .txt and JSONL files.")
+@click.option("--markdown", "markdown_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the report section (## Scale) to this file.")
+@click.option("--json", "as_json", is_flag=True)
+def bench_scale(size_mb: float, files: int, small_fraction: float, big_txt_mb: float, jsonl_lines: int,
+                workdir: Path | None, keep: bool, parts: str, markdown_out: Path | None, as_json: bool) -> None:
+    """Peak memory and throughput of full offline indexes at two corpus sizes, one edit, one huge file."""
+    from pathrag_pipeline.bench.report import scale_section
+    from pathrag_pipeline.bench.scale import run_scale_bench
+
+    result = run_scale_bench(size_mb=size_mb, files=files, small_fraction=small_fraction, big_txt_mb=big_txt_mb,
+                             jsonl_lines=jsonl_lines, workdir=workdir, log=_log(as_json), keep=keep,
+                             parts=parts)
+    section = scale_section(result)
+    if markdown_out:
+        markdown_out.write_text(section + "\n")
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+    else:
+        console.print(section, highlight=False, markup=False)
 
 
 ROW_LABELS = {"nodes": "nodes", "edges": "edges", "generate_s": "generate s", "build_ms": "build ms",

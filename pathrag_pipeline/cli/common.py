@@ -1,4 +1,9 @@
-"""What every command shares: settings from the environment as a clean error, and table printing."""
+"""What every command shares: settings from the environment as a clean error, and table printing.
+
+Data is never markup: rich reads ``[...]`` in a string as a style tag, so document text like ``[/home]``
+would crash the print and ``[citation needed]`` would vanish. Table cells and titles go in as ``Text``
+objects, and data put into a marked-up message goes through ``esc`` (``rich.markup.escape``).
+"""
 
 from __future__ import annotations
 
@@ -17,12 +22,26 @@ def load_settings(**overrides) -> Settings:
         raise click.ClickException(str(exc)) from None
 
 
+def esc(value: object) -> str:
+    """``value`` as text that rich prints literally inside a marked-up message."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
+def plain(value: object):
+    """``value`` as a rich Text: printed as it is, never parsed as markup."""
+    from rich.text import Text
+
+    return Text("" if value is None else str(value))
+
+
 def print_table(columns: list[str], rows: list[tuple], title: str | None = None) -> None:
     from rich.table import Table
 
-    table = Table(title=title, show_lines=False)
+    table = Table(title=plain(title) if title is not None else None, show_lines=False)
     for col in columns:
-        table.add_column(col, overflow="fold")
+        table.add_column(plain(col), overflow="fold")
     for row in rows:
-        table.add_row(*["" if v is None else str(v) for v in row])
+        table.add_row(*[plain(v) for v in row])
     console.print(table)

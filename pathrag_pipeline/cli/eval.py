@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from pathrag_pipeline.cli.common import esc, plain
 from pathrag_pipeline.config import ConfigError, Settings
 from pathrag_pipeline.evaluation.retrieval_eval import (
     DEFAULT_KS,
@@ -61,22 +62,22 @@ def eval_group() -> None:
 
 def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None = None) -> None:
     keys = [f"recall@{k}" for k in e.ks]
-    table = Table(title=f"Recall on {e.dataset} ({e.questions} questions; graph: {e.index.get('extractor')}, "
-                        f"embedder: {e.index.get('embedder')}, llm: {e.llm})")
+    table = Table(title=plain(f"Recall on {e.dataset} ({e.questions} questions; graph: {e.index.get('extractor')}, "
+                              f"embedder: {e.index.get('embedder')}, llm: {e.llm})"))
     table.add_column("mode")
     for key in keys:
         table.add_column(key.replace("recall", "R"), justify="right")
     table.add_column("median ms", justify="right")
     for mode, outcome in e.modes.items():
-        table.add_row(mode, *[f"{outcome.recall[k]:.3f}" for k in keys], f"{outcome.median_ms:.0f}")
+        table.add_row(plain(mode), *[f"{outcome.recall[k]:.3f}" for k in keys], f"{outcome.median_ms:.0f}")
     # The references were measured on the whole question set; say so when this run evaluated fewer.
     scope = "whole set" if limit is None or limit > e.questions else f"whole set, not the first {limit}"
     for name, figures in REFERENCE_RECALL.get(e.dataset, {}).items():
-        table.add_row(f"[dim]{name} (README reference, {scope})[/dim]",
+        table.add_row(f"[dim]{esc(name)} (README reference, {scope})[/dim]",
                       *[f"[dim]{figures[k]:.3f}[/dim]" if k in figures else "" for k in keys], "")
     console.print(table)
     reused = "reused" if e.documents_indexed == 0 else f"{e.documents_indexed} documents (re)indexed"
-    console.print(f"[dim]run {e.run_id} | index {e.workdir} ({reused}, {e.index_seconds:.1f} s) | "
+    console.print(f"[dim]run {esc(e.run_id)} | index {esc(e.workdir)} ({reused}, {e.index_seconds:.1f} s) | "
                   f"{e.seconds:.1f} s total | stored in eval_runs/eval_results/eval_questions[/dim]",
                   highlight=False)
 
@@ -121,7 +122,7 @@ def retrieval(dataset_dir: Path, use_triples: bool, modes: str, ks: str, limit: 
             evaluation = evaluate_retrieval(settings, dataset_dir, modes=mode_list, ks=k_list, limit=limit,
                                             use_triples=use_triples, workdir=workdir, params=params,
                                             on_question=advance, index_progress=indexing)
-        save_evaluation(Store(settings.duckdb_path), evaluation)
+        save_evaluation(Store.for_settings(settings), evaluation)
     except _EXPECTED as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -133,16 +134,16 @@ def retrieval(dataset_dir: Path, use_triples: bool, modes: str, ks: str, limit: 
 # ---- win rates ----------------------------------------------------------------------------------
 
 def _print_winrate(run: WinRateRun, console: Console) -> None:
-    table = Table(title=f"Win rates: A = {run.label_a} vs B = {run.label_b} ({run.questions} questions, "
-                        f"{run.judgments} judgments, orders: {run.orders}, judge: {run.judge})")
+    table = Table(title=plain(f"Win rates: A = {run.label_a} vs B = {run.label_b} ({run.questions} questions, "
+                              f"{run.judgments} judgments, orders: {run.orders}, judge: {run.judge})"))
     for col in ("dimension", "A wins", "B wins", "A %", "B %"):
         table.add_column(col, justify="left" if col == "dimension" else "right")
     for dim, r in run.rates.items():
-        table.add_row(dim, str(r.wins_a), str(r.wins_b), f"{100 * r.rate_a:.1f}", f"{100 * r.rate_b:.1f}")
+        table.add_row(plain(dim), str(r.wins_a), str(r.wins_b), f"{100 * r.rate_a:.1f}", f"{100 * r.rate_b:.1f}")
     console.print(table)
     if run.failed:
         console.print(f"[yellow]{run.failed} judgment(s) failed and are left out (see winrate_verdicts.error)[/yellow]")
-    console.print(f"[dim]run {run.run_id} | {run.seconds:.1f} s | stored in winrate_runs/winrate_results/"
+    console.print(f"[dim]run {esc(run.run_id)} | {run.seconds:.1f} s | stored in winrate_runs/winrate_results/"
                   "winrate_verdicts[/dim]", highlight=False)
 
 
@@ -194,7 +195,7 @@ def winrate(answers_a: Path | None, answers_b: Path | None, questions_file: Path
             task = progress.add_task("judging", total=len(pairs) * (2 if both_orders else 1))
             run = judge_pairs(judge, pairs, label_a=label_a, label_b=label_b, both_orders=both_orders,
                               params=params, on_judgment=lambda: progress.advance(task))
-        save_winrate(Store(settings.duckdb_path), run)
+        save_winrate(Store.for_settings(settings), run)
     except _EXPECTED as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pathrag_pipeline.cli.common import console, load_settings, print_table
+from pathrag_pipeline.cli.common import console, esc, load_settings, print_table
 from pathrag_pipeline.cli.inspect import print_status
 from pathrag_pipeline.config import SAMPLE_DOCS, Settings
 
@@ -26,7 +26,14 @@ def _print_sync(report) -> None:
     )
     for failed in report.failed:
         for err in failed.errors:
-            console.print(f"[yellow]{failed.status}[/yellow] {failed.rel_path}: {err}", highlight=False)
+            console.print(f"[yellow]{esc(failed.status)}[/yellow] {esc(failed.rel_path)}: {esc(err)}", highlight=False)
+    if report.unsupported_count:
+        from pathrag_pipeline.ingest.parsing import SUPPORTED
+
+        more = report.unsupported_count - len(report.unsupported)
+        names = ", ".join(report.unsupported) + (f" and {more} more" if more > 0 else "")
+        console.print(f"[yellow]skipped {report.unsupported_count} unsupported file(s)[/yellow] "
+                      f"(supported: {' '.join(sorted(SUPPORTED))}): {esc(names)}", highlight=False)
 
 
 def _print_index(report) -> None:
@@ -34,11 +41,11 @@ def _print_index(report) -> None:
     if not report.sync.plan.new and not report.sync.plan.changed and not report.sync.plan.unchanged:
         from pathrag_pipeline.ingest.parsing import SUPPORTED
 
-        console.print(f"[yellow]no supported files found in {report.sync.folder}[/yellow] "
+        console.print(f"[yellow]no supported files found in {esc(report.sync.folder)}[/yellow] "
                       f"(supported: {' '.join(sorted(SUPPORTED))})", highlight=False)
     mode = report.mode
     console.print(f"mode: {mode['mode']} | extractor {mode['extractor']} | embeddings {mode['embedder']}",
-                  highlight=False)
+                  highlight=False, markup=False)
     rows = []
     if report.extraction is not None:
         x = report.extraction
@@ -46,7 +53,7 @@ def _print_index(report) -> None:
                                    f"{x.failed} failed, {x.empty} empty; {x.calls} LLM calls, "
                                    f"{x.prompt_tokens + x.completion_tokens} tokens"))
         for err in x.errors:
-            console.print(f"[yellow]extraction failed[/yellow] {err}", highlight=False)
+            console.print(f"[yellow]extraction failed[/yellow] {esc(err)}", highlight=False)
     if report.triples is not None:
         t = report.triples
         rows.append(("triples import", f"{t.triples} triples, {t.matched_documents} documents matched, "
@@ -74,7 +81,7 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
 
     from assets.runs import index_folder
 
-    with console.status(f"indexing {folder} ..."):
+    with console.status(f"indexing {esc(folder)} ..."):
         report = index_folder(replace(settings, docs=folder), trigger=trigger, triples=triples, reembed=reembed)
     _print_index(report)
     console.print(f"Dagster run {report.dagster_run_id} (Dagster home {settings.dagster_home}; `pathrag dev` shows it)",
@@ -93,7 +100,7 @@ def index(path: Path, triples: Path | None, reembed: bool) -> None:
     settings = load_settings(docs=path.resolve())
     _run_index(settings, path.resolve(), "cli", triples=triples, reembed=reembed)
     console.print(f"Stored in {settings.duckdb_path} and {settings.lancedb_path}. "
-                  "Query it with: pathrag sql \"SELECT name, type FROM entities LIMIT 10\"", highlight=False)
+                  "Query it with: pathrag sql \"SELECT name, type FROM entities LIMIT 10\"", highlight=False, markup=False)
 
 
 @click.command()
@@ -102,21 +109,21 @@ def quickstart() -> None:
     from pathrag_pipeline.index.pipeline import describe_mode
 
     settings = load_settings(docs=SAMPLE_DOCS)
-    console.print(f"[bold]PathRAG quickstart[/bold]: sample documents in {SAMPLE_DOCS}")
+    console.print(f"[bold]PathRAG quickstart[/bold]: sample documents in {esc(SAMPLE_DOCS)}")
     mode = describe_mode(settings)
     console.print(f"mode: {mode['mode']} (extractor {mode['extractor']}, embeddings {mode['embedder']}, "
-                  f"answers {mode['answers']})", highlight=False)
+                  f"answers {mode['answers']})", highlight=False, markup=False)
     _run_index(settings, SAMPLE_DOCS, "quickstart")
     print_status(settings)
     from pathrag_pipeline.cli.ask import print_result
     from pathrag_pipeline.query.engine import PathRAG
 
-    console.print(f"\n[bold]Sample question[/bold] (mode path): {SAMPLE_QUESTION}", highlight=False)
+    console.print(f"\n[bold]Sample question[/bold] (mode path): {esc(SAMPLE_QUESTION)}", highlight=False)
     print_result(PathRAG(settings).query(SAMPLE_QUESTION), console, max_paths=5)
     console.print(
         f"\nWhere things are: DuckDB {settings.duckdb_path}, LanceDB {settings.lancedb_path}, "
         f"Dagster home {settings.dagster_home}.\n"
         "Next: `pathrag ask \"...\" [--mode naive|local|global|hybrid]`, "
         "`pathrag sql \"SELECT question, total_ms FROM queries\"`, `pathrag status`, or `pathrag dev` for the Dagster UI.",
-        highlight=False,
+        highlight=False, markup=False,
     )

@@ -28,7 +28,7 @@ def sql(query: str, as_json: bool, as_csv: bool) -> None:
     if not query.strip():
         raise click.UsageError('the query is empty; e.g. pathrag sql "SELECT id, status FROM documents"')
     settings = load_settings()
-    store = Store(settings.duckdb_path)
+    store = Store.for_settings(settings)
     with store.connect(read_only=True, sandboxed=True) as con:
         try:
             cursor = con.execute(query)
@@ -55,7 +55,7 @@ def sql(query: str, as_json: bool, as_csv: bool) -> None:
 
 
 def status_summary(settings: Settings) -> dict:
-    store = Store(settings.duckdb_path)
+    store = Store.for_settings(settings)
     with store.connect(read_only=True) as con:
         by_status = dict(con.execute(
             "SELECT CASE WHEN status = 'error' AND text IS NOT NULL THEN 'error, last good version kept' "

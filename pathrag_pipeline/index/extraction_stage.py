@@ -12,8 +12,8 @@ Why it is shaped this way:
   does not repeat finished chunks and still merges the keys the crashed run left dirty.
 - The same text under another chunk id (a renamed file, a repeated paragraph) is served from
   ``extraction_cache`` with zero calls; within a run each distinct text is extracted once.
-- A chunk whose output stays invalid (``LLMOutputError``) is recorded ``failed`` with its error and the rest
-  of the run goes on. An endpoint that stays unreachable for several chunks in a row aborts the run instead
+- A chunk whose output stays invalid (``LLMOutputError``), or whose extractor raises anything else, is
+  recorded ``failed`` with its error and the rest of the run goes on. An endpoint that stays unreachable for several chunks in a row aborts the run instead
   of failing every remaining chunk; what finished is kept. When the LLM client itself stops (repeated
   timeouts against a serial server, an unsupported response_format: ``LLMStoppedError``) the run stops at
   once, without waiting for the chunks in flight to run through their retries, and says what to set.
@@ -372,8 +372,9 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                  meter: _UsageMeter | None = None) -> LLMUnavailableError | None:
     """Run the extractor over each distinct text with bounded concurrency; write results every batch.
 
-    Returns the endpoint error that stopped the run early, if one did. Any other exception propagates after
-    the finished results are written."""
+    Returns the endpoint error that stopped the run early, if one did. An exception from the extractor on
+    one chunk fails that chunk only; an interrupt (KeyboardInterrupt) propagates after the finished results
+    are written."""
     identity = extractor.identity
     total = len(by_hash)
     done = 0
@@ -453,6 +454,14 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                             abort = exc
                             for queued in running:
                                 queued.cancel()  # not started yet: leave it for the next run
+                    continue
+                except Exception as exc:  # noqa: BLE001 - one chunk's crash (a rule bug, bad text) never stops the run
+                    stats.failed += len(group)
+                    message = (f"extractor {identity} raised {type(exc).__name__}: {exc}; the chunk is retried on "
+                               "the next run (report it if it persists)")
+                    if len(stats.errors) < 5:
+                        stats.errors.append(f"{group[0].chunk_id}: {message}")
+                    batch.extend(_record(c, identity, error=message) for c in group)
                     continue
                 unavailable_streak = 0
                 empty = getattr(outcome, "status", "ok") == "empty"

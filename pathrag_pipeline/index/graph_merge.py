@@ -163,7 +163,7 @@ def _load_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str] | No
 
 def _drop_temp(con: duckdb.DuckDBPyConnection) -> None:
     for table in ("_gm_rec", "_gm_ent", "_gm_rel", "_gm_names", "_gm_rm", "_gm_em", "_gm_scope_e", "_gm_scope_r",
-                  "_gm_new", "_gm_changed"):
+                  "_gm_new", "_gm_changed", "_gm_batch", "_gm_gone", "_gm_gone_e"):
         con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
@@ -362,19 +362,19 @@ _COMPARED = {
 }
 
 
-def _write(con: duckdb.DuckDBPyConnection, table: str, key_col: str, rows: pa.Table, full: bool,
-           scope_table: str) -> tuple[int, int, int, set[str]]:
-    """Replace the scoped rows of ``table`` by ``rows``; rows whose content is unchanged keep their updated_at.
-    Returns (written, deleted, unchanged, deleted keys)."""
+MERGE_BATCH_ROWS = 200_000
+"""Mentions aggregated in Python at a time: the merge walks the keys in batches of about this many mention
+rows, so its Python memory is bounded by the batch, not the corpus (DuckDB spills the rest to disk)."""
+
+
+def _write(con: duckdb.DuckDBPyConnection, table: str, key_col: str, rows: pa.Table) -> int:
+    """Upsert ``rows`` into ``table``; rows whose content is unchanged keep their updated_at.
+    Returns the number of rows written (new or changed)."""
     con.register("_gm_new_arrow", rows)
     try:
         con.execute("CREATE OR REPLACE TEMP TABLE _gm_new AS SELECT * FROM _gm_new_arrow")
     finally:
         con.unregister("_gm_new_arrow")
-    in_scope = "true" if full else f"{key_col} IN (SELECT key FROM {scope_table})"
-    deleted = {k for (k,) in con.execute(
-        f"SELECT {key_col} FROM {table} WHERE {in_scope} AND {key_col} NOT IN (SELECT {key_col} FROM _gm_new)"
-    ).fetchall()}
     differs = " OR ".join(f"n.{c} IS DISTINCT FROM o.{c}" for c in _COMPARED[table])
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _gm_changed AS
@@ -382,12 +382,40 @@ def _write(con: duckdb.DuckDBPyConnection, table: str, key_col: str, rows: pa.Ta
             WHERE o.{key_col} IS NULL OR {differs}"""
     )
     written = con.execute("SELECT count(*) FROM _gm_changed").fetchone()[0]
-    if deleted:
-        con.execute(f"DELETE FROM {table} WHERE {key_col} IN (SELECT unnest(?::VARCHAR[]))", [sorted(deleted)])
     con.execute(f"DELETE FROM {table} WHERE {key_col} IN (SELECT {key_col} FROM _gm_changed)")
     con.execute(f"INSERT INTO {table} SELECT *, ?::TIMESTAMP FROM _gm_changed", [utc_now()])
     con.execute("DROP TABLE _gm_changed")
-    return written, len(deleted), rows.num_rows - written, deleted
+    con.execute("DROP TABLE _gm_new")
+    return written
+
+
+def _delete_unmentioned(con: duckdb.DuckDBPyConnection, table: str, key_col: str, source: str, source_key: str,
+                        full: bool, scope_table: str) -> set[str]:
+    """Delete the stored keys in scope (every key when ``full``) that no current record mentions."""
+    in_scope = "true" if full else f"{key_col} IN (SELECT key FROM {scope_table})"
+    deleted = {k for (k,) in con.execute(
+        f"""SELECT {key_col} FROM {table} WHERE {in_scope}
+            AND {key_col} NOT IN (SELECT DISTINCT {source_key} FROM {source})"""
+    ).fetchall()}
+    if deleted:
+        _set_scope(con, "_gm_gone", deleted)
+        con.execute(f"DELETE FROM {table} WHERE {key_col} IN (SELECT key FROM _gm_gone)")
+        con.execute("DROP TABLE _gm_gone")
+    return deleted
+
+
+def _key_batches(con: duckdb.DuckDBPyConnection, source: str, source_key: str, full: bool,
+                 scope_table: str) -> list[int]:
+    """Split the mentioned keys in scope into batches of about MERGE_BATCH_ROWS mention rows (temp table
+    _gm_batch: key, b); returns the batch numbers. A key's mentions always stay in one batch, so a batch
+    can exceed the budget by at most one key's mentions."""
+    scope = "" if full else f"WHERE {source_key} IN (SELECT key FROM {scope_table})"
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _gm_batch AS
+            SELECT key, (sum(n) OVER (ORDER BY key ROWS UNBOUNDED PRECEDING) - n) // {int(MERGE_BATCH_ROWS)} AS b
+            FROM (SELECT {source_key} AS key, count(*) AS n FROM {source} {scope} GROUP BY 1)"""
+    )
+    return [b for (b,) in con.execute("SELECT DISTINCT b FROM _gm_batch ORDER BY b").fetchall()]
 
 
 def _groups(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[dict[str, list], list[tuple[int, int]]]:
@@ -395,6 +423,7 @@ def _groups(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[dict[str, list], 
     [start, end) row range of each key. One sorted scan is much cheaper than ordered list aggregates."""
     table = con.sql(sql).to_arrow_table()
     cols = {name: table.column(name).to_pylist() for name in table.column_names}
+    del table
     keys = cols["key"]
     bounds, start = [], 0
     for i in range(1, len(keys) + 1):
@@ -409,9 +438,20 @@ def _distinct_sorted(values: list[str]) -> list[str]:
 
 
 def _merge_entities(con, full: bool, descriptions: _Descriptions) -> tuple[int, int, int, set[str]]:
-    scope = "" if full else "WHERE key IN (SELECT key FROM _gm_scope_e)"
-    cols, bounds = _groups(con, f"""SELECT key, name, type, description, chunk_id, document_id FROM _gm_em {scope}
-                                    ORDER BY key, chunk_id, ord""")
+    written = total = 0
+    for b in _key_batches(con, "_gm_em", "key", full, "_gm_scope_e"):
+        cols, bounds = _groups(con, f"""SELECT key, name, type, description, chunk_id, document_id FROM _gm_em
+                                        WHERE key IN (SELECT key FROM _gm_batch WHERE b = {b})
+                                        ORDER BY key, chunk_id, ord""")
+        rows = _entity_rows(cols, bounds, descriptions)
+        del cols, bounds
+        written += _write(con, "entities", "entity_key", rows)
+        total += rows.num_rows
+    deleted = _delete_unmentioned(con, "entities", "entity_key", "_gm_em", "key", full, "_gm_scope_e")
+    return written, len(deleted), total - written, deleted
+
+
+def _entity_rows(cols: dict[str, list], bounds: list[tuple[int, int]], descriptions: _Descriptions) -> pa.Table:
     out: dict[str, list] = {c: [] for c in ("entity_key", "name", "type", "description", "mention_count",
                                             "source_chunk_ids", "document_ids")}
     for slot, (a, b) in enumerate(bounds):
@@ -423,7 +463,7 @@ def _merge_entities(con, full: bool, descriptions: _Descriptions) -> tuple[int, 
         out["description"].append(descriptions.merge(slot, "entity", lambda: name, cols["description"][a:b]))
         _append_provenance(out, cols, a, b)
     _apply_summaries(out, descriptions)
-    rows = pa.table({
+    return pa.table({
         "entity_key": pa.array(out["entity_key"], pa.string()),
         "name": pa.array(out["name"], pa.string()),
         "type": pa.array(out["type"], pa.string()),
@@ -433,7 +473,6 @@ def _merge_entities(con, full: bool, descriptions: _Descriptions) -> tuple[int, 
         "source_chunk_ids": pa.array(out["source_chunk_ids"], pa.list_(pa.string())),
         "document_ids": pa.array(out["document_ids"], pa.list_(pa.string())),
     })
-    return _write(con, "entities", "entity_key", rows, full, "_gm_scope_e")
 
 
 def _append_provenance(out: dict[str, list], cols: dict[str, list], a: int, b: int) -> None:
@@ -455,10 +494,21 @@ def _relation_label(src_names: list[str], tgt_names: list[str]) -> str:
 
 
 def _merge_relations(con, full: bool, descriptions: _Descriptions) -> tuple[int, int, int, set[str]]:
-    scope = "" if full else "WHERE relation_key IN (SELECT key FROM _gm_scope_r)"
-    cols, bounds = _groups(con, f"""SELECT relation_key AS key, src_key, tgt_key, src_name, tgt_name, keywords,
-                                           description, strength, chunk_id, document_id
-                                    FROM _gm_rm {scope} ORDER BY relation_key, chunk_id, ord""")
+    written = total = 0
+    for b in _key_batches(con, "_gm_rm", "relation_key", full, "_gm_scope_r"):
+        cols, bounds = _groups(con, f"""SELECT relation_key AS key, src_key, tgt_key, src_name, tgt_name, keywords,
+                                               description, strength, chunk_id, document_id
+                                        FROM _gm_rm WHERE relation_key IN (SELECT key FROM _gm_batch WHERE b = {b})
+                                        ORDER BY relation_key, chunk_id, ord""")
+        rows = _relation_rows(cols, bounds, descriptions)
+        del cols, bounds
+        written += _write(con, "relations", "relation_key", rows)
+        total += rows.num_rows
+    deleted = _delete_unmentioned(con, "relations", "relation_key", "_gm_rm", "relation_key", full, "_gm_scope_r")
+    return written, len(deleted), total - written, deleted
+
+
+def _relation_rows(cols: dict[str, list], bounds: list[tuple[int, int]], descriptions: _Descriptions) -> pa.Table:
     out: dict[str, list] = {c: [] for c in ("relation_key", "src_key", "tgt_key", "keywords", "description",
                                             "strength", "mention_count", "source_chunk_ids", "document_ids")}
     for slot, (a, b) in enumerate(bounds):
@@ -471,7 +521,7 @@ def _merge_relations(con, full: bool, descriptions: _Descriptions) -> tuple[int,
         out["strength"].append(math.fsum(cols["strength"][a:b]))
         _append_provenance(out, cols, a, b)
     _apply_summaries(out, descriptions)
-    rows = pa.table({
+    return pa.table({
         "relation_key": pa.array(out["relation_key"], pa.string()),
         "src_key": pa.array(out["src_key"], pa.string()),
         "tgt_key": pa.array(out["tgt_key"], pa.string()),
@@ -483,7 +533,6 @@ def _merge_relations(con, full: bool, descriptions: _Descriptions) -> tuple[int,
         "source_chunk_ids": pa.array(out["source_chunk_ids"], pa.list_(pa.string())),
         "document_ids": pa.array(out["document_ids"], pa.list_(pa.string())),
     })
-    return _write(con, "relations", "relation_key", rows, full, "_gm_scope_r")
 
 
 def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, relation_keys: set[str] | None, *,
@@ -508,21 +557,27 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
     try:
         _load_mentions(con, None)
         if not full:
+            # The endpoints of the relations in scope are recomputed too (in SQL: the scope can be the corpus).
             _set_scope(con, "_gm_scope_r", relation_keys)
-            endpoints = con.execute(
-                """SELECT src_key, tgt_key FROM _gm_rm WHERE relation_key IN (SELECT key FROM _gm_scope_r)
-                   UNION SELECT src_key, tgt_key FROM relations WHERE relation_key IN (SELECT key FROM _gm_scope_r)"""
-            ).fetchall()
-            _set_scope(con, "_gm_scope_e", set(entity_keys).union(*endpoints) if endpoints else entity_keys)
+            _set_scope(con, "_gm_scope_e", entity_keys)
+            con.execute(
+                """INSERT INTO _gm_scope_e
+                   SELECT DISTINCT k FROM (
+                       SELECT unnest([src_key, tgt_key]) AS k FROM _gm_rm WHERE relation_key IN (SELECT key FROM _gm_scope_r)
+                       UNION ALL
+                       SELECT unnest([src_key, tgt_key]) FROM relations WHERE relation_key IN (SELECT key FROM _gm_scope_r))
+                   WHERE k NOT IN (SELECT key FROM _gm_scope_e)"""
+            )
         stats.entities_written, stats.entities_deleted, stats.entities_unchanged, gone = \
             _merge_entities(con, full, descriptions)
         if not full and gone:
-            dangling = {k for (k,) in con.execute(
-                """SELECT relation_key FROM relations
-                   WHERE src_key IN (SELECT unnest(?::VARCHAR[])) OR tgt_key IN (SELECT unnest(?::VARCHAR[]))""",
-                [sorted(gone), sorted(gone)],
-            ).fetchall()}
-            _set_scope(con, "_gm_scope_r", set(relation_keys) | dangling)
+            _set_scope(con, "_gm_gone_e", gone)
+            con.execute(
+                """INSERT INTO _gm_scope_r
+                   SELECT DISTINCT relation_key FROM relations
+                   WHERE (src_key IN (SELECT key FROM _gm_gone_e) OR tgt_key IN (SELECT key FROM _gm_gone_e))
+                     AND relation_key NOT IN (SELECT key FROM _gm_scope_r)"""
+            )
         stats.relations_written, stats.relations_deleted, stats.relations_unchanged, _ = \
             _merge_relations(con, full, descriptions)
     finally:

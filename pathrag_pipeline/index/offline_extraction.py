@@ -432,6 +432,15 @@ def _name_word_before(sentence: str, pos: int) -> bool:
     return bool(match) and match.group(1).lower() not in _FUNCTION_WORDS
 
 
+def _lower_same_length(text: str) -> str:
+    """``text.lower()`` with every character kept one character long, so offsets into the result are offsets
+    into ``text``: str.lower() turns some capitals into two characters (Turkish 'İ' -> 'i̇')."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(low if len(low := c.lower()) == 1 else c for c in text)
+
+
 def find_candidates(sentence: str, context: NameContext = NameContext(),
                     known_names: tuple[str, ...] = ()) -> list[Candidate]:
     """Entity mentions in one cleaned sentence, in text order, spans not overlapping.
@@ -442,9 +451,9 @@ def find_candidates(sentence: str, context: NameContext = NameContext(),
     """
     found: list[Candidate] = []
     masked: list[tuple[int, int]] = []
-    lowered = sentence.lower() if known_names else ""
+    lowered = _lower_same_length(sentence) if known_names else ""
     for name in known_names:
-        key = name.lower()
+        key = _lower_same_length(name)
         pos = lowered.find(key)
         while pos != -1:
             end = pos + len(key)

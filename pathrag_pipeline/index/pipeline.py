@@ -21,6 +21,7 @@ from pathrag_pipeline.index.llm_extraction import extractor_from_settings
 from pathrag_pipeline.index.extraction_stage import ExtractionStats, run_extraction
 from pathrag_pipeline.ingest.folder_sync import SyncReport, sync_folder
 from pathrag_pipeline.llm.client import llm_from_settings
+from pathrag_pipeline.storage.run_lock import index_lock
 from pathrag_pipeline.storage.store import Store
 from pathrag_pipeline.index.triples_import import ImportStats, import_triples
 from pathrag_pipeline.storage.vector_store import VectorStore
@@ -68,8 +69,12 @@ def graph_counts(store: Store) -> dict[str, int]:
 
 def ingest_stage(settings: Settings, store: Store, *, folder: Path | None = None, trigger: str = "cli",
                  run_id: str | None = None) -> SyncReport:
-    """Folder → documents and chunks (only new or changed files; deleted ones removed); logs ``ingest_runs``."""
-    return sync_folder(settings, store, folder=folder, trigger=trigger, run_id=run_id)
+    """Folder → documents and chunks (only new or changed files; deleted ones removed); logs ``ingest_runs``.
+
+    Every stage holds the home's indexing lock (``storage.run_lock``, re-entrant within a process): a second
+    indexing run on the same PATHRAG_HOME waits, with a message, instead of extracting the same chunks twice."""
+    with index_lock(settings.home):
+        return sync_folder(settings, store, folder=folder, trigger=trigger, run_id=run_id)
 
 
 @dataclass
@@ -82,6 +87,12 @@ class GraphStage:
 def graph_stage(settings: Settings, store: Store, *, triples: Path | None = None, run_id: str | None = None,
                 progress=None) -> GraphStage:
     """Chunks → extractions → entities and relations (or the triples import when ``triples`` is given)."""
+    with index_lock(settings.home):
+        return _graph_stage(settings, store, triples=triples, run_id=run_id, progress=progress)
+
+
+def _graph_stage(settings: Settings, store: Store, *, triples: Path | None, run_id: str | None,
+                 progress) -> GraphStage:
     if triples is not None:
         imported = import_triples(store, triples)
         return GraphStage({"mode": "imported triples", "extractor": imported.extractor}, None, imported)
@@ -101,6 +112,11 @@ class EmbeddingStage:
 
 def embedding_stage(settings: Settings, store: Store, *, reembed: bool = False) -> EmbeddingStage:
     """Graph and chunks → LanceDB vectors (only changed rows), then near-duplicate names become aliases."""
+    with index_lock(settings.home):
+        return _embedding_stage(settings, store, reembed=reembed)
+
+
+def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> EmbeddingStage:
     embedder = embedder_from_settings(settings)
     vectors = VectorStore(settings.lancedb_path)
     if reembed:
@@ -126,9 +142,11 @@ def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str
                  triples: Path | None = None, reembed: bool = False, progress=None,
                  run_id: str | None = None) -> IndexReport:
     """Run every indexing stage in this process, without Dagster; with ``triples``, the graph comes from that
-    JSONL file instead of extraction. ``run_id`` (default: a fresh id) goes to ``ingest_runs`` and ``llm_usage``."""
-    store = Store(settings.duckdb_path)
-    sync = ingest_stage(settings, store, folder=folder, trigger=trigger, run_id=run_id)
-    graph = graph_stage(settings, store, triples=triples, run_id=run_id or sync.run_id, progress=progress)
-    embed = embedding_stage(settings, store, reembed=reembed)
-    return assemble_report(sync, graph, embed, store)
+    JSONL file instead of extraction. ``run_id`` (default: a fresh id) goes to ``ingest_runs`` and ``llm_usage``.
+    Holds the home's indexing lock for the whole run."""
+    with index_lock(settings.home):
+        store = Store.for_settings(settings)
+        sync = ingest_stage(settings, store, folder=folder, trigger=trigger, run_id=run_id)
+        graph = graph_stage(settings, store, triples=triples, run_id=run_id or sync.run_id, progress=progress)
+        embed = embedding_stage(settings, store, reembed=reembed)
+        return assemble_report(sync, graph, embed, store)

@@ -12,8 +12,10 @@ are kept (the row says so) until the file parses again or is deleted.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat as stat_module
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -67,6 +69,8 @@ class SyncReport:
     results: list[FileResult]
     seconds: float
     rechunked_chunks: int = 0      # chunks rebuilt because the chunk settings changed
+    unsupported_count: int = 0     # files skipped because their format is not supported (.csv, .xlsx, ...)
+    unsupported: list[str] = field(default_factory=list)   # the first UNSUPPORTED_EXAMPLES of them
 
 
     @property
@@ -92,24 +96,60 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def scan_folder(root: Path, *, max_bytes: int) -> dict[str, FileEntry]:
-    """Supported files under ``root`` (hidden files and folders skipped), keyed by POSIX relative path."""
+UNSUPPORTED_EXAMPLES = 20
+"""How many unsupported file names a scan keeps for the report (the count is always complete)."""
+
+
+class FolderScan(dict):
+    """{relative path: FileEntry} of the supported files, plus what the scan could not look at:
+    ``unreadable_dirs`` (relative paths of subfolders it could not list: their indexed files are kept, not
+    treated as deleted) and the unsupported files (``unsupported_count``, the first few in ``unsupported``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unreadable_dirs: dict[str, str] = {}      # relative dir -> message
+        self.unsupported: list[str] = []
+        self.unsupported_count = 0
+
+    def hidden_by_unreadable_dir(self, rel_path: str) -> bool:
+        """Whether an indexed path lies in a subfolder the scan could not read (so its absence proves nothing)."""
+        return any(d == "." or rel_path.startswith(d + "/") for d in self.unreadable_dirs)
+
+
+def scan_folder(root: Path, *, max_bytes: int) -> FolderScan:
+    """Supported files under ``root`` (hidden files and folders skipped), keyed by POSIX relative path.
+
+    Never raises for what it finds inside the folder: symlink loops, FIFOs, sockets and devices become
+    entries with a ``problem`` (never opened), unreadable subfolders are listed in ``unreadable_dirs``."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"document folder {root} does not exist or is not a folder; set PATHRAG_DOCS or pass a PATH")
     root_real = root.resolve()
-    entries: dict[str, FileEntry] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
+    scan = FolderScan()
+
+    def unreadable(exc: OSError) -> None:
+        where = Path(exc.filename) if exc.filename else root
+        try:
+            rel = where.relative_to(root).as_posix()
+        except ValueError:
+            rel = str(where)
+        scan.unreadable_dirs[rel] = (f"cannot list folder {rel}: {exc.strerror or exc}; its files were not scanned "
+                                     "and what was indexed from it is kept; fix its permissions")
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             if name.startswith("."):
                 continue
             abs_path = Path(dirpath) / name
-            if not is_supported(abs_path):
-                continue
             rel = abs_path.relative_to(root).as_posix()
-            entries[rel] = _entry(abs_path, rel, root_real, max_bytes)
-    return entries
+            if not is_supported(abs_path):
+                scan.unsupported_count += 1
+                if len(scan.unsupported) < UNSUPPORTED_EXAMPLES:
+                    scan.unsupported.append(rel)
+                continue
+            scan[rel] = _entry(abs_path, rel, root_real, max_bytes)
+    return scan
 
 
 def scan_file(root: Path, rel_path: str, *, max_bytes: int) -> FileEntry | None:
@@ -120,18 +160,38 @@ def scan_file(root: Path, rel_path: str, *, max_bytes: int) -> FileEntry | None:
     return _entry(abs_path, rel_path, Path(root).resolve(), max_bytes)
 
 
+_SPECIAL_KINDS = ((stat_module.S_ISFIFO, "a FIFO (named pipe)"), (stat_module.S_ISSOCK, "a socket"),
+                  (stat_module.S_ISCHR, "a character device"), (stat_module.S_ISBLK, "a block device"))
+
+
 def _entry(abs_path: Path, rel: str, root_real: Path, max_bytes: int) -> FileEntry:
     if abs_path.is_symlink():
-        target = abs_path.resolve()
+        try:
+            target = abs_path.resolve(strict=True)
+        except RuntimeError:   # Python 3.11-3.12: a symlink loop
+            return FileEntry(rel, abs_path, 0, "symlink-loop",
+                             f"{rel} is a symlink loop (it leads back to itself); remove or fix the link")
+        except OSError as exc:
+            target = abs_path.resolve()
+            if exc.errno == errno.ELOOP:
+                return FileEntry(rel, abs_path, 0, "symlink-loop",
+                                 f"{rel} is a symlink loop (it leads back to itself); remove or fix the link")
+            if not target.is_relative_to(root_real):
+                return FileEntry(rel, abs_path, 0, f"symlink:{target}",
+                                 f"{rel} is a symlink to {target}, outside the indexed folder; copy the file in or remove the link")
+            return FileEntry(rel, abs_path, 0, f"symlink:{target}", f"{rel} is a broken symlink to {target}")
         if not target.is_relative_to(root_real):
             return FileEntry(rel, abs_path, 0, f"symlink:{target}",
                              f"{rel} is a symlink to {target}, outside the indexed folder; copy the file in or remove the link")
-        if not target.exists():
-            return FileEntry(rel, abs_path, 0, f"symlink:{target}", f"{rel} is a broken symlink to {target}")
     try:
         stat = abs_path.stat()
     except OSError as exc:
         return FileEntry(rel, abs_path, 0, "unreadable", f"cannot read {rel}: {exc.strerror or exc}")
+    if not stat_module.S_ISREG(stat.st_mode):
+        # Never opened: reading a FIFO blocks until a writer appears, a device may never end.
+        kind = next((name for test, name in _SPECIAL_KINDS if test(stat.st_mode)), "not a regular file")
+        return FileEntry(rel, abs_path, 0, f"special:{kind}",
+                         f"{rel} is {kind}, not a regular file; it is skipped (move it out of the folder)")
     if stat.st_size > max_bytes:
         # Too large to parse, so no need to hash all of it: size and mtime identify the version.
         return FileEntry(rel, abs_path, stat.st_size, f"oversize:{stat.st_size}:{stat.st_mtime_ns}")
@@ -147,11 +207,15 @@ def stored_file_hashes(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 
 
 def plan_changes(scan: dict[str, FileEntry], stored: dict[str, str]) -> Plan:
+    """New, changed, unchanged and deleted files. A stored file inside a subfolder the scan could not list
+    is not deleted: it counts as unchanged until the folder can be read again."""
+    hidden = getattr(scan, "hidden_by_unreadable_dir", lambda _p: False)
     new = sorted(p for p in scan if p not in stored)
     changed = sorted(p for p in scan if p in stored and stored[p] != scan[p].file_hash)
     unchanged = sorted(p for p in scan if p in stored and stored[p] == scan[p].file_hash)
-    deleted = sorted(p for p in stored if p not in scan)
-    return Plan(new, changed, unchanged, deleted)
+    kept = sorted(p for p in stored if p not in scan and hidden(p))
+    deleted = sorted(p for p in stored if p not in scan and not hidden(p))
+    return Plan(new, changed, unchanged + kept if kept else unchanged, deleted)
 
 
 # ---- one file ----------------------------------------------------------------------------------
@@ -163,14 +227,18 @@ class ParsedFile:
     error: str | None = None       # whole-file failure
 
 
-def parse_entry(entry: FileEntry, *, max_bytes: int) -> ParsedFile:
+def parse_entry(entry: FileEntry, *, max_bytes: int, max_text_bytes: int | None = None) -> ParsedFile:
     """Parse one file; never raises for bad input (the error is returned for the documents table)."""
     if entry.problem:
         return ParsedFile(entry, [], entry.problem)
     try:
-        return ParsedFile(entry, parse_file(entry.abs_path, entry.rel_path, max_bytes=max_bytes))
+        return ParsedFile(entry, parse_file(entry.abs_path, entry.rel_path, max_bytes=max_bytes,
+                                            max_text_bytes=max_text_bytes))
     except ParseError as exc:
         return ParsedFile(entry, [], str(exc))
+    except Exception as exc:  # noqa: BLE001 - a parser crash on one file (a library bug, odd input) never stops the run
+        return ParsedFile(entry, [], f"{entry.rel_path}: the parser raised {type(exc).__name__}: {exc}; "
+                                     "the file is skipped (report it if the file is valid)")
 
 
 _DOC_SCHEMA = pa.schema([
@@ -208,10 +276,13 @@ def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> 
     now = utc_now()
     paths = [f.entry.rel_path for f in files]
     existing: dict[str, dict[str, tuple[str, str]]] = {p: {} for p in paths}
-    for doc_id, path, content_hash, status in con.execute(
-        "SELECT id, path, content_hash, status FROM documents WHERE list_contains(?, path)", [paths]
+    has_text: set[str] = set()
+    for doc_id, path, content_hash, status, text_kept in con.execute(
+        f"SELECT id, path, content_hash, status, text IS NOT NULL FROM documents WHERE {_in_list('path')}", [paths]
     ).fetchall():
         existing[path][doc_id] = (content_hash, status)
+        if text_kept:
+            has_text.add(doc_id)
     results: list[FileResult] = []
     upserts: list[tuple] = []
     refreshed: list[tuple] = []           # unchanged documents of a changed file: new file hash only
@@ -252,33 +323,67 @@ def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> 
             if not doc.error:
                 changed[doc.id] = doc.text
         removed = [doc_id for doc_id in old if doc_id not in keep]
+        bad_lines = [doc.id.rsplit("#line-", 1)[-1] for doc in parsed.documents if doc.error]
+        held = [doc_id for doc_id in removed if doc_id in has_text] if bad_lines else []
+        if held:
+            # A record that turned malformed cannot be told from a deleted one (its id is unreadable): while
+            # the file has malformed lines, records that vanished keep their last good version, like files do.
+            con.execute(
+                f"UPDATE documents SET status = 'error', error = ?, file_hash = ?, updated_at = ? WHERE {_in_list('id')}",
+                [f"{entry.rel_path}: this record is no longer found and line(s) {', '.join(bad_lines[:10])} are "
+                 "malformed; the last good version stays indexed until the file is fixed", entry.file_hash, now, held],
+            )
+            removed = [doc_id for doc_id in removed if doc_id not in set(held)]
         result.documents_deleted = len(removed)
         gone.extend(removed)
     if gone:
-        con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [gone])
-        con.execute("DELETE FROM documents WHERE list_contains(?, id)", [gone])
+        con.execute(f"DELETE FROM chunks WHERE {_in_list('document_id')}", [gone])
+        con.execute(f"DELETE FROM documents WHERE {_in_list('id')}", [gone])
     _insert(con, "documents", _DOC_SCHEMA, upserts, _DOC_UPSERT)
     for doc_id, file_hash, size in refreshed:
         con.execute("UPDATE documents SET file_hash = ?, size_bytes = ? WHERE id = ?", [file_hash, size, doc_id])
     # Documents that became errors lose their chunks (a JSONL record that turned malformed).
     errored = [row[0] for row in upserts if row[7] == "error"]
     if errored:
-        con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [errored])
+        con.execute(f"DELETE FROM chunks WHERE {_in_list('document_id')}", [errored])
     return results, changed
 
 
+CHUNK_INSERT_ROWS = 20_000
+"""Chunks are inserted in slices of this many rows, so a huge file never needs all its rows in one Arrow batch."""
+
+
+def _in_list(column: str) -> str:
+    """``column IN (the list parameter)`` as a hash join: ``list_contains`` per row is quadratic for big lists."""
+    return f"{column} IN (SELECT unnest(?::VARCHAR[]))"
+
+
 def write_chunks(con: duckdb.DuckDBPyConnection, texts: dict[str, str], *, max_tokens: int,
-                 overlap: int) -> dict[str, int]:
-    """Replace the chunks of the given documents ({id: text}); returns {document id: chunks written}."""
+                 overlap: int, errors: dict[str, str] | None = None) -> dict[str, int]:
+    """Replace the chunks of the given documents ({id: text}); returns {document id: chunks written}.
+
+    A document whose chunking raises is marked 'error' with the message (also put in ``errors``); the
+    others are written."""
     if not texts:
         return {}
-    con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [list(texts)])
+    con.execute(f"DELETE FROM chunks WHERE {_in_list('document_id')}", [list(texts)])
     rows, counts = [], {}
     for doc_id, text in texts.items():
-        chunks = chunk_text(doc_id, text or "", max_tokens=max_tokens, overlap=overlap)
+        try:
+            chunks = chunk_text(doc_id, text or "", max_tokens=max_tokens, overlap=overlap)
+        except Exception as exc:  # noqa: BLE001 - one document's crash never stops the others
+            message = f"{doc_id}: chunking raised {type(exc).__name__}: {exc}; the document is skipped"
+            con.execute("UPDATE documents SET status = 'error', error = ?, text = NULL, updated_at = ? WHERE id = ?",
+                        [message, utc_now(), doc_id])
+            if errors is not None:
+                errors[doc_id] = message
+            continue
         counts[doc_id] = len(chunks)
         rows.extend((c.id, c.document_id, c.ordinal, c.text, c.token_count, c.char_start, c.char_end, c.content_hash)
                     for c in chunks)
+        if len(rows) >= CHUNK_INSERT_ROWS:
+            _insert(con, "chunks", _CHUNK_SCHEMA, rows)
+            rows = []
     _insert(con, "chunks", _CHUNK_SCHEMA, rows)
     return counts
 
@@ -313,24 +418,49 @@ def delete_path(con: duckdb.DuckDBPyConnection, rel_path: str) -> int:
     """Remove a file's documents and chunks; returns the number of documents removed."""
     ids = [r[0] for r in con.execute("SELECT id FROM documents WHERE path = ?", [rel_path]).fetchall()]
     if ids:
-        con.execute("DELETE FROM chunks WHERE list_contains(?, document_id)", [ids])
+        con.execute(f"DELETE FROM chunks WHERE {_in_list('document_id')}", [ids])
         con.execute("DELETE FROM documents WHERE path = ?", [rel_path])
     return len(ids)
 
 
 def store_files(con: duckdb.DuckDBPyConnection, files: list[ParsedFile], settings: Settings) -> list[FileResult]:
     """Write parsed files' documents and chunks in one transaction."""
+    errors: dict[str, str] = {}
     with transaction(con):
         results, changed = write_documents(con, files)
-        counts = write_chunks(con, changed, max_tokens=settings.chunk_tokens, overlap=settings.chunk_overlap)
+        counts = write_chunks(con, changed, max_tokens=settings.chunk_tokens, overlap=settings.chunk_overlap,
+                              errors=errors)
     path_of = {doc.id: f.entry.rel_path for f in files for doc in f.documents}
     by_path = {r.rel_path: r for r in results}
     for doc_id, n in counts.items():
         by_path[path_of[doc_id]].chunks_written += n
+    for doc_id, message in errors.items():
+        result = by_path[path_of[doc_id]]
+        result.errors.append(message)
+        result.status = "error" if path_of[doc_id] == doc_id else "partial"   # a whole file, or a JSONL record
     return results
 
 
 # ---- a whole folder ----------------------------------------------------------------------------
+
+PARSE_BATCH_FILES = 64
+PARSE_BATCH_BYTES = 16 * 1024 * 1024
+
+
+def _parse_batches(paths: list[str], scan: dict[str, FileEntry]):
+    """Consecutive groups of paths of at most PARSE_BATCH_FILES files and PARSE_BATCH_BYTES bytes (or one file)."""
+    batch: list[str] = []
+    size = 0
+    for p in paths:
+        n = scan[p].size
+        if batch and (len(batch) >= PARSE_BATCH_FILES or size + n > PARSE_BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(p)
+        size += n
+    if batch:
+        yield batch
+
 
 def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path | None = None,
                 trigger: str = "cli", progress=None, run_id: str | None = None) -> SyncReport:
@@ -339,28 +469,35 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
     ``run_id`` (e.g. the Dagster run's id, kept whole) is what ``ingest_runs`` records; default a fresh id."""
     started = time.perf_counter()
     started_at = utc_now()
-    store = store or Store(settings.duckdb_path)
+    store = store or Store.for_settings(settings)
     root = Path(folder or settings.docs)
     scan = scan_folder(root, max_bytes=settings.max_file_bytes)
     with store.connect() as con:
         plan = plan_changes(scan, stored_file_hashes(con))
         rechunked = ensure_chunking(con, settings)
     todo = plan.new + plan.changed
-    results: list[FileResult] = []
-    # Parse in batches outside the connection, write each batch in one short connection.
-    batch_size = 64
-    for i in range(0, len(todo), batch_size):
-        parsed = [parse_entry(scan[p], max_bytes=settings.max_file_bytes) for p in todo[i:i + batch_size]]
+    results: list[FileResult] = [FileResult(rel, "error", errors=[message])
+                                 for rel, message in sorted(scan.unreadable_dirs.items())]
+    # Parse in batches outside the connection, write each batch in one short connection. A batch holds at
+    # most PARSE_BATCH_FILES files and PARSE_BATCH_BYTES of input (a big file is a batch of its own), so
+    # memory stays bounded by the largest file, not by the folder.
+    done = 0
+    for batch in _parse_batches(todo, scan):
+        parsed = [parse_entry(scan[p], max_bytes=settings.max_file_bytes, max_text_bytes=settings.max_text_bytes)
+                  for p in batch]
         with store.connect() as con:
             results.extend(store_files(con, parsed, settings))
+        del parsed
+        done += len(batch)
         if progress:
-            progress(min(i + batch_size, len(todo)), len(todo))
+            progress(done, len(todo))
     if plan.deleted:
         with store.connect() as con, transaction(con):
             for p in plan.deleted:
                 results.append(FileResult(p, "deleted", documents_deleted=delete_path(con, p)))
     seconds = time.perf_counter() - started
-    report = SyncReport(run_id or uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked)
+    report = SyncReport(run_id or uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked,
+                        scan.unsupported_count, list(scan.unsupported))
     with store.connect() as con:
         record_run(con, report, trigger=trigger, started_at=started_at)
     return report

@@ -43,12 +43,19 @@ def is_supported(path: Path | str) -> bool:
     return Path(path).suffix.lower() in SUPPORTED
 
 
-def parse_file(path: Path, rel_path: str, *, max_bytes: int) -> list[ParsedDocument]:
+DEFAULT_MAX_TEXT_BYTES = 50 * 1024 * 1024
+DOCX_XML_FACTOR = 4
+"""A DOCX's uncompressed parts may be at most this many times the text limit (XML markup around the text)."""
+
+
+def parse_file(path: Path, rel_path: str, *, max_bytes: int, max_text_bytes: int | None = None) -> list[ParsedDocument]:
     """Parse one file into its documents (one, or one per JSONL line).
 
     Raises ParseError for a file that is unreadable, over ``max_bytes``, empty, binary, undecodable,
-    corrupt, encrypted or without a text layer.
+    corrupt, encrypted or without a text layer, or whose extracted text exceeds ``max_text_bytes`` (UTF-8;
+    checked while extracting, so a compressed DOCX or PDF that inflates never gets far).
     """
+    limit = max_text_bytes or DEFAULT_MAX_TEXT_BYTES
     path = Path(path)
     suffix = path.suffix.lower()
     parser = _PARSERS.get(suffix)
@@ -60,7 +67,33 @@ def parse_file(path: Path, rel_path: str, *, max_bytes: int) -> list[ParsedDocum
     data = _read_bytes(path, rel_path, max_bytes)
     if not data.strip():
         raise ParseError(f"{rel_path} is empty ({len(data)} bytes, no text); add content or remove the file")
-    return parser(data, rel_path, suffix.lstrip("."), path.stem)
+    if parser in (_parse_docx, _parse_pdf):
+        docs = parser(data, rel_path, suffix.lstrip("."), path.stem, max_text_bytes=limit)
+    else:
+        docs = parser(data, rel_path, suffix.lstrip("."), path.stem)
+    total = sum(len(d.text.encode("utf-8")) for d in docs)
+    if total > limit:
+        raise ParseError(_too_much_text(rel_path, total, limit))
+    return docs
+
+
+def _too_much_text(rel_path: str, size: int | str, limit: int) -> str:
+    size = f"{size:,} bytes" if isinstance(size, int) else size
+    return (f"{rel_path} extracts to {size} of text, over the limit of {limit:,} bytes; "
+            f"raise PATHRAG_MAX_TEXT_BYTES or split the document")
+
+
+class _TextBudget:
+    """Counts extracted text while a parser runs; raises ParseError as soon as it passes the limit."""
+
+    def __init__(self, rel_path: str, limit: int):
+        self.rel_path, self.limit, self.used = rel_path, limit, 0
+
+    def add(self, text: str) -> str:
+        self.used += len(text)          # characters: a lower bound of the UTF-8 bytes, checked exactly at the end
+        if self.used > self.limit:
+            raise ParseError(_too_much_text(self.rel_path, f"more than {self.limit:,} characters", self.limit))
+        return text
 
 
 # ---- common helpers ------------------------------------------------------------------------------
@@ -202,7 +235,8 @@ def _parse_html(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedD
 
 # ---- PDF -----------------------------------------------------------------------------------------------
 
-def _parse_pdf(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
+def _parse_pdf(data: bytes, rel_path: str, fmt: str, stem: str, *,
+               max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> list[ParsedDocument]:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError
 
@@ -210,11 +244,14 @@ def _parse_pdf(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDo
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise FileNotDecryptedError("a password is required")
-        pages = [page.extract_text() or "" for page in reader.pages]
+        budget = _TextBudget(rel_path, max_text_bytes)
+        pages = [budget.add(page.extract_text() or "") for page in reader.pages]
         meta_title = reader.metadata.title if reader.metadata else None
     except FileNotDecryptedError:
         raise ParseError(f"{rel_path} is an encrypted PDF that needs a password; "
                          f"save an unencrypted copy into the folder instead") from None
+    except ParseError:
+        raise
     except DependencyError as exc:  # AES encryption needs the optional 'cryptography' package
         raise ParseError(f"{rel_path} is an encrypted PDF that cannot be decrypted here ({exc}); "
                          f"install 'cryptography' or save an unencrypted copy into the folder") from None
@@ -231,24 +268,46 @@ def _parse_pdf(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDo
 
 # ---- DOCX ----------------------------------------------------------------------------------------------
 
-def _parse_docx(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
+def _docx_inflated_size(data: bytes, rel_path: str) -> int:
+    """Total uncompressed size of a DOCX's parts, from the zip directory (nothing is inflated to learn it;
+    zipfile never inflates a member past its declared size)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            return sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise ParseError(f"{rel_path} is a corrupt or unreadable DOCX ({type(exc).__name__}: {exc}); "
+                         f"re-save it from a word processor") from None
+
+
+def _parse_docx(data: bytes, rel_path: str, fmt: str, stem: str, *,
+                max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> list[ParsedDocument]:
     import docx
     from docx.table import Table
 
+    inflated = _docx_inflated_size(data, rel_path)
+    if inflated > DOCX_XML_FACTOR * max_text_bytes:
+        raise ParseError(f"{rel_path} inflates to {inflated:,} bytes when unzipped, over {DOCX_XML_FACTOR} x the text "
+                         f"limit of {max_text_bytes:,} bytes (a zip bomb, or a huge document); raise "
+                         f"PATHRAG_MAX_TEXT_BYTES or split the document")
+    budget = _TextBudget(rel_path, max_text_bytes)
     try:
         document = docx.Document(io.BytesIO(data))
         blocks: list[str] = []
         heading = ""
         for item in document.iter_inner_content():
             if isinstance(item, Table):
-                blocks.append(_docx_table_text(item))
+                blocks.append(budget.add(_docx_table_text(item)))
                 continue
-            blocks.append(item.text)
+            blocks.append(budget.add(item.text))
             # Only explicitly styled paragraphs can be headings; resolving the default style is slow.
             if not heading and item._p.style is not None and item.text.strip():
                 if item.style.name.startswith(("Title", "Heading")):
                     heading = item.text.strip()
         core_title = document.core_properties.title or ""
+    except ParseError:
+        raise
     except Exception as exc:  # bad zip, missing parts, broken XML: all mean the file is unusable
         raise ParseError(f"{rel_path} is a corrupt or unreadable DOCX ({type(exc).__name__}: {exc}); "
                          f"re-save it from a word processor") from None

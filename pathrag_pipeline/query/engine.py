@@ -178,7 +178,7 @@ class PathRAG:
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
                  llm: LLMClient | None = None, record: bool = True) -> None:
         self.settings = settings or Settings.from_env()
-        self.store = Store(self.settings.duckdb_path)
+        self.store = Store.for_settings(self.settings)
         self.embedder = embedder or embedder_from_settings(self.settings)
         self.llm = llm if llm is not None else llm_from_settings(self.settings)
         self.record = record

@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 from datetime import datetime, timezone
 import random
+import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import duckdb
 
+from pathrag_pipeline.config import DEFAULT_DUCKDB_MEMORY_LIMIT
 from pathrag_pipeline.errors import PipelineError
 
 SCHEMA_VERSION = 1
@@ -298,13 +300,37 @@ def _is_lock_error(exc: Exception) -> bool:
     return "lock" in text.lower() and ("Could not set lock" in text or "Conflicting lock" in text or "lock on file" in text)
 
 
-class Store:
-    """The DuckDB file of one PATHRAG_HOME. Open connections with ``with store.connect() as con:``."""
+LockNotice = Callable[[str], None]
 
-    def __init__(self, path: Path | str, lock_timeout: float = 120.0):
+
+def _stderr_notice(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class Store:
+    """The DuckDB file of one PATHRAG_HOME. Open connections with ``with store.connect() as con:``.
+
+    Every connection gets an explicit ``memory_limit`` (DuckDB's own default is 80% of RAM) and a
+    ``temp_directory`` next to the file, so statements that scale with the corpus spill to disk instead of
+    growing without bound. While another process holds the file, ``connect`` retries and, after
+    ``notice_after`` seconds, says so once through ``on_wait`` (stderr by default): waits are never silent.
+    """
+
+    def __init__(self, path: Path | str, lock_timeout: float = 120.0, *, memory_limit: str = DEFAULT_DUCKDB_MEMORY_LIMIT,
+                 temp_directory: Path | str | None = None, on_wait: LockNotice | None = _stderr_notice,
+                 notice_after: float = 1.0):
         self.path = Path(path)
         self.lock_timeout = lock_timeout
+        self.memory_limit = memory_limit
+        self.temp_directory = Path(temp_directory) if temp_directory else self.path.parent / "duckdb_tmp"
+        self.on_wait = on_wait
+        self.notice_after = notice_after
         self._initialised = False
+
+    @classmethod
+    def for_settings(cls, settings, **options) -> "Store":
+        """The store of ``settings.home`` with its configured memory limit (PATHRAG_DUCKDB_MEMORY_LIMIT)."""
+        return cls(settings.duckdb_path, memory_limit=settings.duckdb_memory_limit, **options)
 
     @contextlib.contextmanager
     def connect(self, read_only: bool = False, *, sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -315,7 +341,12 @@ class Store:
                 f"no index at {self.path}: run `pathrag index PATH` or `pathrag quickstart` first"
             )
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        con = self._open(read_only, {"enable_external_access": False} if sandboxed else None)
+        config = {"memory_limit": self.memory_limit}
+        if sandboxed:
+            config["enable_external_access"] = False
+        else:
+            config["temp_directory"] = str(self.temp_directory)
+        con = self._open(read_only, config)
         try:
             if not read_only and not self._initialised:
                 init_schema(con)
@@ -325,8 +356,10 @@ class Store:
             con.close()
 
     def _open(self, read_only: bool, config: dict | None = None) -> duckdb.DuckDBPyConnection:
-        deadline = time.monotonic() + self.lock_timeout
+        started = time.monotonic()
+        deadline = started + self.lock_timeout
         delay = 0.05
+        told = False
         while True:
             try:
                 return duckdb.connect(str(self.path), read_only=read_only, config=config or {})
@@ -338,6 +371,10 @@ class Store:
                         f"{self.path} is locked by another process (a running Dagster run or pathrag command) "
                         f"for more than {self.lock_timeout:.0f}s; wait for it to finish and retry"
                     ) from exc
+                if not told and self.on_wait is not None and time.monotonic() - started >= self.notice_after:
+                    told = True
+                    self.on_wait(f"waiting for {self.path}: another process (a `pathrag index` or Dagster run) is "
+                                 f"writing to it; retrying for up to {self.lock_timeout:.0f}s ...")
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 2.0)
 

@@ -128,6 +128,10 @@ def _arrow_type(value: Any) -> pa.DataType:
     )
 
 
+EMBED_BATCH_ROWS = 4096
+"""Rows embedded and written to LanceDB at a time by ``sync``/``upsert``: memory holds one slice of vectors."""
+
+
 class VectorStore:
     """Embedding tables in one LanceDB folder (``Settings.lancedb_path``)."""
 
@@ -448,11 +452,29 @@ class VectorStore:
             stale = sorted(set(existing) - {r.key for r in wanted}) if delete_missing else []
             unchanged = len(wanted) - len(to_embed) - len(payload_only)
 
-            # Stored unit-length whatever the embedder returns, so cosine equals the dot product. A batch the
-            # embedder fails on (EmbeddingError, after its own retries) is left out: those rows keep their old
+            # Embedded and written in slices of EMBED_BATCH_ROWS, so memory holds one slice of vectors, not the
+            # corpus's. Stored unit-length whatever the embedder returns, so cosine equals the dot product. A batch
+            # the embedder fails on (EmbeddingError, after its own retries) is left out: those rows keep their old
             # vector or stay absent, and are embedded on the next sync; the other batches are written.
-            to_embed, vectors, failed, errors = self._embed_batches(to_embed, embedder)
-            if tbl is None and vectors is None and failed:
+            embedded: list[_Row] = []
+            failed, errors = 0, []
+            for start in range(0, len(to_embed), EMBED_BATCH_ROWS):
+                part, vectors, part_failed, part_errors = self._embed_batches(
+                    to_embed[start:start + EMBED_BATCH_ROWS], embedder)
+                failed += part_failed
+                errors += part_errors
+                if vectors is None:
+                    continue
+                if stored is not None and vectors.shape[1] != stored[1]:
+                    raise self._mismatch(table, stored, embedder.identity, vectors.shape[1])
+                if tbl is None:
+                    schema = self._schema(wanted, vectors.shape[1], embedder.identity)
+                    tbl = self._db.create_table(table, schema=schema)
+                    payload_cols = self._payload_columns(schema)
+                self._put(tbl, part, vectors.astype(np.float32, copy=False), upsert=bool(existing))
+                embedded += part
+                del vectors
+            if tbl is None and failed:
                 try:
                     dim = embedder.dim  # create the table even when nothing could be embedded this time
                 except EmbeddingError:
@@ -461,28 +483,15 @@ class VectorStore:
                     schema = self._schema(wanted, dim, embedder.identity)
                     tbl = self._db.create_table(table, schema=schema)
                     payload_cols = self._payload_columns(schema)
-            if vectors is not None:
-                if stored is not None and vectors.shape[1] != stored[1]:
-                    raise self._mismatch(table, stored, embedder.identity, vectors.shape[1])
-                if tbl is None:
-                    schema = self._schema(wanted, vectors.shape[1], embedder.identity)
-                    tbl = self._db.create_table(table, schema=schema)
-                    payload_cols = self._payload_columns(schema)
-            reused = self._vectors_of(tbl, [r.key for r in payload_only]) if payload_only else {}
-
-            write_rows = to_embed + payload_only
-            if write_rows:
+            to_embed = embedded
+            if payload_only:
+                reused = self._vectors_of(tbl, [r.key for r in payload_only])
                 dim = int(tbl.schema.field("vector").type.list_size)
-                matrix = np.empty((len(write_rows), dim), dtype=np.float32)
-                if vectors is not None:
-                    matrix[: len(to_embed)] = vectors
-                for i, r in enumerate(payload_only, start=len(to_embed)):
+                matrix = np.empty((len(payload_only), dim), dtype=np.float32)
+                for i, r in enumerate(payload_only):
                     matrix[i] = reused[r.key]
-                data = self._arrow(tbl.schema, write_rows, matrix)
-                if existing:
-                    tbl.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(data)
-                else:
-                    tbl.add(data)
+                self._put(tbl, payload_only, matrix, upsert=True)
+            write_rows = to_embed + payload_only
             if stale:
                 self._delete_keys(tbl, stale)
             if tbl is not None and (write_rows or stale):
@@ -497,6 +506,13 @@ class VectorStore:
                 total=total,
                 payload_updated=len(payload_only),
             )
+
+    def _put(self, tbl: Any, rows: list[_Row], matrix: np.ndarray, *, upsert: bool) -> None:
+        data = self._arrow(tbl.schema, rows, matrix)
+        if upsert:
+            tbl.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(data)
+        else:
+            tbl.add(data)
 
     @staticmethod
     def _arrow(schema: pa.Schema, rows: list[_Row], matrix: np.ndarray) -> pa.Table:
