@@ -21,11 +21,17 @@ from typing import Callable, Iterator
 
 LOCK_NAME = "index.lock"
 
-# Re-entrant within a process: a run holding the lock (e.g. `pathrag index` around its Dagster job) calls
-# stages that take it again. flock locks belong to the open file, so a second open in the same process would
-# deadlock on itself; homes this process already holds are counted here instead.
-_held: dict[Path, int] = {}
-_held_guard = threading.Lock()
+# Re-entrant within a thread: a run holding the lock (e.g. `pathrag index` around its in-process Dagster job)
+# calls stages that take it again. flock locks belong to the open file, so a second open in the same thread
+# would deadlock on itself; homes this thread already holds are counted here instead. Other threads open the
+# file themselves and wait like another process would.
+_held = threading.local()
+
+
+def _counts() -> dict[Path, int]:
+    if not hasattr(_held, "counts"):
+        _held.counts = {}
+    return _held.counts
 
 
 def _stderr(message: str) -> None:
@@ -42,18 +48,13 @@ def index_lock(home: Path | str, *, on_wait: Callable[[str], None] | None = _std
         yield
         return
     home = Path(home).resolve()
-    with _held_guard:
-        if _held.get(home):
-            _held[home] += 1
-            reentered = True
-        else:
-            reentered = False
-    if reentered:
+    held = _counts()
+    if held.get(home):
+        held[home] += 1
         try:
             yield
         finally:
-            with _held_guard:
-                _held[home] -= 1
+            held[home] -= 1
         return
     home.mkdir(parents=True, exist_ok=True)
     path = home / LOCK_NAME
@@ -73,13 +74,11 @@ def index_lock(home: Path | str, *, on_wait: Callable[[str], None] | None = _std
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}, {what} since {stamp}\n".encode(), 0)
-        with _held_guard:
-            _held[home] = 1
+        held[home] = 1
         try:
             yield
         finally:
-            with _held_guard:
-                _held.pop(home, None)
+            held.pop(home, None)
             os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
