@@ -185,3 +185,32 @@ def test_sentence_transformer_embedder_runs_offline():
     assert v.shape == (3, e.dim) and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     assert v[0] @ v[1] > v[0] @ v[2]
     assert e.identity == "st:all-MiniLM-L6-v2"
+
+
+def test_sentence_transformer_loading_code_without_torch(monkeypatch, tmp_path):
+    """The loader with a stand-in sentence_transformers module: offline flag, batching, dimension, normalising."""
+    import sys
+    import types
+
+    calls = {}
+
+    class FakeModel:
+        def __init__(self, source, device):
+            calls["source"], calls["device"] = source, device
+
+        def get_embedding_dimension(self):
+            return 3
+
+        def encode(self, texts, batch_size, convert_to_numpy, show_progress_bar):
+            calls["batch_size"], calls["progress"] = batch_size, show_progress_bar
+            return np.array([[3.0, 4.0, 0.0]] * len(texts))
+
+    fake = types.ModuleType("sentence_transformers")
+    fake.SentenceTransformer = FakeModel
+    monkeypatch.setitem(sys.modules, "sentence_transformers", fake)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    e = SentenceTransformerEmbedder(str(tmp_path / "my-model"), batch_size=8)
+    v = e.embed(["a", "b"])
+    assert calls["source"] == str(tmp_path / "my-model") and calls["batch_size"] == 8 and calls["progress"] is False
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    assert v.shape == (2, 3) and np.allclose(v[0], [0.6, 0.8, 0.0]) and e.dim == 3

@@ -18,7 +18,9 @@ from rich.table import Table
 from pathrag_pipeline.cli.common import esc, plain
 from pathrag_pipeline.config import ConfigError, Settings
 from pathrag_pipeline.evaluation.retrieval_eval import (
+    ABLATIONS,
     DEFAULT_KS,
+    EVAL_MODES,
     REFERENCE_RECALL,
     DatasetError,
     RetrievalEvaluation,
@@ -60,6 +62,19 @@ def eval_group() -> None:
 
 # ---- retrieval ----------------------------------------------------------------------------------
 
+def settings_embedder_semantic() -> bool:
+    from pathrag_pipeline.llm.embedding import embedder_from_settings
+    from pathrag_pipeline.query.retrieval import is_semantic
+
+    return is_semantic(embedder_from_settings(Settings.from_env()))
+
+
+def _default_modes(semantic: bool) -> list[str]:
+    from pathrag_pipeline.evaluation.retrieval_eval import default_modes
+
+    return default_modes(semantic)
+
+
 def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None = None) -> None:
     keys = [f"recall@{k}" for k in e.ks]
     table = Table(title=plain(f"Recall on {e.dataset} ({e.questions} questions; graph: {e.index.get('extractor')}, "
@@ -70,12 +85,17 @@ def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None
     table.add_column("median ms", justify="right")
     for mode, outcome in e.modes.items():
         table.add_row(plain(mode), *[f"{outcome.recall[k]:.3f}" for k in keys], f"{outcome.median_ms:.0f}")
+        for hops, figures in outcome.by_hops.items():
+            table.add_row(f"[dim]  {hops}-hop ({figures['questions']:.0f} q)[/dim]",
+                          *[f"[dim]{figures[k]:.3f}[/dim]" for k in keys], "")
     # The references were measured on the whole question set; say so when this run evaluated fewer.
     scope = "whole set" if limit is None or limit > e.questions else f"whole set, not the first {limit}"
     for name, figures in REFERENCE_RECALL.get(e.dataset, {}).items():
         table.add_row(f"[dim]{esc(name)} (README reference, {scope})[/dim]",
                       *[f"[dim]{figures[k]:.3f}[/dim]" if k in figures else "" for k in keys], "")
     console.print(table)
+    if e.verdict():
+        console.print(e.verdict(), highlight=False)
     reused = "reused" if e.documents_indexed == 0 else f"{e.documents_indexed} documents (re)indexed"
     console.print(f"[dim]run {esc(e.run_id)} | index {esc(e.workdir)} ({reused}, {e.index_seconds:.1f} s) | "
                   f"{e.seconds:.1f} s total | stored in eval_runs/eval_results/eval_questions[/dim]",
@@ -86,7 +106,10 @@ def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None
 @click.option("--dataset", "dataset_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Folder with corpus.jsonl, questions.jsonl (and optionally triples.jsonl).")
 @click.option("--use-triples", is_flag=True, help="Build the graph from the dataset's triples.jsonl, not by extraction.")
-@click.option("--modes", default=",".join(MODES), show_default=True, help="Comma-separated query modes.")
+@click.option("--modes", default=None,
+              help="Comma-separated modes: query modes, baselines bm25/dense, ablations path:<name> "
+                   f"({', '.join(EVAL_MODES)}). Default: {','.join(MODES)},bm25 and dense with a semantic embedder.")
+@click.option("--ablations", is_flag=True, help=f"Also run the path-mode ablations ({', '.join(ABLATIONS)}).")
 @click.option("--k", "ks", default=",".join(map(str, DEFAULT_KS)), show_default=True, help="Comma-separated k values.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Evaluate only the first N questions.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -97,12 +120,15 @@ def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None
 @click.option("--variant", type=click.Choice(VARIANTS), default="paper", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON (no progress bar).")
 @click.option("--per-question", is_flag=True, help="With --json: include each question's ranked passages.")
-def retrieval(dataset_dir: Path, use_triples: bool, modes: str, ks: str, limit: int | None, workdir: Path | None,
+def retrieval(dataset_dir: Path, use_triples: bool, modes: str | None, ablations: bool, ks: str, limit: int | None, workdir: Path | None,
               top_n: int, top_k: int, variant: str, as_json: bool, per_question: bool) -> None:
     """Recall@k of each query mode on a multi-hop QA dataset (one passage = one document)."""
     console = Console(stderr=True, quiet=as_json)
     try:
-        mode_list = parse_csv(modes, "mode", MODES)
+        mode_list = parse_csv(modes, "mode", EVAL_MODES) if modes else None
+        if ablations:
+            mode_list = (mode_list or _default_modes(settings_embedder_semantic())) + [
+                a for a in ABLATIONS if a not in (mode_list or [])]
         k_list = parse_ks(ks)
         settings = Settings.from_env()
         params = QueryParams(top_n=top_n, top_k=top_k, variant=variant)

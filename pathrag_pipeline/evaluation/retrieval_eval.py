@@ -38,6 +38,7 @@ from pathrag_pipeline.ingest.folder_sync import file_sha256
 from pathrag_pipeline.llm.client import llm_from_settings
 from pathrag_pipeline.index.pipeline import IndexReport, run_indexing
 from pathrag_pipeline.query.engine import MODES, PathRAG, QueryParams
+from pathrag_pipeline.query.retrieval import is_semantic
 from pathrag_pipeline.storage.store import Store, transaction
 
 CORPUS_FILE = "corpus.jsonl"
@@ -55,6 +56,41 @@ REFERENCE_RECALL = {
 }
 
 
+# Flat baselines measured in the same run (naive mode with one text retriever, question text only), and the
+# path-mode ablations. An evaluated "mode" is a query mode, a baseline, or "path:<ablation>".
+BASELINES = {
+    "bm25": ("naive", {"chunk_search": "bm25"}),       # Okapi BM25 over the passages
+    "dense": ("naive", {"chunk_search": "vector"}),    # the configured embedder (only when it is semantic)
+}
+ABLATIONS = {
+    "path:no_paths": {"passages": "no_paths"},         # the default without path evidence: what paths add
+    "path:graph": {"passages": "graph"},               # PageRank from seeds + paths, no text fusion
+    "path:seeds": {"passages": "seeds"},               # PageRank from the seeds alone
+    "path:path_order": {"passages": "path_order"},     # provenance in the prompt's path order (what the LLM reads)
+    "path:legacy": {"passages": "legacy"},             # the earlier seed-rank + path blend
+    "path:literal": {"seed_pass": False},              # the paper's literal early stop (hub seeds never propagate)
+    "path:vector_seeds": {"seed_search": "vector"},    # seeds by vector only, no BM25 over entities
+}
+EVAL_MODES = (*MODES, *BASELINES, *ABLATIONS)
+
+
+def resolve_mode(name: str) -> tuple[str, dict[str, Any]]:
+    """(query mode, QueryParams overrides) of an evaluated mode name."""
+    if name in MODES:
+        return name, {}
+    if name in BASELINES:
+        return BASELINES[name]
+    if name in ABLATIONS:
+        return "path", dict(ABLATIONS[name])
+    raise ValueError(f"mode {name!r} is not one of {', '.join(EVAL_MODES)}")
+
+
+def default_modes(semantic: bool, ablations: bool = False) -> list[str]:
+    """Every query mode, the BM25 baseline, the dense baseline when the embedder is semantic, the ablations on request."""
+    modes = [*MODES, "bm25"] + (["dense"] if semantic else [])
+    return modes + (list(ABLATIONS) if ablations else [])
+
+
 class DatasetError(ValueError):
     """The dataset folder cannot be evaluated; the message names the file, the line and the fix."""
 
@@ -65,6 +101,7 @@ class EvalQuestion:
     question: str
     gold_ids: tuple[str, ...]
     answers: tuple[str, ...] = ()
+    hops: int | None = None               # MuSiQue rows: number of hops (len of "hops"), else None
 
 
 @dataclass(frozen=True)
@@ -121,7 +158,8 @@ def load_dataset(path: Path | str) -> Dataset:
             raise DatasetError(f"{where}: duplicate question id {qid!r}")
         seen.add(qid)
         answers = tuple(str(a) for a in row.get("answers") or [])
-        questions.append(EvalQuestion(qid, text.strip(), tuple(dict.fromkeys(str(g) for g in gold)), answers))
+        hops = len(row["hops"]) if isinstance(row.get("hops"), list) and row["hops"] else None
+        questions.append(EvalQuestion(qid, text.strip(), tuple(dict.fromkeys(str(g) for g in gold)), answers, hops))
     if not questions:
         raise DatasetError(f"{path / QUESTIONS_FILE} holds no questions")
     triples = path / TRIPLES_FILE
@@ -206,6 +244,7 @@ class QuestionOutcome:
     passages: list[str]                   # ranked corpus ids (first STORED_PASSAGES)
     recall: dict[str, float]              # "recall@k" -> value
     total_ms: float
+    hops: int | None = None
 
 
 @dataclass
@@ -213,6 +252,7 @@ class ModeOutcome:
     recall: dict[str, float]              # "recall@k" -> mean over questions
     median_ms: float
     questions: list[QuestionOutcome] = field(default_factory=list)
+    by_hops: dict[str, dict[str, float]] = field(default_factory=dict)   # "2" -> {"recall@k": mean, "questions": n}
 
 
 @dataclass
@@ -239,6 +279,8 @@ class RetrievalEvaluation:
         modes: dict[str, Any] = {}
         for mode, outcome in self.modes.items():
             modes[mode] = {**outcome.recall, "median_ms": outcome.median_ms}
+            if outcome.by_hops:
+                modes[mode]["by_hops"] = outcome.by_hops
             if per_question:
                 modes[mode]["per_question"] = [asdict(q) for q in outcome.questions]
         return {
@@ -258,7 +300,24 @@ class RetrievalEvaluation:
             "seconds": round(self.seconds, 3),
             "modes": modes,
             "reference": REFERENCE_RECALL.get(self.dataset, {}),
+            "verdict": self.verdict(),
         }
+
+    def verdict(self) -> str | None:
+        """One line: does the best graph mode beat BM25 and dense of this run (at every k)?"""
+        graph = {m: o for m, o in self.modes.items() if resolve_mode(m)[0] != "naive"}
+        flat = {m: o for m, o in self.modes.items() if m in BASELINES}
+        if not graph or not flat:
+            return None
+        last = f"recall@{self.ks[-1]}"
+        best = max(graph, key=lambda m: (graph[m].recall[last], -list(graph).index(m)))
+        parts = []
+        for name, o in flat.items():
+            wins = [k for k in self.ks if graph[best].recall[f"recall@{k}"] > o.recall[f"recall@{k}"]]
+            verdict = "beats" if len(wins) == len(self.ks) else ("does not beat" if not wins else "partly beats")
+            parts.append(f"{verdict} {name} (" + ", ".join(
+                f"R@{k} {graph[best].recall[f'recall@{k}']:.3f} vs {o.recall[f'recall@{k}']:.3f}" for k in self.ks) + ")")
+        return f"{self.dataset}: best graph mode {best} " + "; ".join(parts)
 
 
 def parse_csv(text: str, what: str, allowed: Sequence[str] | None = None) -> list[str]:
@@ -283,7 +342,17 @@ def parse_ks(text: str) -> list[int]:
     return sorted(set(ks))
 
 
-def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Sequence[str] = MODES,
+def by_hops(questions: Sequence[QuestionOutcome], keys: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Mean recall per hop count (questions without hops are left out); keys sorted by hops."""
+    groups: dict[int, list[QuestionOutcome]] = {}
+    for q in questions:
+        if q.hops is not None:
+            groups.setdefault(q.hops, []).append(q)
+    return {str(h): {**{k: round(sum(q.recall[k] for q in g) / len(g), 4) for k in keys}, "questions": len(g)}
+            for h, g in sorted(groups.items())}
+
+
+def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Sequence[str] | None = None,
                        ks: Sequence[int] = DEFAULT_KS, limit: int | None = None, use_triples: bool = False,
                        workdir: Path | None = None, params: QueryParams | None = None,
                        on_question: Callable[[str, int], None] | None = None,
@@ -297,10 +366,9 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
     """
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).replace(tzinfo=None)
-    for mode in modes:
-        if mode not in MODES:
-            raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-    if not modes:
+    for mode in modes or ():
+        resolve_mode(mode)
+    if modes is not None and not modes:
         raise ValueError("no modes to evaluate; give e.g. --modes path,naive")
     if not ks or min(ks) < 1:
         raise ValueError(f"ks={list(ks)} must be whole numbers >= 1, e.g. 2,5,10")
@@ -319,22 +387,27 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
 
     rag = PathRAG(eval_settings, record=False)
     llm = rag.llm.model if rag.llm is not None else "offline"
+    if modes is None:
+        modes = default_modes(is_semantic(rag.embedder))
     keys = [f"recall@{k}" for k in sorted(ks)]
     outcomes: dict[str, ModeOutcome] = {}
     for mode in modes:
         per_question: list[QuestionOutcome] = []
+        query_mode, overrides = resolve_mode(mode)
+        mode_params = dataclasses.replace(params, **overrides)
         for q in questions:
-            result = rag.query_many([q.question], mode, params=params)[0]
+            result = rag.query_many([q.question], query_mode, params=mode_params)[0]
             ranked = passage_ids(result.document_ids)
             recall = {key: recall_at_k(ranked, q.gold_ids, k) for key, k in zip(keys, sorted(ks))}
             per_question.append(QuestionOutcome(q.id, list(q.gold_ids), ranked[:max(STORED_PASSAGES, max(ks))],
-                                                recall, result.total_ms))
+                                                recall, result.total_ms, q.hops))
             if on_question is not None:
                 on_question(mode, len(questions))
         outcomes[mode] = ModeOutcome(
             recall={key: round(sum(p.recall[key] for p in per_question) / len(per_question), 4) for key in keys},
             median_ms=round(statistics.median(p.total_ms for p in per_question), 3),
             questions=per_question,
+            by_hops=by_hops(per_question, keys),
         )
     return RetrievalEvaluation(
         run_id=uuid.uuid4().hex, started_at=started_at, dataset=dataset.name, dataset_path=str(dataset.path),

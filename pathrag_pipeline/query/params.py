@@ -15,6 +15,18 @@ ORDERINGS = ("reliability", "hop_first", "random")
 DEFAULT_THETA = {"paper": 0.05, "reference": 0.3}
 DEFAULT_MAX_HOPS = {"paper": 4, "reference": 3}
 DEFAULT_TOP_N = 40
+# Text retrieval of chunks (naive mode; path mode fuses it with graph evidence) and of seed entities.
+# "vector": the embedder alone; "bm25": offline Okapi BM25; "hybrid": both, by reciprocal rank fusion (the
+# vector list joins only when the embedder is semantic: the offline hashing embedder is a weaker lexical signal);
+# "auto": "vector" in naive mode (LightRAG's naive, unchanged) and "hybrid" for path mode's text evidence.
+CHUNK_SEARCHES = ("auto", "hybrid", "vector", "bm25")
+SEED_SEARCHES = ("hybrid", "vector")
+# How path mode ranks the passages it returns (not the prompt's path order):
+# "fused": personalised PageRank over the entity-passage graph restarting at the seeds, the kept paths'
+# passages and the text retrievers' hits (query/ranking.py); "no_paths": the same without the paths (ablation);
+# "graph": seeds + paths, no text; "seeds": seeds alone; "legacy": the earlier seed-rank + path blend;
+# "path_order": the kept paths' provenance in the prompt's order, then the seeds' chunks.
+PASSAGE_RANKINGS = ("fused", "no_paths", "graph", "seeds", "legacy", "path_order")
 DEFAULT_TOKEN_BUDGET = 4000
 
 
@@ -33,6 +45,10 @@ class QueryParams:
     token_budget: int = DEFAULT_TOKEN_BUDGET
     excerpts: bool = False
     answer: bool = True               # False: retrieval only (evaluation), no answer and no answer LLM call
+    chunk_search: str = "auto"        # CHUNK_SEARCHES: naive mode's chunks, path mode's text evidence
+    seed_search: str = "hybrid"       # SEED_SEARCHES: entities per keyword by vector, or fused with BM25
+    passages: str = "fused"           # PASSAGE_RANKINGS: how path mode ranks returned passages
+    seed_pass: bool = True            # seeds always pass their first hop (False: the paper's literal early stop)
 
     def resolved(self) -> "QueryParams":
         """Validated, with the variant's defaults filled in; errors name the value and the accepted range."""
@@ -42,6 +58,11 @@ class QueryParams:
             raise ValueError(f"ordering={self.ordering!r} is not one of {', '.join(ORDERINGS)}")
         if self.prompt not in PROMPT_STYLES:
             raise ValueError(f"prompt={self.prompt!r} is not one of {', '.join(PROMPT_STYLES)}")
+        for name, value, allowed in (("chunk_search", self.chunk_search, CHUNK_SEARCHES),
+                                     ("seed_search", self.seed_search, SEED_SEARCHES),
+                                     ("passages", self.passages, PASSAGE_RANKINGS)):
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
         if self.top_n < 1:
             raise ValueError(f"top_n={self.top_n} must be at least 1 (PathRAG retrieves 40 nodes)")
         if self.top_k < 1:
@@ -57,3 +78,9 @@ class QueryParams:
         if self.token_budget < 200:
             raise ValueError(f"token_budget={self.token_budget} is too small; give at least 200 (default 4000)")
         return replace(self, theta=theta, max_hops=max_hops)
+
+    def chunk_search_for(self, mode: str) -> str:
+        """The chunk retriever a mode uses: ``auto`` is "vector" for naive, "hybrid" otherwise."""
+        if self.chunk_search != "auto":
+            return self.chunk_search
+        return "vector" if mode == "naive" else "hybrid"

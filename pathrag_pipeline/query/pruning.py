@@ -21,6 +21,10 @@ Two variants share one entry point, :func:`prune_paths`:
   (100 at the defaults), whatever the graph size. Hubs cost nothing: a node of degree 10^4 would
   need ``S >= 500`` to propagate, so it is never fanned out; it can still *receive* resource and end
   a path. No extra skipping rule is needed, and none is applied, so the semantics stay the paper's.
+* Seeds pass their first hop (``seed_pass=True``, the query default). Read literally, the early stop keeps a
+  retrieved node of degree above ``1/theta`` (20) from propagating at all, so two adjacent hub seeds get no
+  path, not even their shared edge. With ``seed_pass`` the start node always hands out its first hop; the
+  early stop applies from the second layer on. ``seed_pass=False`` is the literal reading.
 * Candidate paths. Flow edges run from layer ``k`` to ``k+1``, so the paths along which resource
   reached an end node all have ``layer(end)`` edges. For every pair of retrieved nodes the best of
   them by reliability (Eq. 4) ``S(P) = sum of S over the path's nodes / number of edges`` is found by
@@ -82,6 +86,7 @@ def prune_paths(
     variant: str = "paper",
     ordering: str = "reliability",
     rng_seed: int = 0,
+    seed_pass: bool = False,
 ) -> list[ScoredPath]:
     """Return at most ``top_k`` reliable paths between the retrieved nodes ``seeds``, best first.
 
@@ -121,7 +126,7 @@ def prune_paths(
     if variant == "reference":
         return _reference_paths(view, unique, alpha=alpha, threshold=theta, max_hops=max_hops, top_k=top_k)
     return _paper_paths(view, unique, alpha=alpha, theta=theta, max_hops=max_hops, top_k=top_k,
-                        ordering=ordering, rng_seed=rng_seed)
+                        ordering=ordering, rng_seed=rng_seed, seed_pass=seed_pass)
 
 
 # ---- paper variant -------------------------------------------------------------------------------
@@ -150,7 +155,8 @@ class Flow:
         return tuple(reversed(nodes)), tuple(reversed(edges))
 
 
-def propagate(view: GraphView, start: int, *, alpha: float, theta: float, max_hops: int) -> Flow:
+def propagate(view: GraphView, start: int, *, alpha: float, theta: float, max_hops: int,
+              seed_pass: bool = False) -> Flow:
     """Breadth-first resource flow from ``start`` with early stopping (see module docstring)."""
     deg = view.degree_list
     indptr = view.indptr_list
@@ -167,7 +173,7 @@ def propagate(view: GraphView, start: int, *, alpha: float, theta: float, max_ho
         via_sum: dict[int, float] = {}
         for v in frontier:
             d = deg[v]
-            if d == 0 or resource[v] / d < theta:
+            if d == 0 or (resource[v] / d < theta and not (seed_pass and depth == 1)):
                 continue  # early stop: v keeps its resource but passes none on
             share = alpha * resource[v] / d
             lo, hi = indptr[v], indptr[v + 1]
@@ -196,10 +202,10 @@ def propagate(view: GraphView, start: int, *, alpha: float, theta: float, max_ho
 
 
 def _paper_paths(view: GraphView, seeds: list[int], *, alpha: float, theta: float, max_hops: int,
-                 top_k: int, ordering: str, rng_seed: int) -> list[ScoredPath]:
+                 top_k: int, ordering: str, rng_seed: int, seed_pass: bool = False) -> list[ScoredPath]:
     best: dict[tuple[int, int], ScoredPath] = {}
     for start in seeds:
-        flow = propagate(view, start, alpha=alpha, theta=theta, max_hops=max_hops)
+        flow = propagate(view, start, alpha=alpha, theta=theta, max_hops=max_hops, seed_pass=seed_pass)
         if len(flow.resource) == 1:
             continue
         for target in seeds:

@@ -26,7 +26,9 @@ import numpy as np
 
 from pathrag_pipeline.llm.embedding import Embedder
 from pathrag_pipeline.query.graph_cache import GraphSnapshot
+from pathrag_pipeline.query.lexical import BM25Index
 from pathrag_pipeline.query.params import DEFAULT_TOP_N
+from pathrag_pipeline.query.ranking import rrf
 from pathrag_pipeline.text.names import name_key
 
 
@@ -107,7 +109,7 @@ def _search_each(vectors: VectorSearch, table: str, embedder: Embedder, keywords
 
 
 def retrieve_nodes(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Embedder, keywords: list[str],
-                   top_n: int = DEFAULT_TOP_N) -> list[RetrievedNode]:
+                   top_n: int = DEFAULT_TOP_N, lexical: BM25Index | None = None) -> list[RetrievedNode]:
     """The ``top_n`` entities nearest to the keywords, merged round-robin over keywords.
 
     Each keyword asks for ``top_n`` neighbours so the merge can fill every slot even when the keywords'
@@ -123,8 +125,12 @@ def retrieve_nodes(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Emb
     for keyword, ranking in zip(keywords, _search_each(vectors, "entities", embedder, keywords, top_n)):
         exact = name_key(keyword)
         head = [(exact, 1.0)] if snapshot.node_of(exact) is not None else []
-        rankings.append(head + [(key, sim) for key, sim in ranking
-                                if key != exact and snapshot.node_of(key) is not None])
+        vector = [(key, sim) for key, sim in ranking if key != exact and snapshot.node_of(key) is not None]
+        if lexical is not None:
+            sims = dict(vector)
+            lex = [key for key, _ in lexical.search(keyword, top_n) if key != exact and snapshot.node_of(key) is not None]
+            vector = [(key, sims.get(key, 0.0)) for key in rrf([[k for k, _ in vector], lex], limit=top_n)]
+        rankings.append(head + vector)
     out: list[RetrievedNode] = []
     for rank, (which, key, sim) in enumerate(round_robin(rankings, top_n)):
         node = snapshot.node_of(key)
@@ -148,18 +154,47 @@ def retrieve_relations(snapshot: GraphSnapshot, vectors: VectorSearch, embedder:
     ]
 
 
-def naive_context(vectors: VectorSearch, embedder: Embedder, question: str, top_n: int = DEFAULT_TOP_N) -> ModeContext:
-    """LightRAG ``naive``: the chunks nearest to the question text."""
+def is_semantic(embedder: Embedder) -> bool:
+    """False for the offline hashing embedder (words and n-grams: a lexical signal BM25 already covers)."""
+    return not str(getattr(embedder, "identity", "")).startswith("offline")
+
+
+def dense_chunks(vectors: VectorSearch, embedder: Embedder, question: str, k: int) -> list[tuple[str, float]]:
+    """The ``k`` chunks nearest to the question by the embedder (cosine), best first."""
+    vector = embedder.embed([question])[0]
+    out: dict[str, float] = {}
+    for hit in vectors.search("chunks", vector, k):
+        out.setdefault(str(hit.key), float(hit.similarity))
+    return list(out.items())
+
+
+def text_chunks(vectors: VectorSearch | None, embedder: Embedder, lexical: BM25Index | None, question: str,
+                k: int, how: str) -> list[tuple[str, float]]:
+    """Chunks for the question text by ``how``: "vector", "bm25", or "hybrid" (RRF of both; the vector list
+    only with a semantic embedder, see :func:`is_semantic`). Scores: cosine, BM25, or RRF score."""
+    if how == "vector" or (how == "hybrid" and lexical is None):
+        assert vectors is not None
+        return dense_chunks(vectors, embedder, question, k)
+    assert lexical is not None
+    lex = lexical.search(question, k)
+    if how == "bm25" or not is_semantic(embedder) or vectors is None:
+        return lex
+    dense = dense_chunks(vectors, embedder, question, k)
+    fused = rrf([[c for c, _ in dense], [c for c, _ in lex]], limit=k)
+    return [(c, 0.0) for c in fused]
+
+
+def naive_context(vectors: VectorSearch | None, embedder: Embedder, question: str, top_n: int = DEFAULT_TOP_N,
+                  *, how: str = "vector", lexical: BM25Index | None = None) -> ModeContext:
+    """LightRAG ``naive``: the chunks nearest to the question text (``how="vector"``), or by BM25 or both
+    fused (:func:`text_chunks`)."""
     if top_n < 1:
         raise ValueError(f"top_n={top_n} must be at least 1")
-    vector = embedder.embed([question])[0]
-    hits = vectors.search("chunks", vector, top_n)
     ctx = ModeContext()
-    for hit in hits:
-        key = str(hit.key)
+    for key, score in text_chunks(vectors, embedder, lexical, question, top_n, how):
         if key not in ctx.chunk_scores:
             ctx.chunk_ids.append(key)
-            ctx.chunk_scores[key] = float(hit.similarity)
+            ctx.chunk_scores[key] = score
     return ctx
 
 

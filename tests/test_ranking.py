@@ -1,0 +1,108 @@
+"""BM25, reciprocal rank fusion, personalised PageRank passage ranking, seed pass-through, eval helpers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pathrag_pipeline.evaluation.retrieval_eval import (
+    ABLATIONS, QuestionOutcome, by_hops, default_modes, resolve_mode)
+from pathrag_pipeline.query.graph_view import GraphView
+from pathrag_pipeline.query.lexical import BM25Index, tokenize
+from pathrag_pipeline.query.params import QueryParams
+from pathrag_pipeline.query.pruning import prune_paths
+from pathrag_pipeline.query.ranking import PassageGraph, restart_weights, rrf
+
+
+def test_tokenize_drops_stopwords_single_letters_and_accents():
+    assert tokenize("The Café of a Zoë in 1960") == ["cafe", "zoe", "1960"]
+
+
+def test_bm25_ranks_rare_term_matches_first_and_skips_non_matches():
+    index = BM25Index.build(["a", "b", "c", "d"], [
+        "river river river town", "town hall town", "the mill on the river town", "nothing relevant here"])
+    hits = index.search("mill town", 10)
+    assert hits[0][0] == "c"                       # only passage with the rare term
+    assert "d" not in [k for k, _ in hits]         # no term in common: not returned
+    assert all(s > 0 for _, s in hits)
+    with pytest.raises(ValueError):
+        index.search("town", 0)
+
+
+def test_bm25_length_normalisation_prefers_the_shorter_passage():
+    index = BM25Index.build(["short", "long"], ["castle", "castle " + "filler words " * 30])
+    assert [k for k, _ in index.search("castle", 2)] == ["short", "long"]
+
+
+def test_rrf_rewards_agreement_and_keeps_first_appearance_on_ties():
+    assert rrf([["x", "y", "z"], ["y", "x", "w"]])[:2] in (["x", "y"], ["y", "x"])
+    assert rrf([["a", "b"], ["c", "b"]])[0] == "b"          # second in both beats first in one
+    assert rrf([["a"], ["c"]]) == ["a", "c"]
+    assert rrf([["a", "b", "c"]], limit=2) == ["a", "b"]
+
+
+def _toy_graph() -> PassageGraph:
+    # entities 0-1-2 in a chain, 3 isolated; passages: p0 (entity 0), p12 (entities 1 and 2), p3 (entity 3)
+    return PassageGraph(4, [0, 1], [1, 2], [("p0",), ("p12",), ("p12",), ("p3",)])
+
+
+def test_pagerank_from_a_seed_reaches_its_neighbourhood_not_unconnected_passages():
+    graph = _toy_graph()
+    restart = np.zeros(graph.n)
+    restart[0] = 1.0
+    r = graph.pagerank(restart)
+    score = {c: r[graph.entity_count + i] for i, c in enumerate(graph.chunk_keys)}
+    assert score["p0"] > score["p12"] > 0
+    assert score["p3"] == 0
+    assert r.sum() == pytest.approx(1.0)
+
+
+def test_restart_weights_sum_to_one_and_a_path_weighs_no_more_than_its_weaker_seed():
+    graph = _toy_graph()
+    w = restart_weights(graph, [(0, 0), (1, 2)], [(1, 1.0, (0, 1, 2), ["p12"])], text=["p3"])
+    assert w.sum() == pytest.approx(1.0)
+    p12 = graph.entity_count + graph.chunk_index["p12"]
+    assert w[p12] == pytest.approx(w[2])           # path share 1/(1+1) equals the rank-1 seed's weight
+    assert w[graph.entity_count + graph.chunk_index["p3"]] == pytest.approx(w[0])   # best text hit = best seed
+
+
+def _star_with_two_hub_seeds() -> GraphView:
+    # hubs 0 and 1 are adjacent and each has 30 leaves: degree 31 > 1/theta = 20
+    src, dst = [0], [1]
+    for hub in (0, 1):
+        for leaf in range(30):
+            src.append(hub)
+            dst.append(2 + hub * 30 + leaf)
+    names = [f"n{i}" for i in range(62)]
+    return GraphView.from_edges(names, np.array(src), np.array(dst))
+
+
+def test_hub_seeds_pass_their_first_hop_only_with_seed_pass():
+    view = _star_with_two_hub_seeds()
+    assert prune_paths(view, [0, 1], seed_pass=False) == []
+    paths = prune_paths(view, [0, 1], seed_pass=True)
+    assert len(paths) == 1 and paths[0].hops == 1 and set(paths[0].nodes) == {0, 1}
+
+
+def test_query_params_check_the_new_options():
+    assert QueryParams().resolved().seed_pass is True
+    assert QueryParams().chunk_search_for("naive") == "vector"
+    assert QueryParams().chunk_search_for("path") == "hybrid"
+    assert QueryParams(chunk_search="bm25").chunk_search_for("naive") == "bm25"
+    for field, bad in (("chunk_search", "tfidf"), ("seed_search", "x"), ("passages", "random")):
+        with pytest.raises(ValueError, match=field):
+            QueryParams(**{field: bad}).resolved()
+
+
+def test_eval_modes_baselines_ablations_and_hops():
+    assert resolve_mode("bm25") == ("naive", {"chunk_search": "bm25"})
+    assert resolve_mode("path:literal") == ("path", {"seed_pass": False})
+    assert "dense" in default_modes(True) and "dense" not in default_modes(False)
+    assert set(ABLATIONS) <= set(default_modes(False, ablations=True))
+    with pytest.raises(ValueError):
+        resolve_mode("bogus")
+    qs = [QuestionOutcome("a", ["x"], [], {"recall@2": 1.0}, 1.0, 2),
+          QuestionOutcome("b", ["x"], [], {"recall@2": 0.0}, 1.0, 2),
+          QuestionOutcome("c", ["x"], [], {"recall@2": 0.5}, 1.0, 3),
+          QuestionOutcome("d", ["x"], [], {"recall@2": 0.5}, 1.0, None)]
+    assert by_hops(qs, ["recall@2"]) == {"2": {"recall@2": 0.5, "questions": 2}, "3": {"recall@2": 0.5, "questions": 1}}
