@@ -38,10 +38,11 @@ def generate_scale_corpus(folder: Path, size_mb: float, files: int, seed: int = 
     """Write ``files`` .md/.txt files of about ``size_mb`` MB in total (deterministic for a seed)."""
     rng = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
-    per_file = size_mb * MB / files
     total = 0
     for i in range(files):
-        # ~62 bytes per generated sentence; vary the length +-50% around the mean.
+        # Aim each file at what is left over the files left (so the total reaches the size), at ~62 bytes per
+        # generated sentence, varied +-50% around that mean.
+        per_file = max(0.0, size_mb * MB - total) / (files - i)
         n_sentences = max(3, int(per_file / 62 * rng.uniform(0.5, 1.5)))
         title, body = _document(rng, n_sentences)
         sub = folder / f"part{i % 50:02d}"

@@ -1,0 +1,36 @@
+"""`pathrag bench scale`: the generated corpus and the report section (the measured run itself is slow)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pathrag_pipeline.bench.report import scale_section
+from pathrag_pipeline.bench.scale import generate_big_jsonl, generate_scale_corpus, memory_growth, run_scale_bench
+
+
+def test_corpus_reaches_its_size_and_is_deterministic(tmp_path):
+    a = generate_scale_corpus(tmp_path / "a", 0.5, 40)
+    b = generate_scale_corpus(tmp_path / "b", 0.5, 40)
+    assert a == b and a["files"] == 40 and a["bytes"] >= 0.5 * 1_000_000 * 0.99
+    assert sorted(p.read_text() for p in (tmp_path / "a").rglob("*.*")) == \
+        sorted(p.read_text() for p in (tmp_path / "b").rglob("*.*"))
+    assert generate_big_jsonl(tmp_path / "r.jsonl", 50) == (tmp_path / "r.jsonl").stat().st_size
+    assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 50
+
+
+def _entry(mb, rss, seconds):
+    return {"size_mb": mb, "files": 10, "full": {"peak_rss_mib": rss, "seconds": {"total": seconds}}}
+
+
+def test_memory_growth_is_the_line_through_two_sizes():
+    growth = memory_growth([_entry(10, 1100, 50), _entry(50, 1500, 250)])
+    assert growth["mib_per_mb"] == 10 and growth["base_mib"] == 1000 and growth["predicted_1gb_mib"] == 11000
+    assert memory_growth([_entry(10, 1100, 50)]) is None
+
+
+@pytest.mark.slow
+def test_small_scale_run_and_its_section(tmp_path):
+    result = run_scale_bench(size_mb=0.4, files=40, big_txt_mb=0.3, jsonl_lines=300, workdir=tmp_path)
+    section = scale_section(result)
+    assert section.startswith("## Scale") and "peak RSS MiB" in section and "failed" not in section
+    assert result["growth"] is not None and result["sizes"][-1]["edit"]["chunks_extracted"] >= 1
