@@ -361,7 +361,7 @@ def retrieval_runs(dataset: Path | None, limit: int | None, workdir: Path, log: 
     if dataset is None or not (dataset / "questions.jsonl").is_file():
         return None
     try:
-        from pathrag_pipeline.evaluation.retrieval_eval import ABLATIONS, default_modes, evaluate_retrieval
+        from pathrag_pipeline.evaluation.retrieval_eval import default_modes, evaluate_retrieval
     except ImportError as exc:
         log(f"retrieval evaluation not available: {exc}")
         return None
