@@ -437,18 +437,29 @@ def _distinct_sorted(values: list[str]) -> list[str]:
     return sorted(set(values))
 
 
-def _merge_entities(con, full: bool, descriptions: _Descriptions) -> tuple[int, int, int, set[str]]:
+def _merge_batched(con, full: bool, *, mentions: str, key: str, scope: str, columns: str, table: str,
+                   table_key: str, to_rows: Callable[[dict[str, list], list[tuple[int, int]]], pa.Table]
+                   ) -> tuple[int, int, int, set[str]]:
+    """Recompute ``table`` from its ``mentions`` key batch by key batch (bounded memory), then drop rows no
+    mention names any more. Returns (written, deleted, unchanged, deleted keys)."""
     written = total = 0
-    for b in _key_batches(con, "_gm_em", "key", full, "_gm_scope_e"):
-        cols, bounds = _groups(con, f"""SELECT key, name, type, description, chunk_id, document_id FROM _gm_em
-                                        WHERE key IN (SELECT key FROM _gm_batch WHERE b = {b})
-                                        ORDER BY key, chunk_id, ord""")
-        rows = _entity_rows(cols, bounds, descriptions)
+    for b in _key_batches(con, mentions, key, full, scope):
+        cols, bounds = _groups(con, f"""SELECT {columns} FROM {mentions}
+                                        WHERE {key} IN (SELECT key FROM _gm_batch WHERE b = {b})
+                                        ORDER BY {key}, chunk_id, ord""")
+        rows = to_rows(cols, bounds)
         del cols, bounds
-        written += _write(con, "entities", "entity_key", rows)
+        written += _write(con, table, table_key, rows)
         total += rows.num_rows
-    deleted = _delete_unmentioned(con, "entities", "entity_key", "_gm_em", "key", full, "_gm_scope_e")
+    deleted = _delete_unmentioned(con, table, table_key, mentions, key, full, scope)
     return written, len(deleted), total - written, deleted
+
+
+def _merge_entities(con, full: bool, descriptions: _Descriptions) -> tuple[int, int, int, set[str]]:
+    return _merge_batched(con, full, mentions="_gm_em", key="key", scope="_gm_scope_e",
+                          columns="key, name, type, description, chunk_id, document_id",
+                          table="entities", table_key="entity_key",
+                          to_rows=lambda cols, bounds: _entity_rows(cols, bounds, descriptions))
 
 
 def _entity_rows(cols: dict[str, list], bounds: list[tuple[int, int]], descriptions: _Descriptions) -> pa.Table:
@@ -494,18 +505,11 @@ def _relation_label(src_names: list[str], tgt_names: list[str]) -> str:
 
 
 def _merge_relations(con, full: bool, descriptions: _Descriptions) -> tuple[int, int, int, set[str]]:
-    written = total = 0
-    for b in _key_batches(con, "_gm_rm", "relation_key", full, "_gm_scope_r"):
-        cols, bounds = _groups(con, f"""SELECT relation_key AS key, src_key, tgt_key, src_name, tgt_name, keywords,
-                                               description, strength, chunk_id, document_id
-                                        FROM _gm_rm WHERE relation_key IN (SELECT key FROM _gm_batch WHERE b = {b})
-                                        ORDER BY relation_key, chunk_id, ord""")
-        rows = _relation_rows(cols, bounds, descriptions)
-        del cols, bounds
-        written += _write(con, "relations", "relation_key", rows)
-        total += rows.num_rows
-    deleted = _delete_unmentioned(con, "relations", "relation_key", "_gm_rm", "relation_key", full, "_gm_scope_r")
-    return written, len(deleted), total - written, deleted
+    return _merge_batched(con, full, mentions="_gm_rm", key="relation_key", scope="_gm_scope_r",
+                          columns="relation_key AS key, src_key, tgt_key, src_name, tgt_name, keywords, "
+                                  "description, strength, chunk_id, document_id",
+                          table="relations", table_key="relation_key",
+                          to_rows=lambda cols, bounds: _relation_rows(cols, bounds, descriptions))
 
 
 def _relation_rows(cols: dict[str, list], bounds: list[tuple[int, int]], descriptions: _Descriptions) -> pa.Table:
