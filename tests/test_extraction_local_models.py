@@ -255,3 +255,38 @@ def test_calls_are_in_llm_usage_while_the_run_is_still_going(corpus: Corpus, ope
         release.set()
         runner.join(timeout=30)
     assert corpus.query("SELECT calls FROM llm_usage WHERE stage = 'extract'") == [(openai_server.count("chat"),)]
+
+
+def test_summary_calls_are_in_llm_usage_while_summaries_are_still_being_made(
+        corpus: Corpus, openai_server: FakeOpenAIServer) -> None:
+    """The third description-summary call hangs until released: before that, the two summary calls already
+    made are in the 'summarise' row of llm_usage (a run killed at that point would leave them there)."""
+    model = FakeExtractionModel()
+    release = threading.Event()
+    seen = []
+
+    def responder(request: dict[str, Any]) -> str:
+        if "Description list:" in str(request["messages"][-1].get("content")):
+            seen.append(1)
+            if len(seen) == 3:
+                release.wait(30)
+        return model(request)
+
+    extractor = extractor_for(openai_server, responder, timeout=60)
+    runner = threading.Thread(target=run_extraction, args=(corpus.store, extractor),
+                              kwargs={"max_concurrency": 1, "min_flush_seconds": 0, "max_description_tokens": 3})
+    runner.start()
+    try:
+        calls = 0
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and calls < 2:
+            rows = corpus.query("SELECT calls FROM llm_usage WHERE stage = 'summarise'")
+            calls = rows[0][0] if rows else 0
+            time.sleep(0.1)
+        assert calls == 2 and len(seen) == 3    # recorded while the third call still hangs
+    finally:
+        release.set()
+        runner.join(timeout=30)
+    assert model.summaries > 3
+    assert corpus.query("SELECT calls, items FROM llm_usage WHERE stage = 'summarise'") == [
+        (model.summaries, model.summaries)]

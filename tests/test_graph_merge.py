@@ -345,3 +345,70 @@ def test_store_connections_have_a_memory_limit_and_spill_folder(tmp_path):
         temp = c.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]
     assert limit.replace(" ", "").upper().startswith(("286", "300", "MB")) or "MiB" in limit, limit
     assert temp == str(tmp_path / "duckdb_tmp")
+
+
+# ---- incremental merge reads only the touched keys' chunks (issue 10) -----------------------------------
+
+def _hub_corpus(n=40):
+    """n chunks all naming the hub entity 'Shared' (with its relation to 'Port'), plus unrelated chunks."""
+    shared = [rec(f"s{i:02}", f"d{i % 5}", [{"name": "Shared", "type": "person", "description": f"Seen in {i}."},
+                                            {"name": "Port", "type": "location"}],
+                  [{"source": "Shared", "target": "Port", "keywords": f"k{i % 3}", "strength": 1.0}])
+              for i in range(n)]
+    other = [rec(f"o{i:02}", "dx", [{"name": f"Lone{i}", "type": "other", "description": "Alone."}],
+                 [{"source": f"Lone{i}", "target": f"Far{i}"}]) for i in range(n)]
+    return shared + other
+
+
+def _rebuilt(live):
+    fresh = duckdb.connect()
+    init_schema(fresh)
+    fresh.executemany("INSERT INTO extractions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                      live.execute("SELECT * FROM extractions").fetchall())
+    merge_keys(fresh, None, None)
+    out = snapshot(fresh)
+    fresh.close()
+    return out
+
+
+def test_editing_one_chunk_keeps_the_touched_keys_mentions_from_untouched_chunks(con):
+    """The edited chunk names the hub 'Shared': its recompute must still count the 39 untouched chunks that
+    name it, while the unrelated chunks are not read at all."""
+    apply_chunk_changes(con, [], _hub_corpus())
+    edited = rec("s00", "d0", [{"name": "Shared", "type": "organization", "description": "Edited."},
+                               {"name": "New One", "type": "person"}],
+                 [{"source": "Shared", "target": "New One", "keywords": "fresh"}])
+    stats = apply_chunk_changes(con, [], [edited])
+    shared = entity(con, "shared")
+    assert shared["mention_count"] == 40 and len(shared["source_chunk_ids"]) == 40
+    assert shared["type"] == "person"                        # 39 untouched votes outweigh the edit
+    assert relation(con, "port<|>shared")["mention_count"] == 39
+    assert relation(con, "new one<|>shared")["mention_count"] == 1
+    assert snapshot(con) == _rebuilt(con)
+    assert 0 < stats.chunks_read <= 40                       # the hub's chunks, none of the 40 unrelated ones
+
+    # removing chunks: the endpoint that disappears takes its relation, the hub keeps the others
+    stats = apply_chunk_changes(con, ["s00", "o03"], [])
+    assert entity(con, "new one") is None and entity(con, "lone3") is None
+    assert entity(con, "shared")["mention_count"] == 39
+    assert snapshot(con) == _rebuilt(con) and orphans(con) == 0
+    assert stats.chunks_read < 80
+
+
+def test_dirty_merge_and_alias_remerge_read_only_touched_chunks(con):
+    from pathrag_pipeline.index.aliases import add_alias
+    from pathrag_pipeline.index.extraction_stage import merge_dirty, persist_changes
+    from pathrag_pipeline.index.graph_merge import remerge_entities
+
+    persist_changes(con, [], _hub_corpus())
+    assert merge_dirty(con).chunks_read == 80
+    # a new chunk joins an existing key through a relation only: its other endpoint's mentions must be found
+    persist_changes(con, [], [rec("n1", "d9", [], [{"source": "Far7", "target": "Shared"}])])
+    stats = merge_dirty(con)
+    assert entity(con, "far7")["mention_count"] == 2 and entity(con, "shared")["mention_count"] == 41
+    assert snapshot(con) == _rebuilt(con) and stats.chunks_read < 80
+    # an alias folds 'Lone5' into 'Port': Port keeps its 40 mentions and gains Lone5's
+    stats = remerge_entities(con, add_alias(con, "lone5", "port"))
+    assert entity(con, "lone5") is None and entity(con, "port")["mention_count"] == 41
+    assert relation(con, "far5<|>port")["mention_count"] == 1
+    assert stats.chunks_read < 80

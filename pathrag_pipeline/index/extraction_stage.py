@@ -181,7 +181,7 @@ def merge_dirty(con: duckdb.DuckDBPyConnection, summarise: Summarise | None = No
         if isinstance(summarise, DeferredSummaries):
             summarise.entity_keys |= entity_keys
             summarise.relation_keys |= relation_keys
-        stats = merge_keys(con, entity_keys, relation_keys, summarise=summarise,
+        stats = merge_keys(con, entity_keys, relation_keys, changed_chunk_ids=dirty["chunks"], summarise=summarise,
                            max_description_tokens=max_description_tokens, summary_model=summary_model)
         con.execute("DELETE FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])
     return stats
@@ -270,15 +270,26 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
                              batch_size=batch_size, progress=progress, abort_after_unavailable=abort_after_unavailable,
                              min_flush_seconds=min_flush_seconds, meter=meter)
 
-    summary_before = _summariser_usage(summarise)
     merge_started = time.perf_counter()
+    summary_meter = _SummaryMeter(summarise, stats, merge_started)
     # LLM summaries are never made while the DuckDB file is held: the merge records what needs one, the
     # summaries are made with no connection open, then the same keys are merged again from the cache.
     deferred = DeferredSummaries() if summarise is not None else None
     with store.connect() as con:
         stats.merge = merge_dirty(con, deferred, max_description_tokens=max_description_tokens)
     if deferred is not None and deferred.requests:
-        summaries, errors = make_summaries(deferred.requests, summarise, max_description_tokens, max_concurrency)
+        summary_meter.items = len(deferred.requests)
+        last_write = [time.perf_counter()]
+
+        def summary_progress(done: int) -> None:
+            # keep the 'summarise' row current as calls are made, like 'extract' (a killed run keeps them)
+            if time.perf_counter() - last_write[0] >= min_flush_seconds and summary_meter.changed():
+                with store.connect() as con:
+                    summary_meter.write(con)
+                last_write[0] = time.perf_counter()
+
+        summaries, errors = make_summaries(deferred.requests, summarise, max_description_tokens, max_concurrency,
+                                           on_done=summary_progress)
         stats.errors.extend(errors[:5])
         with store.connect() as con:
             store_summaries(con, summaries, getattr(summarise, "identity", None))
@@ -287,19 +298,15 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
                                     max_description_tokens=max_description_tokens)
         stats.merge.summaries_called += len(deferred.requests) - len(errors)
         stats.merge.summaries_cached = second.summaries_cached - len(summaries)
-    summary_usage = _summariser_usage(summarise)
     stats.seconds = time.perf_counter() - started
     with store.connect() as con:
         meter.write(con, final=True)
-        if stats.merge is not None and (stats.merge.summaries_called or stats.merge.summaries_cached):
-            stats.summary_calls = summary_usage[0] - summary_before[0]
-            record_usage(con, run_id=stats.run_id, stage="summarise",
-                         extractor=getattr(summarise, "identity", None) or "summarise",
-                         items=stats.merge.summaries_called + stats.merge.summaries_cached,
-                         calls=stats.summary_calls, prompt_tokens=summary_usage[1] - summary_before[1],
-                         completion_tokens=summary_usage[2] - summary_before[2],
-                         cache_hits=stats.merge.summaries_cached, failed=0,
-                         seconds=time.perf_counter() - merge_started)
+        if stats.merge is not None and (stats.merge.summaries_called or stats.merge.summaries_cached
+                                        or summary_meter.written is not None):
+            summary_meter.items = stats.merge.summaries_called + stats.merge.summaries_cached
+            summary_meter.cache_hits = stats.merge.summaries_cached
+            summary_meter.write(con, final=True)
+            stats.summary_calls = summary_meter.written.calls
     if isinstance(abort, LLMStoppedError):
         raise type(abort)(
             f"extraction stopped: {abort.last_error}. {stats.extracted} chunks finished and are kept in the "
@@ -359,11 +366,46 @@ class _UsageMeter:
         self.written = usage
 
 
-def _summariser_usage(summarise: Summarise | None) -> tuple[int, int, int]:
-    usage = getattr(summarise, "usage", None)
-    if usage is None:
-        return 0, 0, 0
-    return usage.calls, usage.prompt_tokens, usage.completion_tokens
+class _SummaryMeter:
+    """Keeps the run's 'summarise' row of llm_usage current while summaries are made.
+
+    With an LLM summariser the figures are its client's running totals for the 'summarise' stage (every HTTP
+    request counted when it is made, failed ones included), so a run killed while summarising leaves its
+    calls in the table; another summarise callable reports its own ``usage`` if it keeps one."""
+
+    def __init__(self, summarise: Summarise | None, stats: ExtractionStats, started: float) -> None:
+        self.summarise = summarise
+        client = getattr(summarise, "client", None)
+        self.client = client if isinstance(client, LLMClient) else None
+        self.stats = stats
+        self.started = started
+        self.items = 0
+        self.cache_hits = 0
+        self.base = self._now()
+        self.written: Usage | None = None
+
+    def _now(self) -> Usage:
+        if self.client is not None:
+            return self.client.usage_by_stage().get("summarise", Usage())
+        usage = getattr(self.summarise, "usage", None)
+        return Usage(calls=usage.calls, prompt_tokens=usage.prompt_tokens,
+                     completion_tokens=usage.completion_tokens) if usage is not None else Usage()
+
+    def usage(self) -> Usage:
+        now = self._now()
+        return Usage(calls=now.calls - self.base.calls, prompt_tokens=now.prompt_tokens - self.base.prompt_tokens,
+                     completion_tokens=now.completion_tokens - self.base.completion_tokens)
+
+    def changed(self) -> bool:
+        return self.usage() != self.written
+
+    def write(self, con: duckdb.DuckDBPyConnection, *, final: bool = False) -> None:
+        usage = self.usage()
+        record_usage(con, run_id=self.stats.run_id, stage="summarise",
+                     extractor=getattr(self.summarise, "identity", None) or "summarise", items=self.items,
+                     calls=usage.calls, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                     cache_hits=self.cache_hits, failed=0, seconds=time.perf_counter() - self.started)
+        self.written = usage
 
 
 def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[PendingChunk]],

@@ -8,8 +8,11 @@ deleting the ones no longer mentioned, so an incremental update gives the same t
     before = keys_for_chunks(con, changed)     # what the old records of the changed chunks mentioned
     ... delete / replace those records ...
     after = keys_for_chunks(con, changed)      # what their new records mention
-    merge_keys(con, before_entities | after_entities, before_relations | after_relations)
+    merge_keys(con, before_entities | after_entities, before_relations | after_relations,
+               changed_chunk_ids=changed)
 
+An incremental merge reads only the records of the chunks that can mention the touched keys (those the
+stored rows name, plus the changed chunks), so an edit costs what it touches, not the corpus.
 ``apply_chunk_changes`` does this in one transaction. Deleting a document removes exactly its contributions;
 an entity it shared with other documents is re-aggregated from the remaining records without LLM calls.
 
@@ -80,6 +83,8 @@ class MergeStats:
     summaries_called: int = 0
     summaries_cached: int = 0
     seconds: float = 0.0
+    chunks_read: int = 0
+    """Chunks whose records the merge read: the corpus for a full rebuild, the touched keys' chunks otherwise."""
 
 
 def relation_key(a: str, b: str) -> str:
@@ -90,10 +95,15 @@ def relation_key(a: str, b: str) -> str:
 
 # ---- mentions --------------------------------------------------------------------------------------------
 
-def _load_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str] | None) -> None:
-    """Fill temp tables _gm_em (entity mentions) and _gm_rm (relation mentions) with resolved keys."""
+def _load_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str] | str | None) -> None:
+    """Fill temp tables _gm_em (entity mentions) and _gm_rm (relation mentions) with resolved keys.
+
+    ``chunk_ids``: None loads every record of the corpus; a string names a temp table with a ``chunk_id``
+    column (for chunk sets too large for a parameter); otherwise the chunk ids themselves."""
     if chunk_ids is None:
         where, params = "", []
+    elif isinstance(chunk_ids, str):
+        where, params = f"AND chunk_id IN (SELECT chunk_id FROM {chunk_ids})", []
     else:
         where, params = "AND chunk_id IN (SELECT unnest(?::VARCHAR[]))", [sorted(set(chunk_ids))]
     con.execute(
@@ -161,9 +171,52 @@ def _load_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str] | No
     )
 
 
+def _load_scope_mentions(con: duckdb.DuckDBPyConnection, changed_chunk_ids: Iterable[str]) -> int:
+    """Load the mentions that the keys in scope (_gm_scope_e, _gm_scope_r) can have, and widen the entity
+    scope by the endpoints of the relations in scope; returns how many chunks' records were read.
+
+    Every current mention of a key lives either in a chunk its stored row names (the tables are a function
+    of the records at the last merge) or in a chunk written since (``changed_chunk_ids``). Endpoints are
+    added before reading (stored relations) and after (relations the changed chunks now produce); the
+    chunks of endpoints added after are read in a second pass."""
+    con.execute(
+        """INSERT INTO _gm_scope_e
+           SELECT DISTINCT k FROM (SELECT unnest([src_key, tgt_key]) AS k FROM relations
+                                   WHERE relation_key IN (SELECT key FROM _gm_scope_r))
+           WHERE k NOT IN (SELECT key FROM _gm_scope_e)"""
+    )
+    con.register("_gm_chunks_arrow", pa.table({"chunk_id": pa.array(sorted(set(changed_chunk_ids)), pa.string())}))
+    try:
+        con.execute(
+            """CREATE OR REPLACE TEMP TABLE _gm_chunks AS
+               SELECT chunk_id FROM _gm_chunks_arrow
+               UNION SELECT unnest(source_chunk_ids) FROM entities WHERE entity_key IN (SELECT key FROM _gm_scope_e)
+               UNION SELECT unnest(source_chunk_ids) FROM relations WHERE relation_key IN (SELECT key FROM _gm_scope_r)"""
+        )
+    finally:
+        con.unregister("_gm_chunks_arrow")
+    _load_mentions(con, "_gm_chunks")
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _gm_more AS
+           SELECT DISTINCT k AS key FROM (SELECT unnest([src_key, tgt_key]) AS k FROM _gm_rm
+                                          WHERE relation_key IN (SELECT key FROM _gm_scope_r))
+           WHERE k NOT IN (SELECT key FROM _gm_scope_e)"""
+    )
+    con.execute("INSERT INTO _gm_scope_e SELECT key FROM _gm_more")
+    added = con.execute(
+        """INSERT INTO _gm_chunks
+           SELECT DISTINCT c FROM (SELECT unnest(source_chunk_ids) AS c FROM entities
+                                   WHERE entity_key IN (SELECT key FROM _gm_more))
+           WHERE c NOT IN (SELECT chunk_id FROM _gm_chunks)"""
+    ).fetchone()[0]
+    if added:
+        _load_mentions(con, "_gm_chunks")
+    return con.execute("SELECT count(*) FROM _gm_rec").fetchone()[0]
+
+
 def _drop_temp(con: duckdb.DuckDBPyConnection) -> None:
     for table in ("_gm_rec", "_gm_ent", "_gm_rel", "_gm_names", "_gm_rm", "_gm_em", "_gm_scope_e", "_gm_scope_r",
-                  "_gm_new", "_gm_changed", "_gm_batch", "_gm_gone", "_gm_gone_e"):
+                  "_gm_new", "_gm_changed", "_gm_batch", "_gm_gone", "_gm_gone_e", "_gm_chunks", "_gm_more"):
         con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
@@ -254,10 +307,12 @@ class DeferredSummaries:
 
 
 def make_summaries(requests: dict[str, tuple[str, str, list[str]]], summarise: Summarise, max_tokens: int,
-                   max_concurrency: int = 4) -> tuple[dict[str, str], list[str]]:
+                   max_concurrency: int = 4, on_done: Callable[[int], None] | None = None
+                   ) -> tuple[dict[str, str], list[str]]:
     """Summaries for deferred requests, made in parallel; returns ({input hash: summary}, errors). A failed
-    summary is left out (its key keeps the cut text and is retried at its next change)."""
-    from concurrent.futures import ThreadPoolExecutor
+    summary is left out (its key keeps the cut text and is retried at its next change). ``on_done(n)`` is
+    called in the caller's thread each time another summary finished (n so far), e.g. to log usage."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     def one(item):
         h, (kind, name, distinct) = item
@@ -271,11 +326,16 @@ def make_summaries(requests: dict[str, tuple[str, str, list[str]]], summarise: S
 
     out, errors = {}, []
     with ThreadPoolExecutor(max_workers=max(1, max_concurrency)) as pool:
-        for h, summary, error in pool.map(one, sorted(requests.items())):
+        futures = [pool.submit(one, item) for item in sorted(requests.items())]
+        for done, future in enumerate(as_completed(futures), 1):
+            h, summary, error = future.result()
             if summary is not None:
                 out[h] = summary
             else:
                 errors.append(error)
+            if on_done is not None:
+                on_done(done)
+    errors.sort()
     return out, errors
 
 
@@ -540,7 +600,8 @@ def _relation_rows(cols: dict[str, list], bounds: list[tuple[int, int]], descrip
 
 
 def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, relation_keys: set[str] | None, *,
-               summarise: Summarise | None = None, max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS,
+               changed_chunk_ids: Iterable[str] = (), summarise: Summarise | None = None,
+               max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS,
                summary_model: str | None = None) -> MergeStats:
     """Recompute these entity and relation keys from the current ok extraction records.
 
@@ -549,6 +610,11 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
     relations are recomputed too, and so is every stored relation touching an entity that disappears, so no
     relation is ever left without its endpoints. Runs in the caller's transaction, if any; wrap it in
     ``store.transaction`` for atomicity. ``summary_model`` is recorded with new summaries for inspection.
+
+    An incremental merge reads only the records of the chunks that can mention the keys: the chunks the
+    stored rows of those keys name (``source_chunk_ids``, i.e. what the last merge saw) plus
+    ``changed_chunk_ids``, every chunk whose records were written since the tables were last merged (chunks
+    whose records were only deleted need not be listed). So its cost follows the touched keys, not the corpus.
     """
     if max_description_tokens < 1:
         raise ValueError(f"max_description_tokens={max_description_tokens} must be at least 1")
@@ -559,19 +625,13 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
     full = entity_keys is None
     descriptions = _Descriptions(con, summarise, max_description_tokens, summary_model, stats)
     try:
-        _load_mentions(con, None)
-        if not full:
-            # The endpoints of the relations in scope are recomputed too (in SQL: the scope can be the corpus).
+        if full:
+            _load_mentions(con, None)
+            stats.chunks_read = con.execute("SELECT count(*) FROM _gm_rec").fetchone()[0]
+        else:
             _set_scope(con, "_gm_scope_r", relation_keys)
             _set_scope(con, "_gm_scope_e", entity_keys)
-            con.execute(
-                """INSERT INTO _gm_scope_e
-                   SELECT DISTINCT k FROM (
-                       SELECT unnest([src_key, tgt_key]) AS k FROM _gm_rm WHERE relation_key IN (SELECT key FROM _gm_scope_r)
-                       UNION ALL
-                       SELECT unnest([src_key, tgt_key]) FROM relations WHERE relation_key IN (SELECT key FROM _gm_scope_r))
-                   WHERE k NOT IN (SELECT key FROM _gm_scope_e)"""
-            )
+            stats.chunks_read = _load_scope_mentions(con, changed_chunk_ids)
         stats.entities_written, stats.entities_deleted, stats.entities_unchanged, gone = \
             _merge_entities(con, full, descriptions)
         if not full and gone:
@@ -591,7 +651,10 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
 
 
 def relation_keys_touching(con: duckdb.DuckDBPyConnection, entity_keys: Iterable[str]) -> set[str]:
-    """Stored relations with an endpoint among these keys, plus those the current records would produce."""
+    """Stored relations with an endpoint among these keys, plus those the current records would produce.
+
+    A relation mention always comes with a mention of both endpoints in the same chunk, so the records
+    that can produce such a relation are those of the chunks the stored entities of these keys name."""
     keys = sorted(set(entity_keys))
     if not keys:
         return set()
@@ -600,8 +663,14 @@ def relation_keys_touching(con: duckdb.DuckDBPyConnection, entity_keys: Iterable
            WHERE src_key IN (SELECT unnest(?::VARCHAR[])) OR tgt_key IN (SELECT unnest(?::VARCHAR[]))""",
         [keys, keys],
     ).fetchall()}
+    chunks = [c for (c,) in con.execute(
+        "SELECT DISTINCT unnest(source_chunk_ids) FROM entities WHERE entity_key IN (SELECT unnest(?::VARCHAR[]))",
+        [keys],
+    ).fetchall()]
+    if not chunks:
+        return stored
     try:
-        _load_mentions(con, None)
+        _load_mentions(con, chunks)
         produced = {k for (k,) in con.execute(
             """SELECT DISTINCT relation_key FROM _gm_rm
                WHERE src_key IN (SELECT unnest(?::VARCHAR[])) OR tgt_key IN (SELECT unnest(?::VARCHAR[]))""",
@@ -633,9 +702,10 @@ def apply_chunk_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: Itera
         before_e, before_r = keys_for_chunks(con, touched)
         delete_records(con, removed)
         write_records(con, upsert_records)
-        after_e, after_r = keys_for_chunks(con, {r.chunk_id for r in upsert_records})
-        return merge_keys(con, before_e | after_e, before_r | after_r, summarise=summarise,
-                          max_description_tokens=max_description_tokens)
+        written = {r.chunk_id for r in upsert_records}
+        after_e, after_r = keys_for_chunks(con, written)
+        return merge_keys(con, before_e | after_e, before_r | after_r, changed_chunk_ids=written,
+                          summarise=summarise, max_description_tokens=max_description_tokens)
 
 
 def detect_and_apply(store, *, string_threshold: float = 0.95,

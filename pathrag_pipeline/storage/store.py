@@ -297,6 +297,9 @@ class StoreLockedError(PipelineError, RuntimeError):
 
 def _is_lock_error(exc: Exception) -> bool:
     text = str(exc)
+    if "Unique file handle conflict" in text:
+        # another thread of this process is opening or closing its own connection to the file right now
+        return True
     return "lock" in text.lower() and ("Could not set lock" in text or "Conflicting lock" in text or "lock on file" in text)
 
 
@@ -363,7 +366,7 @@ class Store:
         while True:
             try:
                 return duckdb.connect(str(self.path), read_only=read_only, config=config or {})
-            except duckdb.IOException as exc:
+            except (duckdb.IOException, duckdb.ResourceInUseException) as exc:  # busy elsewhere: retry
                 if not _is_lock_error(exc):
                     raise
                 if time.monotonic() >= deadline:
