@@ -10,7 +10,9 @@ import json
 import dagster as dg
 
 from assets.ingestion import TRIGGER_TAG
+from assets.query import QuestionsConfig
 from assets.resources import PathragResource
+from assets.run_config import bounded_run_config
 from pathrag_pipeline.dagster_home import DUCKDB_TAG
 from pathrag_pipeline.ingest import folder_sync as ingest
 from pathrag_pipeline.storage.store import Store, StoreLockedError
@@ -40,6 +42,7 @@ query_job = dg.define_asset_job(
     selection=dg.AssetSelection.groups("query"),
     executor_def=dg.in_process_executor,
     tags=RUN_TAGS,
+    config=bounded_run_config({"answer_questions": QuestionsConfig}),  # numeric bounds checked at launch
     description="Answer one question or a batch (run config: question / questions / questions_file, mode, "
                 "PathRAG parameters); appends to queries, path_traces and retrieved_nodes.",
 )

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from assets.ingestion import DUCKDB_POOL
 from assets.resources import PathragResource
+from assets.run_config import bounded_run_config
 from pathrag_pipeline.index.extraction_shards import ReplayExtractor, ShardItem, extract_shard, plan_shards
 from pathrag_pipeline.index.extraction_stage import run_extraction, summariser_for
 from pathrag_pipeline.index.llm_extraction import extractor_from_settings
@@ -59,6 +60,7 @@ def write_extraction_shards(context: dg.OpExecutionContext, pathrag: PathragReso
 
 
 @dg.job(executor_def=dg.multiprocess_executor, tags={"pathrag/duckdb": "write"},
+        config=bounded_run_config({"plan_extraction_shards": FanoutConfig}),  # shards' bounds checked at launch
         description="Extraction fanned out over worker processes (see docs/scaling.md); writes like index_graph's "
                     "extraction step. Run `index_folder` or `index_graph` afterwards for the embeddings.")
 def extract_fanout():

@@ -31,8 +31,9 @@ Ordering = Literal["reliability", "hop_first", "random"]
 PromptStyle = Literal["paths", "flat"]
 # The Literal types are Dagster config enums: the Launchpad and `dagster job launch` reject `mode: "pathh"`
 # before a run is created. tests/test_dagster.py checks they list exactly MODES, VARIANTS, ORDERINGS and
-# PROMPT_STYLES of pathrag_pipeline/query/params.py. Dagster's config schema has no numeric ranges: the bounds
-# below are checked when the config is built, at the step's start, before any question is read.
+# PROMPT_STYLES of pathrag_pipeline/query/params.py. Dagster's config schema has no numeric ranges: the job
+# (assets/automation.py) checks the bounds below at launch through assets/run_config.bounded_run_config, so
+# `theta: 5` is refused before a run is created, naming the field and its range.
 
 
 class QuestionsConfig(dg.Config):

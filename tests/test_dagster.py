@@ -259,15 +259,68 @@ def test_query_config_enums_are_the_query_params_values():
         assert _query_config_error({"mode": mode}) is None
 
 
-@pytest.mark.parametrize("key,value", [("top_k", 0), ("alpha", 1.5), ("theta", -0.1), ("token_budget", 10)])
-def test_query_numbers_out_of_bounds_fail_before_answering(tmp_path, folder, key, value):
+@pytest.mark.parametrize("key,value,allowed", [
+    ("top_k", 0, "1 <= top_k <= 200"), ("alpha", 1.5, "0.0 < alpha <= 1.0"), ("theta", 5, "0.0 <= theta <= 1.0"),
+    ("theta", -0.1, "0.0 <= theta <= 1.0"), ("token_budget", 10, "200 <= token_budget <= 200000"),
+    ("top_n", 5000, "1 <= top_n <= 1000"), ("max_hops", 0, "1 <= max_hops <= 10")])
+def test_query_numbers_out_of_bounds_are_rejected_at_launch(key, value, allowed):
+    error = _query_config_error({key: value})
+    assert error is not None and f"ops.answer_questions.config.{key} = " in error and f"allowed {allowed}" in error
+
+
+def test_query_numbers_in_bounds_and_defaults_are_accepted():
+    assert _query_config_error({"top_k": 200, "alpha": 1.0, "theta": 0.0, "token_budget": 200, "max_hops": 10}) is None
+    dg.validate_run_config(defs.resolve_job_def("ask_questions"), {})
+
+
+def test_out_of_bounds_query_config_creates_no_run(tmp_path, folder):
+    """execute_in_process resolves the run config before it creates the run: theta=5 never becomes a run."""
+    instance = dg.DagsterInstance.ephemeral()
     job = defs.resolve_job_def("ask_questions")
-    result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(),
-                                    resources={"pathrag": resource(tmp_path, folder)}, raise_on_error=False,
-                                    run_config={"ops": {"answer_questions": {"config": {"question": "q", key: value}}}})
-    assert not result.success
-    assert key in str(result.failure_data_for_node("answer_questions").error)
-    assert not (tmp_path / "home" / "pathrag.duckdb").exists()  # failed before touching the index
+    with pytest.raises(dg.DagsterInvalidConfigError, match=r"theta = 5\.0 is out of range: allowed 0\.0 <= theta <= 1\.0"):
+        job.execute_in_process(instance=instance, resources={"pathrag": resource(tmp_path, folder)},
+                               run_config={"ops": {"answer_questions": {"config": {"question": "q", "theta": 5}}}})
+    assert instance.get_runs() == []
+    assert not (tmp_path / "home" / "pathrag.duckdb").exists()
+
+
+def test_ui_launch_of_out_of_bounds_query_config_is_refused_before_a_run(tmp_path):
+    """The Launchpad's path: the GraphQL launch mutation against a workspace on a real instance."""
+    from dagster._core.remote_origin import InProcessCodeLocationOrigin
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
+    from dagster_graphql.client.query import LAUNCH_PIPELINE_EXECUTION_MUTATION
+    from dagster_graphql.test.utils import execute_dagster_graphql
+
+    (tmp_path / "dagster").mkdir()
+    instance = dg.DagsterInstance.local_temp(str(tmp_path / "dagster"))
+    origin = InProcessCodeLocationOrigin(
+        loadable_target_origin=LoadableTargetOrigin(module_name="assets.definitions", attribute="defs"),
+        location_name="pathrag")
+    with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget([origin])) as workspace:
+        context = workspace.create_request_context()
+        repository = next(iter(context.get_code_location("pathrag").get_repositories()))
+
+        def launch(config):
+            return execute_dagster_graphql(context, LAUNCH_PIPELINE_EXECUTION_MUTATION, variables={"executionParams": {
+                "selector": {"repositoryLocationName": "pathrag", "repositoryName": repository,
+                             "pipelineName": "ask_questions"},
+                "runConfigData": {"ops": {"answer_questions": {"config": {"question": "q", **config}}}},
+                "mode": "default"}}).data["launchPipelineExecution"]
+
+        refused = launch({"theta": 5})
+        assert refused["__typename"] == "PythonError" and refused["className"] == "DagsterInvalidConfigError"
+        assert "ops.answer_questions.config.theta = 5.0 is out of range: allowed 0.0 <= theta <= 1.0" in refused["message"]
+        enum = launch({"mode": "pathh"})
+        assert enum["__typename"] == "RunConfigValidationInvalid" and "pathh" in enum["errors"][0]["message"]
+    assert instance.get_runs() == []
+
+
+def test_fanout_shards_out_of_bounds_are_rejected_at_launch():
+    with pytest.raises(dg.DagsterInvalidConfigError, match=r"shards = 0 is out of range: allowed 1 <= shards <= 1024"):
+        dg.validate_run_config(defs.resolve_job_def("extract_fanout"),
+                               {"ops": {"plan_extraction_shards": {"config": {"shards": 0}}}})
 
 
 def test_a_failing_cli_run_raises_its_own_error_and_is_recorded_as_failed(tmp_path, folder, monkeypatch):
