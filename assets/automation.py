@@ -10,9 +10,7 @@ import json
 import dagster as dg
 
 from assets.ingestion import TRIGGER_TAG
-from assets.query import QuestionsConfig
 from assets.resources import PathragResource
-from assets.run_config import bounded_run_config
 from pathrag_pipeline.dagster_home import DUCKDB_TAG
 from pathrag_pipeline.ingest import folder_sync as ingest
 from pathrag_pipeline.storage.store import Store, StoreLockedError
@@ -35,16 +33,6 @@ graph_job = dg.define_asset_job(
     executor_def=dg.in_process_executor,
     tags=RUN_TAGS,
     description="Extract new or changed chunks, merge the graph, sync the embeddings (all incremental).",
-)
-
-query_job = dg.define_asset_job(
-    "ask_questions",
-    selection=dg.AssetSelection.groups("query"),
-    executor_def=dg.in_process_executor,
-    tags=RUN_TAGS,
-    config=bounded_run_config({"answer_questions": QuestionsConfig}),  # numeric bounds checked at launch
-    description="Answer one question or a batch (run config: question / questions / questions_file, mode, "
-                "PathRAG parameters); appends to queries, path_traces and retrieved_nodes.",
 )
 
 PENDING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING]

@@ -3,12 +3,12 @@
 
 import dagster as dg
 
-from assets.automation import document_folder_sensor, graph_job, index_job, query_job, reconcile_schedule
+from assets.automation import document_folder_sensor, graph_job, index_job, reconcile_schedule
 
 from assets.fanout import extract_fanout
 from assets.graph import embeddings, graph
 from assets.ingestion import ingest
-from assets.query import answer_questions
+from assets.query import answer_questions, query_job
 from assets.resources import PathragResource, RunReports
 
 defs = dg.Definitions(

@@ -19,8 +19,10 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
+from assets.automation import RUN_TAGS
 from assets.ingestion import DUCKDB_POOL
 from assets.resources import PathragResource
+from assets.run_config import bounded_run_config
 from pathrag_pipeline.query.engine import load_questions, run_questions
 from pathrag_pipeline.query.params import DEFAULT_TOKEN_BUDGET, DEFAULT_TOP_N
 
@@ -92,3 +94,16 @@ def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig,
     yield dg.MaterializeResult(asset_key="path_traces", metadata={"paths": sum(len(r.paths) for r in results)})
     yield dg.MaterializeResult(asset_key="retrieved_nodes",
                                metadata={"nodes": sum(len(r.retrieved) for r in results)})
+
+
+# Defined here, not in automation.py with the index jobs, so `pathrag index` (assets/runs.py) does not import the
+# query engine.
+query_job = dg.define_asset_job(
+    "ask_questions",
+    selection=dg.AssetSelection.groups("query"),
+    executor_def=dg.in_process_executor,
+    tags=RUN_TAGS,
+    config=bounded_run_config({"answer_questions": QuestionsConfig}),  # numeric bounds checked at launch
+    description="Answer one question or a batch (run config: question / questions / questions_file, mode, "
+                "PathRAG parameters); appends to queries, path_traces and retrieved_nodes.",
+)

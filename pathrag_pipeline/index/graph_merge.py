@@ -95,11 +95,18 @@ def relation_key(a: str, b: str) -> str:
 
 # ---- mentions --------------------------------------------------------------------------------------------
 
-def _load_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str] | str | None) -> None:
+_RM_SCOPE = f"""AND (least(s.key, t.key) || '{KEY_SEPARATOR}' || greatest(s.key, t.key) IN (SELECT key FROM _gm_scope_r)
+                   OR s.key IN (SELECT key FROM _gm_scope_e) OR t.key IN (SELECT key FROM _gm_scope_e))"""
+
+
+def _load_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str] | str | None, *,
+                   scoped: bool = False) -> None:
     """Fill temp tables _gm_em (entity mentions) and _gm_rm (relation mentions) with resolved keys.
 
     ``chunk_ids``: None loads every record of the corpus; a string names a temp table with a ``chunk_id``
-    column (for chunk sets too large for a parameter); otherwise the chunk ids themselves."""
+    column (for chunk sets too large for a parameter); otherwise the chunk ids themselves. ``scoped`` keeps
+    only the mentions a merge of the keys in _gm_scope_e / _gm_scope_r needs: entity mentions of those
+    entities, relation mentions of those relations or touching those entities (their implicit mentions)."""
     if chunk_ids is None:
         where, params = "", []
     elif isinstance(chunk_ids, str):
@@ -148,7 +155,7 @@ def _load_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str] | st
                   r.keywords, r.description, r.strength,
                   least(s.key, t.key) || '{KEY_SEPARATOR}' || greatest(s.key, t.key) AS relation_key
            FROM _gm_rel r JOIN _gm_names s ON s.name = r.source JOIN _gm_names t ON t.name = r.target
-           WHERE s.key <> t.key"""
+           WHERE s.key <> t.key {_RM_SCOPE if scoped else ""}"""
     )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _gm_em AS
@@ -156,6 +163,7 @@ def _load_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str] | st
                 SELECT e.chunk_id, e.document_id, e.ord, k.key, e.name,
                        nullif(lower(trim(e.type)), '') AS type, e.description
                 FROM _gm_ent e JOIN _gm_names k ON k.name = e.name
+                {"WHERE k.key IN (SELECT key FROM _gm_scope_e)" if scoped else ""}
             ), endpoints AS (
                 SELECT chunk_id, document_id, ord, src_key AS key, src_name AS name FROM _gm_rm
                 UNION ALL
@@ -164,7 +172,7 @@ def _load_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str] | st
                 SELECT chunk_id, any_value(document_id) AS document_id, 1000000 + min(ord) AS ord, key,
                        arg_min(name, ord) AS name, '{FALLBACK_TYPE}' AS type, NULL::VARCHAR AS description
                 FROM endpoints p
-                WHERE NOT EXISTS (SELECT 1 FROM explicit x WHERE x.chunk_id = p.chunk_id AND x.key = p.key)
+                WHERE {"p.key IN (SELECT key FROM _gm_scope_e) AND" if scoped else ""} NOT EXISTS (SELECT 1 FROM explicit x WHERE x.chunk_id = p.chunk_id AND x.key = p.key)
                 GROUP BY chunk_id, key
             )
             SELECT * FROM explicit UNION ALL SELECT * FROM implicit"""
@@ -195,22 +203,23 @@ def _load_scope_mentions(con: duckdb.DuckDBPyConnection, changed_chunk_ids: Iter
         )
     finally:
         con.unregister("_gm_chunks_arrow")
-    _load_mentions(con, "_gm_chunks")
+    _load_mentions(con, "_gm_chunks", scoped=True)
     con.execute(
         """CREATE OR REPLACE TEMP TABLE _gm_more AS
            SELECT DISTINCT k AS key FROM (SELECT unnest([src_key, tgt_key]) AS k FROM _gm_rm
                                           WHERE relation_key IN (SELECT key FROM _gm_scope_r))
            WHERE k NOT IN (SELECT key FROM _gm_scope_e)"""
     )
-    con.execute("INSERT INTO _gm_scope_e SELECT key FROM _gm_more")
-    added = con.execute(
-        """INSERT INTO _gm_chunks
-           SELECT DISTINCT c FROM (SELECT unnest(source_chunk_ids) AS c FROM entities
-                                   WHERE entity_key IN (SELECT key FROM _gm_more))
-           WHERE c NOT IN (SELECT chunk_id FROM _gm_chunks)"""
-    ).fetchone()[0]
-    if added:
-        _load_mentions(con, "_gm_chunks")
+    if con.execute("SELECT count(*) FROM _gm_more").fetchone()[0]:
+        # rare: callers pass the endpoints of the relations they touch (keys_for_chunks includes them)
+        con.execute("INSERT INTO _gm_scope_e SELECT key FROM _gm_more")
+        con.execute(
+            """INSERT INTO _gm_chunks
+               SELECT DISTINCT c FROM (SELECT unnest(source_chunk_ids) AS c FROM entities
+                                       WHERE entity_key IN (SELECT key FROM _gm_more))
+               WHERE c NOT IN (SELECT chunk_id FROM _gm_chunks)"""
+        )
+        _load_mentions(con, "_gm_chunks", scoped=True)
     return con.execute("SELECT count(*) FROM _gm_rec").fetchone()[0]
 
 
