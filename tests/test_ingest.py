@@ -317,3 +317,32 @@ def test_chunks_of_a_big_document_are_written_in_slices(env, monkeypatch):
     chunk_writes = [n for table, n in inserted if table == "chunks" and n]
     total = rows(store, "SELECT count(*) FROM chunks")[0][0]
     assert sum(chunk_writes) == total and len(chunk_writes) > 1 and max(chunk_writes) < total
+
+
+def test_deleted_jsonl_record_goes_while_another_line_is_malformed_but_shows_its_id(env):
+    settings, docs, store = env
+    good = {i: json.dumps({"id": f"r{i}", "title": f"R{i}", "text": f"Record {i} about Kessel Bay."}) for i in (1, 2, 3)}
+    (docs / "records.jsonl").write_text("\n".join(good.values()) + "\n")
+    sync_folder(settings, store)
+    # r2 turns malformed (its id still readable), r3 is deleted
+    (docs / "records.jsonl").write_text(good[1] + "\n" + '{"id": "r2", "title": "R2", "text": "Record two abo\n')
+    sync_folder(settings, store)
+    statuses = _statuses(store)
+    assert statuses["records.jsonl#r2"] == "error" and "records.jsonl#r3" not in statuses
+    assert rows(store, "SELECT count(*) FROM chunks WHERE document_id = 'records.jsonl#r2'")[0][0] > 0
+    # a bad line that shows no id: a vanished record could be it, so it is held
+    (docs / "records.jsonl").write_text("[not an object at all\n" + good[2] + "\n")
+    sync_folder(settings, store)
+    kept = rows(store, "SELECT status, error FROM documents WHERE id = 'records.jsonl#r1'")
+    assert kept and kept[0][0] == "error" and "last good version" in kept[0][1]
+
+
+def test_claimed_ids_of_malformed_lines():
+    from pathrag_pipeline.ingest.parsing import _claimed_id
+
+    assert _claimed_id(b'{"id": "a\\"b", "text": "cut', 3) == 'a"b'
+    assert _claimed_id(b'{"id": 42, "text": "cut', 3) == "42"
+    assert _claimed_id(b'{"id": "x", "text": ""}', 3) == "x"          # valid JSON, empty text
+    assert _claimed_id(b'{"title": "no id", "text": 5}', 7) == "line-7"
+    assert _claimed_id(b'{"text": "cut', 3) is None
+    assert _claimed_id(b'{"id": "a", "x": {"id": "b"', 3) is None     # ambiguous

@@ -323,11 +323,15 @@ def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> 
             if not doc.error:
                 changed[doc.id] = doc.text
         removed = [doc_id for doc_id in old if doc_id not in keep]
-        bad_lines = [doc.id.rsplit("#line-", 1)[-1] for doc in parsed.documents if doc.error]
-        held = [doc_id for doc_id in removed if doc_id in has_text] if bad_lines else []
+        malformed = [doc for doc in parsed.documents if doc.error]
+        bad_lines = [doc.id.rsplit("#line-", 1)[-1] for doc in malformed]
+        claimed = {doc.claimed_id for doc in malformed}
+        # A record that turned malformed keeps its last good version, like a file does. Its id is usually still
+        # readable on the bad line (claimed_id): then only that record is held and records that really vanished
+        # go. If some bad line shows no id, a vanished record cannot be told from it: all vanished records are
+        # held until the file parses (or shows its ids) again.
+        held = [doc_id for doc_id in removed if doc_id in has_text and (None in claimed or doc_id in claimed)]
         if held:
-            # A record that turned malformed cannot be told from a deleted one (its id is unreadable): while
-            # the file has malformed lines, records that vanished keep their last good version, like files do.
             con.execute(
                 f"UPDATE documents SET status = 'error', error = ?, file_hash = ?, updated_at = ? WHERE {_in_list('id')}",
                 [f"{entry.rel_path}: this record is no longer found and line(s) {', '.join(bad_lines[:10])} are "

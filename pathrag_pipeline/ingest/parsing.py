@@ -36,6 +36,9 @@ class ParsedDocument:
     format: str               # the file suffix without the dot: "md", "pdf", "jsonl", ...
     content_hash: str         # sha256 hex of this document's source bytes (whole file, or the JSONL line)
     error: str | None = None  # set only for a JSONL line that failed; then text == ""
+    claimed_id: str | None = None
+    """For a failed JSONL line: the document id its record would have had, when the line still shows its
+    "id" (None when it cannot be read). Lets the sync tell a record that turned malformed from a deleted one."""
 
 
 def is_supported(path: Path | str) -> bool:
@@ -347,14 +350,44 @@ def _parse_jsonl(data: bytes, rel_path: str, fmt: str, stem: str) -> list[Parsed
         try:
             record_id, title, text = _jsonl_record(raw, number, seen)
         except ValueError as exc:
+            claimed = _claimed_id(raw, number)
             docs.append(ParsedDocument(f"{rel_path}#line-{number}", f"{stem} line {number}", "", fmt, line_hash,
-                                       error=f"{rel_path} line {number}: {exc}"))
+                                       error=f"{rel_path} line {number}: {exc}",
+                                       claimed_id=f"{rel_path}#{claimed}" if claimed else None))
             continue
         seen[record_id] = number
         docs.append(ParsedDocument(f"{rel_path}#{record_id}", title, text, fmt, line_hash))
     if not docs:
         raise ParseError(f"{rel_path} is empty (no JSONL records); add content or remove the file")
     return docs
+
+
+_ID_FIELD = re.compile(rb'"id"\s*:\s*(?:"((?:[^"\\\n]|\\.)*)"|(-?\d+)\s*[,}])')
+
+
+def _claimed_id(raw: bytes, number: int) -> str | None:
+    """The record id a malformed line still shows: its "id" if it parses as an object, else the first
+    `"id": "..."` (or a number) the raw text holds; None if there is none, or it is ambiguous."""
+    try:
+        record = json.loads(raw.decode("utf-8", errors="replace"))
+        if isinstance(record, dict):
+            raw_id = record.get("id")
+            if raw_id is None:
+                return f"line-{number}"
+            return str(raw_id).strip() or None if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) else None
+    except ValueError:
+        pass
+    found = _ID_FIELD.findall(raw)
+    if len(found) != 1:
+        return None
+    text, digits = found[0]
+    if digits:
+        return digits.decode()
+    try:
+        value = json.loads(b'"' + text + b'"')
+    except ValueError:
+        return None
+    return value.strip() or None
 
 
 def _jsonl_record(raw: bytes, number: int, seen: dict[str, int]) -> tuple[str, str, str]:
