@@ -62,3 +62,34 @@ def test_bad_window_settings_rejected():
 
 def test_empty_text_has_no_chunks():
     assert chunk_text("d", "   \n ") == []
+
+
+def test_streamed_windows_equal_the_list_based_definition():
+    """chunk_text streams token spans through one window; its windows must be exactly
+    spans[k*step : k*step + max_tokens] (trimmed), as computed from the whole span list."""
+    import random
+
+    from pathrag_pipeline.ingest.chunking import chunk_text
+    from pathrag_pipeline.text.tokenizer import token_spans
+
+    def reference(text, max_tokens, overlap):
+        spans, step, out, start = list(token_spans(text)), max_tokens - overlap, [], 0
+        while start < len(spans):
+            window = spans[start:start + max_tokens]
+            piece = text[window[0][0]:window[-1][1]]
+            if piece.strip():
+                lead = len(piece) - len(piece.lstrip())
+                out.append((window[0][0] + lead, window[0][0] + lead + len(piece.strip()), len(window)))
+            if start + max_tokens >= len(spans):
+                break
+            start += step
+        return out
+
+    rng = random.Random(1)
+    for _ in range(300):
+        text = " ".join(rng.choice(["a", "bb", "  ", "x.", "\n", "ccc"]) for _ in range(rng.randint(0, 60)))
+        max_tokens = rng.randint(1, 12)
+        overlap = rng.randint(0, max_tokens - 1)
+        got = [(c.char_start, c.char_end, c.token_count)
+               for c in chunk_text("d", text, max_tokens=max_tokens, overlap=overlap)]
+        assert got == reference(text, max_tokens, overlap), (text, max_tokens, overlap)

@@ -8,6 +8,7 @@ ids (and the cached extractions) of untouched chunks unchanged whenever their te
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass
 
 from pathrag_pipeline.text.tokenizer import token_spans
@@ -37,13 +38,14 @@ def chunk_text(document_id: str, text: str, *, max_tokens: int = 1200, overlap: 
     """
     if max_tokens <= 0 or not 0 <= overlap < max_tokens:
         raise ValueError(f"need 0 <= overlap ({overlap}) < max_tokens ({max_tokens})")
-    spans = list(token_spans(text))
+    # The token spans are streamed through one window (never all in a list: a 40 MB text has ~8M tokens,
+    # about 1 GB as Python tuples); windows are exactly spans[k*step : k*step + max_tokens].
+    spans = iter(token_spans(text))
     step = max_tokens - overlap
     chunks: list[Chunk] = []
     seen: dict[str, int] = {}
-    start_tok = 0
-    while start_tok < len(spans):
-        window = spans[start_tok:start_tok + max_tokens]
+    window = list(itertools.islice(spans, max_tokens))
+    while window:
         start, end = window[0][0], window[-1][1]
         piece = text[start:end]
         stripped = piece.strip()
@@ -66,7 +68,10 @@ def chunk_text(document_id: str, text: str, *, max_tokens: int = 1200, overlap: 
                     content_hash=content_hash,
                 )
             )
-        if start_tok + max_tokens >= len(spans):
+        if len(window) < max_tokens:
             break
-        start_tok += step
+        following = list(itertools.islice(spans, step))
+        if not following:
+            break
+        window = window[step:] + following
     return chunks
