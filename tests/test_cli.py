@@ -138,3 +138,32 @@ def test_index_lists_unsupported_files(home, folder):
     out = run("index", str(folder))
     assert out.exit_code == 0, out.output
     assert "skipped 1 unsupported file(s)" in out.output and "figures.csv" in out.output
+
+
+def test_dev_gives_dg_default_signal_dispositions(tmp_path, monkeypatch):
+    """Started in the background by a shell, `pathrag dev` inherits SIGINT ignored; `dg dev` must not."""
+    import os
+    import signal
+
+    from click.testing import CliRunner
+
+    from pathrag_pipeline.cli.dev import dev
+
+    seen = {}
+
+    def fake_exec(path, args, env):
+        seen.update({name: signal.getsignal(getattr(signal, name)) for name in ("SIGINT", "SIGTERM")})
+        seen["args"] = args
+
+    monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(os, "execvpe", fake_exec)
+    monkeypatch.setattr(os, "chdir", lambda _: None)
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = CliRunner().invoke(dev, ["-p", "3999"])
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    assert result.exit_code == 0, result.output
+    assert seen["SIGINT"] == signal.SIG_DFL and seen["SIGTERM"] == signal.SIG_DFL
+    assert seen["args"][1:] == ["dev", "-p", "3999"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 
 import click
 
@@ -27,4 +28,9 @@ def dev(dg_args: tuple[str, ...]) -> None:
     if dg is None:
         raise click.ClickException("`dg` was not found; install the project with `pip install -e .`")
     os.chdir(PACKAGE_ROOT)
+    # A shell starts background jobs (`pathrag dev &`) with SIGINT ignored, and an ignored signal stays ignored
+    # across exec: `dg dev` and its webserver and daemon would then outlive Ctrl-C / kill -INT. Give them the
+    # default dispositions back.
+    for name in ("SIGINT", "SIGTERM", "SIGQUIT"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
     os.execvpe(dg, [dg, "dev", *dg_args], env)
