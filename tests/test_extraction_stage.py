@@ -93,7 +93,11 @@ def test_deleting_a_document_removes_its_entities_and_keeps_shared_ones(corpus: 
 
 @pytest.mark.parametrize("fault", ["429", "500", "timeout"])
 def test_transport_faults_are_retried_and_the_run_succeeds(corpus: Corpus, openai_server, fault: str) -> None:
-    extractor = llm_extractor(openai_server, max_concurrency=1)
+    # The stalled request never answers (until the server stops), and the client waits 3 s, several times
+    # what a normal answer takes on a loaded machine: only the injected stall can time out, so the call count
+    # below does not depend on the machine's speed (with 0.5 s an ordinary slow answer could time out too).
+    extractor = llm_extractor(openai_server, max_concurrency=1, timeout=3.0)
+    openai_server.timeout_sleep = 600
     openai_server.inject(fault, times=1)
 
     stats = run_extraction(corpus.store, extractor, max_concurrency=1)
