@@ -32,6 +32,7 @@ COMMANDS: dict[str, list[str]] = {
     'sql "SELECT 1"': ["sql", "SELECT 1"],
     "status": ["status"],
     "ask": ["ask", SAMPLE_QUESTION],
+    "index (no-op)": ["index", str(SAMPLE_DOCS)],   # re-index of the unchanged sample: one recorded Dagster run
 }
 LAUNCH = "import sys; from pathrag_pipeline.cli import main; sys.exit(main())"
 
