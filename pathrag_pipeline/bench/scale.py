@@ -96,6 +96,9 @@ def _child(home: str, folder: str, queue) -> None:
             "documents_written": report.sync.documents_written,
             "chunks_written": report.sync.chunks_written,
             "chunks_extracted": x.extracted if x else 0,
+            # chunks whose records the graph merge read (all of them for a full build; for an edit, those
+            # that can mention the touched keys)
+            "merge_chunks_read": x.merge.chunks_read if x and x.merge else 0,
             "graph": report.graph,
             "embedded": {t: s.embedded for t, s in report.embeddings.tables.items()},
         })

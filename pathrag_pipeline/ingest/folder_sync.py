@@ -3,7 +3,13 @@
 The unit of change is a file (keyed by its path relative to the folder); a
 JSONL file holds many documents, each compared by its own content hash so that editing one record
 rewrites only that record's document and chunks. Parsing happens outside DuckDB connections; writes for
-one file happen in one transaction, so a crash never leaves a half-written file.
+one file happen in one transaction, so a crash never leaves a half-written file, and readers and the
+extraction plan never see a file whose documents and chunks disagree. That is kept on purpose for huge files
+too (a 40 MB .txt, a 200,000-line JSONL): what grows with the file is bounded instead, not the transaction
+cut: chunks come from a stream of token windows (chunking.chunk_text) and are inserted in slices of
+CHUNK_INSERT_ROWS, and DuckDB keeps a large transaction's new row groups on disk (optimistic writes) within
+its memory limit. Splitting a file over several transactions would let a crash or a concurrent query see
+half of it, for a memory gain these bounds already give.
 
 Bad input never costs what is already indexed: a file that fails to parse is recorded with
 status 'error' and its message; if an earlier version of it was indexed, that version's text and chunks
