@@ -412,3 +412,31 @@ def test_dirty_merge_and_alias_remerge_read_only_touched_chunks(con):
     assert entity(con, "lone5") is None and entity(con, "port")["mention_count"] == 41
     assert relation(con, "far5<|>port")["mention_count"] == 1
     assert stats.chunks_read < 80
+
+
+def test_edit_touching_a_canonical_key_keeps_its_aliased_mentions(con):
+    """With 'lone5' aliased into 'port', an edit that touches only 'port' must still count the mentions
+    stored under the alias's name key."""
+    from pathrag_pipeline.index.aliases import add_alias
+    from pathrag_pipeline.index.graph_merge import remerge_entities
+
+    apply_chunk_changes(con, [], _hub_corpus())
+    remerge_entities(con, add_alias(con, "lone5", "port"))
+    assert entity(con, "port")["mention_count"] == 41
+    apply_chunk_changes(con, [], [rec("s01", "d1", [{"name": "Port", "type": "location"}])])
+    assert entity(con, "port")["mention_count"] == 41 and "o05" in entity(con, "port")["source_chunk_ids"]
+    assert relation(con, "far5<|>port")["mention_count"] == 1
+    assert snapshot(con) == _rebuilt_with_aliases(con)
+
+
+def _rebuilt_with_aliases(live):
+    fresh = duckdb.connect()
+    init_schema(fresh)
+    fresh.executemany("INSERT INTO extractions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                      live.execute("SELECT * FROM extractions").fetchall())
+    fresh.executemany("INSERT INTO entity_aliases VALUES (?, ?, ?, ?, ?, ?)",
+                      live.execute("SELECT * FROM entity_aliases").fetchall())
+    merge_keys(fresh, None, None)
+    out = snapshot(fresh)
+    fresh.close()
+    return out
