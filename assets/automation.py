@@ -55,8 +55,9 @@ def document_folder_sensor(context: dg.SensorEvaluationContext, pathrag: Pathrag
     queued = bool(context.instance.get_run_ids(
         dg.RunsFilter(job_name=index_job.name, statuses=PENDING), limit=1))
     state = json.loads(context.cursor) if context.cursor else {}
+    reported = reported_outside_runs(context.instance)
     events, seen = outside_runs(Store(settings.duckdb_path, lock_timeout=1.0), state.get("ingest_seen"),
-                                lambda run_id: context.instance.get_run_by_id(run_id) is not None)
+                                lambda run_id: run_id in reported or context.instance.get_run_by_id(run_id) is not None)
     result = evaluate_folder(scan, context.cursor, run_pending=queued)
     cursor = json.loads(result.cursor) if result.cursor else dict(state)
     cursor["ingest_seen"] = seen
@@ -77,21 +78,47 @@ def outside_runs(store: Store, since: str | None, is_dagster_run, limit: int = 5
     try:
         with store.connect(read_only=True) as con:
             rows = con.execute(
-                "SELECT run_id, strftime(started_at, '%Y-%m-%d %H:%M:%S.%f'), trigger, folder, files_new, "
-                "files_changed, files_deleted, files_failed, documents, chunks FROM ingest_runs "
+                f"SELECT {_RUN_COLUMNS} FROM ingest_runs "
                 "WHERE started_at > coalesce(?::TIMESTAMP, TIMESTAMP '1970-01-01') ORDER BY started_at LIMIT ?",
                 [since, limit]).fetchall()
     except StoreLockedError:
         return [], since
     events = []
-    for run_id, started, trigger, folder, new, changed, deleted, failed, docs, chunks in rows:
-        if is_dagster_run(run_id):
-            continue
-        meta = {"indexed_outside_dagster": True, "pathrag_run_id": run_id, "trigger": trigger, "started_at": started,
-                "folder": folder or "", "files_new": new, "files_changed": changed, "files_deleted": deleted,
-                "files_failed": failed, "documents_written": docs, "chunks_written": chunks}
-        events.extend(dg.AssetMaterialization(asset_key=key, metadata=meta) for key in INDEX_ASSETS)
+    for row in rows:
+        if not is_dagster_run(row[0]):
+            events.extend(_materialisations(row))
     return events, (rows[-1][1] if rows else since)
+
+
+_RUN_COLUMNS = ("run_id, strftime(started_at, '%Y-%m-%d %H:%M:%S.%f'), trigger, folder, files_new, files_changed, "
+                "files_deleted, files_failed, documents, chunks")
+
+
+def _materialisations(row: tuple) -> list[dg.AssetMaterialization]:
+    run_id, started, trigger, folder, new, changed, deleted, failed, docs, chunks = row
+    meta = {"indexed_outside_dagster": True, "pathrag_run_id": run_id, "trigger": trigger, "started_at": started,
+            "folder": folder or "", "files_new": new, "files_changed": changed, "files_deleted": deleted,
+            "files_failed": failed, "documents_written": docs, "chunks_written": chunks}
+    return [dg.AssetMaterialization(asset_key=key, metadata=meta) for key in INDEX_ASSETS]
+
+
+def materialisations_of_run(store: Store, run_id: str) -> list[dg.AssetMaterialization]:
+    """The runless materialisations of one index run in `ingest_runs` (what `pathrag index --runless` reports)."""
+    with store.connect(read_only=True) as con:
+        row = con.execute(f"SELECT {_RUN_COLUMNS} FROM ingest_runs WHERE run_id = ?", [run_id]).fetchone()
+    return _materialisations(row) if row else []
+
+
+def reported_outside_runs(instance: dg.DagsterInstance, limit: int = 200) -> set[str]:
+    """pathrag run ids already reported as runless materialisations (by `pathrag index --runless`)."""
+    records = instance.fetch_materializations(dg.AssetKey("documents"), limit=limit).records
+    out = set()
+    for record in records:
+        mat = record.asset_materialization
+        value = mat.metadata.get("pathrag_run_id") if mat is not None else None
+        if value is not None:
+            out.add(getattr(value, "value", value))
+    return out
 
 
 def folder_digest(scan: dict[str, ingest.FileEntry]) -> str:

@@ -68,3 +68,21 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
     report.dagster_run_id = result.run_id
     return report
 
+
+def record_runless(settings: Settings, report: IndexReport, instance: dg.DagsterInstance | None = None) -> int:
+    """Record an index run made without Dagster (``run_indexing``) in the instance as runless materialisations
+    of the index assets, with the metadata the sensor gives such runs (it then skips them). What
+    `pathrag index --runless` does after the indexing work; returns the events recorded."""
+    from assets.automation import materialisations_of_run
+
+    events = materialisations_of_run(Store.for_settings(settings), report.sync.run_id)
+    own = instance is None
+    instance = instance or instance_for(settings)
+    try:
+        for event in events:
+            instance.report_runless_asset_event(event)
+    finally:
+        if own:
+            instance.dispose()
+    return len(events)
+

@@ -364,3 +364,32 @@ def test_sensor_does_not_report_runs_dagster_made(tmp_path, folder):
     defs.resolve_job_def("index_folder").execute_in_process(instance=instance, resources=resources(tmp_path, folder))
     ctx = dg.build_sensor_context(instance=instance, resources={"pathrag": resource(tmp_path, folder)})
     assert document_folder_sensor(ctx).asset_events == []
+
+
+def test_runless_cli_index_records_materialisations_and_the_sensor_skips_them(tmp_path, folder, monkeypatch):
+    """`pathrag index --runless`: the stages run without Dagster, then the run is recorded as runless
+    materialisations of the index assets in PATHRAG_HOME's instance; the sensor does not report it again."""
+    from click.testing import CliRunner
+
+    from assets.runs import instance_for
+    from pathrag_pipeline.cli.indexing import index
+    from pathrag_pipeline.config import Settings
+
+    monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
+    result = CliRunner().invoke(index, ["--runless", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert "materialisations of run" in result.output and "no Dagster run" in result.output
+    settings = Settings.from_env(docs=folder)
+    with Store.for_settings(settings).connect(read_only=True) as con:
+        run_id = con.execute("SELECT run_id FROM ingest_runs").fetchone()[0]
+    instance = instance_for(settings)
+    try:
+        assert instance.get_runs() == []
+        for key in ("documents", "chunks", "extractions", "entities", "relations", "embeddings"):
+            event = instance.get_latest_materialization_event(dg.AssetKey(key))
+            assert event is not None and event.asset_materialization.metadata["pathrag_run_id"].value == run_id
+        tick = document_folder_sensor(dg.build_sensor_context(instance=instance,
+                                                              resources={"pathrag": resource(tmp_path, folder)}))
+        assert tick.asset_events == []
+    finally:
+        instance.dispose()

@@ -265,7 +265,7 @@ def pruning(edges_path: Path | None, seeds_path: Path | None, generate: bool, ed
               help="Also measure this git revision's code (e.g. 784bdaa) in the same run, for a before/after.")
 @click.option("--json", "as_json", is_flag=True)
 def startup(repeats: int, baseline: str | None, as_json: bool) -> None:
-    """Wall and CPU seconds of whole `pathrag` invocations (--version, --help, sql, status, ask), medians."""
+    """Wall and CPU seconds of whole `pathrag` invocations (--version, --help, sql, status, ask, no-op index), medians."""
     from pathrag_pipeline.bench.startup import run_startup_bench
 
     if repeats < 1:

@@ -74,15 +74,31 @@ def _print_index(report) -> None:
         console.print(f"embedding batch failed: {err}", highlight=False, markup=False)
 
 
-def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | None = None, reembed: bool = False):
+def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | None = None, reembed: bool = False,
+               runless: bool = False):
     # The index runs as the Dagster job `index_folder`, in this process, recorded in the instance at
     # PATHRAG_HOME/dagster: the UI shows every CLI run and its materialisations (see assets/runs.py).
+    # runless: the stages run without Dagster, and Dagster is imported only afterwards to record the run's
+    # materialisations (same assets and metadata as the sensor gives runs made outside Dagster).
     from dataclasses import replace
 
+    settings = replace(settings, docs=folder)
+    if runless:
+        from pathrag_pipeline.index.pipeline import run_indexing
+
+        with console.status(f"indexing {esc(folder)} ..."):
+            report = run_indexing(settings, folder=folder, trigger=trigger, triples=triples, reembed=reembed)
+        from assets.runs import record_runless
+
+        recorded = record_runless(settings, report)
+        _print_index(report)
+        console.print(f"Recorded as {recorded} materialisations of run {report.sync.run_id} (no Dagster run; Dagster "
+                      f"home {settings.dagster_home}; `pathrag dev` shows them on the asset pages)", highlight=False)
+        return report
     from assets.runs import index_folder
 
     with console.status(f"indexing {esc(folder)} ..."):
-        report = index_folder(replace(settings, docs=folder), trigger=trigger, triples=triples, reembed=reembed)
+        report = index_folder(settings, trigger=trigger, triples=triples, reembed=reembed)
     _print_index(report)
     console.print(f"Dagster run {report.dagster_run_id} (Dagster home {settings.dagster_home}; `pathrag dev` shows it)",
                   highlight=False)
@@ -95,10 +111,13 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
               help="Build the graph from this JSONL of {doc_id, subject, predicate, object} instead of extraction.")
 @click.option("--reembed", is_flag=True,
               help="Drop the LanceDB tables and embed everything again (after changing the embedding model).")
-def index(path: Path, triples: Path | None, reembed: bool) -> None:
+@click.option("--runless", is_flag=True,
+              help="Record the index in the Dagster instance as materialisations of its assets, not as a job run: "
+                   "lighter (no job machinery, Dagster imported after the work).")
+def index(path: Path, triples: Path | None, reembed: bool, runless: bool) -> None:
     """Index the documents under PATH: only new or changed files are processed, deleted ones are removed."""
     settings = load_settings(docs=path.resolve())
-    _run_index(settings, path.resolve(), "cli", triples=triples, reembed=reembed)
+    _run_index(settings, path.resolve(), "cli", triples=triples, reembed=reembed, runless=runless)
     console.print(f"Stored in {settings.duckdb_path} and {settings.lancedb_path}. "
                   "Query it with: pathrag sql \"SELECT name, type FROM entities LIMIT 10\"", highlight=False, markup=False)
 
