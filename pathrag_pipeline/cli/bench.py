@@ -101,6 +101,26 @@ def indexing(n_docs: int, llm_docs: int | None, repeats: int, edits: int, musiqu
         _print_indexing(result)
 
 
+@bench.command("extractor")
+@click.option("--dataset", "dataset_dir", type=click.Path(file_okay=False, path_type=Path), default=MUSIQUE,
+              show_default=True, help="Dataset folder with corpus.jsonl and entities.jsonl.")
+@click.option("--json", "as_json", is_flag=True)
+def extractor(dataset_dir: Path, as_json: bool) -> None:
+    """The offline extractor against an LLM's entity lists: precision/recall, relations per 1,000 passages,
+    entity types and hubs, with the current rules and with the v2 rules (dates as nodes, 2 neighbours)."""
+    from pathrag_pipeline.bench.offline_extraction import compare_rules
+
+    result = compare_rules(dataset_dir / "corpus.jsonl", dataset_dir / "entities.jsonl")
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+        return
+    rows = [[r["extractor"], r["relations_per_1000_passages"], r["predicted_entities"], r["strict_precision"],
+             r["strict_recall"], r["lenient_precision"], r["lenient_recall"], r["chunks_per_second"],
+             ", ".join(f"{n} ({c})" for n, c in r["hubs"][:5])] for r in result.values()]
+    _table(["rules", "relations / 1000 passages", "entities", "strict P", "strict R", "lenient P", "lenient R",
+            "chunks/s", "hubs (passages)"], rows, title=f"Offline extractor on {dataset_dir.name}")
+
+
 @bench.command("query")
 @click.option("--rounds", default=3, show_default=True, help="Times each question is asked per mode.")
 @click.option("--json", "as_json", is_flag=True)
