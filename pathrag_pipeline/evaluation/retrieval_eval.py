@@ -70,6 +70,11 @@ ABLATIONS = {
     "path:legacy": {"passages": "legacy"},             # the earlier seed-rank + path blend
     "path:literal": {"seed_pass": False},              # the paper's literal early stop (hub seeds never propagate)
     "path:vector_seeds": {"seed_search": "vector"},    # seeds by vector only, no BM25 over entities
+    # Path Pooling (query/path_pooling.py): "rerank" only reorders the kept paths, so it shows in path order;
+    # "reselect" changes which paths are kept, so it shows in both rankings
+    "path:pool_rerank": {"path_pooling": "rerank", "passages": "path_order"},
+    "path:pool_reselect": {"path_pooling": "reselect"},
+    "path:pool_reselect_order": {"path_pooling": "reselect", "passages": "path_order"},
 }
 EVAL_MODES = (*MODES, *BASELINES, *ABLATIONS)
 
