@@ -26,6 +26,7 @@ from pathrag_pipeline.bench.ingest import run_ingest_bench
 from pathrag_pipeline.bench.offline_extraction import compare_rules
 from pathrag_pipeline.bench.pruning import DEFAULT_EDGE_COUNTS, plot_scaling, scaling_bench
 from pathrag_pipeline.bench.query import STAGE_ORDER, run_query_bench
+from pathrag_pipeline.bench.sample_answers import run_answers_bench
 from pathrag_pipeline.bench.startup import run_startup_bench
 from pathrag_pipeline.config import PACKAGE_ROOT, Settings
 from pathrag_pipeline.query.engine import MODES
@@ -189,6 +190,27 @@ def extractor_section(r: dict[str, Any] | None) -> str:
         "The reference lists contain dates too, so dropping them lowers recall against it by design; precision "
         "rises. The remaining hubs are countries and nationality adjectives, which the LLM lists as entities "
         "too; at query time PageRank divides a hub's mass by its degree.",
+    ])
+
+
+def answers_section(r: dict[str, Any]) -> str:
+    """Sample questions answered offline, per mode (``pathrag bench answers``)."""
+    n = len(r["questions"])
+    rows = [[run, f"{m['answered']}/{m['of']}", *["yes" if w else "-" for w in m["which"]]]
+            for run, m in r["modes"].items()]
+    leads = "; ".join(f"q{i + 1} \"{q['lead']}\"" for i, q in enumerate(r["questions"]))
+    return "\n\n".join([
+        "## Sample questions answered offline",
+        _reproduce("pathrag bench answers"),
+        f"The {n} questions of data/sample_questions.md asked in each mode over the sample corpus indexed offline "
+        f"(rule-based keywords, hashing embedder, extractive answers; keywords and answers by {r['llm']}). A "
+        "question counts as answered when the answer key's lead name (the Answer cell up to its first "
+        "parenthesis, comma or semicolon, compared without case, punctuation or a leading \"The\") appears in "
+        "the extractive answer. `path+pool_reselect` is path mode with Path Pooling's reselection.",
+        md_table(["mode", "answered", *[f"q{i + 1}" for i in range(n)]], rows),
+        f"Lead names: {leads}. An extract quotes up to four sentences, so a count here means the right sentence "
+        "was quoted among them, not that the reply is a composed answer; q8's answer is a relation "
+        "(\"daughter\"), which an extract only matches by quoting that phrase.",
     ])
 
 
@@ -579,6 +601,8 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         if sizes.musique is not None and (sizes.musique / "entities.jsonl").is_file() else None, loads, errors)
     query, secs["query"] = _timed(log, "query latency", lambda: run_query_bench(
         modes=sizes.query_modes, rounds=sizes.query_rounds, workdir=base / "query", log=log), loads, errors)
+    answers, secs["answers"] = _timed(log, "sample answers", lambda: run_answers_bench(
+        workdir=base / "answers", log=log), loads, errors)
     paper, secs["paper"] = _timed(log, "pruning, paper variant", lambda: scaling_bench(
         sizes.pruning_edges, n_queries=sizes.pruning_queries, n_seeds=40, variant="paper"), loads)
     reference, secs["reference"] = _timed(log, "pruning, reference variant", lambda: scaling_bench(
@@ -611,6 +635,8 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         measured(extractor_section(extractor), secs["extractor"]),
         measured(query_section(query, sizes), secs["query"]) if query else
         failed_section("Query latency per stage (sample corpus, offline)", errors.get("query latency")),
+        measured(answers_section(answers), secs["answers"]) if answers else
+        failed_section("Sample questions answered offline", errors.get("sample answers")),
         measured(pruning_section(paper, reference, sizes, plot), secs["paper"] + secs["reference"]),
         measured(startup_section(startup), secs["startup"]) if startup else
         failed_section("CLI start-up", errors.get("CLI start-up")),

@@ -121,6 +121,23 @@ def extractor(dataset_dir: Path, as_json: bool) -> None:
             "chunks/s", "hubs (passages)"], rows, title=f"Offline extractor on {dataset_dir.name}")
 
 
+@bench.command("answers")
+@click.option("--json", "as_json", is_flag=True)
+def answers(as_json: bool) -> None:
+    """How many sample questions (data/sample_questions.md) each mode answers offline: the answer key's lead
+    name appears in the extractive answer."""
+    from pathrag_pipeline.bench.sample_answers import run_answers_bench
+
+    result = run_answers_bench(log=_log(as_json))
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+        return
+    _table(["mode", "answered", *[f"q{i + 1}" for i in range(len(result["questions"]))]],
+           [[run, f"{r['answered']}/{r['of']}", *["yes" if w else "-" for w in r["which"]]]
+            for run, r in result["modes"].items()],
+           title="Sample questions answered offline (lead name of the answer key in the extractive answer)")
+
+
 @bench.command("query")
 @click.option("--rounds", default=3, show_default=True, help="Times each question is asked per mode.")
 @click.option("--json", "as_json", is_flag=True)

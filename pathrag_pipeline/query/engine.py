@@ -423,7 +423,7 @@ class PathRAG:
                   retrieved: list[RetrievedNode], chunk_ids: list[str]) -> list[Evidence]:
         if mode == "naive" or snapshot is None:
             return [Evidence((), (c,)) for c in chunk_ids]
-        units = [Evidence(t.nodes, t.chunk_ids) for t in traces]
+        units = [Evidence(t.nodes, t.chunk_ids, path=True) for t in traces]
         units += [Evidence((n.entity_name,), snapshot.entity_chunks[n.node]) for n in retrieved]
         return units
 
