@@ -138,6 +138,34 @@ def answers(as_json: bool) -> None:
            title="Sample questions answered offline (lead name of the answer key in the extractive answer)")
 
 
+@bench.command("embedder")
+@click.option("--texts", default=512, show_default=True, help="Passages embedded per run.")
+@click.option("--runs", default=3, show_default=True, help="Timed runs per runtime (median reported).")
+@click.option("--threads", default=2, show_default=True, help="Intra-op threads for both runtimes.")
+@click.option("--json", "as_json", is_flag=True)
+def embedder(texts: int, runs: int, threads: int, as_json: bool) -> None:
+    """all-MiniLM-L6-v2 on torch versus onnxruntime (needs the local-embeddings extra and optimum[onnx])."""
+    if texts < 1 or runs < 1 or threads < 1:
+        raise click.UsageError("--texts, --runs and --threads must be at least 1")
+    from pathrag_pipeline.bench.embedding_runtime import measure
+
+    try:
+        result = measure(texts=texts, runs=runs, threads=threads)
+    except (ImportError, RuntimeError) as exc:
+        raise click.ClickException(f"{exc}; install torch==2.13.0, `.[local-embeddings]` and "
+                                   "`sentence-transformers[onnx]`") from None
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+        return
+    _table(["runtime", "load s", "texts/s (median)", "runs"],
+           [[b, result[b]["load_s"], result[b]["texts_per_s_median"], result[b]["texts_per_s_runs"]]
+            for b in ("torch", "onnx")],
+           title=f"{result['model']}: {texts} passages, batch {result['batch']}, {threads} threads")
+    console.print(f"onnx/torch speed {result['onnx_speedup']}x; lowest cosine between their vectors "
+                  f"{result['min_cosine_torch_vs_onnx']}; ONNX export {result['export_s']} s",
+                  highlight=False, markup=False)
+
+
 @bench.command("query")
 @click.option("--rounds", default=3, show_default=True, help="Times each question is asked per mode.")
 @click.option("--json", "as_json", is_flag=True)
