@@ -175,7 +175,8 @@ def offline_section(r: dict[str, Any], sizes: ReportSizes) -> str:
 def extractor_section(r: dict[str, Any] | None) -> str:
     """The offline extractor's rules now and with the v2 switches (``pathrag bench extractor``)."""
     if r is None:
-        return "## Offline extractor rules\n\nNot filled in by this run: the musique-100 benchmark data is absent."
+        return ("## Offline extractor rules\n\nNot filled in by this run: --quick, or the musique-100 benchmark data "
+                "(corpus.jsonl, entities.jsonl) is absent.")
     rows = [[x["extractor"], x["relations_per_1000_passages"], x["predicted_entities"], x["strict_precision"],
              x["strict_recall"], x["lenient_precision"], x["lenient_recall"], x["chunks_per_second"],
              ", ".join(f"{n} ({c})" for n, c in x["hubs"][:5])] for x in r.values()]
@@ -456,6 +457,12 @@ def failed_section(title: str, error: str | None) -> str:
     return f"## {title}\n\n**Failed in this run:** {error}"
 
 
+def _not_run(title: str, quick: bool, error: str | None) -> str:
+    if error or not quick:
+        return failed_section(title, error or "no result")
+    return f"## {title}\n\nNot run (--quick)."
+
+
 def retrieval_section(runs: list[dict[str, Any]] | None, error: str | None = None) -> str:
     head = ["## Retrieval recall"]
     if not runs:
@@ -479,7 +486,7 @@ def retrieval_section(runs: list[dict[str, Any]] | None, error: str | None = Non
         rows = [[mode, *[m.get(k) for k in keys], _ms(m.get("median_ms"))] for mode, m in run["modes"].items()]
         parts.append(md_table(["mode", *keys, "median ms"], rows))
         hop_rows = []
-        for mode in ("path", "bm25", "dense", "path:no_paths", "path:path_order"):
+        for mode in ("path", "bm25", "dense", "path:no_paths", "path:path_order", "path:pool_reselect"):
             for hops, f in run["modes"].get(mode, {}).get("by_hops", {}).items():
                 hop_rows.append([mode, f"{hops} ({f['questions']} q)", *[f.get(k) for k in keys]])
         if hop_rows:
@@ -501,7 +508,11 @@ at the passages stating the relations of each kept path (its reliability relativ
 it is semantic, fused by RRF k=60; weight 1/(1+rank)). `path:no_paths` drops the path evidence, `path:seeds`
 keeps only the seeds, `path:graph` drops the text hits, `path:path_order` is the kept paths' provenance in the
 prompt's order (what the LLM reads), `path:literal` is the paper's literal early stop (hub seeds never
-propagate), `path:legacy` the previous seed-rank + path blend. Offline, seed entities come from the hashing
+propagate), `path:legacy` the previous seed-rank + path blend, `path:vector_seeds` seeds by the embedder
+alone. Path Pooling (query/path_pooling.py): `path:pool_rerank` is the path order after reranking the kept
+paths by pooled relation scores (rerank changes no passage weight, so only the path order can move),
+`path:pool_reselect` keeps the top_k of three times as many pruned paths by that score, and
+`path:pool_reselect_order` is its path order. Offline, seed entities come from the hashing
 embedder fused with BM25 over entity names/descriptions, and the offline extractor's co-occurrence graph is
 noisier than the LLM's triples, so its paths add less."""
 
@@ -624,9 +635,11 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         if sizes.musique is not None and (sizes.musique / "entities.jsonl").is_file() else None, loads, errors)
     query, secs["query"] = _timed(log, "query latency", lambda: run_query_bench(
         modes=sizes.query_modes, rounds=sizes.query_rounds, workdir=base / "query", log=log), loads, errors)
-    answers, secs["answers"] = _timed(log, "sample answers", lambda: run_answers_bench(
+    # both load models or index a corpus: not part of a --quick smoke run
+    answers, secs["answers"] = _timed(log, "sample answers", lambda: None if quick else run_answers_bench(
         workdir=base / "answers", log=log), loads, errors)
-    embedder, secs["embedder"] = _timed(log, "local embedder runtimes", lambda: measure_runtimes(), loads, errors)
+    embedder, secs["embedder"] = _timed(log, "local embedder runtimes",
+                                        lambda: None if quick else measure_runtimes(), loads, errors)
     paper, secs["paper"] = _timed(log, "pruning, paper variant", lambda: scaling_bench(
         sizes.pruning_edges, n_queries=sizes.pruning_queries, n_seeds=40, variant="paper"), loads)
     reference, secs["reference"] = _timed(log, "pruning, reference variant", lambda: scaling_bench(
@@ -660,9 +673,9 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         measured(query_section(query, sizes), secs["query"]) if query else
         failed_section("Query latency per stage (sample corpus, offline)", errors.get("query latency")),
         measured(answers_section(answers), secs["answers"]) if answers else
-        failed_section("Sample questions answered offline", errors.get("sample answers")),
+        _not_run("Sample questions answered offline", quick, errors.get("sample answers")),
         measured(embedder_section(embedder), secs["embedder"]) if embedder else
-        failed_section("Local embedder: torch versus onnxruntime", errors.get("local embedder runtimes")),
+        _not_run("Local embedder: torch versus onnxruntime", quick, errors.get("local embedder runtimes")),
         measured(pruning_section(paper, reference, sizes, plot), secs["paper"] + secs["reference"]),
         measured(startup_section(startup), secs["startup"]) if startup else
         failed_section("CLI start-up", errors.get("CLI start-up")),
