@@ -60,3 +60,13 @@ def test_the_sample_answer_key_parses(tmp_path):
     bad.write_text("| Question |\n| --- |\n| Why? |\n")
     with pytest.raises(ValueError, match="'Question' and 'Answer' columns"):
         parse_answer_key(bad)
+
+
+def test_a_path_between_entities_the_question_does_not_name_gets_no_hop_preference():
+    unrelated = Evidence(("Agnes Morrow", "Hesketh Mill"), ("morrow", "mill"), path=True)
+    got = extractive_answer("Which river did the institute measure every morning?", [], [unrelated],
+                            {**CHUNKS, "morrow": "Agnes Morrow was born in Hesketh Mill by the river.",
+                             "mill": "Hesketh Mill measured the river every morning for a century."},
+                            max_sentences=1)
+    # the sentence stating the hop (Morrow - Hesketh Mill) does not jump ahead of the better-matching one
+    assert got.text.endswith("Hesketh Mill measured the river every morning for a century.")

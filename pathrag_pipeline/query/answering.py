@@ -67,11 +67,15 @@ def mentions(sentence_folded: str, name: str) -> bool:
 
 
 def _hops(unit: Evidence, question_terms: set[str]) -> list[tuple[str, str]]:
-    """A path unit's hops, read from the end the question names (more shared words) to the other end."""
+    """A path unit's hops, read from the end the question names (more shared words) to the other end; none when
+    neither end shares a word with the question."""
     names = list(unit.entity_names)
     if len(names) < 2:
         return []
-    if len(_terms(names[-1]) & question_terms) > len(_terms(names[0]) & question_terms):
+    first, last = len(_terms(names[0]) & question_terms), len(_terms(names[-1]) & question_terms)
+    if not first and not last:
+        return []      # a path between entities the question does not name answers nothing through its hops
+    if last > first:
         names.reverse()
     return list(zip(names, names[1:]))
 
