@@ -157,8 +157,11 @@ def test_quick_report_writes_every_section(tmp_path: Path) -> None:
                        log=lambda _: None)
     text = out.read_text()
     for heading in ("# Benchmarks", "## Key figures", "## Ingest", "## Indexing, offline", "## Indexing, LLM mode",
-                    "## Query latency per stage", "## Path pruning scaling", "## Retrieval recall"):
+                    "## Query latency per stage", "## Path pruning scaling", "## Retrieval recall",
+                    "## Offline extractor rules", "## Sample questions answered offline",
+                    "## Local embedder: torch versus onnxruntime"):
         assert heading in text
+    assert "## Local embedder: torch versus onnxruntime\n\nNot run (--quick)." in text
     assert "Quick smoke run" in text and "Reproduce: `pathrag bench" in text
     assert (tmp_path / "pruning_scaling.png").stat().st_size > 0
     assert "--use-triples" in text and "recall@2" in text  # both graphs of the tiny dataset were evaluated

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+from pathlib import Path
 import subprocess
 import sys
 
@@ -214,3 +215,42 @@ def test_sentence_transformer_loading_code_without_torch(monkeypatch, tmp_path):
     assert calls["source"] == str(tmp_path / "my-model") and calls["batch_size"] == 8 and calls["progress"] is False
     assert os.environ["HF_HUB_OFFLINE"] == "1"
     assert v.shape == (2, 3) and np.allclose(v[0], [0.6, 0.8, 0.0]) and e.dim == 3
+
+
+def test_onnx_runtime_exports_once_into_the_home_and_keeps_the_model_identity(monkeypatch, tmp_path):
+    """st-onnx: the same model on onnxruntime, exported on first load into PATHRAG_HOME/models, then reused."""
+    import sys
+    import types
+
+    loads = []
+
+    class FakeModel:
+        def __init__(self, source, device, backend="torch", model_kwargs=None):
+            loads.append((source, backend, model_kwargs))
+
+        def save_pretrained(self, path):
+            (Path(path) / "onnx").mkdir(parents=True)
+            (Path(path) / "onnx" / "model.onnx").write_bytes(b"onnx")
+
+        def get_embedding_dimension(self):
+            return 2
+
+        def encode(self, texts, batch_size, convert_to_numpy, show_progress_bar):
+            return np.array([[1.0, 1.0]] * len(texts))
+
+    fake = types.ModuleType("sentence_transformers")
+    fake.SentenceTransformer = FakeModel
+    monkeypatch.setitem(sys.modules, "sentence_transformers", fake)
+    for name in ("onnxruntime", "optimum"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    model_dir = tmp_path / "my-minilm"
+    settings = Settings(home=tmp_path / "home", embed_model=f"st-onnx:{model_dir}")
+    first = embedder_from_settings(settings)
+    assert first.identity == f"st:{model_dir}" and first.backend == "onnx"
+    assert first.embed(["a"]).shape == (1, 2)
+    exported = tmp_path / "home" / "models" / "my-minilm-onnx"
+    assert loads == [(str(model_dir), "onnx", None)] and (exported / "onnx" / "model.onnx").is_file()
+    embedder_from_settings(settings).embed(["b"])
+    assert loads[-1] == (str(exported), "onnx", {"file_name": "onnx/model.onnx"})
+    with pytest.raises(EmbeddingError, match="backend 'tensorrt'"):
+        SentenceTransformerEmbedder("x", backend="tensorrt")

@@ -191,3 +191,24 @@ def test_table_says_reference_figures_cover_the_whole_set_when_limit_is_given(tm
     assert "BM25" in limited.output and "not the first 2" in limited.output
     whole = CliRunner().invoke(eval_group, args, terminal_width=250)
     assert "BM25" in whole.output and "not the first" not in whole.output
+
+
+def test_verdict_names_the_best_graph_mode_and_the_default_against_each_baseline():
+    from datetime import datetime
+
+    from pathrag_pipeline.evaluation.retrieval_eval import ModeOutcome, RetrievalEvaluation
+
+    def outcome(r2: float, r5: float) -> ModeOutcome:
+        return ModeOutcome(recall={"recall@2": r2, "recall@5": r5}, median_ms=1.0)
+
+    ev = RetrievalEvaluation(
+        run_id="r", started_at=datetime(2026, 1, 1), dataset="set", dataset_path="/x", dataset_hash="h", questions=1,
+        ks=[2, 5], params={}, use_triples=False, index={}, llm="offline", workdir="/w", index_seconds=0.0,
+        documents_indexed=0,
+        modes={"path": outcome(0.46, 0.58), "path:seeds": outcome(0.38, 0.61), "bm25": outcome(0.43, 0.51),
+               "dense": outcome(0.50, 0.55)})
+    line = ev.verdict()
+    assert line.startswith("set: best graph mode path:seeds partly beats bm25 (R@2 0.380 vs 0.430, R@5 0.610 vs 0.510)")
+    assert "the default path mode beats bm25 (R@2 0.460 vs 0.430, R@5 0.580 vs 0.510); partly beats dense" in line
+    ev.modes = {"path": outcome(0.3, 0.4), "bm25": outcome(0.43, 0.51)}
+    assert ev.verdict() == "set: best graph mode path does not beat bm25 (R@2 0.300 vs 0.430, R@5 0.400 vs 0.510)"

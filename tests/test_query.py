@@ -240,3 +240,22 @@ def test_cli_ask(settings):
     assert bad.exit_code != 0 and "graph" in bad.output
     empty_home = runner.invoke(ask, [QUESTION], env={**env, "PATHRAG_HOME": str(settings.home / "nothing")})
     assert empty_home.exit_code == 1 and "pathrag index" in empty_home.output
+
+
+def test_path_pooling_rerank_and_reselect(settings):
+    rag = PathRAG(settings)
+    plain = rag.query(QUESTION, top_k=3)
+    reranked = rag.query(QUESTION, top_k=3, path_pooling="rerank")
+    # rerank keeps the same paths (reliabilities untouched) and may only reorder them
+    assert sorted(p.reliability for p in reranked.paths) == sorted(p.reliability for p in plain.paths)
+    assert sorted(p.nodes for p in reranked.paths) == sorted(p.nodes for p in plain.paths)
+    assert reranked.params["path_pooling"] == "rerank"
+    # the three most reliable paths miss the question's entity; reselect picks from a pool three times as
+    # large and keeps paths that start at it (the kernels' first hops), the founder among them
+    assert not any("Aldermere University" in p.nodes for p in plain.paths)
+    reselected = rag.query(QUESTION, top_k=3, path_pooling="reselect")
+    assert 0 < len(reselected.paths) <= 3
+    assert "Aldermere University" in reselected.paths[0].nodes
+    assert any({"Aldermere University", "Helena Voss"} <= set(p.nodes) for p in reselected.paths)
+    with pytest.raises(ValueError, match="path_pooling='max'"):
+        rag.query(QUESTION, path_pooling="max")

@@ -5,6 +5,10 @@ The reference is a benchmark's ``entities.jsonl`` (entity names an LLM found per
 "the"): *strict* needs equal normalised names, *lenient* accepts token overlap (one name's tokens
 contained in the other's, or Jaccard >= 0.5), which forgives "Pope John Paul II" vs "John Paul II".
 Throughput is chunks (passages) per second over the whole corpus, titles included, single process.
+
+The graph's shape is measured too: relations per 1,000 passages, entities per type, and the hubs (the names
+found in the most passages). ``compare_rules`` runs the same measure with the v2 rules restored (dates and
+amounts as nodes, two neighbours per mention) next to the current ones, so the effect of each rule is a figure.
 """
 
 from __future__ import annotations
@@ -12,11 +16,18 @@ from __future__ import annotations
 import json
 import time
 import unicodedata
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pathrag_pipeline.config import BENCH_DIR
+from pathrag_pipeline.index import offline_extraction as rules
 from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID, extract_offline
+
+HUBS_SHOWN = 8
+# The rule switches of the previous rule set, for the before/after comparison.
+V2_RULES = {"LITERAL_TYPES": frozenset(), "RELATION_NEIGHBOURS": 2}
 
 LENIENT_JACCARD = 0.5
 
@@ -64,9 +75,14 @@ def measure(corpus_path: str | Path, entities_path: str | Path) -> dict:
 
     counts = dict.fromkeys(("pred", "gold", "strict_tp_pred", "strict_tp_gold", "lenient_tp_pred", "lenient_tp_gold",
                             "relations"), 0)
+    types: Counter[str] = Counter()
+    passages_of: dict[str, set[str]] = defaultdict(set)
     for passage in passages:
         extraction = predicted[passage["id"]]
         counts["relations"] += len(extraction.relations)
+        for e in extraction.entities:
+            types[e.type] += 1
+            passages_of[normalise_name(e.name)].add(passage["id"])
         pred = {normalise_name(e.name) for e in extraction.entities} - {""}
         ref = gold.get(passage["id"], set())
         counts["pred"] += len(pred)
@@ -86,6 +102,10 @@ def measure(corpus_path: str | Path, entities_path: str | Path) -> dict:
         "predicted_entities": counts["pred"],
         "reference_entities": counts["gold"],
         "relations": counts["relations"],
+        "relations_per_1000_passages": round(1000 * counts["relations"] / len(passages)) if passages else 0,
+        "entity_mentions_by_type": dict(types.most_common()),
+        "hubs": [[name, len(ids)] for name, ids in sorted(passages_of.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+                 [:HUBS_SHOWN]],
         "strict_precision": ratio(counts["strict_tp_pred"], counts["pred"]),
         "strict_recall": ratio(counts["strict_tp_gold"], counts["gold"]),
         "lenient_precision": ratio(counts["lenient_tp_pred"], counts["pred"]),
@@ -93,6 +113,28 @@ def measure(corpus_path: str | Path, entities_path: str | Path) -> dict:
         "seconds": round(elapsed, 3),
         "chunks_per_second": round(len(passages) / elapsed, 1) if elapsed > 0 else float("inf"),
     }
+
+
+@contextmanager
+def rule_switches(switches: dict) -> Iterator[None]:
+    """Set module-level rule switches of the offline extractor for the duration (benchmarks only)."""
+    saved = {name: getattr(rules, name) for name in switches}
+    try:
+        for name, value in switches.items():
+            setattr(rules, name, value)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(rules, name, value)
+
+
+def compare_rules(corpus_path: str | Path, entities_path: str | Path) -> dict:
+    """``measure`` with the current rules and with the v2 switches (dates as nodes, two neighbours)."""
+    current = measure(corpus_path, entities_path)
+    with rule_switches(V2_RULES):
+        before = measure(corpus_path, entities_path)
+    before["extractor"] = "offline-rules-v2 (switches: dates/amounts as nodes, 2 neighbours)"
+    return {"current": current, "v2_rules": before}
 
 
 if __name__ == "__main__":

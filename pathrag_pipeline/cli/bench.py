@@ -101,6 +101,71 @@ def indexing(n_docs: int, llm_docs: int | None, repeats: int, edits: int, musiqu
         _print_indexing(result)
 
 
+@bench.command("extractor")
+@click.option("--dataset", "dataset_dir", type=click.Path(file_okay=False, path_type=Path), default=MUSIQUE,
+              show_default=True, help="Dataset folder with corpus.jsonl and entities.jsonl.")
+@click.option("--json", "as_json", is_flag=True)
+def extractor(dataset_dir: Path, as_json: bool) -> None:
+    """The offline extractor against an LLM's entity lists: precision/recall, relations per 1,000 passages,
+    entity types and hubs, with the current rules and with the v2 rules (dates as nodes, 2 neighbours)."""
+    from pathrag_pipeline.bench.offline_extraction import compare_rules
+
+    result = compare_rules(dataset_dir / "corpus.jsonl", dataset_dir / "entities.jsonl")
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+        return
+    rows = [[r["extractor"], r["relations_per_1000_passages"], r["predicted_entities"], r["strict_precision"],
+             r["strict_recall"], r["lenient_precision"], r["lenient_recall"], r["chunks_per_second"],
+             ", ".join(f"{n} ({c})" for n, c in r["hubs"][:5])] for r in result.values()]
+    _table(["rules", "relations / 1000 passages", "entities", "strict P", "strict R", "lenient P", "lenient R",
+            "chunks/s", "hubs (passages)"], rows, title=f"Offline extractor on {dataset_dir.name}")
+
+
+@bench.command("answers")
+@click.option("--json", "as_json", is_flag=True)
+def answers(as_json: bool) -> None:
+    """How many sample questions (data/sample_questions.md) each mode answers offline: the answer key's lead
+    name appears in the extractive answer."""
+    from pathrag_pipeline.bench.sample_answers import run_answers_bench
+
+    result = run_answers_bench(log=_log(as_json))
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+        return
+    _table(["mode", "answered", *[f"q{i + 1}" for i in range(len(result["questions"]))]],
+           [[run, f"{r['answered']}/{r['of']}", *["yes" if w else "-" for w in r["which"]]]
+            for run, r in result["modes"].items()],
+           title="Sample questions answered offline (lead name of the answer key in the extractive answer)")
+
+
+@bench.command("embedder")
+@click.option("--texts", default=512, show_default=True, help="Passages embedded per run.")
+@click.option("--runs", default=3, show_default=True, help="Timed runs per runtime (median reported).")
+@click.option("--threads", default=2, show_default=True, help="Intra-op threads for both runtimes.")
+@click.option("--json", "as_json", is_flag=True)
+def embedder(texts: int, runs: int, threads: int, as_json: bool) -> None:
+    """all-MiniLM-L6-v2 on torch versus onnxruntime (needs the local-embeddings extra and optimum[onnx])."""
+    if texts < 1 or runs < 1 or threads < 1:
+        raise click.UsageError("--texts, --runs and --threads must be at least 1")
+    from pathrag_pipeline.bench.embedding_runtime import measure
+
+    try:
+        result = measure(texts=texts, runs=runs, threads=threads)
+    except (ImportError, RuntimeError) as exc:
+        raise click.ClickException(f"{exc}; install torch==2.13.0, `.[local-embeddings]` and "
+                                   "`sentence-transformers[onnx]`") from None
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+        return
+    _table(["runtime", "load s", "texts/s (median)", "runs"],
+           [[b, result[b]["load_s"], result[b]["texts_per_s_median"], result[b]["texts_per_s_runs"]]
+            for b in ("torch", "onnx")],
+           title=f"{result['model']}: {texts} passages, batch {result['batch']}, {threads} threads")
+    console.print(f"onnx/torch speed {result['onnx_speedup']}x; lowest cosine between their vectors "
+                  f"{result['min_cosine_torch_vs_onnx']}; ONNX export {result['export_s']} s",
+                  highlight=False, markup=False)
+
+
 @bench.command("query")
 @click.option("--rounds", default=3, show_default=True, help="Times each question is asked per mode.")
 @click.option("--json", "as_json", is_flag=True)

@@ -70,6 +70,11 @@ ABLATIONS = {
     "path:legacy": {"passages": "legacy"},             # the earlier seed-rank + path blend
     "path:literal": {"seed_pass": False},              # the paper's literal early stop (hub seeds never propagate)
     "path:vector_seeds": {"seed_search": "vector"},    # seeds by vector only, no BM25 over entities
+    # Path Pooling (query/path_pooling.py): "rerank" only reorders the kept paths, so it shows in path order;
+    # "reselect" changes which paths are kept, so it shows in both rankings
+    "path:pool_rerank": {"path_pooling": "rerank", "passages": "path_order"},
+    "path:pool_reselect": {"path_pooling": "reselect"},
+    "path:pool_reselect_order": {"path_pooling": "reselect", "passages": "path_order"},
 }
 EVAL_MODES = (*MODES, *BASELINES, *ABLATIONS)
 
@@ -311,13 +316,22 @@ class RetrievalEvaluation:
             return None
         last = f"recall@{self.ks[-1]}"
         best = max(graph, key=lambda m: (graph[m].recall[last], -list(graph).index(m)))
-        parts = []
-        for name, o in flat.items():
-            wins = [k for k in self.ks if graph[best].recall[f"recall@{k}"] > o.recall[f"recall@{k}"]]
-            verdict = "beats" if len(wins) == len(self.ks) else ("does not beat" if not wins else "partly beats")
-            parts.append(f"{verdict} {name} (" + ", ".join(
-                f"R@{k} {graph[best].recall[f'recall@{k}']:.3f} vs {o.recall[f'recall@{k}']:.3f}" for k in self.ks) + ")")
-        return f"{self.dataset}: best graph mode {best} " + "; ".join(parts)
+
+        def against(mode: str) -> str:
+            parts = []
+            for name, o in flat.items():
+                wins = [k for k in self.ks if graph[mode].recall[f"recall@{k}"] > o.recall[f"recall@{k}"]]
+                verdict = "beats" if len(wins) == len(self.ks) else ("does not beat" if not wins else "partly beats")
+                parts.append(f"{verdict} {name} (" + ", ".join(
+                    f"R@{k} {graph[mode].recall[f'recall@{k}']:.3f} vs {o.recall[f'recall@{k}']:.3f}"
+                    for k in self.ks) + ")")
+            return "; ".join(parts)
+
+        line = f"{self.dataset}: best graph mode {best} {against(best)}"
+        if best != "path" and "path" in graph:
+            # the default is what a user gets: say how it fares too, in the same line
+            line += f"; the default path mode {against('path')}"
+        return line
 
 
 def parse_csv(text: str, what: str, allowed: Sequence[str] | None = None) -> list[str]:

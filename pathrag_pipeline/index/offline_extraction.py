@@ -2,10 +2,11 @@
 
 Without a language model the graph still needs nodes and edges, so this module finds what an LLM
 would mostly call entities with deterministic rules: runs of capitalised tokens (allowing name
-connectors such as "of", "de", "van" inside: "University of Copenhagen"), acronyms, dates and years,
-numbers with their unit, and quoted titles. Capitalised function words that merely start a sentence
+connectors such as "of", "de", "van" inside: "University of Copenhagen"), acronyms and quoted titles.
+Dates, years and money amounts are recognised (so they never merge into a neighbouring name) but are not
+made entities: see ``LITERAL_TYPES``. Capitalised function words that merely start a sentence
 ("The", "However", "In") are not entities; a lone sentence-initial word counts only if the text also
-capitalises it mid-sentence. Relations link entities that share a sentence, nearest neighbours and the
+capitalises it mid-sentence. Relations link entities that share a sentence, the nearest neighbour and the
 sentence subject only, so long lists do not create quadratic edge counts; a passage title, when given,
 is the subject entity of the passage and links to what its first sentences (and sentences opening with
 a pronoun such as "It" or "He") mention.
@@ -24,11 +25,17 @@ from dataclasses import dataclass
 
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
 
-OFFLINE_EXTRACTOR_ID = "offline-rules-v2"  # v2: titles inside longer names, line segments
+# v2: titles inside longer names, line segments; v3: dates and amounts are not graph nodes, one neighbour
+OFFLINE_EXTRACTOR_ID = "offline-rules-v3"
 
 DESCRIPTION_MAX_CHARS = 400
-RELATION_NEIGHBOURS = 2     # each entity links to this many following entities of its sentence
+RELATION_NEIGHBOURS = 1     # each entity links to this many following entities of its sentence (v2: 2)
 TITLE_LEAD_SENTENCES = 2    # the title entity links to every entity of this many opening sentences
+# Literal values found by the rules (dates and years, money amounts) stay masked, so they never join a name,
+# but are not entities: a year shared by two passages is not a relation between them, and as nodes they were
+# the graph's hubs ("1928 -> Pellingham" paths for unrelated questions). The sentence that states them stays
+# in the descriptions of the entities and relations around them. Empty this set to keep them as nodes.
+LITERAL_TYPES = frozenset({"date", "other"})
 
 # --- word lists --------------------------------------------------------------------------------------
 
@@ -699,7 +706,7 @@ def extract_offline(text: str, title: str | None = None) -> ChunkExtraction:
         mentions: list[_Mention] = []
         for cand in find_candidates(sentence, context, known_names):
             key = _key(cand.name)
-            if not key:
+            if not key or cand.type in LITERAL_TYPES:
                 continue
             record = entities.get(key)
             if record is None:
@@ -811,7 +818,9 @@ def _describe(sentence_ids: list[int], sentences: list[str]) -> str:
     return text
 
 
-_GAP_WORD = re.compile(r"[A-Za-z][\w'-]*")
+# words and numbers: a number (a date, an amount) between the verb and the mention keeps the prepositions
+# before it out of the phrase ("founded in 1892 by" -> "founded by")
+_GAP_WORD = re.compile(r"[A-Za-z][\w'-]*|\d[\w.,]*")
 
 
 def relation_keywords(gap: str) -> str:

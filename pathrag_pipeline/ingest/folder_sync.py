@@ -34,7 +34,7 @@ import pyarrow as pa
 from pathrag_pipeline.ingest.chunking import chunk_text
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.ingest.parsing import ParsedDocument, ParseError, is_supported, parse_file
-from pathrag_pipeline.storage.store import Store, get_meta, set_meta, transaction, utc_now
+from pathrag_pipeline.storage.store import Store, bump_chunks_version, get_meta, set_meta, transaction, utc_now
 from pathrag_pipeline.text.tokenizer import TOKENIZER_NAME
 
 
@@ -356,6 +356,8 @@ def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> 
     errored = [row[0] for row in upserts if row[7] == "error"]
     if errored:
         con.execute(f"DELETE FROM chunks WHERE {_in_list('document_id')}", [errored])
+    if gone or upserts or errored:
+        bump_chunks_version(con)   # titles or chunks may have changed: cached BM25 indexes are stale
     return results, changed
 
 
@@ -395,6 +397,7 @@ def write_chunks(con: duckdb.DuckDBPyConnection, texts: dict[str, str], *, max_t
             _insert(con, "chunks", _CHUNK_SCHEMA, rows)
             rows = []
     _insert(con, "chunks", _CHUNK_SCHEMA, rows)
+    bump_chunks_version(con)
     return counts
 
 
@@ -430,6 +433,7 @@ def delete_path(con: duckdb.DuckDBPyConnection, rel_path: str) -> int:
     if ids:
         con.execute(f"DELETE FROM chunks WHERE {_in_list('document_id')}", [ids])
         con.execute("DELETE FROM documents WHERE path = ?", [rel_path])
+        bump_chunks_version(con)
     return len(ids)
 
 

@@ -359,14 +359,21 @@ class SentenceTransformerEmbedder:
     The model is loaded on first use.
     """
 
-    def __init__(self, model_name: str = "all-MiniLM-L6-v2", *, batch_size: int = 64, device: str = "cpu") -> None:
+    def __init__(self, model_name: str = "all-MiniLM-L6-v2", *, batch_size: int = 64, device: str = "cpu",
+                 backend: str = "torch", onnx_cache: Path | None = None) -> None:
         try:
             importlib.import_module("sentence_transformers")
         except ImportError as exc:
             raise EmbeddingError(_ST_INSTALL_HINT) from exc
+        if backend not in ("torch", "onnx"):
+            raise EmbeddingError(f"sentence-transformers backend {backend!r} is not 'torch' or 'onnx'")
         self.model_name = model_name
         self.batch_size = batch_size
         self.device = device
+        # The runtime, not the model: both give the same vectors (cosine 1.0 to six digits, `pathrag bench
+        # embedder`), so the identity is the model's and switching runtimes needs no re-embedding.
+        self.backend = backend
+        self.onnx_cache = onnx_cache
         self.identity = f"st:{model_name.removeprefix('sentence-transformers/')}"
         self._model: Any = None
 
@@ -380,7 +387,12 @@ class SentenceTransformerEmbedder:
 
             source = _bundled_model_dir(self.model_name) or self.model_name
             try:
-                self._model = SentenceTransformer(str(source), device=self.device)
+                if self.backend == "onnx":
+                    self._model = self._load_onnx(SentenceTransformer, source)
+                else:
+                    self._model = SentenceTransformer(str(source), device=self.device)
+            except EmbeddingError:
+                raise
             except Exception as exc:  # the library raises OSError/ValueError/HF errors alike
                 raise EmbeddingError(
                     f"cannot load sentence-transformers model {self.model_name!r} offline ({exc}). For "
@@ -388,6 +400,26 @@ class SentenceTransformerEmbedder:
                     "other models give a local folder path in PATHRAG_EMBED_MODEL=st:/path/to/model"
                 ) from exc
         return self._model
+
+    def _load_onnx(self, factory: Any, source: str | Path) -> Any:
+        """The model on onnxruntime: exported once from the local weights into ``onnx_cache``, then reused."""
+        try:
+            importlib.import_module("onnxruntime")
+            importlib.import_module("optimum")
+        except ImportError as exc:
+            raise EmbeddingError(
+                "the onnx runtime needs onnxruntime and optimum: `pip install -e .[local-embeddings-onnx]`"
+            ) from exc
+        cache = self.onnx_cache
+        target = cache / f"{Path(str(self.model_name)).name}-onnx" if cache is not None else None
+        if target is not None and (target / "onnx" / "model.onnx").is_file():
+            return factory(str(target), device=self.device, backend="onnx",
+                           model_kwargs={"file_name": "onnx/model.onnx"})
+        model = factory(str(source), device=self.device, backend="onnx")   # exports from the local weights
+        if target is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            model.save_pretrained(str(target))
+        return model
 
     @property
     def dim(self) -> int:
@@ -412,12 +444,17 @@ def embedder_from_settings(settings: "Settings") -> Embedder:
     """The embedder the settings ask for.
 
     - ``PATHRAG_EMBED_MODEL=st:<name or folder>`` -> local sentence-transformers model;
+    - ``PATHRAG_EMBED_MODEL=st-onnx:<name or folder>`` -> the same model on onnxruntime (exported once, offline,
+      into PATHRAG_HOME/models; same vectors, same identity);
     - ``PATHRAG_EMBED_BASE_URL`` + ``PATHRAG_EMBED_MODEL`` -> OpenAI-compatible endpoint;
     - ``PATHRAG_EMBED_MODEL=sentence-transformers/<name>`` without a base URL -> local model;
     - nothing set (or model ``offline``) -> the download-free HashingEmbedder.
     """
     model = (settings.embed_model or "").strip()
     base_url = (settings.embed_base_url or "").strip()
+    if model.startswith("st-onnx:"):
+        return SentenceTransformerEmbedder(model.removeprefix("st-onnx:"), backend="onnx",
+                                           onnx_cache=settings.home / "models")
     if model.startswith("st:"):
         return SentenceTransformerEmbedder(model.removeprefix("st:"))
     if model in ("", "offline", "hashing", f"offline:{HashingEmbedder.VERSION}"):

@@ -38,6 +38,7 @@ class Evidence:
 
     entity_names: Sequence[str]
     chunk_ids: Sequence[str]
+    path: bool = False        # entity_names are a path's nodes in order: consecutive names are its hops
 
 
 def answer_with_llm(client: LLMClient, prompt: Prompt) -> Answer:
@@ -65,13 +66,31 @@ def mentions(sentence_folded: str, name: str) -> bool:
     return bool(name) and re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", sentence_folded) is not None
 
 
+def _hops(unit: Evidence, question_terms: set[str]) -> list[tuple[str, str]]:
+    """A path unit's hops, read from the end the question names (more shared words) to the other end; none when
+    neither end shares a word with the question."""
+    names = list(unit.entity_names)
+    if len(names) < 2:
+        return []
+    first, last = len(_terms(names[0]) & question_terms), len(_terms(names[-1]) & question_terms)
+    if not first and not last:
+        return []      # a path between entities the question does not name answers nothing through its hops
+    if last > first:
+        names.reverse()
+    return list(zip(names, names[1:]))
+
+
 def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence[Evidence],
                       chunk_texts: dict[str, str], *, names: Sequence[str] = (),
                       max_sentences: int = DEFAULT_MAX_SENTENCES) -> Answer:
     """Quote the ``max_sentences`` sentences of the evidence's source chunks that best answer the question.
 
     A candidate sentence shares at least one content word with the question or its keywords. Sentences
-    naming one of their evidence unit's entities come before those naming none; among them, more shared
+    naming one of their evidence unit's entities come before those naming none; among them, for a path, the
+    sentence stating the path's final hop (naming both of its entities) comes first, then one stating another
+    of its hops: the final hop is where the path leaves the entities the question names, so its sentence is the
+    one that answers through the path (the path is read from the end whose name shares more words with the
+    question), if it shares a word with the question beyond what the question names itself. Then more shared
     words *beyond the names* rank first — the unit's entity names and ``names`` (the question's low-level
     keywords) are what retrieval matched already; words like "chancellor" or "born" are what an answering
     sentence adds — then the better
@@ -80,10 +99,13 @@ def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence
     terms = _terms(" ".join([question, *keywords]))
     question_names = _terms(" ".join(names))
     sentences_of: dict[str, list[str]] = {}
-    best: dict[str, tuple[int, int, int, int, int]] = {}
+    best: dict[str, tuple[int, ...]] = {}
     order = 0
     for unit_rank, unit in enumerate(evidence):
         name_terms = question_names | _terms(" ".join(unit.entity_names))
+        hops = _hops(unit, terms) if unit.path else []
+        # what the question names itself: its keywords and the entity the path starts from
+        asked = question_names | (_terms(hops[0][0]) if hops else set())
         for chunk_id in unit.chunk_ids:
             if chunk_id not in sentences_of:
                 sentences_of[chunk_id] = text_sentences(chunk_texts.get(chunk_id, ""))
@@ -96,7 +118,11 @@ def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence
                     continue
                 folded = sentence.casefold()
                 named = sum(mentions(folded, n) for n in unit.entity_names)
-                key = (0 if named else 1, -len(shared - name_terms), unit_rank, -named, order)
+                stated = [i for i, (a, b) in enumerate(hops) if mentions(folded, a) and mentions(folded, b)]
+                # a hop's sentence counts when it shares a word with the question beyond what the question
+                # names itself ("river" in "River Lode" does; "Pellingham" in the starting entity does not)
+                hop_tier = 2 if not stated or not shared - asked else (0 if stated[-1] == len(hops) - 1 else 1)
+                key = (0 if named else 1, hop_tier, -len(shared - name_terms), unit_rank, -named, order)
                 if sentence not in best or key < best[sentence]:
                     best[sentence] = key
     chosen = sorted(best, key=best.__getitem__)[:max_sentences]

@@ -67,6 +67,7 @@ from pathrag_pipeline.query.retrieval import (
 )
 from pathrag_pipeline.query.lexical import chunk_index, entity_index
 from pathrag_pipeline.query.ranking import graph_passages, rrf
+from pathrag_pipeline.query.path_pooling import RESELECT_POOL, apply_pooling, relation_scores
 from pathrag_pipeline.storage.store import Store
 from pathrag_pipeline.storage.vector_store import VectorStore
 
@@ -187,6 +188,7 @@ class PathRAG:
         self.llm = llm if llm is not None else llm_from_settings(self.settings)
         self.record = record
         self._vectors: VectorStore | None = None
+        self._relation_rows: tuple[object, dict[str, int]] | None = None
 
     @property
     def vectors(self) -> VectorStore:
@@ -318,9 +320,12 @@ class PathRAG:
         if mode == "path":
             assert snapshot is not None
             with clock.stage("pruning"):
+                pool = RESELECT_POOL if params.path_pooling == "reselect" else 1
                 scored = prune_paths(snapshot.view, [n.node for n in retrieved], alpha=params.alpha,
-                                     theta=params.theta, max_hops=params.max_hops, top_k=params.top_k,
+                                     theta=params.theta, max_hops=params.max_hops, top_k=params.top_k * pool,
                                      variant=params.variant, ordering=params.ordering, seed_pass=params.seed_pass)
+                if params.path_pooling != "off":
+                    scored = self._pool_paths(text, params, snapshot, retrieved, scored)
                 traces = render_paths(snapshot, scored)
 
         with clock.stage("sources"):
@@ -378,6 +383,26 @@ class PathRAG:
             text_hits = rrf(rankings, limit=params.top_n)
         return graph_passages(snapshot, seeds, paths, MAX_RANKED_CHUNKS, text=text_hits)
 
+    def _pool_paths(self, text: str, params: QueryParams, snapshot: GraphSnapshot, retrieved: list[RetrievedNode],
+                    scored: list) -> list:
+        """Path Pooling of the pruned paths (``params.path_pooling``), scored against the relation vectors."""
+        def relations(path) -> list[tuple[int, int, str]]:
+            return [(path.nodes[i], path.nodes[i + 1], snapshot.relation_keys[snapshot.edge_rows[e]])
+                    for i, e in enumerate(path.edges)]
+
+        keys = [key for p in scored for _, _, key in relations(p)]
+        self._check_vectors("relations")
+        all_keys, matrix = self.vectors.matrix("relations")
+        if self._relation_rows is None or self._relation_rows[0] is not matrix:
+            self._relation_rows = (matrix, {k: i for i, k in enumerate(all_keys)})
+        scores = relation_scores(self.embedder.embed([text])[0], keys, self._relation_rows[1], matrix)
+        # the query entities: each keyword's best entity (the entities the question names)
+        best: dict[str, int] = {}
+        for n in sorted(retrieved, key=lambda n: n.rank):
+            best.setdefault(n.keyword, n.node)
+        query_nodes = list(best.values())
+        return apply_pooling(scored, params.path_pooling, params.top_k, relations, query_nodes, scores)
+
     def _prompt(self, text: str, mode: str, params: QueryParams, snapshot: GraphSnapshot | None, scored: list,
                 traces: list[PathTrace], retrieved: list[RetrievedNode], ctx: ModeContext,
                 sources: dict[str, ChunkSource]) -> Prompt:
@@ -398,7 +423,7 @@ class PathRAG:
                   retrieved: list[RetrievedNode], chunk_ids: list[str]) -> list[Evidence]:
         if mode == "naive" or snapshot is None:
             return [Evidence((), (c,)) for c in chunk_ids]
-        units = [Evidence(t.nodes, t.chunk_ids) for t in traces]
+        units = [Evidence(t.nodes, t.chunk_ids, path=True) for t in traces]
         units += [Evidence((n.entity_name,), snapshot.entity_chunks[n.node]) for n in retrieved]
         return units
 
@@ -411,7 +436,7 @@ class PathRAG:
         record["graph_version"] = snapshot.version if snapshot is not None else None
         if mode != "path":
             for key in ("top_k", "alpha", "theta", "max_hops", "variant", "ordering", "prompt", "excerpts",
-                        "passages", "seed_pass"):
+                        "passages", "seed_pass", "path_pooling"):
                 record.pop(key)
         provider, model = (OFFLINE, OFFLINE) if self.llm is None else (self.llm.identity["provider"], self.llm.model)
         return QueryResult(

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pathrag_pipeline.storage.store import CHUNKS_VERSION_META
+
 BM25_K1 = 1.5
 BM25_B = 0.75
 
@@ -103,12 +105,20 @@ _lock = threading.Lock()
 
 
 def chunk_index(store) -> BM25Index:
-    """BM25 over every chunk of ``store`` (a ``storage.store.Store``), cached while the chunks are unchanged."""
+    """BM25 over every chunk of ``store`` (a ``storage.store.Store``), cached while the chunks are unchanged.
+
+    Validity is the ``chunks_version`` token ingest writes whenever chunks or titles change (one row read);
+    a store without one (written by older code or by hand) falls back to hashing every chunk row."""
     with store.connect(read_only=True) as con:
-        count, digest = con.execute(
-            """SELECT count(*), coalesce(bit_xor(hash(c.content_hash || c.id || coalesce(d.title, ''))), 0)
-               FROM chunks c LEFT JOIN documents d ON d.id = c.document_id""").fetchone()
-        key = (str(Path(store.path).resolve()), f"chunks:{count}:{digest}")
+        token = con.execute("SELECT value FROM pathrag_meta WHERE key = ?", [CHUNKS_VERSION_META]).fetchone()
+        if token is not None:
+            version = f"chunks:v:{token[0]}"
+        else:
+            count, digest = con.execute(
+                """SELECT count(*), coalesce(bit_xor(hash(c.content_hash || c.id || coalesce(d.title, ''))), 0)
+                   FROM chunks c LEFT JOIN documents d ON d.id = c.document_id""").fetchone()
+            version = f"chunks:{count}:{digest}"
+        key = (str(Path(store.path).resolve()), version)
         with _lock:
             cached = _cache.get(key)
         if cached is not None:

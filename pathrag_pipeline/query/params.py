@@ -28,6 +28,9 @@ SEED_SEARCHES = ("hybrid", "vector")
 # "path_order": the kept paths' provenance in the prompt's order, then the seeds' chunks.
 PASSAGE_RANKINGS = ("fused", "no_paths", "graph", "seeds", "legacy", "path_order")
 DEFAULT_TOKEN_BUDGET = 4000
+# Path Pooling (query/path_pooling.py) over path mode's relation/path context: "off"; "rerank" orders the kept
+# paths by pooled relation scores; "reselect" keeps the top_k of a larger pruned pool by that score.
+PATH_POOLINGS = ("off", "rerank", "reselect")
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class QueryParams:
     seed_search: str = "hybrid"       # SEED_SEARCHES: entities per keyword by vector, or fused with BM25
     passages: str = "fused"           # PASSAGE_RANKINGS: how path mode ranks returned passages
     seed_pass: bool = True            # seeds always pass their first hop (False: the paper's literal early stop)
+    path_pooling: str = "off"         # PATH_POOLINGS: Path Pooling of the kept paths (rerank / reselect)
 
     def resolved(self) -> "QueryParams":
         """Validated, with the variant's defaults filled in; errors name the value and the accepted range."""
@@ -60,7 +64,8 @@ class QueryParams:
             raise ValueError(f"prompt={self.prompt!r} is not one of {', '.join(PROMPT_STYLES)}")
         for name, value, allowed in (("chunk_search", self.chunk_search, CHUNK_SEARCHES),
                                      ("seed_search", self.seed_search, SEED_SEARCHES),
-                                     ("passages", self.passages, PASSAGE_RANKINGS)):
+                                     ("passages", self.passages, PASSAGE_RANKINGS),
+                                     ("path_pooling", self.path_pooling, PATH_POOLINGS)):
             if value not in allowed:
                 raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
         if self.top_n < 1:

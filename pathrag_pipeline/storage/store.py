@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 import random
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -399,6 +400,16 @@ def get_meta(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
 
 def set_meta(con: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
     con.execute("INSERT OR REPLACE INTO pathrag_meta VALUES (?, ?)", [key, value])
+
+
+CHUNKS_VERSION_META = "chunks_version"
+"""pathrag_meta key: a fresh random token written whenever ingest changes chunks or document titles, so readers
+that cache something built from the chunks (the BM25 index) check one row instead of hashing every chunk. A
+token rather than a counter: a home deleted and rebuilt at the same path never repeats an old value."""
+
+
+def bump_chunks_version(con: duckdb.DuckDBPyConnection) -> None:
+    set_meta(con, CHUNKS_VERSION_META, uuid.uuid4().hex)
 
 
 @contextlib.contextmanager

@@ -92,6 +92,10 @@ class _Snapshot:
         self._columns = {name: rows.column(name).to_pylist() for name in rows.column_names}
         self._payload = [n for n in rows.column_names if n not in RESERVED_COLUMNS]
 
+    @property
+    def keys(self) -> list[str]:
+        return self._columns["key"]
+
     def hit(self, i: int, similarity: float) -> Hit:
         c = self._columns
         return Hit(c["key"][i], similarity, c["text"][i], {n: c[n][i] for n in self._payload})
@@ -274,7 +278,7 @@ class VectorStore:
         if tbl is None:
             return [], np.zeros((0, 0), dtype=np.float32)
         snap = self._snapshot(table, tbl)
-        return snap.rows.column("key").to_pylist(), snap.matrix
+        return snap.keys, snap.matrix
 
     def _snapshot(self, table: str, tbl: Any) -> "_Snapshot":
         version = ((tbl.schema.metadata or {}).get(META_TABLE_ID, b""), tbl.version)

@@ -1,0 +1,72 @@
+"""Offline extractive answers follow the path's final hop; the sample-answer count is honest."""
+
+from __future__ import annotations
+
+import pytest
+
+from pathrag_pipeline.bench.sample_answers import is_answered, lead_name, parse_answer_key
+from pathrag_pipeline.query.answering import EXTRACTIVE_LABEL, Evidence, extractive_answer
+
+CHUNKS = {
+    "institute": "Agnes Morrow was the first director of the Pellingham Institute. The institute measured the river "
+                 "every morning.",
+    "morrow": "Agnes Morrow was born in Hesketh Mill in 1850. Morrow studied the river at Aldermere.",
+    "mill": "Hesketh Mill stands on the River Lode, below the weir. The mill ground corn for the river towns.",
+}
+QUESTION = "On which river lies the birthplace of the first director of the Pellingham Institute?"
+
+
+def test_the_final_hops_sentence_comes_first_for_a_path():
+    path = Evidence(("Pellingham Institute", "Agnes Morrow", "Hesketh Mill", "River Lode"),
+                    ("institute", "morrow", "mill"), path=True)
+    got = extractive_answer(QUESTION, ["Pellingham Institute"], [path], CHUNKS, names=["Pellingham Institute"],
+                            max_sentences=1)
+    assert got.text == f"{EXTRACTIVE_LABEL} Hesketh Mill stands on the River Lode, below the weir."
+    # the same path written from the other end is read from the end the question names
+    backwards = Evidence(tuple(reversed(path.entity_names)), path.chunk_ids, path=True)
+    again = extractive_answer(QUESTION, ["Pellingham Institute"], [backwards], CHUNKS,
+                              names=["Pellingham Institute"], max_sentences=1)
+    assert again.text == got.text
+
+
+def test_without_path_structure_the_term_overlap_order_stays():
+    flat = Evidence(("Pellingham Institute", "Agnes Morrow", "Hesketh Mill", "River Lode"),
+                    ("institute", "morrow", "mill"))
+    got = extractive_answer(QUESTION, ["Pellingham Institute"], [flat], CHUNKS, names=["Pellingham Institute"],
+                            max_sentences=1)
+    assert "first director" in got.text and "River Lode" not in got.text
+
+
+@pytest.mark.parametrize("cell, lead", [
+    ("River Lode", "river lode"),
+    ("The Tarrant Yard (Oswin Tarrant's), at Saltmouth", "tarrant yard"),
+    ("Westry; the River Varne", "westry"),
+    ("Elias Pell (the Varne Navigation Company, 1822)", "elias pell"),
+])
+def test_lead_name_of_an_answer_cell(cell, lead):
+    assert lead_name(cell) == lead
+
+
+def test_answered_needs_the_lead_name_as_whole_words():
+    assert is_answered("Extractive answer: Hesketh Mill stands on the River Lode.", "river lode")
+    assert not is_answered("Extractive answer: the River Lodes are long.", "river lode")
+    assert not is_answered("anything", "")
+
+
+def test_the_sample_answer_key_parses(tmp_path):
+    key = parse_answer_key()
+    assert len(key) >= 9 and key[0][1] == "River Lode"
+    bad = tmp_path / "q.md"
+    bad.write_text("| Question |\n| --- |\n| Why? |\n")
+    with pytest.raises(ValueError, match="'Question' and 'Answer' columns"):
+        parse_answer_key(bad)
+
+
+def test_a_path_between_entities_the_question_does_not_name_gets_no_hop_preference():
+    unrelated = Evidence(("Agnes Morrow", "Hesketh Mill"), ("morrow", "mill"), path=True)
+    got = extractive_answer("Which river did the institute measure every morning?", [], [unrelated],
+                            {**CHUNKS, "morrow": "Agnes Morrow was born in Hesketh Mill by the river.",
+                             "mill": "Hesketh Mill measured the river every morning for a century."},
+                            max_sentences=1)
+    # the sentence stating the hop (Morrow - Hesketh Mill) does not jump ahead of the better-matching one
+    assert got.text.endswith("Hesketh Mill measured the river every morning for a century.")

@@ -1,0 +1,53 @@
+"""The chunk BM25 index is cached on the chunks_version token ingest writes, not on a hash of every chunk."""
+
+from __future__ import annotations
+
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.ingest.folder_sync import sync_folder
+from pathrag_pipeline.query import lexical
+from pathrag_pipeline.storage.store import CHUNKS_VERSION_META, Store, get_meta, transaction
+
+
+def _token(store: Store) -> str | None:
+    with store.connect(read_only=True) as con:
+        return get_meta(con, CHUNKS_VERSION_META)
+
+
+def test_ingest_changes_the_token_and_the_cached_index_follows(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("The Lode rises near Westry and flows to Saltmouth.\n", encoding="utf-8")
+    settings = Settings(home=tmp_path / "home", docs=docs)
+    store = Store.for_settings(settings)
+    lexical.clear_cache()
+    sync_folder(settings, store)
+    first_token = _token(store)
+    assert first_token
+    index = lexical.chunk_index(store)
+    assert lexical.chunk_index(store) is index                      # cached: one meta row read
+    assert [key for key, _ in index.search("Westry", 5)]
+    sync_folder(settings, store)                                     # nothing changed: same token, same index
+    assert _token(store) == first_token and lexical.chunk_index(store) is index
+    (docs / "a.txt").write_text("The Tamsin rises near Marrowby.\n", encoding="utf-8")
+    sync_folder(settings, store)
+    assert _token(store) != first_token
+    fresh = lexical.chunk_index(store)
+    assert fresh is not index
+    assert fresh.search("Westry", 5) == [] and [key for key, _ in fresh.search("Marrowby", 5)]
+    (docs / "a.txt").unlink()
+    sync_folder(settings, store)
+    assert lexical.chunk_index(store).search("Marrowby", 5) == []
+
+
+def test_a_store_without_the_token_falls_back_to_hashing_the_chunks(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("The Lode rises near Westry.\n", encoding="utf-8")
+    settings = Settings(home=tmp_path / "home", docs=docs)
+    store = Store.for_settings(settings)
+    lexical.clear_cache()
+    sync_folder(settings, store)
+    with store.connect() as con, transaction(con):
+        con.execute("DELETE FROM pathrag_meta WHERE key = ?", [CHUNKS_VERSION_META])
+        con.execute("UPDATE chunks SET text = 'The Varne rises near Harrow Fell.', content_hash = 'changed'")
+    assert [key for key, _ in lexical.chunk_index(store).search("Harrow", 5)]
