@@ -274,7 +274,7 @@ class VectorStore:
         if tbl is None:
             return [], np.zeros((0, 0), dtype=np.float32)
         snap = self._snapshot(table, tbl)
-        return snap.rows.column("key").to_pylist(), snap.matrix
+        return list(snap._columns["key"]), snap.matrix
 
     def _snapshot(self, table: str, tbl: Any) -> "_Snapshot":
         version = ((tbl.schema.metadata or {}).get(META_TABLE_ID, b""), tbl.version)
