@@ -265,3 +265,33 @@ def test_an_existing_home_gains_the_new_query_columns(tmp_path):
         columns = [r[0] for r in con.execute("DESCRIBE queries").fetchall()]
         assert columns[-4:] == ["tracking", "llm_calls", "llm_tokens", "error"]
         assert con.execute("SELECT query_id, tracking, error FROM queries").fetchall() == [("old", None, None)]
+
+
+# ---- evaluation and the benchmark section --------------------------------------------------------------
+
+def test_eval_retrieval_runs_neuropath_and_stores_its_cost(tmp_path):
+    from pathrag_pipeline.bench.neuropath import markdown_section, splice
+    from pathrag_pipeline.evaluation.retrieval_eval import evaluate_retrieval, save_evaluation
+    from tests.test_evaluation import write_dataset
+
+    graph_cache.clear_cache()
+    settings = Settings.from_env(env={"PATHRAG_HOME": str(tmp_path / "home")})
+    evaluation = evaluate_retrieval(settings, write_dataset(tmp_path / "tiny-qa"), modes=["neuropath", "path", "bm25"],
+                                    ks=[1, 5], use_triples=True)
+    outcome = evaluation.modes["neuropath"]
+    assert outcome.failed == 0 and outcome.llm_tokens == 0.0 and outcome.llm_calls == 0.0
+    assert 0.0 < outcome.recall["recall@1"] <= outcome.recall["recall@5"] <= 1.0
+    save_evaluation(Store(settings.duckdb_path), evaluation)
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        assert con.execute("SELECT DISTINCT llm_tokens FROM eval_results WHERE mode = 'neuropath'").fetchall() == [(0.0,)]
+
+    run = {**evaluation.to_dict(), "command": "pathrag eval retrieval --modes neuropath,path,bm25",
+           "load_average": [1.0, 2.0]}
+    section = markdown_section([run])
+    assert section.startswith("## NeuroPath retrieval") and "neuropath (offline tracker)" in section
+    assert "load average 1.0 at start, 2.0 at end" in section and "vs" in section
+    report = tmp_path / "benchmarks.md"
+    report.write_text("# Benchmarks\n\n## NeuroPath retrieval\n\nold figures\n\n## Other\n\nkept\n")
+    splice(report, section)
+    text = report.read_text()
+    assert "old figures" not in text and text.count("## NeuroPath retrieval") == 1 and "## Other\n\nkept" in text
