@@ -49,11 +49,12 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
         console.print(table)
     elif result.mode == "path":
         console.print("No relational path joins the retrieved entities.", style="yellow")
-    if result.tracking is not None:
+    tracking = getattr(result, "tracking", None)
+    if tracking is not None:
         hops = ", ".join(f"hop {h['hop']}: {h['shown']} shown, {len(h.get('valid', []))} valid, "
                          f"{h['calls']} calls, {h['prompt_tokens'] + h['completion_tokens']} tokens"
-                         for h in result.tracking["hops"])
-        console.print(f"NeuroPath tracker {result.tracking['tracker']} (stopped: {result.tracking['stop_reason']}); "
+                         for h in tracking["hops"])
+        console.print(f"NeuroPath tracker {tracking['tracker']} (stopped: {tracking['stop_reason']}); "
                       f"{hops or 'no hop'}", highlight=False, markup=False)
     if result.document_ids:
         console.print("Sources: " + ", ".join(result.document_ids[:10]), highlight=False, markup=False)

@@ -12,6 +12,9 @@ these stages, each timed and, where a model is involved, with its token usage re
 6. ``prompt``: paths in ascending reliability within the token budget;
 7. ``answer``: the LLM's answer, or offline an extractive one.
 
+``neuropath`` mode replaces stages 3-4 by NeuroPath's seeds, ``tracking`` and completion (``query/neuropath.py``,
+reached from ``_run_neuropath``).
+
 DuckDB is read on short read-only connections before the answer stage and written once afterwards
 (``query_log``), so no connection is open while an LLM call is in flight.
 """
@@ -205,9 +208,11 @@ class PathRAG:
               alpha: float = 0.8, theta: float | None = None, max_hops: int | None = None,
               variant: str = "paper", ordering: str = "reliability", prompt: str = "paths",
               token_budget: int = DEFAULT_TOKEN_BUDGET, excerpts: bool = False, **options: Any) -> QueryResult:
-        """Answer one question. ``mode`` is ``path`` (PathRAG) or a LightRAG baseline (naive, local, global,
-        hybrid); ``prompt="flat"`` is the paper's ablation without path structure. Further ``QueryParams``
-        fields (``chunk_search``, ``seed_search``, ``passages``, ``seed_pass``) go in ``options``."""
+        """Answer one question. ``mode`` is ``path`` (PathRAG), ``neuropath`` (NeuroPath path tracking,
+        ``query/neuropath.py``) or a LightRAG baseline (naive, local, global, hybrid); ``prompt="flat"`` is the
+        paper's ablation without path structure. Further ``QueryParams`` fields (``chunk_search``,
+        ``seed_search``, ``passages``, ``seed_pass``, ``np_max_hops``, ``np_candidates``, ``np_token_budget``,
+        ``np_coref_threshold``) go in ``options``."""
         params = QueryParams(top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, excerpts,
                              **options)
         return self.query_many([question], mode, params=params)[0]
