@@ -123,6 +123,16 @@ def test_offline_requirement_is_what_the_kept_paths_do_not_name():
     assert remaining_terms("Who founded Aldermere?", "Aldermere founded") == []
 
 
+def test_passage_ablations_rank_one_side_of_the_merge(settings):
+    rag = PathRAG(settings, record=False)
+    tracked = rag.query(QUESTION, "neuropath", np_passages="tracked")
+    completion = rag.query(QUESTION, "neuropath", np_passages="completion")
+    fused = rag.query(QUESTION, "neuropath")
+    # the tracked paths never reach the bakery; the completion retrieval ranks every passage sharing a word
+    assert chunk_id("kettle.md") not in tracked.chunk_ids and set(tracked.chunk_ids) <= set(fused.chunk_ids)
+    assert set(completion.chunk_ids) <= set(fused.chunk_ids) and completion.params["np_passages"] == "completion"
+
+
 def test_hop_cap_one_stops_after_the_first_hop(settings):
     result = PathRAG(settings).query(QUESTION, "neuropath", np_max_hops=1)
     assert [h["hop"] for h in result.tracking["hops"]] == [1]
@@ -138,7 +148,7 @@ def test_coreference_sets_and_name_seeds():
 
 def test_neuropath_parameters_are_validated():
     for field, value in (("np_max_hops", 0), ("np_max_hops", 11), ("np_candidates", 0), ("np_token_budget", 0),
-                         ("np_coref_threshold", 0.0), ("np_coref_threshold", 1.5)):
+                         ("np_coref_threshold", 0.0), ("np_coref_threshold", 1.5), ("np_passages", "all")):
         with pytest.raises(ValueError, match=field):
             QueryParams(**{field: value}).resolved()
 

@@ -40,14 +40,14 @@ def command_of(dataset: Path, use_triples: bool, model: str, modes: list[str], l
 def run_neuropath_bench(dataset: Path, workdir: Path, *, limit: int | None = None, minilm: bool | None = None,
                         triples: bool = False, log: Log = print) -> list[dict[str, Any]]:
     """One ``evaluate_retrieval`` run per configuration; each result carries its command and load averages."""
-    from pathrag_pipeline.evaluation.retrieval_eval import evaluate_retrieval
+    from pathrag_pipeline.evaluation.retrieval_eval import NEUROPATH_ABLATIONS, evaluate_retrieval
 
     use_minilm = minilm_available() if minilm is None else minilm
     configs = [(False, "")] + ([(False, MINILM)] if use_minilm else []) + ([(True, MINILM if use_minilm else "")]
                                                                         if triples else [])
     runs = []
     for use_triples, model in configs:
-        modes = ["neuropath", "path", "bm25"] + (["dense"] if model else [])
+        modes = ["neuropath", "path", "bm25"] + (["dense"] if model else []) + list(NEUROPATH_ABLATIONS)
         env = {"PATHRAG_EMBED_MODEL": model} if model else {}
         settings = Settings.from_env(env=env, home=workdir / "home", docs=dataset)
         log(f"neuropath recall on {dataset.name}: graph from {'triples' if use_triples else 'offline extraction'}, "
@@ -95,7 +95,9 @@ def markdown_section(runs: list[dict[str, Any]] | None) -> str:
         "tracking, completion retrieval, passage fetch), not counting the one-off name embedding of the graph. "
         "Nothing was tuned on musique-100: the paper's constants (2 hops, 30 candidates) and the offline "
         "tracker's (5 valid paths, 3 expanded, 100 BM25 hits, RRF k=60, coreference cosine 0.8) were fixed "
-        "before the first run and not changed after it.")
+        "before the first run and not changed after it. Ablations: `neuropath:tracked` ranks only the tracked "
+        "paths' passages, `neuropath:completion` only the post-retrieval completion (question + reasoning chain + "
+        "requirement), `neuropath:1hop` stops tracking after one hop.")
     for run in runs:
         graph = "triples (gpt-3.5 OpenIE)" if run["use_triples"] else f"offline extraction ({run['index'].get('extractor')})"
         loads = run.get("load_average") or []

@@ -71,7 +71,13 @@ ABLATIONS = {
     "path:literal": {"seed_pass": False},              # the paper's literal early stop (hub seeds never propagate)
     "path:vector_seeds": {"seed_search": "vector"},    # seeds by vector only, no BM25 over entities
 }
-EVAL_MODES = (*MODES, *BASELINES, *ABLATIONS)
+# NeuroPath ablations: what each half of its passage merge gives alone, and tracking cut to one hop.
+NEUROPATH_ABLATIONS = {
+    "neuropath:tracked": {"np_passages": "tracked"},         # the tracked paths' passages only
+    "neuropath:completion": {"np_passages": "completion"},   # the post-retrieval completion only
+    "neuropath:1hop": {"np_max_hops": 1},                    # one hop of tracking
+}
+EVAL_MODES = (*MODES, *BASELINES, *ABLATIONS, *NEUROPATH_ABLATIONS)
 
 
 def resolve_mode(name: str) -> tuple[str, dict[str, Any]]:
@@ -82,6 +88,8 @@ def resolve_mode(name: str) -> tuple[str, dict[str, Any]]:
         return BASELINES[name]
     if name in ABLATIONS:
         return "path", dict(ABLATIONS[name])
+    if name in NEUROPATH_ABLATIONS:
+        return "neuropath", dict(NEUROPATH_ABLATIONS[name])
     raise ValueError(f"mode {name!r} is not one of {', '.join(EVAL_MODES)}")
 
 

@@ -480,7 +480,7 @@ class PathRAG:
                         "passages", "seed_pass"):
                 record.pop(key)
         if mode != "neuropath":
-            for key in ("np_max_hops", "np_candidates", "np_token_budget", "np_coref_threshold"):
+            for key in ("np_max_hops", "np_candidates", "np_token_budget", "np_coref_threshold", "np_passages"):
                 record.pop(key)
         provider, model = (OFFLINE, OFFLINE) if self.llm is None else (self.llm.identity["provider"], self.llm.model)
         return QueryResult(

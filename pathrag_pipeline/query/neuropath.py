@@ -333,7 +333,12 @@ def track(question: str, params: QueryParams, *, snapshot: GraphSnapshot, embedd
         parts.append(run.expansion_requirement)
     run.completion_query = " ".join(" ".join(parts).split())
     completion = list(text_search(run.completion_query, params.top_n))
-    run.chunk_ids = rrf([tracked_chunks, completion]) if tracked_chunks else completion
+    if params.np_passages == "tracked":
+        run.chunk_ids = tracked_chunks
+    elif params.np_passages == "completion" or not tracked_chunks:
+        run.chunk_ids = completion
+    else:
+        run.chunk_ids = rrf([tracked_chunks, completion])
     return run
 
 

@@ -35,6 +35,9 @@ DEFAULT_NP_MAX_HOPS = 2
 DEFAULT_NP_CANDIDATES = 30
 DEFAULT_NP_TOKEN_BUDGET = 30_000
 DEFAULT_NP_COREF_THRESHOLD = 0.8
+# How neuropath ranks the passages it returns: "fused" (the paper's merge: tracked paths' passages and the
+# post-retrieval completion, by RRF), or one side alone ("tracked", "completion") for ablations.
+NP_PASSAGES = ("fused", "tracked", "completion")
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class QueryParams:
     np_candidates: int = DEFAULT_NP_CANDIDATES        # neuropath: candidate paths per hop shown to the tracker
     np_token_budget: int = DEFAULT_NP_TOKEN_BUDGET    # neuropath: LLM tokens for keywords + tracking per query
     np_coref_threshold: float = DEFAULT_NP_COREF_THRESHOLD  # neuropath: name-embedding similarity of coreference
+    np_passages: str = "fused"                        # NP_PASSAGES: neuropath's passage ranking (ablations)
 
     def resolved(self) -> "QueryParams":
         """Validated, with the variant's defaults filled in; errors name the value and the accepted range."""
@@ -71,7 +75,8 @@ class QueryParams:
             raise ValueError(f"prompt={self.prompt!r} is not one of {', '.join(PROMPT_STYLES)}")
         for name, value, allowed in (("chunk_search", self.chunk_search, CHUNK_SEARCHES),
                                      ("seed_search", self.seed_search, SEED_SEARCHES),
-                                     ("passages", self.passages, PASSAGE_RANKINGS)):
+                                     ("passages", self.passages, PASSAGE_RANKINGS),
+                                     ("np_passages", self.np_passages, NP_PASSAGES)):
             if value not in allowed:
                 raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
         if self.top_n < 1:
