@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 import duckdb
 import numpy as np
@@ -85,7 +86,7 @@ class Scripted:
         return reply
 
 
-def _step(valid, expand, requirement, go, chain="chain") -> callable:
+def _step(valid, expand, requirement, go, chain="chain") -> Callable[[dict], str]:
     def make(request) -> str:
         return json.dumps({"reasoning_chain": chain, "valid_paths": valid(request), "paths_to_expand": expand(request),
                            "expansion_requirement": requirement, "continue_tracking": go})
