@@ -314,7 +314,8 @@ def bench_dagster(repeats: int, files: int, new_files: int, workdir: Path | None
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Evaluate only the first N questions.")
 @click.option("--minilm/--no-minilm", default=None,
               help="Also run with the MiniLM embedder (default: when the local-embeddings extra is installed).")
-@click.option("--triples", is_flag=True, help="Also run on the graph imported from the dataset's triples.")
+@click.option("--triples", is_flag=True,
+              help="Also run on the graph imported from the dataset's triples (offline embedder).")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the evaluation indexes live (default: a temp dir).")
 @click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
