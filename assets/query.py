@@ -6,7 +6,7 @@ Run config (Launchpad), e.g.::
       answer_questions:
         config:
           questions: ["On which river lies the birthplace of the first director of the Pellingham Institute of Hydrology?"]
-          mode: path          # path (PathRAG), naive, local, global, hybrid
+          mode: path          # path (PathRAG), naive, local, global, hybrid, neuropath
           top_k: 15
 
 `questions_file` takes a JSONL ({"question": ...} per line), CSV (a `question` column) or text file instead.
@@ -24,10 +24,17 @@ from assets.ingestion import DUCKDB_POOL
 from assets.resources import PathragResource
 from assets.run_config import bounded_run_config
 from pathrag_pipeline.query.engine import load_questions, run_questions
-from pathrag_pipeline.query.params import DEFAULT_TOKEN_BUDGET, DEFAULT_TOP_N
+from pathrag_pipeline.query.params import (
+    DEFAULT_NP_CANDIDATES,
+    DEFAULT_NP_COREF_THRESHOLD,
+    DEFAULT_NP_MAX_HOPS,
+    DEFAULT_NP_TOKEN_BUDGET,
+    DEFAULT_TOKEN_BUDGET,
+    DEFAULT_TOP_N,
+)
 
 
-Mode = Literal["path", "naive", "local", "global", "hybrid"]
+Mode = Literal["path", "naive", "local", "global", "hybrid", "neuropath"]
 Variant = Literal["paper", "reference"]
 Ordering = Literal["reliability", "hop_first", "random"]
 PromptStyle = Literal["paths", "flat"]
@@ -42,7 +49,7 @@ class QuestionsConfig(dg.Config):
     question: str | None = None
     questions: list[str] = []
     questions_file: str | None = None
-    mode: Mode = Field(default="path", description="path (PathRAG), naive, local, global or hybrid")
+    mode: Mode = Field(default="path", description="path (PathRAG), naive, local, global, hybrid or neuropath")
     top_n: int = Field(default=DEFAULT_TOP_N, ge=1, le=1000, description="nodes retrieved (1-1000)")
     top_k: int = Field(default=15, ge=1, le=200, description="paths or passages kept (1-200)")
     alpha: float = Field(default=0.8, gt=0.0, le=1.0, description="decay rate in (0, 1]")
@@ -53,6 +60,13 @@ class QuestionsConfig(dg.Config):
     ordering: Ordering = "reliability"
     prompt: PromptStyle = "paths"
     token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=200, le=200_000, description="prompt tokens (200-200000)")
+    np_max_hops: int = Field(default=DEFAULT_NP_MAX_HOPS, ge=1, le=10, description="neuropath: hop cap (1-10)")
+    np_candidates: int = Field(default=DEFAULT_NP_CANDIDATES, ge=1, le=500,
+                               description="neuropath: candidate paths per hop (1-500)")
+    np_token_budget: int = Field(default=DEFAULT_NP_TOKEN_BUDGET, ge=1, le=10_000_000,
+                                 description="neuropath: LLM tokens for keywords and tracking per query")
+    np_coref_threshold: float = Field(default=DEFAULT_NP_COREF_THRESHOLD, gt=0.0, le=1.0,
+                                      description="neuropath: name similarity of coreferent entities in (0, 1]")
 
     def all_questions(self) -> list[str]:
         items = ([self.question] if self.question else []) + list(self.questions)
@@ -78,17 +92,23 @@ class QuestionsConfig(dg.Config):
 )
 def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig, pathrag: PathragResource):
     params = {k: getattr(config, k) for k in ("top_n", "top_k", "alpha", "theta", "max_hops", "variant",
-                                              "ordering", "prompt", "token_budget")}
+                                              "ordering", "prompt", "token_budget", "np_max_hops",
+                                              "np_candidates", "np_token_budget", "np_coref_threshold")}
     results = run_questions(pathrag.settings(), config.all_questions(), config.mode, params)
     lines = [f"**{r.question}** ({r.mode}, {r.answer_kind}): {r.answer[:300]}" for r in results]
     for r in results:
-        context.log.info(f"{r.query_id}: {r.answer[:200]}")
+        if r.error:
+            context.log.warning(f"{r.query_id} failed: {r.error}")
+        else:
+            context.log.info(f"{r.query_id}: {r.answer[:200]}")
     yield dg.MaterializeResult(asset_key="queries", metadata={
         "questions": len(results),
         "mode": config.mode,
         "model": results[0].model if results else "",
         "query_ids": dg.MetadataValue.json([r.query_id for r in results]),
         "median_total_ms": sorted(r.total_ms for r in results)[len(results) // 2],
+        "failed": sum(r.error is not None for r in results),
+        "llm_tokens": sum(r.llm_tokens for r in results),
         "answers": dg.MetadataValue.md("\n\n".join(lines)),
     })
     yield dg.MaterializeResult(asset_key="path_traces", metadata={"paths": sum(len(r.paths) for r in results)})

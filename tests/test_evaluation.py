@@ -168,7 +168,7 @@ def test_cli_json_shape_and_offline_extractor_workdir(tmp_path, dataset, monkeyp
     assert out["dataset"] == "tiny-qa" and out["questions"] == 2 and out["ks"] == [2, 5]
     assert set(out["modes"]) == {"path", "naive"}
     for figures in out["modes"].values():
-        assert set(figures) == {"recall@2", "recall@5", "median_ms"}
+        assert set(figures) == {"recall@2", "recall@5", "median_ms", "llm_calls", "llm_tokens", "failed"}
         assert 0.0 <= figures["recall@2"] <= figures["recall@5"] <= 1.0
     offline = OfflineExtractor().identity
     assert out["index"]["extractor"] == offline and out["index"]["embedder"]

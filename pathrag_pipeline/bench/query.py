@@ -20,7 +20,7 @@ from pathrag_pipeline.index.pipeline import run_indexing
 from pathrag_pipeline.query.engine import MODES, PathRAG
 
 SAMPLE_QUESTIONS = PACKAGE_ROOT / "data" / "sample_questions.md"
-STAGE_ORDER = ("keywords", "graph", "retrieval", "pruning", "sources", "prompt", "answer")
+STAGE_ORDER = ("keywords", "graph", "retrieval", "pruning", "tracking", "sources", "prompt", "answer")  # tracking: neuropath
 
 
 def parse_question_table(path: Path = SAMPLE_QUESTIONS) -> list[str]:

@@ -25,6 +25,7 @@ from pathrag_pipeline.bench.embedding_runtime import measure as measure_runtimes
 from pathrag_pipeline.bench.indexing import LLM_CAVEAT, MUSIQUE, llm_bench, musique_bench, offline_bench
 from pathrag_pipeline.bench.ingest import run_ingest_bench
 from pathrag_pipeline.bench.offline_extraction import compare_rules
+from pathrag_pipeline.bench.neuropath import markdown_section as neuropath_section
 from pathrag_pipeline.bench.pruning import DEFAULT_EDGE_COUNTS, plot_scaling, scaling_bench
 from pathrag_pipeline.bench.query import STAGE_ORDER, run_query_bench
 from pathrag_pipeline.bench.sample_answers import run_answers_bench
@@ -693,6 +694,7 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         failed_section("Dagster", errors.get("Dagster")),
         measured(retrieval_section(retrieval), secs["retrieval"]) if retrieval else
         retrieval_section(None, errors.get("retrieval recall")),
+        neuropath_section(retrieval),
     ]
     out.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
     log(f"report written to {out} ({minutes:.1f} min)")

@@ -13,6 +13,10 @@ import click
 from pathrag_pipeline.cli.terminal import make_console
 from pathrag_pipeline.config import ConfigError, Settings
 from pathrag_pipeline.query.params import (
+    DEFAULT_NP_CANDIDATES,
+    DEFAULT_NP_COREF_THRESHOLD,
+    DEFAULT_NP_MAX_HOPS,
+    DEFAULT_NP_TOKEN_BUDGET,
     DEFAULT_TOKEN_BUDGET,
     DEFAULT_TOP_N,
     MODES,
@@ -45,6 +49,13 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
         console.print(table)
     elif result.mode == "path":
         console.print("No relational path joins the retrieved entities.", style="yellow")
+    tracking = getattr(result, "tracking", None)
+    if tracking is not None:
+        hops = ", ".join(f"hop {h['hop']}: {h['shown']} shown, {len(h.get('valid', []))} valid, "
+                         f"{h['calls']} calls, {h['prompt_tokens'] + h['completion_tokens']} tokens"
+                         for h in tracking["hops"])
+        console.print(f"NeuroPath tracker {tracking['tracker']} (stopped: {tracking['stop_reason']}); "
+                      f"{hops or 'no hop'}", highlight=False, markup=False)
     if result.document_ids:
         console.print("Sources: " + ", ".join(result.document_ids[:10]), highlight=False, markup=False)
     stages = ", ".join(f"{k} {v:.0f}" for k, v in result.timings_ms.items())
@@ -54,7 +65,7 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
 @click.command()
 @click.argument("question")
 @click.option("--mode", type=click.Choice(MODES), default="path", show_default=True,
-              help="path = PathRAG; naive/local/global/hybrid = LightRAG baselines.")
+              help="path = PathRAG; neuropath = NeuroPath path tracking; naive/local/global/hybrid = LightRAG baselines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @click.option("--top-n", type=click.IntRange(min=1), default=DEFAULT_TOP_N, show_default=True,
               help="Entity nodes retrieved from the keywords.")
@@ -72,9 +83,18 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
               help="flat = deduplicated nodes and edges without path structure (ablation).")
 @click.option("--token-budget", type=click.IntRange(min=200), default=DEFAULT_TOKEN_BUDGET, show_default=True)
 @click.option("--excerpts", is_flag=True, help="Quote source sentences under each path in the prompt.")
+@click.option("--np-max-hops", type=click.IntRange(1, 10), default=DEFAULT_NP_MAX_HOPS, show_default=True,
+              help="neuropath: hop cap of path tracking.")
+@click.option("--np-candidates", type=click.IntRange(1, 500), default=DEFAULT_NP_CANDIDATES, show_default=True,
+              help="neuropath: candidate paths per hop shown to the tracker.")
+@click.option("--np-token-budget", type=click.IntRange(min=1), default=DEFAULT_NP_TOKEN_BUDGET, show_default=True,
+              help="neuropath: LLM tokens for keywords and tracking of one query.")
+@click.option("--np-coref-threshold", type=click.FloatRange(0, 1, min_open=True), default=DEFAULT_NP_COREF_THRESHOLD,
+              show_default=True, help="neuropath: name-embedding similarity of coreferent entities.")
 def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: float, theta: float | None,
         max_hops: int | None, variant: str, ordering: str, prompt_style: str, token_budget: int,
-        excerpts: bool) -> None:
+        excerpts: bool, np_max_hops: int, np_candidates: int, np_token_budget: int,
+        np_coref_threshold: float) -> None:
     """Answer QUESTION from the index; the query is logged in the queries/path_traces tables."""
     path_only = {"--variant": variant != "paper", "--ordering": ordering != "reliability",
                  "--prompt": prompt_style != "paths", "--theta": theta is not None, "--max-hops": max_hops is not None}
@@ -92,10 +112,13 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
         rag = PathRAG(Settings.from_env())
         result = rag.query(question, mode, top_n=top_n, top_k=top_k, alpha=alpha, theta=theta, max_hops=max_hops,
                            variant=variant, ordering=ordering, prompt=prompt_style, token_budget=token_budget,
-                           excerpts=excerpts)
+                           excerpts=excerpts, np_max_hops=np_max_hops, np_candidates=np_candidates,
+                           np_token_budget=np_token_budget, np_coref_threshold=np_coref_threshold)
     except (ConfigError, EmptyGraphError, LLMError, ValueError, FileNotFoundError, StoreLockedError) as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
         click.echo(result.to_json(indent=1))
     else:
         print_result(result, make_console())
+    if result.error:
+        raise click.ClickException(f"query {result.query_id} failed: {result.error}")

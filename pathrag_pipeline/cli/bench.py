@@ -371,3 +371,31 @@ def bench_dagster(repeats: int, files: int, new_files: int, workdir: Path | None
         click.echo(to_json(result))
     else:
         console.print(markdown_section(result), highlight=False, markup=False)
+
+
+@bench.command("neuropath")
+@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
+              show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Evaluate only the first N questions.")
+@click.option("--minilm/--no-minilm", default=None,
+              help="Also run with the MiniLM embedder (default: when the local-embeddings extra is installed).")
+@click.option("--triples", is_flag=True,
+              help="Also run on the graph imported from the dataset's triples (offline embedder).")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the evaluation indexes live (default: a temp dir).")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Splice the results into this report as its `## NeuroPath retrieval` section.")
+@click.option("--json", "as_json", is_flag=True)
+def bench_neuropath(dataset_dir: Path, limit: int | None, minilm: bool | None, triples: bool, workdir: Path | None,
+                    update_docs: Path | None, as_json: bool) -> None:
+    """NeuroPath recall@k, LLM tokens and ms per query beside path mode and the BM25/dense baselines."""
+    from pathrag_pipeline.bench.neuropath import markdown_section, run_neuropath_bench, splice
+
+    runs = run_neuropath_bench(dataset_dir, workdir or Path(tempfile.mkdtemp(prefix="pathrag-neuropath-")),
+                               limit=limit, minilm=minilm, triples=triples, log=_log(as_json))
+    if update_docs is not None:
+        splice(update_docs, markdown_section(runs))
+    if as_json:
+        click.echo(json.dumps(runs, indent=1))
+    else:
+        console.print(markdown_section(runs), highlight=False, markup=False)

@@ -83,16 +83,18 @@ def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None
     for key in keys:
         table.add_column(key.replace("recall", "R"), justify="right")
     table.add_column("median ms", justify="right")
+    table.add_column("LLM tokens/q", justify="right")
     for mode, outcome in e.modes.items():
-        table.add_row(plain(mode), *[f"{outcome.recall[k]:.3f}" for k in keys], f"{outcome.median_ms:.0f}")
+        table.add_row(plain(mode), *[f"{outcome.recall[k]:.3f}" for k in keys], f"{outcome.median_ms:.0f}",
+                      f"{outcome.llm_tokens:.0f}" + (f" ({outcome.failed} failed)" if outcome.failed else ""))
         for hops, figures in outcome.by_hops.items():
             table.add_row(f"[dim]  {hops}-hop ({figures['questions']:.0f} q)[/dim]",
-                          *[f"[dim]{figures[k]:.3f}[/dim]" for k in keys], "")
+                          *[f"[dim]{figures[k]:.3f}[/dim]" for k in keys], "", "")
     # The references were measured on the whole question set; say so when this run evaluated fewer.
     scope = "whole set" if limit is None or limit > e.questions else f"whole set, not the first {limit}"
     for name, figures in REFERENCE_RECALL.get(e.dataset, {}).items():
         table.add_row(f"[dim]{esc(name)} (README reference, {scope})[/dim]",
-                      *[f"[dim]{figures[k]:.3f}[/dim]" if k in figures else "" for k in keys], "")
+                      *[f"[dim]{figures[k]:.3f}[/dim]" if k in figures else "" for k in keys], "", "")
     console.print(table)
     if e.verdict():
         console.print(e.verdict(), highlight=False)

@@ -76,7 +76,13 @@ ABLATIONS = {
     "path:pool_reselect": {"path_pooling": "reselect"},
     "path:pool_reselect_order": {"path_pooling": "reselect", "passages": "path_order"},
 }
-EVAL_MODES = (*MODES, *BASELINES, *ABLATIONS)
+# NeuroPath ablations: what each half of its passage merge gives alone, and tracking cut to one hop.
+NEUROPATH_ABLATIONS = {
+    "neuropath:tracked": {"np_passages": "tracked"},         # the tracked paths' passages only
+    "neuropath:completion": {"np_passages": "completion"},   # the post-retrieval completion only
+    "neuropath:1hop": {"np_max_hops": 1},                    # one hop of tracking
+}
+EVAL_MODES = (*MODES, *BASELINES, *ABLATIONS, *NEUROPATH_ABLATIONS)
 
 
 def resolve_mode(name: str) -> tuple[str, dict[str, Any]]:
@@ -87,6 +93,8 @@ def resolve_mode(name: str) -> tuple[str, dict[str, Any]]:
         return BASELINES[name]
     if name in ABLATIONS:
         return "path", dict(ABLATIONS[name])
+    if name in NEUROPATH_ABLATIONS:
+        return "neuropath", dict(NEUROPATH_ABLATIONS[name])
     raise ValueError(f"mode {name!r} is not one of {', '.join(EVAL_MODES)}")
 
 
@@ -250,6 +258,9 @@ class QuestionOutcome:
     recall: dict[str, float]              # "recall@k" -> value
     total_ms: float
     hops: int | None = None
+    llm_calls: int = 0                    # LLM requests of the query (keywords, neuropath tracking; no answer here)
+    llm_tokens: int = 0                   # their prompt + completion tokens
+    failed: bool = False                  # the query failed (e.g. neuropath tracker output invalid): recall 0
 
 
 @dataclass
@@ -258,6 +269,9 @@ class ModeOutcome:
     median_ms: float
     questions: list[QuestionOutcome] = field(default_factory=list)
     by_hops: dict[str, dict[str, float]] = field(default_factory=dict)   # "2" -> {"recall@k": mean, "questions": n}
+    llm_calls: float = 0.0                # mean LLM requests per query
+    llm_tokens: float = 0.0               # mean LLM tokens per query
+    failed: int = 0                       # queries that failed
 
 
 @dataclass
@@ -283,7 +297,8 @@ class RetrievalEvaluation:
         """The ``--json`` shape: figures per mode; per-question rankings only on request."""
         modes: dict[str, Any] = {}
         for mode, outcome in self.modes.items():
-            modes[mode] = {**outcome.recall, "median_ms": outcome.median_ms}
+            modes[mode] = {**outcome.recall, "median_ms": outcome.median_ms, "llm_calls": outcome.llm_calls,
+                           "llm_tokens": outcome.llm_tokens, "failed": outcome.failed}
             if outcome.by_hops:
                 modes[mode]["by_hops"] = outcome.by_hops
             if per_question:
@@ -414,7 +429,8 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
             ranked = passage_ids(result.document_ids)
             recall = {key: recall_at_k(ranked, q.gold_ids, k) for key, k in zip(keys, sorted(ks))}
             per_question.append(QuestionOutcome(q.id, list(q.gold_ids), ranked[:max(STORED_PASSAGES, max(ks))],
-                                                recall, result.total_ms, q.hops))
+                                                recall, result.total_ms, q.hops, result.llm_calls, result.llm_tokens,
+                                                result.error is not None))
             if on_question is not None:
                 on_question(mode, len(questions))
         outcomes[mode] = ModeOutcome(
@@ -422,6 +438,9 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
             median_ms=round(statistics.median(p.total_ms for p in per_question), 3),
             questions=per_question,
             by_hops=by_hops(per_question, keys),
+            llm_calls=round(sum(p.llm_calls for p in per_question) / len(per_question), 2),
+            llm_tokens=round(sum(p.llm_tokens for p in per_question) / len(per_question), 1),
+            failed=sum(p.failed for p in per_question),
         )
     return RetrievalEvaluation(
         run_id=uuid.uuid4().hex, started_at=started_at, dataset=dataset.name, dataset_path=str(dataset.path),
@@ -442,9 +461,10 @@ def save_evaluation(store: Store, evaluation: RetrievalEvaluation) -> None:
              e.ks, json.dumps(e.params), e.index.get("extractor", ""), e.index.get("embedder", ""), e.llm,
              e.use_triples, e.workdir, round(e.index_seconds, 3), e.documents_indexed, round(e.seconds, 3)],
         )
-        rows = [(e.run_id, mode, k, o.recall[f"recall@{k}"], e.questions, o.median_ms)
+        rows = [(e.run_id, mode, k, o.recall[f"recall@{k}"], e.questions, o.median_ms, o.llm_calls, o.llm_tokens)
                 for mode, o in e.modes.items() for k in e.ks]
-        con.executemany("INSERT INTO eval_results VALUES (?, ?, ?, ?, ?, ?)", rows)
+        con.executemany("INSERT INTO eval_results (run_id, mode, k, recall, questions, median_ms, llm_calls, "
+                        "llm_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
         qrows = [(e.run_id, mode, q.question_id, q.gold_ids, q.passages, json.dumps(q.recall), q.total_ms)
                  for mode, o in e.modes.items() for q in o.questions]
         con.executemany("INSERT INTO eval_questions VALUES (?, ?, ?, ?, ?, ?, ?)", qrows)

@@ -218,8 +218,12 @@ class LLMClient:
         return f"LLMClient(base_url={ident['base_url']!r}, model={self.model!r}, mode={self.mode!r})"
 
     def structured(self, messages: list[dict[str, Any]], response_model: type[ModelT], *,
-                   stage: str = "") -> StructuredResult[ModelT]:
-        """Ask for an answer shaped like ``response_model``; invalid answers are re-asked with the error."""
+                   stage: str = "", validation_retries: int | None = None) -> StructuredResult[ModelT]:
+        """Ask for an answer shaped like ``response_model``; invalid answers are re-asked with the error, up to
+        ``validation_retries`` times (default: the client's)."""
+        reasks = self.validation_retries if validation_retries is None else validation_retries
+        if reasks < 0:
+            raise ValueError(f"validation_retries={reasks} must be >= 0")
         prompt_tokens = completion_tokens = 0
 
         def on_response(response: Any) -> None:
@@ -238,13 +242,13 @@ class LLMClient:
                     model=self.model,
                     messages=messages,
                     response_model=response_model,
-                    max_retries=self.validation_retries,
+                    max_retries=reasks,
                     hooks=hooks,
                     max_tokens=max_tokens,
                     **self._sampling(),
                 )
             except Exception as exc:
-                error = self._classify(exc, stage, self._record(stage, prompt_tokens, completion_tokens))
+                error = self._classify(exc, stage, self._record(stage, prompt_tokens, completion_tokens), reasks)
                 if error is None:
                     raise
                 raise error from (None if chain_contains_secret(exc) else exc)
@@ -354,7 +358,7 @@ class LLMClient:
         text = text.replace(self._secret, "***") if self._secret else text
         return redact(text)
 
-    def _classify(self, exc: Exception, stage: str, usage: Usage) -> LLMError | None:
+    def _classify(self, exc: Exception, stage: str, usage: Usage, reasks: int | None = None) -> LLMError | None:
         """Map openai/instructor failures onto LLMUnavailableError (transport) or LLMOutputError (content).
 
         None means the failure is neither (a bug, e.g. a bad argument): the caller re-raises it unchanged.
@@ -396,7 +400,7 @@ class LLMClient:
             last = self._redact(f"{type(exc.__cause__ or exc).__name__}: {exc.__cause__ or exc}")
             return LLMOutputError(
                 f"{where}: output still invalid after {usage.calls} request(s) "
-                f"({self.validation_retries} re-asks allowed): {last}",
+                f"({self.validation_retries if reasks is None else reasks} re-asks allowed): {last}",
                 stage=stage, model=self.model, last_error=last, usage=usage,
             )
         return None

@@ -12,6 +12,9 @@ these stages, each timed and, where a model is involved, with its token usage re
 6. ``prompt``: paths in ascending reliability within the token budget;
 7. ``answer``: the LLM's answer, or offline an extractive one.
 
+``neuropath`` mode replaces stages 3-4 by NeuroPath's seeds, ``tracking`` and completion (``query/neuropath.py``,
+reached from ``_run_neuropath``).
+
 DuckDB is read on short read-only connections before the answer stage and written once afterwards
 (``query_log``), so no connection is open while an LLM call is in flight.
 """
@@ -43,6 +46,7 @@ from pathrag_pipeline.query.prompting import (
     Section,
     flat_prompt,
     lightrag_prompt,
+    neuropath_prompt,
     node_line,
     path_prompt,
     render_paths,
@@ -206,9 +210,11 @@ class PathRAG:
               alpha: float = 0.8, theta: float | None = None, max_hops: int | None = None,
               variant: str = "paper", ordering: str = "reliability", prompt: str = "paths",
               token_budget: int = DEFAULT_TOKEN_BUDGET, excerpts: bool = False, **options: Any) -> QueryResult:
-        """Answer one question. ``mode`` is ``path`` (PathRAG) or a LightRAG baseline (naive, local, global,
-        hybrid); ``prompt="flat"`` is the paper's ablation without path structure. Further ``QueryParams``
-        fields (``chunk_search``, ``seed_search``, ``passages``, ``seed_pass``) go in ``options``."""
+        """Answer one question. ``mode`` is ``path`` (PathRAG), ``neuropath`` (NeuroPath path tracking,
+        ``query/neuropath.py``) or a LightRAG baseline (naive, local, global, hybrid); ``prompt="flat"`` is the
+        paper's ablation without path structure. Further ``QueryParams`` fields (``chunk_search``,
+        ``seed_search``, ``passages``, ``seed_pass``, ``np_max_hops``, ``np_candidates``, ``np_token_budget``,
+        ``np_coref_threshold``) go in ``options``."""
         params = QueryParams(top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, excerpts,
                              **options)
         return self.query_many([question], mode, params=params)[0]
@@ -270,6 +276,8 @@ class PathRAG:
         tokens: dict[str, dict[str, int]] = {}
         text = question.strip()
 
+        if mode == "neuropath":
+            return self._run_neuropath(question, params, clock, started, asked_at)
         keywords = Keywords(low_level=[], high_level=[])
         if mode != "naive":
             with clock.stage("keywords"):
@@ -354,6 +362,64 @@ class PathRAG:
         return self._result(question, mode, params, asked_at, answer, keywords, traces, retrieved, chunk_ids,
                             document_ids, clock, tokens, started, prompt, snapshot)
 
+    def _run_neuropath(self, question: str, params: QueryParams, clock: _Clock, started: float,
+                       asked_at: datetime) -> QueryResult:
+        """NeuroPath (``query/neuropath.py``): key entities, path tracking, post-retrieval completion, answer.
+        A tracker whose output stays invalid fails this query (``error`` set, no answer), not the batch."""
+        from pathrag_pipeline.query import neuropath
+
+        text = question.strip()
+        tokens: dict[str, dict[str, int]] = {}
+        with clock.stage("keywords"):
+            keywords, usage = self._keywords(text)
+        tokens["keywords"] = _usage(usage)
+        with clock.stage("graph"):
+            snapshot = load_graph(self.store)
+        with clock.stage("retrieval"):
+            self._check_vectors("relations")
+            names = neuropath.name_vectors(snapshot, self.embedder, self.settings.home / "cache")
+            rel_keys, rel_matrix = self.vectors.matrix("relations")
+            relations = neuropath.relation_vectors(snapshot, rel_keys, rel_matrix, self.embedder.identity)
+            lexical = chunk_index(self.store)
+            how = params.chunk_search_for("path")
+            semantic = how != "bm25" and is_semantic(self.embedder)
+            if semantic:
+                self._check_vectors("chunks")
+            search = neuropath.completion_search(self.vectors if semantic else None, self.embedder, lexical, how)
+        with clock.stage("tracking"):
+            run = neuropath.track(text, params, snapshot=snapshot, embedder=self.embedder, names=names,
+                                  relations=relations, key_entities=query_keywords(keywords.low_level, [], text),
+                                  llm=self.llm, lexical=lexical, text_search=search,
+                                  tokens_spent=usage.total_tokens)
+        tokens["tracking"] = _usage(run.usage)
+        tokens["completion"] = _usage(Usage())
+        with clock.stage("sources"):
+            ranked = [] if run.error else run.chunk_ids[:MAX_RANKED_CHUNKS]
+            sources = fetch_chunks(self.store, ranked)
+            chunk_ids = [c for c in ranked if c in sources]
+            document_ids = list(dict.fromkeys(sources[c].document_id for c in chunk_ids))
+        with clock.stage("prompt"):
+            prompt = neuropath_prompt(text, run.reasoning_chain, run.traces, [sources[c].text for c in chunk_ids],
+                                      token_budget=params.token_budget)
+        tokens["prompt"] = {"prompt_tokens": prompt.tokens, "dropped_items": prompt.dropped}
+        with clock.stage("answer"):
+            if run.error:
+                answer = Answer("", "failed", Usage())
+            elif not params.answer:
+                answer = Answer("", "none", Usage())
+            elif self.llm is not None:
+                answer = answer_with_llm(self.llm, prompt)
+            else:
+                evidence = [Evidence(t.nodes, t.chunk_ids) for t in run.traces] + [Evidence((), (c,)) for c in chunk_ids]
+                answer = extractive_answer(text, query_keywords(keywords.low_level, keywords.high_level, text),
+                                           evidence, {c: s.text for c, s in sources.items()}, names=keywords.low_level)
+        tokens["answer"] = _usage(answer.usage)
+        result = self._result(question, "neuropath", params, asked_at, answer, keywords, run.traces, run.seeds,
+                              chunk_ids, document_ids, clock, tokens, started, prompt, snapshot)
+        result.params["tracker"] = run.tracker
+        result.tracking, result.error = run.record(), run.error
+        return result
+
     def _path_passages(self, text: str, params: QueryParams, snapshot: GraphSnapshot,
                        retrieved: list[RetrievedNode], scored: list, traces: list[PathTrace]) -> list[str]:
         """Passages of a path-mode query, best first, by ``params.passages`` (see ``query/ranking.py``)."""
@@ -437,6 +503,9 @@ class PathRAG:
         if mode != "path":
             for key in ("top_k", "alpha", "theta", "max_hops", "variant", "ordering", "prompt", "excerpts",
                         "passages", "seed_pass", "path_pooling"):
+                record.pop(key)
+        if mode != "neuropath":
+            for key in ("np_max_hops", "np_candidates", "np_token_budget", "np_coref_threshold", "np_passages"):
                 record.pop(key)
         provider, model = (OFFLINE, OFFLINE) if self.llm is None else (self.llm.identity["provider"], self.llm.model)
         return QueryResult(

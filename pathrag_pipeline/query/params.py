@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-MODES = ("path", "naive", "local", "global", "hybrid")
+MODES = ("path", "naive", "local", "global", "hybrid", "neuropath")
 PROMPT_STYLES = ("paths", "flat")
 VARIANTS = ("paper", "reference")
 ORDERINGS = ("reliability", "hop_first", "random")
@@ -31,6 +31,16 @@ DEFAULT_TOKEN_BUDGET = 4000
 # Path Pooling (query/path_pooling.py) over path mode's relation/path context: "off"; "rerank" orders the kept
 # paths by pooled relation scores; "reselect" keeps the top_k of a larger pruned pool by that score.
 PATH_POOLINGS = ("off", "rerank", "reselect")
+# NeuroPath (query/neuropath.py): hops of dynamic path tracking (the paper's default is 2), candidate paths kept
+# per hop by similarity to the previous hop's expansion requirement (the paper's 30), the LLM token budget of
+# one query's keyword + tracking calls, and the name-embedding similarity above which entities are coreferent.
+DEFAULT_NP_MAX_HOPS = 2
+DEFAULT_NP_CANDIDATES = 30
+DEFAULT_NP_TOKEN_BUDGET = 30_000
+DEFAULT_NP_COREF_THRESHOLD = 0.8
+# How neuropath ranks the passages it returns: "fused" (the paper's merge: tracked paths' passages and the
+# post-retrieval completion, by RRF), or one side alone ("tracked", "completion") for ablations.
+NP_PASSAGES = ("fused", "tracked", "completion")
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,11 @@ class QueryParams:
     passages: str = "fused"           # PASSAGE_RANKINGS: how path mode ranks returned passages
     seed_pass: bool = True            # seeds always pass their first hop (False: the paper's literal early stop)
     path_pooling: str = "off"         # PATH_POOLINGS: Path Pooling of the kept paths (rerank / reselect)
+    np_max_hops: int = DEFAULT_NP_MAX_HOPS            # neuropath: hop cap of path tracking
+    np_candidates: int = DEFAULT_NP_CANDIDATES        # neuropath: candidate paths per hop shown to the tracker
+    np_token_budget: int = DEFAULT_NP_TOKEN_BUDGET    # neuropath: LLM tokens for keywords + tracking per query
+    np_coref_threshold: float = DEFAULT_NP_COREF_THRESHOLD  # neuropath: name-embedding similarity of coreference
+    np_passages: str = "fused"                        # NP_PASSAGES: neuropath's passage ranking (ablations)
 
     def resolved(self) -> "QueryParams":
         """Validated, with the variant's defaults filled in; errors name the value and the accepted range."""
@@ -65,7 +80,8 @@ class QueryParams:
         for name, value, allowed in (("chunk_search", self.chunk_search, CHUNK_SEARCHES),
                                      ("seed_search", self.seed_search, SEED_SEARCHES),
                                      ("passages", self.passages, PASSAGE_RANKINGS),
-                                     ("path_pooling", self.path_pooling, PATH_POOLINGS)):
+                                     ("path_pooling", self.path_pooling, PATH_POOLINGS),
+                                     ("np_passages", self.np_passages, NP_PASSAGES)):
             if value not in allowed:
                 raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
         if self.top_n < 1:
@@ -82,6 +98,16 @@ class QueryParams:
             raise ValueError(f"max_hops={max_hops} must be at least 1")
         if self.token_budget < 200:
             raise ValueError(f"token_budget={self.token_budget} is too small; give at least 200 (default 4000)")
+        if not 1 <= self.np_max_hops <= 10:
+            raise ValueError(f"np_max_hops={self.np_max_hops} must be between 1 and 10 (NeuroPath tracks 2 hops)")
+        if not 1 <= self.np_candidates <= 500:
+            raise ValueError(f"np_candidates={self.np_candidates} must be between 1 and 500 (NeuroPath keeps 30)")
+        if self.np_token_budget < 1:
+            raise ValueError(f"np_token_budget={self.np_token_budget} must be at least 1 token "
+                             f"(default {DEFAULT_NP_TOKEN_BUDGET})")
+        if not 0.0 < self.np_coref_threshold <= 1.0:
+            raise ValueError(f"np_coref_threshold={self.np_coref_threshold} must be in (0, 1] "
+                             f"(default {DEFAULT_NP_COREF_THRESHOLD})")
         return replace(self, theta=theta, max_hops=max_hops)
 
     def chunk_search_for(self, mode: str) -> str:

@@ -295,3 +295,52 @@ def lightrag_prompt(question: str, sections: Sequence[Section], *, token_budget:
         blocks.append(block)
     user = _assemble(head, blocks, tail)
     return Prompt(SYSTEM_PROMPT, user, count_tokens(SYSTEM_PROMPT) + count_tokens(user), (), dropped)
+
+
+# ---- NeuroPath (query/neuropath.py) ------------------------------------------------------------------
+# The tracker and answer prompts follow the structure NeuroPath (Li et al., 2025) describes: at each hop the
+# model sees the question, the reasoning so far and the candidate paths, and returns the reasoning chain, the
+# valid paths, the paths to expand, the expansion requirement and whether to continue; the answer is written
+# from the tracked paths, the last reasoning chain and the retrieved passages. The paper's verbatim prompt text
+# was not available offline here: the wording below is ours and keeps the paper's terms for each output.
+NEUROPATH_TRACKER_PROMPT = """You are tracking reasoning paths through a knowledge graph to answer a multi-hop question.
+A path is a chain of (subject, relation, object) triples. At each step you are given the question, the reasoning
+chain so far, the expansion requirement of the previous step, and numbered candidate paths.
+
+Return:
+- reasoning_chain: the reasoning supported so far, as a short chain of facts leading from the question towards the answer.
+- valid_paths: ids of the candidate paths that carry knowledge needed to answer the question.
+- paths_to_expand: ids of valid paths whose last entity should be followed to find the knowledge still missing.
+- expansion_requirement: what knowledge is still missing, phrased as what the next step must find.
+- continue_tracking: true if the question cannot be answered yet and expanding can find the missing knowledge;
+  false if the reasoning chain already answers the question or no path is worth expanding.
+
+Use only ids from the list. Do not invent facts that no path states."""
+
+NEUROPATH_ANSWER_HEAD = ("Relevant knowledge follows: paths tracked through the knowledge graph, the reasoning "
+                         "chain built while tracking them, and the source passages.")
+
+
+def neuropath_tracker_message(question: str, hop: int, reasoning: str, requirement: str,
+                              candidates: Sequence[str]) -> str:
+    """The tracker's user message for one hop: candidates numbered from 1."""
+    lines = [f"Question: {question.strip()}", f"Step: {hop}",
+             f"Reasoning chain so far: {reasoning.strip() or '(none yet)'}",
+             f"Expansion requirement: {requirement.strip() or question.strip()}",
+             "Candidate paths:"]
+    lines += [f"[{i}] {text}" for i, text in enumerate(candidates, start=1)]
+    return "\n".join(lines)
+
+
+def neuropath_prompt(question: str, reasoning: str, traces: Sequence[PathTrace], passages: Sequence[str], *,
+                     token_budget: int = DEFAULT_TOKEN_BUDGET) -> Prompt:
+    """NeuroPath's answer prompt: the question, the tracked paths and passages (most relevant last) and the
+    reasoning chain, within ``token_budget``; passages and paths that do not fit are dropped least relevant first."""
+    head = f"Question: {question.strip()}\n\n{NEUROPATH_ANSWER_HEAD}"
+    tail = (f"Reasoning chain: {clip(reasoning, MAX_ELEMENT_TOKENS) or '(none)'}\n\n"
+            "Answer the question using the paths, the passages and the reasoning chain above.")
+    blocks = [f"Tracked path {t.rank}: {' -> '.join(t.nodes)}\n{t.text}" for t in traces]
+    blocks += [f"Passage: {clip(p, 300)}" for p in passages]
+    user, kept = _budgeted(head, tail, blocks, token_budget, "(nothing relevant was found)")
+    return Prompt(SYSTEM_PROMPT, user, count_tokens(SYSTEM_PROMPT) + count_tokens(user),
+                  tuple(i + 1 for i in kept), len(blocks) - len(kept))

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 _QUERY_SQL = """
 INSERT INTO queries (query_id, asked_at, question, mode, params, keywords, provider, model, answer_kind,
-                     tokens, ms, total_ms, answer, chunk_ids, document_ids)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                     tokens, ms, total_ms, answer, chunk_ids, document_ids, tracking, llm_calls, llm_tokens, error)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 _PATH_SQL = """
 INSERT INTO path_traces (query_id, rank, reliability, hops, node_names, edge_ids, text, chunk_ids, document_ids)
@@ -44,6 +44,7 @@ def write_results(store: Store, results: Sequence["QueryResult"]) -> None:
             r.query_id, r.asked_at, r.question, r.mode, json.dumps(r.params, sort_keys=True),
             json.dumps(r.keywords), r.provider, r.model, r.answer_kind, json.dumps(r.tokens),
             json.dumps(r.timings_ms), r.total_ms, r.answer, list(r.chunk_ids), list(r.document_ids),
+            json.dumps(r.tracking) if r.tracking is not None else None, r.llm_calls, r.llm_tokens, r.error,
         ])
         paths.extend(
             [r.query_id, p.rank, p.reliability, p.hops, list(p.nodes), list(p.edge_ids), p.text,

@@ -33,6 +33,20 @@ class QueryResult:
     tokens: dict[str, dict[str, int]]
     total_ms: float
     prompt: str = field(repr=False, default="")
+    tracking: dict[str, Any] | None = None   # neuropath: tracker, stop reason, per-hop reasoning/requirement/cost
+    error: str | None = None                 # why this query failed (e.g. the tracker's output stayed invalid)
+
+    @property
+    def llm_calls(self) -> int:
+        """HTTP requests to the LLM over every stage of this query (0 offline)."""
+        return sum(int(v.get("calls", 0)) for v in self.tokens.values() if "calls" in v)
+
+    @property
+    def llm_tokens(self) -> int:
+        """LLM prompt + completion tokens over every stage that called the model (the answer prompt's own
+        size in ``tokens["prompt"]`` is not a call and is not counted)."""
+        return sum(int(v.get("prompt_tokens", 0)) + int(v.get("completion_tokens", 0))
+                   for v in self.tokens.values() if "calls" in v)
 
     def to_dict(self, include_prompt: bool = False) -> dict[str, Any]:
         out = {
@@ -54,6 +68,11 @@ class QueryResult:
             "tokens": self.tokens,
             "total_ms": self.total_ms,
         }
+        if self.tracking is not None:
+            out["tracking"] = self.tracking
+        if self.error is not None:
+            out["error"] = self.error
+        out["llm_calls"], out["llm_tokens"] = self.llm_calls, self.llm_tokens
         if include_prompt:
             out["prompt"] = self.prompt
         return out

@@ -172,25 +172,29 @@ DDL = [
         query_id      VARCHAR NOT NULL,      -- uuid of one question asked (append-only log, one row per query)
         asked_at      TIMESTAMP NOT NULL,    -- UTC
         question      VARCHAR NOT NULL,      -- verbatim, as asked
-        mode          VARCHAR NOT NULL,      -- path, naive, local, global or hybrid
+        mode          VARCHAR NOT NULL,      -- path, naive, local, global, hybrid or neuropath
         params        JSON NOT NULL,         -- top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, chunk_search, seed_search, passages, seed_pass, embedder, graph_version ...
         keywords      JSON,                  -- {"low_level": [...], "high_level": [...]}
         provider      VARCHAR NOT NULL,      -- 'offline' or the LLM provider
         model         VARCHAR NOT NULL,      -- 'offline' or the LLM model
-        answer_kind   VARCHAR NOT NULL,      -- 'llm', 'extractive', or 'none' (retrieval only, e.g. evaluation)
-        tokens        JSON NOT NULL,         -- per stage: {"keywords": {calls, prompt_tokens, completion_tokens}, "prompt": {...}, "answer": {...}}
-        ms            JSON NOT NULL,         -- milliseconds per stage: keywords, graph, retrieval, pruning, sources, prompt, answer
+        answer_kind   VARCHAR NOT NULL,      -- 'llm', 'extractive', 'none' (retrieval only, e.g. evaluation) or 'failed' (see error)
+        tokens        JSON NOT NULL,         -- per stage: {"keywords": {calls, prompt_tokens, completion_tokens}, "prompt": {...}, "answer": {...}}; neuropath adds "tracking" and "completion" (per hop: the tracking column)
+        ms            JSON NOT NULL,         -- milliseconds per stage: keywords, graph, retrieval, pruning, sources, prompt, answer (neuropath: tracking instead of pruning)
         total_ms      DOUBLE NOT NULL,
         answer        VARCHAR NOT NULL,
         chunk_ids     VARCHAR[] NOT NULL,    -- passages ranked by the retrieved paths/nodes/edges (evaluation: recall@k)
-        document_ids  VARCHAR[] NOT NULL     -- documents of those passages, in first-appearance order
+        document_ids  VARCHAR[] NOT NULL,    -- documents of those passages, in first-appearance order
+        tracking      JSON,                  -- neuropath only: {"tracker": 'llm:<model>' or 'offline:embedder+bm25', "stop_reason", "hops": [{hop, candidates, shown, reasoning_chain, expansion_requirement, valid_paths, valid, expand, continue, calls, prompt_tokens, completion_tokens, ms}], "seeds", "reasoning_chain", "expansion_requirement", "completion_query", "error"}; NULL for other modes
+        llm_calls     INTEGER,               -- LLM requests over every stage of the query (re-asks and retries included; 0 offline)
+        llm_tokens    INTEGER,               -- LLM prompt + completion tokens over every stage of the query (0 offline)
+        error         VARCHAR                -- why the query failed (e.g. the neuropath tracker's output stayed invalid after its re-ask); NULL when it succeeded
     )
     """,
     """
     CREATE TABLE IF NOT EXISTS path_traces (
         query_id      VARCHAR NOT NULL,      -- queries.query_id
-        rank          INTEGER NOT NULL,      -- 1 = most reliable (it is the last path in the prompt)
-        reliability   DOUBLE NOT NULL,
+        rank          INTEGER NOT NULL,      -- 1 = most reliable (it is the last path in the prompt); neuropath: tracked paths, deepest hop first
+        reliability   DOUBLE NOT NULL,       -- path reliability S(P) (PathRAG Eq. 4); neuropath: the tracker's score (offline: RRF of cosine and BM25; LLM: 1 / position in its answer)
         hops          INTEGER NOT NULL,
         node_names    VARCHAR[] NOT NULL,    -- entity display names along the path
         edge_ids      VARCHAR[] NOT NULL,    -- relations.relation_key along the path
@@ -233,11 +237,13 @@ DDL = [
     """
     CREATE TABLE IF NOT EXISTS eval_results (
         run_id        VARCHAR NOT NULL,      -- eval_runs.run_id
-        mode          VARCHAR NOT NULL,      -- path, naive, local, global or hybrid
+        mode          VARCHAR NOT NULL,      -- path, naive, local, global, hybrid, neuropath, a baseline or an ablation
         k             INTEGER NOT NULL,      -- passages considered
         recall        DOUBLE NOT NULL,       -- share of gold passages among the first k distinct passages, mean over questions
         questions     INTEGER NOT NULL,      -- questions averaged
-        median_ms     DOUBLE                 -- median wall time of one query in this mode
+        median_ms     DOUBLE,                -- median wall time of one query in this mode
+        llm_calls     DOUBLE,                -- mean LLM requests per query in this mode (keywords, neuropath tracking; 0 offline)
+        llm_tokens    DOUBLE                 -- mean LLM prompt + completion tokens per query in this mode (0 offline)
     )
     """,
     """
@@ -383,9 +389,24 @@ class Store:
                 delay = min(delay * 2, 2.0)
 
 
+# Columns appended to a table after homes were created with it: ``init_schema`` adds any that an existing
+# home lacks (``ADD COLUMN IF NOT EXISTS``), so old homes migrate on their next write connection and old rows
+# read NULL there. The CREATE TABLE statements above carry the same columns for new homes.
+ADDED_COLUMNS: list[tuple[str, str, str]] = [
+    ("queries", "tracking", "JSON"),
+    ("queries", "llm_calls", "INTEGER"),
+    ("queries", "llm_tokens", "INTEGER"),
+    ("queries", "error", "VARCHAR"),
+    ("eval_results", "llm_calls", "DOUBLE"),
+    ("eval_results", "llm_tokens", "DOUBLE"),
+]
+
+
 def init_schema(con: duckdb.DuckDBPyConnection) -> None:
     for statement in DDL:
         con.execute(statement)
+    for table, column, sql_type in ADDED_COLUMNS:
+        con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {sql_type}")
 
 
 def utc_now() -> datetime:

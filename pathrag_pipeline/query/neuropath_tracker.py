@@ -1,0 +1,170 @@
+"""NeuroPath's tracker: the judgement made at every hop of dynamic path tracking (``query/neuropath.py``).
+
+At each hop the loop hands the tracker the question, the reasoning so far and the candidate paths (chains of
+graph triples, pruned to the top N by similarity to the previous hop's expansion requirement). The tracker
+returns a :class:`TrackerStep`: the reasoning chain, the valid paths, the paths to expand, the expansion
+requirement (what the next hop must find) and whether to continue.
+
+- :class:`LLMTracker` asks the model (instructor, response model :class:`TrackerStep` with the candidate ids
+  checked: an id not on the list fails validation and is re-asked once with the error, then the query fails
+  with ``TrackerOutputError``). Its calls and tokens are counted per hop.
+- :class:`OfflineTracker` replaces the model's judgement when no LLM is configured, and says so in every output
+  (``identity`` starts with ``offline``). Each candidate is scored against the *question* by two signals fused
+  by reciprocal rank (RRF, k=60): the configured embedder's cosine between the question and the path's newest
+  triple, and BM25 (``query/lexical.py``) support: the best rank, among the question's BM25 passage hits, of a
+  passage stating that triple. The ``OFFLINE_VALID`` best candidates are valid, the ``OFFLINE_EXPAND`` best of
+  them are expanded, the expansion requirement is the question's content words not yet named by the kept
+  paths (entity names, relation keywords), and tracking continues while such words remain. The two sizes are
+  small fixed constants (5 and 3), not tuned on a benchmark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field, create_model, field_validator
+
+from pathrag_pipeline.errors import PipelineError
+from pathrag_pipeline.llm.client import LLMClient, LLMOutputError, Usage
+from pathrag_pipeline.query.lexical import tokenize
+from pathrag_pipeline.query.prompting import NEUROPATH_TRACKER_PROMPT, neuropath_tracker_message
+from pathrag_pipeline.query.ranking import RRF_K
+
+OFFLINE_VALID = 5
+OFFLINE_EXPAND = 3
+# An invalid tracker answer is sent back once with the validation error; a second invalid one fails the query.
+TRACKER_REASKS = 1
+OFFLINE_TRACKER = "offline:embedder+bm25"
+
+
+class TrackerStep(BaseModel):
+    """One hop's judgement. Ids refer to the numbered candidate paths shown at this hop."""
+
+    reasoning_chain: str = Field(
+        description="The reasoning so far as a short chain of facts from the question towards the answer, "
+                    "built from the valid paths.")
+    valid_paths: list[int] = Field(
+        default_factory=list,
+        description="Ids of the candidate paths that carry knowledge needed to answer the question.")
+    paths_to_expand: list[int] = Field(
+        default_factory=list,
+        description="Ids of valid paths whose last entity should be followed to find the missing knowledge.")
+    expansion_requirement: str = Field(
+        default="",
+        description="The knowledge still missing to answer the question: what the next hop must find.")
+    continue_tracking: bool = Field(
+        description="true if the question cannot be answered yet and expanding the paths can find the missing "
+                    "knowledge; false if the reasoning chain already answers it or nothing is worth expanding.")
+
+
+def step_model(candidates: int) -> type[TrackerStep]:
+    """``TrackerStep`` whose ids must be between 1 and ``candidates`` (a wrong id is a validation error, which
+    instructor sends back to the model as a re-ask)."""
+
+    def check(cls: Any, ids: list[int]) -> list[int]:
+        bad = [i for i in ids if not 1 <= i <= candidates]
+        if bad:
+            raise ValueError(f"ids {bad} are not candidate path ids; use ids between 1 and {candidates}")
+        return list(dict.fromkeys(ids))
+
+    return create_model(  # type: ignore[call-overload]
+        "TrackerStep", __base__=TrackerStep,
+        __validators__={"ids_on_the_list": field_validator("valid_paths", "paths_to_expand")(check)},
+    )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A candidate path at one hop, as the loop scored it."""
+
+    id: int                       # 1-based, as shown to the tracker
+    text: str                     # the chain as shown: A --[keywords]--> B --[...]--> C, with the new triple's description
+    new_text: str                 # entity names and keywords of the newest triple (for the offline requirement)
+    requirement_similarity: float  # cosine of the newest triple to the previous expansion requirement (pruning)
+    question_similarity: float    # cosine of the newest triple to the question (offline tracker)
+    lexical_rank: int | None      # best rank (from 1) of a passage stating the newest triple in the question's BM25 hits
+
+
+@dataclass(frozen=True)
+class Judgement:
+    step: TrackerStep
+    usage: Usage
+    scores: dict[int, float]      # candidate id -> the tracker's score (offline: fused RRF; LLM: 1 / position)
+
+
+class TrackerOutputError(PipelineError, RuntimeError):
+    """The tracker's answer stayed invalid after the re-ask: this query fails, the batch goes on."""
+
+    def __init__(self, message: str, usage: Usage) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+class LLMTracker:
+    """The paper's tracker: the LLM judges every hop's candidates."""
+
+    def __init__(self, client: LLMClient) -> None:
+        self.client = client
+        self.identity = f"llm:{client.model}"
+
+    def judge(self, question: str, hop: int, reasoning: str, requirement: str,
+              candidates: Sequence[Candidate], covered: Sequence[str] = ()) -> Judgement:
+        messages = [{"role": "system", "content": NEUROPATH_TRACKER_PROMPT},
+                    {"role": "user", "content": neuropath_tracker_message(question, hop, reasoning, requirement,
+                                                                          [c.text for c in candidates])}]
+        try:
+            result = self.client.structured(messages, step_model(len(candidates)), stage="neuropath-tracking",
+                                            validation_retries=TRACKER_REASKS)
+        except LLMOutputError as exc:
+            raise TrackerOutputError(
+                f"NeuroPath tracker output at hop {hop} stayed invalid after {exc.usage.calls} request(s) "
+                f"({TRACKER_REASKS} re-ask): {exc.last_error}", exc.usage) from exc
+        step = result.value
+        order = list(dict.fromkeys([*step.valid_paths, *step.paths_to_expand]))
+        return Judgement(step, result.usage, {cid: 1.0 / (i + 1) for i, cid in enumerate(order)})
+
+
+class OfflineTracker:
+    """The tracker without an LLM: embedder cosine and BM25 support against the question, fused by RRF."""
+
+    def __init__(self, embedder_identity: str) -> None:
+        self.identity = OFFLINE_TRACKER
+        self.embedder_identity = embedder_identity
+
+    def judge(self, question: str, hop: int, reasoning: str, requirement: str,
+              candidates: Sequence[Candidate], covered: Sequence[str] = ()) -> Judgement:
+        scores = offline_scores(candidates)
+        ranked = sorted(candidates, key=lambda c: (-scores[c.id], c.id))
+        valid = [c.id for c in ranked[:OFFLINE_VALID]]
+        expand = valid[:OFFLINE_EXPAND]
+        by_id = {c.id: c for c in candidates}
+        kept_text = " ".join([*covered, *(by_id[i].new_text for i in valid)])
+        missing = remaining_terms(question, kept_text)
+        # The chain is the best paths themselves (the offline label is in the tracker identity of every output,
+        # not in this text, which feeds the post-retrieval completion query).
+        chain = "; ".join(by_id[i].text.split("\n", 1)[0] for i in valid[:2])
+        step = TrackerStep(
+            reasoning_chain=chain,
+            valid_paths=valid, paths_to_expand=expand if missing else [],
+            expansion_requirement=" ".join(missing), continue_tracking=bool(missing and expand))
+        return Judgement(step, Usage(), scores)
+
+
+def offline_scores(candidates: Sequence[Candidate]) -> dict[int, float]:
+    """RRF (k=60) of two rankings of the candidates: by question cosine, and by BM25 passage support (only
+    candidates with support take part in that ranking)."""
+    by_cosine = sorted(candidates, key=lambda c: (-c.question_similarity, c.id))
+    by_lexical = sorted((c for c in candidates if c.lexical_rank is not None), key=lambda c: (c.lexical_rank, c.id))
+    scores = {c.id: 0.0 for c in candidates}
+    for ranking in (by_cosine, by_lexical):
+        for rank, c in enumerate(ranking, start=1):
+            scores[c.id] += 1.0 / (RRF_K + rank)
+    return scores
+
+
+def remaining_terms(question: str, covered_text: str) -> list[str]:
+    """The question's content words (BM25 tokens, in order) that ``covered_text`` does not contain."""
+    covered = set(tokenize(covered_text))
+    return list(dict.fromkeys(t for t in tokenize(question) if t not in covered))

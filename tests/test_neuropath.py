@@ -1,0 +1,308 @@
+"""NeuroPath mode: offline tracker, LLM tracking over the OpenAI-compatible test server, failures, cost, log."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+import duckdb
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from pathrag_pipeline.cli.ask import ask
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.query import graph_cache, neuropath
+from pathrag_pipeline.query.engine import PathRAG
+from pathrag_pipeline.query.keywords import Keywords
+from pathrag_pipeline.query.neuropath_tracker import OFFLINE_TRACKER, TrackerStep, remaining_terms, step_model
+from pathrag_pipeline.query.params import QueryParams
+from pathrag_pipeline.storage.store import Store
+from tests.openai_server import _word_count
+from tests.query_fixtures import build_tiny_index, chunk_id
+
+QUESTION = "Where was the founder of Aldermere University born?"
+OTHER = "Which sea does the Varne River flow into?"
+
+
+@pytest.fixture
+def settings(tmp_path):
+    graph_cache.clear_cache()
+    neuropath.clear_cache()
+    return build_tiny_index(tmp_path / "home")
+
+
+def _rows(settings: Settings, sql: str):
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def _llm_settings(settings: Settings, server) -> Settings:
+    return Settings(home=settings.home, docs=settings.docs, llm_base_url=server.base_url, llm_model="fake-chat")
+
+
+def _kind(request) -> str:
+    text = json.dumps(request["messages"])
+    if "tracking reasoning paths" in text:
+        return "tracker"
+    if "keywords of a user" in text:
+        return "keywords"
+    return "answer"
+
+
+def _candidates(request) -> dict[int, str]:
+    user = request["messages"][-1]["content"]
+    return {int(i): line for i, line in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)}
+
+
+def _id_of(request, *names: str) -> int:
+    """The id of the first candidate whose chain line names every one of ``names``."""
+    for cid, line in _candidates(request).items():
+        if all(n in line for n in names):
+            return cid
+    raise AssertionError(f"no candidate names {names}: {_candidates(request)}")
+
+
+class Scripted:
+    """A chat responder playing keywords, tracker steps (functions of the request) and the answer."""
+
+    def __init__(self, steps, keywords=("Aldermere University",)) -> None:
+        self.steps = list(steps)
+        self.keywords = list(keywords)
+        self.replies: list[str] = []
+        self.kinds: list[str] = []
+
+    def __call__(self, request) -> str:
+        kind = _kind(request)
+        self.kinds.append(kind)
+        if kind == "keywords":
+            reply = Keywords(low_level=self.keywords, high_level=["founder"]).model_dump_json()
+        elif kind == "tracker":
+            reply = self.steps.pop(0)(request)
+        else:
+            reply = "Helena Voss was born in Lindenholm."
+        self.replies.append(reply)
+        return reply
+
+
+def _step(valid, expand, requirement, go, chain="chain") -> Callable[[dict], str]:
+    def make(request) -> str:
+        return json.dumps({"reasoning_chain": chain, "valid_paths": valid(request), "paths_to_expand": expand(request),
+                           "expansion_requirement": requirement, "continue_tracking": go})
+    return make
+
+
+# ---- offline ------------------------------------------------------------------------------------------
+
+def test_offline_tracker_tracks_two_hops_and_is_labelled_everywhere(settings):
+    result = PathRAG(settings).query(QUESTION, "neuropath")
+    assert result.mode == "neuropath" and result.provider == "offline" and result.answer_kind == "extractive"
+    assert result.params["tracker"] == OFFLINE_TRACKER and result.tracking["tracker"] == OFFLINE_TRACKER
+    assert result.tracking["seeds"][0] == "Aldermere University"
+    hops = result.tracking["hops"]
+    assert [h["hop"] for h in hops] == [1, 2] and result.tracking["stop_reason"] == "hop_cap"
+    assert all(h["calls"] == 0 and h["prompt_tokens"] == 0 for h in hops)
+    # the 2-hop chain to the answer is tracked, deepest paths first, and its passages lead the ranking
+    assert result.paths[0].nodes == ("Aldermere University", "Helena Voss", "Lindenholm")
+    assert [p.hops for p in result.paths] == sorted((p.hops for p in result.paths), reverse=True)
+    assert set(result.chunk_ids[:2]) == {chunk_id("aldermere.md"), chunk_id("voss.md")}
+    assert "born in Lindenholm" in result.answer
+    assert result.llm_calls == 0 and result.llm_tokens == 0 and result.error is None
+    assert "tracking" in result.timings_ms and "pruning" not in result.timings_ms
+
+    stored = _rows(settings, "SELECT mode, tracking::VARCHAR, llm_calls, llm_tokens, error FROM queries")
+    assert stored[0][0] == "neuropath" and stored[0][2:] == (0, 0, None)
+    assert json.loads(stored[0][1])["tracker"] == OFFLINE_TRACKER
+    traces = _rows(settings, "SELECT rank, hops, node_names FROM path_traces ORDER BY rank")
+    assert traces[0] == (1, 2, ["Aldermere University", "Helena Voss", "Lindenholm"])
+    assert len(traces) == len(result.paths)
+
+
+def test_offline_requirement_is_what_the_kept_paths_do_not_name():
+    assert remaining_terms(QUESTION, "Aldermere University founded by Helena Voss") == ["founder", "born"]
+    assert remaining_terms("Who founded Aldermere?", "Aldermere founded") == []
+
+
+def test_passage_ablations_rank_one_side_of_the_merge(settings):
+    rag = PathRAG(settings, record=False)
+    tracked = rag.query(QUESTION, "neuropath", np_passages="tracked")
+    completion = rag.query(QUESTION, "neuropath", np_passages="completion")
+    fused = rag.query(QUESTION, "neuropath")
+    # the tracked paths never reach the bakery; the completion retrieval ranks every passage sharing a word
+    assert chunk_id("kettle.md") not in tracked.chunk_ids and set(tracked.chunk_ids) <= set(fused.chunk_ids)
+    assert set(completion.chunk_ids) <= set(fused.chunk_ids) and completion.params["np_passages"] == "completion"
+
+
+def test_hop_cap_one_stops_after_the_first_hop(settings):
+    result = PathRAG(settings).query(QUESTION, "neuropath", np_max_hops=1)
+    assert [h["hop"] for h in result.tracking["hops"]] == [1]
+    assert result.tracking["stop_reason"] == "hop_cap" and max(p.hops for p in result.paths) == 1
+
+
+def test_coreference_sets_and_name_seeds():
+    names = neuropath._unit(np.array([[1.0, 0.0], [0.95, 0.05], [0.0, 1.0], [0.7, 0.7]], dtype=np.float32))
+    assert neuropath.coreference_set(names, 0, 0.9) == [1]
+    assert neuropath.coreference_set(names, 0, 0.999) == []  # cosine 0.9986
+    assert neuropath.coreference_set(names, 0, 0.5) == [1, 3]
+
+
+def test_neuropath_parameters_are_validated():
+    for field, value in (("np_max_hops", 0), ("np_max_hops", 11), ("np_candidates", 0), ("np_token_budget", 0),
+                         ("np_coref_threshold", 0.0), ("np_coref_threshold", 1.5), ("np_passages", "all")):
+        with pytest.raises(ValueError, match=field):
+            QueryParams(**{field: value}).resolved()
+
+
+def test_step_model_rejects_ids_not_on_the_list():
+    model = step_model(3)
+    ok = model.model_validate({"reasoning_chain": "x", "valid_paths": [1, 3, 3], "paths_to_expand": [1],
+                               "expansion_requirement": "", "continue_tracking": False})
+    assert ok.valid_paths == [1, 3] and issubclass(model, TrackerStep)
+    with pytest.raises(ValueError, match="between 1 and 3"):
+        model.model_validate({"reasoning_chain": "x", "valid_paths": [4], "continue_tracking": True})
+
+
+# ---- LLM tracker over the OpenAI-compatible test server -----------------------------------------------
+
+def test_scripted_two_hop_tracking_stops_when_told_and_counts_match_the_server(settings, openai_server):
+    script = Scripted([
+        _step(lambda r: [_id_of(r, "Helena Voss")], lambda r: [_id_of(r, "Helena Voss")],
+              "where Helena Voss was born", True, "Aldermere University was founded by Helena Voss"),
+        _step(lambda r: [_id_of(r, "Lindenholm")], lambda r: [], "", False,
+              "Helena Voss founded Aldermere University and was born in Lindenholm"),
+    ])
+    openai_server.chat_responder = script
+    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath")
+
+    assert script.kinds == ["keywords", "tracker", "tracker", "answer"]
+    assert openai_server.count("chat") == 4 and result.error is None
+    assert result.answer == "Helena Voss was born in Lindenholm." and result.answer_kind == "llm"
+    tracking = result.tracking
+    assert tracking["tracker"] == "llm:fake-chat" and tracking["stop_reason"] == "tracker_stop"
+    assert [h["hop"] for h in tracking["hops"]] == [1, 2]
+    assert tracking["hops"][0]["expansion_requirement"] == "where Helena Voss was born"
+    assert tracking["hops"][1]["reasoning_chain"].endswith("born in Lindenholm")
+    assert [p.nodes for p in result.paths] == [("Aldermere University", "Helena Voss", "Lindenholm"),
+                                               ("Aldermere University", "Helena Voss")]
+    # hop 2 was pruned against hop 1's expansion requirement, and the completion query carries the chain
+    assert "where Helena Voss was born" in openai_server.requests_for("chat")[2].body["messages"][-1]["content"]
+    assert tracking["completion_query"].startswith(QUESTION) and "born in Lindenholm" in tracking["completion_query"]
+
+    # calls and tokens: per hop, per stage and in total, exactly what the server received and answered
+    requests = openai_server.requests_for("chat")
+    prompt = [sum(_word_count(m.get("content")) for m in r.body["messages"]) for r in requests]
+    completion = [_word_count(reply) for reply in script.replies]
+    for i, hop in enumerate(tracking["hops"], start=1):
+        assert (hop["calls"], hop["prompt_tokens"], hop["completion_tokens"]) == (1, prompt[i], completion[i])
+    assert result.tokens["keywords"] == {"calls": 1, "prompt_tokens": prompt[0], "completion_tokens": completion[0]}
+    assert result.tokens["tracking"] == {"calls": 2, "prompt_tokens": prompt[1] + prompt[2],
+                                         "completion_tokens": completion[1] + completion[2]}
+    assert result.tokens["answer"]["calls"] == 1 and result.tokens["answer"]["prompt_tokens"] == prompt[3]
+    assert result.llm_calls == 4 and result.llm_tokens == sum(prompt) + sum(completion)
+    stored = _rows(settings, "SELECT llm_calls, llm_tokens, tracking->>'stop_reason' FROM queries")
+    assert stored == [(4, sum(prompt) + sum(completion), "tracker_stop")]
+
+
+def test_a_tracker_asking_to_continue_past_the_cap_is_stopped_at_the_cap(settings, openai_server):
+    go_on = _step(lambda r: [1], lambda r: list(_candidates(r)), "more", True)
+    script = Scripted([go_on, go_on, go_on])
+    openai_server.chat_responder = script
+    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath", np_max_hops=2)
+    assert script.kinds.count("tracker") == 2 and len(script.steps) == 1
+    assert result.tracking["stop_reason"] == "hop_cap" and len(result.tracking["hops"]) == 2
+    assert result.tracking["hops"][-1]["continue"] is True
+
+
+def test_token_budget_stops_tracking_before_the_next_call(settings, openai_server):
+    script = Scripted([_step(lambda r: [1], lambda r: [1], "more", True)] * 3)
+    openai_server.chat_responder = script
+    # the keyword call alone spends more than 5 tokens: no tracker call is made
+    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath", np_token_budget=5)
+    assert script.kinds == ["keywords", "answer"]
+    assert result.tracking["stop_reason"] == "token_budget" and result.tracking["hops"] == []
+    assert result.chunk_ids  # the completion retrieval still ranks passages
+
+
+def test_malformed_tracker_output_is_reasked_once_then_fails_that_query_only(settings, openai_server):
+    bad = [lambda r: "this is not JSON", lambda r: json.dumps({"reasoning_chain": "x", "valid_paths": [99],
+                                                                "continue_tracking": True})]
+    good = _step(lambda r: [1], lambda r: [], "", False)
+    script = Scripted([*bad, good])
+    openai_server.chat_responder = script
+    rag = PathRAG(_llm_settings(settings, openai_server))
+    failed, ok = rag.query_many([QUESTION, OTHER], "neuropath")
+
+    assert script.kinds == ["keywords", "tracker", "tracker", "keywords", "tracker", "answer"]
+    assert failed.answer_kind == "failed" and failed.answer == "" and failed.chunk_ids == []
+    assert "hop 1" in failed.error and "invalid" in failed.error and "1 re-ask" in failed.error
+    assert failed.tracking["stop_reason"] == "failed" and failed.tracking["hops"][0]["calls"] == 2
+    assert failed.tokens["tracking"]["calls"] == 2 and failed.tokens["answer"]["calls"] == 0
+    assert ok.error is None and ok.answer_kind == "llm"
+    stored = _rows(settings, "SELECT answer_kind, error IS NOT NULL, llm_calls FROM queries ORDER BY asked_at")
+    assert stored == [("failed", True, 3), ("llm", False, 3)]
+
+
+def test_cli_ask_neuropath_json_and_failure_exit(settings, openai_server, monkeypatch):
+    monkeypatch.setenv("PATHRAG_HOME", str(settings.home))
+    out = CliRunner().invoke(ask, [QUESTION, "--mode", "neuropath", "--json", "--np-max-hops", "1"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["tracking"]["tracker"] == OFFLINE_TRACKER and data["params"]["np_max_hops"] == 1
+    text = CliRunner().invoke(ask, [QUESTION, "--mode", "neuropath"])
+    assert text.exit_code == 0 and "NeuroPath tracker offline:embedder+bm25" in text.output
+
+    openai_server.chat_responder = Scripted([lambda r: "nope", lambda r: "still nope"])
+    monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
+    failed = CliRunner().invoke(ask, [QUESTION, "--mode", "neuropath"])
+    assert failed.exit_code == 1 and "failed: NeuroPath tracker output at hop 1" in failed.output
+
+
+# ---- the log tables of older homes --------------------------------------------------------------------
+
+def test_an_existing_home_gains_the_new_query_columns(tmp_path):
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("""CREATE TABLE queries (query_id VARCHAR NOT NULL, asked_at TIMESTAMP NOT NULL, question VARCHAR NOT NULL,
+                   mode VARCHAR NOT NULL, params JSON NOT NULL, keywords JSON, provider VARCHAR NOT NULL,
+                   model VARCHAR NOT NULL, answer_kind VARCHAR NOT NULL, tokens JSON NOT NULL, ms JSON NOT NULL,
+                   total_ms DOUBLE NOT NULL, answer VARCHAR NOT NULL, chunk_ids VARCHAR[] NOT NULL,
+                   document_ids VARCHAR[] NOT NULL)""")
+    con.execute("INSERT INTO queries VALUES ('old', now(), 'q', 'path', '{}', NULL, 'offline', 'offline', "
+                "'extractive', '{}', '{}', 1.0, 'a', [], [])")
+    con.close()
+    with Store(path).connect() as con:
+        columns = [r[0] for r in con.execute("DESCRIBE queries").fetchall()]
+        assert columns[-4:] == ["tracking", "llm_calls", "llm_tokens", "error"]
+        assert con.execute("SELECT query_id, tracking, error FROM queries").fetchall() == [("old", None, None)]
+
+
+# ---- evaluation and the benchmark section --------------------------------------------------------------
+
+def test_eval_retrieval_runs_neuropath_and_stores_its_cost(tmp_path):
+    from pathrag_pipeline.bench.neuropath import markdown_section, splice
+    from pathrag_pipeline.evaluation.retrieval_eval import evaluate_retrieval, save_evaluation
+    from tests.test_evaluation import write_dataset
+
+    graph_cache.clear_cache()
+    settings = Settings.from_env(env={"PATHRAG_HOME": str(tmp_path / "home")})
+    evaluation = evaluate_retrieval(settings, write_dataset(tmp_path / "tiny-qa"), modes=["neuropath", "path", "bm25"],
+                                    ks=[1, 5], use_triples=True)
+    outcome = evaluation.modes["neuropath"]
+    assert outcome.failed == 0 and outcome.llm_tokens == 0.0 and outcome.llm_calls == 0.0
+    assert 0.0 < outcome.recall["recall@1"] <= outcome.recall["recall@5"] <= 1.0
+    save_evaluation(Store(settings.duckdb_path), evaluation)
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        assert con.execute("SELECT DISTINCT llm_tokens FROM eval_results WHERE mode = 'neuropath'").fetchall() == [(0.0,)]
+
+    run = {**evaluation.to_dict(), "command": "pathrag eval retrieval --modes neuropath,path,bm25",
+           "load_average": [1.0, 2.0]}
+    section = markdown_section([run])
+    assert section.startswith("## NeuroPath retrieval") and "neuropath (offline tracker)" in section
+    assert "load average 1.0 at start, 2.0 at end" in section and "vs" in section
+    report = tmp_path / "benchmarks.md"
+    report.write_text("# Benchmarks\n\n## NeuroPath retrieval\n\nold figures\n\n## Other\n\nkept\n")
+    splice(report, section)
+    text = report.read_text()
+    assert "old figures" not in text and text.count("## NeuroPath retrieval") == 1 and "## Other\n\nkept" in text
