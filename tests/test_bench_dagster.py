@@ -1,20 +1,31 @@
-"""`pathrag bench dagster`: its section is spliced into the report without touching the rest."""
+"""`pathrag bench dagster`, and splicing a long benchmark's section into the report without touching the rest."""
 
 import pytest
 
-from pathrag_pipeline.bench.dagster import splice
+from pathrag_pipeline.bench.report_sections import read_section, splice
 
 
 def test_splice_inserts_before_retrieval_recall_then_replaces_only_its_section(tmp_path):
     report = tmp_path / "benchmarks.md"
     report.write_text("# Benchmarks\n\n## CLI start-up\n\nfast\n\n## Retrieval recall\n\nrecall table\n")
-    splice(report, "## Dagster\n\nfirst\n\n")
+    splice(report, "Dagster", "## Dagster\n\nfirst\n\n", before="Retrieval recall")
     assert report.read_text() == ("# Benchmarks\n\n## CLI start-up\n\nfast\n\n## Dagster\n\nfirst\n\n"
                                   "## Retrieval recall\n\nrecall table\n")
-    splice(report, "## Dagster\n\nsecond\n\n")
+    splice(report, "Dagster", "## Dagster\n\nsecond\n\n", before="Retrieval recall")
     text = report.read_text()
     assert "second" in text and "first" not in text and text.count("## Dagster") == 1
     assert text.endswith("## Retrieval recall\n\nrecall table\n") and "## CLI start-up\n\nfast" in text
+    assert read_section(report, "Dagster") == "## Dagster\n\nsecond"
+    assert read_section(report, "Retrieval recall") == "## Retrieval recall\n\nrecall table"
+    assert read_section(report, "Scale") is None and read_section(tmp_path / "missing.md", "Dagster") is None
+
+
+def test_splice_appends_a_section_the_report_lacks_and_its_anchor_is_missing(tmp_path):
+    report = tmp_path / "benchmarks.md"
+    report.write_text("# Benchmarks\n\n## Scaled things\n\nnot the Scale section\n")
+    splice(report, "Scale", "## Scale\n\nbig\n", before="Retrieval recall")
+    assert report.read_text() == ("# Benchmarks\n\n## Scaled things\n\nnot the Scale section\n\n"
+                                  "## Scale\n\nbig\n")
 
 
 @pytest.mark.slow

@@ -281,7 +281,8 @@ def test_an_existing_home_gains_the_new_query_columns(tmp_path):
 # ---- evaluation and the benchmark section --------------------------------------------------------------
 
 def test_eval_retrieval_runs_neuropath_and_stores_its_cost(tmp_path):
-    from pathrag_pipeline.bench.neuropath import markdown_section, splice
+    from pathrag_pipeline.bench.neuropath import markdown_section
+    from pathrag_pipeline.bench.report_sections import splice
     from pathrag_pipeline.evaluation.retrieval_eval import evaluate_retrieval, save_evaluation
     from tests.test_evaluation import write_dataset
 
@@ -303,6 +304,6 @@ def test_eval_retrieval_runs_neuropath_and_stores_its_cost(tmp_path):
     assert "load average 1.0 at start, 2.0 at end" in section and "vs" in section
     report = tmp_path / "benchmarks.md"
     report.write_text("# Benchmarks\n\n## NeuroPath retrieval\n\nold figures\n\n## Other\n\nkept\n")
-    splice(report, section)
+    splice(report, "NeuroPath retrieval", section)
     text = report.read_text()
     assert "old figures" not in text and text.count("## NeuroPath retrieval") == 1 and "## Other\n\nkept" in text

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -255,19 +254,6 @@ file reaches the tables within about tick interval + run start-up + the latency 
 (one dynamic partition and one run per file, each step in its own subprocess) took 19-27 s per file.
 
 """
-
-
-def splice(markdown_path: Path, section: str, before: str = "## Retrieval recall") -> None:
-    """Replace the `## Dagster` section of the report, or insert it before ``before``."""
-    text = markdown_path.read_text()
-    pattern = re.compile(r"^## Dagster\n.*?(?=^## )", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section, text, count=1)
-    elif before in text:
-        text = text.replace(before, section + before, 1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    markdown_path.write_text(text)
 
 
 def to_json(result: dict) -> str:

@@ -4,15 +4,14 @@ Runs ``pathrag eval retrieval --modes neuropath,path,bm25[,dense]`` on a dataset
 each configuration: the offline extractor with the offline hashing embedder, and the same graph with MiniLM
 when the local-embeddings extra is installed (optionally the dataset's LLM triples too). Without an LLM the
 tracker is the offline one (embedder + BM25 scoring against the question), which every row says.
-``markdown_section`` renders the ``## NeuroPath retrieval`` section of docs/benchmarks.md; ``splice`` puts
-it into the report (replacing an older one). ``pathrag bench report`` renders the same section from its own
+``markdown_section`` renders the ``## NeuroPath retrieval`` section of docs/benchmarks.md;
+``bench.report_sections.splice`` puts it into the report (replacing an older one). ``pathrag bench report`` renders the same section from its own
 retrieval runs.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -134,14 +133,3 @@ def comparison(run: dict[str, Any]) -> str:
         verdict = "beats" if wins == len(run["ks"]) else ("does not beat" if wins == 0 else "partly beats")
         out.append(f"{verdict} {mode} ({figures})")
     return "neuropath " + "; ".join(out)
-
-
-def splice(markdown_path: Path, section: str) -> None:
-    """Replace the report's ``## NeuroPath retrieval`` section, or append it at the end."""
-    text = markdown_path.read_text(encoding="utf-8")
-    pattern = re.compile(r"^## NeuroPath retrieval\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section.rstrip("\n") + "\n\n", text, count=1).rstrip("\n") + "\n"
-    else:
-        text = text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
-    markdown_path.write_text(text, encoding="utf-8")

@@ -228,9 +228,12 @@ def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, as_json: bool)
               help="corpus: the two corpus sizes and the edit; files: the large .txt and JSONL files.")
 @click.option("--markdown", "markdown_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the report section (## Scale) to this file.")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Splice the results into this report (e.g. docs/benchmarks.md) as its `## Scale` section.")
 @click.option("--json", "as_json", is_flag=True)
 def bench_scale(size_mb: float, files: int, small_fraction: float, big_txt_mb: float, jsonl_lines: int,
-                workdir: Path | None, keep: bool, parts: str, markdown_out: Path | None, as_json: bool) -> None:
+                workdir: Path | None, keep: bool, parts: str, markdown_out: Path | None, update_docs: Path | None,
+                as_json: bool) -> None:
     """Peak memory and throughput of full offline indexes at two corpus sizes, one edit, one huge file."""
     from pathrag_pipeline.bench.report import scale_section
     from pathrag_pipeline.bench.scale import run_scale_bench
@@ -241,6 +244,10 @@ def bench_scale(size_mb: float, files: int, small_fraction: float, big_txt_mb: f
     section = scale_section(result)
     if markdown_out:
         markdown_out.write_text(section + "\n")
+    if update_docs is not None:
+        from pathrag_pipeline.bench.report_sections import splice
+
+        splice(update_docs, "Scale", section, before="Retrieval recall")
     if as_json:
         click.echo(json.dumps(result, indent=1))
     else:
@@ -361,12 +368,13 @@ def bench_dagster(repeats: int, files: int, new_files: int, workdir: Path | None
     """Sensor latency and tick time at scale, runs per batch, Dagster run start-up, what Dagster costs the CLI."""
     if repeats < 1 or files < 1 or new_files < 1:
         raise click.UsageError("--repeats, --files and --new-files must be at least 1")
-    from pathrag_pipeline.bench.dagster import markdown_section, run_dagster_bench, splice, to_json
+    from pathrag_pipeline.bench.dagster import markdown_section, run_dagster_bench, to_json
+    from pathrag_pipeline.bench.report_sections import splice
 
     result = run_dagster_bench(repeats=repeats, files=files, new_files=new_files, workdir=workdir,
                                log=_log(as_json))
     if update_docs is not None:
-        splice(update_docs, markdown_section(result))
+        splice(update_docs, "Dagster", markdown_section(result), before="Scale")
     if as_json:
         click.echo(to_json(result))
     else:
@@ -389,12 +397,13 @@ def bench_dagster(repeats: int, files: int, new_files: int, workdir: Path | None
 def bench_neuropath(dataset_dir: Path, limit: int | None, minilm: bool | None, triples: bool, workdir: Path | None,
                     update_docs: Path | None, as_json: bool) -> None:
     """NeuroPath recall@k, LLM tokens and ms per query beside path mode and the BM25/dense baselines."""
-    from pathrag_pipeline.bench.neuropath import markdown_section, run_neuropath_bench, splice
+    from pathrag_pipeline.bench.neuropath import markdown_section, run_neuropath_bench
+    from pathrag_pipeline.bench.report_sections import splice
 
     runs = run_neuropath_bench(dataset_dir, workdir or Path(tempfile.mkdtemp(prefix="pathrag-neuropath-")),
                                limit=limit, minilm=minilm, triples=triples, log=_log(as_json))
     if update_docs is not None:
-        splice(update_docs, markdown_section(runs))
+        splice(update_docs, "NeuroPath retrieval", markdown_section(runs))
     if as_json:
         click.echo(json.dumps(runs, indent=1))
     else:

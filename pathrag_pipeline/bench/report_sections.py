@@ -1,0 +1,38 @@
+"""Sections of the Markdown benchmark report (docs/benchmarks.md), addressed by their ``## `` heading.
+
+Benchmarks too long for ``pathrag bench report`` (scale, Dagster, NeuroPath) write their own section into the
+report with :func:`splice`; the report carries such sections over from the file it replaces with
+:func:`read_section`, so regenerating it never drops figures it did not measure itself.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+
+def _pattern(heading: str) -> re.Pattern[str]:
+    return re.compile(rf"^## {re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
+
+
+def read_section(markdown_path: Path, heading: str) -> str | None:
+    """The ``## heading`` section of the report (heading line included), or None when absent."""
+    if not markdown_path.is_file():
+        return None
+    match = _pattern(heading).search(markdown_path.read_text(encoding="utf-8"))
+    return match.group(0).rstrip("\n") if match else None
+
+
+def splice(markdown_path: Path, heading: str, section: str, before: str | None = None) -> None:
+    """Replace the report's ``## heading`` section by ``section``; if absent, insert it before the
+    ``## before`` section when there is one, else append it."""
+    text = markdown_path.read_text(encoding="utf-8") if markdown_path.is_file() else ""
+    body = section.rstrip("\n") + "\n\n"
+    pattern = _pattern(heading)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: body, text, count=1)
+    elif before and re.search(rf"^## {re.escape(before)}\n", text, re.M):
+        text = re.sub(rf"^## {re.escape(before)}\n", lambda m: body + m.group(0), text, count=1, flags=re.M)
+    else:
+        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + body
+    markdown_path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
