@@ -142,7 +142,7 @@ def quickstart() -> None:
     console.print(
         f"\nWhere things are: DuckDB {settings.duckdb_path}, LanceDB {settings.lancedb_path}, "
         f"Dagster home {settings.dagster_home}.\n"
-        "Next: `pathrag ask \"...\" [--mode naive|local|global|hybrid]`, "
+        "Next: `pathrag ask \"...\" [--mode naive|local|global|hybrid|neuropath]`, "
         "`pathrag sql \"SELECT question, total_ms FROM queries\"`, `pathrag status`, or `pathrag dev` for the Dagster UI.",
         highlight=False, markup=False,
     )
