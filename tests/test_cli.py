@@ -85,6 +85,16 @@ def test_ask_json_shape(home, folder):
     assert data["mode"] == "path"
 
 
+def test_ask_path_pooling_reranks_and_says_so(home, folder):
+    run("index", str(folder))
+    out = run("ask", "Who founded Valmere University?", "--path-pooling", "rerank")
+    assert "rank 1 = best by Path Pooling" in out.output.replace("\n", " ")
+    data = json.loads(run("ask", "Who founded Valmere University?", "--path-pooling", "reselect", "--json").output)
+    assert data["params"]["path_pooling"] == "reselect" and data["paths"]
+    plain = run("ask", "Who founded Valmere University?")
+    assert "rank 1 = most reliable" in plain.output.replace("\n", " ")
+
+
 def test_bad_setting_is_a_clear_error(home, folder, monkeypatch):
     monkeypatch.setenv("PATHRAG_CHUNK_TOKENS", "many")
     result = CliRunner().invoke(main, ["index", str(folder)])
@@ -121,6 +131,9 @@ def test_ask_rejects_path_options_in_other_modes(home, folder):
     result = CliRunner().invoke(main, ["ask", "Who founded Valmere University?", "--mode", "local",
                                        "--variant", "reference"])
     assert result.exit_code == 2 and "--variant" in result.output
+    pooled = CliRunner().invoke(main, ["ask", "Who founded Valmere University?", "--mode", "naive",
+                                       "--path-pooling", "rerank"])
+    assert pooled.exit_code == 2 and "--path-pooling" in pooled.output
     empty = CliRunner().invoke(main, ["ask", "   "])
     assert empty.exit_code == 2 and "the question is empty" in empty.output
 

@@ -21,6 +21,7 @@ from pathrag_pipeline.query.params import (
     DEFAULT_TOP_N,
     MODES,
     ORDERINGS,
+    PATH_POOLINGS,
     PROMPT_STYLES,
     VARIANTS,
 )
@@ -39,7 +40,9 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
     console.print(f"[bold]Answer[/bold] ({esc(result.answer_kind)}, {esc(result.model)}):", highlight=False)
     console.print(result.answer, highlight=False, markup=False)
     if result.paths:
-        table = Table(title=plain(f"Paths (rank 1 = most reliable; {len(result.paths)} kept; documents: the edges' sources first)"),
+        pooled = (result.params or {}).get("path_pooling", "off") not in ("off", None)
+        order = "best by Path Pooling" if pooled else "most reliable"
+        table = Table(title=plain(f"Paths (rank 1 = {order}; {len(result.paths)} kept; documents: the edges' sources first)"),
                       show_lines=False)
         for col in ("rank", "reliability", "hops", "nodes", "documents"):
             table.add_column(col, overflow="fold")
@@ -83,6 +86,9 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
               help="flat = deduplicated nodes and edges without path structure (ablation).")
 @click.option("--token-budget", type=click.IntRange(min=200), default=DEFAULT_TOKEN_BUDGET, show_default=True)
 @click.option("--excerpts", is_flag=True, help="Quote source sentences under each path in the prompt.")
+@click.option("--path-pooling", type=click.Choice(PATH_POOLINGS), default="off", show_default=True,
+              help="Path Pooling (Wang et al. 2025) of path mode's paths: rerank them, or reselect the top-k from a "
+                   "larger pruned pool, by pooled relation scores.")
 @click.option("--np-max-hops", type=click.IntRange(1, 10), default=DEFAULT_NP_MAX_HOPS, show_default=True,
               help="neuropath: hop cap of path tracking.")
 @click.option("--np-candidates", type=click.IntRange(1, 500), default=DEFAULT_NP_CANDIDATES, show_default=True,
@@ -93,11 +99,12 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
               show_default=True, help="neuropath: name-embedding similarity of coreferent entities.")
 def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: float, theta: float | None,
         max_hops: int | None, variant: str, ordering: str, prompt_style: str, token_budget: int,
-        excerpts: bool, np_max_hops: int, np_candidates: int, np_token_budget: int,
+        excerpts: bool, path_pooling: str, np_max_hops: int, np_candidates: int, np_token_budget: int,
         np_coref_threshold: float) -> None:
     """Answer QUESTION from the index; the query is logged in the queries/path_traces tables."""
     path_only = {"--variant": variant != "paper", "--ordering": ordering != "reliability",
-                 "--prompt": prompt_style != "paths", "--theta": theta is not None, "--max-hops": max_hops is not None}
+                 "--prompt": prompt_style != "paths", "--theta": theta is not None, "--max-hops": max_hops is not None,
+                 "--path-pooling": path_pooling != "off"}
     if mode != "path" and any(path_only.values()):
         given = ", ".join(name for name, set_ in path_only.items() if set_)
         raise click.UsageError(f"{given} shape the path pruning of --mode path only; drop them or use --mode path")
@@ -112,7 +119,7 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
         rag = PathRAG(Settings.from_env())
         result = rag.query(question, mode, top_n=top_n, top_k=top_k, alpha=alpha, theta=theta, max_hops=max_hops,
                            variant=variant, ordering=ordering, prompt=prompt_style, token_budget=token_budget,
-                           excerpts=excerpts, np_max_hops=np_max_hops, np_candidates=np_candidates,
+                           excerpts=excerpts, path_pooling=path_pooling, np_max_hops=np_max_hops, np_candidates=np_candidates,
                            np_token_budget=np_token_budget, np_coref_threshold=np_coref_threshold)
     except (ConfigError, EmptyGraphError, LLMError, ValueError, FileNotFoundError, StoreLockedError) as exc:
         raise click.ClickException(str(exc)) from None
