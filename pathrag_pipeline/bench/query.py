@@ -23,32 +23,42 @@ SAMPLE_QUESTIONS = PACKAGE_ROOT / "data" / "sample_questions.md"
 STAGE_ORDER = ("keywords", "graph", "retrieval", "pruning", "tracking", "sources", "prompt", "answer")  # tracking: neuropath
 
 
-def parse_question_table(path: Path = SAMPLE_QUESTIONS) -> list[str]:
-    """The Question column of the first Markdown table in ``path`` that has one."""
+def parse_markdown_table(path: Path, columns: tuple[str, ...], what: str) -> list[tuple[str, ...]]:
+    """The named ``columns`` (matched case-insensitively in the header) of each row of the first Markdown table
+    in ``path`` that has them all; rows with an empty cell in one of them are skipped. ``what`` names the file
+    in errors."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"question file {path} does not exist")
-    column: int | None = None
-    questions: list[str] = []
+        raise FileNotFoundError(f"{what} {path} does not exist")
+    wanted = [c.lower() for c in columns]
+    index: list[int] | None = None
+    rows: list[tuple[str, ...]] = []
     for line in path.read_text(encoding="utf-8").splitlines():
         stripped = line.strip()
         if not stripped.startswith("|"):
-            if questions:
+            if rows:
                 break
-            column = None
+            index = None
             continue
         cells = [c.strip() for c in stripped.strip("|").split("|")]
-        if column is None:
+        if index is None:
             lowered = [c.lower() for c in cells]
-            column = lowered.index("question") if "question" in lowered else None
+            index = [lowered.index(c) for c in wanted] if all(c in lowered for c in wanted) else None
             continue
         if set("".join(cells)) <= set("-: "):
             continue  # the header separator row
-        if column < len(cells) and cells[column]:
-            questions.append(cells[column])
-    if not questions:
-        raise ValueError(f"{path}: no Markdown table with a 'Question' column and rows was found")
-    return questions
+        if max(index) < len(cells) and all(cells[i] for i in index):
+            rows.append(tuple(cells[i] for i in index))
+    if not rows:
+        named = " and ".join(f"'{c}'" for c in columns)
+        raise ValueError(f"{path}: no Markdown table with {named} column{'s' if len(columns) > 1 else ''} "
+                         "and rows was found")
+    return rows
+
+
+def parse_question_table(path: Path = SAMPLE_QUESTIONS) -> list[str]:
+    """The Question column of the first Markdown table in ``path`` that has one."""
+    return [row[0] for row in parse_markdown_table(path, ("Question",), "question file")]
 
 
 def run_query_bench(docs: Path = SAMPLE_DOCS, questions_path: Path = SAMPLE_QUESTIONS,

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from pathrag_pipeline.bench.query import SAMPLE_QUESTIONS
+from pathrag_pipeline.bench.query import SAMPLE_QUESTIONS, parse_markdown_table
 from pathrag_pipeline.config import SAMPLE_DOCS, Settings
 from pathrag_pipeline.index.pipeline import run_indexing
 from pathrag_pipeline.query.engine import MODES, PathRAG
@@ -48,32 +48,7 @@ def is_answered(answer: str, lead: str) -> bool:
 
 def parse_answer_key(path: Path = SAMPLE_QUESTIONS) -> list[tuple[str, str]]:
     """(question, answer cell) of each row of the first Markdown table with Question and Answer columns."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"answer key {path} does not exist")
-    columns: tuple[int, int] | None = None
-    rows: list[tuple[str, str]] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        stripped = line.strip()
-        if not stripped.startswith("|"):
-            if rows:
-                break
-            columns = None
-            continue
-        cells = [c.strip() for c in stripped.strip("|").split("|")]
-        if columns is None:
-            lowered = [c.lower() for c in cells]
-            if "question" in lowered and "answer" in lowered:
-                columns = (lowered.index("question"), lowered.index("answer"))
-            continue
-        if set("".join(cells)) <= set("-: "):
-            continue
-        q, a = columns
-        if max(q, a) < len(cells) and cells[q] and cells[a]:
-            rows.append((cells[q], cells[a]))
-    if not rows:
-        raise ValueError(f"{path}: no Markdown table with 'Question' and 'Answer' columns and rows was found")
-    return rows
+    return [(q, a) for q, a in parse_markdown_table(path, ("Question", "Answer"), "answer key")]
 
 
 def run_answers_bench(docs: Path = SAMPLE_DOCS, key_path: Path = SAMPLE_QUESTIONS,

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pathrag_pipeline.query.params import PATH_POOLINGS
+
 SMOOTHING = 0.5
 POSITION_BONUS = 0.1
 RESELECT_POOL = 3
-POOLING_MODES = ("off", "rerank", "reselect")
 
 
 @dataclass(frozen=True)
@@ -148,8 +149,8 @@ def apply_pooling(scored: Sequence, how: str, top_k: int, path_relations, query_
     ``(node, node, relation key)``. The paths keep their reliability (``score``); only their order (and, for
     ``reselect``, which of them are kept) follows the pooling score, best first.
     """
-    if how not in POOLING_MODES:
-        raise ValueError(f"path_pooling={how!r} is not one of {', '.join(POOLING_MODES)}")
+    if how not in PATH_POOLINGS:
+        raise ValueError(f"path_pooling={how!r} is not one of {', '.join(PATH_POOLINGS)}")
     if how == "off" or not scored:
         return list(scored)
     ranked = pool_paths([path_relations(p) for p in scored], query_nodes, scores)
