@@ -40,7 +40,7 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
     console.print(f"[bold]Answer[/bold] ({esc(result.answer_kind)}, {esc(result.model)}):", highlight=False)
     console.print(result.answer, highlight=False, markup=False)
     if result.paths:
-        pooled = (result.params or {}).get("path_pooling", "off") not in ("off", None)
+        pooled = (getattr(result, "params", None) or {}).get("path_pooling", "off") not in ("off", None)
         order = "best by Path Pooling" if pooled else "most reliable"
         table = Table(title=plain(f"Paths (rank 1 = {order}; {len(result.paths)} kept; documents: the edges' sources first)"),
                       show_lines=False)
