@@ -52,17 +52,18 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
     ).resolve_job_def(index_job.name)
     run_config = {"ops": {"embeddings": {"config": {"reembed": reembed}}}, **(QUIET if quiet else {})}
     own = instance is None
-    instance = instance or instance_for(settings)
-    try:
-        # One indexing run per home: the lock is held for the whole job (its steps re-enter it). A failing step
-        # re-raises its own exception here (a PipelineError prints as one clear line in the CLI) after the run
-        # is recorded as failed in the instance.
-        with index_lock(settings.home):
+    # One indexing run per home: the lock is held for the whole job (its steps re-enter it), and from before the
+    # instance is opened: two first runs on a fresh home would otherwise both create Dagster's SQLite schema and
+    # one would fail ("table ... already exists"). A failing step re-raises its own exception here (a
+    # PipelineError prints as one clear line in the CLI) after the run is recorded as failed in the instance.
+    with index_lock(settings.home):
+        instance = instance or instance_for(settings)
+        try:
             result = job.execute_in_process(instance=instance, run_config=run_config,
                                             tags={**RUN_TAGS, TRIGGER_TAG: trigger})
-    finally:
-        if own:
-            instance.dispose()
+        finally:
+            if own:
+                instance.dispose()
     report = assemble_report(reports.get("sync"), reports.get("graph"), reports.get("embeddings"),
                              Store.for_settings(settings))
     report.dagster_run_id = result.run_id
@@ -77,12 +78,13 @@ def record_runless(settings: Settings, report: IndexReport, instance: dg.Dagster
 
     events = materialisations_of_run(Store.for_settings(settings), report.sync.run_id)
     own = instance is None
-    instance = instance or instance_for(settings)
-    try:
-        for event in events:
-            instance.report_runless_asset_event(event)
-    finally:
-        if own:
-            instance.dispose()
+    with index_lock(settings.home):  # as in index_folder: one process at a time creates the instance's storage
+        instance = instance or instance_for(settings)
+        try:
+            for event in events:
+                instance.report_runless_asset_event(event)
+        finally:
+            if own:
+                instance.dispose()
     return len(events)
 
