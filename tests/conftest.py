@@ -16,6 +16,13 @@ def openai_server() -> Iterator[FakeOpenAIServer]:
         yield server
 
 
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A fresh PATHRAG_HOME under the test's tmp_path, set in the environment the CLI reads."""
+    monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never see the developer's PATHRAG_* or OpenAI settings, so nothing reaches a real endpoint."""

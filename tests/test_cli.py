@@ -11,12 +11,6 @@ from pathrag_pipeline.cli import main
 
 
 @pytest.fixture()
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
-
-
-@pytest.fixture()
 def folder(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -14,12 +14,6 @@ TEXT = "Ada Halden kept her notes in [/home] and wrote [citation needed] about t
 
 
 @pytest.fixture()
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
-
-
-@pytest.fixture()
 def folder(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
