@@ -76,29 +76,47 @@ def _print_index(report) -> None:
 
 def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | None = None, reembed: bool = False,
                runless: bool = False):
-    # The index runs as the Dagster job `index_folder`, in this process, recorded in the instance at
-    # PATHRAG_HOME/dagster: the UI shows every CLI run and its materialisations (see assets/runs.py).
+    # First the no-op check (index/pending_work.py: the run's own change detection, no Dagster, no LanceDB):
+    # when nothing is new, changed, deleted or pending, the report is printed and no run is launched, as a
+    # sensor tick that finds nothing launches none. Otherwise the index runs as the Dagster job
+    # `index_folder`, in this process, recorded in the instance at PATHRAG_HOME/dagster: the UI shows every
+    # CLI run that did something, with its materialisations (see assets/runs.py).
     # runless: the stages run without Dagster, and Dagster is imported only afterwards to record the run's
     # materialisations (same assets and metadata as the sensor gives runs made outside Dagster).
+    # The home's index lock is held from the check to the end of the run (it is re-entrant), so a concurrent
+    # writer can neither change what the check found nor slip in between.
     from dataclasses import replace
 
+    from pathrag_pipeline.storage.run_lock import index_lock
+
     settings = replace(settings, docs=folder)
-    if runless:
-        from pathrag_pipeline.index.pipeline import run_indexing
+    with index_lock(settings.home):
+        if triples is None and not reembed:
+            from pathrag_pipeline.index.pending_work import up_to_date_report
+
+            report, _reasons = up_to_date_report(settings, folder)
+            if report is not None:
+                _print_index(report)
+                console.print(f"Up to date, no run launched: nothing new, changed, deleted or pending in {esc(folder)} "
+                              "(the last run's results stand; `pathrag dev` shows it)", highlight=False)
+                return report
+        if runless:
+            from pathrag_pipeline.index.pipeline import run_indexing
+
+            with console.status(f"indexing {esc(folder)} ..."):
+                report = run_indexing(settings, folder=folder, trigger=trigger, triples=triples, reembed=reembed)
+            from assets.runs import record_runless
+
+            recorded = record_runless(settings, report)
+            _print_index(report)
+            console.print(f"Recorded as {recorded} materialisations of run {report.sync.run_id} (no Dagster run; "
+                          f"Dagster home {settings.dagster_home}; `pathrag dev` shows them on the asset pages)",
+                          highlight=False)
+            return report
+        from assets.runs import index_folder
 
         with console.status(f"indexing {esc(folder)} ..."):
-            report = run_indexing(settings, folder=folder, trigger=trigger, triples=triples, reembed=reembed)
-        from assets.runs import record_runless
-
-        recorded = record_runless(settings, report)
-        _print_index(report)
-        console.print(f"Recorded as {recorded} materialisations of run {report.sync.run_id} (no Dagster run; Dagster "
-                      f"home {settings.dagster_home}; `pathrag dev` shows them on the asset pages)", highlight=False)
-        return report
-    from assets.runs import index_folder
-
-    with console.status(f"indexing {esc(folder)} ..."):
-        report = index_folder(settings, trigger=trigger, triples=triples, reembed=reembed)
+            report = index_folder(settings, trigger=trigger, triples=triples, reembed=reembed)
     _print_index(report)
     console.print(f"Dagster run {report.dagster_run_id} (Dagster home {settings.dagster_home}; `pathrag dev` shows it)",
                   highlight=False)

@@ -8,11 +8,18 @@ The DuckDB reads happen in one short read connection before any embedding work.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import duckdb
 
 from pathrag_pipeline.llm.embedding import Embedder
-from pathrag_pipeline.storage.store import Store
-from pathrag_pipeline.storage.vector_store import SyncStats, VectorStore
+from pathrag_pipeline.storage.store import Store, get_meta, set_meta
+from pathrag_pipeline.storage.vector_store import SyncStats
+
+if TYPE_CHECKING:   # LanceDB is imported only by what opens a table (about a second of start-up)
+    from pathrag_pipeline.storage.vector_store import VectorStore
 
 ENTITY_SQL = "SELECT entity_key, name || ': ' || coalesce(description, ''), name FROM entities"
 RELATION_SQL = """
@@ -22,6 +29,8 @@ RELATION_SQL = """
     FROM relations r JOIN entities s ON s.entity_key = r.src_key JOIN entities t ON t.entity_key = r.tgt_key
 """
 CHUNK_SQL = "SELECT id, text, document_id FROM chunks"
+ALIAS_SQL = "SELECT alias_key, canonical_key, disabled FROM entity_aliases"
+SOURCES = {"entities": ENTITY_SQL, "relations": RELATION_SQL, "chunks": CHUNK_SQL}
 
 
 @dataclass
@@ -64,3 +73,40 @@ def reset_embeddings(vectors: VectorStore, tables: tuple[str, ...] = ("entities"
     """Drop the tables so the next sync re-embeds everything (after changing the embedding model)."""
     for name in tables:
         vectors.reset(name)
+
+
+# ---- the synced state --------------------------------------------------------------------------------
+
+SYNCED_STATE_META = "embeddings_synced"
+"""pathrag_meta key: ``synced_state`` of the tables when the embedding stage last ended with LanceDB holding
+exactly their rows (nothing failed) and the alias pass adding nothing. The stage deletes it before it touches
+LanceDB, so a stage that crashes or fails part-way leaves none."""
+
+
+def synced_state(con: duckdb.DuckDBPyConnection, *, embedder: str, alias_threshold: float | None) -> str:
+    """A fingerprint of everything the embedding stage reads: every column of the rows each LanceDB table must
+    hold (``SOURCES``, the same SQL ``embedding_rows`` runs), the alias table, the embedder identity and the
+    alias setting. Equal fingerprints: the stage would embed nothing, delete nothing and find no new alias."""
+    state: dict[str, object] = {"embedder": embedder, "alias_embedding_threshold": alias_threshold}
+    for name, sql in {**SOURCES, "entity_aliases": ALIAS_SQL}.items():
+        rows, digest = con.execute(
+            f"SELECT count(*), md5(coalesce(string_agg(h, '' ORDER BY h), '')) "
+            f"FROM (SELECT md5(CAST(t AS VARCHAR)) AS h FROM ({sql}) t)").fetchone()
+        state[name] = [rows, digest]
+    return json.dumps(state, sort_keys=True)
+
+
+def stored_synced_state(con: duckdb.DuckDBPyConnection) -> str | None:
+    return get_meta(con, SYNCED_STATE_META)
+
+
+def forget_synced_state(store: Store) -> None:
+    """Called before LanceDB is touched: until the stage ends cleanly, nothing vouches for it."""
+    with store.connect() as con:
+        if get_meta(con, SYNCED_STATE_META) is not None:
+            con.execute("DELETE FROM pathrag_meta WHERE key = ?", [SYNCED_STATE_META])
+
+
+def remember_synced_state(store: Store, *, embedder: str, alias_threshold: float | None) -> None:
+    with store.connect() as con:
+        set_meta(con, SYNCED_STATE_META, synced_state(con, embedder=embedder, alias_threshold=alias_threshold))

@@ -109,23 +109,27 @@ class ExtractionStats:
 
 # ---- planning ------------------------------------------------------------------------------------------
 
+# A chunk is pending when it has no record by this extractor (parameter 1) for its current text, or its
+# record is not 'ok' (failed or empty: retried). A record is stale when its chunk is gone.
+_PENDING_FROM = """FROM chunks c
+           LEFT JOIN documents d ON d.id = c.document_id
+           LEFT JOIN extractions e ON e.chunk_id = c.id
+           WHERE e.chunk_id IS NULL OR e.extractor <> ? OR e.chunk_hash <> c.content_hash OR e.status <> 'ok'"""
+_STALE_RECORDS = "FROM extractions WHERE chunk_id NOT IN (SELECT id FROM chunks)"
+
+
 def plan_extraction(con: duckdb.DuckDBPyConnection, extractor_id: str) -> ExtractionPlan:
     """Find pending chunks, stale records and cache hits for ``extractor_id``."""
     rows = con.execute(
-        """SELECT c.id, c.content_hash, c.document_id, c.text, d.title,
+        f"""SELECT c.id, c.content_hash, c.document_id, c.text, d.title,
                   e.chunk_id IS NOT NULL AS has_record, e.extractor
-           FROM chunks c
-           LEFT JOIN documents d ON d.id = c.document_id
-           LEFT JOIN extractions e ON e.chunk_id = c.id
-           WHERE e.chunk_id IS NULL OR e.extractor <> ? OR e.chunk_hash <> c.content_hash OR e.status <> 'ok'
+           {_PENDING_FROM}
            ORDER BY c.document_id, c.ordinal""",
         [extractor_id],
     ).fetchall()
     pending = [PendingChunk(r[0], r[1], r[2], r[3], r[4]) for r in rows]
     replaced = sum(1 for r in rows if r[5] and r[6] != extractor_id)
-    removed = [r[0] for r in con.execute(
-        "SELECT chunk_id FROM extractions WHERE chunk_id NOT IN (SELECT id FROM chunks) ORDER BY chunk_id"
-    ).fetchall()]
+    removed = [r[0] for r in con.execute(f"SELECT chunk_id {_STALE_RECORDS} ORDER BY chunk_id").fetchall()]
     hashes = sorted({p.chunk_hash for p in pending})
     cached = {
         h: ChunkExtraction.model_validate_json(result)
@@ -137,6 +141,27 @@ def plan_extraction(con: duckdb.DuckDBPyConnection, extractor_id: str) -> Extrac
     } if hashes else {}
     total = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
     return ExtractionPlan(total, pending, cached, removed, replaced)
+
+
+@dataclass(frozen=True)
+class ExtractionBacklog:
+    """What the extraction stage would find to do, counted without loading any text."""
+
+    pending: int            # chunks to extract (new, changed, by another extractor, failed or empty)
+    stale_records: int      # records whose chunk is gone
+    graph_dirty: bool       # records written but not yet merged into entities/relations (a crashed run)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.pending or self.stale_records or self.graph_dirty)
+
+
+def extraction_backlog(con: duckdb.DuckDBPyConnection, extractor_id: str) -> ExtractionBacklog:
+    """Counts of ``plan_extraction``'s work (same conditions) plus unmerged records: zero means
+    ``run_extraction`` would extract nothing, drop nothing and merge nothing."""
+    pending = con.execute(f"SELECT count(*) {_PENDING_FROM}", [extractor_id]).fetchone()[0]
+    stale = con.execute(f"SELECT count(*) {_STALE_RECORDS}").fetchone()[0]
+    return ExtractionBacklog(pending, stale, any(_load_dirty(con).values()))
 
 
 # ---- persisting ---------------------------------------------------------------------------------------

@@ -16,7 +16,13 @@ from pathrag_pipeline.index.aliases import AliasStats
 from pathrag_pipeline.index.graph_merge import detect_and_apply
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.llm.embedding import embedder_from_settings
-from pathrag_pipeline.index.embedding_stage import EmbeddingReport, reset_embeddings, sync_embeddings
+from pathrag_pipeline.index.embedding_stage import (
+    EmbeddingReport,
+    forget_synced_state,
+    remember_synced_state,
+    reset_embeddings,
+    sync_embeddings,
+)
 from pathrag_pipeline.index.llm_extraction import extractor_from_settings
 from pathrag_pipeline.index.extraction_stage import ExtractionStats, run_extraction
 from pathrag_pipeline.ingest.folder_sync import SyncReport, sync_folder
@@ -24,7 +30,6 @@ from pathrag_pipeline.llm.client import llm_from_settings
 from pathrag_pipeline.storage.run_lock import index_lock
 from pathrag_pipeline.storage.store import Store
 from pathrag_pipeline.index.triples_import import ImportStats, import_triples
-from pathrag_pipeline.storage.vector_store import VectorStore
 
 
 @dataclass
@@ -56,15 +61,20 @@ def graph_counts(store: Store) -> dict[str, int]:
     """Rows per table, plus two signs of a model too small for extraction: chunk records with status 'empty'
     and entities without a description (named only as a relation endpoint that said nothing about them)."""
     with store.connect() as con:
-        counts = {
-            table: con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            for table in ("documents", "chunks", "extractions", "entities", "relations")
-        }
-        counts["empty_extractions"] = con.execute(
-            "SELECT count(*) FROM extractions WHERE status = 'empty'").fetchone()[0]
-        counts["entities_without_description"] = con.execute(
-            "SELECT count(*) FROM entities WHERE coalesce(trim(description), '') = ''").fetchone()[0]
-        return counts
+        return count_graph(con)
+
+
+def count_graph(con) -> dict[str, int]:
+    """``graph_counts`` on an open connection (read-only is enough)."""
+    counts = {
+        table: con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        for table in ("documents", "chunks", "extractions", "entities", "relations")
+    }
+    counts["empty_extractions"] = con.execute(
+        "SELECT count(*) FROM extractions WHERE status = 'empty'").fetchone()[0]
+    counts["entities_without_description"] = con.execute(
+        "SELECT count(*) FROM entities WHERE coalesce(trim(description), '') = ''").fetchone()[0]
+    return counts
 
 
 def ingest_stage(settings: Settings, store: Store, *, folder: Path | None = None, trigger: str = "cli",
@@ -117,7 +127,10 @@ def embedding_stage(settings: Settings, store: Store, *, reembed: bool = False) 
 
 
 def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> EmbeddingStage:
+    from pathrag_pipeline.storage.vector_store import VectorStore   # LanceDB: only when the stage runs
+
     embedder = embedder_from_settings(settings)
+    forget_synced_state(store)
     vectors = VectorStore(settings.lancedb_path)
     if reembed:
         reset_embeddings(vectors)
@@ -129,6 +142,11 @@ def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> Embe
                                embedding_threshold=settings.alias_embedding_threshold or 0.95)
     if aliases.entities_remerged:
         embeddings = sync_embeddings(store, vectors, embedder)
+    elif not embeddings.failed and not aliases.new_aliases:
+        # LanceDB now holds exactly the rows of these tables and the alias pass found nothing new: recorded,
+        # so `pathrag index` can tell a later no-op without LanceDB or Dagster (index/pending_work.py).
+        # After new aliases nothing is recorded: only the next pass can say whether they lead to more.
+        remember_synced_state(store, embedder=embedder.identity, alias_threshold=settings.alias_embedding_threshold)
     return EmbeddingStage(embedder.identity, embeddings, aliases)
 
 

@@ -413,8 +413,15 @@ def chunking_signature(settings: Settings) -> str:
     return f"{settings.chunk_tokens}/{settings.chunk_overlap}/{TOKENIZER_NAME}"
 
 
+def chunking_current(con: duckdb.DuckDBPyConnection, settings: Settings) -> bool:
+    """Whether the chunks were built with these chunk settings (else ``ensure_chunking`` has work to do)."""
+    return get_meta(con, "chunking") == chunking_signature(settings)
+
+
 def ensure_chunking(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
     """Rechunk every indexed document when the chunk settings differ from those the table was built with."""
+    if chunking_current(con, settings):
+        return 0
     signature = chunking_signature(settings)
     previous = get_meta(con, "chunking")
     rewritten = 0

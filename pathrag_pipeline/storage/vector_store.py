@@ -24,7 +24,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Union
 
-import lancedb
 import numpy as np
 import pyarrow as pa
 
@@ -142,6 +141,9 @@ class VectorStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path).expanduser().resolve()
         self.path.mkdir(parents=True, exist_ok=True)
+        import lancedb  # here, not at module level: importing it costs about a second, and `SyncStats` or
+        # `text_hash` users (the no-op check of `pathrag index`) never open a table
+
         self._db = lancedb.connect(str(self.path))
         self._lock = _lock_for(self.path)
         self._snapshots: dict[str, _Snapshot] = {}

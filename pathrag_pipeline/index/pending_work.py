@@ -1,0 +1,135 @@
+"""What an index run of a folder would have to do, found without running it (and without Dagster or LanceDB).
+
+`pathrag index` asks this first. When nothing is pending it prints the report and launches no run, the way
+a sensor tick that finds no change launches none; otherwise it runs the `index_folder` Dagster job as
+always. So that the check can never disagree with the run, every part of it is the run's own decision
+code, called on the same tables:
+
+- the folder: ``scan_folder`` + ``plan_changes`` against the stored file hashes (what ``sync_folder`` does);
+  a subfolder it cannot read also counts as work, so the run records the error;
+- the chunk settings: ``chunking_current`` (what ``ensure_chunking`` checks before rechunking);
+- extraction and the graph merge: ``extraction_backlog``, the counts of ``plan_extraction``'s own conditions
+  (chunks without an ok record by this extractor, failed and empty ones included, since a run retries them;
+  records of vanished chunks) plus records a crashed run left unmerged (``graph_dirty``);
+- embeddings and aliases: the run's embedding stage records a fingerprint of every row it synced to LanceDB,
+  the alias table, the embedder and the alias setting (``embedding_stage.synced_state``) when it ends with
+  nothing failed and no new alias, and deletes it before it touches LanceDB. The check recomputes the
+  fingerprint with the same SQL; equal means the stage would embed, delete and alias nothing. LanceDB is not
+  opened: the pipeline's embedding stage is its only writer, and a table folder that went missing counts as work.
+
+``--triples`` and ``--reembed`` always run. The caller holds the home's index lock across the check and the
+run that may follow (``storage.run_lock``), so no concurrent writer can change the answer in between.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.index.aliases import AliasStats
+from pathrag_pipeline.index.embedding_stage import (
+    SOURCES,
+    EmbeddingReport,
+    stored_synced_state,
+    synced_state,
+)
+from pathrag_pipeline.index.extraction_stage import ExtractionBacklog, ExtractionStats, extraction_backlog
+from pathrag_pipeline.index.pipeline import IndexReport, count_graph, describe_mode
+from pathrag_pipeline.ingest.folder_sync import (
+    FolderScan,
+    Plan,
+    SyncReport,
+    chunking_current,
+    plan_changes,
+    scan_folder,
+    stored_file_hashes,
+)
+from pathrag_pipeline.storage.store import Store, StoreLockedError
+from pathrag_pipeline.storage.vector_store import SyncStats
+
+
+@dataclass
+class PendingWork:
+    """The answer: ``reasons`` is empty when a run would change nothing."""
+
+    scan: FolderScan
+    plan: Plan
+    reasons: list[str] = field(default_factory=list)
+    backlog: ExtractionBacklog | None = None
+    rows: dict[str, int] = field(default_factory=dict)   # rows per LanceDB table as last synced
+    graph: dict[str, int] = field(default_factory=dict)  # pipeline.graph_counts, when nothing is pending
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.reasons
+
+
+def find_pending_work(settings: Settings, folder: Path, extractor_id: str, embedder_id: str) -> PendingWork:
+    """What an index run of ``folder`` with this extractor and embedder would do (see the module docstring).
+    Reads the index read-only; never writes. Any doubt (no index yet, an old schema, a locked file) is work."""
+    scan = scan_folder(folder, max_bytes=settings.max_file_bytes)
+    store = Store.for_settings(settings)
+    if not store.path.exists():
+        return PendingWork(scan, plan_changes(scan, {}), ["no index yet"])
+    try:
+        with store.connect(read_only=True) as con:
+            return _pending(con, settings, scan, extractor_id, embedder_id)
+    except (duckdb.Error, StoreLockedError) as exc:
+        return PendingWork(scan, plan_changes(scan, {}), [f"the index could not be checked ({exc})"])
+
+
+def _pending(con: duckdb.DuckDBPyConnection, settings: Settings, scan: FolderScan, extractor_id: str,
+             embedder_id: str) -> PendingWork:
+    plan = plan_changes(scan, stored_file_hashes(con))
+    work = PendingWork(scan, plan)
+    reasons = work.reasons
+    for label, files in (("new", plan.new), ("changed", plan.changed), ("deleted", plan.deleted)):
+        if files:
+            reasons.append(f"{len(files)} {label} file(s)")
+    if scan.unreadable_dirs:
+        reasons.append(f"{len(scan.unreadable_dirs)} unreadable folder(s) to report")
+    if not chunking_current(con, settings):
+        reasons.append("the chunk settings changed")
+    work.backlog = backlog = extraction_backlog(con, extractor_id)
+    if backlog.pending:
+        reasons.append(f"{backlog.pending} chunk(s) to extract (new, changed, failed or empty)")
+    if backlog.stale_records:
+        reasons.append(f"{backlog.stale_records} extraction record(s) of removed chunks")
+    if backlog.graph_dirty:
+        reasons.append("extraction records not yet merged into the graph")
+    if reasons:
+        return work
+    synced = stored_synced_state(con)
+    current = synced_state(con, embedder=embedder_id, alias_threshold=settings.alias_embedding_threshold)
+    if synced != current:
+        reasons.append("embeddings or aliases not confirmed in sync with the graph")
+        return work
+    state = json.loads(current)
+    work.rows = {name: state[name][0] for name in SOURCES}
+    missing = [name for name, n in work.rows.items() if n and not (settings.lancedb_path / f"{name}.lance").is_dir()]
+    if missing:
+        reasons.append(f"LanceDB table(s) missing: {', '.join(missing)}")
+    work.graph = count_graph(con)
+    return work
+
+
+def up_to_date_report(settings: Settings, folder: Path) -> tuple[IndexReport | None, list[str]]:
+    """``(report, [])`` when an index run of ``folder`` would change nothing: the report a run would have
+    printed (every stage with nothing done); else ``(None, reasons)``. Launches nothing and writes nothing."""
+    started = time.perf_counter()
+    mode = describe_mode(settings)
+    work = find_pending_work(settings, folder, mode["extractor"], mode["embedder"])
+    if not work.nothing_to_do:
+        return None, work.reasons
+    sync = SyncReport("", str(folder), work.plan, [], time.perf_counter() - started, 0,
+                      work.scan.unsupported_count, list(work.scan.unsupported))
+    extraction = ExtractionStats(run_id="", extractor=mode["extractor"], chunks=work.graph["chunks"])
+    # dim 0: the vector width is in LanceDB's table metadata, which the check does not open (never printed)
+    embeddings = EmbeddingReport(mode["embedder"], 0, {name: SyncStats(0, n, 0, n) for name, n in work.rows.items()})
+    return IndexReport({k: mode[k] for k in ("mode", "extractor", "embedder")}, sync, extraction, None,
+                       embeddings, AliasStats(0, 0, 0), work.graph), []
