@@ -204,3 +204,17 @@ def test_offline_ask_loads_no_model_client_or_dagster(tmp_path, cli_env):
     assert "igraph" in loaded  # the query engine was loaded (the empty index then stops the query; LanceDB
     # itself is imported only when a vector table is opened)
     assert not loaded & {"dagster", "openai", "instructor", "torch"}, sorted(loaded & set(HEAVY))
+
+
+def test_a_noop_index_loads_no_dagster_or_lancedb(tmp_path, cli_env):
+    """A re-index that finds nothing to do is answered before Dagster or LanceDB is imported (and before any
+    model client): that is what keeps `pathrag index` on an unchanged folder fast."""
+    from pathrag_pipeline.config import SAMPLE_DOCS, Settings
+    from pathrag_pipeline.index.pipeline import run_indexing
+
+    settings = Settings.from_env(env={}, home=Path(cli_env["PATHRAG_HOME"]), docs=SAMPLE_DOCS)
+    run_indexing(settings, folder=SAMPLE_DOCS)
+    run_indexing(settings, folder=SAMPLE_DOCS)  # the second pass settles the aliases the first one added
+    loaded = loaded_after(["index", str(SAMPLE_DOCS)], tmp_path, cli_env)
+    assert "duckdb" in loaded  # the probe really ran the command
+    assert not loaded & set(HEAVY), f"a no-op `pathrag index` imported {sorted(loaded & set(HEAVY))}"
