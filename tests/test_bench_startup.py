@@ -17,3 +17,10 @@ def test_time_command_reports_medians_of_a_real_run():
 def test_a_failing_command_is_an_error_not_a_figure():
     with pytest.raises(RuntimeError, match="no-such-command"):
         time_command(["no-such-command"], code_root=PACKAGE_ROOT, env=dict(os.environ), repeats=1)
+
+
+def test_before_runs_ahead_of_every_run_warm_up_included(tmp_path):
+    calls = []
+    time_command(["--version"], code_root=PACKAGE_ROOT, env=dict(os.environ), repeats=2,
+                 before=lambda: calls.append(len(calls)))
+    assert calls == [0, 1, 2]

@@ -324,7 +324,10 @@ def startup_section(r: dict[str, Any]) -> str:
         md_table(cols, [[row.get(k) for k in keys] for row in r["rows"]]),
         "`--version` and `--help` import no Dagster, LanceDB, igraph, openai, instructor or torch; `sql` and "
         "`status` only DuckDB and rich; offline `ask` loads the query engine (LanceDB, igraph) but no model "
-        "client (tests/test_architecture.py checks each).",
+        "client; a no-op `index` none of them (tests/test_architecture.py checks each). The no-op rows "
+        "re-index the unchanged sample: nothing to do, so no Dagster run is launched (index/pending_work.py). "
+        "`index (one file changed)` appends a sentence to one file of a copy of the sample before each run: "
+        "a real `index_folder` run recorded in the Dagster instance.",
     ]
     return "\n\n".join(text)
 

@@ -5,6 +5,10 @@ a home holding the sample corpus indexed offline, ``repeats`` times after one un
 also compiles bytecode); medians are reported. CPU is user + system time of the child process, which is
 what import cost shows as on a busy machine where wall time is noisy.
 
+``index (one file changed)`` runs against its own home and a copy of the sample, appending a sentence to
+one file before every run (warm-up included), so each is a real recorded `index_folder` run of a small
+change; the no-op rows find nothing to do (the current code answers them without Dagster).
+
 ``baseline`` (a git revision of this repository) measures that revision's code the same way in the same
 run: it is checked out into a temporary git worktree and put first on ``PYTHONPATH``, with this
 environment's installed libraries, so both sides differ only in the project's own code.
@@ -32,9 +36,11 @@ COMMANDS: dict[str, list[str]] = {
     'sql "SELECT 1"': ["sql", "SELECT 1"],
     "status": ["status"],
     "ask": ["ask", SAMPLE_QUESTION],
-    "index (no-op)": ["index", str(SAMPLE_DOCS)],   # re-index of the unchanged sample: one recorded Dagster run
-    "index --runless (no-op)": ["index", "--runless", str(SAMPLE_DOCS)],  # recorded as materialisations only
+    "index (no-op)": ["index", str(SAMPLE_DOCS)],   # re-index of the unchanged sample: no run needed
+    "index --runless (no-op)": ["index", "--runless", str(SAMPLE_DOCS)],
 }
+CHANGED = "index (one file changed)"   # a recorded Dagster run of a one-sentence edit (see the module docstring)
+EDITED_FILE = "varne_valley_geography.md"
 LAUNCH = "import sys; from pathrag_pipeline.cli import main; sys.exit(main())"
 
 
@@ -43,12 +49,16 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def time_command(args: list[str], *, code_root: Path, env: dict[str, str], repeats: int) -> dict[str, Any]:
-    """Median wall and CPU seconds of ``pathrag ARGS`` run from ``code_root``; the first run is a warm-up."""
+def time_command(args: list[str], *, code_root: Path, env: dict[str, str], repeats: int,
+                 before: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Median wall and CPU seconds of ``pathrag ARGS`` run from ``code_root``; the first run is a warm-up.
+    ``before`` (untimed) runs before every run, e.g. to edit the folder."""
     env = dict(env, PYTHONPATH=str(code_root))
     walls: list[float] = []
     cpus: list[float] = []
     for i in range(repeats + 1):
+        if before is not None:
+            before()
         cpu0, t0 = _children_cpu(), time.perf_counter()
         proc = subprocess.run([sys.executable, "-c", LAUNCH, *args], cwd=code_root, env=env,
                               capture_output=True, text=True, timeout=600)
@@ -81,11 +91,23 @@ def run_startup_bench(repeats: int = 5, baseline: str | None = None, workdir: Pa
 
     base = Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-startup-"))
     home = base / "home"
-    settings = Settings.from_env(env={}, home=home, docs=SAMPLE_DOCS)  # offline, whatever the caller set
     log("startup: indexing the sample corpus offline")
-    run_indexing(settings, folder=SAMPLE_DOCS, trigger="bench")
+    edited_docs, edited_home = base / "edited-docs", base / "edited-home"
+    shutil.copytree(SAMPLE_DOCS, edited_docs)
+    for where, docs in ((home, SAMPLE_DOCS), (edited_home, edited_docs)):
+        for _ in range(2):   # the second pass settles the aliases the first one adds
+            run_indexing(Settings.from_env(env={}, home=where, docs=docs), folder=docs, trigger="bench")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PATHRAG_", "OPENAI_"))}
     env.update(PATHRAG_HOME=str(home), PATHRAG_DOCS=str(SAMPLE_DOCS))
+    edits = iter(range(1, 10_000))
+
+    def edit() -> None:
+        with open(edited_docs / EDITED_FILE, "a", encoding="utf-8") as fh:
+            fh.write(f"\nThe survey of the river was repeated, time {next(edits)}.\n")
+
+    cases = {name: (args, env, None) for name, args in COMMANDS.items()}
+    cases[CHANGED] = (["index", str(edited_docs)], dict(env, PATHRAG_HOME=str(edited_home),
+                                                         PATHRAG_DOCS=str(edited_docs)), edit)
     roots = {"current": PACKAGE_ROOT}
     tree = None
     if baseline:
@@ -93,13 +115,13 @@ def run_startup_bench(repeats: int = 5, baseline: str | None = None, workdir: Pa
         roots["baseline"] = tree
     rows = []
     try:
-        for name, args in COMMANDS.items():
+        for name, (args, case_env, before) in cases.items():
             row: dict[str, Any] = {"command": f"pathrag {name}"}
             for side, root in roots.items():
                 log(f"startup: {side} pathrag {name}")
                 prefix = "" if side == "current" else "baseline_"
                 try:
-                    figures = time_command(args, code_root=root, env=env, repeats=repeats)
+                    figures = time_command(args, code_root=root, env=case_env, repeats=repeats, before=before)
                 except RuntimeError:
                     if side == "current":
                         raise
