@@ -14,8 +14,8 @@ from pathrag_pipeline.storage.store import DDL
 TABLE_NOTES = {
     "documents": "One row per document. A file is one document, except a `.jsonl` file, where each line is one.",
     "chunks": "Token windows over documents.text (default 1200 tokens, 100 overlap).",
-    "pathrag_meta": "Key/value settings the stored tables were built with (e.g. `chunking` = `tokens/overlap/tokenizer`).",
-    "ingest_runs": "Append-only: one row per folder sync, from every entry point (`pathrag index`, `pathrag quickstart`, the sensor, the nightly schedule, a UI launch, `run_indexing`).",
+    "pathrag_meta": "Key/value settings the stored tables were built with (e.g. `chunking` = `tokens/overlap/tokenizer`), and state the index stages keep: `chunks_version` (changes whenever chunks or titles change), `graph_dirty` (extraction records not yet merged), `embeddings_synced` (fingerprint of the rows LanceDB was last brought fully in line with, for the no-op check of `pathrag index`).",
+    "ingest_runs": "Append-only: one row per folder sync, from every entry point (`pathrag index`, `pathrag quickstart`, the sensor, the nightly schedule, a UI launch, `run_indexing`). A `pathrag index` that finds nothing to do launches no run and writes no row, like a sensor tick that finds no change, so this table and the Dagster run list stay in step.",
     "extractions": "One record per chunk: the source of truth the graph tables are derived from.",
     "extraction_cache": "Results by (chunk text hash, extractor identity): an unchanged text never costs an LLM call twice.",
     "entities": "The deduplicated graph nodes, derived from `extractions` (never edited by hand: use `entity_aliases`).",
