@@ -326,8 +326,9 @@ def startup_section(r: dict[str, Any]) -> str:
         "`status` only DuckDB and rich; offline `ask` loads the query engine (LanceDB, igraph) but no model "
         "client; a no-op `index` none of them (tests/test_architecture.py checks each). The no-op rows "
         "re-index the unchanged sample: nothing to do, so no Dagster run is launched (index/pending_work.py). "
-        "`index (one file changed)` appends a sentence to one file of a copy of the sample before each run: "
-        "a real `index_folder` run recorded in the Dagster instance.",
+        "The `one file changed` rows append a sentence to one file of a copy of the sample before each run: a "
+        "real index of a small change, recorded as an `index_folder` run (default) or, with `--runless`, as "
+        "runless materialisations after the stages ran without Dagster.",
     ]
     return "\n\n".join(text)
 

@@ -5,9 +5,10 @@ a home holding the sample corpus indexed offline, ``repeats`` times after one un
 also compiles bytecode); medians are reported. CPU is user + system time of the child process, which is
 what import cost shows as on a busy machine where wall time is noisy.
 
-``index (one file changed)`` runs against its own home and a copy of the sample, appending a sentence to
-one file before every run (warm-up included), so each is a real recorded `index_folder` run of a small
-change; the no-op rows find nothing to do (the current code answers them without Dagster).
+``index (one file changed)`` and ``index --runless (one file changed)`` run against their own home and a copy
+of the sample, appending a sentence to one file before every run (warm-up included): each is a real index of
+a small change, recorded as an `index_folder` run, or as runless materialisations. The no-op rows find
+nothing to do (the current code answers them without Dagster).
 
 ``baseline`` (a git revision of this repository) measures that revision's code the same way in the same
 run: it is checked out into a temporary git worktree and put first on ``PYTHONPATH``, with this
@@ -40,6 +41,7 @@ COMMANDS: dict[str, list[str]] = {
     "index --runless (no-op)": ["index", "--runless", str(SAMPLE_DOCS)],
 }
 CHANGED = "index (one file changed)"   # a recorded Dagster run of a one-sentence edit (see the module docstring)
+CHANGED_RUNLESS = "index --runless (one file changed)"   # the same edit, stages run without Dagster, then recorded
 EDITED_FILE = "varne_valley_geography.md"
 LAUNCH = "import sys; from pathrag_pipeline.cli import main; sys.exit(main())"
 
@@ -106,8 +108,9 @@ def run_startup_bench(repeats: int = 5, baseline: str | None = None, workdir: Pa
             fh.write(f"\nThe survey of the river was repeated, time {next(edits)}.\n")
 
     cases = {name: (args, env, None) for name, args in COMMANDS.items()}
-    cases[CHANGED] = (["index", str(edited_docs)], dict(env, PATHRAG_HOME=str(edited_home),
-                                                         PATHRAG_DOCS=str(edited_docs)), edit)
+    edited_env = dict(env, PATHRAG_HOME=str(edited_home), PATHRAG_DOCS=str(edited_docs))
+    cases[CHANGED] = (["index", str(edited_docs)], edited_env, edit)
+    cases[CHANGED_RUNLESS] = (["index", "--runless", str(edited_docs)], edited_env, edit)
     roots = {"current": PACKAGE_ROOT}
     tree = None
     if baseline:
