@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import importlib.util
 import math
 import os
 import sys
@@ -361,10 +362,10 @@ class SentenceTransformerEmbedder:
 
     def __init__(self, model_name: str = "all-MiniLM-L6-v2", *, batch_size: int = 64, device: str = "cpu",
                  backend: str = "torch", onnx_cache: Path | None = None) -> None:
-        try:
-            importlib.import_module("sentence_transformers")
-        except ImportError as exc:
-            raise EmbeddingError(_ST_INSTALL_HINT) from exc
+        # Only looked up here, imported when the model loads: importing it pulls torch (seconds), and the
+        # identity is all a no-op `pathrag index` needs.
+        if "sentence_transformers" not in sys.modules and importlib.util.find_spec("sentence_transformers") is None:
+            raise EmbeddingError(_ST_INSTALL_HINT)
         if backend not in ("torch", "onnx"):
             raise EmbeddingError(f"sentence-transformers backend {backend!r} is not 'torch' or 'onnx'")
         self.model_name = model_name
@@ -383,7 +384,10 @@ class SentenceTransformerEmbedder:
     def _load(self) -> Any:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as exc:   # found by __init__ but broken (a half-installed extra)
+                raise EmbeddingError(f"{_ST_INSTALL_HINT} ({exc})") from exc
 
             source = _bundled_model_dir(self.model_name) or self.model_name
             try:
