@@ -160,3 +160,21 @@ def test_an_embedding_stage_that_stops_part_way_vouches_for_nothing(indexed, fol
         assert con.execute("SELECT count(*) FROM pathrag_meta WHERE key = ?", [SYNCED_STATE_META]).fetchone()[0] == 0
     report, why = up_to_date_report(settings, folder)
     assert report is None and why == ["embeddings or aliases not confirmed in sync with the graph"]
+
+
+def test_a_run_that_adds_aliases_vouches_once_none_is_left_to_add(tmp_path, monkeypatch):
+    """The sample has near-duplicate names: its first run adds aliases and re-merges entities, then looks
+    for further ones (without applying them); none, so the very next index is already a no-op."""
+    from pathrag_pipeline.config import SAMPLE_DOCS
+
+    settings = Settings.from_env(env={}, home=tmp_path / "settled", docs=SAMPLE_DOCS)
+    mode = pipeline.describe_mode(settings)
+    report = pipeline.run_indexing(settings, folder=SAMPLE_DOCS)
+    assert report.aliases.entities_remerged > 0
+    assert reasons(settings, SAMPLE_DOCS, mode) == []
+
+    # had the re-merge made a further near-duplicate, the run would not vouch: the next index runs
+    unsettled = Settings.from_env(env={}, home=tmp_path / "unsettled", docs=SAMPLE_DOCS)
+    monkeypatch.setattr(pipeline, "new_alias_candidates", lambda *a, **k: 1)
+    assert pipeline.run_indexing(unsettled, folder=SAMPLE_DOCS).aliases.entities_remerged > 0
+    assert reasons(unsettled, SAMPLE_DOCS, mode) == ["embeddings or aliases not confirmed in sync with the graph"]

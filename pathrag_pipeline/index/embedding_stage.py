@@ -79,8 +79,9 @@ def reset_embeddings(vectors: VectorStore, tables: tuple[str, ...] = ("entities"
 
 SYNCED_STATE_META = "embeddings_synced"
 """pathrag_meta key: ``synced_state`` of the tables when the embedding stage last ended with LanceDB holding
-exactly their rows (nothing failed) and the alias pass adding nothing. The stage deletes it before it touches
-LanceDB, so a stage that crashes or fails part-way leaves none."""
+exactly their rows (nothing failed) and no alias left to add (``new_alias_candidates`` is zero after a pass that
+re-merged entities). The stage deletes it before it touches LanceDB, so a stage that crashes or fails
+part-way leaves none."""
 
 
 def synced_state(con: duckdb.DuckDBPyConnection, *, embedder: str, alias_threshold: float | None) -> str:

@@ -717,6 +717,18 @@ def apply_chunk_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: Itera
                           summarise=summarise, max_description_tokens=max_description_tokens)
 
 
+def new_alias_candidates(store, *, string_threshold: float = 0.95,
+                         embeddings: tuple[Sequence[str], np.ndarray] | None = None,
+                         embedding_threshold: float = 0.95) -> int:
+    """How many aliases ``detect_and_apply`` would add now (candidates whose alias key has no row yet),
+    without adding them: after a pass that re-merged entities, zero means the aliases have settled."""
+    with store.connect() as con:
+        candidates = find_alias_candidates(read_alias_inputs(con), string_threshold=string_threshold,
+                                           embeddings=embeddings, embedding_threshold=embedding_threshold)
+        existing = {k for (k,) in con.execute("SELECT alias_key FROM entity_aliases").fetchall()}
+    return sum(1 for c in candidates if c.alias_key not in existing)
+
+
 def detect_and_apply(store, *, string_threshold: float = 0.95,
                      embeddings: tuple[Sequence[str], np.ndarray] | None = None,
                      embedding_threshold: float = 0.95) -> AliasStats:

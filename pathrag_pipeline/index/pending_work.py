@@ -13,7 +13,7 @@ code, called on the same tables:
   records of vanished chunks) plus records a crashed run left unmerged (``graph_dirty``);
 - embeddings and aliases: the run's embedding stage records a fingerprint of every row it synced to LanceDB,
   the alias table, the embedder and the alias setting (``embedding_stage.synced_state``) when it ends with
-  nothing failed and no new alias, and deletes it before it touches LanceDB. The check recomputes the
+  nothing failed and no alias left to add, and deletes it before it touches LanceDB. The check recomputes the
   fingerprint with the same SQL; equal means the stage would embed, delete and alias nothing. LanceDB is not
   opened: the pipeline's embedding stage is its only writer, and a table folder that went missing counts as work.
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pathrag_pipeline.index.aliases import AliasStats
-from pathrag_pipeline.index.graph_merge import detect_and_apply
+from pathrag_pipeline.index.graph_merge import detect_and_apply, new_alias_candidates
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.llm.embedding import embedder_from_settings
 from pathrag_pipeline.index.embedding_stage import (
@@ -137,15 +137,20 @@ def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> Embe
     embeddings = sync_embeddings(store, vectors, embedder)
     # Near-duplicate names: string rules always; the embedding method too when a threshold is configured
     # (it compares the entity vectors just synced). New aliases re-merge their entities, then re-embed them.
-    entity_vectors = vectors.matrix("entities") if settings.alias_embedding_threshold is not None else None
+    by_embedding = settings.alias_embedding_threshold is not None
+    entity_vectors = vectors.matrix("entities") if by_embedding else None
     aliases = detect_and_apply(store, embeddings=entity_vectors,
                                embedding_threshold=settings.alias_embedding_threshold or 0.95)
+    settled = True
     if aliases.entities_remerged:
         embeddings = sync_embeddings(store, vectors, embedder)
-    elif not embeddings.failed and not aliases.new_aliases:
-        # LanceDB now holds exactly the rows of these tables and the alias pass found nothing new: recorded,
-        # so `pathrag index` can tell a later no-op without LanceDB or Dagster (index/pending_work.py).
-        # After new aliases nothing is recorded: only the next pass can say whether they lead to more.
+        # Re-merged entities may make new near-duplicates: left to the next run, as before, but looked for
+        # (not applied) so that a run that leaves none can vouch for the index below.
+        settled = not new_alias_candidates(store, embeddings=vectors.matrix("entities") if by_embedding else None,
+                                           embedding_threshold=settings.alias_embedding_threshold or 0.95)
+    if settled and not embeddings.failed:
+        # LanceDB now holds exactly the rows of these tables and an alias pass would add nothing: recorded, so
+        # `pathrag index` can tell a later no-op without LanceDB or Dagster (index/pending_work.py).
         remember_synced_state(store, embedder=embedder.identity, alias_threshold=settings.alias_embedding_threshold)
     return EmbeddingStage(embedder.identity, embeddings, aliases)
 
