@@ -4,7 +4,9 @@ This is how `pathrag index`, `pathrag quickstart` and Python callers index: the 
 materialisations, checks and logs land in the same instance the UI (`pathrag dev`), the sensor and the
 schedule use, so the UI's run list and asset pages match the tables. The steps run in the caller's process
 (no subprocess, no daemon needed); the stage reports come back through the `reports` resource so the CLI
-prints exactly what it printed before.
+prints exactly what it printed before. `pathrag index` calls this only when there is work: it first asks
+`pathrag_pipeline.index.pending_work`, and a folder with nothing new, changed, deleted or pending gets no
+run at all (as a sensor tick with no change launches none). Called directly, this always runs.
 
     from assets.runs import index_folder
     report = index_folder(Settings.from_env(docs=Path("docs/")), trigger="python")
