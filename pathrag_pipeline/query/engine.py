@@ -410,7 +410,7 @@ class PathRAG:
             elif self.llm is not None:
                 answer = answer_with_llm(self.llm, prompt)
             else:
-                evidence = [Evidence(t.nodes, t.chunk_ids) for t in run.traces] + [Evidence((), (c,)) for c in chunk_ids]
+                evidence = [Evidence(t.nodes, t.chunk_ids, path=True) for t in run.traces] + [Evidence((), (c,)) for c in chunk_ids]
                 answer = extractive_answer(text, query_keywords(keywords.low_level, keywords.high_level, text),
                                            evidence, {c: s.text for c, s in sources.items()}, names=keywords.low_level)
         tokens["answer"] = _usage(answer.usage)
