@@ -576,8 +576,9 @@ weighted by one rule, its similarity to the query discounted by its rank in its 
 exact name match); the N best passages of the text retrievers (BM25, plus the embedder when it is semantic,
 fused by RRF k=60; cosine of the passage to the question, by the configured embedder); and the passages
 stating the relations of each kept path (its reliability relative to the best kept path times the weights of
-both its end seeds). `path:unweighted` is the same with rank alone (`1 / (1 + rank)`, and a path weighing its
-weaker seed), the default before this rule. `path:no_paths` drops the path evidence, `path:seeds` keeps only
+both its end seeds). `path:unweighted` is the same with every similarity counted as 1 (rank alone,
+`1 / (1 + rank)`); the default before this rule also weighed a path by its weaker end seed instead of both,
+and scored R@2/R@5 0.461/0.578 offline and 0.504/0.712 with MiniLM in the previous report. `path:no_paths` drops the path evidence, `path:seeds` keeps only
 the seeds, `path:graph` drops the text hits, `path:path_order` is the kept paths' provenance in the prompt's
 order (what the LLM reads), `path:literal` is the paper's literal early stop (hub seeds never propagate),
 `path:legacy` the earlier seed-rank + path blend, `path:vector_seeds` seeds by the embedder alone. Path
