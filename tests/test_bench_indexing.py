@@ -185,3 +185,33 @@ def test_cli_indexing_prints_json_and_rejects_bad_sizes(tmp_path: Path) -> None:
     bad = runner.invoke(indexing, ["--docs", "0"])
     assert bad.exit_code == 2 and "--docs 0" in bad.output
     assert runner.invoke(query, ["--rounds", "0"]).exit_code == 2
+
+
+def test_cli_bench_retrieval_splices_the_section_with_its_hop_question_check(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from pathrag_pipeline.cli.bench import bench_retrieval
+
+    data = _tiny_dataset(tmp_path / "tiny")
+    rows = [json.loads(line) for line in (data / "questions.jsonl").read_text().splitlines()]
+    rows[0]["hops"] = [{"question": "Agnes Morrow >> place of birth", "answer": "Hesketh Mill", "gold_id": "p1"},
+                       {"question": "Which river is #1 on?", "answer": "River Lode", "gold_id": "p2"}]
+    rows[0]["gold_ids"] = ["p1", "p2"]
+    rows[1]["hops"] = [{"question": "Who directed the Kestle Observatory?", "answer": "Rupert Hallam", "gold_id": "p3"}]
+    (data / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = tmp_path / "benchmarks.md"
+    report.write_text("# Benchmarks\n\n## Retrieval recall\n\nstale\n\n## NeuroPath retrieval\n\nkept\n")
+    result = CliRunner().invoke(bench_retrieval, ["--dataset", str(data), "--workdir", str(tmp_path / "work"),
+                                                  "--update-docs", str(report), "--json"])
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.output)
+    # two graphs (triples, offline extraction), each with the multi-hop questions and the hop questions
+    assert [(r["use_triples"], r["hop_level"]) for r in runs] == [(True, False), (True, True), (False, False),
+                                                                  (False, True)]
+    hop_run = runs[1]
+    assert hop_run["dataset"] == "tiny (hop questions)" and hop_run["questions"] == 3
+    assert set(hop_run["modes"]) == {"path", "bm25", "path:no_paths", "path:seeds", "path:graph", "path:unweighted"}
+    text = report.read_text()
+    assert "stale" not in text and "## NeuroPath retrieval\n\nkept" in text
+    assert "### Second check: the single-hop sub-questions" in text and "--hop-questions" in text
+    assert text.index("## Retrieval recall") < text.index("## NeuroPath retrieval")

@@ -212,3 +212,42 @@ def test_verdict_names_the_best_graph_mode_and_the_default_against_each_baseline
     assert "the default path mode beats bm25 (R@2 0.460 vs 0.430, R@5 0.580 vs 0.510); partly beats dense" in line
     ev.modes = {"path": outcome(0.3, 0.4), "bm25": outcome(0.43, 0.51)}
     assert ev.verdict() == "set: best graph mode path does not beat bm25 (R@2 0.300 vs 0.430, R@5 0.400 vs 0.510)"
+
+
+def test_hop_questions_are_the_rows_sub_questions_with_answers_filled_in(tmp_path, dataset):
+    rows = [
+        {"id": "m1", "question": "Where does the river by the university Helena Voss founded flow?",
+         "answers": ["Grey Sea"], "gold_ids": ["p1", "p2", "p3"],
+         "hops": [{"question": "Helena Voss >> founded", "answer": "Aldermere University", "gold_id": "p1"},
+                  {"question": "Where is #1 located?", "answer": "Brackwater", "gold_id": "p2"},
+                  {"question": "Which river flows past #2 ?", "answer": "Varne River", "gold_id": "p3"}]},
+        # shares its first hop with m1: that sub-question is asked once
+        {"id": "m2", "question": "Who taught the founder?", "answers": ["Tomas Arden"], "gold_ids": ["p1", "p6"],
+         "hops": [{"question": "Helena Voss >> founded", "answer": "Aldermere University", "gold_id": "p1"},
+                  {"question": "Who taught #9 ?", "answer": "Tomas Arden", "gold_id": "p6"}]},
+    ]
+    (dataset / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [q.id for q in load_dataset(dataset).questions] == ["m1", "m2"]
+    hops = load_dataset(dataset, hop_level=True)
+    assert hops.name == "tiny-qa (hop questions)"
+    assert [(q.id, q.question, q.gold_ids) for q in hops.questions] == [
+        ("m1/hop1", "Helena Voss founded", ("p1",)),
+        ("m1/hop2", "Where is Aldermere University located?", ("p2",)),
+        ("m1/hop3", "Which river flows past Brackwater ?", ("p3",)),
+        ("m2/hop2", "Who taught #9 ?", ("p6",)),        # an out-of-range reference is left as written
+    ]
+    (dataset / "questions.jsonl").write_text(json.dumps(QUESTIONS[0]) + "\n")
+    with pytest.raises(DatasetError, match=r":1: --hop-questions needs MuSiQue-style"):
+        load_dataset(dataset, hop_level=True)
+
+
+def test_hop_question_evaluation_reuses_the_dataset_index(settings, dataset):
+    first = evaluate_retrieval(settings, dataset, modes=["bm25"], ks=[1])
+    (dataset / "questions.jsonl").write_text(json.dumps(
+        {"id": "m1", "question": "x", "gold_ids": ["p1", "p2"],
+         "hops": [{"question": PASSAGES["p1"][1], "answer": "a", "gold_id": "p1"},
+                  {"question": PASSAGES["p2"][1], "answer": "b", "gold_id": "p2"}]}) + "\n")
+    hops = evaluate_retrieval(settings, dataset, modes=["bm25"], ks=[1], hop_level=True)
+    assert hops.workdir == first.workdir and hops.documents_indexed == 0
+    assert hops.dataset == "tiny-qa (hop questions)" and hops.questions == 2
+    assert hops.modes["bm25"].recall["recall@1"] == 1.0     # each hop question is its gold passage's text

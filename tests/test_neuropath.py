@@ -307,3 +307,23 @@ def test_eval_retrieval_runs_neuropath_and_stores_its_cost(tmp_path):
     splice(report, "NeuroPath retrieval", section)
     text = report.read_text()
     assert "old figures" not in text and text.count("## NeuroPath retrieval") == 1 and "## Other\n\nkept" in text
+
+
+def test_offline_answer_reads_tracked_paths_as_paths(settings, monkeypatch):
+    """The extractive answer's final-hop rule (query/answering.py) applies to NeuroPath's tracked paths as to
+    path mode's: they reach it marked as paths, deepest first, before the ranked passages."""
+    from pathrag_pipeline.query import engine
+
+    seen = []
+    real = engine.extractive_answer
+
+    def spy(question, keywords, evidence, texts, names=()):
+        seen.extend(evidence)
+        return real(question, keywords, evidence, texts, names=names)
+
+    monkeypatch.setattr(engine, "extractive_answer", spy)
+    result = PathRAG(settings).query(QUESTION, "neuropath")
+    tracked = [e for e in seen if e.path]
+    assert len(tracked) == len(result.paths) > 0
+    assert tuple(tracked[0].entity_names) == ("Aldermere University", "Helena Voss", "Lindenholm")
+    assert [e for e in seen if not e.path] and all(not e.entity_names for e in seen if not e.path)

@@ -57,13 +57,38 @@ def test_pagerank_from_a_seed_reaches_its_neighbourhood_not_unconnected_passages
     assert r.sum() == pytest.approx(1.0)
 
 
-def test_restart_weights_sum_to_one_and_a_path_weighs_no_more_than_its_weaker_seed():
+def test_restart_weights_sum_to_one_and_a_path_weighs_both_its_end_seeds():
     graph = _toy_graph()
-    w = restart_weights(graph, [(0, 0), (1, 2)], [(1, 1.0, (0, 1, 2), ["p12"])], text=["p3"])
+    # seed 0 at rank 0 with similarity 0.8 (weight 0.8), seed 2 at rank 1 with 0.6 (weight 0.6 / 2 = 0.3)
+    w = restart_weights(graph, [(0, 0, 0.8), (1, 2, 0.6)], [(0, 2, 1.0, (0, 1, 2), ["p12"])], text=[("p3", 0.8)])
     assert w.sum() == pytest.approx(1.0)
     p12 = graph.entity_count + graph.chunk_index["p12"]
-    assert w[p12] == pytest.approx(w[2])           # path share 1/(1+1) equals the rank-1 seed's weight
-    assert w[graph.entity_count + graph.chunk_index["p3"]] == pytest.approx(w[0])   # best text hit = best seed
+    assert w[2] / w[0] == pytest.approx(0.3 / 0.8)
+    # the best path weighs the product of its end seeds' weights (0.8 x 0.3), less than its weaker end
+    assert w[p12] / w[0] == pytest.approx(0.8 * 0.3 / 0.8) and w[p12] < w[2]
+    assert w[graph.entity_count + graph.chunk_index["p3"]] == pytest.approx(w[0])   # same similarity and rank
+
+
+def test_restart_weights_scale_each_item_by_its_similarity_and_unweighted_by_rank_alone():
+    graph = _toy_graph()
+    seeds = [(0, 0, 0.2), (1, 3, 0.9)]
+    text = [("p12", 0.1), ("p0", 0.6)]
+    w = restart_weights(graph, seeds, text=text)
+    p12, p0 = (graph.entity_count + graph.chunk_index[c] for c in ("p12", "p0"))
+    # a close match at rank 1 outweighs a loose one at rank 0; the same for text hits
+    assert w[3] / w[0] == pytest.approx((0.9 / 2) / 0.2)
+    assert w[p0] / w[p12] == pytest.approx((0.6 / 2) / 0.1)
+    flat = restart_weights(graph, seeds, text=text, weighted=False)
+    assert flat[0] / flat[3] == pytest.approx(2.0) and flat[p12] / flat[p0] == pytest.approx(2.0)
+    # a path between seeds of similarity 0 adds nothing; negative cosines count as 0, not as negative mass
+    w = restart_weights(graph, [(0, 0, 0.5), (1, 2, -0.3)], [(0, 2, 1.0, (0, 1, 2), ["p12"])])
+    assert w[2] == 0 and w[p12] == 0 and w.min() >= 0
+
+
+def test_restart_weights_fall_back_to_rank_when_no_seed_is_similar():
+    graph = _toy_graph()
+    w = restart_weights(graph, [(0, 0, 0.0), (1, 3, -0.1)])
+    assert w.sum() == pytest.approx(1.0) and w[0] == pytest.approx(2 * w[3])
 
 
 def _star_with_two_hub_seeds() -> GraphView:

@@ -151,6 +151,37 @@ def test_retrieve_nodes_round_robins_over_keywords(tiny):
     assert [(n.keyword, n.entity_key) for n in nodes] == [("k1", "brackwater"), ("k1", "grey sea"), ("k2", "lindenholm")]
 
 
+def test_retrieve_nodes_gives_lexical_only_hits_their_own_cosine(tiny):
+    _, _, snapshot, vectors, embedder = tiny
+
+    class OnlyLexical:
+        """BM25 over entities that finds the entity the vector search is told it missed."""
+
+        def search(self, text, k):
+            return [("lindenholm", 3.0)]
+
+    class Blind:
+        def search(self, table, vector, k, embedder=None):
+            return []
+
+        def similarities(self, table, vector, keys):
+            return vectors.similarities(table, vector, keys)
+
+    nodes = retrieve_nodes(snapshot, Blind(), embedder, ["Lindenholm river town"], top_n=1, lexical=OnlyLexical())
+    assert [n.entity_key for n in nodes] == ["lindenholm"]
+    expected = vectors.similarities("entities", embedder.embed(["Lindenholm river town"])[0], ["lindenholm"])
+    assert nodes[0].similarity == pytest.approx(expected["lindenholm"]) and 0 < nodes[0].similarity < 1
+
+
+def test_vector_store_similarities_are_the_search_cosines(tiny):
+    _, _, _, vectors, embedder = tiny
+    query = embedder.embed(["Aldermere University"])[0]
+    hits = vectors.search("entities", query, 3)
+    sims = vectors.similarities("entities", query, [h.key for h in hits] + ["no such key"])
+    assert set(sims) == {h.key for h in hits}
+    assert all(sims[h.key] == pytest.approx(h.similarity, abs=1e-6) for h in hits)
+
+
 def test_rank_passages_prefers_top_seeds_and_spreads_hubs():
     from pathrag_pipeline.query.retrieval import rank_passages
 

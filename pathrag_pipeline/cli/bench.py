@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import click
@@ -379,6 +381,40 @@ def bench_dagster(repeats: int, files: int, new_files: int, workdir: Path | None
         click.echo(to_json(result))
     else:
         console.print(markdown_section(result), highlight=False, markup=False)
+
+
+@bench.command("retrieval")
+@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
+              show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl, triples.jsonl).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Evaluate only the first N questions.")
+@click.option("--no-hop-check", is_flag=True, help="Skip the second check on the rows' single-hop sub-questions.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the evaluation indexes live; reuse one to skip re-indexing (default: a temp dir).")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Splice the results into this report as its `## Retrieval recall` section.")
+@click.option("--json", "as_json", is_flag=True)
+def bench_retrieval(dataset_dir: Path, limit: int | None, no_hop_check: bool, workdir: Path | None,
+                    update_docs: Path | None, as_json: bool) -> None:
+    """Recall@k of every mode, the flat baselines and the path ablations (the report's retrieval section):
+    triples + MiniLM when the local-embeddings extra is installed, and offline; plus the hop-question check."""
+    from pathrag_pipeline.bench.report import retrieval_section, retrieval_runs
+    from pathrag_pipeline.bench.report_sections import splice
+
+    started = time.perf_counter()
+    runs = retrieval_runs(dataset_dir, limit, workdir or Path(tempfile.mkdtemp(prefix="pathrag-retrieval-")),
+                          _log(as_json), hop_check=not no_hop_check)
+    if not runs:
+        raise click.ClickException(f"{dataset_dir} has no questions.jsonl to evaluate")
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    section = (retrieval_section(runs) + f"\n\n_Measured {stamp} with `pathrag bench retrieval`, "
+               f"{(time.perf_counter() - started) / 60:.1f} min, 2 cores shared; recall figures are deterministic, "
+               "times are not._")
+    if update_docs is not None:
+        splice(update_docs, "Retrieval recall", section, before="NeuroPath retrieval")
+    if as_json:
+        click.echo(json.dumps(runs, indent=1))
+    else:
+        console.print(section, highlight=False, markup=False)
 
 
 @bench.command("neuropath")

@@ -122,8 +122,11 @@ def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None
 @click.option("--variant", type=click.Choice(VARIANTS), default="paper", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON (no progress bar).")
 @click.option("--per-question", is_flag=True, help="With --json: include each question's ranked passages.")
+@click.option("--hop-questions", is_flag=True,
+              help="Ask each row's single-hop sub-questions (MuSiQue 'hops', '#1' replaced by its answer) instead of "
+                   "the multi-hop question: a second check on the same passages and index.")
 def retrieval(dataset_dir: Path, use_triples: bool, modes: str | None, ablations: bool, ks: str, limit: int | None, workdir: Path | None,
-              top_n: int, top_k: int, variant: str, as_json: bool, per_question: bool) -> None:
+              top_n: int, top_k: int, variant: str, as_json: bool, per_question: bool, hop_questions: bool) -> None:
     """Recall@k of each query mode on a multi-hop QA dataset (one passage = one document)."""
     console = Console(stderr=True, quiet=as_json)
     try:
@@ -149,7 +152,8 @@ def retrieval(dataset_dir: Path, use_triples: bool, modes: str | None, ablations
 
             evaluation = evaluate_retrieval(settings, dataset_dir, modes=mode_list, ks=k_list, limit=limit,
                                             use_triples=use_triples, workdir=workdir, params=params,
-                                            on_question=advance, index_progress=indexing)
+                                            on_question=advance, index_progress=indexing,
+                                            hop_level=hop_questions)
         save_evaluation(Store.for_settings(settings), evaluation)
     except _EXPECTED as exc:
         raise click.ClickException(str(exc)) from None

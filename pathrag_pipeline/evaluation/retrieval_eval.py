@@ -66,6 +66,7 @@ ABLATIONS = {
     "path:no_paths": {"passages": "no_paths"},         # the default without path evidence: what paths add
     "path:graph": {"passages": "graph"},               # PageRank from seeds + paths, no text fusion
     "path:seeds": {"passages": "seeds"},               # PageRank from the seeds alone
+    "path:unweighted": {"passages": "unweighted"},     # restart weights by rank alone, not similarity x rank
     "path:path_order": {"passages": "path_order"},     # provenance in the prompt's path order (what the LLM reads)
     "path:legacy": {"passages": "legacy"},             # the earlier seed-rank + path blend
     "path:literal": {"seed_pass": False},              # the paper's literal early stop (hub seeds never propagate)
@@ -140,8 +141,40 @@ class Dataset:
         return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 
-def load_dataset(path: Path | str) -> Dataset:
-    """Read and check a dataset folder: every question needs an id, a question text and gold passage ids."""
+HOP_QUESTIONS_SUFFIX = " (hop questions)"
+
+
+def hop_questions(qid: str, hops: Any, where: str) -> list[EvalQuestion]:
+    """A MuSiQue row's single-hop sub-questions as questions of their own, each with its hop's gold passage.
+
+    ``#k`` (the answer of hop k) is replaced by that answer, and the knowledge-base form ``"Hello Love >>
+    performer"`` reads ``"Hello Love performer"``: each becomes a stand-alone one-hop question, a query
+    distribution unlike the composed multi-hop question (a second check on the same passages).
+    """
+    if not isinstance(hops, list) or not hops:
+        raise DatasetError(f"{where}: --hop-questions needs MuSiQue-style \"hops\" (a list of "
+                           "{question, answer, gold_id}); this row has none")
+    answers = [h.get("answer") if isinstance(h, dict) else None for h in hops]
+    out = []
+    for k, hop in enumerate(hops, start=1):
+        if not isinstance(hop, dict) or not isinstance(hop.get("question"), str) or hop.get("gold_id") is None:
+            raise DatasetError(f"{where}: hop {k} needs a \"question\" and a \"gold_id\"")
+
+        def answer(m: re.Match[str]) -> str:
+            i = int(m.group(1)) - 1
+            return str(answers[i]) if 0 <= i < len(answers) and answers[i] else m.group(0)
+
+        text = " ".join(re.sub(r"#(\d+)", answer, hop["question"]).replace(">>", " ").split())
+        out.append(EvalQuestion(f"{qid}/hop{k}", text, (str(hop["gold_id"]),),
+                                (str(hop["answer"]),) if hop.get("answer") else ()))
+    return out
+
+
+def load_dataset(path: Path | str, hop_level: bool = False) -> Dataset:
+    """Read and check a dataset folder: every question needs an id, a question text and gold passage ids.
+
+    ``hop_level``: the questions are the rows' single-hop sub-questions (:func:`hop_questions`), each distinct
+    (sub-question, gold passage) once, and the dataset's name says so."""
     path = Path(path).expanduser().resolve()
     if not path.is_dir():
         raise DatasetError(f"dataset folder {path} does not exist; give a folder holding {CORPUS_FILE} and "
@@ -171,12 +204,19 @@ def load_dataset(path: Path | str) -> Dataset:
             raise DatasetError(f"{where}: duplicate question id {qid!r}")
         seen.add(qid)
         answers = tuple(str(a) for a in row.get("answers") or [])
+        if hop_level:
+            questions.extend(hop_questions(qid, row.get("hops"), where))
+            continue
         hops = len(row["hops"]) if isinstance(row.get("hops"), list) and row["hops"] else None
         questions.append(EvalQuestion(qid, text.strip(), tuple(dict.fromkeys(str(g) for g in gold)), answers, hops))
+    if hop_level:
+        distinct = {(q.question.casefold(), q.gold_ids): q for q in reversed(questions)}
+        questions = [q for q in questions if distinct[(q.question.casefold(), q.gold_ids)] is q]
     if not questions:
         raise DatasetError(f"{path / QUESTIONS_FILE} holds no questions")
     triples = path / TRIPLES_FILE
-    return Dataset(path, path.name, questions, file_sha256(path / CORPUS_FILE), file_sha256(path / QUESTIONS_FILE),
+    return Dataset(path, path.name + (HOP_QUESTIONS_SUFFIX if hop_level else ""), questions,
+                   file_sha256(path / CORPUS_FILE), file_sha256(path / QUESTIONS_FILE),
                    file_sha256(triples) if triples.is_file() else None)
 
 
@@ -223,8 +263,9 @@ def index_label(settings: Settings, use_triples: bool) -> str:
 
 
 def default_workdir(settings: Settings, dataset: Dataset, use_triples: bool) -> Path:
-    """PATHRAG_HOME/eval/<dataset>-<triples|extractor id>: one index per dataset and way of building the graph."""
-    return settings.home / "eval" / f"{_slug(dataset.name)}-{_slug(index_label(settings, use_triples))}"
+    """PATHRAG_HOME/eval/<dataset>-<triples|extractor id>: one index per dataset folder and way of building the
+    graph (its hop questions use the same index: same passages)."""
+    return settings.home / "eval" / f"{_slug(dataset.path.name)}-{_slug(index_label(settings, use_triples))}"
 
 
 def prepare_index(settings: Settings, dataset: Dataset, workdir: Path, *, use_triples: bool,
@@ -385,13 +426,15 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
                        ks: Sequence[int] = DEFAULT_KS, limit: int | None = None, use_triples: bool = False,
                        workdir: Path | None = None, params: QueryParams | None = None,
                        on_question: Callable[[str, int], None] | None = None,
-                       index_progress: Callable[[int, int], None] | None = None) -> RetrievalEvaluation:
+                       index_progress: Callable[[int, int], None] | None = None,
+                       hop_level: bool = False) -> RetrievalEvaluation:
     """Index the dataset (or re-use its index), ask every question in every mode, score recall@k.
 
     ``settings`` are the user's: the LLM and embedder they configure are used for the dataset's index, and
     the run is recorded in their store. ``on_question(mode, questions)`` is called after each answered
     question and ``index_progress(done, total)`` during extraction (progress bars). Results are not stored
-    here; call :func:`save_evaluation`.
+    here; call :func:`save_evaluation`. ``hop_level`` asks the rows' single-hop sub-questions instead
+    (:func:`hop_questions`).
     """
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).replace(tzinfo=None)
@@ -405,7 +448,7 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
         raise ValueError(f"limit={limit} must be at least 1")
     # Recall needs the ranked passages only: no answers, so no answer LLM calls either.
     params = dataclasses.replace(params or QueryParams(), answer=False).resolved()
-    dataset = load_dataset(dataset_dir)
+    dataset = load_dataset(dataset_dir, hop_level)
     questions = dataset.questions[:limit] if limit else dataset.questions
     workdir = Path(workdir).expanduser().resolve() if workdir else default_workdir(settings, dataset, use_triples)
 

@@ -410,7 +410,7 @@ class PathRAG:
             elif self.llm is not None:
                 answer = answer_with_llm(self.llm, prompt)
             else:
-                evidence = [Evidence(t.nodes, t.chunk_ids) for t in run.traces] + [Evidence((), (c,)) for c in chunk_ids]
+                evidence = [Evidence(t.nodes, t.chunk_ids, path=True) for t in run.traces] + [Evidence((), (c,)) for c in chunk_ids]
                 answer = extractive_answer(text, query_keywords(keywords.low_level, keywords.high_level, text),
                                            evidence, {c: s.text for c, s in sources.items()}, names=keywords.low_level)
         tokens["answer"] = _usage(answer.usage)
@@ -423,31 +423,34 @@ class PathRAG:
     def _path_passages(self, text: str, params: QueryParams, snapshot: GraphSnapshot,
                        retrieved: list[RetrievedNode], scored: list, traces: list[PathTrace]) -> list[str]:
         """Passages of a path-mode query, best first, by ``params.passages`` (see ``query/ranking.py``)."""
-        seeds = [(n.rank, n.node) for n in retrieved]
         if params.passages == "legacy":
             return rank_passages([(n.rank, snapshot.entity_chunks[n.node]) for n in retrieved],
                                  [(t.rank, t.reliability, t.chunk_ids) for t in traces], MAX_RANKED_CHUNKS)
         if params.passages == "path_order":
             chunks = [c for t in traces for c in t.chunk_ids] + [c for n in retrieved for c in snapshot.entity_chunks[n.node]]
             return list(dict.fromkeys(chunks))[:MAX_RANKED_CHUNKS]
-        seed_rank = {n.node: n.rank for n in retrieved}
+        seeds = [(n.rank, n.node, n.similarity) for n in retrieved]
         paths = [] if params.passages in ("seeds", "no_paths") else [
-            (max(seed_rank[p.source], seed_rank[p.target]), p.score, p.nodes,
+            (p.source, p.target, p.score, p.nodes,
              [c for e in p.edges for c in snapshot.relation_chunks[snapshot.edge_rows[e]]])
             for p in scored]
-        text_hits: list[str] = []
-        if params.passages in ("fused", "no_paths"):
+        text_hits: list[tuple[str, float]] = []
+        if params.passages in ("fused", "no_paths", "unweighted"):
             rankings = []
             how = params.chunk_search_for("path")
             if how != "vector":
                 rankings.append([c for c, _ in chunk_index(self.store).search(text, params.top_n)])
             if how == "vector" or (how == "hybrid" and is_semantic(self.embedder)):
-                self._check_vectors("chunks")
                 rankings.append([c for c, _ in text_chunks(self.vectors, self.embedder, None, text,
                                                            params.top_n, "vector")])
-            # as many text hits as seed entities (top_n): each source restarts the walk at its N best items
-            text_hits = rrf(rankings, limit=params.top_n)
-        return graph_passages(snapshot, seeds, paths, MAX_RANKED_CHUNKS, text=text_hits)
+            # as many text hits as seed entities (top_n): each source restarts the walk at its N best items,
+            # each weighted by its cosine to the question (query/ranking.py), like the seeds to their keywords
+            hits = rrf(rankings, limit=params.top_n)
+            self._check_vectors("chunks")
+            sims = self.vectors.similarities("chunks", self.embedder.embed([text])[0], hits)
+            text_hits = [(c, sims.get(c, 0.0)) for c in hits]
+        return graph_passages(snapshot, seeds, paths, MAX_RANKED_CHUNKS, text=text_hits,
+                              weighted=params.passages != "unweighted")
 
     def _pool_paths(self, text: str, params: QueryParams, snapshot: GraphSnapshot, retrieved: list[RetrievedNode],
                     scored: list) -> list:

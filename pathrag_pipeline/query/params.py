@@ -24,9 +24,10 @@ SEED_SEARCHES = ("hybrid", "vector")
 # How path mode ranks the passages it returns (not the prompt's path order):
 # "fused": personalised PageRank over the entity-passage graph restarting at the seeds, the kept paths'
 # passages and the text retrievers' hits (query/ranking.py); "no_paths": the same without the paths (ablation);
-# "graph": seeds + paths, no text; "seeds": seeds alone; "legacy": the earlier seed-rank + path blend;
+# "graph": seeds + paths, no text; "seeds": seeds alone; "unweighted": "fused" with restart weights by rank
+# alone, not similarity x rank (the previous default, an ablation); "legacy": the earlier seed-rank + path blend;
 # "path_order": the kept paths' provenance in the prompt's order, then the seeds' chunks.
-PASSAGE_RANKINGS = ("fused", "no_paths", "graph", "seeds", "legacy", "path_order")
+PASSAGE_RANKINGS = ("fused", "no_paths", "graph", "seeds", "unweighted", "legacy", "path_order")
 DEFAULT_TOKEN_BUDGET = 4000
 # Path Pooling (query/path_pooling.py) over path mode's relation/path context: "off"; "rerank" orders the kept
 # paths by pooled relation scores; "reselect" keeps the top_k of a larger pruned pool by that score.

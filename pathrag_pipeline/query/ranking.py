@@ -9,9 +9,16 @@ Three parameter-light pieces, each a standard method with its standard constant:
   (entities linked by their relations, each entity linked to the passages it was extracted from), damping
   ``PPR_DAMPING = 0.85`` (Page et al. 1999; HippoRAG uses 0.5, we keep the textbook value). A walk reaches the
   bridge entities and passages between the seeds; hubs are diluted by their degree (transition 1/deg).
-* The restart distribution: seed entity of retrieval rank r (from 0) weighs ``1 / (1 + r)`` (the harmonic
-  weight the seed ranking already used); each node of a kept path adds its path's reliability relative to the
-  best kept path, divided by the path's rank (so the paper's reliability, Eq. 4, decides how much a path adds).
+* The restart distribution, one rule for every kind of evidence: an item weighs its similarity to the query
+  (by the configured embedder, the same cosine the seed search ranks by) discounted by its rank in its own
+  retriever, ``similarity / (1 + rank)``. A seed entity weighs its cosine to the keyword that found it (an
+  exact name match counts 1.0); a text hit (passages ranked for the question text) weighs its cosine to the
+  question; a kept path weighs its reliability relative to the best kept path (the paper's Eq. 4) times the
+  weights of both its end seeds. Weights lie in [0, 1], so the product reads as "both ends are relevant" (an
+  AND of independent events) and never exceeds the weaker end; a path between a named entity and a loose
+  match adds little, one between two named entities adds most. Rank alone (the earlier
+  ``1 / (1 + rank)``) let a loose match found by the whole-question query, or the 40th BM25 hit, restart the
+  walk almost as strongly as the entity the question names; the ``unweighted`` ablation keeps it.
 
 The prompt's path order is not touched by any of this; it only ranks the passages returned with the answer
 (and scored by ``pathrag eval retrieval``).
@@ -100,29 +107,44 @@ def passage_graph(snapshot) -> PassageGraph:
     return graph
 
 
-def restart_weights(graph: PassageGraph, seeds: Sequence[tuple[int, int]],
-                    paths: Sequence[tuple[int, float, Sequence[int], Sequence[str]]] = (),
-                    text: Sequence[str] = ()) -> np.ndarray:
+def item_weight(rank: int, similarity: float) -> float:
+    """Restart weight of an item of rank ``rank`` (from 0) in its retriever: its similarity, rank-discounted."""
+    return max(similarity, 0.0) / (1 + rank)
+
+
+def restart_weights(graph: PassageGraph, seeds: Sequence[tuple[int, int, float]],
+                    paths: Sequence[tuple[int, int, float, Sequence[int], Sequence[str]]] = (),
+                    text: Sequence[tuple[str, float]] = (), *, weighted: bool = True) -> np.ndarray:
     """Restart distribution over the entity-passage graph, normalised to sum 1.
 
-    * seed entity ``(rank from 0, node)``: 1/(1+rank);
-    * text hit (passages ranked for the question text, fused, best first): 1/(1+rank), the same harmonic
-      weight, so the best passage weighs as much as the best seed entity;
-    * kept path ``(weaker endpoint's seed rank from 0, reliability, nodes, provenance chunks of its relations)``:
-      reliability / best reliability / (1 + that rank), spread evenly over the passages that state its
-      relations (or over its nodes when they have none). A path is as relevant to the query as its less
-      relevant end: it weighs at most what that seed weighs, and a reliable path between the top seeds most.
+    * seed entity ``(rank from 0, node, similarity to its keyword)``: :func:`item_weight`;
+    * text hit ``(chunk id, similarity to the question)``, best first: :func:`item_weight` of its rank;
+    * kept path ``(source seed node, target seed node, reliability, nodes, provenance chunks of its
+      relations)``: reliability / best reliability x the product of its two end seeds' weights, spread evenly
+      over the passages that state its relations (or over its nodes when they have none).
+
+    ``weighted=False`` counts every similarity as 1 (rank alone). When no seed has a positive similarity
+    (an embedder whose cosines are all <= 0 for this query), rank alone is used too, so the walk still starts.
     """
+    def weight(rank: int, similarity: float) -> float:
+        return item_weight(rank, similarity if weighted else 1.0)
+
     w = np.zeros(graph.n, dtype=np.float64)
-    for rank, node in seeds:
-        w[node] += 1.0 / (1 + rank)
-    for rank, chunk in enumerate(dict.fromkeys(text)):
+    seed_weight: dict[int, float] = {}
+    for rank, node, similarity in seeds:
+        seed_weight[node] = seed_weight.get(node, 0.0) + weight(rank, similarity)
+        w[node] += weight(rank, similarity)
+    if weighted and seeds and not any(seed_weight.values()):
+        return restart_weights(graph, seeds, paths, text, weighted=False)
+    for rank, (chunk, similarity) in enumerate(dict.fromkeys(text)):
         i = graph.chunk_index.get(chunk)
         if i is not None:
-            w[graph.entity_count + i] += 1.0 / (1 + rank)
-    best = max((p[1] for p in paths), default=0.0)
-    for rank, rel, nodes, chunks in paths:
-        share = (rel / best if best > 0 else 1.0) / (1 + rank)
+            w[graph.entity_count + i] += weight(rank, similarity)
+    best = max((p[2] for p in paths), default=0.0)
+    for source, target, rel, nodes, chunks in paths:
+        share = (rel / best if best > 0 else 1.0) * seed_weight.get(source, 0.0) * seed_weight.get(target, 0.0)
+        if share <= 0:
+            continue
         targets = [graph.entity_count + graph.chunk_index[c] for c in dict.fromkeys(chunks) if c in graph.chunk_index]
         targets = targets or list(dict.fromkeys(nodes))
         for t in targets:
@@ -131,12 +153,13 @@ def restart_weights(graph: PassageGraph, seeds: Sequence[tuple[int, int]],
     return w / total if total > 0 else w
 
 
-def graph_passages(snapshot, seeds: Sequence[tuple[int, int]],
-                   paths: Sequence[tuple[int, float, Sequence[int], Sequence[str]]], limit: int,
-                   text: Sequence[str] = ()) -> list[str]:
-    """Passages (chunk ids) by personalised PageRank restarting at the seeds, path evidence and text hits."""
+def graph_passages(snapshot, seeds: Sequence[tuple[int, int, float]],
+                   paths: Sequence[tuple[int, int, float, Sequence[int], Sequence[str]]], limit: int,
+                   text: Sequence[tuple[str, float]] = (), *, weighted: bool = True) -> list[str]:
+    """Passages (chunk ids) by personalised PageRank restarting at the seeds, path evidence and text hits
+    (arguments as in :func:`restart_weights`)."""
     graph = passage_graph(snapshot)
-    restart = restart_weights(graph, seeds, paths, text)
+    restart = restart_weights(graph, seeds, paths, text, weighted=weighted)
     if restart.sum() == 0 or not graph.chunk_keys:
         return []
     r = graph.pagerank(restart)[graph.entity_count:]

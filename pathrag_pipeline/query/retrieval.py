@@ -38,6 +38,8 @@ class VectorSearch(Protocol):
 
     def search(self, table: str, vector_or_text: Any, k: int, embedder: Any = None) -> list[Any]: ...
 
+    def similarities(self, table: str, vector: Any, keys: Iterable[str]) -> dict[str, float]: ...
+
 
 @dataclass(frozen=True)
 class RetrievedNode:
@@ -98,11 +100,12 @@ def round_robin(rankings: Sequence[Sequence[tuple[str, float]]], limit: int) -> 
     return out
 
 
-def _search_each(vectors: VectorSearch, table: str, embedder: Embedder, keywords: list[str], k: int
-                 ) -> list[list[tuple[str, float]]]:
-    matrix = embedder.embed(keywords)
+def _search_each(vectors: VectorSearch, table: str, embedder: Embedder, keywords: list[str], k: int,
+                 matrix: np.ndarray | None = None) -> list[list[tuple[str, float]]]:
+    """Per keyword, the ``k`` nearest rows of ``table`` as (key, cosine); ``matrix`` = the keywords' vectors."""
+    matrix = np.asarray(embedder.embed(keywords) if matrix is None else matrix)
     rankings: list[list[tuple[str, float]]] = []
-    for row in np.asarray(matrix):
+    for row in matrix:
         hits = vectors.search(table, row, k)
         rankings.append([(str(h.key), float(h.similarity)) for h in hits])
     return rankings
@@ -117,19 +120,25 @@ def retrieve_nodes(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Emb
     heads that keyword's ranking whatever its cosine: an entity vector embeds the name *and* a long merged
     description, so a lexical or small embedder can rank a short, loosely related entity above the very
     entity the question names. It is recorded with similarity 1.0. Vector hits whose entity is not in the
-    graph snapshot (vectors not yet re-synced after a merge) are skipped.
+    graph snapshot (vectors not yet re-synced after a merge) are skipped. With ``lexical``, each keyword's
+    vector and BM25 rankings are fused by RRF; an entity only BM25 found carries its own cosine to the
+    keyword too (``similarity`` is always the embedder's, whichever retriever found the entity).
     """
     if top_n < 1:
         raise ValueError(f"top_n={top_n} must be at least 1 (PathRAG uses 40)")
     rankings = []
-    for keyword, ranking in zip(keywords, _search_each(vectors, "entities", embedder, keywords, top_n)):
+    matrix = np.asarray(embedder.embed(keywords))
+    for keyword, row, ranking in zip(keywords, matrix, _search_each(vectors, "entities", embedder, keywords, top_n,
+                                                                     matrix)):
         exact = name_key(keyword)
         head = [(exact, 1.0)] if snapshot.node_of(exact) is not None else []
         vector = [(key, sim) for key, sim in ranking if key != exact and snapshot.node_of(key) is not None]
         if lexical is not None:
             sims = dict(vector)
             lex = [key for key, _ in lexical.search(keyword, top_n) if key != exact and snapshot.node_of(key) is not None]
-            vector = [(key, sims.get(key, 0.0)) for key in rrf([[k for k, _ in vector], lex], limit=top_n)]
+            fused = rrf([[k for k, _ in vector], lex], limit=top_n)
+            sims.update(vectors.similarities("entities", row, [k for k in fused if k not in sims]))
+            vector = [(key, sims.get(key, 0.0)) for key in fused]
         rankings.append(head + vector)
     out: list[RetrievedNode] = []
     for rank, (which, key, sim) in enumerate(round_robin(rankings, top_n)):

@@ -217,7 +217,7 @@ DDL = [
     CREATE TABLE IF NOT EXISTS eval_runs (
         run_id        VARCHAR PRIMARY KEY,   -- uuid of one `pathrag eval retrieval` run
         started_at    TIMESTAMP NOT NULL,    -- UTC
-        dataset       VARCHAR NOT NULL,      -- dataset folder name, e.g. musique-100
+        dataset       VARCHAR NOT NULL,      -- dataset folder name, e.g. musique-100; 'musique-100 (hop questions)' for --hop-questions
         dataset_path  VARCHAR NOT NULL,      -- absolute path of the dataset folder
         dataset_hash  VARCHAR NOT NULL,      -- sha256 over the corpus, questions and (when used) triples files
         questions     INTEGER NOT NULL,      -- questions evaluated (after --limit)
@@ -250,7 +250,7 @@ DDL = [
     CREATE TABLE IF NOT EXISTS eval_questions (
         run_id        VARCHAR NOT NULL,      -- eval_runs.run_id
         mode          VARCHAR NOT NULL,      -- query mode
-        question_id   VARCHAR NOT NULL,      -- the dataset's question id
+        question_id   VARCHAR NOT NULL,      -- the dataset's question id ('<id>/hop<k>' for --hop-questions)
         gold_ids      VARCHAR[] NOT NULL,    -- corpus ids of the supporting passages
         passage_ids   VARCHAR[] NOT NULL,    -- corpus ids the mode ranked, best first (first 20, or max k if larger)
         recall        JSON NOT NULL,         -- {"recall@2": ..., "recall@5": ...} for this question

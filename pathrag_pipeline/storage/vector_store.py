@@ -14,6 +14,8 @@ Dagster run queue) must run one writer at a time.
 
 from __future__ import annotations
 
+import functools
+
 import hashlib
 import shutil
 import threading
@@ -94,6 +96,10 @@ class _Snapshot:
     @property
     def keys(self) -> list[str]:
         return self._columns["key"]
+
+    @functools.cached_property
+    def row_of(self) -> dict[str, int]:
+        return {key: i for i, key in enumerate(self._columns["key"])}
 
     def hit(self, i: int, similarity: float) -> Hit:
         c = self._columns
@@ -273,6 +279,18 @@ class VectorStore:
                 f"{stored[1]}-dimensional vectors from {stored[0]}"
             )
         return tbl, vectors
+
+    def similarities(self, table: str, vector: np.ndarray | Sequence[float], keys: Iterable[str]) -> dict[str, float]:
+        """Cosine similarity of ``vector`` to the stored rows of ``keys`` (keys not in the table are absent)."""
+        tbl, vectors = self._query_vectors(table, np.asarray([vector]), 1, None)
+        if tbl is None:
+            return {}
+        snap = self._snapshot(table, tbl)
+        rows = [(key, snap.row_of[key]) for key in dict.fromkeys(keys) if key in snap.row_of]
+        if not rows:
+            return {}
+        sims = snap.matrix[[i for _, i in rows]] @ vectors[0]
+        return {key: float(sim) for (key, _), sim in zip(rows, sims)}
 
     def matrix(self, table: str) -> tuple[list[str], np.ndarray]:
         """All keys of ``table`` and their unit vectors (row i belongs to key i); empty when no table."""
