@@ -29,6 +29,20 @@ def _table(columns: list[str], rows: list[list], title: str) -> None:
     print_table(columns, [tuple(r) for r in rows], title=title)
 
 
+def _publish(section: str, heading: str, update_docs: Path | None, as_json: bool, json_text: str,
+             before: str | None = None) -> None:
+    """A long benchmark's output: its ``## heading`` section spliced into ``update_docs`` (when given), then
+    the JSON or the section printed."""
+    if update_docs is not None:
+        from pathrag_pipeline.bench.report_sections import splice
+
+        splice(update_docs, heading, section, before=before)
+    if as_json:
+        click.echo(json_text)
+    else:
+        console.print(section, highlight=False, markup=False)
+
+
 def _log(as_json: bool):
     return (lambda _: None) if as_json else (lambda msg: console.print(f"[dim]{esc(msg)}[/dim]", highlight=False))
 
@@ -246,14 +260,7 @@ def bench_scale(size_mb: float, files: int, small_fraction: float, big_txt_mb: f
     section = scale_section(result)
     if markdown_out:
         markdown_out.write_text(section + "\n")
-    if update_docs is not None:
-        from pathrag_pipeline.bench.report_sections import splice
-
-        splice(update_docs, "Scale", section, before="Retrieval recall")
-    if as_json:
-        click.echo(json.dumps(result, indent=1))
-    else:
-        console.print(section, highlight=False, markup=False)
+    _publish(section, "Scale", update_docs, as_json, json.dumps(result, indent=1), before="Retrieval recall")
 
 
 ROW_LABELS = {"nodes": "nodes", "edges": "edges", "generate_s": "generate s", "build_ms": "build ms",
@@ -371,16 +378,10 @@ def bench_dagster(repeats: int, files: int, new_files: int, workdir: Path | None
     if repeats < 1 or files < 1 or new_files < 1:
         raise click.UsageError("--repeats, --files and --new-files must be at least 1")
     from pathrag_pipeline.bench.dagster import markdown_section, run_dagster_bench, to_json
-    from pathrag_pipeline.bench.report_sections import splice
 
     result = run_dagster_bench(repeats=repeats, files=files, new_files=new_files, workdir=workdir,
                                log=_log(as_json))
-    if update_docs is not None:
-        splice(update_docs, "Dagster", markdown_section(result), before="Scale")
-    if as_json:
-        click.echo(to_json(result))
-    else:
-        console.print(markdown_section(result), highlight=False, markup=False)
+    _publish(markdown_section(result), "Dagster", update_docs, as_json, to_json(result), before="Scale")
 
 
 @bench.command("retrieval")
@@ -398,7 +399,6 @@ def bench_retrieval(dataset_dir: Path, limit: int | None, no_hop_check: bool, wo
     """Recall@k of every mode, the flat baselines and the path ablations (the report's retrieval section):
     triples + MiniLM when the local-embeddings extra is installed, and offline; plus the hop-question check."""
     from pathrag_pipeline.bench.report import retrieval_section, retrieval_runs
-    from pathrag_pipeline.bench.report_sections import splice
 
     started = time.perf_counter()
     runs = retrieval_runs(dataset_dir, limit, workdir or Path(tempfile.mkdtemp(prefix="pathrag-retrieval-")),
@@ -409,12 +409,7 @@ def bench_retrieval(dataset_dir: Path, limit: int | None, no_hop_check: bool, wo
     section = (retrieval_section(runs) + f"\n\n_Measured {stamp} with `pathrag bench retrieval`, "
                f"{(time.perf_counter() - started) / 60:.1f} min, 2 cores shared; recall figures are deterministic, "
                "times are not._")
-    if update_docs is not None:
-        splice(update_docs, "Retrieval recall", section, before="NeuroPath retrieval")
-    if as_json:
-        click.echo(json.dumps(runs, indent=1))
-    else:
-        console.print(section, highlight=False, markup=False)
+    _publish(section, "Retrieval recall", update_docs, as_json, json.dumps(runs, indent=1), before="NeuroPath retrieval")
 
 
 @bench.command("neuropath")
@@ -434,13 +429,7 @@ def bench_neuropath(dataset_dir: Path, limit: int | None, minilm: bool | None, t
                     update_docs: Path | None, as_json: bool) -> None:
     """NeuroPath recall@k, LLM tokens and ms per query beside path mode and the BM25/dense baselines."""
     from pathrag_pipeline.bench.neuropath import markdown_section, run_neuropath_bench
-    from pathrag_pipeline.bench.report_sections import splice
 
     runs = run_neuropath_bench(dataset_dir, workdir or Path(tempfile.mkdtemp(prefix="pathrag-neuropath-")),
                                limit=limit, minilm=minilm, triples=triples, log=_log(as_json))
-    if update_docs is not None:
-        splice(update_docs, "NeuroPath retrieval", markdown_section(runs))
-    if as_json:
-        click.echo(json.dumps(runs, indent=1))
-    else:
-        console.print(markdown_section(runs), highlight=False, markup=False)
+    _publish(markdown_section(runs), "NeuroPath retrieval", update_docs, as_json, json.dumps(runs, indent=1))
