@@ -583,9 +583,9 @@ search's cosine, the text retrievers' rank and the paper's path reliability. Two
 development (`/tmp` scripts over the captured seeds, paths and hits, not a command): a path weighing its weaker
 end seed (`min`) or both (`product`); the product scored higher on all four sets measured (multi-hop and
 hop questions, offline graph and triples + MiniLM), so it is the default, a choice made on musique-100's
-passages. The rejected variants of the previous session (entity-specificity weighting of the walk, damping
-0.5, RRF of graph and text rankings, and, this session, degree-normalised PageRank scores and text weights by
-BM25 score or a fixed 0.05 factor as in HippoRAG 2) all scored below the chosen rule at recall@5."""
+passages. The rejected variants (entity-specificity weighting of the walk, damping 0.5, RRF of the graph
+and text rankings, degree-normalised PageRank scores, text weights by BM25 score or by a fixed 0.05 factor as
+in HippoRAG 2) all scored below the chosen rule at recall@5."""
 
 
 # ---- the whole report -----------------------------------------------------------------------------
