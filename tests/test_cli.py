@@ -161,6 +161,8 @@ def test_dev_gives_dg_default_signal_dispositions(tmp_path, monkeypatch):
     def fake_exec(path, args, env):
         seen.update({name: signal.getsignal(getattr(signal, name)) for name in ("SIGINT", "SIGTERM")})
         seen["args"] = args
+        seen["path"] = path
+        seen["PATH"] = env["PATH"]
 
     monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(os, "execvpe", fake_exec)
@@ -174,3 +176,9 @@ def test_dev_gives_dg_default_signal_dispositions(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert seen["SIGINT"] == signal.SIG_DFL and seen["SIGTERM"] == signal.SIG_DFL
     assert seen["args"][1:] == ["dev", "-p", "3999"]
+    # `.venv/bin/pathrag dev` without an activated venv: this environment's `dg`, and its bin first on PATH.
+    import sys
+
+    bin_dir = os.path.dirname(sys.executable)
+    assert seen["path"] == os.path.join(bin_dir, "dg")
+    assert seen["PATH"].split(os.pathsep)[0] == bin_dir

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 
 import click
 
@@ -23,8 +24,12 @@ def dev(dg_args: tuple[str, ...]) -> None:
     from pathrag_pipeline.dagster_home import ensure_dagster_yaml
 
     ensure_dagster_yaml(settings.dagster_home)
-    env = dict(os.environ, DAGSTER_HOME=str(settings.dagster_home))
-    dg = shutil.which("dg")
+    # The `dg` of this interpreter's environment first, so `.venv/bin/pathrag dev` works without activating the
+    # venv, and its children (webserver, daemon) find the same environment's commands.
+    bin_dir = os.path.dirname(sys.executable)
+    path = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+    env = dict(os.environ, DAGSTER_HOME=str(settings.dagster_home), PATH=path)
+    dg = shutil.which("dg", path=path)
     if dg is None:
         raise click.ClickException("`dg` was not found; install the project with `pip install -e .`")
     os.chdir(PACKAGE_ROOT)
