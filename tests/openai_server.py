@@ -29,6 +29,10 @@ Behaviours of real local servers (llama-cpp-python's server, Ollama), off by def
   ``timeout_sleep`` passes (its context is full), with it the answer is cut at the cap;
 - ``unsupported_formats = {"json_schema"}``: such a ``response_format`` gets HTTP 500 with llama.cpp's body
   ("Input should be 'text' or 'json_object'");
+- ``reasoning_model = True``: as OpenAI's o-series and GPT-5.x models, a request with ``max_tokens`` gets
+  HTTP 400 ``unsupported_parameter`` ("Use 'max_completion_tokens' instead") and one with a ``temperature``
+  other than 1 gets HTTP 400 ``unsupported_value``, with OpenAI's bodies; ``max_completion_tokens`` caps the
+  answer like ``max_tokens``;
 - ``schema_echo(request)``: what a weak model answers in json/md_json mode, the JSON schema it was shown;
 - faults ``trickle`` (the body dribbles out a byte every ``trickle_interval`` s), ``empty_choices``
   (``choices: []``), ``echo_key`` (HTTP 500 whose message repeats the request's Authorization header, as
@@ -124,6 +128,19 @@ def schema_echo(request: dict[str, Any]) -> str:
     return json.dumps({"title": "ChunkExtraction", "type": "object"})
 
 
+def reasoning_model_refusal(request: dict[str, Any]) -> dict[str, Any] | None:
+    """OpenAI's 400 body for a parameter its reasoning models refuse, or None when the request is accepted."""
+    if "max_tokens" in request:
+        return {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                     "Use 'max_completion_tokens' instead.", "type": "invalid_request_error",
+                          "param": "max_tokens", "code": "unsupported_parameter"}}
+    if request.get("temperature", 1) != 1:
+        return {"error": {"message": f"Unsupported value: 'temperature' does not support {request['temperature']} "
+                                     "with this model. Only the default (1) value is supported.",
+                          "type": "invalid_request_error", "param": "temperature", "code": "unsupported_value"}}
+    return None
+
+
 def default_embed_responder(texts: list[str], model: str) -> list[list[float]]:
     return [hash_embedding(t) for t in texts]
 
@@ -176,6 +193,10 @@ class _Handler(BaseHTTPRequestHandler):
             if (endpoint == "chat" and fake.unsupported_formats
                     and (body.get("response_format") or {}).get("type") in fake.unsupported_formats):
                 self._send_json(500, UNSUPPORTED_FORMAT_BODY)
+                return
+            refusal = reasoning_model_refusal(body) if endpoint == "chat" and fake.reasoning_model else None
+            if refusal is not None:
+                self._send_json(400, refusal)
                 return
             if fake.response_delay:
                 fake._stopping.wait(fake.response_delay)
@@ -288,6 +309,7 @@ class FakeOpenAIServer:
         self.serial = False  # process one request at a time (llama.cpp's default)
         self.runaway = False  # without max_tokens the model never stops (stalls timeout_sleep s)
         self.unsupported_formats: set[str] = set()  # response_format types answered with llama.cpp's 500
+        self.reasoning_model = False  # refuse max_tokens and temperature != 1 as OpenAI's reasoning models do
         self.trickle_interval = 0.05  # seconds between the bytes of a "trickle" fault
         self._serial_lock = threading.Lock()
         self._lock = threading.Lock()
@@ -439,7 +461,7 @@ class FakeOpenAIServer:
 
         Words stand for tokens: a request's ``max_tokens`` cuts the content at that many words (no cap when
         it sends none) and the answer reports ``finish_reason: "length"`` (``"tool_calls"`` for tools)."""
-        cap = request.get("max_tokens")
+        cap = request.get("max_tokens", request.get("max_completion_tokens"))
         finish_reason = "stop"
         if self.runaway:
             if cap is None:

@@ -189,6 +189,43 @@ def test_rejected_response_format_stops_at_once_naming_the_mode(openai_server: F
     assert json_mode.structured(MESSAGES, ChunkExtraction, stage="extract").value.entities
 
 
+# ---- OpenAI reasoning models (o-series, GPT-5.x): max_completion_tokens, default temperature only ------------
+
+def test_reasoning_model_refusals_are_learnt_once_and_the_cap_still_holds(openai_server: FakeOpenAIServer,
+                                                                         root_records) -> None:
+    openai_server.reasoning_model = True
+    client = make_client(openai_server, max_tokens={"extract": 64, "*": 32})
+    openai_server.script_chat([json.dumps(EXTRACTION)])
+
+    first = client.structured(MESSAGES, ChunkExtraction, stage="extract")
+    assert first.value.entities[0].name == "Ada Lovelace"
+    sent = [r.body for r in openai_server.requests_for("chat")]
+    assert len(sent) == 3 and first.usage.calls == 3  # refused twice (max_tokens, then temperature), resent
+    assert "max_tokens" in sent[0] and sent[0]["temperature"] == 0.0
+    assert sent[2]["max_completion_tokens"] == 64 and "max_tokens" not in sent[2] and "temperature" not in sent[2]
+
+    answer = client.complete(MESSAGES, stage="answer")  # later calls go in the learnt form at once
+    assert answer.usage.calls == 1 and openai_server.count("chat") == 4
+    assert openai_server.requests_for("chat")[3].body["max_completion_tokens"] == 32
+    warnings = [r.getMessage() for r in root_records.records
+                if r.levelno == logging.WARNING and "refuses" in r.getMessage()]
+    assert len(warnings) == 2 and "max_completion_tokens" in warnings[0] and "temperature" in warnings[1]
+    assert SECRET not in root_records.text()
+
+    # the cap sent as max_completion_tokens still cuts, and a cut structured answer is still refused
+    openai_server.script_chat([json.dumps(EXTRACTION) + " " + "word " * 80])
+    with pytest.raises(LLMTruncatedError):
+        client.structured(MESSAGES, ChunkExtraction, stage="extract", validation_retries=0)
+
+
+def test_servers_that_accept_max_tokens_and_temperature_get_them_unchanged(openai_server: FakeOpenAIServer) -> None:
+    client = make_client(openai_server, max_tokens=48)
+    openai_server.script_chat([json.dumps(EXTRACTION)])
+    client.structured(MESSAGES, ChunkExtraction, stage="extract")
+    (body,) = [r.body for r in openai_server.requests_for("chat")]
+    assert body["max_tokens"] == 48 and body["temperature"] == 0.0 and "max_completion_tokens" not in body
+
+
 # ---- 10.6 choices: [] -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call", ["structured", "complete"])

@@ -19,11 +19,18 @@ single read, not the request. Against llama.cpp or Ollama on a laptop that is no
   fault), and so does an embeddings reply with fewer (or more) vectors than texts; a structured answer that ended at the output cap (``finish_reason: "length"``, or a tool call
   whose completion tokens reached ``max_tokens``: llama.cpp reports ``tool_calls`` then) raises
   ``OutputTruncated`` (not retried: the same request would be cut again).
+- **Parameters a model refuses.** OpenAI's reasoning models (o-series, GPT-5.x, also on Azure) answer a
+  ``max_tokens`` with HTTP 400 ``unsupported_parameter`` ("Use 'max_completion_tokens' instead") and any
+  ``temperature`` but 1 with ``unsupported_value``. On such a reply the transport resends the same request
+  once with ``max_completion_tokens`` (same cap) or without ``temperature``, logs a warning once, and sends
+  every later request of the client in that form from the start. Servers that accept the parameters never
+  see a change.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +42,14 @@ import openai
 
 from pathrag_pipeline.llm.redaction import redact
 
+log = logging.getLogger(__name__)
+
 UNSUPPORTED_MARKERS = ("input should be 'text' or 'json_object'", "response_format", "json_schema")
+# Chat parameters a model may refuse, and what the transport does instead (see the module docstring).
+ADAPTATIONS: dict[str, str] = {
+    "max_tokens": "sends the output cap as max_completion_tokens",
+    "temperature": "leaves temperature out (the model accepts only its default, so answers may vary)",
+}
 
 
 class ClientStopped(openai.OpenAIError):
@@ -84,6 +98,7 @@ class TransportState:
     stopped: ClientStopped | None = None
     stopped_at: float = 0.0
     backoffs: int = 0
+    adapted: set[str] = field(default_factory=set)  # ADAPTATIONS keys learnt from the server's refusals
 
 
 class _DeadlineStream(httpx2.SyncByteStream):
@@ -199,6 +214,19 @@ class GuardedTransport(httpx2.HTTPTransport):
 
     # ---- the request ---------------------------------------------------------------------------
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        request = self._adapt(request, self.state.adapted)
+        reply, body = self._send(request)
+        for _ in ADAPTATIONS:  # at most one resend per parameter a model can refuse
+            refused = self._refused_parameter(request, reply, body)
+            if refused is None:
+                break
+            request = self._adapt(request, {refused})
+            reply, body = self._send(request)
+        self._inspect(request, reply, body)
+        return reply
+
+    def _send(self, request: httpx2.Request) -> tuple[httpx2.Response, bytes]:
+        """One attempt: limiter slot, send, read the whole body under the deadline."""
         self._acquire()
         try:
             if self.on_send is not None:
@@ -224,8 +252,46 @@ class GuardedTransport(httpx2.HTTPTransport):
             self._release()
         reply = httpx2.Response(response.status_code, headers=response.headers, content=body,
                                 request=request, extensions=response.extensions)
-        self._inspect(request, reply, body)
-        return reply
+        return reply, body
+
+    # ---- parameters a model refuses ------------------------------------------------------------
+    def _refused_parameter(self, request: httpx2.Request, reply: httpx2.Response, body: bytes) -> str | None:
+        """The ADAPTATIONS key a 400 reply refuses, learnt for every later request; None for any other reply."""
+        if reply.status_code != 400 or not request.url.path.endswith("/chat/completions"):
+            return None
+        error = (_json(body) or {}).get("error") if isinstance(_json(body), dict) else None
+        if not isinstance(error, dict):
+            return None
+        param = error.get("param")
+        sent = _json(request.content)
+        if param not in ADAPTATIONS or not isinstance(sent, dict) or param not in sent:
+            return None
+        if error.get("code") not in ("unsupported_parameter", "unsupported_value"):
+            return None
+        with self._cond:
+            new = param not in self.state.adapted
+            self.state.adapted.add(param)
+        if new:
+            log.warning("the model %r at %s refuses %s (%s); this client now %s", sent.get("model"),
+                        self.base_url, param, redact(" ".join(str(error.get("message", "")).split())[:160]),
+                        ADAPTATIONS[param])
+        return param
+
+    @staticmethod
+    def _adapt(request: httpx2.Request, params: set[str]) -> httpx2.Request:
+        """``request`` with the ADAPTATIONS in ``params`` applied to its JSON body (itself when none apply)."""
+        if not params or request.method != "POST" or not request.url.path.endswith("/chat/completions"):
+            return request
+        sent = _json(request.content)
+        if not isinstance(sent, dict) or not any(p in sent for p in params):
+            return request
+        if "max_tokens" in params and "max_tokens" in sent:
+            sent["max_completion_tokens"] = sent.pop("max_tokens")
+        if "temperature" in params:
+            sent.pop("temperature", None)
+        headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"content-length"]
+        return httpx2.Request(request.method, request.url, headers=headers,
+                              content=json.dumps(sent).encode("utf-8"), extensions=request.extensions)
 
     def _inspect(self, request: httpx2.Request, reply: httpx2.Response, body: bytes) -> None:
         status = reply.status_code
