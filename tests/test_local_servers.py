@@ -218,6 +218,17 @@ def test_reasoning_model_refusals_are_learnt_once_and_the_cap_still_holds(openai
         client.structured(MESSAGES, ChunkExtraction, stage="extract", validation_retries=0)
 
 
+def test_an_answer_whose_cap_went_on_reasoning_names_the_setting(openai_server: FakeOpenAIServer) -> None:
+    from pathrag_pipeline.llm.client import LLMOutputError
+
+    client = make_client(openai_server)
+    reply = openai_server._chat_body({"messages": MESSAGES}, "")
+    reply["choices"][0]["finish_reason"] = "length"  # every completion token was reasoning; no text left
+    openai_server.script_chat([reply])
+    with pytest.raises(LLMOutputError, match="PATHRAG_LLM_ANSWER_MAX_TOKENS"):
+        client.complete(MESSAGES, stage="answer")
+
+
 def test_servers_that_accept_max_tokens_and_temperature_get_them_unchanged(openai_server: FakeOpenAIServer) -> None:
     client = make_client(openai_server, max_tokens=48)
     openai_server.script_chat([json.dumps(EXTRACTION)])

@@ -275,8 +275,11 @@ class LLMClient:
         )
         text = response.choices[0].message.content if response.choices else None
         if not text:
+            cut = bool(response.choices) and response.choices[0].finish_reason == "length"
+            hint = (f": the output cap of {max_tokens} tokens ran out first (a reasoning model spends it on "
+                    "reasoning); raise PATHRAG_LLM_ANSWER_MAX_TOKENS") if cut else ""
             raise LLMOutputError(
-                f"LLM stage {stage or '(none)'!r}: model {self.model!r} returned no text",
+                f"LLM stage {stage or '(none)'!r}: model {self.model!r} returned no text{hint}",
                 stage=stage, model=self.model, last_error="empty message content", usage=usage,
             )
         truncated = response.choices[0].finish_reason == "length"
