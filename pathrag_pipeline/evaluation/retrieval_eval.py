@@ -365,13 +365,19 @@ class RetrievalEvaluation:
         }
 
     def verdict(self) -> str | None:
-        """One line: does the best graph mode beat BM25 and dense of this run (at every k)?"""
+        """One line: does the best graph mode beat BM25 and dense of this run (at every k)?
+
+        The best graph mode has the highest mean recall over the run's ks (each k counts the same, so no
+        single cut-off decides it); on a tie, the one listed first."""
         graph = {m: o for m, o in self.modes.items() if resolve_mode(m)[0] != "naive"}
         flat = {m: o for m, o in self.modes.items() if m in BASELINES}
         if not graph or not flat:
             return None
-        last = f"recall@{self.ks[-1]}"
-        best = max(graph, key=lambda m: (graph[m].recall[last], -list(graph).index(m)))
+
+        def mean_recall(mode: str) -> float:
+            return sum(graph[mode].recall[f"recall@{k}"] for k in self.ks) / len(self.ks)
+
+        best = max(graph, key=lambda m: (round(mean_recall(m), 12), -list(graph).index(m)))
 
         def against(mode: str) -> str:
             parts = []
