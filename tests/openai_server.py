@@ -36,7 +36,8 @@ Behaviours of real local servers (llama-cpp-python's server, Ollama), off by def
 - ``schema_echo(request)``: what a weak model answers in json/md_json mode, the JSON schema it was shown;
 - faults ``trickle`` (the body dribbles out a byte every ``trickle_interval`` s), ``empty_choices``
   (``choices: []``), ``echo_key`` (HTTP 500 whose message repeats the request's Authorization header, as
-  some proxies do), and for embeddings ``empty_data`` (``data: []``) and ``short`` (one vector too few).
+  some proxies do), ``401`` / ``403`` / ``404_model`` (OpenAI's bodies for a wrong key, no access, an unknown
+  model) and ``404_route`` (a plain 404, as for a base URL without ``/v1``), and for embeddings ``empty_data`` (``data: []``) and ``short`` (one vector too few).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 FAULTS = ("429", "500", "503", "timeout", "malformed", "disconnect", "trickle", "empty_choices", "echo_key",
-          "empty_data", "short")
+          "empty_data", "short", "401", "403", "404_model", "404_route")
 UNSUPPORTED_FORMAT_BODY = {"detail": [{"type": "literal_error", "loc": ["body", "response_format", "type"],
                                        "msg": "Input should be 'text' or 'json_object'",
                                        "input": "json_schema", "ctx": {"expected": "'text' or 'json_object'"}}]}
@@ -231,6 +232,21 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "429":
             self._send_json(429, {"error": {"message": "rate limited", "type": "rate_limit_error"}},
                             headers={"Retry-After": fake.retry_after})
+        elif fault == "401":
+            self._send_json(401, {"error": {"message": "Incorrect API key provided: sk-wr***key. You can find your "
+                                                       "API key at https://platform.openai.com/account/api-keys.",
+                                            "type": "invalid_request_error", "param": None,
+                                            "code": "invalid_api_key"}})
+        elif fault == "403":
+            self._send_json(403, {"error": {"message": "You are not allowed to sample from this model",
+                                            "type": "invalid_request_error", "param": None, "code": None}})
+        elif fault == "404_model":
+            model = self._body.get("model")
+            self._send_json(404, {"error": {"message": f"The model `{model}` does not exist or you do not have "
+                                                       "access to it.", "type": "invalid_request_error",
+                                            "param": None, "code": "model_not_found"}})
+        elif fault == "404_route":
+            self._send_json(404, {"detail": "Not Found"})
         elif fault in ("500", "503"):
             self._send_json(int(fault), {"error": {"message": f"injected {fault}", "type": "server_error"}})
         elif fault == "timeout":

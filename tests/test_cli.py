@@ -182,3 +182,12 @@ def test_dev_gives_dg_default_signal_dispositions(tmp_path, monkeypatch):
     bin_dir = os.path.dirname(sys.executable)
     assert seen["path"] == os.path.join(bin_dir, "dg")
     assert seen["PATH"].split(os.pathsep)[0] == bin_dir
+
+
+def test_ask_refuses_a_theta_the_job_would_refuse():
+    from click.testing import CliRunner
+
+    from pathrag_pipeline.cli import main
+
+    result = CliRunner().invoke(main, ["ask", "Who founded Aldermere University?", "--theta", "5"])
+    assert result.exit_code == 2 and "--theta" in result.output and "0<=x<=1" in result.output

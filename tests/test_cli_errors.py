@@ -45,6 +45,26 @@ def test_index_with_a_rejected_mode_is_one_line_naming_the_fix(folder, monkeypat
     assert openai_server.count("chat") == 1
 
 
+def test_index_with_a_wrong_key_stops_at_the_first_chunk_in_one_line(folder, monkeypatch, caplog,
+                                                                     openai_server: FakeOpenAIServer) -> None:
+    for i in range(6):
+        (folder / f"extra-{i}.md").write_text(f"Document {i} says Ada Halden visited Port Aster.\n")
+    openai_server.inject("401", times=100)
+    monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
+    monkeypatch.setenv("PATHRAG_LLM_API_KEY", SECRET)
+    monkeypatch.setenv("PATHRAG_LLM_MAX_CONCURRENCY", "1")
+
+    result = CliRunner().invoke(main, ["index", str(folder)])
+
+    line = one_line_error(result)
+    assert "HTTP 401" in line and "PATHRAG_LLM_API_KEY" in line and "is the server up" not in line
+    assert openai_server.count("chat") == 1  # the first refusal ends the run: 7 chunks, one request
+    assert SECRET not in result.output
+    # said once, in the Error line: no per-chunk warning repeats it (a terminal shows warnings too)
+    assert not [r for r in caplog.records if "extraction of chunk" in r.getMessage()]
+
+
 def test_index_with_an_embedder_that_cannot_load_is_one_line(folder, monkeypatch) -> None:
     pytest.importorskip("pathrag_pipeline.llm.embedding")
     try:

@@ -73,3 +73,25 @@ def test_paths_table_prints_node_names_literally(capsys):
     out = " ".join(capsys.readouterr().out.split())
     for text in ("[/home] -> [citation needed]", "notes [draft].txt", "[offline]", "q[1]"):
         assert text in out
+
+
+def test_answer_heading_names_the_mode_once_and_the_paths_shown(capsys):
+    from types import SimpleNamespace
+
+    from pathrag_pipeline.cli.common import console
+    from pathrag_pipeline.query.answering import EXTRACTIVE_LABEL
+
+    paths = [SimpleNamespace(rank=i, reliability=1 / i, hops=1, nodes=["A", f"B{i}"], document_ids=["a.md"])
+             for i in range(1, 8)]
+    result = SimpleNamespace(answer_kind="extractive", model="offline", answer=f"{EXTRACTIVE_LABEL} Ada founded it.",
+                             paths=paths, mode="path", document_ids=["a.md"], timings_ms={"total": 1.0},
+                             query_id="q1", total_ms=1.0)
+    print_result(result, console, max_paths=5)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Answer (extractive, offline, mode path): Ada founded it." in out
+    assert EXTRACTIVE_LABEL not in out  # the heading says it; the stored answer keeps its label
+    assert "showing 5 of 7 kept" in out and "A -> B6" not in out
+    result.mode = "neuropath"
+    print_result(result, console)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "tracker's best" in out and "7 kept" in out and "showing" not in out

@@ -93,3 +93,11 @@ def test_a_table_whose_every_batch_fails_is_still_created(openai_server: FakeOpe
     assert (stats.embedded, stats.failed, stats.total) == (0, 5, 0)
     assert "entities" in store.tables() and store.count("entities") == 0
     assert store.sync("entities", rows, embedder).embedded == 5
+
+
+def test_a_refused_embeddings_key_is_one_request_naming_the_embed_setting(openai_server: FakeOpenAIServer) -> None:
+    openai_server.inject("401", times=10, endpoint="embeddings")
+    embedder = OpenAIEmbedder(openai_server.base_url, "fake-embed", max_retries=3)
+    with pytest.raises(EmbeddingError, match="PATHRAG_EMBED_API_KEY"):
+        embedder.embed(["one", "two"])
+    assert openai_server.count("embeddings") == 1

@@ -237,6 +237,29 @@ def test_servers_that_accept_max_tokens_and_temperature_get_them_unchanged(opena
     assert body["max_tokens"] == 48 and body["temperature"] == 0.0 and "max_completion_tokens" not in body
 
 
+# ---- refusals for good: a wrong key (401), no access (403), an unknown model or route (404) ---------------------
+
+@pytest.mark.parametrize(("fault", "names"), [
+    ("401", "PATHRAG_LLM_API_KEY"),
+    ("403", "PATHRAG_LLM_API_KEY"),
+    ("404_model", "PATHRAG_LLM_MODEL"),
+    ("404_route", "PATHRAG_LLM_BASE_URL"),
+])
+def test_refused_requests_stop_at_once_naming_the_setting(openai_server: FakeOpenAIServer, fault: str,
+                                                          names: str) -> None:
+    openai_server.inject(fault, times=10)
+    client = make_client(openai_server, max_retries=3)
+
+    with pytest.raises(LLMStoppedError) as info:
+        client.structured(MESSAGES, ChunkExtraction, stage="extract")
+    assert openai_server.count("chat") == 1  # not retried: no retry can fix a key, a model name or a URL
+    assert names in str(info.value) and f"HTTP {fault[:3]}" in str(info.value)
+    assert SECRET not in str(info.value)
+    with pytest.raises(LLMStoppedError):  # later calls fail at once too, without a request
+        client.complete(MESSAGES, stage="answer")
+    assert openai_server.count("chat") == 1
+
+
 # ---- 10.6 choices: [] -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call", ["structured", "complete"])

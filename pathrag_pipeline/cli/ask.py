@@ -37,12 +37,23 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
 
     from pathrag_pipeline.cli.common import esc, plain
 
-    console.print(f"[bold]Answer[/bold] ({esc(result.answer_kind)}, {esc(result.model)}):", highlight=False)
-    console.print(result.answer, highlight=False, markup=False)
+    from pathrag_pipeline.query.answering import EXTRACTIVE_LABEL
+
+    console.print(f"[bold]Answer[/bold] ({esc(result.answer_kind)}, {esc(result.model)}, mode {esc(result.mode)}):",
+                  highlight=False)
+    # the heading already says "extractive, offline": the stored answer's own label is not repeated under it
+    answer = result.answer
+    if answer.startswith(EXTRACTIVE_LABEL):
+        answer = answer[len(EXTRACTIVE_LABEL):].lstrip()
+    console.print(answer, highlight=False, markup=False)
     if result.paths:
         pooled = (getattr(result, "params", None) or {}).get("path_pooling", "off") not in ("off", None)
-        order = "best by Path Pooling" if pooled else "most reliable"
-        table = Table(title=plain(f"Paths (rank 1 = {order}; {len(result.paths)} kept; documents: the edges' sources first)"),
+        order = ("the tracker's best (deepest hop first)" if result.mode == "neuropath" else
+                 "best by Path Pooling" if pooled else "most reliable")
+        shown = len(result.paths[:max_paths])
+        count = (f"showing {shown} of {len(result.paths)} kept" if shown < len(result.paths)
+                 else f"{len(result.paths)} kept")
+        table = Table(title=plain(f"Paths (rank 1 = {order}; {count}; documents: the edges' sources first)"),
                       show_lines=False)
         for col in ("rank", "reliability", "hops", "nodes", "documents"):
             table.add_column(col, overflow="fold")
@@ -75,16 +86,19 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
 @click.option("--top-k", type=click.IntRange(min=1), default=15, show_default=True, help="Paths kept after pruning.")
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True), default=0.8, show_default=True,
               help="Decay rate of the resource flow.")
-@click.option("--theta", type=click.FloatRange(min=0), default=None,
+@click.option("--theta", type=click.FloatRange(0, 1), default=None,
               help="Early-stop threshold (default: 0.05 paper, 0.3 reference).")
 @click.option("--max-hops", type=click.IntRange(min=1), default=None,
               help="Longest path in edges (default: 4 paper, 3 reference).")
-@click.option("--variant", type=click.Choice(VARIANTS), default="paper", show_default=True)
+@click.option("--variant", type=click.Choice(VARIANTS), default="paper", show_default=True,
+              help="paper = the paper's pruning (theta 0.05, up to 4 hops); reference = the authors' public code "
+                   "(theta 0.3, up to 3 hops, its own path order).")
 @click.option("--ordering", type=click.Choice(ORDERINGS), default="reliability", show_default=True,
               help="How kept paths are ranked (the others are the paper's ablations).")
 @click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default="paths", show_default=True,
               help="flat = deduplicated nodes and edges without path structure (ablation).")
-@click.option("--token-budget", type=click.IntRange(min=200), default=DEFAULT_TOKEN_BUDGET, show_default=True)
+@click.option("--token-budget", type=click.IntRange(min=200), default=DEFAULT_TOKEN_BUDGET, show_default=True,
+              help="Tokens of retrieved context in the answer prompt; the least reliable paths are dropped first.")
 @click.option("--excerpts", is_flag=True, help="Quote source sentences under each path in the prompt.")
 @click.option("--path-pooling", type=click.Choice(PATH_POOLINGS), default="off", show_default=True,
               help="Path Pooling (Wang et al. 2025) of path mode's paths: rerank them, or reselect the top-k from a "

@@ -504,7 +504,7 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                     message = f"{exc}; it is retried on the next run"
                     if len(stats.errors) < 5:
                         stats.errors.append(f"{group[0].chunk_id}: {exc}")
-                    if not isinstance(exc, LLMStoppedError) or not stopped:
+                    if not isinstance(exc, LLMStoppedError):  # a stop is said once, by the run's error
                         log.warning("extraction of chunk %s failed: %s", group[0].chunk_id,
                                     " ".join(str(exc).split())[:500])
                     batch.extend(_record(c, identity, error=message, calls=usage.calls if i == 0 else 0,

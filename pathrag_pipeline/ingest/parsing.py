@@ -157,7 +157,7 @@ def _require_text(text: str, rel_path: str, what: str) -> str:
 def _decode_utf8(data: bytes, rel_path: str) -> str:
     """Decode UTF-8 (BOM accepted); binary or undecodable content is a ParseError naming the byte offset."""
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        raise ParseError(f"{rel_path} looks like a binary file (NUL bytes near the start), not text; "
+        raise ParseError(f"{rel_path} looks like a binary file (NUL bytes in its first {BINARY_SNIFF_BYTES // 1024} KiB), not text; "
                          f"remove it from the folder or convert it to UTF-8 text")
     bom = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
     try:
@@ -206,7 +206,7 @@ def _parse_html(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedD
     from bs4 import BeautifulSoup, Tag  # imported here: only HTML needs it, and it costs import time
 
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        raise ParseError(f"{rel_path} looks like a binary file (NUL bytes near the start), not HTML; "
+        raise ParseError(f"{rel_path} looks like a binary file (NUL bytes in its first {BINARY_SNIFF_BYTES // 1024} KiB), not HTML; "
                          f"remove it from the folder or re-save it as text")
     soup = BeautifulSoup(data, "html.parser")
     title_tag = soup.find("title")

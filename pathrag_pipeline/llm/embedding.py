@@ -261,7 +261,7 @@ class OpenAIEmbedder:
         self._dim: int | None = dimensions
         register_secret(api_key)
         transport = GuardedTransport(timeout=timeout, max_concurrency=4, stop_after=max_retries + 1,
-                                     base_url=base_url)
+                                     base_url=base_url, settings="PATHRAG_EMBED")
         # Local servers accept any key, but the client insists on one being set.
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries,

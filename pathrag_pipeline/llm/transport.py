@@ -19,6 +19,9 @@ single read, not the request. Against llama.cpp or Ollama on a laptop that is no
   fault), and so does an embeddings reply with fewer (or more) vectors than texts; a structured answer that ended at the output cap (``finish_reason: "length"``, or a tool call
   whose completion tokens reached ``max_tokens``: llama.cpp reports ``tool_calls`` then) raises
   ``OutputTruncated`` (not retried: the same request would be cut again).
+- **Requests the endpoint refuses for good.** HTTP 401/403 (a wrong or missing API key, no access) and
+  404 (a model the server does not serve, or a base URL without ``/v1``) stop the client at once with
+  ``Refused``, naming the setting to fix: no retry or later chunk could succeed.
 - **Parameters a model refuses.** OpenAI's reasoning models (o-series, GPT-5.x, also on Azure) answer a
   ``max_tokens`` with HTTP 400 ``unsupported_parameter`` ("Use 'max_completion_tokens' instead") and any
   ``temperature`` but 1 with ``unsupported_value``. On such a reply the transport resends the same request
@@ -62,6 +65,10 @@ class ClientStopped(openai.OpenAIError):
 
 class UnsupportedRequest(ClientStopped):
     """The server cannot accept the request's shape (its structured-output mode); retrying cannot help."""
+
+
+class Refused(ClientStopped):
+    """The endpoint refused the request for good (HTTP 401/403/404): the key, the model or the URL is wrong."""
 
 
 class OutputTruncated(openai.OpenAIError):
@@ -123,7 +130,7 @@ class GuardedTransport(httpx2.HTTPTransport):
 
     def __init__(self, *, timeout: float, max_concurrency: int, stop_after: int, base_url: str,
                  cooldown: float = 60.0, on_send: Callable[[httpx2.Request], None] | None = None,
-                 **kwargs: Any) -> None:
+                 settings: str = "PATHRAG_LLM", **kwargs: Any) -> None:
         kwargs.setdefault("proxy", env_proxy_for(base_url))
         super().__init__(**kwargs)
         self.on_send = on_send  # called for each attempt really sent (not for one refused by a stop)
@@ -131,6 +138,7 @@ class GuardedTransport(httpx2.HTTPTransport):
         self.stop_after = max(1, stop_after)
         self.cooldown = cooldown
         self.base_url = base_url
+        self.settings = settings  # prefix of the settings a refusal names (PATHRAG_LLM or PATHRAG_EMBED)
         self.state = TransportState(limit=max_concurrency, initial_limit=max_concurrency)
         self._cond = threading.Condition()
         self.context = threading.local()
@@ -254,6 +262,27 @@ class GuardedTransport(httpx2.HTTPTransport):
                                 request=request, extensions=response.extensions)
         return reply, body
 
+    def _refusal(self, status: int, text: str, sent: dict[str, Any], path: str) -> str:
+        """What a 401/403/404 means and which setting fixes it (the server's words redacted and shortened)."""
+        error = (_json(text.encode("utf-8")) or {}) if text else {}
+        message = error.get("error", error) if isinstance(error, dict) else error
+        if isinstance(message, dict):
+            message = message.get("message") or message.get("detail") or message
+        said = redact(" ".join(str(message or text).split())[:200])
+        key = (f"{self.settings}_API_KEY" if self.settings == "PATHRAG_LLM" else
+               f"{self.settings}_API_KEY (or PATHRAG_LLM_API_KEY, its fallback)")
+        if status == 401:
+            fix = f"the API key was refused: set {key} (or OPENAI_API_KEY) to a valid key for this server"
+        elif status == 403:
+            fix = f"the key has no access to this model or endpoint: check {key} and {self.settings}_MODEL"
+        elif "model" in said.lower():
+            fix = (f"the server does not serve model {sent.get('model')!r}: set {self.settings}_MODEL to one it "
+                   f"lists at {self.base_url}/models")
+        else:
+            fix = (f"the server has no route {path}: check {self.settings}_BASE_URL (most servers want it to "
+                   "end in /v1)")
+        return f"the server at {self.base_url} answered HTTP {status} ({said}); {fix}"
+
     # ---- parameters a model refuses ------------------------------------------------------------
     def _refused_parameter(self, request: httpx2.Request, reply: httpx2.Response, body: bytes) -> str | None:
         """The ADAPTATIONS key a 400 reply refuses, learnt for every later request; None for any other reply."""
@@ -306,6 +335,10 @@ class GuardedTransport(httpx2.HTTPTransport):
                 error = UnsupportedRequest(
                     f"the server at {self.base_url} does not accept response_format {kind!r} "
                     f"(HTTP {status}: {redact(' '.join(text.split())[:200])}); set {use}")
+                self.stop(error)
+                raise error
+            if status in (401, 403, 404):
+                error = Refused(self._refusal(status, text, sent, request.url.path))
                 self.stop(error)
                 raise error
             if status >= 500:
