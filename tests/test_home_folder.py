@@ -4,6 +4,7 @@ removing some files of the home's own folder still just removes them (ingest/hom
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import dagster as dg
@@ -198,3 +199,10 @@ def test_a_scheduled_run_on_an_emptied_folder_fails_clearly_and_keeps_the_index(
     replaced = job.execute_in_process(instance=instance, resources=resources,
                                       run_config={"ops": {"ingest": {"config": {"replace": True}}}})
     assert replaced.success and documents(tmp_path / "home") == []
+
+
+def test_status_shows_the_folder(home, mine):
+    indexed(mine)
+    assert recorded(home) == str(mine.resolve())
+    assert f"Home {home} indexes {mine}\n" in run("status").output
+    assert json.loads(run("status", "--json").output)["folder"] == str(mine)
