@@ -43,6 +43,12 @@ def _preview(con, sql: str, params: list | None = None) -> dg.MetadataValue:
     return md_table([d[0] for d in cursor.description], cursor.fetchall())
 
 
+class IngestConfig(dg.Config):
+    # Index the folder in place of the one the home holds (its documents not in the new folder are deleted),
+    # or an empty folder while the home holds documents: refused without it (pathrag_pipeline/ingest/home_folder.py).
+    replace: bool = False
+
+
 @dg.multi_asset(
     specs=[
         dg.AssetSpec("documents", group_name="ingestion", kinds={"duckdb", "python"},
@@ -62,13 +68,16 @@ def _preview(con, sql: str, params: list | None = None) -> dg.MetadataValue:
     pool=DUCKDB_POOL,
     description="Sync the folder into `documents` and `chunks`: parse and chunk only new or changed files, "
                 "remove deleted ones; one step for the whole batch of changes. The parse check runs in the same "
-                "step (a separate check step costs a second of event writes per run).",
+                "step (a separate check step costs a second of event writes per run). Fails, changing nothing, "
+                "on a folder other than the one the home indexes or on an empty or missing folder while the "
+                "home holds documents, unless the config sets `replace: true`.",
 )
-def ingest(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: dg.ResourceParam[RunReports]):
+def ingest(context: dg.AssetExecutionContext, config: IngestConfig, pathrag: PathragResource,
+           reports: dg.ResourceParam[RunReports]):
     settings = pathrag.settings()
     store = pathrag.store()
     sync = ingest_stage(settings, store, trigger=trigger_of(context.run.tags),
-                        run_id=context.run_id)
+                        run_id=context.run_id, replace_folder=config.replace)
     reports.put("sync", sync)
     plan = sync.plan
     failed = [(r.rel_path, r.status, "; ".join(r.errors)) for r in sync.failed]

@@ -41,9 +41,10 @@ def instance_for(settings: Settings) -> dg.DagsterInstance:
 
 
 def index_folder(settings: Settings, *, trigger: str = "python", triples: Path | None = None,
-                 reembed: bool = False, instance: dg.DagsterInstance | None = None,
+                 reembed: bool = False, replace_folder: bool = False, instance: dg.DagsterInstance | None = None,
                  quiet: bool = True) -> IndexReport:
-    """Index ``settings.docs`` as one `index_folder` run recorded in the Dagster instance; returns the report."""
+    """Index ``settings.docs`` as one `index_folder` run recorded in the Dagster instance; returns the report.
+    ``replace_folder``: index it in place of the folder the home holds (the `ingest` step's ``replace``)."""
     reports = RunReports()
     resources = {"pathrag": PathragResource(home=str(settings.home), docs=str(settings.docs),
                                             triples=str(triples) if triples else None),
@@ -52,7 +53,8 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
         assets=[ingest, graph, embeddings],
         jobs=[index_job], resources=resources,
     ).resolve_job_def(index_job.name)
-    run_config = {"ops": {"embeddings": {"config": {"reembed": reembed}}}, **(QUIET if quiet else {})}
+    run_config = {"ops": {"ingest": {"config": {"replace": replace_folder}},
+                          "embeddings": {"config": {"reembed": reembed}}}, **(QUIET if quiet else {})}
     own = instance is None
     # One indexing run per home: the lock is held for the whole job (its steps re-enter it), and from before the
     # instance is opened: two first runs on a fresh home would otherwise both create Dagster's SQLite schema and

@@ -35,7 +35,7 @@ def test_ingest_changes_the_token_and_the_cached_index_follows(tmp_path):
     assert fresh is not index
     assert fresh.search("Westry", 5) == [] and [key for key, _ in fresh.search("Marrowby", 5)]
     (docs / "a.txt").unlink()
-    sync_folder(settings, store)
+    sync_folder(settings, store, replace_folder=True)                # emptying the home takes the explicit flag
     assert lexical.chunk_index(store).search("Marrowby", 5) == []
 
 

@@ -75,7 +75,7 @@ def _print_index(report) -> None:
 
 
 def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | None = None, reembed: bool = False,
-               runless: bool = False):
+               runless: bool = False, replace_folder: bool = False):
     # First the no-op check (index/pending_work.py: the run's own change detection, no Dagster, no LanceDB):
     # when nothing is new, changed, deleted or pending, the report is printed and no run is launched, as a
     # sensor tick that finds nothing launches none. Otherwise the index runs as the Dagster job
@@ -84,17 +84,23 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
     # runless: the stages run without Dagster, and Dagster is imported only afterwards to record the run's
     # materialisations (same assets and metadata as the sensor gives runs made outside Dagster).
     # The home's index lock is held from the check to the end of the run (it is re-entrant), so a concurrent
-    # writer can neither change what the check found nor slip in between.
+    # writer can neither change what the check found nor slip in between. A folder the run would refuse
+    # (another than the home's, or empty or missing while the home holds documents: ingest/home_folder.py)
+    # is refused by the check, before any run is launched, unless replace_folder (--replace).
     from dataclasses import replace
 
     from pathrag_pipeline.storage.run_lock import index_lock
 
     settings = replace(settings, docs=folder)
     with index_lock(settings.home):
-        if triples is None and not reembed:
+        if triples is not None or reembed:
+            from pathrag_pipeline.index.pending_work import check_folder
+
+            check_folder(settings, folder, replace_folder=replace_folder)
+        else:
             from pathrag_pipeline.index.pending_work import up_to_date_report
 
-            report, _reasons = up_to_date_report(settings, folder)
+            report, _reasons = up_to_date_report(settings, folder, replace_folder=replace_folder)
             if report is not None:
                 _print_index(report)
                 console.print(f"Up to date, no run launched: nothing new, changed, deleted or pending in {esc(folder)} "
@@ -104,7 +110,8 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
             from pathrag_pipeline.index.pipeline import run_indexing
 
             with console.status(f"indexing {esc(folder)} ..."):
-                report = run_indexing(settings, folder=folder, trigger=trigger, triples=triples, reembed=reembed)
+                report = run_indexing(settings, folder=folder, trigger=trigger, triples=triples, reembed=reembed,
+                                      replace_folder=replace_folder)
             from assets.runs import record_runless
 
             recorded = record_runless(settings, report)
@@ -116,15 +123,20 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
         from assets.runs import index_folder
 
         with console.status(f"indexing {esc(folder)} ..."):
-            report = index_folder(settings, trigger=trigger, triples=triples, reembed=reembed)
+            report = index_folder(settings, trigger=trigger, triples=triples, reembed=reembed,
+                                  replace_folder=replace_folder)
     _print_index(report)
     console.print(f"Dagster run {report.dagster_run_id} (Dagster home {settings.dagster_home}; `pathrag dev` shows it)",
                   highlight=False)
     return report
 
 
+REPLACE_HELP = ("Index this folder in place of the one PATHRAG_HOME holds (its documents not found here are "
+                "deleted), or an empty folder; refused without it. To keep both, use one PATHRAG_HOME per folder.")
+
+
 @click.command()
-@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("path", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--triples", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Build the graph from this JSONL of {doc_id, subject, predicate, object} instead of extraction.")
 @click.option("--reembed", is_flag=True,
@@ -132,17 +144,25 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
 @click.option("--runless", is_flag=True,
               help="Record the index in the Dagster instance as materialisations of its assets, not as a job run: "
                    "lighter (no job machinery, Dagster imported after the work).")
-def index(path: Path, triples: Path | None, reembed: bool, runless: bool) -> None:
-    """Index the documents under PATH: only new or changed files are processed, deleted ones are removed."""
+@click.option("--replace", "replace_folder", is_flag=True, help=REPLACE_HELP)
+def index(path: Path, triples: Path | None, reembed: bool, runless: bool, replace_folder: bool) -> None:
+    """Index the documents under PATH: only new or changed files are processed, deleted ones are removed.
+
+    A PATHRAG_HOME indexes one folder: another folder, or an empty one, is refused unless --replace."""
     settings = load_settings(docs=path.resolve())
-    _run_index(settings, path.resolve(), "cli", triples=triples, reembed=reembed, runless=runless)
+    _run_index(settings, path.resolve(), "cli", triples=triples, reembed=reembed, runless=runless,
+               replace_folder=replace_folder)
     console.print(f"Stored in {settings.duckdb_path} and {settings.lancedb_path}. "
                   "Query it with: pathrag sql \"SELECT name, type FROM entities LIMIT 10\"", highlight=False, markup=False)
 
 
 @click.command()
-def quickstart() -> None:
-    """Index the bundled sample documents offline and show what was built and where."""
+@click.option("--replace", "replace_folder", is_flag=True, help=REPLACE_HELP)
+def quickstart(replace_folder: bool) -> None:
+    """Index the bundled sample documents offline and show what was built and where.
+
+    Refused when PATHRAG_HOME holds another folder: set PATHRAG_HOME to a new folder for the sample, or
+    pass --replace."""
     from pathrag_pipeline.index.pipeline import describe_mode
 
     settings = load_settings(docs=SAMPLE_DOCS)
@@ -150,7 +170,7 @@ def quickstart() -> None:
     mode = describe_mode(settings)
     console.print(f"mode: {mode['mode']} (extractor {mode['extractor']}, embeddings {mode['embedder']}, "
                   f"answers {mode['answers']})", highlight=False, markup=False)
-    _run_index(settings, SAMPLE_DOCS, "quickstart")
+    _run_index(settings, SAMPLE_DOCS, "quickstart", replace_folder=replace_folder)
     print_status(settings)
     from pathrag_pipeline.cli.ask import print_result
     from pathrag_pipeline.query.engine import PathRAG

@@ -14,6 +14,7 @@ import duckdb
 
 from pathrag_pipeline.cli.common import load_settings, print_table
 from pathrag_pipeline.config import Settings
+from pathrag_pipeline.ingest.home_folder import recorded_folder
 from pathrag_pipeline.storage.store import Store
 
 
@@ -69,12 +70,14 @@ def status_summary(settings: Settings) -> dict:
             "FROM llm_usage GROUP BY stage, extractor ORDER BY stage, extractor").fetchall()
         cols = ["run_id", "started_at", "trigger", "files_new", "files_changed", "files_deleted",
                 "files_failed", "documents", "chunks", "seconds"]
+        folder = recorded_folder(con)
         runs = con.execute(
             "SELECT run_id, strftime(started_at, '%Y-%m-%d %H:%M:%S'), trigger, files_new, files_changed, files_deleted, "
             "files_failed, documents, chunks, round(seconds, 2) FROM ingest_runs ORDER BY started_at DESC LIMIT 5"
         ).fetchall()
     return {
         "home": str(settings.home),
+        "folder": folder,     # the folder this home indexes (None until a sync records it)
         "documents": by_status,
         "chunks": chunks,
         "graph": {**graph, "failed_extractions": failed},
@@ -101,7 +104,12 @@ def dagster_summary(settings: Settings) -> dict:
 
 
 def print_status(settings: Settings) -> None:
+    from pathrag_pipeline.cli.common import console
+
     summary = status_summary(settings)
+    folder = summary["folder"] or "a folder not recorded yet (the next `pathrag index` records it)"
+    # one line, never wrapped, so the paths can be copied
+    console.print(f"Home {summary['home']} indexes {folder}", markup=False, highlight=False, soft_wrap=True)
     print_table(["table", "rows"],
                 [(f"documents ({k})", v) for k, v in sorted(summary["documents"].items())]
                 + [("chunks", summary["chunks"])] + sorted(summary["graph"].items()),
@@ -120,8 +128,6 @@ def print_status(settings: Settings) -> None:
                 [(a["name"], a["kind"], a["status"], a["last_tick"], a["last_tick_status"]) for a in dag["automation"]],
                 title=f"Dagster at {dag['home']}: daemon {daemon}")
     if dag["storage"] == "configured":
-        from pathrag_pipeline.cli.common import console
-
         console.print("Dagster storage is configured in dagster.yaml (not the default SQLite): run history not "
                       "shown here; see the UI.", highlight=False)
     if dag["runs"]:

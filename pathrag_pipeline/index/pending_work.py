@@ -5,8 +5,10 @@ a sensor tick that finds no change launches none; otherwise it runs the `index_f
 always. So that the check can never disagree with the run, every part of it is the run's own decision
 code, called on the same tables:
 
-- the folder: ``scan_folder`` + ``plan_changes`` against the stored file hashes (what ``sync_folder`` does);
-  a subfolder it cannot read also counts as work, so the run records the error;
+- the folder: ``scan_folder`` + ``plan_changes`` against the stored file hashes, refused by the same
+  ``home_folder`` checks (what ``sync_folder`` does: another folder than the home's, or an empty or missing
+  one, raises here, before any run is launched); a subfolder it cannot read also counts as work, so the run
+  records the error, and so does a folder not yet recorded as the home's (a home made before the record);
 - the chunk settings: ``chunking_current`` (what ``ensure_chunking`` checks before rechunking);
 - extraction and the graph merge: ``extraction_backlog``, the counts of ``plan_extraction``'s own conditions
   (chunks without an ok record by this extractor, failed and empty ones included, since a run retries them;
@@ -49,6 +51,7 @@ from pathrag_pipeline.ingest.folder_sync import (
     scan_folder,
     stored_file_hashes,
 )
+from pathrag_pipeline.ingest.home_folder import check_plan, folder_key, recorded_folder, require_folder
 from pathrag_pipeline.storage.store import Store, StoreLockedError
 from pathrag_pipeline.storage.vector_store import SyncStats
 
@@ -69,25 +72,48 @@ class PendingWork:
         return not self.reasons
 
 
-def find_pending_work(settings: Settings, folder: Path, extractor_id: str, embedder_id: str) -> PendingWork:
+def find_pending_work(settings: Settings, folder: Path, extractor_id: str, embedder_id: str, *,
+                      replace_folder: bool = False) -> PendingWork:
     """What an index run of ``folder`` with this extractor and embedder would do (see the module docstring).
-    Reads the index read-only; never writes. Any doubt (no index yet, an old schema, a locked file) is work."""
-    scan = scan_folder(folder, max_bytes=settings.max_file_bytes)
+    Reads the index read-only; never writes. Any doubt (no index yet, an old schema, a locked file) is work.
+    Raises ``home_folder.FolderRefused`` / ``FolderMissing`` where the run would refuse the folder."""
     store = Store.for_settings(settings)
+    require_folder(store, folder, settings.home)
+    scan = scan_folder(folder, max_bytes=settings.max_file_bytes)
     if not store.path.exists():
         return PendingWork(scan, plan_changes(scan, {}), ["no index yet"])
     try:
         with store.connect(read_only=True) as con:
-            return _pending(con, settings, scan, extractor_id, embedder_id)
+            return _pending(con, settings, folder, scan, extractor_id, embedder_id, replace_folder)
     except (duckdb.Error, StoreLockedError) as exc:
         return PendingWork(scan, plan_changes(scan, {}), [f"the index could not be checked ({exc})"])
 
 
-def _pending(con: duckdb.DuckDBPyConnection, settings: Settings, scan: FolderScan, extractor_id: str,
-             embedder_id: str) -> PendingWork:
+def check_folder(settings: Settings, folder: Path, *, replace_folder: bool = False) -> None:
+    """Raise where an index run of ``folder`` would refuse it, without the rest of the check: what
+    `pathrag index --triples/--reembed` (which always run) ask before they launch a run."""
+    store = Store.for_settings(settings)
+    require_folder(store, folder, settings.home)
+    if store.path.exists():
+        with store.connect(read_only=True) as con:
+            _checked_plan(con, settings, folder, scan_folder(folder, max_bytes=settings.max_file_bytes),
+                          replace_folder)
+
+
+def _checked_plan(con: duckdb.DuckDBPyConnection, settings: Settings, folder: Path, scan: FolderScan,
+                  replace_folder: bool) -> Plan:
     plan = plan_changes(scan, stored_file_hashes(con))
+    check_plan(con, scan, plan, folder, settings.home, replace=replace_folder)
+    return plan
+
+
+def _pending(con: duckdb.DuckDBPyConnection, settings: Settings, folder: Path, scan: FolderScan, extractor_id: str,
+             embedder_id: str, replace_folder: bool) -> PendingWork:
+    plan = _checked_plan(con, settings, folder, scan, replace_folder)
     work = PendingWork(scan, plan)
     reasons = work.reasons
+    if recorded_folder(con) != folder_key(folder):
+        reasons.append("the folder is not yet recorded as the home's")
     for label, files in (("new", plan.new), ("changed", plan.changed), ("deleted", plan.deleted)):
         if files:
             reasons.append(f"{len(files)} {label} file(s)")
@@ -118,12 +144,14 @@ def _pending(con: duckdb.DuckDBPyConnection, settings: Settings, scan: FolderSca
     return work
 
 
-def up_to_date_report(settings: Settings, folder: Path) -> tuple[IndexReport | None, list[str]]:
+def up_to_date_report(settings: Settings, folder: Path, *,
+                      replace_folder: bool = False) -> tuple[IndexReport | None, list[str]]:
     """``(report, [])`` when an index run of ``folder`` would change nothing: the report a run would have
-    printed (every stage with nothing done); else ``(None, reasons)``. Launches nothing and writes nothing."""
+    printed (every stage with nothing done); else ``(None, reasons)``. Launches nothing and writes nothing;
+    raises where the run would refuse the folder (ingest/home_folder.py)."""
     started = time.perf_counter()
     mode = describe_mode(settings)
-    work = find_pending_work(settings, folder, mode["extractor"], mode["embedder"])
+    work = find_pending_work(settings, folder, mode["extractor"], mode["embedder"], replace_folder=replace_folder)
     if not work.nothing_to_do:
         return None, work.reasons
     sync = SyncReport("", str(folder), work.plan, [], time.perf_counter() - started, 0,

@@ -78,13 +78,16 @@ def count_graph(con) -> dict[str, int]:
 
 
 def ingest_stage(settings: Settings, store: Store, *, folder: Path | None = None, trigger: str = "cli",
-                 run_id: str | None = None) -> SyncReport:
+                 run_id: str | None = None, replace_folder: bool = False) -> SyncReport:
     """Folder → documents and chunks (only new or changed files; deleted ones removed); logs ``ingest_runs``.
+    A folder other than the home's, or an empty or missing one while the home holds documents, is refused
+    unless ``replace_folder`` (ingest/home_folder.py).
 
     Every stage holds the home's indexing lock (``storage.run_lock``, re-entrant within a process): a second
     indexing run on the same PATHRAG_HOME waits, with a message, instead of extracting the same chunks twice."""
     with index_lock(settings.home):
-        return sync_folder(settings, store, folder=folder, trigger=trigger, run_id=run_id)
+        return sync_folder(settings, store, folder=folder, trigger=trigger, run_id=run_id,
+                           replace_folder=replace_folder)
 
 
 @dataclass
@@ -163,13 +166,15 @@ def assemble_report(sync: SyncReport, graph: GraphStage, embed: EmbeddingStage, 
 
 def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str = "cli",
                  triples: Path | None = None, reembed: bool = False, progress=None,
-                 run_id: str | None = None) -> IndexReport:
+                 run_id: str | None = None, replace_folder: bool = False) -> IndexReport:
     """Run every indexing stage in this process, without Dagster; with ``triples``, the graph comes from that
     JSONL file instead of extraction. ``run_id`` (default: a fresh id) goes to ``ingest_runs`` and ``llm_usage``.
+    ``replace_folder``: index ``folder`` in place of the one the home holds (see ``ingest_stage``).
     Holds the home's indexing lock for the whole run."""
     with index_lock(settings.home):
         store = Store.for_settings(settings)
-        sync = ingest_stage(settings, store, folder=folder, trigger=trigger, run_id=run_id)
+        sync = ingest_stage(settings, store, folder=folder, trigger=trigger, run_id=run_id,
+                            replace_folder=replace_folder)
         graph = graph_stage(settings, store, triples=triples, run_id=run_id or sync.run_id, progress=progress)
         embed = embedding_stage(settings, store, reembed=reembed)
         return assemble_report(sync, graph, embed, store)

@@ -32,6 +32,7 @@ import duckdb
 import pyarrow as pa
 
 from pathrag_pipeline.ingest.chunking import chunk_text
+from pathrag_pipeline.ingest.home_folder import check_plan, record_folder, require_folder
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.ingest.parsing import ParsedDocument, ParseError, is_supported, parse_file
 from pathrag_pipeline.storage.store import Store, bump_chunks_version, get_meta, set_meta, transaction, utc_now
@@ -484,17 +485,23 @@ def _parse_batches(paths: list[str], scan: dict[str, FileEntry]):
 
 
 def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path | None = None,
-                trigger: str = "cli", progress=None, run_id: str | None = None) -> SyncReport:
+                trigger: str = "cli", progress=None, run_id: str | None = None,
+                replace_folder: bool = False) -> SyncReport:
     """Bring the DuckDB tables in line with the folder: index new and changed files, drop deleted ones.
 
+    Refuses (``home_folder.FolderRefused``, nothing written) a folder other than the one the home indexes,
+    or one with no supported file while the home holds documents, unless ``replace_folder``; records the
+    folder once the sync is done (see ingest/home_folder.py).
     ``run_id`` (e.g. the Dagster run's id, kept whole) is what ``ingest_runs`` records; default a fresh id."""
     started = time.perf_counter()
     started_at = utc_now()
     store = store or Store.for_settings(settings)
     root = Path(folder or settings.docs)
+    require_folder(store, root, settings.home)
     scan = scan_folder(root, max_bytes=settings.max_file_bytes)
     with store.connect() as con:
         plan = plan_changes(scan, stored_file_hashes(con))
+        check_plan(con, scan, plan, root, settings.home, replace=replace_folder)
         rechunked = ensure_chunking(con, settings)
     todo = plan.new + plan.changed
     results: list[FileResult] = [FileResult(rel, "error", errors=[message])
@@ -520,6 +527,7 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
     report = SyncReport(run_id or uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked,
                         scan.unsupported_count, list(scan.unsupported))
     with store.connect() as con:
+        record_folder(con, root)
         record_run(con, report, trigger=trigger, started_at=started_at)
     return report
 
