@@ -191,3 +191,24 @@ def test_ask_refuses_a_theta_the_job_would_refuse():
 
     result = CliRunner().invoke(main, ["ask", "Who founded Aldermere University?", "--theta", "5"])
     assert result.exit_code == 2 and "--theta" in result.output and "0<=x<=1" in result.output
+
+
+def test_a_file_in_error_is_said_on_every_run_until_fixed(home, folder):
+    (folder / "empty.txt").write_text("")
+    first = run("index", str(folder))
+    assert first.exit_code == 0, first.output
+    assert "empty.txt" in first.output and "still in error" not in first.output  # said once, as this run's
+
+    again = run("index", str(folder))  # nothing changed: no run, but the failure is said again
+    assert again.exit_code == 0, again.output
+    assert "Up to date" in again.output
+    assert "1 file(s) still in error from an earlier run" in again.output and "empty.txt" in again.output
+
+    (folder / "b.txt").write_text("Drayton\n\nAda Halden rebuilt the Drayton Railway in 1890.\n")  # a real run
+    third = run("index", str(folder))
+    assert "still in error" in third.output and "empty.txt" in third.output
+
+    (folder / "empty.txt").write_text("Carrick is a town on the Drayton Railway.\n")
+    fixed = run("index", str(folder))
+    assert fixed.exit_code == 0, fixed.output
+    assert "still in error" not in fixed.output

@@ -74,6 +74,29 @@ def _print_index(report) -> None:
         console.print(f"embedding batch failed: {err}", highlight=False, markup=False)
 
 
+def _print_earlier_failures(settings: Settings, report) -> None:
+    """Files still in error from an earlier run (unchanged since, so this run did not list them): a failure
+    is said on every run until the file is fixed or removed, not only on the run that met it."""
+    from pathrag_pipeline.storage.store import Store
+
+    store = Store.for_settings(settings)
+    if not store.path.exists():
+        return
+    listed = {f.rel_path for f in report.sync.failed}
+    with store.connect(read_only=True) as con:
+        rows = con.execute("SELECT path, error FROM documents WHERE status = 'error' ORDER BY path").fetchall()
+    earlier = [(path, error) for path, error in rows if path not in listed]
+    if not earlier:
+        return
+    console.print(f"[yellow]{len(earlier)} file(s) still in error from an earlier run[/yellow] (unchanged since; "
+                  "fix or remove them):", highlight=False)
+    for path, error in earlier[:10]:
+        console.print(f"  {esc(path)}: {esc(' '.join(str(error or '').split())[:200])}", highlight=False)
+    if len(earlier) > 10:
+        console.print(f"  and {len(earlier) - 10} more: pathrag sql \"SELECT path, error FROM documents WHERE "
+                      "status = 'error'\"", highlight=False, markup=False)
+
+
 def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | None = None, reembed: bool = False,
                runless: bool = False, replace_folder: bool = False):
     # First the no-op check (index/pending_work.py: the run's own change detection, no Dagster, no LanceDB):
@@ -103,6 +126,7 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
             report, _reasons = up_to_date_report(settings, folder, replace_folder=replace_folder)
             if report is not None:
                 _print_index(report)
+                _print_earlier_failures(settings, report)
                 console.print(f"Up to date, no run launched: nothing new, changed, deleted or pending in {esc(folder)} "
                               "(the last run's results stand; `pathrag dev` shows it)", highlight=False)
                 return report
@@ -116,6 +140,7 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
 
             recorded = record_runless(settings, report)
             _print_index(report)
+            _print_earlier_failures(settings, report)
             console.print(f"Recorded as {recorded} materialisations of run {report.sync.run_id} (no Dagster run; "
                           f"Dagster home {settings.dagster_home}; `pathrag dev` shows them on the asset pages)",
                           highlight=False)
@@ -126,6 +151,7 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
             report = index_folder(settings, trigger=trigger, triples=triples, reembed=reembed,
                                   replace_folder=replace_folder)
     _print_index(report)
+    _print_earlier_failures(settings, report)
     console.print(f"Dagster run {report.dagster_run_id} (Dagster home {settings.dagster_home}; `pathrag dev` shows it)",
                   highlight=False)
     return report
