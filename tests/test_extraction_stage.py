@@ -91,6 +91,29 @@ def test_deleting_a_document_removes_its_entities_and_keeps_shared_ones(corpus: 
     assert corpus.query("SELECT count(*) FROM relations WHERE list_contains(document_ids, 'ada.txt')")[0][0] == 0
 
 
+def test_what_stopped_the_run_is_reported_even_when_saving_the_finished_chunks_fails(corpus: Corpus,
+                                                                                      monkeypatch) -> None:
+    """On the way out the stage writes the chunks that finished; when that write fails too (DuckDB out of
+    memory again, in the huge_line.txt report), the error that stopped the run is still the one raised."""
+    from pathrag_pipeline.index import extraction_stage
+    from pathrag_pipeline.storage.store import StoreMemoryError
+
+    class InterruptedAtGrace:
+        identity = "interrupted-at-grace"
+
+        def extract(self, text, title):
+            if "Grace" in text:
+                raise KeyboardInterrupt
+            return OfflineExtractor().extract(text, title)
+
+    def failing_persist(con, removed, records):
+        raise StoreMemoryError("DuckDB ran out of memory (stand-in)")
+
+    monkeypatch.setattr(extraction_stage, "persist_changes", failing_persist)
+    with pytest.raises(KeyboardInterrupt):
+        run_extraction(corpus.store, InterruptedAtGrace(), max_concurrency=1, batch_size=100)
+
+
 @pytest.mark.parametrize("fault", ["429", "500", "timeout"])
 def test_transport_faults_are_retried_and_the_run_succeeds(corpus: Corpus, openai_server, fault: str) -> None:
     # The stalled request never answers (until the server stops), and the client waits 3 s, several times

@@ -559,9 +559,13 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
         flush()
         if progress:
             progress(done, total)
-    except BaseException:
+    except BaseException as exc:
         pool.shutdown(wait=False, cancel_futures=True)
-        flush()  # keep what finished, so the next run resumes after it
+        try:
+            flush()  # keep what finished, so the next run resumes after it
+        except Exception as flush_exc:  # noqa: BLE001 - the error that stopped the run is the one to report
+            log.warning("could not write the finished chunks after %s: %s", type(exc).__name__,
+                        " ".join(str(flush_exc).split())[:500])
         raise
     # After a client stop the calls still in flight fail at their next attempt; they are not waited for.
     pool.shutdown(wait=not stopped, cancel_futures=stopped)
