@@ -114,6 +114,56 @@ def test_what_stopped_the_run_is_reported_even_when_saving_the_finished_chunks_f
         run_extraction(corpus.store, InterruptedAtGrace(), max_concurrency=1, batch_size=100)
 
 
+def test_deleting_a_document_never_loads_its_extraction_records(tmp_path, monkeypatch) -> None:
+    """A home holding records too large to load (the huge_line.txt report: every statement parsing them ran
+    DuckDB out of memory) recovers once the file is deleted: what the deleted records contributed is read
+    from the graph tables, so the re-index never parses them."""
+    import duckdb
+
+    from pathrag_pipeline.index import graph_merge
+
+    corpus = Corpus(tmp_path)
+    for name, text in DOCS.items():  # a heading first: a one-line .txt would be its own title
+        corpus.write(name.replace(".txt", ".md"), f"# {name}\n\n{text}\n")
+    corpus.sync()
+    run_extraction(corpus.store, OfflineExtractor())
+    huge = {c for (c,) in corpus.query("SELECT id FROM chunks WHERE document_id = 'ada.md'")}
+    assert huge and "London" in entity_names(corpus)
+
+    real_load = graph_merge._load_mentions
+
+    def load_mentions(con, chunk_ids, **kwargs):
+        if chunk_ids is None:
+            wanted = None
+        elif isinstance(chunk_ids, str):
+            wanted = {c for (c,) in con.execute(f"SELECT chunk_id FROM {chunk_ids}").fetchall()}
+        else:
+            wanted = set(chunk_ids)
+        stored = {c for (c,) in con.execute("SELECT chunk_id FROM extractions").fetchall()}
+        if (stored if wanted is None else wanted & stored) & huge:
+            raise duckdb.OutOfMemoryException("Out of Memory Error: stand-in for records too large to load")
+        return real_load(con, chunk_ids, **kwargs)
+
+    monkeypatch.setattr(graph_merge, "_load_mentions", load_mentions)
+    corpus.delete("ada.md")
+    corpus.sync()
+    stats = run_extraction(corpus.store, OfflineExtractor())
+
+    assert stats.removed_chunks == len(huge)
+    assert not {"Ada Lovelace", "Babbage"} & entity_names(corpus)
+    assert corpus.query("SELECT document_ids FROM entities WHERE name = 'London'")[0][0] == ["alan.md"]
+    assert corpus.query("SELECT count(*) FROM relations WHERE list_contains(document_ids, 'ada.md')")[0][0] == 0
+    graph = ("SELECT entity_key, name, type, description, mention_count, source_chunk_ids FROM entities ORDER BY 1",
+             "SELECT relation_key, keywords, description, mention_count, source_chunk_ids FROM relations ORDER BY 1")
+    with corpus.store.connect() as con:  # the same graph as a rebuild from the remaining records
+        incremental = [con.execute(q).fetchall() for q in graph]
+        con.execute("BEGIN TRANSACTION")
+        graph_merge.merge_keys(con, None, None)
+        rebuilt = [con.execute(q).fetchall() for q in graph]
+        con.execute("ROLLBACK")
+    assert incremental == rebuilt
+
+
 @pytest.mark.parametrize("fault", ["429", "500", "timeout"])
 def test_transport_faults_are_retried_and_the_run_succeeds(corpus: Corpus, openai_server, fault: str) -> None:
     # The stalled request never answers (until the server stops), and the client waits 3 s, several times

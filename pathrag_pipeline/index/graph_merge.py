@@ -261,6 +261,26 @@ def keys_for_chunks(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) ->
     return entity_keys, relation_keys
 
 
+def stored_keys_for_chunks(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> tuple[set[str], set[str]]:
+    """Entity and relation keys whose stored rows name these chunks (``source_chunk_ids``): what the last merge
+    took from their records, read from the graph tables instead of the records.
+
+    For records about to be deleted this is all ``keys_for_chunks`` would be needed for, and it never parses
+    them: a record too large to load (the huge_line.txt report) can still be deleted. A record written since
+    the last merge contributed nothing to the tables yet, so there is nothing of it to undo."""
+    ids = sorted(set(chunk_ids))
+    if not ids:
+        return set(), set()
+    found = []
+    for table, key in (("entities", "entity_key"), ("relations", "relation_key")):
+        found.append({k for (k,) in con.execute(
+            f"""SELECT DISTINCT {key} FROM (SELECT {key}, unnest(source_chunk_ids) AS chunk_id FROM {table})
+                WHERE chunk_id IN (SELECT unnest(?::VARCHAR[]))""",
+            [ids],
+        ).fetchall()})
+    return found[0], found[1]
+
+
 # ---- merging text ------------------------------------------------------------------------------------------
 
 def _ranked(items: Sequence[str], fold: Callable[[str], str]) -> list[str]:
