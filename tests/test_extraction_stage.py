@@ -91,6 +91,39 @@ def test_deleting_a_document_removes_its_entities_and_keeps_shared_ones(corpus: 
     assert corpus.query("SELECT count(*) FROM relations WHERE list_contains(document_ids, 'ada.txt')")[0][0] == 0
 
 
+def test_a_result_over_the_per_chunk_cap_is_trimmed_and_said_so(corpus: Corpus, caplog) -> None:
+    """Any extractor can return far more than a chunk warrants (an LLM too); one record stores at most
+    result_cap(text) bytes of JSON, and a trimmed one is counted, noted on its record and logged by name."""
+    from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation, result_cap
+    from pathrag_pipeline.index.llm_extraction import ExtractionOutcome
+
+    class Runaway:
+        identity = "runaway"
+
+        def extract(self, text, title):
+            if "Grace" not in text:
+                return OfflineExtractor().extract(text, title)
+            quote = text * 200  # every description quotes the chunk 200 times over
+            entities = [Entity(name=f"Grace {i}", description=quote) for i in range(50)]
+            relations = [Relation(source=f"Grace {i}", target=f"Grace {i + 1}", description=quote) for i in range(49)]
+            return ExtractionOutcome(ChunkExtraction(entities=entities, relations=relations))
+
+    caplog.set_level("WARNING", logger="pathrag_pipeline.index")
+    stats = run_extraction(corpus.store, Runaway())
+
+    assert (stats.extracted, stats.failed, stats.trimmed) == (len(DOCS), 0, 1)
+    rows = corpus.query("""SELECT e.document_id, e.status, e.error, strlen(e.result::VARCHAR), c.text
+                           FROM extractions e JOIN chunks c ON c.id = e.chunk_id ORDER BY e.document_id""")
+    for document_id, status, note, size, text in rows:
+        assert status == "ok" and size <= result_cap(text)
+        assert (note is not None) == (document_id == "grace.txt")
+    grace_note = next(r[2] for r in rows if r[0] == "grace.txt")
+    assert "trimmed to the per-chunk cap" in grace_note and "of 50 entities" in grace_note
+    warnings = [r.getMessage() for r in caplog.records if "trimmed" in r.getMessage()]
+    assert len(warnings) == 1 and "grace.txt" in warnings[0]
+    assert "Grace 0" in entity_names(corpus)
+
+
 def test_what_stopped_the_run_is_reported_even_when_saving_the_finished_chunks_fails(corpus: Corpus,
                                                                                       monkeypatch) -> None:
     """On the way out the stage writes the chunks that finished; when that write fails too (DuckDB out of
