@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
-import string
 
 import pytest
 
@@ -22,6 +20,7 @@ from pathrag_pipeline.index.offline_extraction import (
     split_sentences,
 )
 from pathrag_pipeline.ingest.chunking import chunk_text
+from tests.extraction_fakes import unpunctuated_words
 
 MUSIQUE = BENCH_DIR / "musique-100" / "corpus.jsonl"
 
@@ -215,18 +214,6 @@ def test_real_musique_passages():
     assert {"Riemann integral", "Bernhard Riemann", "University of Göttingen"} <= set(names(p4))
     assert not {"1854", "1868"} & set(names(p4))
     assert "Riemann" not in names(p4)  # the title "Riemann integral" is matched whole
-
-
-def unpunctuated_words(n_chars: int, seed: int = 7) -> str:
-    """Random words, about a third capitalised, with no punctuation at all: the huge_line.txt of the report."""
-    rng = random.Random(seed)
-    words: list[str] = []
-    size = 0
-    while size < n_chars:
-        word = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9)))
-        words.append(word.capitalize() if rng.random() < 0.3 else word)
-        size += len(word) + 1
-    return " ".join(words)
 
 
 def test_unpunctuated_text_gives_output_bounded_by_the_chunk_size():
