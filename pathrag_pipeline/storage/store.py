@@ -87,7 +87,7 @@ DDL = [
         document_id   VARCHAR NOT NULL,
         extractor     VARCHAR NOT NULL,      -- identity of what extracted: provider + model + prompt version + gleaning
         status        VARCHAR NOT NULL,      -- 'ok' (result is merged into the graph), 'failed' (ignored by the merge) or 'empty' (a chunk with content the model extracted nothing from, even when asked again: a schema echo or empty lists, typical of a model too small for the prompt); failed and empty chunks are retried on the next run
-        error         VARCHAR,               -- what went wrong and what to do, when status = 'failed' or 'empty'
+        error         VARCHAR,               -- what went wrong and what to do, when status = 'failed' or 'empty'; for 'ok', what was cut when the result was trimmed to the per-chunk cap (extraction_models.result_cap), else NULL
         result        JSON,                  -- ChunkExtraction: {"entities":[{name,type,description}],"relations":[{source,target,keywords,description,strength}]}
         calls         INTEGER,               -- LLM calls spent on this chunk (0 for a cache hit or the offline extractor)
         prompt_tokens INTEGER,
