@@ -106,3 +106,16 @@ def test_index_that_runs_duckdb_out_of_memory_is_one_line_naming_the_setting(fol
     line = one_line_error(CliRunner().invoke(main, ["index", str(folder)]))
     assert "DuckDB ran out of memory" in line and "failed to allocate data of size 2.0 GiB" in line
     assert "PATHRAG_DUCKDB_MEMORY_LIMIT=8GB" in line
+
+
+def test_sql_that_runs_duckdb_out_of_memory_is_one_line_naming_the_setting(folder, monkeypatch) -> None:
+    """After the huge_line.txt report even `pathrag sql` over the extractions ran out of memory; it says so in
+    one line with the setting to raise, not as an 'SQL error' carrying DuckDB's list of SET statements."""
+    assert CliRunner().invoke(main, ["index", str(folder)]).exit_code == 0
+    monkeypatch.setenv("PATHRAG_DUCKDB_MEMORY_LIMIT", "8MB")  # a real out-of-memory error, not a stand-in
+
+    result = CliRunner().invoke(main, ["sql", "SELECT string_agg(r::VARCHAR, ',') FROM range(3000000) t(r)"])
+
+    line = one_line_error(result)
+    assert "DuckDB ran out of memory" in line and "PATHRAG_DUCKDB_MEMORY_LIMIT=32MB" in line
+    assert "SQL error" not in result.output and "Possible solutions" not in result.output
