@@ -54,7 +54,7 @@ def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: 
         cost = {**stage.mode, "pending_chunks": x.pending, "llm_calls": x.calls, "prompt_tokens": x.prompt_tokens,
                 "completion_tokens": x.completion_tokens, "cache_hits": x.cache_hits,
                 "cache_hit_rate": round(x.cache_hit_rate, 3), "failed_chunks": x.failed,
-                "empty_chunks": x.empty, "summary_calls": x.summary_calls}
+                "empty_chunks": x.empty, "trimmed_chunks": x.trimmed, "summary_calls": x.summary_calls}
         for err in x.errors:
             context.log.warning(f"extraction failed: {err}")
     with store.connect(read_only=True) as con:

@@ -10,7 +10,9 @@ output that is not JSON, for as long as the marker is in ``poison``.
 from __future__ import annotations
 
 import json
+import random
 import re
+import string
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,19 @@ from pathrag_pipeline.storage.store import Store
 from tests.openai_server import FakeOpenAIServer
 
 _WORD = re.compile(r"\b[A-Z][a-z]+\b")
+
+
+def unpunctuated_words(n_chars: int, capitalised: float = 0.3, seed: int = 7) -> str:
+    """Random words of 2-9 letters, this share of them capitalised, with no punctuation at all, on one line:
+    the huge_line.txt of the report (no sentence break anywhere)."""
+    rng = random.Random(seed)
+    words: list[str] = []
+    size = 0
+    while size < n_chars:
+        word = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9)))
+        words.append(word.capitalize() if rng.random() < capitalised else word)
+        size += len(word) + 1
+    return " ".join(words)
 
 
 def chunk_text_of(request: dict[str, Any]) -> str:

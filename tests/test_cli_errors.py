@@ -103,3 +103,39 @@ def test_ask_with_a_failing_embeddings_endpoint_is_one_line_without_the_key(fold
     line = one_line_error(result)
     assert "embedding request" in line and "PATHRAG_EMBED" in line
     assert SECRET not in result.output
+
+
+def test_index_that_runs_duckdb_out_of_memory_is_one_line_naming_the_setting(folder, monkeypatch) -> None:
+    """The huge_line.txt report: DuckDB's OutOfMemoryException in the graph merge ended `pathrag index` with a
+    traceback whose last line was an unrelated 'Current transaction is aborted'."""
+    import duckdb
+
+    from pathrag_pipeline.index import graph_merge
+
+    def load_mentions(con, *args, **kwargs):
+        try:  # abort the transaction as a real out-of-memory failure does
+            con.execute("SELECT error('aborting the transaction')")
+        except duckdb.Error:
+            pass
+        raise duckdb.OutOfMemoryException(
+            "Out of Memory Error: failed to allocate data of size 2.0 GiB (8.2 MiB/1.8 GiB used)")
+
+    monkeypatch.setattr(graph_merge, "_load_mentions", load_mentions)
+    monkeypatch.setenv("PATHRAG_DUCKDB_MEMORY_LIMIT", "2GB")
+
+    line = one_line_error(CliRunner().invoke(main, ["index", str(folder)]))
+    assert "DuckDB ran out of memory" in line and "failed to allocate data of size 2.0 GiB" in line
+    assert "PATHRAG_DUCKDB_MEMORY_LIMIT=8GB" in line
+
+
+def test_sql_that_runs_duckdb_out_of_memory_is_one_line_naming_the_setting(folder, monkeypatch) -> None:
+    """After the huge_line.txt report even `pathrag sql` over the extractions ran out of memory; it says so in
+    one line with the setting to raise, not as an 'SQL error' carrying DuckDB's list of SET statements."""
+    assert CliRunner().invoke(main, ["index", str(folder)]).exit_code == 0
+    monkeypatch.setenv("PATHRAG_DUCKDB_MEMORY_LIMIT", "8MB")  # a real out-of-memory error, not a stand-in
+
+    result = CliRunner().invoke(main, ["sql", "SELECT string_agg(r::VARCHAR, ',') FROM range(3000000) t(r)"])
+
+    line = one_line_error(result)
+    assert "DuckDB ran out of memory" in line and "PATHRAG_DUCKDB_MEMORY_LIMIT=32MB" in line
+    assert "SQL error" not in result.output and "Possible solutions" not in result.output

@@ -91,6 +91,112 @@ def test_deleting_a_document_removes_its_entities_and_keeps_shared_ones(corpus: 
     assert corpus.query("SELECT count(*) FROM relations WHERE list_contains(document_ids, 'ada.txt')")[0][0] == 0
 
 
+def test_a_result_over_the_per_chunk_cap_is_trimmed_and_said_so(corpus: Corpus, caplog) -> None:
+    """Any extractor can return far more than a chunk warrants (an LLM too); one record stores at most
+    result_cap(text) bytes of JSON, and a trimmed one is counted, noted on its record and logged by name."""
+    from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation, result_cap
+    from pathrag_pipeline.index.llm_extraction import ExtractionOutcome
+
+    class Runaway:
+        identity = "runaway"
+
+        def extract(self, text, title):
+            if "Grace" not in text:
+                return OfflineExtractor().extract(text, title)
+            quote = text * 200  # every description quotes the chunk 200 times over
+            entities = [Entity(name=f"Grace {i}", description=quote) for i in range(50)]
+            relations = [Relation(source=f"Grace {i}", target=f"Grace {i + 1}", description=quote) for i in range(49)]
+            return ExtractionOutcome(ChunkExtraction(entities=entities, relations=relations))
+
+    caplog.set_level("WARNING", logger="pathrag_pipeline.index")
+    stats = run_extraction(corpus.store, Runaway())
+
+    assert (stats.extracted, stats.failed, stats.trimmed) == (len(DOCS), 0, 1)
+    rows = corpus.query("""SELECT e.document_id, e.status, e.error, strlen(e.result::VARCHAR), c.text
+                           FROM extractions e JOIN chunks c ON c.id = e.chunk_id ORDER BY e.document_id""")
+    for document_id, status, note, size, text in rows:
+        assert status == "ok" and size <= result_cap(text)
+        assert (note is not None) == (document_id == "grace.txt")
+    grace_note = next(r[2] for r in rows if r[0] == "grace.txt")
+    assert "trimmed to the per-chunk cap" in grace_note and "of 50 entities" in grace_note
+    warnings = [r.getMessage() for r in caplog.records if "trimmed" in r.getMessage()]
+    assert len(warnings) == 1 and "grace.txt" in warnings[0]
+    assert "Grace 0" in entity_names(corpus)
+
+
+def test_what_stopped_the_run_is_reported_even_when_saving_the_finished_chunks_fails(corpus: Corpus,
+                                                                                      monkeypatch) -> None:
+    """On the way out the stage writes the chunks that finished; when that write fails too (DuckDB out of
+    memory again, in the huge_line.txt report), the error that stopped the run is still the one raised."""
+    from pathrag_pipeline.index import extraction_stage
+    from pathrag_pipeline.storage.store import StoreMemoryError
+
+    class InterruptedAtGrace:
+        identity = "interrupted-at-grace"
+
+        def extract(self, text, title):
+            if "Grace" in text:
+                raise KeyboardInterrupt
+            return OfflineExtractor().extract(text, title)
+
+    def failing_persist(con, removed, records):
+        raise StoreMemoryError("DuckDB ran out of memory (stand-in)")
+
+    monkeypatch.setattr(extraction_stage, "persist_changes", failing_persist)
+    with pytest.raises(KeyboardInterrupt):
+        run_extraction(corpus.store, InterruptedAtGrace(), max_concurrency=1, batch_size=100)
+
+
+def test_deleting_a_document_never_loads_its_extraction_records(tmp_path, monkeypatch) -> None:
+    """A home holding records too large to load (the huge_line.txt report: every statement parsing them ran
+    DuckDB out of memory) recovers once the file is deleted: what the deleted records contributed is read
+    from the graph tables, so the re-index never parses them."""
+    import duckdb
+
+    from pathrag_pipeline.index import graph_merge
+
+    corpus = Corpus(tmp_path)
+    for name, text in DOCS.items():  # a heading first: a one-line .txt would be its own title
+        corpus.write(name.replace(".txt", ".md"), f"# {name}\n\n{text}\n")
+    corpus.sync()
+    run_extraction(corpus.store, OfflineExtractor())
+    huge = {c for (c,) in corpus.query("SELECT id FROM chunks WHERE document_id = 'ada.md'")}
+    assert huge and "London" in entity_names(corpus)
+
+    real_load = graph_merge._load_mentions
+
+    def load_mentions(con, chunk_ids, **kwargs):
+        if chunk_ids is None:
+            wanted = None
+        elif isinstance(chunk_ids, str):
+            wanted = {c for (c,) in con.execute(f"SELECT chunk_id FROM {chunk_ids}").fetchall()}
+        else:
+            wanted = set(chunk_ids)
+        stored = {c for (c,) in con.execute("SELECT chunk_id FROM extractions").fetchall()}
+        if (stored if wanted is None else wanted & stored) & huge:
+            raise duckdb.OutOfMemoryException("Out of Memory Error: stand-in for records too large to load")
+        return real_load(con, chunk_ids, **kwargs)
+
+    monkeypatch.setattr(graph_merge, "_load_mentions", load_mentions)
+    corpus.delete("ada.md")
+    corpus.sync()
+    stats = run_extraction(corpus.store, OfflineExtractor())
+
+    assert stats.removed_chunks == len(huge)
+    assert not {"Ada Lovelace", "Babbage"} & entity_names(corpus)
+    assert corpus.query("SELECT document_ids FROM entities WHERE name = 'London'")[0][0] == ["alan.md"]
+    assert corpus.query("SELECT count(*) FROM relations WHERE list_contains(document_ids, 'ada.md')")[0][0] == 0
+    graph = ("SELECT entity_key, name, type, description, mention_count, source_chunk_ids FROM entities ORDER BY 1",
+             "SELECT relation_key, keywords, description, mention_count, source_chunk_ids FROM relations ORDER BY 1")
+    with corpus.store.connect() as con:  # the same graph as a rebuild from the remaining records
+        incremental = [con.execute(q).fetchall() for q in graph]
+        con.execute("BEGIN TRANSACTION")
+        graph_merge.merge_keys(con, None, None)
+        rebuilt = [con.execute(q).fetchall() for q in graph]
+        con.execute("ROLLBACK")
+    assert incremental == rebuilt
+
+
 @pytest.mark.parametrize("fault", ["429", "500", "timeout"])
 def test_transport_faults_are_retried_and_the_run_succeeds(corpus: Corpus, openai_server, fault: str) -> None:
     # The stalled request never answers (until the server stops), and the client waits 3 s, several times

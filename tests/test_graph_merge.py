@@ -198,6 +198,30 @@ def test_keys_for_chunks(con):
     assert keys_for_chunks(con, []) == (set(), set())
 
 
+def test_a_failure_inside_keys_for_chunks_is_not_masked_by_the_temp_table_cleanup(con, monkeypatch):
+    """A statement failing inside a transaction (DuckDB out of memory in the bug report) aborts it; the temp
+    table cleanup then fails too ("Current transaction is aborted"), and that must not replace the error that
+    says what happened."""
+    from pathrag_pipeline.index import graph_merge
+    from pathrag_pipeline.storage.store import transaction
+
+    write_records(con, [rec("c1", "d", [{"name": "A"}])])
+
+    def failing_load(con_, chunk_ids, **kwargs):
+        con_.execute("CREATE OR REPLACE TEMP TABLE _gm_rec AS SELECT 1 AS x")
+        con_.execute("SELECT error('out of memory stand-in')")
+
+    monkeypatch.setattr(graph_merge, "_load_mentions", failing_load)
+    with pytest.raises(duckdb.InvalidInputException, match="out of memory stand-in"):
+        with transaction(con):
+            keys_for_chunks(con, ["c1"])
+    with pytest.raises(duckdb.InvalidInputException, match="out of memory stand-in"):
+        with transaction(con):
+            merge_keys(con, {"a"}, set(), changed_chunk_ids=["c1"])
+    # after the rollback the connection works and no temp table is left behind
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name LIKE '_gm_%'").fetchone()[0] == 0
+
+
 def test_extraction_cache_survives_chunk_id_change(con):
     write_records(con, [rec("c1", "d", [{"name": "A"}])])
     apply_chunk_changes(con, ["c1"], [])

@@ -7,15 +7,20 @@ import json
 import pytest
 
 from pathrag_pipeline.config import BENCH_DIR
-from pathrag_pipeline.index.extraction_models import ChunkExtraction
+from pathrag_pipeline.index.extraction_models import RESULT_BYTES_PER_TEXT_BYTE, ChunkExtraction
+from pathrag_pipeline.index.llm_extraction import OfflineExtractor
 from pathrag_pipeline.index.offline_extraction import (
+    MAX_SENTENCE_CHARS,
     OFFLINE_EXTRACTOR_ID,
+    SENTENCE_WINDOW_CHARS,
     extract_offline,
     find_candidates,
     normalise_text,
     relation_keywords,
     split_sentences,
 )
+from pathrag_pipeline.ingest.chunking import chunk_text
+from tests.extraction_fakes import unpunctuated_words
 
 MUSIQUE = BENCH_DIR / "musique-100" / "corpus.jsonl"
 
@@ -209,3 +214,31 @@ def test_real_musique_passages():
     assert {"Riemann integral", "Bernhard Riemann", "University of Göttingen"} <= set(names(p4))
     assert not {"1854", "1868"} & set(names(p4))
     assert "Riemann" not in names(p4)  # the title "Riemann integral" is matched whole
+
+
+def test_unpunctuated_text_gives_output_bounded_by_the_chunk_size():
+    """huge_line.txt: with no sentence break a whole 1200-token chunk was one sentence, quoted in full by each of
+    its hundreds of relations (5.7 MB of JSON for 7.6 kB of text). Its output now stays within what the
+    extraction stage lets one chunk store per byte of text, so that cap never has to cut the offline rules."""
+    text = unpunctuated_words(40_000)
+    chunks = chunk_text("huge_line.txt", text)
+    assert len(chunks) >= 4
+    for chunk in chunks:
+        result = OfflineExtractor().extract(chunk.text, "huge_line").extraction
+        assert len(result.entities) > 50 and len(result.relations) > 50  # still a graph, not an empty answer
+        size = len(result.model_dump_json().encode("utf-8"))
+        assert size <= RESULT_BYTES_PER_TEXT_BYTE * len(chunk.text.encode("utf-8")), (size, len(chunk.text))
+        assert max(len(r.description) for r in result.relations) <= SENTENCE_WINDOW_CHARS
+
+
+def test_an_over_long_sentence_is_read_as_windows_and_a_long_real_one_stays_whole():
+    words = unpunctuated_words(MAX_SENTENCE_CHARS + 500)
+    windows = split_sentences(words)
+    assert len(windows) > 1 and all(0 < len(w) <= SENTENCE_WINDOW_CHARS for w in windows)
+    assert " ".join(windows) == words  # cut at spaces: nothing lost, no word split
+    blob = "x" * (MAX_SENTENCE_CHARS + 7)  # one "word" longer than a window is cut inside it
+    pieces = split_sentences(blob)
+    assert "".join(pieces) == blob and len(pieces) == -(-len(blob) // SENTENCE_WINDOW_CHARS)
+    long_list = "The cast includes " + ", ".join(f"Actor Number{i}" for i in range(100)) + "."
+    assert len(long_list) <= MAX_SENTENCE_CHARS
+    assert split_sentences(long_list + " It ran for years.") == [long_list, "It ran for years."]

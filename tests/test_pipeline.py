@@ -5,9 +5,11 @@ import json
 import pytest
 
 from pathrag_pipeline.config import ConfigError, Settings
+from pathrag_pipeline.index.extraction_models import RESULT_BYTES_PER_TEXT_BYTE
 from pathrag_pipeline.index.pipeline import run_indexing
 from pathrag_pipeline.storage.store import Store
 from pathrag_pipeline.storage.vector_store import VectorStore
+from tests.extraction_fakes import unpunctuated_words
 
 
 @pytest.fixture()
@@ -69,3 +71,28 @@ def test_deleting_a_document_removes_only_its_contributions(setup):
 def test_bad_alias_threshold_names_the_variable():
     with pytest.raises(ConfigError, match="PATHRAG_ALIAS_EMBEDDING_THRESHOLD"):
         Settings.from_env({"PATHRAG_ALIAS_EMBEDDING_THRESHOLD": "high"})
+
+
+@pytest.mark.slow
+def test_a_long_line_of_unpunctuated_words_indexes_at_the_default_memory_limit(tmp_path):
+    """huge_line.txt end to end, at 2 MB (about a minute): one line of random words with no punctuation. Before
+    the offline rules read it in windows, 1 MB of it was enough to run DuckDB out of memory at the default
+    limit (567 MB of JSON); now every chunk's record stays within its cap without being trimmed, and deleting
+    the file empties the graph again."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "huge_line.txt").write_text(unpunctuated_words(2_000_000) + "\n")
+    settings = Settings.from_env(home=tmp_path / "home", docs=docs, env={})
+
+    report = run_indexing(settings)
+
+    x = report.extraction
+    assert x.pending > 200 and (x.extracted, x.failed, x.trimmed) == (x.pending, 0, 0)
+    assert report.graph["entities"] > 0 and report.graph["relations"] > 0
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        over = con.execute(
+            """SELECT count(*) FROM extractions e JOIN chunks c ON c.id = e.chunk_id
+               WHERE strlen(e.result::VARCHAR) > ? * strlen(c.text)""", [RESULT_BYTES_PER_TEXT_BYTE]).fetchone()[0]
+    assert over == 0
+    (docs / "huge_line.txt").unlink()
+    assert run_indexing(settings).graph["entities"] == 0

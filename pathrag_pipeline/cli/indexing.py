@@ -50,8 +50,9 @@ def _print_index(report) -> None:
     if report.extraction is not None:
         x = report.extraction
         rows.append(("extraction", f"{x.pending} chunks pending, {x.cache_hits} from cache, {x.extracted} extracted, "
-                                   f"{x.failed} failed, {x.empty} empty; {x.calls} LLM calls, "
-                                   f"{x.prompt_tokens + x.completion_tokens} tokens"))
+                                   f"{x.failed} failed, {x.empty} empty"
+                                   + (f", {x.trimmed} trimmed to the per-chunk cap" if x.trimmed else "")
+                                   + f"; {x.calls} LLM calls, {x.prompt_tokens + x.completion_tokens} tokens"))
         for err in x.errors:
             console.print(f"[yellow]extraction failed[/yellow] {esc(err)}", highlight=False)
     if report.triples is not None:

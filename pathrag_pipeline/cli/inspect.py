@@ -33,6 +33,8 @@ def sql(query: str, as_json: bool, as_csv: bool) -> None:
     with store.connect(read_only=True, sandboxed=True) as con:
         try:
             cursor = con.execute(query)
+        except duckdb.OutOfMemoryException:
+            raise  # the store says it in one line, naming PATHRAG_DUCKDB_MEMORY_LIMIT
         except duckdb.Error as exc:
             hint = ""
             if "read-only" in str(exc) or "disabled by configuration" in str(exc):

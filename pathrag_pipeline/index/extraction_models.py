@@ -24,6 +24,23 @@ _NOT_A_NAME = re.compile(
 )
 SCHEMA_KEYS = {"properties", "$defs", "$schema", "required"}
 
+# What one chunk's record may store (its JSON in extractions.result), whatever the extractor. DuckDB reads the
+# records about 2048 rows at a time (one vector), so runaway rows (the offline rules once quoted a 7.6 kB
+# unpunctuated "sentence" in each of ~350 relations: 5.7 MB for one chunk) exhaust its memory limit in every
+# statement that reads them, in this run and every later one. The cap stops such rows; it is not meant to shape
+# ordinary results, which stay below it: prose gives 7-13 bytes of JSON per byte of chunk text offline (up to
+# ~180 on a short passage that is one long list sentence: 240 kB at most on musique-100), and the floor is about
+# what an LLM can return for one chunk at the default output cap (4096 tokens a call; a first pass, a re-ask and
+# a gleaning pass on each of up to four halves of the chunk: some 200-250 kB).
+RESULT_BYTES_PER_TEXT_BYTE = 32
+RESULT_MIN_CAP_BYTES = 256 * 1024
+
+
+def result_cap(text: str) -> int:
+    """The most bytes of JSON a chunk of ``text`` may store: ``RESULT_BYTES_PER_TEXT_BYTE`` per byte of its
+    UTF-8 text, and at least ``RESULT_MIN_CAP_BYTES`` (short chunks, LLM descriptions)."""
+    return max(RESULT_MIN_CAP_BYTES, RESULT_BYTES_PER_TEXT_BYTE * len(text.encode("utf-8")))
+
 
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot be an entity name (None when it can): a URL (the validator's error link a model
@@ -84,6 +101,24 @@ class ChunkExtraction(BaseModel):
     @property
     def empty(self) -> bool:
         return not self.entities and not self.relations
+
+    def capped(self, max_bytes: int) -> tuple["ChunkExtraction", int]:
+        """This extraction if its JSON fits in ``max_bytes``, else its longest prefix that does (entities in
+        order, then relations in order, stopping at the first item that no longer fits); returns it and
+        the JSON size of the whole extraction."""
+        whole = len(self.model_dump_json().encode("utf-8"))
+        if whole <= max_bytes:
+            return self, whole
+        used = len(ChunkExtraction().model_dump_json())
+        kept: dict[str, list] = {"entities": [], "relations": []}
+        for field, items in (("entities", self.entities), ("relations", self.relations)):
+            for item in items:
+                cost = len(item.model_dump_json().encode("utf-8")) + (1 if kept[field] else 0)  # + the comma
+                if used + cost > max_bytes:
+                    return ChunkExtraction(**kept), whole
+                kept[field].append(item)
+                used += cost
+        return ChunkExtraction(**kept), whole
 
     def normalised(self) -> "ChunkExtraction":
         """Drop self-loops and items whose names are not names (``name_problem``); add entities that

@@ -22,6 +22,9 @@ Why it is shaped this way:
 - LLM usage is written to ``llm_usage`` as the calls are made (the run's row is rewritten with each batch of
   results, at least every ``min_flush_seconds``), so a killed run's calls are not missing from it.
 - Each failed chunk gives one warning line on the ``pathrag_pipeline.index`` logger, no more.
+- What one chunk stores is capped, whatever the extractor (``extraction_models.result_cap``): a larger result
+  keeps its first entities and relations that fit, the record says so in its ``error`` column (status stays
+  'ok'), the chunk is counted in ``ExtractionStats.trimmed`` and one warning names the chunk and its document.
 """
 
 from __future__ import annotations
@@ -37,7 +40,12 @@ from typing import Callable, Literal
 import duckdb
 
 from pathrag_pipeline.index.llm_extraction import Extractor, ExtractionOutcome, LLMExtractor, LLMSummariser
-from pathrag_pipeline.index.extraction_models import ChunkExtraction
+from pathrag_pipeline.index.extraction_models import (
+    RESULT_BYTES_PER_TEXT_BYTE,
+    RESULT_MIN_CAP_BYTES,
+    ChunkExtraction,
+    result_cap,
+)
 from pathrag_pipeline.index.extraction_records import ExtractionRecord, delete_records, write_records
 from pathrag_pipeline.index.graph_merge import (
     DEFAULT_MAX_DESCRIPTION_TOKENS,
@@ -48,6 +56,7 @@ from pathrag_pipeline.index.graph_merge import (
     make_summaries,
     merge_keys,
     store_summaries,
+    stored_keys_for_chunks,
 )
 from pathrag_pipeline.llm.client import LLMClient, LLMError, LLMStoppedError, LLMUnavailableError, Usage
 from pathrag_pipeline.storage.store import Store, get_meta, set_meta, transaction, utc_now
@@ -91,6 +100,7 @@ class ExtractionStats:
     extracted: int = 0
     failed: int = 0
     empty: int = 0                                 # chunks with content the model extracted nothing from
+    trimmed: int = 0                               # chunks whose result was cut to the per-chunk cap (result_cap)
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -176,14 +186,18 @@ def persist_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: list[str]
                     records: list[ExtractionRecord]) -> None:
     """Write records and delete stale ones in one transaction, remembering the graph keys this makes stale.
 
-    The keys the old records mentioned are captured before they are overwritten; the chunks are remembered
-    so the keys of their new records can be found at merge time. ``merge_dirty`` consumes both.
+    The keys the old records mentioned are captured before they are overwritten (for deleted records, from the
+    graph tables, without reading the records); the chunks are remembered so the keys of their new records can
+    be found at merge time. ``merge_dirty`` consumes both.
     """
     touched = set(removed_chunk_ids) | {r.chunk_id for r in records}
     if not touched:
         return
     with transaction(con):
-        before_e, before_r = keys_for_chunks(con, touched)
+        before_e, before_r = keys_for_chunks(con, {r.chunk_id for r in records})
+        # records about to be deleted are not read: the graph tables say what they contributed
+        gone_e, gone_r = stored_keys_for_chunks(con, removed_chunk_ids)
+        before_e, before_r = before_e | gone_e, before_r | gone_r
         delete_records(con, removed_chunk_ids)
         write_records(con, records)
         dirty = _load_dirty(con)
@@ -235,6 +249,19 @@ def _record(chunk: PendingChunk, extractor_id: str, *, result: ChunkExtraction |
         error=error,
         calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
     )
+
+
+def _within_cap(extraction: ChunkExtraction, chunk: PendingChunk) -> tuple[ChunkExtraction, str | None]:
+    """``extraction`` cut to the chunk's cap (``result_cap``: what one record may store, whatever the
+    extractor), and what was cut when it was (stored as the record's note and logged), else None."""
+    cap = result_cap(chunk.text)
+    kept, size = extraction.capped(cap)
+    if kept is extraction:
+        return extraction, None
+    return kept, (f"result trimmed to the per-chunk cap: {size:,} bytes of JSON for {len(chunk.text.encode()):,} "
+                  f"bytes of text, over {cap:,} ({RESULT_BYTES_PER_TEXT_BYTE} per byte of text, at least "
+                  f"{RESULT_MIN_CAP_BYTES:,}); kept the first {len(kept.entities)} of {len(extraction.entities)} "
+                  f"entities and {len(kept.relations)} of {len(extraction.relations)} relations")
 
 
 def summariser_for(extractor: Extractor, max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS
@@ -540,9 +567,14 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                 stats.calls += outcome.calls
                 stats.prompt_tokens += outcome.prompt_tokens
                 stats.completion_tokens += outcome.completion_tokens
-                batch.extend(_record(c, identity, result=outcome.extraction,
+                result, trimmed = _within_cap(outcome.extraction, group[0])
+                if trimmed:
+                    stats.trimmed += len(group)
+                    log.warning("extraction of chunk %s (document %s): %s", group[0].chunk_id,
+                                group[0].document_id, trimmed)
+                batch.extend(_record(c, identity, result=result,
                                      status="empty" if empty else "ok",
-                                     error=outcome.note if empty else None,
+                                     error=outcome.note if empty else trimmed,
                                      calls=outcome.calls if i == 0 else 0,
                                      prompt_tokens=outcome.prompt_tokens if i == 0 else 0,
                                      completion_tokens=outcome.completion_tokens if i == 0 else 0)
@@ -559,9 +591,13 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
         flush()
         if progress:
             progress(done, total)
-    except BaseException:
+    except BaseException as exc:
         pool.shutdown(wait=False, cancel_futures=True)
-        flush()  # keep what finished, so the next run resumes after it
+        try:
+            flush()  # keep what finished, so the next run resumes after it
+        except Exception as flush_exc:  # noqa: BLE001 - the error that stopped the run is the one to report
+            log.warning("could not write the finished chunks after %s: %s", type(exc).__name__,
+                        " ".join(str(flush_exc).split())[:500])
         raise
     # After a client stop the calls still in flight fail at their next attempt; they are not waited for.
     pool.shutdown(wait=not stopped, cancel_futures=stopped)

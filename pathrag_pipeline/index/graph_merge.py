@@ -31,6 +31,7 @@ its key) and each recomputed key once (display name, type vote, description and 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -39,7 +40,7 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 if TYPE_CHECKING:
     import numpy as np
@@ -229,6 +230,21 @@ def _drop_temp(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
+@contextlib.contextmanager
+def _temp_tables(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Drop the merge's temp tables when the block ends. After a failure the drop is best effort and never
+    replaces the failure: a statement that fails inside a transaction (DuckDB out of memory, say) aborts it,
+    every later statement then fails with "Current transaction is aborted", and that message would hide the
+    one saying what went wrong. The caller's rollback, or closing the connection, drops them anyway."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            _drop_temp(con)
+        raise
+    _drop_temp(con)
+
+
 def keys_for_chunks(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> tuple[set[str], set[str]]:
     """Entity and relation keys the current ok records of these chunks mention (aliases applied).
 
@@ -238,13 +254,31 @@ def keys_for_chunks(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) ->
     ids = sorted(set(chunk_ids))
     if not ids:
         return set(), set()
-    try:
+    with _temp_tables(con):
         _load_mentions(con, ids)
         entity_keys = {k for (k,) in con.execute("SELECT DISTINCT key FROM _gm_em").fetchall()}
         relation_keys = {k for (k,) in con.execute("SELECT DISTINCT relation_key FROM _gm_rm").fetchall()}
-    finally:
-        _drop_temp(con)
     return entity_keys, relation_keys
+
+
+def stored_keys_for_chunks(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> tuple[set[str], set[str]]:
+    """Entity and relation keys whose stored rows name these chunks (``source_chunk_ids``): what the last merge
+    took from their records, read from the graph tables instead of the records.
+
+    For records about to be deleted this is all ``keys_for_chunks`` would be needed for, and it never parses
+    them: a record too large to load (the huge_line.txt report) can still be deleted. A record written since
+    the last merge contributed nothing to the tables yet, so there is nothing of it to undo."""
+    ids = sorted(set(chunk_ids))
+    if not ids:
+        return set(), set()
+    found = []
+    for table, key in (("entities", "entity_key"), ("relations", "relation_key")):
+        found.append({k for (k,) in con.execute(
+            f"""SELECT DISTINCT {key} FROM (SELECT {key}, unnest(source_chunk_ids) AS chunk_id FROM {table})
+                WHERE chunk_id IN (SELECT unnest(?::VARCHAR[]))""",
+            [ids],
+        ).fetchall()})
+    return found[0], found[1]
 
 
 # ---- merging text ------------------------------------------------------------------------------------------
@@ -633,7 +667,7 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
     stats = MergeStats()
     full = entity_keys is None
     descriptions = _Descriptions(con, summarise, max_description_tokens, summary_model, stats)
-    try:
+    with _temp_tables(con):
         if full:
             _load_mentions(con, None)
             stats.chunks_read = con.execute("SELECT count(*) FROM _gm_rec").fetchone()[0]
@@ -653,8 +687,6 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
             )
         stats.relations_written, stats.relations_deleted, stats.relations_unchanged, _ = \
             _merge_relations(con, full, descriptions)
-    finally:
-        _drop_temp(con)
     stats.seconds = time.perf_counter() - started
     return stats
 
@@ -678,15 +710,13 @@ def relation_keys_touching(con: duckdb.DuckDBPyConnection, entity_keys: Iterable
     ).fetchall()]
     if not chunks:
         return stored
-    try:
+    with _temp_tables(con):
         _load_mentions(con, chunks)
         produced = {k for (k,) in con.execute(
             """SELECT DISTINCT relation_key FROM _gm_rm
                WHERE src_key IN (SELECT unnest(?::VARCHAR[])) OR tgt_key IN (SELECT unnest(?::VARCHAR[]))""",
             [keys, keys],
         ).fetchall()}
-    finally:
-        _drop_temp(con)
     return stored | produced
 
 

@@ -7,7 +7,8 @@ Dates, years and money amounts are recognised (so they never merge into a neighb
 made entities: see ``LITERAL_TYPES``. Capitalised function words that merely start a sentence
 ("The", "However", "In") are not entities; a lone sentence-initial word counts only if the text also
 capitalises it mid-sentence. Relations link entities that share a sentence, the nearest neighbour and the
-sentence subject only, so long lists do not create quadratic edge counts; a passage title, when given,
+sentence subject only, so long lists do not create quadratic edge counts (a run of text too long to be a
+sentence is read as sentence-sized windows: ``MAX_SENTENCE_CHARS``); a passage title, when given,
 is the subject entity of the passage and links to what its first sentences (and sentences opening with
 a pronoun such as "It" or "He") mention.
 
@@ -25,10 +26,26 @@ from dataclasses import dataclass
 
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
 
-# v2: titles inside longer names, line segments; v3: dates and amounts are not graph nodes, one neighbour
+# v2: titles inside longer names, line segments; v3: dates and amounts are not graph nodes, one neighbour.
+# The windows of over-long runs (MAX_SENTENCE_CHARS) came without a bump: every text without such a run extracts
+# byte for byte as before (checked on musique-100, the sample and the generated benchmark corpora), so indexes
+# need no re-extraction; records of text with one, made before, stay until their document changes or goes.
 OFFLINE_EXTRACTOR_ID = "offline-rules-v3"
 
 DESCRIPTION_MAX_CHARS = 400
+# A "sentence" longer than MAX_SENTENCE_CHARS is not one: a word list, an unpunctuated transcript or dump, a
+# line with no full stop. Every relation of a sentence quotes it whole and there is a relation per mention, so
+# such a run made one chunk's output grow with the square of its length (one 7.6 kB chunk of unpunctuated words
+# gave 5.7 MB of JSON, and DuckDB ran out of memory merging them). It is read instead as consecutive windows of
+# at most SENTENCE_WINDOW_CHARS, cut at spaces, each a sentence of its own: about 25 words, the length of an
+# ordinary sentence (English prose averages 20-25 words; musique-100's sentences average 131 characters). Edited
+# prose never reaches MAX_SENTENCE_CHARS (about 300 words; the longest sentence of musique-100, a list, has 1,325
+# characters), so its extraction is unchanged; text that does gets output linear in its length: 5-25 bytes of
+# JSON per byte of random word salad, by how many of its words are capitalised. A real sentence below the limit
+# is still quoted whole by each of its relations (a dense one near it gives up to ~250 bytes per byte); the
+# extraction stage's per-chunk cap (extraction_models.result_cap) bounds what such a chunk stores.
+MAX_SENTENCE_CHARS = 2000
+SENTENCE_WINDOW_CHARS = 150
 RELATION_NEIGHBOURS = 1     # each entity links to this many following entities of its sentence (v2: 2)
 TITLE_LEAD_SENTENCES = 2    # the title entity links to every entity of this many opening sentences
 # Literal values found by the rules (dates and years, money amounts) stay masked, so they never join a name,
@@ -303,6 +320,7 @@ def split_sentences(text: str) -> list[str]:
 
     A period after "Mr", "St", "U.S" or an initial ends a sentence only when the next word is one
     that typically opens a sentence ("The", "He", "In"), so "G. Stanley Hall" and "St. Louis" stay whole.
+    A run longer than ``MAX_SENTENCE_CHARS`` comes back as windows of ``SENTENCE_WINDOW_CHARS``.
     """
     sentences: list[str] = []
     start = 0
@@ -322,12 +340,29 @@ def split_sentences(text: str) -> list[str]:
                     continue
         sentence = text[start:end].strip()
         if sentence:
-            sentences.append(sentence)
+            sentences.extend(_bounded(sentence))
         start = end
     tail = text[start:].strip()
     if tail:
-        sentences.append(tail)
+        sentences.extend(_bounded(tail))
     return sentences
+
+
+def _bounded(sentence: str) -> list[str]:
+    """``sentence``, or when it is longer than ``MAX_SENTENCE_CHARS`` (not a sentence: see there) its
+    consecutive windows of at most ``SENTENCE_WINDOW_CHARS``, cut at the last space that fits (a word longer
+    than a window is cut inside). ``sentence`` is cleaned text: single spaces, no space at either end."""
+    if len(sentence) <= MAX_SENTENCE_CHARS:
+        return [sentence]
+    windows = []
+    start = 0
+    while len(sentence) - start > SENTENCE_WINDOW_CHARS:
+        space = sentence.rfind(" ", start + 1, start + SENTENCE_WINDOW_CHARS + 1)
+        end = space if space > 0 else start + SENTENCE_WINDOW_CHARS
+        windows.append(sentence[start:end])
+        start = end + 1 if space > 0 else end
+    windows.append(sentence[start:])
+    return windows
 
 
 def _is_abbreviation(word: str) -> bool:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime, timezone
+import os
 import random
+import re
 import sys
 import time
 import uuid
@@ -85,7 +87,7 @@ DDL = [
         document_id   VARCHAR NOT NULL,
         extractor     VARCHAR NOT NULL,      -- identity of what extracted: provider + model + prompt version + gleaning
         status        VARCHAR NOT NULL,      -- 'ok' (result is merged into the graph), 'failed' (ignored by the merge) or 'empty' (a chunk with content the model extracted nothing from, even when asked again: a schema echo or empty lists, typical of a model too small for the prompt); failed and empty chunks are retried on the next run
-        error         VARCHAR,               -- what went wrong and what to do, when status = 'failed' or 'empty'
+        error         VARCHAR,               -- what went wrong and what to do, when status = 'failed' or 'empty'; for 'ok', what was cut when the result was trimmed to the per-chunk cap (extraction_models.result_cap), else NULL
         result        JSON,                  -- ChunkExtraction: {"entities":[{name,type,description}],"relations":[{source,target,keywords,description,strength}]}
         calls         INTEGER,               -- LLM calls spent on this chunk (0 for a cache hit or the offline extractor)
         prompt_tokens INTEGER,
@@ -302,6 +304,33 @@ class StoreLockedError(PipelineError, RuntimeError):
     """Another process holds the DuckDB file for writing and did not release it in time."""
 
 
+class StoreMemoryError(PipelineError, RuntimeError):
+    """DuckDB needed more memory than its limit (PATHRAG_DUCKDB_MEMORY_LIMIT) for a statement on the index."""
+
+
+_MEMORY_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*")
+
+
+def out_of_memory_message(path: Path, memory_limit: str, exc: BaseException) -> str:
+    """One line for a DuckDB ``OutOfMemoryException``: what ran out (DuckDB's memory limit and its setting),
+    DuckDB's own figures, and what to set (four times the limit, with the machine's memory beside it)."""
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    match = _MEMORY_SIZE.fullmatch(memory_limit)
+    larger = f"{float(match.group(1)) * 4:g}{match.group(2)}" if match else "8GB"
+    ram = _physical_memory()
+    machine = f" (this machine has {ram / 2**30:.0f} GiB)" if ram else ""
+    return (f"DuckDB ran out of memory on {path}: it may use {memory_limit} (PATHRAG_DUCKDB_MEMORY_LIMIT) and this "
+            f"statement needed more ({detail}). Set PATHRAG_DUCKDB_MEMORY_LIMIT higher, e.g. "
+            f"PATHRAG_DUCKDB_MEMORY_LIMIT={larger}{machine}, and run the command again")
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def _is_lock_error(exc: Exception) -> bool:
     text = str(exc)
     if "Unique file handle conflict" in text:
@@ -324,6 +353,8 @@ class Store:
     ``temp_directory`` next to the file, so statements that scale with the corpus spill to disk instead of
     growing without bound. While another process holds the file, ``connect`` retries and, after
     ``notice_after`` seconds, says so once through ``on_wait`` (stderr by default): waits are never silent.
+    A statement that needs more than the memory limit raises ``StoreMemoryError`` (a ``PipelineError``: one
+    line naming PATHRAG_DUCKDB_MEMORY_LIMIT) out of the ``with`` block, DuckDB's own exception chained to it.
     """
 
     def __init__(self, path: Path | str, lock_timeout: float = 120.0, *, memory_limit: str = DEFAULT_DUCKDB_MEMORY_LIMIT,
@@ -362,6 +393,9 @@ class Store:
                 init_schema(con)
                 self._initialised = True
             yield con
+        except duckdb.OutOfMemoryException as exc:
+            # an expected failure the user can act on: one line naming the setting, never a traceback
+            raise StoreMemoryError(out_of_memory_message(self.path, self.memory_limit, exc)) from exc
         finally:
             con.close()
 
