@@ -36,7 +36,7 @@ def _print_sync(report) -> None:
                       f"(supported: {' '.join(sorted(SUPPORTED))}): {esc(names)}", highlight=False)
 
 
-def _print_index(report) -> None:
+def _print_index(report, settings: Settings) -> None:
     _print_sync(report.sync)
     if not report.sync.plan.new and not report.sync.plan.changed and not report.sync.plan.unchanged:
         from pathrag_pipeline.ingest.parsing import SUPPORTED
@@ -73,6 +73,7 @@ def _print_index(report) -> None:
     print_table(["stage", "result"], rows)
     for err in report.embeddings.errors:
         console.print(f"embedding batch failed: {err}", highlight=False, markup=False)
+    _print_earlier_failures(settings, report)
 
 
 def _print_earlier_failures(settings: Settings, report) -> None:
@@ -126,8 +127,7 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
 
             report, _reasons = up_to_date_report(settings, folder, replace_folder=replace_folder)
             if report is not None:
-                _print_index(report)
-                _print_earlier_failures(settings, report)
+                _print_index(report, settings)
                 console.print(f"Up to date, no run launched: nothing new, changed, deleted or pending in {esc(folder)} "
                               "(the last run's results stand; `pathrag dev` shows it)", highlight=False)
                 return report
@@ -140,8 +140,7 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
             from assets.runs import record_runless
 
             recorded = record_runless(settings, report)
-            _print_index(report)
-            _print_earlier_failures(settings, report)
+            _print_index(report, settings)
             console.print(f"Recorded as {recorded} materialisations of run {report.sync.run_id} (no Dagster run; "
                           f"Dagster home {settings.dagster_home}; `pathrag dev` shows them on the asset pages)",
                           highlight=False)
@@ -151,8 +150,7 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
         with console.status(f"indexing {esc(folder)} ..."):
             report = index_folder(settings, trigger=trigger, triples=triples, reembed=reembed,
                                   replace_folder=replace_folder)
-    _print_index(report)
-    _print_earlier_failures(settings, report)
+    _print_index(report, settings)
     console.print(f"Dagster run {report.dagster_run_id} (Dagster home {settings.dagster_home}; `pathrag dev` shows it)",
                   highlight=False)
     return report

@@ -288,7 +288,8 @@ class GuardedTransport(httpx2.HTTPTransport):
         """The ADAPTATIONS key a 400 reply refuses, learnt for every later request; None for any other reply."""
         if reply.status_code != 400 or not request.url.path.endswith("/chat/completions"):
             return None
-        error = (_json(body) or {}).get("error") if isinstance(_json(body), dict) else None
+        data = _json(body)
+        error = data.get("error") if isinstance(data, dict) else None
         if not isinstance(error, dict):
             return None
         param = error.get("param")
