@@ -37,7 +37,7 @@ from pathrag_pipeline.query.params import (
 Mode = Literal["path", "naive", "local", "global", "hybrid", "neuropath"]
 Variant = Literal["paper", "reference"]
 Ordering = Literal["reliability", "hop_first", "random"]
-PromptStyle = Literal["paths", "flat"]
+PromptStyle = Literal["paths", "paths_passages", "public", "passages", "flat"]
 PathPooling = Literal["off", "rerank", "reselect"]
 # The Literal types are Dagster config enums: the Launchpad and `dagster job launch` reject `mode: "pathh"`
 # before a run is created. tests/test_dagster.py checks they list exactly MODES, VARIANTS, ORDERINGS and

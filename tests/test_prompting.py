@@ -8,6 +8,7 @@ from pathrag_pipeline.query import graph_cache
 from pathrag_pipeline.query.graph_cache import load_graph
 from pathrag_pipeline.query.prompting import (
     Excerpt,
+    Passage,
     Section,
     flat_prompt,
     lightrag_prompt,
@@ -141,3 +142,59 @@ def test_lightrag_prompt_fills_sections_within_budget():
     assert prompt.dropped + prompt.user.count("passage number") == 50
     with pytest.raises(ValueError, match="shares"):
         lightrag_prompt(QUESTION, sections, shares=[0.5, 0.6])
+
+
+# ---- passage-quoting layouts (QueryParams.prompt) ---------------------------------------------------------
+
+def _passages(n: int, words: int = 40) -> list[Passage]:
+    return [Passage(f"c{i}", f"Title {i}", f"passage number {i} " + "word " * words) for i in range(n)]
+
+
+def test_paths_passages_quotes_passages_best_first_then_paths_best_last(snapshot, paths):
+    traces = render_paths(snapshot, paths)
+    prompt = path_prompt(QUESTION, traces, token_budget=4000, passages=_passages(3))
+    user = prompt.user
+    assert user.index("Question:") < user.index("[Title 0] passage number 0") < user.index("[Title 1]")
+    assert user.index("[Title 2]") < user.index("Path rank 3 ") < user.index("Path rank 1 ")
+    assert user.rstrip().endswith("giving most weight to the most reliable (last) paths.")
+    assert prompt.quoted == ("c0", "c1", "c2")
+    assert prompt.included == (1, 2, 3) and prompt.dropped == 0
+
+
+def test_paths_passages_splits_the_budget_and_passes_unused_share_on(snapshot, paths):
+    traces = render_paths(snapshot, paths)
+    many = _passages(60)
+    prompt = path_prompt(QUESTION, traces, token_budget=1500, passages=many)
+    assert prompt.tokens <= 1500
+    # the three short paths take far less than their 5/9 share: the passages get the rest
+    assert prompt.included == (1, 2, 3)
+    passage_tokens = sum(count_tokens(f"[{p.title}] {' '.join(p.text.split())}") for p in many[:len(prompt.quoted)])
+    assert passage_tokens > 1500 * 4 / 9
+    assert prompt.quoted == tuple(f"c{i}" for i in range(len(prompt.quoted)))   # a best-first prefix
+    # with no passages the layout is the paper's, unchanged
+    assert path_prompt(QUESTION, traces, token_budget=1500) == path_prompt(QUESTION, traces, token_budget=1500,
+                                                                            passages=())
+
+
+def test_paths_passages_gives_paths_their_share_when_passages_are_plentiful(snapshot, paths):
+    traces = render_paths(snapshot, paths)
+    prompt = path_prompt(QUESTION, traces, token_budget=700, passages=_passages(60))
+    assert prompt.tokens <= 700
+    assert 1 in prompt.included          # the most reliable path is never crowded out by passages
+    assert prompt.quoted                 # and passages still get the rest
+
+
+def test_excerpt_sources_count_as_quoted(snapshot, paths):
+    traces = render_paths(snapshot, paths)
+    prompt = path_prompt(QUESTION, traces, excerpts={1: [Excerpt("Helena Voss", "Helena Voss was born there.", "cv")]})
+    assert prompt.quoted == ("cv",)
+    assert path_prompt(QUESTION, traces).quoted == ()
+
+
+def test_lightrag_prompt_names_the_passages_it_quotes_and_ascending_sections_show_best_last():
+    rows = [[str(i), f"passage number {i} " + "word " * 40] for i in range(50)]
+    sources = Section("Sources", ["id", "content"], rows, ids=[f"c{i}" for i in range(50)])
+    paths = Section("Paths", ["id", "context"], [["1", "best path"], ["2", "second path"]], ascending=True)
+    prompt = lightrag_prompt(QUESTION, [paths, sources], token_budget=600)
+    assert prompt.quoted == tuple(f"c{i}" for i in range(len(prompt.quoted))) and 0 < len(prompt.quoted) < 50
+    assert prompt.user.index("2,second path") < prompt.user.index("1,best path")

@@ -126,6 +126,33 @@ def test_flat_prompt_and_reference_variant(settings):
     assert ref.paths
 
 
+@pytest.mark.parametrize("layout", ["paths", "paths_passages", "public", "passages"])
+def test_prompt_layouts_and_prompts_at_budgets(settings, layout):
+    """Each layout renders from the same retrieval; ``budgets`` renders it again at each budget, naming the
+    documents whose passages it quotes (what an evaluation scores without an LLM)."""
+    result = PathRAG(settings).query_many([QUESTION], "path", prompt=layout, budgets=(300, 2000))[0]
+    assert sorted(result.prompts) == [300, 2000]
+    small, large = result.prompts[300], result.prompts[2000]
+    assert small.tokens <= 300 and small.tokens <= large.tokens <= 2000 and large.text.startswith(result.prompt[:40])
+    assert ("Path rank" in large.text) == (layout in ("paths", "paths_passages"))
+    assert ("-----Relational paths" in large.text) == (layout == "public")
+    if layout == "paths":
+        assert large.document_ids == ()                      # the paper's prompt quotes no passage
+    else:
+        # the quoted passages are the ranked ones, best first, and the best is the founder's or the university's
+        assert large.document_ids and set(large.document_ids) <= set(result.document_ids)
+        assert large.document_ids[0] == result.document_ids[0]
+        assert "chemist born in Lindenholm" in large.text
+    assert set(small.document_ids) <= set(large.document_ids)
+
+
+def test_flat_baseline_prompts_at_budgets_quote_their_chunks(settings):
+    result = PathRAG(settings).query_many([QUESTION], "naive", chunk_search="bm25", budgets=(2000,))[0]
+    prompt = result.prompts[2000]
+    assert prompt.document_ids == tuple(result.document_ids[:len(prompt.document_ids)]) and prompt.document_ids
+    assert "-----Sources-----" in prompt.text
+
+
 def test_bad_parameters_are_clear_errors(settings):
     rag = PathRAG(settings)
     with pytest.raises(ValueError, match="mode='graph'"):

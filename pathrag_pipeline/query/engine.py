@@ -22,6 +22,7 @@ DuckDB is read on short read-only connections before the answer stage and writte
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import time
 import uuid
@@ -40,7 +41,9 @@ from pathrag_pipeline.query.keywords import Keywords, extract_keywords_offline
 from pathrag_pipeline.llm.client import LLMClient, Usage, llm_from_settings
 from pathrag_pipeline.index.offline_extraction import text_sentences
 from pathrag_pipeline.query.prompting import (
+    PATH_SHARE,
     Excerpt,
+    Passage,
     PathTrace,
     Prompt,
     Section,
@@ -54,7 +57,7 @@ from pathrag_pipeline.query.prompting import (
 from pathrag_pipeline.query.params import DEFAULT_TOKEN_BUDGET, DEFAULT_TOP_N, MODES, PROMPT_STYLES, QueryParams  # noqa: F401 (re-exported)
 from pathrag_pipeline.query.pruning import prune_paths
 from pathrag_pipeline.query.query_log import write_results
-from pathrag_pipeline.query.results import QueryResult
+from pathrag_pipeline.query.results import BudgetedPrompt, QueryResult
 from pathrag_pipeline.query.retrieval import (
     ModeContext,
     RetrievedNode,
@@ -148,7 +151,7 @@ def _path_excerpts(trace: PathTrace, sources: dict[str, ChunkSource]) -> list[Ex
             if named > best_named:
                 best, best_named = sentence, named
         if best:
-            out.append(Excerpt(source.title, best))
+            out.append(Excerpt(source.title, best, chunk_id))
         if len(out) >= EXCERPTS_PER_PATH:
             break
     return out
@@ -171,9 +174,36 @@ def _sections(snapshot: GraphSnapshot, ctx: ModeContext, sources: dict[str, Chun
 
 
 def _sources_section(chunk_ids: Sequence[str], sources: dict[str, ChunkSource]) -> Section:
-    return Section("Sources", ["id", "content"], [
-        [str(i), " ".join(sources[c].text.split())] for i, c in enumerate(c for c in chunk_ids if c in sources)
-    ])
+    present = [c for c in dict.fromkeys(chunk_ids) if c in sources]
+    return Section("Sources", ["id", "content"], [[str(i), " ".join(sources[c].text.split())]
+                                                  for i, c in enumerate(present)], ids=present)
+
+
+def _passages(chunk_ids: Sequence[str], sources: dict[str, ChunkSource]) -> list[Passage]:
+    return [Passage(c, sources[c].title, sources[c].text) for c in chunk_ids if c in sources]
+
+
+# The ``public`` layout (the public PathRAG code's context: entities, relations as paths, sources). Its code caps
+# paths at 5000 and sources at 4000 tokens and the entities only by count (top 40); we give the entities the
+# quarter our LightRAG modes give them and split the rest 5:4, as prompting.PATH_SHARE does.
+PUBLIC_SHARES = (0.25, 0.75 * PATH_SHARE, 0.75 * (1 - PATH_SHARE))
+
+
+def _public_sections(snapshot: GraphSnapshot, retrieved: Sequence[RetrievedNode], traces: Sequence[PathTrace],
+                     chunk_ids: Sequence[str], sources: dict[str, ChunkSource]) -> list[Section]:
+    degree = snapshot.view.degree
+    entities = Section("Entities", ["id", "entity", "type", "description", "rank"], [
+        [str(i), snapshot.entity_names[n.node], snapshot.entity_types[n.node],
+         " ".join(snapshot.entity_descriptions[n.node].split()), str(degree(n.node))]
+        for i, n in enumerate(retrieved)])
+    paths = Section("Relational paths (ascending reliability)", ["id", "context"], [
+        [str(t.rank), " | ".join(t.text.splitlines())] for t in traces], ascending=True)
+    return [entities, paths, _sources_section(chunk_ids, sources)]
+
+
+def _at_budget(prompt: Prompt, budget: int, sources: dict[str, ChunkSource]) -> BudgetedPrompt:
+    documents = tuple(dict.fromkeys(sources[c].document_id for c in prompt.quoted if c in sources))
+    return BudgetedPrompt(budget, prompt.text, prompt.tokens, documents)
 
 
 class PathRAG:
@@ -220,9 +250,12 @@ class PathRAG:
         return self.query_many([question], mode, params=params)[0]
 
     def query_many(self, questions: Sequence[str], mode: str = "path", *, params: QueryParams | None = None,
-                   **kwargs: Any) -> list[QueryResult]:
+                   budgets: Sequence[int] = (), **kwargs: Any) -> list[QueryResult]:
         """Answer several questions with the same settings; the log is written once for the batch (and for
-        the questions already answered if one fails, before the error propagates)."""
+        the questions already answered if one fails, before the error propagates).
+
+        ``budgets`` (evaluation): also render each query's answer prompt at these token budgets, from the same
+        retrieval, into ``QueryResult.prompts`` (what the LLM would read at each budget; nothing is sent)."""
         if params is None:
             params = QueryParams(**kwargs)
         elif kwargs:
@@ -237,7 +270,7 @@ class PathRAG:
         results: list[QueryResult] = []
         try:
             for q in questions:
-                results.append(self._run(q, mode, params))
+                results.append(self._run(q, mode, params, tuple(budgets)))
         finally:
             if self.record:
                 write_results(self.store, results)
@@ -269,7 +302,7 @@ class PathRAG:
                 f"{self.embedder.identity}; set PATHRAG_EMBED_MODEL / PATHRAG_EMBED_BASE_URL back, or re-embed"
             )
 
-    def _run(self, question: str, mode: str, params: QueryParams) -> QueryResult:
+    def _run(self, question: str, mode: str, params: QueryParams, budgets: tuple[int, ...] = ()) -> QueryResult:
         clock = _Clock()
         started = time.perf_counter()
         asked_at = datetime.now(timezone.utc).replace(tzinfo=None)
@@ -277,7 +310,7 @@ class PathRAG:
         text = question.strip()
 
         if mode == "neuropath":
-            return self._run_neuropath(question, params, clock, started, asked_at)
+            return self._run_neuropath(question, params, clock, started, asked_at, budgets)
         keywords = Keywords(low_level=[], high_level=[])
         if mode != "naive":
             with clock.stage("keywords"):
@@ -347,7 +380,10 @@ class PathRAG:
             document_ids = list(dict.fromkeys(sources[c].document_id for c in chunk_ids))
 
         with clock.stage("prompt"):
-            prompt = self._prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources)
+            prompt = self._prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources, chunk_ids)
+            prompts = {b: _at_budget(self._prompt(text, mode, dataclasses.replace(params, token_budget=b), snapshot,
+                                                  scored, traces, retrieved, ctx, sources, chunk_ids), b, sources)
+                       for b in budgets}
         tokens["prompt"] = {"prompt_tokens": prompt.tokens, "dropped_items": prompt.dropped}
 
         with clock.stage("answer"):
@@ -359,11 +395,13 @@ class PathRAG:
                 answer = extractive_answer(text, kw_all, self._evidence(mode, snapshot, traces, retrieved, chunk_ids),
                                            {c: s.text for c, s in sources.items()}, names=keywords.low_level)
         tokens["answer"] = _usage(answer.usage)
-        return self._result(question, mode, params, asked_at, answer, keywords, traces, retrieved, chunk_ids,
-                            document_ids, clock, tokens, started, prompt, snapshot)
+        result = self._result(question, mode, params, asked_at, answer, keywords, traces, retrieved, chunk_ids,
+                              document_ids, clock, tokens, started, prompt, snapshot)
+        result.prompts = prompts
+        return result
 
     def _run_neuropath(self, question: str, params: QueryParams, clock: _Clock, started: float,
-                       asked_at: datetime) -> QueryResult:
+                       asked_at: datetime, budgets: tuple[int, ...] = ()) -> QueryResult:
         """NeuroPath (``query/neuropath.py``): key entities, path tracking, post-retrieval completion, answer.
         A tracker whose output stays invalid fails this query (``error`` set, no answer), not the batch."""
         from pathrag_pipeline.query import neuropath
@@ -399,8 +437,10 @@ class PathRAG:
             chunk_ids = [c for c in ranked if c in sources]
             document_ids = list(dict.fromkeys(sources[c].document_id for c in chunk_ids))
         with clock.stage("prompt"):
-            prompt = neuropath_prompt(text, run.reasoning_chain, run.traces, [sources[c].text for c in chunk_ids],
-                                      token_budget=params.token_budget)
+            passages = _passages(chunk_ids, sources)
+            prompt = neuropath_prompt(text, run.reasoning_chain, run.traces, passages, token_budget=params.token_budget)
+            prompts = {b: _at_budget(neuropath_prompt(text, run.reasoning_chain, run.traces, passages, token_budget=b),
+                                     b, sources) for b in budgets}
         tokens["prompt"] = {"prompt_tokens": prompt.tokens, "dropped_items": prompt.dropped}
         with clock.stage("answer"):
             if run.error:
@@ -418,6 +458,7 @@ class PathRAG:
                               chunk_ids, document_ids, clock, tokens, started, prompt, snapshot)
         result.params["tracker"] = run.tracker
         result.tracking, result.error = run.record(), run.error
+        result.prompts = prompts
         return result
 
     def _path_passages(self, text: str, params: QueryParams, snapshot: GraphSnapshot,
@@ -474,18 +515,27 @@ class PathRAG:
 
     def _prompt(self, text: str, mode: str, params: QueryParams, snapshot: GraphSnapshot | None, scored: list,
                 traces: list[PathTrace], retrieved: list[RetrievedNode], ctx: ModeContext,
-                sources: dict[str, ChunkSource]) -> Prompt:
+                sources: dict[str, ChunkSource], chunk_ids: Sequence[str] = ()) -> Prompt:
+        """The answer prompt; in path mode ``params.prompt`` picks the layout (``query/params.py``) and
+        ``chunk_ids`` are the ranked passages the passage-quoting layouts draw from, best first."""
+        budget = params.token_budget
         if mode == "naive":
-            return lightrag_prompt(text, [_sources_section(ctx.chunk_ids, sources)], token_budget=params.token_budget)
+            return lightrag_prompt(text, [_sources_section(ctx.chunk_ids, sources)], token_budget=budget)
         assert snapshot is not None
         if mode != "path":
-            return lightrag_prompt(text, _sections(snapshot, ctx, sources), token_budget=params.token_budget,
+            return lightrag_prompt(text, _sections(snapshot, ctx, sources), token_budget=budget,
                                    shares=(0.25, 0.25, 0.5))
         if params.prompt == "flat":
-            return flat_prompt(text, snapshot, scored, token_budget=params.token_budget)
+            return flat_prompt(text, snapshot, scored, token_budget=budget)
+        if params.prompt == "passages":
+            return lightrag_prompt(text, [_sources_section(chunk_ids, sources)], token_budget=budget)
+        if params.prompt == "public":
+            return lightrag_prompt(text, _public_sections(snapshot, retrieved, traces, chunk_ids, sources),
+                                   token_budget=budget, shares=PUBLIC_SHARES)
         quoted = {t.rank: _path_excerpts(t, sources) for t in traces} if params.excerpts else None
-        return path_prompt(text, traces, token_budget=params.token_budget, excerpts=quoted,
-                           fallback_nodes=[node_line(snapshot, n.node) for n in retrieved])
+        return path_prompt(text, traces, token_budget=budget, excerpts=quoted,
+                           fallback_nodes=[node_line(snapshot, n.node) for n in retrieved],
+                           passages=_passages(chunk_ids, sources) if params.prompt == "paths_passages" else ())
 
     @staticmethod
     def _evidence(mode: str, snapshot: GraphSnapshot | None, traces: list[PathTrace],

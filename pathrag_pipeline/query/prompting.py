@@ -63,6 +63,7 @@ class Prompt:
     tokens: int
     included: tuple[int, ...] = ()     # ranks of the paths (or items) that fit, best first
     dropped: int = 0                   # how many fell outside the budget
+    quoted: tuple[str, ...] = ()       # chunk ids whose text (or an excerpt of it) the prompt quotes, in order
 
     def messages(self) -> list[dict[str, str]]:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
@@ -133,6 +134,16 @@ class Excerpt:
 
     source: str
     text: str
+    chunk_id: str = ""
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A source passage a prompt may quote whole: its chunk, its document's title and its text."""
+
+    chunk_id: str
+    title: str
+    text: str
 
 
 def _fit(blocks_best_first: Sequence[str], budget: int) -> list[int]:
@@ -178,28 +189,98 @@ def _budgeted(question_head: str, tail: str, blocks_best_first: list[str], token
     return _assemble(question_head, list(reversed(chosen)), tail), kept
 
 
+# Share of the context budget the paths get when a path prompt also quotes passages; the rest goes to the
+# passages, and either side's unused share passes to the other. The public PathRAG code caps its path context
+# at max_token_for_local_context = 5000 tokens and its source text at max_token_for_text_unit = 4000
+# (PathRAG/base.py QueryParam): we keep that 5:4 ratio rather than tune a share of our own.
+PATH_SHARE = 5 / 9
+
+
+def _path_block(trace: PathTrace, excerpts: dict[int, Sequence[Excerpt]] | None) -> str:
+    block = f"Path rank {trace.rank} (reliability {trace.reliability:.4f}, {trace.hops} " \
+            f"hop{'s' if trace.hops != 1 else ''}): {' -> '.join(trace.nodes)}\n{trace.text}"
+    quoted = (excerpts or {}).get(trace.rank) or ()
+    if quoted:
+        block += "\nSource excerpts:\n" + "\n".join(
+            f"- [{e.source}] {clip(e.text, MAX_EXCERPT_TOKENS)}" for e in quoted)
+    return block
+
+
+def _excerpt_ids(traces: Sequence[PathTrace], kept: Sequence[int],
+                 excerpts: dict[int, Sequence[Excerpt]] | None) -> list[str]:
+    """Chunks quoted by the excerpts under the kept paths, in prompt order (least reliable path first)."""
+    return [e.chunk_id for i in reversed(kept) for e in (excerpts or {}).get(traces[i].rank) or () if e.chunk_id]
+
+
+def _prefix_cost(blocks: Sequence[str], budget: int) -> tuple[int, int]:
+    """How many leading blocks fit ``budget`` tokens (none when even the first does not) and their cost."""
+    kept = _fit(blocks, budget)
+    if kept == [-1]:
+        return 0, 0
+    return len(kept), sum(count_tokens(blocks[i]) + 2 for i in kept)
+
+
 def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int = DEFAULT_TOKEN_BUDGET,
                 excerpts: dict[int, Sequence[Excerpt]] | None = None,
-                fallback_nodes: Sequence[str] = ()) -> Prompt:
+                fallback_nodes: Sequence[str] = (), passages: Sequence[Passage] = (),
+                path_share: float = PATH_SHARE) -> Prompt:
     """PathRAG's prompt: the question, then the paths in ascending reliability (most reliable last).
 
     ``traces`` are best first; paths that do not fit ``token_budget`` (counted over the whole prompt) are
     dropped from the least reliable end. ``excerpts`` maps a path rank to source passages quoted under it.
     When pruning found no path, ``fallback_nodes`` (rendered retrieved entities, best first) are given instead.
+
+    ``passages`` (best first; the ``paths_passages`` layout, our departure from the paper's paths-only prompt)
+    puts the top-ranked source passages between the question and the paths: the paths get ``path_share`` of the
+    context budget and the passages the rest, each side's unused share passing to the other; the paths keep the
+    paper's ascending order and stay last, next to where the model starts answering.
     """
+    if not passages:
+        return _paths_only_prompt(question, traces, token_budget, excerpts, fallback_nodes)
+    if traces:
+        path_blocks = [_path_block(t, excerpts) for t in traces]
+        paths_head = ("Relational paths from the knowledge graph follow, in ascending order of reliability: the "
+                      "last path is the most reliable.")
+        tail = ("Answer the question using the passages and the paths above, giving most weight to the most "
+                "reliable (last) paths.")
+    else:
+        path_blocks = [f"Entity: {line}" for line in fallback_nodes]
+        paths_head = "Entities from the knowledge graph follow, least relevant first."
+        tail = "Answer the question using the passages and the entities above."
+    head = f"Question: {question.strip()}\n\nSource passages follow, the most relevant first."
+    passage_blocks = [f"[{p.title}] {' '.join(p.text.split())}" for p in passages]
+    fixed = (count_tokens(SYSTEM_PROMPT) + count_tokens(head) + count_tokens(tail) + count_tokens(paths_head)
+             + 6)
+    _check_budget(fixed, token_budget)
+    context = token_budget - fixed
+    n_paths, paths_cost = _prefix_cost(path_blocks, int(context * path_share))
+    n_passages, passages_cost = _prefix_cost(passage_blocks, context - paths_cost)
+    shown_passages = passage_blocks[:n_passages]
+    if n_passages == 0 and context - paths_cost >= 40:
+        # the best passage alone is longer than what is left: quote its beginning rather than nothing
+        shown_passages = [truncate_to_tokens(passage_blocks[0], context - paths_cost - 2)]
+        n_passages, passages_cost = 1, count_tokens(shown_passages[0]) + 2
+    n_paths, _ = _prefix_cost(path_blocks, context - passages_cost)   # the passages' unused share
+    kept = list(range(n_paths))
+    blocks = [head, *shown_passages, paths_head, *reversed([path_blocks[i] for i in kept]), tail]
+    if not kept:
+        blocks.remove(paths_head)
+    user = "\n\n".join(blocks)
+    quoted = [p.chunk_id for p in passages[:n_passages]] + (_excerpt_ids(traces, kept, excerpts) if traces else [])
+    ranks = tuple(traces[i].rank for i in kept) if traces else ()
+    return Prompt(SYSTEM_PROMPT, user, count_tokens(SYSTEM_PROMPT) + count_tokens(user), ranks,
+                  len(path_blocks) - n_paths + len(passage_blocks) - n_passages, tuple(dict.fromkeys(quoted)))
+
+
+def _paths_only_prompt(question: str, traces: Sequence[PathTrace], token_budget: int,
+                       excerpts: dict[int, Sequence[Excerpt]] | None, fallback_nodes: Sequence[str]) -> Prompt:
+    """The paper's layout: paths only, ascending reliability (or the retrieved entities when no path)."""
     head = f"Question: {question.strip()}"
     blocks: list[str] = []
     if traces:
         head += ("\n\nRelational paths from the knowledge graph follow, in ascending order of reliability: "
                  "the last path is the most reliable.")
-        for t in traces:
-            block = f"Path rank {t.rank} (reliability {t.reliability:.4f}, {t.hops} hop{'s' if t.hops != 1 else ''}): " \
-                    f"{' -> '.join(t.nodes)}\n{t.text}"
-            quoted = (excerpts or {}).get(t.rank) or ()
-            if quoted:
-                block += "\nSource excerpts:\n" + "\n".join(
-                    f"- [{e.source}] {clip(e.text, MAX_EXCERPT_TOKENS)}" for e in quoted)
-            blocks.append(block)
+        blocks = [_path_block(t, excerpts) for t in traces]
         tail = "Answer the question using the paths above, giving most weight to the most reliable (last) ones."
     else:
         head += ("\n\nNo relational path joins the retrieved entities; these entities follow, "
@@ -208,8 +289,9 @@ def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int
         tail = "Answer the question using the entities above."
     user, kept = _budgeted(head, tail, blocks, token_budget, "(nothing relevant was found in the knowledge graph)")
     ranks = tuple(traces[i].rank for i in kept) if traces else ()
+    quoted = _excerpt_ids(traces, kept, excerpts) if traces else []
     return Prompt(SYSTEM_PROMPT, user, count_tokens(SYSTEM_PROMPT) + count_tokens(user), ranks,
-                  len(blocks) - len(kept))
+                  len(blocks) - len(kept), tuple(dict.fromkeys(quoted)))
 
 
 def flat_prompt(question: str, snapshot: GraphSnapshot, paths: Sequence[ScoredPath], *,
@@ -243,11 +325,14 @@ def flat_prompt(question: str, snapshot: GraphSnapshot, paths: Sequence[ScoredPa
 
 @dataclass
 class Section:
-    """One CSV section of a LightRAG context: header row and data rows best first."""
+    """One CSV section of a LightRAG context: header row and data rows best first; ``ids`` (when the rows are
+    passages) names each row's chunk, so the prompt can say which passages it quotes."""
 
     title: str
     header: list[str]
     rows: list[list[str]] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    ascending: bool = False         # rows are fitted best first but shown best last (paths, as PathRAG orders them)
 
 
 def _csv(header: list[str], rows: Sequence[Sequence[str]]) -> str:
@@ -269,7 +354,8 @@ def _fit_section(section: Section, budget: int) -> tuple[str, int, int]:
             break
         kept.append(row)
         used += cost
-    return wrapper + _csv(section.header, kept) + "\n```", used, len(kept)
+    shown = list(reversed(kept)) if section.ascending else kept
+    return wrapper + _csv(section.header, shown) + "\n```", used, len(kept)
 
 
 def lightrag_prompt(question: str, sections: Sequence[Section], *, token_budget: int = DEFAULT_TOKEN_BUDGET,
@@ -287,14 +373,17 @@ def lightrag_prompt(question: str, sections: Sequence[Section], *, token_budget:
     carry = 0
     blocks: list[str] = []
     dropped = 0
+    quoted: list[str] = []
     for section, share in zip(sections, shares):
         allowance = int(left * share) + carry
         block, used, shown = _fit_section(section, allowance)
         carry = max(allowance - used, 0)
         dropped += len(section.rows) - shown
+        quoted += section.ids[:shown]
         blocks.append(block)
     user = _assemble(head, blocks, tail)
-    return Prompt(SYSTEM_PROMPT, user, count_tokens(SYSTEM_PROMPT) + count_tokens(user), (), dropped)
+    return Prompt(SYSTEM_PROMPT, user, count_tokens(SYSTEM_PROMPT) + count_tokens(user), (), dropped,
+                  tuple(quoted))
 
 
 # ---- NeuroPath (query/neuropath.py) ------------------------------------------------------------------
@@ -332,7 +421,7 @@ def neuropath_tracker_message(question: str, hop: int, reasoning: str, requireme
     return "\n".join(lines)
 
 
-def neuropath_prompt(question: str, reasoning: str, traces: Sequence[PathTrace], passages: Sequence[str], *,
+def neuropath_prompt(question: str, reasoning: str, traces: Sequence[PathTrace], passages: Sequence[Passage], *,
                      token_budget: int = DEFAULT_TOKEN_BUDGET) -> Prompt:
     """NeuroPath's answer prompt: the question, the tracked paths and passages (most relevant last) and the
     reasoning chain, within ``token_budget``; passages and paths that do not fit are dropped least relevant first."""
@@ -340,7 +429,8 @@ def neuropath_prompt(question: str, reasoning: str, traces: Sequence[PathTrace],
     tail = (f"Reasoning chain: {clip(reasoning, MAX_ELEMENT_TOKENS) or '(none)'}\n\n"
             "Answer the question using the paths, the passages and the reasoning chain above.")
     blocks = [f"Tracked path {t.rank}: {' -> '.join(t.nodes)}\n{t.text}" for t in traces]
-    blocks += [f"Passage: {clip(p, 300)}" for p in passages]
+    blocks += [f"Passage: {clip(p.text, 300)}" for p in passages]
     user, kept = _budgeted(head, tail, blocks, token_budget, "(nothing relevant was found)")
+    quoted = [passages[i - len(traces)].chunk_id for i in reversed(kept) if i >= len(traces)]
     return Prompt(SYSTEM_PROMPT, user, count_tokens(SYSTEM_PROMPT) + count_tokens(user),
-                  tuple(i + 1 for i in kept), len(blocks) - len(kept))
+                  tuple(i + 1 for i in kept), len(blocks) - len(kept), tuple(quoted))

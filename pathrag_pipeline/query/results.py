@@ -11,6 +11,16 @@ from pathrag_pipeline.query.prompting import PathTrace
 from pathrag_pipeline.query.retrieval import RetrievedNode
 
 
+@dataclass(frozen=True)
+class BudgetedPrompt:
+    """The answer prompt a query renders at one token budget (``query_many(budgets=...)``, for evaluation)."""
+
+    budget: int
+    text: str                             # system + user message, as the LLM would read it
+    tokens: int
+    document_ids: tuple[str, ...]         # documents of the passages the prompt quotes, in prompt order
+
+
 @dataclass
 class QueryResult:
     """Everything one query produced; ``to_json`` is the machine-readable form ``pathrag ask --json`` prints."""
@@ -35,6 +45,7 @@ class QueryResult:
     prompt: str = field(repr=False, default="")
     tracking: dict[str, Any] | None = None   # neuropath: tracker, stop reason, per-hop reasoning/requirement/cost
     error: str | None = None                 # why this query failed (e.g. the tracker's output stayed invalid)
+    prompts: dict[int, BudgetedPrompt] = field(default_factory=dict, repr=False)  # budget -> prompt (evaluation)
 
     @property
     def llm_calls(self) -> int:
