@@ -19,6 +19,7 @@ PACKAGE = ROOT / "pathrag_pipeline"
 LAYERS = [
     {"errors"},
     {"config", "dagster_home", "dagster_state"},
+    {"testing"},  # test doubles shared by the tests and the benchmarks (standard library only)
     {"text"},
     {"llm"},
     {"storage"},
