@@ -243,7 +243,7 @@ def embedder_section(r: dict[str, Any]) -> str:
 def llm_section(r: dict[str, Any], sizes: ReportSizes) -> str:
     head = ["## Indexing, LLM mode: call accounting",
             _reproduce(f"pathrag bench indexing --docs {sizes.index_docs} --llm-docs {sizes.llm_docs}")
-            + " (from the repository root: the scripted server lives in `tests/openai_server.py`)",
+            + " (the scripted server is `pathrag_pipeline/testing/openai_server.py`)",
             f"**What this measures:** {LLM_CAVEAT}"]
     rows = [[b["gleaning"], b["chunks_extracted"], b["extraction_calls"], b["calls_per_chunk"],
              b["prompt_tokens_per_chunk"], b["completion_tokens_per_chunk"], b["summary_calls"],
