@@ -4,6 +4,8 @@ The subpackages follow the data flow; each may import only the ones before it in
 
 - ``errors``, ``config``, ``dagster_home``, ``dagster_state``: expected-failure base class; settings from the
   environment; the Dagster instance folder and a Dagster-free reader of its SQLite state (for ``pathrag status``).
+- ``testing``: test doubles the tests and the benchmarks share (the scripted OpenAI-compatible server);
+  standard library only, and of this package only ``bench`` uses them.
 - ``text``: tokenizer and entity-name normalisation, shared by every stage.
 - ``llm``: model clients: the OpenAI-compatible chat client (instructor) and the embedders.
 - ``storage``: the DuckDB store (every table's DDL) and the LanceDB vector store.

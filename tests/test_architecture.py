@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ PACKAGE = ROOT / "pathrag_pipeline"
 LAYERS = [
     {"errors"},
     {"config", "dagster_home", "dagster_state"},
+    {"testing"},  # test doubles shared by the tests and the benchmarks (standard library only)
     {"text"},
     {"llm"},
     {"storage"},
@@ -129,6 +131,102 @@ def test_the_assets_use_the_core_not_the_cli_or_benchmarks():
     wrong = [f"{f.name} -> {d}" for f in (ROOT / "assets").glob("*.py") for d in project_imports(f, known)
              if layer(d) is not None and LAYERS[layer(d)] & {"cli", "bench"}]
     assert not wrong, wrong
+
+
+def test_only_the_benchmarks_use_the_test_doubles():
+    """``testing`` sits early so that it can import nothing but ``errors``/``config``; that does not make it
+    something the pipeline may run: of the package only ``bench`` uses it, and ``assets`` never does."""
+    g = graph()
+    wrong = [f"{m} -> {d}" for m, deps in g.items() for d in deps
+             if d.startswith("pathrag_pipeline.testing") and layer(m) is not None
+             and not LAYERS[layer(m)] & {"testing", "bench"}]
+    wrong += [f"{f.name} -> {d}" for f in (ROOT / "assets").glob("*.py") for d in project_imports(f, set(g))
+              if d.startswith("pathrag_pipeline.testing")]
+    assert not wrong, wrong
+
+
+# The package never imports the test suite, neither with an import statement nor through the import machinery
+# (``importlib.import_module("tests.x")``, ``spec_from_file_location(..., ROOT / "tests" / "x.py")``, ...): an
+# installed package has no ``tests`` to import, and a test double the package needs belongs in ``testing``.
+IMPORT_MACHINERY = {"import_module", "__import__", "spec_from_file_location", "run_path", "run_module",
+                    "SourceFileLoader", "SourcelessFileLoader", "load_source", "find_spec"}
+TESTS_NAME = re.compile(r"(^|[^A-Za-z0-9_])tests($|[./\\])")  # "tests", "tests.x", "tests/x", "../tests/x"
+
+
+def _is_tests_module(name: str | None) -> bool:
+    return bool(name) and (name == "tests" or name.startswith("tests."))
+
+
+def imports_of_tests(source: str, filename: str = "<source>") -> list[str]:
+    """Every place in ``source`` that imports the ``tests`` package, as ``file:line: what``."""
+    tree = ast.parse(source, filename)
+    strings = {t.id: n.value.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+               and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+               for t in n.targets if isinstance(t, ast.Name)}  # MODULE = "tests.x"; import_module(MODULE)
+    machinery = set(IMPORT_MACHINERY)
+    for n in ast.walk(tree):  # from importlib import import_module as load
+        if isinstance(n, ast.ImportFrom):
+            machinery |= {a.asname for a in n.names if a.name in IMPORT_MACHINERY and a.asname}
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            found += [f"{filename}:{n.lineno}: import {a.name}" for a in n.names if _is_tests_module(a.name)]
+        elif isinstance(n, ast.ImportFrom) and n.level == 0 and _is_tests_module(n.module):
+            found.append(f"{filename}:{n.lineno}: from {n.module} import ...")
+        elif isinstance(n, ast.Call):
+            func = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", None)
+            if func not in machinery:
+                continue
+            for arg in [*n.args, *(k.value for k in n.keywords)]:
+                for leaf in ast.walk(arg):
+                    text = (leaf.value if isinstance(leaf, ast.Constant) and isinstance(leaf.value, str)
+                            else strings.get(leaf.id) if isinstance(leaf, ast.Name) else None)
+                    if text is not None and TESTS_NAME.search(text):
+                        found.append(f"{filename}:{n.lineno}: {func}(... {text!r} ...)")
+    return found
+
+
+def test_the_package_and_the_assets_never_import_the_tests():
+    found = [hit for f in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "assets").rglob("*.py")])
+             for hit in imports_of_tests(f.read_text(), str(f.relative_to(ROOT)))]
+    assert not found, ("the package imports the test suite (move what it needs into pathrag_pipeline/testing):\n"
+                       + "\n".join(found))
+
+
+@pytest.mark.parametrize("source", [
+    "import tests",
+    "import tests.openai_server as s",
+    "from tests.openai_server import FakeOpenAIServer",
+    "from tests import openai_server",
+    "def f():\n    from tests.openai_server import FakeOpenAIServer",
+    "import importlib\nimportlib.import_module('tests.openai_server')",
+    "from importlib import import_module\nimport_module('tests.openai_server')",
+    "from importlib import import_module as load\nload('tests')",
+    "import importlib\nimportlib.import_module('.openai_server', package='tests')",
+    "MODULE = 'tests.openai_server'\nimport importlib\nimportlib.import_module(MODULE)",
+    "__import__('tests.openai_server')",
+    "import builtins\nbuiltins.__import__('tests')",
+    "import importlib.util\nimportlib.util.spec_from_file_location('s', ROOT / 'tests' / 'openai_server.py')",
+    "import importlib.util\nimportlib.util.spec_from_file_location('s', f'{ROOT}/tests/openai_server.py')",
+    "import runpy\nrunpy.run_path('tests/openai_server.py')",
+    "import runpy\nrunpy.run_module('tests.openai_server')",
+    "from importlib.machinery import SourceFileLoader\nSourceFileLoader('s', str(ROOT / 'tests/openai_server.py'))",
+])
+def test_the_tests_import_check_catches(source):
+    assert imports_of_tests(source), source
+
+
+@pytest.mark.parametrize("source", [
+    "import pathrag_pipeline.testing.openai_server",
+    "from pathrag_pipeline.testing.openai_server import FakeOpenAIServer",
+    "import importlib\nimportlib.import_module('pathrag_pipeline.bench.ingest')",
+    "import importlib\nimportlib.import_module('contests.x')",
+    '"""The scripted server used to live in tests/openai_server.py."""',
+    "print('tests/openai_server.py')",
+    "import testsuite",
+])
+def test_the_tests_import_check_lets_pass(source):
+    assert not imports_of_tests(source), imports_of_tests(source)
 
 
 def test_every_subpackage_says_what_it_owns_and_may_import():

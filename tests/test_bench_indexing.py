@@ -40,7 +40,6 @@ def test_offline_bench_reextracts_only_the_edited_documents_changed_chunks(tmp_p
 
 def test_llm_bench_counts_calls_per_chunk_and_reindexes_only_the_edited_document(tmp_path: Path) -> None:
     result = llm_bench(n_docs=8, gleanings=(1, 0), workdir=tmp_path)
-    assert "skipped" not in result, result.get("skipped")
     glean1, glean0 = result["builds"]
     assert (glean1["gleaning"], glean0["gleaning"]) == (1, 0)
     for build in (glean1, glean0):

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from pathrag_pipeline.cli import main
-from tests.openai_server import FakeOpenAIServer
+from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
 
 SECRET = "sk-cli-5ecret-never-shown-4d2e"
 

@@ -19,8 +19,8 @@ from pathrag_pipeline.index.llm_extraction import (
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
 from pathrag_pipeline.llm.client import LLMOutputError
 from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID
+from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
 from tests.extraction_fakes import FakeExtractionModel, chunk_text_of, make_client
-from tests.openai_server import FakeOpenAIServer
 
 TEXT = "Ada Lovelace wrote notes on the Analytical Engine designed by Charles Babbage in London."
 

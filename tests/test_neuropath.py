@@ -19,7 +19,7 @@ from pathrag_pipeline.query.keywords import Keywords
 from pathrag_pipeline.query.neuropath_tracker import OFFLINE_TRACKER, TrackerStep, remaining_terms, step_model
 from pathrag_pipeline.query.params import QueryParams
 from pathrag_pipeline.storage.store import Store
-from tests.openai_server import _word_count
+from pathrag_pipeline.testing.openai_server import _word_count
 from tests.query_fixtures import build_tiny_index, chunk_id
 
 QUESTION = "Where was the founder of Aldermere University born?"

@@ -5,11 +5,12 @@ Three measurements, all through ``run_indexing`` exactly as ``pathrag index`` ru
 - offline: the generated corpus of ``bench_ingest.generate_corpus`` built from scratch (time per stage,
   offline extraction throughput), then one document edited and the index brought up to date (time, chunks
   re-extracted, rows re-embedded);
-- LLM: the same corpus against a local scripted OpenAI-compatible server (``tests.openai_server``) that
-  answers each extraction prompt with the offline extractor's output for the chunk in the prompt, so the graph
-  is realistic. It measures the pipeline's call accounting and overhead (calls and tokens per chunk, calls to
-  re-index one changed document) — not an LLM's quality or latency. Token figures are the fake server's
-  (whitespace words of the messages), not a real tokenizer's;
+- LLM: the same corpus against a local scripted OpenAI-compatible server
+  (``pathrag_pipeline.testing.openai_server``) that answers each extraction prompt with the offline
+  extractor's output for the chunk in the prompt, so the graph is realistic. It measures the pipeline's call
+  accounting and overhead (calls and tokens per chunk, calls to re-index one changed document) — not an LLM's
+  quality or latency. Token figures are the fake server's (whitespace words of the messages), not a real
+  tokenizer's;
 - musique-100: a public benchmark's passages ingested and its LLM-extracted triples imported.
 
 Stage times come from the stage reports: ingest is the sync's own time, extraction the extraction stage's
@@ -18,11 +19,9 @@ time minus its graph merge, merge the merge's time, and embeddings the rest of t
 
 from __future__ import annotations
 
-import importlib
 import json
 import shutil
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -31,12 +30,13 @@ from typing import Any, Callable
 
 from pathrag_pipeline.config import BENCH_DIR
 from pathrag_pipeline.bench.ingest import generate_corpus
-from pathrag_pipeline.config import PACKAGE_ROOT, Settings
+from pathrag_pipeline.config import Settings
 from pathrag_pipeline.index.llm_extraction import GLEANING_PROMPT
 from pathrag_pipeline.index.extraction_models import ChunkExtraction
 from pathrag_pipeline.index.offline_extraction import extract_offline
 from pathrag_pipeline.index.pipeline import IndexReport, run_indexing
 from pathrag_pipeline.storage.store import Store
+from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
 
 MUSIQUE = BENCH_DIR / "musique-100"
 LLM_CAVEAT = ("Measured against a local scripted OpenAI-compatible server (127.0.0.1) that answers with the offline "
@@ -176,26 +176,6 @@ def offline_bench(n_docs: int = 1000, repeats: int = 3, edits: int = 3, workdir:
 
 # ---- LLM mode against a local scripted server ---------------------------------------------------
 
-def load_fake_server() -> tuple[type | None, str | None]:
-    """The test suite's FakeOpenAIServer class, or None and why it is not importable.
-
-    ``tests`` is importable from the repository root (``python -m ...`` puts the working directory on the
-    path); an installed ``pathrag`` script does not, so the checkout's root is tried as well.
-    """
-    try:
-        return importlib.import_module("tests.openai_server").FakeOpenAIServer, None
-    except ImportError as first:
-        root = str(PACKAGE_ROOT)
-        if (PACKAGE_ROOT / "tests" / "openai_server.py").is_file() and root not in sys.path:
-            sys.path.append(root)
-            try:
-                return importlib.import_module("tests.openai_server").FakeOpenAIServer, None
-            except ImportError as second:
-                return None, f"cannot import tests.openai_server from {root}: {second}"
-        return None, (f"tests.openai_server is not importable ({first}); run from the repository root "
-                      "(a source checkout with tests/) to measure LLM mode")
-
-
 def _prompt_parts(request: dict[str, Any]) -> tuple[str | None, str] | None:
     """(title, chunk text) of the extraction prompt in a chat request, or None if it carries none."""
     for message in request.get("messages") or []:
@@ -264,19 +244,13 @@ class OfflineBackedModel:
 
 def llm_bench(n_docs: int = 1000, gleanings: tuple[int, ...] = (1, 0), workdir: Path | None = None,
               log: Log = _quiet) -> dict[str, Any]:
-    """Calls and tokens per chunk for each gleaning setting, then the calls to re-index one edited document.
-
-    Returns ``{"skipped": reason}`` when the fake server is not importable.
-    """
-    server_cls, reason = load_fake_server()
-    if server_cls is None:
-        return {"skipped": reason, "caveat": LLM_CAVEAT}
+    """Calls and tokens per chunk for each gleaning setting, then the calls to re-index one edited document."""
     base = Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-llm-"))
     folder, victim = _corpus(base, n_docs)
     model = OfflineBackedModel()
     builds: list[dict[str, Any]] = []
     incremental: dict[str, Any] = {}
-    with server_cls() as server:
+    with FakeOpenAIServer() as server:
         server.chat_responder = model
         for g_index, gleaning in enumerate(gleanings):
             home = base / f"home-llm-glean{gleaning}"

@@ -62,20 +62,17 @@ def _print_indexing(result: dict) -> None:
     llm = result.get("llm")
     if llm:
         console.print(f"[bold]LLM mode:[/bold] {esc(llm['caveat'])}", highlight=False)
-        if "skipped" in llm:
-            console.print(f"[yellow]LLM mode skipped:[/yellow] {esc(llm['skipped'])}", highlight=False)
-        else:
-            _table(["gleaning", "chunks", "calls/chunk", "prompt tok/chunk", "completion tok/chunk", "summary calls",
-                    "server calls", "pipeline calls", "total s"],
-                   [[b["gleaning"], b["chunks_extracted"], b["calls_per_chunk"], b["prompt_tokens_per_chunk"],
-                     b["completion_tokens_per_chunk"], b["summary_calls"], b["calls_server_received"],
-                     b["calls_pipeline_counted"], b["seconds"]["total"]] for b in llm["builds"]],
-                   title=f"LLM-mode full builds of {llm['documents']} documents (local scripted server)")
-            inc = llm["incremental"]
-            console.print(f"re-index after editing {inc['edited_file']}: {inc['extraction_calls']} extraction calls for "
-                          f"{inc['chunks_reextracted']} chunk(s), {inc['summary_calls']} summary calls; only the edited "
-                          f"document's chunks: {inc['only_edited_document']}; full/incremental calls "
-                          f"{llm['ratio_full_to_incremental_calls']}x", highlight=False, markup=False)
+        _table(["gleaning", "chunks", "calls/chunk", "prompt tok/chunk", "completion tok/chunk", "summary calls",
+                "server calls", "pipeline calls", "total s"],
+               [[b["gleaning"], b["chunks_extracted"], b["calls_per_chunk"], b["prompt_tokens_per_chunk"],
+                 b["completion_tokens_per_chunk"], b["summary_calls"], b["calls_server_received"],
+                 b["calls_pipeline_counted"], b["seconds"]["total"]] for b in llm["builds"]],
+               title=f"LLM-mode full builds of {llm['documents']} documents (local scripted server)")
+        inc = llm["incremental"]
+        console.print(f"re-index after editing {inc['edited_file']}: {inc['extraction_calls']} extraction calls for "
+                      f"{inc['chunks_reextracted']} chunk(s), {inc['summary_calls']} summary calls; only the edited "
+                      f"document's chunks: {inc['only_edited_document']}; full/incremental calls "
+                      f"{llm['ratio_full_to_incremental_calls']}x", highlight=False, markup=False)
     mus = result.get("musique")
     if mus:
         _table(["passages", "triples", "entities", "relations", *mus["seconds"]],

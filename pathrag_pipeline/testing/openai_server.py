@@ -1,4 +1,4 @@
-"""A real OpenAI-compatible HTTP server on 127.0.0.1 for tests.
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 for the tests and the LLM-mode benchmark.
 
 Why a real server: openai 3.x sends requests through ``httpx2``, which mocking libraries such as respx do
 not patch. A local server exercises the whole client stack (openai retries, timeouts, instructor parsing and
