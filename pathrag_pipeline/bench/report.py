@@ -570,8 +570,9 @@ both its end seeds). `path:unweighted` is the same with every similarity counted
 `1 / (1 + rank)`); the default before this rule also weighed a path by its weaker end seed instead of both,
 and scored R@2/R@5 0.461/0.578 offline and 0.504/0.712 with MiniLM in the previous report. `path:no_paths` drops the path evidence, `path:seeds` keeps only
 the seeds, `path:graph` drops the text hits, `path:path_order` is the kept paths' provenance in the prompt's
-order (what the LLM reads), `path:literal` is the paper's literal early stop (hub seeds never propagate),
-`path:legacy` the earlier seed-rank + path blend, `path:vector_seeds` seeds by the embedder alone. Path
+order (what the LLM reads), `path:seed_pass` lets every seed pass its first hop (our departure; the default
+is the paper's literal early stop, under which a hub seed never propagates), `path:legacy` the earlier
+seed-rank + path blend, `path:vector_seeds` seeds by the embedder alone. Path
 Pooling (query/path_pooling.py): `path:pool_rerank` is the path order after reranking the kept paths by pooled
 relation scores (rerank changes no passage weight, so only the path order can move), `path:pool_reselect`
 keeps the top_k of three times as many pruned paths by that score, and `path:pool_reselect_order` is its path

@@ -69,7 +69,7 @@ ABLATIONS = {
     "path:unweighted": {"passages": "unweighted"},     # restart weights by rank alone, not similarity x rank
     "path:path_order": {"passages": "path_order"},     # provenance in the prompt's path order (what the LLM reads)
     "path:legacy": {"passages": "legacy"},             # the earlier seed-rank + path blend
-    "path:literal": {"seed_pass": False},              # the paper's literal early stop (hub seeds never propagate)
+    "path:seed_pass": {"seed_pass": True},  # our departure: seeds always pass their first hop; the default is the paper's literal early stop
     "path:vector_seeds": {"seed_search": "vector"},    # seeds by vector only, no BM25 over entities
     # Path Pooling (query/path_pooling.py): "rerank" only reorders the kept paths, so it shows in path order;
     # "reselect" changes which paths are kept, so it shows in both rankings
