@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
+from pathrag_pipeline.bench.report_sections import repo_path
 from pathrag_pipeline.config import Settings
 
 SECTION_TITLE = "## NeuroPath retrieval"
@@ -26,7 +27,7 @@ Log = Callable[[str], None]
 
 def command_of(dataset: Path, use_triples: bool, model: str, modes: list[str], limit: int | None) -> str:
     return ((f"HF_HUB_OFFLINE=1 PATHRAG_EMBED_MODEL={model} " if model else "")
-            + f"pathrag eval retrieval --dataset {dataset}" + (" --use-triples" if use_triples else "")
+            + f"pathrag eval retrieval --dataset {repo_path(dataset)}" + (" --use-triples" if use_triples else "")
             + f" --modes {','.join(modes)}" + (f" --limit {limit}" if limit else ""))
 
 

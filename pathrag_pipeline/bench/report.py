@@ -29,7 +29,7 @@ from pathrag_pipeline.bench.neuropath import markdown_section as neuropath_secti
 from pathrag_pipeline.bench.pruning import (DEFAULT_EDGE_COUNTS, SEED_KINDS, default_rule, plot_scaling,
                                             resolve_rules, rule_label, scaling_bench)
 from pathrag_pipeline.bench.query import STAGE_ORDER, run_query_bench
-from pathrag_pipeline.bench.report_sections import read_section
+from pathrag_pipeline.bench.report_sections import read_section, repo_path
 from pathrag_pipeline.bench.sample_answers import run_answers_bench
 from pathrag_pipeline.bench.startup import run_startup_bench
 from pathrag_pipeline.config import PACKAGE_ROOT, Settings
@@ -278,11 +278,13 @@ def llm_section(r: dict[str, Any], sizes: ReportSizes) -> str:
 def musique_section(r: dict[str, Any] | None, sizes: ReportSizes) -> str:
     head = ["## Indexing musique-100 from its triples"]
     if r is None:
-        reason = "not run (--quick)" if sizes.musique is None else f"dataset not found at {sizes.musique}"
+        reason = ("not run (--quick)" if sizes.musique is None
+                  else f"dataset not found at {repo_path(sizes.musique)}")
         return "\n\n".join(head + [f"**Skipped:** {reason}."])
     sec = r["seconds"]
     return "\n\n".join(head + [
-        _reproduce(f"pathrag index FOLDER_WITH_ONLY_CORPUS_JSONL --triples {sizes.musique}/triples.jsonl")
+        _reproduce("pathrag index FOLDER_WITH_ONLY_CORPUS_JSONL --triples "
+                   f"{repo_path(sizes.musique / 'triples.jsonl')}")
         + " (or `pathrag bench indexing`, which runs it in a temp folder)",
         f"{r['passages']} passages ingested ({r['chunks']} chunks) and {r['triples']} triples imported "
         f"({r['matched_documents']} documents matched, {r['malformed_lines']} malformed lines), giving "
@@ -535,7 +537,8 @@ def retrieval_runs(dataset: Path | None, limit: int | None, workdir: Path, log: 
             evaluation = evaluate_retrieval(settings, dataset, limit=limit, use_triples=use_triples, modes=modes,
                                             workdir=index, hop_level=hop_level)
             command = ((f"HF_HUB_OFFLINE=1 PATHRAG_EMBED_MODEL={model} " if model else "")
-                       + f"pathrag eval retrieval --dataset {dataset}" + (" --use-triples" if use_triples else "")
+                       + f"pathrag eval retrieval --dataset {repo_path(dataset)}"
+                       + (" --use-triples" if use_triples else "")
                        + (" --hop-questions --modes " + ",".join(modes) if hop_level else " --ablations")
                        + (f" --limit {limit}" if limit else ""))
             runs.append({**evaluation.to_dict(), "command": command, "hop_level": hop_level,

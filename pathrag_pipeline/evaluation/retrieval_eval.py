@@ -1,6 +1,6 @@
 """Retrieval evaluation: recall@k of every query mode on a multi-hop QA dataset (``pathrag eval retrieval``).
 
-A dataset folder (format: /work/shared/bench/README.md) holds ``corpus.jsonl`` (one passage = one document),
+A dataset folder (format: ../shared/bench/README.md) holds ``corpus.jsonl`` (one passage = one document),
 ``questions.jsonl`` (with the ``gold_ids`` of the passages that support each answer) and optionally
 ``triples.jsonl`` (knowledge an LLM already extracted). The corpus is indexed into a work directory of its
 own, a separate PATHRAG_HOME, so an evaluation never mixes benchmark passages into the user's index. The
