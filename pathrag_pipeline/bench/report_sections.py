@@ -1,9 +1,9 @@
 """Sections of the Markdown benchmark report (docs/benchmarks.md), addressed by their ``## `` heading.
 
-Benchmarks too long for ``pathrag bench report`` (scale, Dagster, NeuroPath) write their own section into the
-report with :func:`splice`; the report carries such sections over from the file it replaces with
-:func:`read_section`, so regenerating it never drops figures it did not measure itself. :func:`repo_path`
-spells the paths of "Reproduce" lines relative to the repository.
+Benchmarks too long for ``pathrag bench report`` (scale) write their own section into the report with
+:func:`splice`. The report does not carry such a section over from the file it replaces: every figure in a
+regenerated report is measured by the code that wrote it, and a section it did not measure says which
+command adds it. :func:`repo_path` spells the paths of "Reproduce" lines relative to the repository.
 """
 
 from __future__ import annotations
