@@ -55,6 +55,10 @@ def run_neuropath_bench(dataset: Path, workdir: Path, *, limit: int | None = Non
     return runs
 
 
+def _cores() -> int | None:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
 def _load() -> float | None:
     return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
@@ -95,7 +99,7 @@ def markdown_section(runs: list[dict[str, Any]] | None) -> str:
     for run in runs:
         graph = "triples (gpt-3.5 OpenIE)" if run["use_triples"] else f"offline extraction ({run['index'].get('extractor')})"
         loads = run.get("load_average") or []
-        load = f"; load average {loads[0]} at start, {loads[1]} at end (2 shared cores)" if len(loads) == 2 else ""
+        load = f"; load average {loads[0]} at start, {loads[1]} at end ({_cores()} cores)" if len(loads) == 2 else ""
         parts.append(f"**Graph: {graph}; embedder {run['index'].get('embedder')}; LLM: {run['llm']}{load}.**")
         keys = [f"recall@{k}" for k in run["ks"]]
         rows = []

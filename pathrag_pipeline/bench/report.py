@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pathrag_pipeline.bench.dagster import markdown_section as dagster_section, run_dagster_bench
-from pathrag_pipeline.bench.embedding_runtime import measure as measure_runtimes, minilm_available, minilm_model
+from pathrag_pipeline.bench.embedding_runtime import COMPARED as COMPARED_TEXTS, measure as measure_runtimes, \
+    minilm_available, minilm_model
 from pathrag_pipeline.bench.indexing import LLM_CAVEAT, MUSIQUE, llm_bench, musique_bench, offline_bench
 from pathrag_pipeline.bench.ingest import run_ingest_bench
 from pathrag_pipeline.bench.offline_extraction import compare_rules
@@ -33,6 +34,7 @@ from pathrag_pipeline.bench.report_sections import repo_path
 from pathrag_pipeline.bench.sample_answers import run_answers_bench
 from pathrag_pipeline.bench.startup import run_startup_bench
 from pathrag_pipeline.config import PACKAGE_ROOT, Settings
+from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID
 from pathrag_pipeline.query.engine import MODES
 from pathrag_pipeline.query.params import DEFAULT_MAX_HOPS, DEFAULT_THETA
 
@@ -158,7 +160,8 @@ def offline_section(r: dict[str, Any], sizes: ReportSizes) -> str:
         _reproduce(f"pathrag bench indexing --docs {sizes.index_docs} --repeats {sizes.index_repeats} "
                    f"--edits {sizes.index_edits} --llm-docs 0 --no-musique"),
         f"The generated corpus of `pathrag bench ingest` ({r['documents']} documents, {r['chunks']} chunks) built "
-        f"from scratch by `run_indexing` with the offline extractor and the download-free hashing embedder: "
+        f"from scratch by `run_indexing` with the offline extractor ({OFFLINE_EXTRACTOR_ID}) and the "
+        "download-free hashing embedder: "
         f"{r['entities']} entities, {r['relations']} relations. Then one file ({r['edited_file']}) gets a sentence "
         f"appended and the index is brought up to date. Full build: median of {r['repeats']} fresh homes; "
         f"re-index: median of {r['edits']} edits. Seconds per stage (extraction excludes its graph merge; "
@@ -193,9 +196,10 @@ def extractor_section(r: dict[str, Any] | None) -> str:
         "mention). Hubs: the names found in the most passages.",
         md_table(["rules", "relations / 1000 passages", "entities", "strict P", "strict R", "lenient P",
                   "lenient R", "chunks/s", "hubs (passages)"], rows),
-        "The reference lists contain dates too, so dropping them lowers recall against it by design; precision "
-        "rises. The remaining hubs are countries and nationality adjectives, which the LLM lists as entities "
-        "too; at query time PageRank divides a hub's mass by its degree.",
+        "The reference lists contain dates too, so dropping them lowers recall against it by design; strict "
+        "precision " + ("rises" if r["current"]["strict_precision"] > r["v2_rules"]["strict_precision"] else
+                        "does not rise") + f" ({r['v2_rules']['strict_precision']} with the v2 switches, "
+        f"{r['current']['strict_precision']} now). At query time PageRank divides a hub's mass by its degree.",
     ])
 
 
@@ -234,11 +238,13 @@ def embedder_section(r: dict[str, Any]) -> str:
         f"batches of {r['batch']}, {r['threads']} threads, median of {r['runs']} runs after a warm-up batch.",
         md_table(["runtime", "load s", "texts/s (median)", "texts/s per run"], rows),
         f"- onnxruntime / torch throughput: **{r['onnx_speedup']}x**; lowest cosine between the two runtimes' "
-        f"vectors for the same {64} passages: {r['min_cosine_torch_vs_onnx']} (the same embeddings).\n"
+        f"vectors for the same {COMPARED_TEXTS} passages: {r['min_cosine_torch_vs_onnx']}"
+        + (" (the same embeddings)" if r["min_cosine_torch_vs_onnx"] >= 0.999 else
+           " (**the runtimes' embeddings differ**: do not mix their indexes)") + ".\n"
         "- Use it with `pip install -e .[local-embeddings-onnx]` and `PATHRAG_EMBED_MODEL=st-onnx:all-MiniLM-L6-v2`: "
         "the model is exported once into PATHRAG_HOME/models and its identity stays `st:all-MiniLM-L6-v2`, so an "
-        "index embedded with torch is not re-embedded. sentence-transformers still imports torch, so the load "
-        "time does not shrink.",
+        "index embedded with torch is not re-embedded. sentence-transformers still imports torch, so the onnx "
+        "load includes torch's import.",
     ])
 
 
@@ -258,8 +264,9 @@ def llm_section(r: dict[str, Any], sizes: ReportSizes) -> str:
         " (fewer documents than the offline build, to keep the loopback run short)"
     return "\n\n".join(head + [
         f"Full build of the generated corpus, {r['documents']} documents{fewer}, with gleaning 1 and 0; the "
-        "server answers the first pass with about 4/5 of the offline extractor's entities and the gleaning pass "
-        "with the rest. Summary calls condense entity/relation descriptions that grew past the token budget.",
+        f"server answers the first pass with about 4/5 of the offline extractor's ({OFFLINE_EXTRACTOR_ID}) "
+        "entities and the gleaning pass with the rest. Summary calls condense entity/relation descriptions that "
+        "grew past the token budget.",
         md_table(["gleaning", "chunks", "extraction calls", "calls/chunk", "prompt tok/chunk", "completion tok/chunk",
                   "summary calls", "calls server received", "calls pipeline counted", "total s", "chunks/s"], rows),
         f"- Re-index after editing one document ({inc['edited_file']}, gleaning {inc['gleaning']}): "
@@ -305,9 +312,9 @@ def query_section(r: dict[str, Any], sizes: ReportSizes) -> str:
         "## Query latency per stage (sample corpus, offline)",
         _reproduce(f"pathrag bench query --rounds {sizes.query_rounds}"),
         f"`data/sample` ({r['documents']} documents, {r['chunks']} chunks, {r['entities']} entities, "
-        f"{r['relations']} relations) indexed offline in {_s(r['index_s'])} s; the {r['questions']} questions of "
-        f"`data/sample_questions.md` asked {r['rounds']} times in each mode with offline keywords, the hashing "
-        "embedder and extractive answers, not logged. Median milliseconds per stage:",
+        f"{r['relations']} relations) indexed offline ({OFFLINE_EXTRACTOR_ID}) in {_s(r['index_s'])} s; the "
+        f"{r['questions']} questions of `data/sample_questions.md` asked {r['rounds']} times in each mode with "
+        "offline keywords, the hashing embedder and extractive answers, not logged. Median milliseconds per stage:",
         md_table(["mode", "queries", *stages, "total median", "total p95", "paths/query"], rows),
         f"The first query of the process ({first['mode']}) took {first['total_ms']} ms. With an LLM configured the "
         "keywords and answer stages become LLM calls and dominate; the other stages stay as measured here.",
@@ -396,9 +403,11 @@ def scale_section(r: dict[str, Any]) -> str:
             f"{growth['seconds_per_mb']} s per MB, about {growth['predicted_1gb_hours']} h for 1 GB offline on this machine.")
     loads = r.get("loads") or []
     if loads:
-        parts.append(f"Load average (1 min) during the run: {min(loads)} to {max(loads)} on 2 shared cores "
-                     f"(other work was running: times are pessimistic, memory is not affected). "
-                     f"Run {r.get('started')} to {r.get('finished', 'unfinished')}.")
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        parts.append(f"Load average (1 min) during the run: {min(loads)} to {max(loads)} on {cores} cores"
+                     + (" (other work shared the CPU: times are pessimistic, memory is not affected)"
+                        if cores and max(loads) > cores else "")
+                     + f". Run {r.get('started')} to {r.get('finished', 'unfinished')}.")
     return "\n\n".join(parts)
 
 
@@ -632,17 +641,16 @@ exact name match); the N best passages of the text retrievers (BM25, plus the em
 fused by RRF k=60; cosine of the passage to the question, by the configured embedder); and the passages
 stating the relations of each kept path (its reliability relative to the best kept path times the weights of
 both its end seeds). `path:unweighted` is the same with every similarity counted as 1 (rank alone,
-`1 / (1 + rank)`); the default before this rule also weighed a path by its weaker end seed instead of both,
-and scored R@2/R@5 0.461/0.578 offline and 0.504/0.712 with MiniLM in the previous report. `path:no_paths` drops the path evidence, `path:seeds` keeps only
-the seeds, `path:graph` drops the text hits, `path:path_order` is the kept paths' provenance in the prompt's
-order (what the LLM reads), `path:seed_pass` lets every seed pass its first hop (our departure; the default
-is the paper's literal early stop, under which a hub seed never propagates), `path:legacy` the earlier
-seed-rank + path blend, `path:vector_seeds` seeds by the embedder alone. Path
-Pooling (query/path_pooling.py): `path:pool_rerank` is the path order after reranking the kept paths by pooled
-relation scores (rerank changes no passage weight, so only the path order can move), `path:pool_reselect`
-keeps the top_k of three times as many pruned paths by that score, and `path:pool_reselect_order` is its path
-order. Offline, seed entities come from the hashing embedder fused with BM25 over entity names/descriptions,
-and the offline extractor's co-occurrence graph is noisier than the LLM's triples, so its paths add less.
+`1 / (1 + rank)`). `path:no_paths` drops the path evidence, `path:seeds` keeps only the seeds, `path:graph`
+drops the text hits, `path:path_order` is the kept paths' provenance in the prompt's order (what the LLM
+reads), `path:seed_pass` lets every seed pass its first hop (our departure; the default is the paper's
+literal early stop, under which a hub seed never propagates), `path:legacy` the earlier seed-rank + path
+blend, `path:vector_seeds` seeds by the embedder alone. Path Pooling (query/path_pooling.py):
+`path:pool_rerank` is the path order after reranking the kept paths by pooled relation scores (rerank
+changes no passage weight, so only the path order can move), `path:pool_reselect` keeps the top_k of three
+times as many pruned paths by that score, and `path:pool_reselect_order` is its path order. Offline, seed
+entities come from the hashing embedder fused with BM25 over entity names/descriptions, and the offline
+extractor's co-occurrence graph is noisier than the LLM's triples, so its paths add less.
 
 **What was chosen on musique-100.** The weighting rule has no constant of its own: it reuses the seed
 search's cosine, the text retrievers' rank and the paper's path reliability. Two forms were compared in
