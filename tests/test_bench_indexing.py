@@ -152,7 +152,8 @@ def test_quick_report_writes_every_section(tmp_path: Path) -> None:
 
     sizes = replace(QUICK, ingest_docs=24, index_docs=10, llm_docs=6, pruning_edges=(1_000,), pruning_queries=5, query_modes=("path",),
                     reference_budget_s=0.5, retrieval_dataset=_tiny_dataset(tmp_path / "tiny"), retrieval_limit=None)
-    # the Scale section comes from its own half-hour benchmark: regenerating the report keeps it
+    # the Scale section comes from its own half-hour benchmark: the report does not carry the old one over (its
+    # figures came from older code), it says which command adds it
     (tmp_path / "benchmarks.md").write_text("# Benchmarks\n\n## Ingest\n\nstale ingest\n\n"
                                             "## Scale\n\nfigures of a long scale run\n\n## Retrieval recall\n\nstale\n")
     out = build_report(quick=True, out=tmp_path / "benchmarks.md", sizes=sizes, workdir=tmp_path / "work",
@@ -164,7 +165,9 @@ def test_quick_report_writes_every_section(tmp_path: Path) -> None:
                     "## Local embedder: torch versus onnxruntime"):
         assert heading in text
     assert "## Local embedder: torch versus onnxruntime\n\nNot run (--quick)." in text
-    assert "## Scale\n\nfigures of a long scale run" in text and "stale" not in text
+    assert "figures of a long scale run" not in text and "stale" not in text
+    assert "## Scale\n\nNot measured by `pathrag bench report`" in text and "pathrag bench scale" in text
+    assert "--dataset /" not in text and "--triples /" not in text  # Reproduce lines name relative paths
     assert "Quick smoke run" in text and "Reproduce: `pathrag bench" in text
     assert (tmp_path / "pruning_scaling.png").stat().st_size > 0
     assert "--use-triples" in text and "recall@2" in text  # both graphs of the tiny dataset were evaluated

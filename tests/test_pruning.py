@@ -350,3 +350,108 @@ def test_cli_generate_and_edges(tmp_path):
     edges.write_text("s d\n", encoding="utf-8")
     out = runner.invoke(pruning, ["--edges", str(edges), "--seeds", str(seeds)])
     assert out.exit_code == 1 and "g.tsv:1" in out.output
+
+
+# ---- hub seeds, both rules, and the report's pruning section (no timings asserted) ---------------
+
+def test_hub_seeds_are_the_highest_degree_nodes_deterministically():
+    from pathrag_pipeline.bench.pruning import hub_seeds, seed_sets_for
+
+    view = generate_graph(1_000, m=10, seed=0)
+    hubs = hub_seeds(view, 40)
+    degrees = view.degrees
+    assert len(hubs) == 40 == len(set(hubs))
+    ids = [view.index[h] for h in hubs]
+    assert min(degrees[ids]) >= max(np.delete(degrees, ids))  # no node outside the set has a higher degree
+    assert [(-degrees[i], i) for i in ids] == sorted((-degrees[i], i) for i in ids)  # highest first, ties by id
+    assert hub_seeds(generate_graph(1_000, m=10, seed=0), 40) == hubs
+    # ties: equal degrees keep node order
+    star = _view([("a", "b"), ("c", "d"), ("e", "hub"), ("f", "hub")])
+    assert hub_seeds(star, 3) == ["hub", "a", "b"]
+    assert seed_sets_for(view, "hub", 3, n_seeds=40) == [hubs, hubs, hubs]
+    assert seed_sets_for(view, "random", 2, n_seeds=40, seed=1) == generate_seeds(view, 2, n_seeds=40, seed=1)
+    with pytest.raises(ValueError, match="seed kind"):
+        seed_sets_for(view, "celebrities", 1)
+
+
+def test_rules_resolve_to_the_query_default_first():
+    from pathrag_pipeline.bench.pruning import default_rule, resolve_rules, resolve_seed_kinds
+    from pathrag_pipeline.query.params import QueryParams
+
+    assert default_rule() == ("seed_pass" if QueryParams().seed_pass else "literal") == "literal"
+    assert resolve_rules("default") == ("literal",) and resolve_rules("seed_pass") == ("seed_pass",)
+    assert resolve_rules("both") == ("literal", "seed_pass")
+    assert resolve_seed_kinds("both") == ("random", "hub") and resolve_seed_kinds("hub") == ("hub",)
+    with pytest.raises(ValueError):
+        resolve_rules("loose")
+
+
+def test_scaling_bench_rows_cover_each_rule_and_seed_kind():
+    from pathrag_pipeline.bench.pruning import scaling_bench
+
+    rows = scaling_bench((1_000,), n_queries=2, n_seeds=40, seed_kinds=("random", "hub"),
+                         rules=("default", "seed_pass"))
+    assert [(r["rule"], r["seeds"], r["default_rule"]) for r in rows] == [
+        ("literal", "random", True), ("seed_pass", "random", False),
+        ("literal", "hub", True), ("seed_pass", "hub", False)]
+    hub = [r for r in rows if r["seeds"] == "hub"]
+    assert hub[0]["max_seed_degree"] == hub[1]["max_seed_degree"] > 20  # the graph's largest degree
+    # on 40 hub seeds of a 100-node graph the seed pass finds at least the paths the literal rule does
+    assert hub[1]["mean_paths"] >= hub[0]["mean_paths"]
+    ref = scaling_bench((1_000,), n_queries=1, n_seeds=10, variant="reference", rules=("seed_pass",))
+    assert [r["rule"] for r in ref] == ["reference"]
+
+
+def test_report_pruning_section_has_both_rules_and_both_seed_kinds(tmp_path):
+    from dataclasses import replace
+
+    from pathrag_pipeline.bench.pruning import SEED_KINDS, plot_scaling, resolve_rules, scaling_bench
+    from pathrag_pipeline.bench.report import QUICK, pruning_section
+
+    sizes = replace(QUICK, pruning_edges=(1_000,), pruning_queries=3, reference_edges=(1_000,))
+    paper = scaling_bench(sizes.pruning_edges, n_queries=3, n_seeds=40, seed_kinds=SEED_KINDS,
+                          rules=resolve_rules("both"))
+    reference = scaling_bench(sizes.reference_edges, n_queries=1, n_seeds=40, variant="reference",
+                              time_budget_s=0.1)
+    plot = plot_scaling(paper, tmp_path / "pruning.png")
+    assert plot.stat().st_size > 0
+    text = pruning_section(paper, reference, sizes, plot)
+    table = [line for line in text.splitlines() if line.startswith("| paper ")]
+    assert {tuple(cell.strip() for cell in line.split("|")[2:4]) for line in table} == {
+        ("literal (default)", "random"), ("seed_pass", "random"), ("literal (default)", "hub"), ("seed_pass", "hub")}
+    assert "| reference | reference | random |" in text
+    assert "--seed-kind both --rules both" in text and "--variant reference" in text
+    assert "1/((1-alpha)*theta) = 100 edges" in text and "O(N^2/((1-alpha)*theta))" in text
+    assert "Hub seeds at" in text and "with seed_pass" in text
+    assert "/work/" not in text and "pruning.png" in text
+
+
+def test_cli_selects_seed_kinds_and_rules(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from pathrag_pipeline.cli.bench import pruning
+
+    runner = CliRunner()
+    out = runner.invoke(pruning, ["--generate", "--edges-count", "1000", "--queries", "2", "--seed-kind", "hub",
+                                  "--rules", "both", "--json"])
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.output)["rows"]
+    assert [(r["rule"], r["seeds"]) for r in rows] == [("literal", "hub"), ("seed_pass", "hub")]
+    out = runner.invoke(pruning, ["--generate", "--edges-count", "1000", "--queries", "2"])
+    assert out.exit_code == 0 and "literal (default)" in out.output and "seed_pass" not in out.output
+
+    edges = tmp_path / "g.tsv"
+    edges.write_text("".join(f"{a}\t{b}\n" for a, b in DIAMOND), encoding="utf-8")
+    out = runner.invoke(pruning, ["--edges", str(edges), "--seed-kind", "both", "--n-seeds", "3", "--queries", "2",
+                                  "--json"])
+    assert out.exit_code == 0, out.output
+    assert [r["seeds"] for r in json.loads(out.output)["results"]] == ["random", "hub"]
+    seeds = tmp_path / "s.jsonl"
+    seeds.write_text('["s", "d"]\n', encoding="utf-8")
+    bad = runner.invoke(pruning, ["--edges", str(edges), "--seeds", str(seeds), "--seed-kind", "hub"])
+    assert bad.exit_code == 2 and "--seed-kind" in bad.output
+    bad = runner.invoke(pruning, ["--generate", "--variant", "reference", "--rules", "seed_pass"])
+    assert bad.exit_code == 2 and "--rules" in bad.output
+    assert "--seed-kind" in runner.invoke(pruning, ["--help"]).output

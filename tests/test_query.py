@@ -69,6 +69,16 @@ def test_json_shape(settings):
     assert data["params"]["embedder"].startswith("offline:")
 
 
+def test_path_queries_prune_by_the_literal_rule_unless_asked_and_record_which(settings):
+    rag = PathRAG(settings)
+    default = rag.query(QUESTION)
+    seed_pass = rag.query(QUESTION, seed_pass=True)
+    assert default.params["seed_pass"] is False and seed_pass.params["seed_pass"] is True
+    stored = {qid: json.loads(params)["seed_pass"]
+              for qid, params in _rows(settings, "SELECT query_id, params FROM queries")}
+    assert stored == {default.query_id: False, seed_pass.query_id: True}
+
+
 def test_queries_are_appended_to_the_log_tables(settings):
     rag = PathRAG(settings)
     first = rag.query(QUESTION)

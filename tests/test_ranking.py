@@ -109,8 +109,12 @@ def test_hub_seeds_pass_their_first_hop_only_with_seed_pass():
     assert len(paths) == 1 and paths[0].hops == 1 and set(paths[0].nodes) == {0, 1}
 
 
+def test_query_params_default_to_the_papers_literal_early_stop():
+    assert QueryParams().seed_pass is False and QueryParams().resolved().seed_pass is False
+    assert QueryParams(seed_pass=True).resolved().seed_pass is True
+
+
 def test_query_params_check_the_new_options():
-    assert QueryParams().resolved().seed_pass is True
     assert QueryParams().chunk_search_for("naive") == "vector"
     assert QueryParams().chunk_search_for("path") == "hybrid"
     assert QueryParams(chunk_search="bm25").chunk_search_for("naive") == "bm25"
@@ -121,7 +125,8 @@ def test_query_params_check_the_new_options():
 
 def test_eval_modes_baselines_ablations_and_hops():
     assert resolve_mode("bm25") == ("naive", {"chunk_search": "bm25"})
-    assert resolve_mode("path:literal") == ("path", {"seed_pass": False})
+    assert resolve_mode("path:seed_pass") == ("path", {"seed_pass": True})
+    assert "path:literal" not in ABLATIONS  # the literal rule is the default now, not an ablation
     assert "dense" in default_modes(True) and "dense" not in default_modes(False)
     assert set(ABLATIONS) <= set(default_modes(False, ablations=True))
     with pytest.raises(ValueError):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
+from pathrag_pipeline.bench.report_sections import repo_path
 from pathrag_pipeline.config import Settings
 
 SECTION_TITLE = "## NeuroPath retrieval"
@@ -26,7 +27,7 @@ Log = Callable[[str], None]
 
 def command_of(dataset: Path, use_triples: bool, model: str, modes: list[str], limit: int | None) -> str:
     return ((f"HF_HUB_OFFLINE=1 PATHRAG_EMBED_MODEL={model} " if model else "")
-            + f"pathrag eval retrieval --dataset {dataset}" + (" --use-triples" if use_triples else "")
+            + f"pathrag eval retrieval --dataset {repo_path(dataset)}" + (" --use-triples" if use_triples else "")
             + f" --modes {','.join(modes)}" + (f" --limit {limit}" if limit else ""))
 
 
@@ -52,6 +53,10 @@ def run_neuropath_bench(dataset: Path, workdir: Path, *, limit: int | None = Non
         runs.append({**evaluation.to_dict(), "command": command_of(dataset, use_triples, model, modes, limit),
                      "load_average": [load_before, _load()]})
     return runs
+
+
+def _cores() -> int | None:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def _load() -> float | None:
@@ -94,7 +99,7 @@ def markdown_section(runs: list[dict[str, Any]] | None) -> str:
     for run in runs:
         graph = "triples (gpt-3.5 OpenIE)" if run["use_triples"] else f"offline extraction ({run['index'].get('extractor')})"
         loads = run.get("load_average") or []
-        load = f"; load average {loads[0]} at start, {loads[1]} at end (2 shared cores)" if len(loads) == 2 else ""
+        load = f"; load average {loads[0]} at start, {loads[1]} at end ({_cores()} cores)" if len(loads) == 2 else ""
         parts.append(f"**Graph: {graph}; embedder {run['index'].get('embedder')}; LLM: {run['llm']}{load}.**")
         keys = [f"recall@{k}" for k in run["ks"]]
         rows = []

@@ -2,10 +2,17 @@
 synthetic preferential-attachment graphs of growing size.
 
 The claim being measured is the paper's: pruning cost depends on the pruned neighbourhood
-(about ``1/((1-alpha)*theta)`` edge visits per retrieved node), not on graph size. Synthetic graphs
-are igraph Barabasi-Albert graphs (heavy-tailed degrees, like entity graphs with a few hub
-entities); seed sets mimic what keyword retrieval returns: a few related clusters plus unrelated
-stragglers, drawn uniformly over nodes so they are mostly ordinary nodes rather than hubs.
+(about ``1/((1-alpha)*theta)`` edge visits per retrieved node, O(N^2/((1-alpha)*theta)) node updates for
+N retrieved nodes), not on graph size. Synthetic graphs are igraph Barabasi-Albert graphs (heavy-tailed
+degrees, like entity graphs with a few hub entities).
+
+Two kinds of seed sets (``SEED_KINDS``): ``"random"`` mimics what keyword retrieval returns, a few related
+clusters plus unrelated stragglers, drawn uniformly over nodes so they are mostly ordinary nodes; ``"hub"``
+is the graph's highest-degree nodes, what a question naming countries or nationalities retrieves from an
+entity graph. Two pruning rules (``RULES``): ``"literal"`` is the paper's early stop and ``"seed_pass"`` our
+departure where every seed passes its first hop, which scans the seed's whole degree, so on hub seeds it
+costs what the bound above does not cover. ``"default"`` names whichever rule queries use
+(``QueryParams().seed_pass``), so the benchmark measures the code as it runs.
 """
 
 from __future__ import annotations
@@ -20,9 +27,38 @@ import igraph as ig
 import numpy as np
 
 from pathrag_pipeline.query.graph_view import GraphView
+from pathrag_pipeline.query.params import QueryParams
 from pathrag_pipeline.query.pruning import prune_paths
 
 DEFAULT_EDGE_COUNTS = (1_000, 10_000, 100_000, 1_000_000)
+SEED_KINDS = ("random", "hub")
+RULES = {"literal": False, "seed_pass": True}  # rule name -> prune_paths(seed_pass=...)
+
+
+def default_rule() -> str:
+    """The rule a query uses when it does not choose: the name of ``QueryParams().seed_pass``."""
+    return "seed_pass" if QueryParams().seed_pass else "literal"
+
+
+def resolve_rules(choice: str) -> tuple[str, ...]:
+    """``"default"`` (the query default), ``"literal"``, ``"seed_pass"`` or ``"both"`` as rule names, the
+    query default first."""
+    if choice == "default":
+        return (default_rule(),)
+    if choice == "both":
+        return tuple(sorted(RULES, key=lambda r: r != default_rule()))
+    if choice in RULES:
+        return (choice,)
+    raise ValueError(f"rules={choice!r} is not one of default, literal, seed_pass, both")
+
+
+def resolve_seed_kinds(choice: str) -> tuple[str, ...]:
+    """``"random"``, ``"hub"`` or ``"both"`` as seed kinds."""
+    if choice == "both":
+        return SEED_KINDS
+    if choice in SEED_KINDS:
+        return (choice,)
+    raise ValueError(f"seed kind {choice!r} is not one of random, hub, both")
 
 
 # ---- inputs ----------------------------------------------------------------------------------------
@@ -129,6 +165,24 @@ def generate_seeds(view: GraphView, n_queries: int, n_seeds: int = 40, seed: int
     return out
 
 
+def hub_seeds(view: GraphView, n_seeds: int = 40) -> list[str]:
+    """The ``n_seeds`` highest-degree nodes of ``view``, highest first (ties: lower node id first), so the
+    set depends only on the graph."""
+    order = np.argsort(-view.degrees, kind="stable")[:min(n_seeds, view.node_count)]
+    return [view.names[int(i)] for i in order]
+
+
+def seed_sets_for(view: GraphView, kind: str, n_queries: int, n_seeds: int = 40, seed: int = 0) -> list[list[str]]:
+    """``n_queries`` seed sets of one kind: ``generate_seeds`` for ``"random"``; for ``"hub"`` the same
+    :func:`hub_seeds` set each time (timing one deterministic input repeatedly)."""
+    if kind == "random":
+        return generate_seeds(view, n_queries, n_seeds=n_seeds, seed=seed)
+    if kind == "hub":
+        hubs = hub_seeds(view, n_seeds)
+        return [list(hubs) for _ in range(n_queries)]
+    raise ValueError(f"seed kind {kind!r} is not one of {', '.join(SEED_KINDS)}")
+
+
 # ---- measurements ------------------------------------------------------------------------------
 
 def run_bench(view: GraphView, seed_sets: Sequence[Sequence[str]], variant: str = "paper",
@@ -183,34 +237,58 @@ def run_bench(view: GraphView, seed_sets: Sequence[Sequence[str]], variant: str 
 
 def scaling_bench(edge_counts: Sequence[float] = DEFAULT_EDGE_COUNTS, n_queries: int = 100, n_seeds: int = 40,
                   variant: str = "paper", m: int = 10, seed: int = 0, time_budget_s: float | None = None,
+                  seed_kinds: Sequence[str] = ("random",), rules: Sequence[str] = ("default",),
                   **params) -> list[dict]:
-    """One row per synthetic graph size: graph size, generation and build time, latency percentiles,
-    mean number of paths returned."""
+    """One row per synthetic graph size, seed kind and rule: graph size, generation and build time, latency
+    percentiles, mean number of paths returned, the largest seed degree.
+
+    ``rules`` are names of ``RULES`` or ``"default"`` (the query default); the reference variant has no early
+    stop to vary, so it gets one row per size and seed kind with rule ``"reference"``.
+    """
+    names = ["reference"] if variant == "reference" else [default_rule() if r == "default" else r for r in rules]
+    for name in names:
+        if name != "reference" and name not in RULES:
+            raise ValueError(f"rule {name!r} is not one of default, {', '.join(RULES)}")
     rows: list[dict] = []
     for count in edge_counts:
         t0 = time.perf_counter()
         view = generate_graph(int(count), m=m, seed=seed)
         generate_s = time.perf_counter() - t0
-        seed_sets = generate_seeds(view, n_queries, n_seeds=n_seeds, seed=seed)
-        result = run_bench(view, seed_sets, variant=variant, time_budget_s=time_budget_s, **params)
-        rows.append({
-            "variant": variant,
-            "nodes": result["nodes"],
-            "edges": result["edges"],
-            "n_seeds": n_seeds,
-            "n_queries": result["n_queries"],
-            "generate_s": round(generate_s, 2),
-            "build_ms": result["build_ms"],
-            "p50_ms": result["p50_ms"],
-            "p95_ms": result["p95_ms"],
-            "cpu_p95_ms": result["cpu_p95_ms"],
-            "mean_paths": round(float(np.mean([len(q["paths"]) for q in result["queries"]])), 2),
-        })
+        for kind in seed_kinds:
+            seed_sets = seed_sets_for(view, kind, n_queries, n_seeds=n_seeds, seed=seed)
+            max_degree = max(view.degree_list[view.index[name]] for names_ in seed_sets for name in names_)
+            for rule in names:
+                extra = {} if rule == "reference" else {"seed_pass": RULES[rule]}
+                result = run_bench(view, seed_sets, variant=variant, time_budget_s=time_budget_s, **params, **extra)
+                rows.append({
+                    "variant": variant,
+                    "rule": rule,
+                    "default_rule": rule == default_rule(),
+                    "seeds": kind,
+                    "nodes": result["nodes"],
+                    "edges": result["edges"],
+                    "n_seeds": n_seeds,
+                    "max_seed_degree": max_degree,
+                    "n_queries": result["n_queries"],
+                    "generate_s": round(generate_s, 2),
+                    "build_ms": result["build_ms"],
+                    "p50_ms": result["p50_ms"],
+                    "p95_ms": result["p95_ms"],
+                    "cpu_p95_ms": result["cpu_p95_ms"],
+                    "mean_paths": round(float(np.mean([len(q["paths"]) for q in result["queries"]])), 2),
+                })
     return rows
 
 
+def rule_label(row: dict) -> str:
+    """How a row's rule reads in a table: ``literal (default)``, ``seed_pass``, ``reference``."""
+    rule = row.get("rule", "literal")
+    return f"{rule} (default)" if row.get("default_rule") and rule != "reference" else rule
+
+
 def plot_scaling(rows: Sequence[dict], png_path: str | Path) -> Path:
-    """Log-log plot of p50/p95 query latency against edge count (matplotlib, optional extra)."""
+    """Log-log plot of p50/p95 query latency against edge count (matplotlib, optional extra): the paper
+    variant under the query-default rule, one pair of lines per seed kind."""
     try:
         import matplotlib
 
@@ -220,22 +298,27 @@ def plot_scaling(rows: Sequence[dict], png_path: str | Path) -> Path:
     except ImportError:
         raise RuntimeError("plotting needs matplotlib: pip install 'pathrag-pipeline[bench]'") from None
     png_path = Path(png_path)
-    edges = [r["edges"] for r in rows]
+    shown = [r for r in rows if r.get("default_rule", True)] or list(rows)
+    kinds = list(dict.fromkeys(r.get("seeds", "random") for r in shown))
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(edges, [r["p50_ms"] for r in rows], marker="o", label="p50")
-    ax.plot(edges, [r["p95_ms"] for r in rows], marker="s", label="p95")
+    for i, kind in enumerate(kinds):
+        sel = [r for r in shown if r.get("seeds", "random") == kind]
+        edges = [r["edges"] for r in sel]
+        colour = f"C{i}"
+        ax.plot(edges, [r["p50_ms"] for r in sel], marker="o", color=colour, label=f"p50, {kind} seeds")
+        ax.plot(edges, [r["p95_ms"] for r in sel], marker="s", color=colour, linestyle="--",
+                label=f"p95, {kind} seeds")
     ax.set_xscale("log")
-    if any("cpu_p95_ms" in r for r in rows):
-        ax.plot(edges, [r.get("cpu_p95_ms") for r in rows], marker="^", linestyle="--", label="p95 CPU time")
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("edges")
     ax.set_ylabel("ms per query")
-    variant = rows[0]["variant"] if rows else ""
-    n_seeds = rows[0]["n_seeds"] if rows else ""
-    ax.set_title(f"Path pruning latency ({variant}, N={n_seeds} seeds)")
+    variant = shown[0]["variant"] if shown else ""
+    rule = rule_label(shown[0]) if shown else ""
+    n_seeds = shown[0]["n_seeds"] if shown else ""
+    ax.set_title(f"Path pruning latency ({variant}, {rule}, N={n_seeds} seeds)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()

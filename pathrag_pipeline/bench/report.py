@@ -21,18 +21,22 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pathrag_pipeline.bench.dagster import markdown_section as dagster_section, run_dagster_bench
-from pathrag_pipeline.bench.embedding_runtime import measure as measure_runtimes, minilm_available, minilm_model
+from pathrag_pipeline.bench.embedding_runtime import COMPARED as COMPARED_TEXTS, measure as measure_runtimes, \
+    minilm_available, minilm_model
 from pathrag_pipeline.bench.indexing import LLM_CAVEAT, MUSIQUE, llm_bench, musique_bench, offline_bench
 from pathrag_pipeline.bench.ingest import run_ingest_bench
 from pathrag_pipeline.bench.offline_extraction import compare_rules
 from pathrag_pipeline.bench.neuropath import markdown_section as neuropath_section
-from pathrag_pipeline.bench.pruning import DEFAULT_EDGE_COUNTS, plot_scaling, scaling_bench
+from pathrag_pipeline.bench.pruning import (DEFAULT_EDGE_COUNTS, SEED_KINDS, default_rule, plot_scaling,
+                                            resolve_rules, rule_label, scaling_bench)
 from pathrag_pipeline.bench.query import STAGE_ORDER, run_query_bench
-from pathrag_pipeline.bench.report_sections import read_section
+from pathrag_pipeline.bench.report_sections import repo_path
 from pathrag_pipeline.bench.sample_answers import run_answers_bench
 from pathrag_pipeline.bench.startup import run_startup_bench
 from pathrag_pipeline.config import PACKAGE_ROOT, Settings
+from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID
 from pathrag_pipeline.query.engine import MODES
+from pathrag_pipeline.query.params import DEFAULT_MAX_HOPS, DEFAULT_THETA
 
 DOCS_DIR = PACKAGE_ROOT / "docs"
 REPORT_PATH = DOCS_DIR / "benchmarks.md"
@@ -156,7 +160,8 @@ def offline_section(r: dict[str, Any], sizes: ReportSizes) -> str:
         _reproduce(f"pathrag bench indexing --docs {sizes.index_docs} --repeats {sizes.index_repeats} "
                    f"--edits {sizes.index_edits} --llm-docs 0 --no-musique"),
         f"The generated corpus of `pathrag bench ingest` ({r['documents']} documents, {r['chunks']} chunks) built "
-        f"from scratch by `run_indexing` with the offline extractor and the download-free hashing embedder: "
+        f"from scratch by `run_indexing` with the offline extractor ({OFFLINE_EXTRACTOR_ID}) and the "
+        "download-free hashing embedder: "
         f"{r['entities']} entities, {r['relations']} relations. Then one file ({r['edited_file']}) gets a sentence "
         f"appended and the index is brought up to date. Full build: median of {r['repeats']} fresh homes; "
         f"re-index: median of {r['edits']} edits. Seconds per stage (extraction excludes its graph merge; "
@@ -191,9 +196,10 @@ def extractor_section(r: dict[str, Any] | None) -> str:
         "mention). Hubs: the names found in the most passages.",
         md_table(["rules", "relations / 1000 passages", "entities", "strict P", "strict R", "lenient P",
                   "lenient R", "chunks/s", "hubs (passages)"], rows),
-        "The reference lists contain dates too, so dropping them lowers recall against it by design; precision "
-        "rises. The remaining hubs are countries and nationality adjectives, which the LLM lists as entities "
-        "too; at query time PageRank divides a hub's mass by its degree.",
+        "The reference lists contain dates too, so dropping them lowers recall against it by design; strict "
+        "precision " + ("rises" if r["current"]["strict_precision"] > r["v2_rules"]["strict_precision"] else
+                        "does not rise") + f" ({r['v2_rules']['strict_precision']} with the v2 switches, "
+        f"{r['current']['strict_precision']} now). At query time PageRank divides a hub's mass by its degree.",
     ])
 
 
@@ -232,11 +238,13 @@ def embedder_section(r: dict[str, Any]) -> str:
         f"batches of {r['batch']}, {r['threads']} threads, median of {r['runs']} runs after a warm-up batch.",
         md_table(["runtime", "load s", "texts/s (median)", "texts/s per run"], rows),
         f"- onnxruntime / torch throughput: **{r['onnx_speedup']}x**; lowest cosine between the two runtimes' "
-        f"vectors for the same {64} passages: {r['min_cosine_torch_vs_onnx']} (the same embeddings).\n"
+        f"vectors for the same {COMPARED_TEXTS} passages: {r['min_cosine_torch_vs_onnx']}"
+        + (" (the same embeddings)" if r["min_cosine_torch_vs_onnx"] >= 0.999 else
+           " (**the runtimes' embeddings differ**: do not mix their indexes)") + ".\n"
         "- Use it with `pip install -e .[local-embeddings-onnx]` and `PATHRAG_EMBED_MODEL=st-onnx:all-MiniLM-L6-v2`: "
         "the model is exported once into PATHRAG_HOME/models and its identity stays `st:all-MiniLM-L6-v2`, so an "
-        "index embedded with torch is not re-embedded. sentence-transformers still imports torch, so the load "
-        "time does not shrink.",
+        "index embedded with torch is not re-embedded. sentence-transformers still imports torch, so the onnx "
+        "load includes torch's import.",
     ])
 
 
@@ -254,8 +262,9 @@ def llm_section(r: dict[str, Any], sizes: ReportSizes) -> str:
         " (fewer documents than the offline build, to keep the loopback run short)"
     return "\n\n".join(head + [
         f"Full build of the generated corpus, {r['documents']} documents{fewer}, with gleaning 1 and 0; the "
-        "server answers the first pass with about 4/5 of the offline extractor's entities and the gleaning pass "
-        "with the rest. Summary calls condense entity/relation descriptions that grew past the token budget.",
+        f"server answers the first pass with about 4/5 of the offline extractor's ({OFFLINE_EXTRACTOR_ID}) "
+        "entities and the gleaning pass with the rest. Summary calls condense entity/relation descriptions that "
+        "grew past the token budget.",
         md_table(["gleaning", "chunks", "extraction calls", "calls/chunk", "prompt tok/chunk", "completion tok/chunk",
                   "summary calls", "calls server received", "calls pipeline counted", "total s", "chunks/s"], rows),
         f"- Re-index after editing one document ({inc['edited_file']}, gleaning {inc['gleaning']}): "
@@ -274,11 +283,13 @@ def llm_section(r: dict[str, Any], sizes: ReportSizes) -> str:
 def musique_section(r: dict[str, Any] | None, sizes: ReportSizes) -> str:
     head = ["## Indexing musique-100 from its triples"]
     if r is None:
-        reason = "not run (--quick)" if sizes.musique is None else f"dataset not found at {sizes.musique}"
+        reason = ("not run (--quick)" if sizes.musique is None
+                  else f"dataset not found at {repo_path(sizes.musique)}")
         return "\n\n".join(head + [f"**Skipped:** {reason}."])
     sec = r["seconds"]
     return "\n\n".join(head + [
-        _reproduce(f"pathrag index FOLDER_WITH_ONLY_CORPUS_JSONL --triples {sizes.musique}/triples.jsonl")
+        _reproduce("pathrag index FOLDER_WITH_ONLY_CORPUS_JSONL --triples "
+                   f"{repo_path(sizes.musique / 'triples.jsonl')}")
         + " (or `pathrag bench indexing`, which runs it in a temp folder)",
         f"{r['passages']} passages ingested ({r['chunks']} chunks) and {r['triples']} triples imported "
         f"({r['matched_documents']} documents matched, {r['malformed_lines']} malformed lines), giving "
@@ -299,9 +310,9 @@ def query_section(r: dict[str, Any], sizes: ReportSizes) -> str:
         "## Query latency per stage (sample corpus, offline)",
         _reproduce(f"pathrag bench query --rounds {sizes.query_rounds}"),
         f"`data/sample` ({r['documents']} documents, {r['chunks']} chunks, {r['entities']} entities, "
-        f"{r['relations']} relations) indexed offline in {_s(r['index_s'])} s; the {r['questions']} questions of "
-        f"`data/sample_questions.md` asked {r['rounds']} times in each mode with offline keywords, the hashing "
-        "embedder and extractive answers, not logged. Median milliseconds per stage:",
+        f"{r['relations']} relations) indexed offline ({OFFLINE_EXTRACTOR_ID}) in {_s(r['index_s'])} s; the "
+        f"{r['questions']} questions of `data/sample_questions.md` asked {r['rounds']} times in each mode with "
+        "offline keywords, the hashing embedder and extractive answers, not logged. Median milliseconds per stage:",
         md_table(["mode", "queries", *stages, "total median", "total p95", "paths/query"], rows),
         f"The first query of the process ({first['mode']}) took {first['total_ms']} ms. With an LLM configured the "
         "keywords and answer stages become LLM calls and dominate; the other stages stay as measured here.",
@@ -390,41 +401,106 @@ def scale_section(r: dict[str, Any]) -> str:
             f"{growth['seconds_per_mb']} s per MB, about {growth['predicted_1gb_hours']} h for 1 GB offline on this machine.")
     loads = r.get("loads") or []
     if loads:
-        parts.append(f"Load average (1 min) during the run: {min(loads)} to {max(loads)} on 2 shared cores "
-                     f"(other work was running: times are pessimistic, memory is not affected). "
-                     f"Run {r.get('started')} to {r.get('finished', 'unfinished')}.")
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        parts.append(f"Load average (1 min) during the run: {min(loads)} to {max(loads)} on {cores} cores"
+                     + (" (other work shared the CPU: times are pessimistic, memory is not affected)"
+                        if cores and max(loads) > cores else "")
+                     + f". Run {r.get('started')} to {r.get('finished', 'unfinished')}.")
     return "\n\n".join(parts)
 
 
-def pruning_section(paper: list[dict], reference: list[dict], sizes: ReportSizes, plot: Path | None) -> str:
-    cols = ["variant", "nodes", "edges", "queries", "build ms", "p50 ms", "p95 ms", "cpu p95 ms", "paths/query"]
-    keys = ["variant", "nodes", "edges", "n_queries", "build_ms", "p50_ms", "p95_ms", "cpu_p95_ms", "mean_paths"]
+def _pruning_row(rows: list[dict], rule: str, seeds: str, edges: int | None = None) -> dict | None:
+    """The row of ``rows`` for one rule and seed kind at ``edges`` (None: the largest graph measured)."""
+    sel = [r for r in rows if r.get("rule") == rule and r.get("seeds") == seeds]
+    if edges is not None:
+        sel = [r for r in sel if r["edges"] == edges]
+    return max(sel, key=lambda r: r["edges"]) if sel else None
+
+
+def _default_random_span(rows: list[dict]) -> tuple[dict | None, dict | None]:
+    """The query-default rule's random-seed rows at the smallest and the largest graph."""
+    sel = sorted((r for r in rows if r.get("rule") == default_rule() and r.get("seeds") == "random"),
+                 key=lambda r: r["edges"])
+    return (sel[0], sel[-1]) if sel else (None, None)
+
+
+def _times(a: float | None, b: float | None) -> str:
+    return f"{a / b:.0f}x" if a and b else "n/a"
+
+
+def pruning_section(paper: list[dict], reference: list[dict], sizes: ReportSizes, plot: Path | None,
+                    alpha: float = 0.8) -> str:
+    """Flow-based pruning on generated graphs: the query default and the other early-stop rule, each on random
+    and hub seed sets, at every size; the reference variant at small sizes."""
+    cols = ["variant", "rule", "seeds", "nodes", "edges", "max seed degree", "queries", "build ms", "p50 ms",
+            "p95 ms", "cpu p95 ms", "paths/query"]
+    keys = ["variant", "rule", "seeds", "nodes", "edges", "max_seed_degree", "n_queries", "build_ms", "p50_ms",
+            "p95_ms", "cpu_p95_ms", "mean_paths"]
     counts = " ".join(f"--edges-count {c}" for c in sizes.pruning_edges)
     ref_counts = " ".join(f"--edges-count {c}" for c in sizes.reference_edges)
-    small, large = paper[0], paper[-1]
-    ratio = round(large["p50_ms"] / small["p50_ms"], 2) if small["p50_ms"] else None
+    theta, hops = DEFAULT_THETA["paper"], DEFAULT_MAX_HOPS["paper"]
+    per_source = round(1 / ((1 - alpha) * theta))
+    default = default_rule()
+    other = next(r for r in resolve_rules("both") if r != default)
+    rows = sorted(paper, key=lambda r: (r["edges"], r["seeds"] != "random", not r["default_rule"]))
     parts = [
         "## Path pruning scaling",
-        _reproduce(f"pathrag bench pruning --generate {counts} --queries {sizes.pruning_queries} --n-seeds 40 "
-                   f"--plot docs/{PLOT_NAME}") + "  \n" +
+        _reproduce(f"pathrag bench pruning --generate {counts} --seed-kind both --rules both "
+                   f"--queries {sizes.pruning_queries} --n-seeds 40 --plot docs/{PLOT_NAME}") + "  \n" +
         _reproduce(f"pathrag bench pruning --generate --variant reference {ref_counts} "
                    f"--queries {sizes.pruning_queries} --time-budget {sizes.reference_budget_s:g}"),
-        "Flow-based pruning (paper variant: alpha 0.8, theta 0.05, up to 4 hops, top 15 paths) for N=40 retrieved "
-        "nodes on Barabasi-Albert graphs (m=10) of growing size; the reference variant (exhaustive path enumeration "
-        f"as in the original code) at small sizes, each graph stopped after {sizes.reference_budget_s:g} s.",
-        md_table(cols, [[r[k] for k in keys] for r in [*paper, *reference]]),
-        f"Paper variant, {large['edges']:,} vs {small['edges']:,} edges: p50 {large['p50_ms']} ms vs {small['p50_ms']} ms "
-        f"(ratio **{ratio}**): query cost follows the pruned neighbourhood, not the graph size; building the graph "
-        "view is what grows with size (done once per graph version and cached).",
+        f"Flow-based pruning (paper variant: alpha {alpha:g}, theta {theta:g}, up to {hops} hops, top 15 paths) for "
+        "N=40 retrieved nodes on Barabasi-Albert graphs (m=10) of growing size, under both early-stop rules: "
+        f"`literal` is the paper's rule (a node passes resource on only while S(v)/deg(v) >= theta) and "
+        f"`seed_pass` our departure (every seed passes its first hop); `(default)` marks the one queries use "
+        f"(`QueryParams().seed_pass`). Seeds: `random` is {sizes.pruning_queries} seed sets shaped like retrieval "
+        "output (a few related clusters plus unrelated nodes, mostly ordinary nodes); `hub` is the graph's 40 "
+        "highest-degree nodes, what a question naming countries or nationalities retrieves, timed "
+        f"{sizes.pruning_queries} times. The reference variant (exhaustive path enumeration as in the original "
+        f"code) runs on random seeds at small sizes, each graph stopped after {sizes.reference_budget_s:g} s.",
+        f"**Cost bound of the {default} rule (the query default).** " + (
+            "Under the literal rule a node passes resource on only if deg(v) <= S(v)/theta, and layer k holds at "
+            "most alpha^k of resource, so one source scans at most 1/((1-alpha)*theta) = "
+            f"{per_source} edges at these settings, whatever the graph size: the paper's "
+            "O(N^2/((1-alpha)*theta)) node updates for N retrieved nodes. " if default == "literal" else
+            "The seed pass voids the paper's O(N^2/((1-alpha)*theta)) bound for the first hop. ") +
+        "`seed_pass` lifts that bound for the first hop: each seed scans its whole degree (`max seed degree` in "
+        "the table), so its cost grows with the seeds' degree, which in a heavy-tailed graph grows with its size.",
+        md_table(cols, [[rule_label(r) if k == "rule" else r.get(k) for k in keys] for r in [*rows, *reference]]),
     ]
+    findings = []
+    small, large = _default_random_span(paper)
+    if small is not None and large is not None and large["edges"] != small["edges"]:
+        ratio = round(large["p50_ms"] / small["p50_ms"], 2) if small["p50_ms"] else None
+        verdict = ("query cost follows the pruned neighbourhood, not the graph size" if ratio is not None and ratio <= 2
+                   else "the p50 grew with the graph here; see the load note at the top before reading it as a trend")
+        findings.append(
+            f"Query default ({default}), random seeds, {large['edges']:,} vs {small['edges']:,} edges: p50 "
+            f"{large['p50_ms']} ms vs {small['p50_ms']} ms (ratio **{ratio}**): {verdict}; building the graph view "
+            "is what grows with size (done once per graph version and cached).")
+    for kind in SEED_KINDS:
+        mine, theirs = _pruning_row(paper, default, kind), _pruning_row(paper, other, kind)
+        if mine is None or theirs is None:
+            continue
+        sp, lit = (theirs, mine) if other == "seed_pass" else (mine, theirs)
+        findings.append(
+            f"{kind.capitalize()} seeds at {lit['edges']:,} edges (largest seed degree {lit['max_seed_degree']:,}): "
+            f"p50 {lit['p50_ms']} ms literal, {sp['p50_ms']} ms with seed_pass (**{_times(sp['p50_ms'], lit['p50_ms'])}**"
+            f" the literal rule's); paths per query {lit['mean_paths']} literal, {sp['mean_paths']} seed_pass"
+            + (f" (under the literal rule a seed of degree above 1/theta = {1 / theta:g} passes nothing on; a "
+               "path needs a seed that does)" if kind == "hub" else "") + ".")
     if reference:
         ref = reference[0]
-        same = next((p for p in paper if p["edges"] == ref["edges"]), None)
+        same = _pruning_row(paper, default, "random", ref["edges"])
         if same is not None and same["p50_ms"]:
-            parts.append(f"At {ref['edges']:,} edges the reference variant's p50 is {ref['p50_ms']} ms, "
-                         f"**{round(ref['p50_ms'] / same['p50_ms'])}x** the paper variant's.")
+            findings.append(f"At {ref['edges']:,} edges the reference variant's p50 is {ref['p50_ms']} ms, "
+                            f"**{round(ref['p50_ms'] / same['p50_ms'])}x** the paper variant's (query default, "
+                            "random seeds).")
+    if findings:
+        parts.append("\n".join(f"- {f}" for f in findings))
     if plot is not None:
-        parts.append(f"![Path pruning latency against graph size]({plot.name})")
+        parts.append(f"![Path pruning latency against graph size, query-default rule, random and hub seeds]"
+                     f"({plot.name})")
     return "\n\n".join(parts)
 
 
@@ -468,7 +544,8 @@ def retrieval_runs(dataset: Path | None, limit: int | None, workdir: Path, log: 
             evaluation = evaluate_retrieval(settings, dataset, limit=limit, use_triples=use_triples, modes=modes,
                                             workdir=index, hop_level=hop_level)
             command = ((f"HF_HUB_OFFLINE=1 PATHRAG_EMBED_MODEL={model} " if model else "")
-                       + f"pathrag eval retrieval --dataset {dataset}" + (" --use-triples" if use_triples else "")
+                       + f"pathrag eval retrieval --dataset {repo_path(dataset)}"
+                       + (" --use-triples" if use_triples else "")
                        + (" --hop-questions --modes " + ",".join(modes) if hop_level else " --ablations")
                        + (f" --limit {limit}" if limit else ""))
             runs.append({**evaluation.to_dict(), "command": command, "hop_level": hop_level,
@@ -481,13 +558,10 @@ def failed_section(title: str, error: str | None) -> str:
     return f"## {title}\n\n**Failed in this run:** {error}"
 
 
-def carried_section(report: Path, heading: str, command: str) -> str:
-    """A section this report does not measure (its benchmark runs for half an hour on its own), carried over
-    verbatim from the report being replaced, with its own date and load; or a line saying how to produce it."""
-    previous = read_section(report, heading)
-    if previous:
-        return previous
-    return f"## {heading}\n\nNot measured by `pathrag bench report`: run `{command}` to add this section."
+def unmeasured_section(heading: str, command: str, why: str) -> str:
+    """A section this report does not measure: its heading and the command that adds it, no figures. The
+    previous report's section is not carried over, since its figures came from older code."""
+    return f"## {heading}\n\nNot measured by `pathrag bench report` ({why}): run `{command}` to add this section."
 
 
 def _not_run(title: str, quick: bool, error: str | None) -> str:
@@ -565,16 +639,16 @@ exact name match); the N best passages of the text retrievers (BM25, plus the em
 fused by RRF k=60; cosine of the passage to the question, by the configured embedder); and the passages
 stating the relations of each kept path (its reliability relative to the best kept path times the weights of
 both its end seeds). `path:unweighted` is the same with every similarity counted as 1 (rank alone,
-`1 / (1 + rank)`); the default before this rule also weighed a path by its weaker end seed instead of both,
-and scored R@2/R@5 0.461/0.578 offline and 0.504/0.712 with MiniLM in the previous report. `path:no_paths` drops the path evidence, `path:seeds` keeps only
-the seeds, `path:graph` drops the text hits, `path:path_order` is the kept paths' provenance in the prompt's
-order (what the LLM reads), `path:literal` is the paper's literal early stop (hub seeds never propagate),
-`path:legacy` the earlier seed-rank + path blend, `path:vector_seeds` seeds by the embedder alone. Path
-Pooling (query/path_pooling.py): `path:pool_rerank` is the path order after reranking the kept paths by pooled
-relation scores (rerank changes no passage weight, so only the path order can move), `path:pool_reselect`
-keeps the top_k of three times as many pruned paths by that score, and `path:pool_reselect_order` is its path
-order. Offline, seed entities come from the hashing embedder fused with BM25 over entity names/descriptions,
-and the offline extractor's co-occurrence graph is noisier than the LLM's triples, so its paths add less.
+`1 / (1 + rank)`). `path:no_paths` drops the path evidence, `path:seeds` keeps only the seeds, `path:graph`
+drops the text hits, `path:path_order` is the kept paths' provenance in the prompt's order (what the LLM
+reads), `path:seed_pass` lets every seed pass its first hop (our departure; the default is the paper's
+literal early stop, under which a hub seed never propagates), `path:legacy` the earlier seed-rank + path
+blend, `path:vector_seeds` seeds by the embedder alone. Path Pooling (query/path_pooling.py):
+`path:pool_rerank` is the path order after reranking the kept paths by pooled relation scores (rerank
+changes no passage weight, so only the path order can move), `path:pool_reselect` keeps the top_k of three
+times as many pruned paths by that score, and `path:pool_reselect_order` is its path order. Offline, seed
+entities come from the hashing embedder fused with BM25 over entity names/descriptions, and the offline
+extractor's co-occurrence graph is noisier than the LLM's triples, so its paths add less.
 
 **What was chosen on musique-100.** The weighting rule has no constant of its own: it reuses the seed
 search's cosine, the text retrievers' rank and the paper's path reliability. Two forms were compared in
@@ -626,8 +700,9 @@ def _header(machine: dict[str, Any], end_load: list[float] | None, section_loads
         "# Benchmarks",
         "",
         f"Generated by `pathrag bench report{' --quick' if quick else ''}` on {machine['date']} in {minutes:.1f} min. "
-        "Every figure below was measured in that run, except `## Scale` (from `pathrag bench scale`, a half-hour run "
-        "carried over from the previous report with its own date); rerun the command to regenerate this file.",
+        "Every figure below was measured in that run by the code that wrote this file; `## Scale` is not "
+        "measured by it (a half-hour run: `pathrag bench scale --update-docs docs/benchmarks.md` adds it, with "
+        "its own date). Rerun the command to regenerate this file.",
     ]
     if quick:
         lines += ["", "> **Quick smoke run:** reduced sizes, for checking that the benchmarks run. Do not quote these figures."]
@@ -667,8 +742,16 @@ def _summary(ingest: dict, offline: dict, llm: dict, query: dict | None, paper: 
     path = query["modes"].get("path") if query else None
     if path:
         items.append(f"Offline `path` query on the sample corpus: median {path['total_median_ms']} ms end to end.")
-    items.append(f"Path pruning p50: {paper[0]['p50_ms']} ms at {paper[0]['edges']:,} edges, "
-                 f"{paper[-1]['p50_ms']} ms at {paper[-1]['edges']:,} edges (N=40).")
+    small, large = _default_random_span(paper)
+    if small is not None and large is not None:
+        items.append(f"Path pruning p50, query default ({default_rule()} rule), N=40 random seeds: "
+                     f"{small['p50_ms']} ms at {small['edges']:,} edges, {large['p50_ms']} ms at "
+                     f"{large['edges']:,} edges.")
+    hub_lit, hub_sp = _pruning_row(paper, "literal", "hub"), _pruning_row(paper, "seed_pass", "hub")
+    if hub_lit is not None and hub_sp is not None:
+        items.append(f"On the 40 hub seeds at {hub_lit['edges']:,} edges: p50 {hub_lit['p50_ms']} ms literal "
+                     f"({hub_lit['mean_paths']} paths per query), {hub_sp['p50_ms']} ms with seed_pass "
+                     f"({_times(hub_sp['p50_ms'], hub_lit['p50_ms'])} the literal rule's, {hub_sp['mean_paths']} paths).")
     return "## Key figures\n\n" + "\n".join(f"- {i}" for i in items)
 
 
@@ -711,7 +794,8 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
     embedder, secs["embedder"] = _timed(log, "local embedder runtimes",
                                         lambda: None if quick else measure_runtimes(), loads, errors)
     paper, secs["paper"] = _timed(log, "pruning, paper variant", lambda: scaling_bench(
-        sizes.pruning_edges, n_queries=sizes.pruning_queries, n_seeds=40, variant="paper"), loads)
+        sizes.pruning_edges, n_queries=sizes.pruning_queries, n_seeds=40, variant="paper", seed_kinds=SEED_KINDS,
+        rules=resolve_rules("both")), loads)
     reference, secs["reference"] = _timed(log, "pruning, reference variant", lambda: scaling_bench(
         sizes.reference_edges, n_queries=sizes.pruning_queries, n_seeds=40, variant="reference",
         time_budget_s=sizes.reference_budget_s), loads)
@@ -751,7 +835,8 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         failed_section("CLI start-up", errors.get("CLI start-up")),
         measured(dagster_section(dagster).rstrip(), secs["dagster"]) if dagster else
         failed_section("Dagster", errors.get("Dagster")),
-        carried_section(out, "Scale", "pathrag bench scale --update-docs docs/benchmarks.md"),
+        unmeasured_section("Scale", "pathrag bench scale --update-docs docs/benchmarks.md",
+                           "its benchmark runs for about half an hour on its own"),
         measured(retrieval_section(retrieval), secs["retrieval"]) if retrieval else
         retrieval_section(None, errors.get("retrieval recall")),
         neuropath_section(retrieval),

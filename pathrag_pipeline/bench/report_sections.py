@@ -1,14 +1,30 @@
 """Sections of the Markdown benchmark report (docs/benchmarks.md), addressed by their ``## `` heading.
 
-Benchmarks too long for ``pathrag bench report`` (scale, Dagster, NeuroPath) write their own section into the
-report with :func:`splice`; the report carries such sections over from the file it replaces with
-:func:`read_section`, so regenerating it never drops figures it did not measure itself.
+Benchmarks too long for ``pathrag bench report`` (scale) write their own section into the report with
+:func:`splice`. The report does not carry such a section over from the file it replaces: every figure in a
+regenerated report is measured by the code that wrote it, and a section it did not measure says which
+command adds it. :func:`repo_path` spells the paths of "Reproduce" lines relative to the repository.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+
+from pathrag_pipeline.config import PACKAGE_ROOT
+
+
+def repo_path(path: str | Path) -> str:
+    """``path`` as a "Reproduce" line names it: relative to the repository root (``../shared/bench/...`` for
+    the benchmark data beside the checkout), never a machine's absolute path; relative paths stay as given."""
+    path = Path(path)
+    if not path.is_absolute():
+        return path.as_posix()
+    try:
+        return Path(os.path.relpath(path, PACKAGE_ROOT)).as_posix()
+    except ValueError:  # another drive (Windows): no relative spelling exists
+        return path.as_posix()
 
 
 def _pattern(heading: str) -> re.Pattern[str]:

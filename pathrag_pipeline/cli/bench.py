@@ -260,22 +260,32 @@ def bench_scale(size_mb: float, files: int, small_fraction: float, big_txt_mb: f
     _publish(section, "Scale", update_docs, as_json, json.dumps(result, indent=1), before="Retrieval recall")
 
 
-ROW_LABELS = {"nodes": "nodes", "edges": "edges", "generate_s": "generate s", "build_ms": "build ms",
+ROW_LABELS = {"rule": "rule", "seeds": "seeds", "nodes": "nodes", "edges": "edges",
+              "max_seed_degree": "max seed degree", "generate_s": "generate s", "build_ms": "build ms",
               "p50_ms": "p50 ms", "p95_ms": "p95 ms", "cpu_p95_ms": "cpu p95 ms", "mean_paths": "paths/query"}
-SUMMARY_KEYS = ("variant", "nodes", "edges", "n_queries", "build_ms", "p50_ms", "p95_ms", "cpu_p95_ms",
-                "unknown_seeds")
+SUMMARY_KEYS = ("variant", "rule", "seeds", "nodes", "edges", "n_queries", "build_ms", "p50_ms", "p95_ms",
+                "cpu_p95_ms", "unknown_seeds")
 
 
 @bench.command("pruning")
 @click.option("--edges", "edges_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Graph as source<TAB>target lines (undirected).")
 @click.option("--seeds", "seeds_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="One JSON list of node names per line (default: generated from the graph).")
+              help="One JSON list of node names per line (default: generated from the graph, see --seed-kind).")
 @click.option("--generate", is_flag=True, help="Benchmark synthetic preferential-attachment graphs instead of --edges.")
 @click.option("--edges-count", "edge_counts", type=int, multiple=True,
               help="Edge count of a generated graph; repeat for several sizes [default: 1e3 1e4 1e5 1e6].")
 @click.option("--m", "m", default=10, show_default=True, help="Edges added per node by the generator.")
 @click.option("--variant", type=click.Choice(["paper", "reference"]), default="paper", show_default=True)
+@click.option("--seed-kind", "seed_kind", type=click.Choice(["random", "hub", "both"]), default="random",
+              show_default=True,
+              help="Generated seed sets: 'random' (related clusters plus unrelated nodes, mostly ordinary nodes), "
+                   "'hub' (the N highest-degree nodes of the graph, what a question naming countries retrieves) "
+                   "or both.")
+@click.option("--rules", "rules", type=click.Choice(["default", "literal", "seed_pass", "both"]), default="default",
+              show_default=True,
+              help="Early-stop rule of the paper variant: 'default' (the one queries use, the paper's literal "
+                   "early stop), 'literal', 'seed_pass' (seeds always pass their first hop) or both.")
 @click.option("--queries", "n_queries", default=100, show_default=True, help="Generated seed sets per graph.")
 @click.option("--n-seeds", default=40, show_default=True, help="Retrieved nodes per generated seed set (N).")
 @click.option("--alpha", default=0.8, show_default=True, help="Decay rate.")
@@ -286,20 +296,29 @@ SUMMARY_KEYS = ("variant", "nodes", "edges", "n_queries", "build_ms", "p50_ms", 
               help="Stop timing a graph after this many seconds (useful for the exhaustive reference variant).")
 @click.option("--seed", default=0, show_default=True, help="Random seed for generated graphs and seed sets.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write a latency-vs-size PNG (with --generate; needs matplotlib).")
+              help="Write a latency-vs-size PNG of the query-default rule (with --generate; needs matplotlib).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def pruning(edges_path: Path | None, seeds_path: Path | None, generate: bool, edge_counts: tuple[int, ...], m: int,
-            variant: str, n_queries: int, n_seeds: int, alpha: float, theta: float | None, max_hops: int | None,
-            top_k: int, time_budget: float | None, seed: int, plot_path: Path | None, as_json: bool) -> None:
-    """Time flow-based path pruning per query (p50/p95) on --edges, or on generated graphs with --generate."""
+            variant: str, seed_kind: str, rules: str, n_queries: int, n_seeds: int, alpha: float,
+            theta: float | None, max_hops: int | None, top_k: int, time_budget: float | None, seed: int,
+            plot_path: Path | None, as_json: bool) -> None:
+    """Time flow-based path pruning per query (p50/p95) on --edges, or on generated graphs with --generate.
+
+    By default: the paper variant under the rule queries use, on random seed sets. `--seed-kind both --rules
+    both` adds hub seeds and the seed_pass rule (the report's pruning section)."""
     from pathrag_pipeline.bench.pruning import (
         DEFAULT_EDGE_COUNTS,
-        generate_seeds,
+        RULES,
+        default_rule,
         load_edges_tsv,
         load_seeds_jsonl,
         plot_scaling,
+        resolve_rules,
+        resolve_seed_kinds,
+        rule_label,
         run_bench,
         scaling_bench,
+        seed_sets_for,
     )
 
     params = {"alpha": alpha, "theta": theta, "max_hops": max_hops, "top_k": top_k}
@@ -307,34 +326,52 @@ def pruning(edges_path: Path | None, seeds_path: Path | None, generate: bool, ed
         raise click.UsageError("give exactly one of --edges EDGES.tsv or --generate")
     if edges_path is None and seeds_path is not None:
         raise click.UsageError("--seeds needs --edges (generated graphs get generated seed sets)")
+    if seeds_path is not None and seed_kind != "random":
+        raise click.UsageError("--seed-kind generates seed sets; it does not apply to a --seeds file")
+    if variant == "reference" and rules != "default":
+        raise click.UsageError("--rules applies to the paper variant (the reference code has no early-stop rule)")
+    rule_names = ["reference"] if variant == "reference" else list(resolve_rules(rules))
+    kinds = resolve_seed_kinds(seed_kind)
+    described = f"{', '.join(rule_names)} rule{'s' if len(rule_names) > 1 else ''} (default: {default_rule()})"
     try:
         if generate:
             rows = scaling_bench(edge_counts or DEFAULT_EDGE_COUNTS, n_queries=n_queries, n_seeds=n_seeds,
-                                 variant=variant, m=m, seed=seed, time_budget_s=time_budget, **params)
+                                 variant=variant, m=m, seed=seed, time_budget_s=time_budget,
+                                 seed_kinds=kinds, rules=rule_names if variant == "paper" else ("default",),
+                                 **params)
             if plot_path is not None:
                 plot_scaling(rows, plot_path)
             if as_json:
                 click.echo(json.dumps({"rows": rows}, indent=1))
             else:
-                _table(list(ROW_LABELS.values()), [[r[k] for k in ROW_LABELS] for r in rows],
-                       title=f"Path pruning, {variant} variant, N={n_seeds} seeds, {n_queries} queries per graph")
+                _table(list(ROW_LABELS.values()),
+                       [[rule_label(r) if k == "rule" else r[k] for k in ROW_LABELS] for r in rows],
+                       title=f"Path pruning, {variant} variant, {described}, N={n_seeds} seeds, "
+                             f"{n_queries} queries per graph")
                 if plot_path is not None:
                     click.echo(f"plot written to {plot_path}")
             return
         if plot_path is not None:
             raise click.UsageError("--plot needs --generate (it plots latency against graph size)")
         view = load_edges_tsv(edges_path)
-        seed_sets = (load_seeds_jsonl(seeds_path) if seeds_path is not None
-                     else generate_seeds(view, n_queries, n_seeds=n_seeds, seed=seed))
-        result = run_bench(view, seed_sets, variant=variant, time_budget_s=time_budget, **params)
+        inputs = ([("file", load_seeds_jsonl(seeds_path))] if seeds_path is not None
+                  else [(kind, seed_sets_for(view, kind, n_queries, n_seeds=n_seeds, seed=seed)) for kind in kinds])
+        results = []
+        for kind, seed_sets in inputs:
+            for rule in rule_names:
+                extra = {} if rule == "reference" else {"seed_pass": RULES[rule]}
+                result = run_bench(view, seed_sets, variant=variant, time_budget_s=time_budget, **params, **extra)
+                results.append({**result, "rule": rule, "default_rule": rule == default_rule(), "seeds": kind})
     except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
-        click.echo(json.dumps(result, indent=1))
+        click.echo(json.dumps(results[0] if len(results) == 1 else {"results": results}, indent=1))
         return
-    _table(list(SUMMARY_KEYS), [[result[k] for k in SUMMARY_KEYS]], title=f"Path pruning on {edges_path}")
-    if result["unknown_seeds"]:
-        click.echo(f"note: {result['unknown_seeds']} seed names were not in the graph and were skipped")
+    _table(list(SUMMARY_KEYS), [[rule_label(r) if k == "rule" else r[k] for k in SUMMARY_KEYS] for r in results],
+           title=f"Path pruning on {edges_path}")
+    unknown = sum(r["unknown_seeds"] for r in results) // len(results)
+    if unknown:
+        click.echo(f"note: {unknown} seed names were not in the graph and were skipped")
 
 
 @bench.command("startup")

@@ -1,6 +1,6 @@
 """Retrieval evaluation: recall@k of every query mode on a multi-hop QA dataset (``pathrag eval retrieval``).
 
-A dataset folder (format: /work/shared/bench/README.md) holds ``corpus.jsonl`` (one passage = one document),
+A dataset folder (format: ../shared/bench/README.md) holds ``corpus.jsonl`` (one passage = one document),
 ``questions.jsonl`` (with the ``gold_ids`` of the passages that support each answer) and optionally
 ``triples.jsonl`` (knowledge an LLM already extracted). The corpus is indexed into a work directory of its
 own, a separate PATHRAG_HOME, so an evaluation never mixes benchmark passages into the user's index. The
@@ -69,7 +69,7 @@ ABLATIONS = {
     "path:unweighted": {"passages": "unweighted"},     # restart weights by rank alone, not similarity x rank
     "path:path_order": {"passages": "path_order"},     # provenance in the prompt's path order (what the LLM reads)
     "path:legacy": {"passages": "legacy"},             # the earlier seed-rank + path blend
-    "path:literal": {"seed_pass": False},              # the paper's literal early stop (hub seeds never propagate)
+    "path:seed_pass": {"seed_pass": True},  # our departure: seeds always pass their first hop; the default is the paper's literal early stop
     "path:vector_seeds": {"seed_search": "vector"},    # seeds by vector only, no BM25 over entities
     # Path Pooling (query/path_pooling.py): "rerank" only reorders the kept paths, so it shows in path order;
     # "reselect" changes which paths are kept, so it shows in both rankings

@@ -244,7 +244,8 @@ class PathRAG:
         ``query/neuropath.py``) or a LightRAG baseline (naive, local, global, hybrid); ``prompt="flat"`` is the
         paper's ablation without path structure. Further ``QueryParams`` fields (``chunk_search``,
         ``seed_search``, ``passages``, ``seed_pass``, ``np_max_hops``, ``np_candidates``, ``np_token_budget``,
-        ``np_coref_threshold``) go in ``options``."""
+        ``np_coref_threshold``) go in ``options``. Pruning follows the paper's literal early stop unless
+        ``seed_pass=True`` (seeds always pass their first hop; see ``query/pruning.py``)."""
         params = QueryParams(top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, excerpts,
                              **options)
         return self.query_many([question], mode, params=params)[0]

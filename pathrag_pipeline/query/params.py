@@ -67,7 +67,8 @@ class QueryParams:
     chunk_search: str = "auto"        # CHUNK_SEARCHES: naive mode's chunks, path mode's text evidence
     seed_search: str = "hybrid"       # SEED_SEARCHES: entities per keyword by vector, or fused with BM25
     passages: str = "fused"           # PASSAGE_RANKINGS: how path mode ranks returned passages
-    seed_pass: bool = True            # seeds always pass their first hop (False: the paper's literal early stop)
+    seed_pass: bool = False           # False: the paper's literal early stop; True: seeds always pass their
+                                      # first hop (our departure, query/pruning.py says why it is not the default)
     path_pooling: str = "off"         # PATH_POOLINGS: Path Pooling of the kept paths (rerank / reselect)
     np_max_hops: int = DEFAULT_NP_MAX_HOPS            # neuropath: hop cap of path tracking
     np_candidates: int = DEFAULT_NP_CANDIDATES        # neuropath: candidate paths per hop shown to the tracker

@@ -21,10 +21,13 @@ Two variants share one entry point, :func:`prune_paths`:
   (100 at the defaults), whatever the graph size. Hubs cost nothing: a node of degree 10^4 would
   need ``S >= 500`` to propagate, so it is never fanned out; it can still *receive* resource and end
   a path. No extra skipping rule is needed, and none is applied, so the semantics stay the paper's.
-* Seeds pass their first hop (``seed_pass=True``, the query default). Read literally, the early stop keeps a
+* The literal early stop is the default, for queries too (``seed_pass=False``). Read literally, it keeps a
   retrieved node of degree above ``1/theta`` (20) from propagating at all, so two adjacent hub seeds get no
-  path, not even their shared edge. With ``seed_pass`` the start node always hands out its first hop; the
-  early stop applies from the second layer on. ``seed_pass=False`` is the literal reading.
+  path, not even their shared edge. ``seed_pass=True`` is our optional departure: the start node always hands
+  out its first hop and the early stop applies from the second layer on. It was the query default once and
+  was not kept: on musique-100 it gained nothing measurable (recall equal with MiniLM, one question's worth at
+  R@2 only offline), while it voids the cost bound above for the seeds, whose first hop then scans their full
+  degree: on 40 hub seeds at 1M edges it costs up to ~700x the literal rule (``pathrag bench pruning``).
 * Candidate paths. Flow edges run from layer ``k`` to ``k+1``, so the paths along which resource
   reached an end node all have ``layer(end)`` edges. For every pair of retrieved nodes the best of
   them by reliability (Eq. 4) ``S(P) = sum of S over the path's nodes / number of edges`` is found by

@@ -1,0 +1,36 @@
+"""Reproduce lines name paths relative to the repository, never a machine's absolute path (issue 20, item 6)."""
+
+from __future__ import annotations
+
+import re
+
+from pathrag_pipeline.bench.neuropath import command_of
+from pathrag_pipeline.bench.report import QUICK, musique_section
+from pathrag_pipeline.bench.report_sections import repo_path
+from pathrag_pipeline.config import PACKAGE_ROOT
+
+MUSIQUE_BESIDE = PACKAGE_ROOT.parent / "shared" / "bench" / "musique-100"
+
+
+def test_repo_path_is_relative_to_the_checkout():
+    assert repo_path(MUSIQUE_BESIDE) == "../shared/bench/musique-100"
+    assert repo_path(PACKAGE_ROOT / "docs" / "benchmarks.md") == "docs/benchmarks.md"
+    assert repo_path("data/sample") == "data/sample"
+
+
+def test_section_commands_name_the_dataset_relative_to_the_repository():
+    from dataclasses import replace
+
+    assert command_of(MUSIQUE_BESIDE, True, "", ["path"], None) == \
+        "pathrag eval retrieval --dataset ../shared/bench/musique-100 --use-triples --modes path"
+    result = {"passages": 1, "chunks": 1, "triples": 1, "matched_documents": 1, "malformed_lines": 0, "entities": 1,
+              "relations": 1, "seconds": {"total": 1.0}, "unchanged_rerun_s": 0.5}
+    text = musique_section(result, replace(QUICK, musique=MUSIQUE_BESIDE))
+    assert "--triples ../shared/bench/musique-100/triples.jsonl" in text and str(PACKAGE_ROOT.parent) not in text
+
+
+def test_published_reproduce_lines_use_relative_paths():
+    for doc in (PACKAGE_ROOT / "docs" / "benchmarks.md", PACKAGE_ROOT / "README.md"):
+        for line in doc.read_text(encoding="utf-8").splitlines():
+            if "Reproduce" in line or "pathrag eval retrieval" in line:
+                assert not re.search(r"(?:^|[\s=`])/(?:work|home|tmp|Users)/", line), line
