@@ -217,7 +217,7 @@ def test_sentence_transformer_loading_code_without_torch(monkeypatch, tmp_path):
     assert v.shape == (2, 3) and np.allclose(v[0], [0.6, 0.8, 0.0]) and e.dim == 3
 
 
-def test_onnx_runtime_exports_once_into_the_home_and_keeps_the_model_identity(monkeypatch, tmp_path):
+def test_onnx_runtime_exports_once_into_the_home_and_keeps_the_model_identity(monkeypatch, tmp_path, capsys):
     """st-onnx: the same model on onnxruntime, exported on first load into PATHRAG_HOME/models, then reused."""
     import sys
     import types
@@ -227,6 +227,7 @@ def test_onnx_runtime_exports_once_into_the_home_and_keeps_the_model_identity(mo
     class FakeModel:
         def __init__(self, source, device, backend="torch", model_kwargs=None):
             loads.append((source, backend, model_kwargs))
+            print("No 'model.onnx' found: exporting the model to ONNX")   # as the real library does
 
         def save_pretrained(self, path):
             (Path(path) / "onnx").mkdir(parents=True)
@@ -248,6 +249,8 @@ def test_onnx_runtime_exports_once_into_the_home_and_keeps_the_model_identity(mo
     first = embedder_from_settings(settings)
     assert first.identity == f"st:{model_dir}" and first.backend == "onnx"
     assert first.embed(["a"]).shape == (1, 2)
+    out, err = capsys.readouterr()
+    assert out == "" and "exporting the model to ONNX" in err    # --json on stdout stays parseable
     exported = tmp_path / "home" / "models" / "my-minilm-onnx"
     assert loads == [(str(model_dir), "onnx", None)] and (exported / "onnx" / "model.onnx").is_file()
     embedder_from_settings(settings).embed(["b"])

@@ -8,6 +8,7 @@ different models.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib
@@ -391,10 +392,13 @@ class SentenceTransformerEmbedder:
 
             source = _bundled_model_dir(self.model_name) or self.model_name
             try:
-                if self.backend == "onnx":
-                    self._model = self._load_onnx(SentenceTransformer, source)
-                else:
-                    self._model = SentenceTransformer(str(source), device=self.device)
+                # the libraries print while loading or exporting ("Exporting the model to ONNX", deprecations):
+                # to stderr, so a command's --json on stdout stays parseable
+                with contextlib.redirect_stdout(sys.stderr):
+                    if self.backend == "onnx":
+                        self._model = self._load_onnx(SentenceTransformer, source)
+                    else:
+                        self._model = SentenceTransformer(str(source), device=self.device)
             except EmbeddingError:
                 raise
             except Exception as exc:  # the library raises OSError/ValueError/HF errors alike
