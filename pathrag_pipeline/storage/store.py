@@ -467,6 +467,13 @@ def bump_chunks_version(con: duckdb.DuckDBPyConnection) -> None:
     set_meta(con, CHUNKS_VERSION_META, uuid.uuid4().hex)
 
 
+PASSAGE_TEXT_SQL = "coalesce(d.title, '') || ' ' || c.text"
+"""A passage as every text retriever sees it, over ``chunks c LEFT JOIN documents d ON d.id = c.document_id``: its
+document's title, then the chunk text (a passage's title is part of the passage). BM25 indexes it
+(query/lexical.py) and the ``chunks`` vector table embeds it (index/embedding_stage.py), so dense and BM25 search,
+naive mode and path mode's text hits all rank the same text."""
+
+
 @contextlib.contextmanager
 def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
     con.execute("BEGIN TRANSACTION")
