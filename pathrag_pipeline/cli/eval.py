@@ -22,12 +22,13 @@ from pathrag_pipeline.evaluation.retrieval_eval import (
     ABLATIONS,
     DEFAULT_KS,
     EVAL_MODES,
-    HYBRID_BASELINE_OFFLINE,
+    SAME_OFFLINE,
     MEAN_KEY,
     REFERENCE_RECALL,
     DatasetError,
     RetrievalEvaluation,
     evaluate_retrieval,
+    offline_note,
     parse_csv,
     parse_ks,
     save_evaluation,
@@ -99,7 +100,8 @@ def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None
     table.add_column("median ms", justify="right")
     table.add_column("LLM tokens/q", justify="right")
     for mode, outcome in e.modes.items():
-        label = esc(mode) + (" [dim](= bm25 offline)[/dim]" if outcome.note == HYBRID_BASELINE_OFFLINE else
+        same = SAME_OFFLINE.get(mode) if outcome.note == offline_note(mode, False) else None
+        label = esc(mode) + (f" [dim](= {esc(same)} offline)[/dim]" if same else
                              f" [dim]({esc(outcome.note)})[/dim]" if outcome.note else "")
         table.add_row(label, *[f"{outcome.recall[k]:.3f}" for k in keys], f"{outcome.mean_recall:.3f}",
                       f"{outcome.median_ms:.0f}",

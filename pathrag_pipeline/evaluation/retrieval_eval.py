@@ -76,7 +76,15 @@ BASELINES = {
     # The dense list joins only with a semantic embedder, so offline this row is BM25 (its note says so).
     "bm25+dense": ("naive", {"chunk_search": "hybrid"}),
 }
+# Rows that differ from another only by the dense list, which does not join when the embedder is not semantic:
+# offline they equal that row, and their note says so.
+SAME_OFFLINE = {"bm25+dense": "bm25", "path:bm25_text": "path"}
 HYBRID_BASELINE_OFFLINE = "bm25+dense = bm25 offline (embedder not semantic)"
+
+
+def offline_note(mode: str, semantic: bool) -> str:
+    """'<mode> = <row> offline (embedder not semantic)' for a SAME_OFFLINE row without a semantic embedder."""
+    return "" if semantic or mode not in SAME_OFFLINE else f"{mode} = {SAME_OFFLINE[mode]} offline (embedder not semantic)"
 # What the verdict compares against: the best graph mode and, when it is not the best, the default.
 DEFAULT_GRAPH_MODE = "path"
 PASSAGE_RANKER = ("path mode ranks passages by personalised PageRank over the entity–passage graph "
@@ -96,6 +104,12 @@ ABLATIONS = {
     "path:pool_rerank": {"path_pooling": "rerank", "passages": "path_order"},
     "path:pool_reselect": {"path_pooling": "reselect"},
     "path:pool_reselect_order": {"path_pooling": "reselect", "passages": "path_order"},
+    # Tuned choices reverted one at a time to the simpler or the paper's rule (TUNED_CHOICES below)
+    "path:no_question_seed": {"revert": ("question_seed",)},   # seeds from the keywords alone, as in PathRAG
+    "path:no_exact_name": {"revert": ("exact_name",)},          # no exact-name head: seeds in retriever order
+    "path:min_ends": {"revert": ("both_ends",)},                # a kept path weighs its weaker end seed, not both
+    "path:damping_0.5": {"revert": ("damping",)},               # HippoRAG's PageRank damping 0.5, not 0.85
+    "path:bm25_text": {"chunk_search": "bm25"},                 # text hits by BM25 alone, no dense fused in
 }
 # NeuroPath ablations: what each half of its passage merge gives alone, and tracking cut to one hop.
 NEUROPATH_ABLATIONS = {
@@ -104,6 +118,121 @@ NEUROPATH_ABLATIONS = {
     "neuropath:1hop": {"np_max_hops": 1},                    # one hop of tracking
 }
 EVAL_MODES = (*MODES, *BASELINES, *ABLATIONS, *NEUROPATH_ABLATIONS)
+
+
+# ---- tuned choices and the rows that revert them ------------------------------------------------------
+
+@dataclass(frozen=True)
+class TunedChoice:
+    """A choice of the default path mode made (or kept) on musique-100, and the ablation that runs the other rule.
+
+    ``tuned``: the default is the tuned choice and ``ablation`` reverts it to ``alternative`` (the simpler or the
+    paper's rule); False: the default already is the simpler/paper rule and ``ablation`` is the tuned departure.
+    Either way a tuned rule is adopted only if the paired 95% bootstrap interval of (tuned - simpler) per-question
+    mean recall over k=2,5,10 lies above zero on the graph it was tuned on (docs/benchmarks.md, "How a tuned
+    choice is adopted")."""
+
+    choice: str
+    alternative: str
+    ablation: str | None
+    tuned: bool = True
+    tuned_on: str = "not recorded"
+    note: str = ""
+
+
+def _seed_pass_ablation() -> tuple[str | None, bool]:
+    """The ablation that flips seed_pass, and whether the default is the tuned side (seeds pass by default)."""
+    for name, overrides in ABLATIONS.items():
+        if "seed_pass" in overrides:
+            return name, overrides["seed_pass"] is False
+    return None, True
+
+
+_SEED_PASS, _SEED_PASS_TUNED = _seed_pass_ablation()
+TUNED_CHOICES = (
+    TunedChoice("the whole question is one more seed query", "the keywords alone (the paper)",
+                "path:no_question_seed", tuned_on="triples, offline embedder (692cb30, with the passage scoring)"),
+    TunedChoice("an entity a keyword names exactly heads that keyword's seeds (similarity 1.0)",
+                "the retrievers' order alone (the paper's cosine)", "path:no_exact_name",
+                tuned_on="not tuned on musique-100 (predates the evaluation)"),
+    TunedChoice("seeds by the embedder fused with BM25 over entity names and descriptions (RRF)",
+                "the embedder alone (the paper)", "path:vector_seeds", tuned_on="musique-100 (9c9f779)"),
+    TunedChoice("RRF k = 60 in every fusion", "none: the literature's constant (Cormack et al. 2009), no other k "
+                "tried", None, tuned_on="not tuned",
+                note="the fusions themselves are reverted by path:vector_seeds and path:bm25_text"),
+    TunedChoice("seeds always pass their first hop (seed_pass)", "the paper's literal early stop", _SEED_PASS,
+                tuned=_SEED_PASS_TUNED, tuned_on="musique-100 (9c9f779)"),
+    TunedChoice("passages ranked by personalised PageRank over the entity–passage graph (HippoRAG 2-style)",
+                "the paper: the kept paths' passages in prompt order, then the seeds'", "path:path_order",
+                tuned_on="both graphs (9c9f779)"),
+    TunedChoice("PageRank rather than the earlier seed-rank + path blend", "the blend it replaced (its path weight "
+                "0.5 and 3 chunks per path were themselves chosen on musique-100)", "path:legacy",
+                tuned_on="both graphs (9c9f779)"),
+    TunedChoice("the kept paths restart the walk (PathRAG's part)", "the walk without the paths", "path:no_paths",
+                tuned_on="both graphs (9c9f779)"),
+    TunedChoice("the text retrievers' hits restart the walk", "seeds and paths alone", "path:graph",
+                tuned_on="both graphs (9c9f779)"),
+    TunedChoice("as many text hits as seeds (top_n = 40)", "no text hits (no row varies the count alone)",
+                "path:graph", tuned_on="not recorded",
+                note="a count-only ablation needs its own QueryParams option; none was added"),
+    TunedChoice("text hits fuse dense with BM25 (RRF) when the embedder is semantic", "BM25 alone",
+                "path:bm25_text", tuned_on="not recorded", note="equal to path offline (embedder not semantic)"),
+    TunedChoice("restart weights similarity / (1 + rank)", "rank alone, 1 / (1 + rank) (the rule before)",
+                "path:unweighted", tuned_on="both graphs (b6f1e6e)"),
+    TunedChoice("a kept path weighs the product of both end seeds' weights", "the weaker end seed (min, the rule "
+                "before)", "path:min_ends",
+                tuned_on="four sets, two of them the oracle hop questions (development scripts, docs/benchmarks.md)"),
+    TunedChoice("PageRank damping 0.85 (the textbook value)", "HippoRAG's 0.5", "path:damping_0.5",
+                tuned_on="musique-100 (0.5 scored lower at recall@5, docs/benchmarks.md)"),
+)
+
+
+def _graph_label(run: dict[str, Any]) -> str:
+    graph = "triples" if run.get("use_triples") else f"offline extraction ({run.get('index', {}).get('extractor')})"
+    return f"{graph}, {run.get('embedder_runtime') or run.get('index', {}).get('embedder')}"
+
+
+def tuned_minus_simpler(choice: TunedChoice, run: dict[str, Any]) -> dict[str, Any] | None:
+    """From a run's ``to_dict()``: (tuned rule - simpler rule) of the per-question mean recall over the ks, as
+    ``{"diff", "low", "high", "outcome"}`` ("beats": the tuned rule is ahead beyond resampling noise); None when
+    the run has no such row."""
+    row = run.get("modes", {}).get(choice.ablation or "", {})
+    delta = row.get("delta", {}).get(MEAN_KEY) if row.get("vs") == DEFAULT_GRAPH_MODE else None
+    if delta is None:
+        return None
+    if not choice.tuned:        # the ablation is the tuned side already
+        return dict(delta)
+    low, high = -delta["high"], -delta["low"]
+    return {"diff": -delta["diff"] or 0.0, "low": low or 0.0, "high": high or 0.0,
+            "outcome": "beats" if low > 0 else ("trails" if high < 0 else "ties")}
+
+
+def tuned_choices_markdown(runs: Sequence[dict[str, Any]] = ()) -> str:
+    """The table of docs/benchmarks.md, "How a tuned choice is adopted": one row per TUNED_CHOICES entry and one
+    column per multi-hop run (``to_dict()`` of an ``--ablations`` run) with tuned - simpler mean R and its
+    interval; without runs, TODO cells for the two graphs the report measures. The decision column stays for
+    the reader: the rule asks for the graph each choice was tuned on."""
+    runs = [r for r in runs if not r.get("hop_level")]
+    columns = [f"tuned − simpler, mean R [95% CI]: {_graph_label(r)}" for r in runs] or [
+        "tuned − simpler, mean R [95% CI]: triples, st-onnx:all-MiniLM-L6-v2",
+        "tuned − simpler, mean R [95% CI]: offline extraction, offline:hashing-v1"]
+    head = ["#", "tuned choice", "simpler or paper's rule", "ablation", "tuned on", *columns, "adopted?"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for i, c in enumerate(TUNED_CHOICES, start=1):
+        ablation = f"`{c.ablation}`" if c.ablation else "none"
+        if not c.tuned:
+            ablation += " (the tuned departure; the default is the paper's rule)"
+        if c.note:
+            ablation += f"; {c.note}"
+        cells = []
+        for run in runs:
+            d = tuned_minus_simpler(c, run)
+            cells.append("not run" if d is None else
+                         f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] {d['outcome']}")
+        cells = cells or ["TODO" if c.ablation else "n/a"] * len(columns)
+        lines.append("| " + " | ".join([str(i), c.choice, c.alternative, ablation, c.tuned_on, *cells,
+                                         "TODO" if c.ablation else "n/a"]) + " |")
+    return "\n".join(lines)
 
 
 def resolve_mode(name: str) -> tuple[str, dict[str, Any]]:
@@ -614,7 +743,7 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
             llm_calls=round(sum(p.llm_calls for p in per_question) / len(per_question), 2),
             llm_tokens=round(sum(p.llm_tokens for p in per_question) / len(per_question), 1),
             failed=sum(p.failed for p in per_question),
-            note=HYBRID_BASELINE_OFFLINE if mode == "bm25+dense" and not semantic else "",
+            note=offline_note(mode, semantic),
         )
     add_comparisons(outcomes, sorted(ks))
     return RetrievalEvaluation(
