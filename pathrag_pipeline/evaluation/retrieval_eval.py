@@ -627,7 +627,8 @@ class RetrievalEvaluation:
         detail: dict[str, Any] = {"best": against(best), "questions": self.questions,
                                   "default": against(DEFAULT_GRAPH_MODE)
                                   if best != DEFAULT_GRAPH_MODE and DEFAULT_GRAPH_MODE in graph else None,
-                                  "notes": [n for n in self.notes() if n != PASSAGE_RANKER]}
+                                  "notes": ([ORACLE_NOTE] if self.hop_level else [])
+                                  + list(dict.fromkeys(o.note for o in flat.values() if o.note))}
         return detail
 
     def verdict(self) -> str | None:
