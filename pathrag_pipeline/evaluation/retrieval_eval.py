@@ -79,12 +79,16 @@ BASELINES = {
 # Rows that differ from another only by the dense list, which does not join when the embedder is not semantic:
 # offline they equal that row, and their note says so.
 SAME_OFFLINE = {"bm25+dense": "bm25", "path:bm25_text": "path"}
-HYBRID_BASELINE_OFFLINE = "bm25+dense = bm25 offline (embedder not semantic)"
 
 
 def offline_note(mode: str, semantic: bool) -> str:
     """'<mode> = <row> offline (embedder not semantic)' for a SAME_OFFLINE row without a semantic embedder."""
-    return "" if semantic or mode not in SAME_OFFLINE else f"{mode} = {SAME_OFFLINE[mode]} offline (embedder not semantic)"
+    if semantic or mode not in SAME_OFFLINE:
+        return ""
+    return f"{mode} = {SAME_OFFLINE[mode]} offline (embedder not semantic)"
+
+
+HYBRID_BASELINE_OFFLINE = offline_note("bm25+dense", False)
 # What the verdict compares against: the best graph mode and, when it is not the best, the default.
 DEFAULT_GRAPH_MODE = "path"
 PASSAGE_RANKER = ("path mode ranks passages by personalised PageRank over the entity–passage graph "
@@ -202,7 +206,7 @@ def tuned_minus_simpler(choice: TunedChoice, run: dict[str, Any]) -> dict[str, A
         return None
     if not choice.tuned:        # the ablation is the tuned side already
         return dict(delta)
-    low, high = -delta["high"], -delta["low"]
+    low, high = -delta["high"], -delta["low"]   # path - ablation; "or 0.0" turns -0.0 into 0.0
     return {"diff": -delta["diff"] or 0.0, "low": low or 0.0, "high": high or 0.0,
             "outcome": "beats" if low > 0 else ("trails" if high < 0 else "ties")}
 
