@@ -211,7 +211,7 @@ def test_cli_bench_retrieval_splices_the_section_with_its_hop_question_check(tmp
     assert [(r["use_triples"], r["hop_level"]) for r in runs] == [(True, False), (True, True), (False, False),
                                                                   (False, True)]
     hop_run = runs[1]
-    assert hop_run["dataset"] == "tiny (hop questions)" and hop_run["questions"] == 3
+    assert hop_run["dataset"] == "tiny (oracle hop questions)" and hop_run["questions"] == 3
     assert set(hop_run["modes"]) == {"path", "bm25", "path:no_paths", "path:seeds", "path:graph", "path:unweighted"}
     text = report.read_text()
     assert "stale" not in text and "## NeuroPath retrieval\n\nkept" in text

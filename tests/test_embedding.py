@@ -19,6 +19,7 @@ from pathrag_pipeline.llm.embedding import (
     OpenAIEmbedder,
     SentenceTransformerEmbedder,
     embedder_from_settings,
+    embedder_runtime,
 )
 
 
@@ -248,6 +249,11 @@ def test_onnx_runtime_exports_once_into_the_home_and_keeps_the_model_identity(mo
     settings = Settings(home=tmp_path / "home", embed_model=f"st-onnx:{model_dir}")
     first = embedder_from_settings(settings)
     assert first.identity == f"st:{model_dir}" and first.backend == "onnx"
+    # the identity names the model; the runtime says what ran it (recorded by evaluations)
+    assert embedder_runtime(first) == f"st-onnx:{model_dir}"
+    assert embedder_runtime(SentenceTransformerEmbedder("sentence-transformers/all-MiniLM-L6-v2")) == (
+        "st:all-MiniLM-L6-v2")
+    assert embedder_runtime(HashingEmbedder()) == "offline:hashing-v1"
     assert first.embed(["a"]).shape == (1, 2)
     out, err = capsys.readouterr()
     assert out == "" and "exporting the model to ONNX" in err    # --json on stdout stays parseable

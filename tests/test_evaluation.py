@@ -161,20 +161,44 @@ def test_use_triples_without_a_triples_file_is_a_clear_error(settings, dataset):
 
 def test_cli_json_shape_and_offline_extractor_workdir(tmp_path, dataset, monkeypatch):
     monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
-    result = CliRunner().invoke(eval_group, ["retrieval", "--dataset", str(dataset), "--modes", "path,naive",
-                                             "--k", "2,5", "--limit", "2", "--json"])
+    result = CliRunner().invoke(eval_group, ["retrieval", "--dataset", str(dataset), "--modes",
+                                             "path,naive,bm25+dense,path:graph", "--k", "2,5", "--limit", "2",
+                                             "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["dataset"] == "tiny-qa" and out["questions"] == 2 and out["ks"] == [2, 5]
-    assert set(out["modes"]) == {"path", "naive"}
-    for figures in out["modes"].values():
-        assert set(figures) == {"recall@2", "recall@5", "median_ms", "llm_calls", "llm_tokens", "failed"}
+    assert list(out["modes"]) == ["path", "naive", "bm25+dense", "path:graph"]
+    figures_keys = {"recall@2", "recall@5", "mean_recall", "median_ms", "llm_calls", "llm_tokens", "failed"}
+    for mode, figures in out["modes"].items():
+        compared = {"vs", "delta"} if mode in ("bm25+dense", "path:graph") else set()
+        noted = {"note"} if mode == "bm25+dense" else set()
+        assert set(figures) == figures_keys | compared | noted, mode
         assert 0.0 <= figures["recall@2"] <= figures["recall@5"] <= 1.0
+        assert figures["mean_recall"] == pytest.approx((figures["recall@2"] + figures["recall@5"]) / 2, abs=1e-4)
+    # a baseline and an ablation against path: per k and for the per-question mean over the ks
+    graph = out["modes"]["path:graph"]
+    assert graph["vs"] == "path" and set(graph["delta"]) == {"recall@2", "recall@5", "mean_recall"}
+    assert set(graph["delta"]["recall@2"]) == {"diff", "low", "high", "outcome"}
+    assert graph["delta"]["recall@2"]["diff"] == pytest.approx(
+        graph["recall@2"] - out["modes"]["path"]["recall@2"], abs=1e-3)
+    # offline the dense list does not join: bm25+dense is BM25, and every output says so
+    assert out["modes"]["bm25+dense"]["note"] == "bm25+dense = bm25 offline (embedder not semantic)"
+    assert "bm25+dense = bm25 offline" in out["verdict"] and out["verdict_detail"]["best"]["baseline"] == "bm25+dense"
+    assert out["embedder_runtime"] == "offline:hashing-v1" and out["bootstrap"]["resamples"] == 10_000
+    assert any("HippoRAG 2-style" in n for n in out["notes"])
     offline = OfflineExtractor().identity
     assert out["index"]["extractor"] == offline and out["index"]["embedder"]
     assert out["params"]["top_n"] == 40 and out["use_triples"] is False
     assert Path(out["workdir"]) == tmp_path / "home" / "eval" / f"tiny-qa-{offline}"
-    assert _rows(tmp_path / "home" / "pathrag.duckdb", "SELECT count(*) FROM eval_results") == [(4,)]
+    db = tmp_path / "home" / "pathrag.duckdb"
+    assert _rows(db, "SELECT count(*) FROM eval_results") == [(8,)]
+    stored = {(m, k): row for m, k, *row in _rows(
+        db, "SELECT mode, k, compared_to, diff, ci_low, ci_high, mean_diff, mean_ci_low, mean_ci_high FROM eval_results")}
+    assert stored[("path", 2)] == [None] * 7
+    d = graph["delta"]
+    assert stored[("path:graph", 2)] == ["path", d["recall@2"]["diff"], d["recall@2"]["low"], d["recall@2"]["high"],
+                                         d["mean_recall"]["diff"], d["mean_recall"]["low"], d["mean_recall"]["high"]]
+    assert _rows(db, "SELECT verdict, embedder_runtime FROM eval_runs") == [(out["verdict"], "offline:hashing-v1")]
 
     bad = CliRunner().invoke(eval_group, ["retrieval", "--dataset", str(dataset), "--modes", "path,fancy"])
     assert bad.exit_code == 1 and "fancy" in bad.output
@@ -193,28 +217,110 @@ def test_table_says_reference_figures_cover_the_whole_set_when_limit_is_given(tm
     assert "BM25" in whole.output and "not the first" not in whole.output
 
 
-def test_verdict_names_the_best_graph_mode_and_the_default_against_each_baseline():
+def _outcome(hits2: int, hits5: int, offset: int = 0, n: int = 100):
+    """A mode over ``n`` one-gold questions whose gold is in the top 2 for ``hits2`` questions and in the top 5 for
+    ``hits5``, counted from question ``offset`` (recall 1 there, 0 elsewhere)."""
+    from pathrag_pipeline.evaluation.retrieval_eval import ModeOutcome, QuestionOutcome
+
+    def hit(i: int, hits: int) -> float:
+        return float(0 <= i - offset < hits)
+
+    questions = [QuestionOutcome(f"q{i}", ["g"], [], {"recall@2": hit(i, hits2), "recall@5": hit(i, hits5)}, 1.0)
+                 for i in range(n)]
+    return ModeOutcome(recall={"recall@2": hits2 / n, "recall@5": hits5 / n}, median_ms=1.0, questions=questions)
+
+
+def _evaluation(modes, **fields):
     from datetime import datetime
 
-    from pathrag_pipeline.evaluation.retrieval_eval import ModeOutcome, RetrievalEvaluation
+    from pathrag_pipeline.evaluation.retrieval_eval import RetrievalEvaluation, add_comparisons
 
-    def outcome(r2: float, r5: float) -> ModeOutcome:
-        return ModeOutcome(recall={"recall@2": r2, "recall@5": r5}, median_ms=1.0)
+    add_comparisons(modes, [2, 5])
+    return RetrievalEvaluation(**{
+        "run_id": "r", "started_at": datetime(2026, 1, 1), "dataset": "set", "dataset_path": "/x",
+        "dataset_hash": "h", "questions": 100, "ks": [2, 5], "params": {}, "use_triples": False, "index": {},
+        "llm": "offline", "workdir": "/w", "index_seconds": 0.0, "documents_indexed": 0, "modes": modes, **fields})
 
-    ev = RetrievalEvaluation(
-        run_id="r", started_at=datetime(2026, 1, 1), dataset="set", dataset_path="/x", dataset_hash="h", questions=1,
-        ks=[2, 5], params={}, use_triples=False, index={}, llm="offline", workdir="/w", index_seconds=0.0,
-        documents_indexed=0,
-        modes={"path": outcome(0.46, 0.58), "path:seeds": outcome(0.42, 0.64), "bm25": outcome(0.43, 0.51),
-               "dense": outcome(0.50, 0.55)})
+
+def test_verdict_compares_the_best_graph_mode_with_the_strongest_baseline_with_intervals():
+    ev = _evaluation({"path": _outcome(46, 58), "path:seeds": _outcome(42, 64), "bm25": _outcome(43, 51),
+                      "dense": _outcome(50, 55, offset=10), "bm25+dense": _outcome(20, 30)})
+    detail = ev.verdict_detail()
+    # best graph mode by mean recall over the ks (path:seeds 0.53 > path 0.52); strongest baseline dense (0.525),
+    # not each baseline and not the weakest
+    assert detail["best"]["mode"] == "path:seeds" and detail["best"]["baseline"] == "dense"
+    assert detail["default"]["mode"] == "path" and detail["default"]["baseline"] == "dense"
+    r2 = detail["best"]["recall@2"]
+    assert (r2["mode"], r2["baseline"], r2["diff"]) == (0.42, 0.5, -0.08)
+    assert r2["low"] < 0 < r2["high"] and r2["outcome"] == "ties"      # straddles zero: a tie, not "trails"
+    assert detail["best"]["recall@5"]["diff"] == 0.09 and detail["best"]["recall@5"]["outcome"] == "beats"
     line = ev.verdict()
-    assert line.startswith("set: best graph mode path:seeds partly beats bm25 (R@2 0.420 vs 0.430, R@5 0.640 vs 0.510)")
-    assert "the default path mode beats bm25 (R@2 0.460 vs 0.430, R@5 0.580 vs 0.510); partly beats dense" in line
-    # the best is by mean recall over the ks, not by the last k alone: 0.52 beats 0.495 despite R@5 0.58 < 0.61
-    ev.modes["path:seeds"] = outcome(0.38, 0.61)
-    assert ev.verdict().startswith("set: best graph mode path beats bm25")
-    ev.modes = {"path": outcome(0.3, 0.4), "bm25": outcome(0.43, 0.51)}
-    assert ev.verdict() == "set: best graph mode path does not beat bm25 (R@2 0.300 vs 0.430, R@5 0.400 vs 0.510)"
+    assert line.startswith("set: best graph mode path:seeds (mean R 0.530) vs the strongest flat baseline dense "
+                           "(mean R 0.525): ties at R@2 (0.420 vs 0.500, -0.080 [")
+    assert "beats at R@5 (0.640 vs 0.550, +0.090 [" in line
+    assert "; the default path (mean R 0.520) vs the strongest flat baseline dense" in line
+    assert "[paired 95% bootstrap over 100 questions, 10,000 resamples, seed 0]" in line
+    # every baseline and ablation row is compared with path
+    assert ev.modes["bm25"].vs == "path" and ev.modes["path:seeds"].vs == "path" and ev.modes["path"].vs is None
+    assert ev.modes["bm25+dense"].delta["recall@2"].diff == pytest.approx(-0.26)
+    assert ev.modes["bm25+dense"].delta["recall@2"].outcome == "trails"
+
+    # identical rankings: diff 0, interval [0, 0], "ties"
+    tie = _evaluation({"path": _outcome(40, 50), "bm25": _outcome(40, 50)})
+    assert tie.verdict_detail()["best"]["recall@2"] == {"mode": 0.4, "baseline": 0.4, "diff": 0.0, "low": 0.0,
+                                                        "high": 0.0, "outcome": "ties"}
+    assert tie.verdict_detail()["default"] is None
+    # a clear loss trails at every k
+    lost = _evaluation({"path": _outcome(10, 20), "bm25": _outcome(43, 51)})
+    assert [lost.verdict_detail()["best"][k]["outcome"] for k in ("recall@2", "recall@5", "mean_recall")] == [
+        "trails"] * 3
+
+
+def test_the_verdict_and_notes_label_oracle_hop_questions_and_the_offline_hybrid_baseline():
+    from pathrag_pipeline.evaluation.retrieval_eval import HYBRID_BASELINE_OFFLINE
+
+    hybrid = _outcome(43, 51)
+    hybrid.note = HYBRID_BASELINE_OFFLINE
+    ev = _evaluation({"path": _outcome(60, 70), "bm25": _outcome(43, 51), "bm25+dense": hybrid},
+                     dataset="set (oracle hop questions)", hop_level=True)
+    line = ev.verdict()
+    assert line.startswith("set (oracle hop questions): best graph mode path")
+    assert line.endswith("; oracle decomposition (MuSiQue's own hop questions): reported, not used to choose "
+                         "anything; bm25+dense = bm25 offline (embedder not semantic)")
+    assert ev.verdict_detail()["best"]["baseline"] == "bm25"     # equal to bm25+dense: the one listed first
+
+
+def test_default_modes_add_the_fused_baseline_and_dense_only_when_semantic():
+    from pathrag_pipeline.evaluation.retrieval_eval import default_modes, resolve_mode
+
+    assert default_modes(False) == ["path", "naive", "local", "global", "hybrid", "neuropath", "bm25", "bm25+dense"]
+    assert default_modes(True)[-3:] == ["bm25", "dense", "bm25+dense"]
+    assert resolve_mode("bm25+dense") == ("naive", {"chunk_search": "hybrid"})
+
+
+def test_an_older_home_gains_the_new_eval_columns_and_stores_runs(tmp_path, settings, dataset):
+    import duckdb
+
+    from pathrag_pipeline.storage.store import ADDED_COLUMNS
+
+    home = tmp_path / "old-home"
+    home.mkdir()
+    with duckdb.connect(str(home / "pathrag.duckdb")) as con:   # eval tables as homes before these columns had them
+        con.execute("""CREATE TABLE eval_runs (run_id VARCHAR PRIMARY KEY, started_at TIMESTAMP NOT NULL,
+            dataset VARCHAR NOT NULL, dataset_path VARCHAR NOT NULL, dataset_hash VARCHAR NOT NULL,
+            questions INTEGER NOT NULL, modes VARCHAR[] NOT NULL, ks INTEGER[] NOT NULL, params JSON NOT NULL,
+            extractor VARCHAR NOT NULL, embedder VARCHAR NOT NULL, llm VARCHAR NOT NULL, use_triples BOOLEAN NOT NULL,
+            workdir VARCHAR NOT NULL, index_seconds DOUBLE, documents_indexed INTEGER, seconds DOUBLE)""")
+        con.execute("""CREATE TABLE eval_results (run_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, k INTEGER NOT NULL,
+            recall DOUBLE NOT NULL, questions INTEGER NOT NULL, median_ms DOUBLE)""")
+    assert {("eval_runs", "verdict"), ("eval_results", "ci_low")} <= {(t, c) for t, c, _ in ADDED_COLUMNS}
+    evaluation = evaluate_retrieval(settings, dataset, modes=["path", "bm25"], ks=[1, 2], use_triples=True)
+    save_evaluation(Store(home / "pathrag.duckdb"), evaluation)
+    db = home / "pathrag.duckdb"
+    assert _rows(db, "SELECT verdict, embedder_runtime FROM eval_runs") == [
+        (evaluation.verdict(), "offline:hashing-v1")]
+    assert _rows(db, "SELECT compared_to, count(*) FROM eval_results GROUP BY ALL ORDER BY 1 NULLS FIRST") == [
+        (None, 2), ("path", 2)]
 
 
 def test_hop_questions_are_the_rows_sub_questions_with_answers_filled_in(tmp_path, dataset):
@@ -232,7 +338,7 @@ def test_hop_questions_are_the_rows_sub_questions_with_answers_filled_in(tmp_pat
     (dataset / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert [q.id for q in load_dataset(dataset).questions] == ["m1", "m2"]
     hops = load_dataset(dataset, hop_level=True)
-    assert hops.name == "tiny-qa (hop questions)"
+    assert hops.name == "tiny-qa (oracle hop questions)"
     assert [(q.id, q.question, q.gold_ids) for q in hops.questions] == [
         ("m1/hop1", "Helena Voss founded", ("p1",)),
         ("m1/hop2", "Where is Aldermere University located?", ("p2",)),
@@ -252,5 +358,5 @@ def test_hop_question_evaluation_reuses_the_dataset_index(settings, dataset):
                   {"question": PASSAGES["p2"][1], "answer": "b", "gold_id": "p2"}]}) + "\n")
     hops = evaluate_retrieval(settings, dataset, modes=["bm25"], ks=[1], hop_level=True)
     assert hops.workdir == first.workdir and hops.documents_indexed == 0
-    assert hops.dataset == "tiny-qa (hop questions)" and hops.questions == 2
+    assert hops.dataset == "tiny-qa (oracle hop questions)" and hops.questions == 2 and hops.hop_level
     assert hops.modes["bm25"].recall["recall@1"] == 1.0     # each hop question is its gold passage's text

@@ -97,3 +97,43 @@ def test_a_long_line_of_unpunctuated_words_indexes_at_the_default_memory_limit(t
     (docs / "huge_line.txt").unlink()
     # the file was the folder's only one: emptying the home on purpose needs replace_folder (ingest/home_folder.py)
     assert run_indexing(settings, replace_folder=True).graph["entities"] == 0
+
+
+def test_chunk_vectors_embed_the_title_with_the_text_and_an_older_home_reembeds_only_its_chunks(setup, monkeypatch):
+    """Dense search sees the passage BM25 indexes (title + text). A home whose chunk vectors embedded the chunk
+    text alone (the earlier CHUNK_SQL) re-embeds its chunks on the next run, and no entity or relation."""
+    from pathrag_pipeline.index import embedding_stage
+    from pathrag_pipeline.index.pending_work import find_pending_work
+    from pathrag_pipeline.index.pipeline import describe_mode
+
+    settings, docs = setup
+    old_sql = "SELECT id, text, document_id FROM chunks"
+    monkeypatch.setattr(embedding_stage, "CHUNK_SQL", old_sql)
+    monkeypatch.setitem(embedding_stage.SOURCES, "chunks", old_sql)
+    old = run_indexing(settings)
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        chunks = {r[0]: (r[1], r[2]) for r in con.execute(
+            "SELECT c.id, c.text, d.title FROM chunks c JOIN documents d ON d.id = c.document_id").fetchall()}
+    vectors = VectorStore(settings.lancedb_path)
+    key = next(k for k, (_, title) in chunks.items() if title == "Morrow, Agnes")
+    assert {h.key: h.text for h in vectors.search("chunks", "Agnes", k=len(chunks), embedder=_embedder(settings))
+            }[key] == chunks[key][0]
+    monkeypatch.undo()
+
+    mode = describe_mode(settings)
+    reasons = find_pending_work(settings, docs, mode["extractor"], mode["embedder"]).reasons
+    assert reasons == ["embeddings or aliases not confirmed in sync with the graph"]   # `pathrag index` runs
+    new = run_indexing(settings)
+    assert new.embeddings.tables["chunks"].embedded == len(chunks) == old.embeddings.tables["chunks"].total
+    assert new.embeddings.tables["entities"].embedded == 0 and new.embeddings.tables["relations"].embedded == 0
+    texts = {h.key: h.text for h in VectorStore(settings.lancedb_path).search(
+        "chunks", "Agnes", k=len(chunks), embedder=_embedder(settings))}
+    assert texts[key] == "Morrow, Agnes " + chunks[key][0]
+    assert all(texts[k] == f"{title} {text}" for k, (text, title) in chunks.items())
+    assert run_indexing(settings).embeddings.embedded == 0
+
+
+def _embedder(settings):
+    from pathrag_pipeline.llm.embedding import embedder_from_settings
+
+    return embedder_from_settings(settings)

@@ -422,7 +422,9 @@ def bench_dagster(repeats: int, files: int, new_files: int, workdir: Path | None
 @click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
               show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl, triples.jsonl).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Evaluate only the first N questions.")
-@click.option("--no-hop-check", is_flag=True, help="Skip the second check on the rows' single-hop sub-questions.")
+@click.option("--no-hop-check", is_flag=True,
+              help="Skip the second check on the rows' single-hop sub-questions (an ORACLE decomposition: "
+                   "reported, never used to choose anything).")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the evaluation indexes live; reuse one to skip re-indexing (default: a temp dir).")
 @click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -431,7 +433,8 @@ def bench_dagster(repeats: int, files: int, new_files: int, workdir: Path | None
 def bench_retrieval(dataset_dir: Path, limit: int | None, no_hop_check: bool, workdir: Path | None,
                     update_docs: Path | None, as_json: bool) -> None:
     """Recall@k of every mode, the flat baselines and the path ablations (the report's retrieval section):
-    triples + MiniLM when the local-embeddings extra is installed, and offline; plus the hop-question check."""
+    triples + MiniLM when the local-embeddings extra is installed, and offline; plus the oracle hop-question
+    check. Baselines and ablations carry paired 95% bootstrap intervals against path."""
     from pathrag_pipeline.bench.report import retrieval_section, retrieval_runs
 
     started = time.perf_counter()

@@ -17,14 +17,18 @@ from rich.table import Table
 
 from pathrag_pipeline.cli.common import esc, plain
 from pathrag_pipeline.config import ConfigError, Settings
+from pathrag_pipeline.evaluation.bootstrap import RESAMPLES, SEED
 from pathrag_pipeline.evaluation.retrieval_eval import (
     ABLATIONS,
     DEFAULT_KS,
     EVAL_MODES,
+    SAME_OFFLINE,
+    MEAN_KEY,
     REFERENCE_RECALL,
     DatasetError,
     RetrievalEvaluation,
     evaluate_retrieval,
+    offline_note,
     parse_csv,
     parse_ks,
     save_evaluation,
@@ -75,29 +79,58 @@ def _default_modes(semantic: bool) -> list[str]:
     return default_modes(semantic)
 
 
+_OUTCOME_STYLE = {"beats": "green", "trails": "red", "ties": ""}
+
+
+def _delta_cell(interval) -> str:
+    """'+0.128 [+0.071, +0.186]', green when the interval lies above zero, red below, plain when it ties."""
+    style = _OUTCOME_STYLE[interval.outcome]
+    return f"[{style}]{interval.format()}[/{style}]" if style else interval.format()
+
+
 def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None = None) -> None:
     keys = [f"recall@{k}" for k in e.ks]
+    embedder = e.embedder_runtime or e.index.get("embedder")
     table = Table(title=plain(f"Recall on {e.dataset} ({e.questions} questions; graph: {e.index.get('extractor')}, "
-                              f"embedder: {e.index.get('embedder')}, llm: {e.llm})"))
+                              f"embedder: {embedder}, llm: {e.llm})"))
     table.add_column("mode")
     for key in keys:
         table.add_column(key.replace("recall", "R"), justify="right")
+    table.add_column("mean R", justify="right")
     table.add_column("median ms", justify="right")
     table.add_column("LLM tokens/q", justify="right")
     for mode, outcome in e.modes.items():
-        table.add_row(plain(mode), *[f"{outcome.recall[k]:.3f}" for k in keys], f"{outcome.median_ms:.0f}",
+        same = SAME_OFFLINE.get(mode) if outcome.note == offline_note(mode, False) else None
+        label = esc(mode) + (f" [dim](= {esc(same)} offline)[/dim]" if same else
+                             f" [dim]({esc(outcome.note)})[/dim]" if outcome.note else "")
+        table.add_row(label, *[f"{outcome.recall[k]:.3f}" for k in keys], f"{outcome.mean_recall:.3f}",
+                      f"{outcome.median_ms:.0f}",
                       f"{outcome.llm_tokens:.0f}" + (f" ({outcome.failed} failed)" if outcome.failed else ""))
         for hops, figures in outcome.by_hops.items():
             table.add_row(f"[dim]  {hops}-hop ({figures['questions']:.0f} q)[/dim]",
-                          *[f"[dim]{figures[k]:.3f}[/dim]" for k in keys], "", "")
+                          *[f"[dim]{figures[k]:.3f}[/dim]" for k in keys], "", "", "")
     # The references were measured on the whole question set; say so when this run evaluated fewer.
     scope = "whole set" if limit is None or limit > e.questions else f"whole set, not the first {limit}"
     for name, figures in REFERENCE_RECALL.get(e.dataset, {}).items():
         table.add_row(f"[dim]{esc(name)} (README reference, {scope})[/dim]",
                       *[f"[dim]{figures[k]:.3f}[/dim]" if k in figures else "" for k in keys], "", "")
     console.print(table)
-    if e.verdict():
-        console.print(e.verdict(), highlight=False)
+    compared = {m: o for m, o in e.modes.items() if o.delta}
+    if compared:
+        deltas = Table(title=plain(f"Paired differences from the default mode (mean over {e.questions} questions; "
+                                   f"95% bootstrap interval, {RESAMPLES:,} resamples, seed {SEED}; green: beats, "
+                                   "red: trails, plain: ties)"))
+        for col in ("mode", "vs", *[f"Δ {k.replace('recall', 'R')}" for k in keys], "Δ mean R"):
+            deltas.add_column(col, justify="left" if col in ("mode", "vs") else "right")
+        for mode, o in compared.items():
+            deltas.add_row(plain(mode), plain(o.vs), *[_delta_cell(o.delta[k]) for k in [*keys, MEAN_KEY]])
+        console.print(deltas)
+    verdict = e.verdict()
+    if verdict:
+        console.print(plain(verdict), highlight=False)
+    for note in e.notes():
+        if not verdict or note not in verdict:   # the verdict line already carries its own notes
+            console.print(f"[dim]{esc(note)}[/dim]", highlight=False)
     reused = "reused" if e.documents_indexed == 0 else f"{e.documents_indexed} documents (re)indexed"
     console.print(f"[dim]run {esc(e.run_id)} | index {esc(e.workdir)} ({reused}, {e.index_seconds:.1f} s) | "
                   f"{e.seconds:.1f} s total | stored in eval_runs/eval_results/eval_questions[/dim]",
@@ -109,8 +142,10 @@ def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None
               help="Folder with corpus.jsonl, questions.jsonl (and optionally triples.jsonl).")
 @click.option("--use-triples", is_flag=True, help="Build the graph from the dataset's triples.jsonl, not by extraction.")
 @click.option("--modes", default=None,
-              help="Comma-separated modes: query modes, baselines bm25/dense, ablations path:<name> "
-                   f"({', '.join(EVAL_MODES)}). Default: {','.join(MODES)},bm25 and dense with a semantic embedder.")
+              help="Comma-separated modes: query modes, the flat baselines (bm25; dense; bm25+dense = both fused "
+                   "by RRF, not LightRAG's hybrid mode, and BM25 alone when the embedder is not semantic), "
+                   f"ablations path:<name> ({', '.join(EVAL_MODES)}). Default: {','.join(MODES)},bm25,bm25+dense "
+                   "and dense with a semantic embedder.")
 @click.option("--ablations", is_flag=True, help=f"Also run the path-mode ablations ({', '.join(ABLATIONS)}).")
 @click.option("--k", "ks", default=",".join(map(str, DEFAULT_KS)), show_default=True, help="Comma-separated k values.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Evaluate only the first N questions.")
@@ -123,11 +158,19 @@ def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON (no progress bar).")
 @click.option("--per-question", is_flag=True, help="With --json: include each question's ranked passages.")
 @click.option("--hop-questions", is_flag=True,
-              help="Ask each row's single-hop sub-questions (MuSiQue 'hops', '#1' replaced by its answer) instead of "
-                   "the multi-hop question: a second check on the same passages and index.")
+              help="ORACLE decomposition: ask each row's single-hop sub-questions (MuSiQue's own 'hops', '#1' "
+                   "replaced by its gold answer) instead of the multi-hop question, on the same passages and index. "
+                   "No system gets these at query time: a second check, reported as 'DATASET (oracle hop "
+                   "questions)', never used to choose anything.")
 def retrieval(dataset_dir: Path, use_triples: bool, modes: str | None, ablations: bool, ks: str, limit: int | None, workdir: Path | None,
               top_n: int, top_k: int, variant: str, as_json: bool, per_question: bool, hop_questions: bool) -> None:
-    """Recall@k of each query mode on a multi-hop QA dataset (one passage = one document)."""
+    """Recall@k of each query mode on a multi-hop QA dataset (one passage = one document).
+
+    Path mode ranks its passages by personalised PageRank over the entity–passage graph (HippoRAG 2-style);
+    PathRAG's part is the flow-pruned relational paths, which restart the walk and are the path prompt. Each
+    baseline and ablation is compared with the default mode question by question (paired 95% bootstrap
+    interval of the difference); the verdict compares the best graph mode with the strongest flat baseline.
+    """
     console = Console(stderr=True, quiet=as_json)
     try:
         mode_list = parse_csv(modes, "mode", EVAL_MODES) if modes else None

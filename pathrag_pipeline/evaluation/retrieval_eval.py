@@ -11,8 +11,17 @@ Every question is then asked in every mode; the passages a mode returns are rank
 
     recall@k = |gold_ids ∩ first k distinct passages| / |gold_ids|, averaged over questions
 
-exactly as the benchmark README defines it. Runs are stored in ``eval_runs`` / ``eval_results`` /
-``eval_questions`` of the user's own store, so results accumulate across datasets and index modes.
+exactly as the benchmark README defines it. Each baseline and ablation row is compared with its default mode
+question by question (:mod:`pathrag_pipeline.evaluation.bootstrap`: mean difference and a paired 95% bootstrap
+interval per k and for the per-question mean over the ks), and the verdict compares the best graph mode with the
+strongest flat baseline the same way. Runs are stored in ``eval_runs`` / ``eval_results`` / ``eval_questions``
+of the user's own store, so results accumulate across datasets and index modes; ``eval_questions`` keeps every
+question's recall, enough to recompute any interval.
+
+Path mode's passages are ranked by personalised PageRank over the entity–passage graph (HippoRAG 2-style,
+query/ranking.py); PathRAG's own part is the flow-pruned relational paths, which restart that walk and are the
+path prompt. ``path:*`` ablations take parts of it away or revert a tuned choice (docs/benchmarks.md, "How a
+tuned choice is adopted").
 """
 
 from __future__ import annotations
@@ -33,10 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from pathrag_pipeline.config import Settings
+from pathrag_pipeline.evaluation.bootstrap import RESAMPLES, SEED, Interval, paired_bootstrap
 from pathrag_pipeline.index.llm_extraction import extractor_from_settings
 from pathrag_pipeline.ingest.folder_sync import file_sha256
 from pathrag_pipeline.llm.client import llm_from_settings
 from pathrag_pipeline.index.pipeline import IndexReport, run_indexing
+from pathrag_pipeline.llm.embedding import embedder_runtime
 from pathrag_pipeline.query.engine import MODES, PathRAG, QueryParams
 from pathrag_pipeline.query.retrieval import is_semantic
 from pathrag_pipeline.storage.store import Store, transaction
@@ -59,9 +70,30 @@ REFERENCE_RECALL = {
 # Flat baselines measured in the same run (naive mode with one text retriever, question text only), and the
 # path-mode ablations. An evaluated "mode" is a query mode, a baseline, or "path:<ablation>".
 BASELINES = {
-    "bm25": ("naive", {"chunk_search": "bm25"}),       # Okapi BM25 over the passages
+    "bm25": ("naive", {"chunk_search": "bm25"}),       # Okapi BM25 over the passages (title + text)
     "dense": ("naive", {"chunk_search": "vector"}),    # the configured embedder (only when it is semantic)
+    # BM25 and dense fused by RRF (k=60), as path mode fuses its text hits. Not LightRAG's `hybrid` query mode.
+    # The dense list joins only with a semantic embedder, so offline this row is BM25 (its note says so).
+    "bm25+dense": ("naive", {"chunk_search": "hybrid"}),
 }
+# Rows that differ from another only by the dense list, which does not join when the embedder is not semantic:
+# offline they equal that row, and their note says so.
+SAME_OFFLINE = {"bm25+dense": "bm25", "path:bm25_text": "path"}
+
+
+def offline_note(mode: str, semantic: bool) -> str:
+    """'<mode> = <row> offline (embedder not semantic)' for a SAME_OFFLINE row without a semantic embedder."""
+    if semantic or mode not in SAME_OFFLINE:
+        return ""
+    return f"{mode} = {SAME_OFFLINE[mode]} offline (embedder not semantic)"
+
+
+HYBRID_BASELINE_OFFLINE = offline_note("bm25+dense", False)
+# What the verdict compares against: the best graph mode and, when it is not the best, the default.
+DEFAULT_GRAPH_MODE = "path"
+PASSAGE_RANKER = ("path mode ranks passages by personalised PageRank over the entity–passage graph "
+                  "(HippoRAG 2-style); PathRAG's part is the flow-pruned relational paths: they restart the walk "
+                  "and they are the path prompt")
 ABLATIONS = {
     "path:no_paths": {"passages": "no_paths"},         # the default without path evidence: what paths add
     "path:graph": {"passages": "graph"},               # PageRank from seeds + paths, no text fusion
@@ -76,6 +108,12 @@ ABLATIONS = {
     "path:pool_rerank": {"path_pooling": "rerank", "passages": "path_order"},
     "path:pool_reselect": {"path_pooling": "reselect"},
     "path:pool_reselect_order": {"path_pooling": "reselect", "passages": "path_order"},
+    # Tuned choices reverted one at a time to the simpler or the paper's rule (TUNED_CHOICES below)
+    "path:no_question_seed": {"revert": ("question_seed",)},   # seeds from the keywords alone, as in PathRAG
+    "path:no_exact_name": {"revert": ("exact_name",)},          # no exact-name head: seeds in retriever order
+    "path:min_ends": {"revert": ("both_ends",)},                # a kept path weighs its weaker end seed, not both
+    "path:damping_0.5": {"revert": ("damping",)},               # HippoRAG's PageRank damping 0.5, not 0.85
+    "path:bm25_text": {"chunk_search": "bm25"},                 # text hits by BM25 alone, no dense fused in
 }
 # NeuroPath ablations: what each half of its passage merge gives alone, and tracking cut to one hop.
 NEUROPATH_ABLATIONS = {
@@ -84,6 +122,132 @@ NEUROPATH_ABLATIONS = {
     "neuropath:1hop": {"np_max_hops": 1},                    # one hop of tracking
 }
 EVAL_MODES = (*MODES, *BASELINES, *ABLATIONS, *NEUROPATH_ABLATIONS)
+
+
+# ---- tuned choices and the rows that revert them ------------------------------------------------------
+
+@dataclass(frozen=True)
+class TunedChoice:
+    """A choice of the default path mode made (or kept) on musique-100, and the ablation that runs the other rule.
+
+    ``tuned``: the default is the tuned choice and ``ablation`` reverts it to ``alternative`` (the simpler or the
+    paper's rule); False: the default already is the simpler/paper rule and ``ablation`` is the tuned departure.
+    Either way a tuned rule is adopted only if the paired 95% bootstrap interval of (tuned - simpler) per-question
+    mean recall over k=2,5,10 lies above zero on the graph it was tuned on (docs/benchmarks.md, "How a tuned
+    choice is adopted")."""
+
+    choice: str
+    alternative: str
+    ablation: str | None
+    tuned: bool = True
+    tuned_on: str = "not recorded"
+    note: str = ""
+
+
+def _seed_pass_ablation() -> tuple[str | None, bool]:
+    """The ablation that flips seed_pass, and whether the default is the tuned side (seeds pass by default)."""
+    for name, overrides in ABLATIONS.items():
+        if "seed_pass" in overrides:
+            return name, overrides["seed_pass"] is False
+    return None, True
+
+
+_SEED_PASS, _SEED_PASS_TUNED = _seed_pass_ablation()
+TUNED_CHOICES = (
+    TunedChoice("the whole question is one more seed query", "the keywords alone (the paper)",
+                "path:no_question_seed", tuned_on="triples, offline embedder (692cb30, with the passage scoring)"),
+    TunedChoice("an entity a keyword names exactly heads that keyword's seeds (similarity 1.0)",
+                "the retrievers' order alone (the paper's cosine)", "path:no_exact_name",
+                tuned_on="not tuned on musique-100 (predates the evaluation)"),
+    TunedChoice("seeds by the embedder fused with BM25 over entity names and descriptions (RRF)",
+                "the embedder alone (the paper)", "path:vector_seeds", tuned_on="musique-100 (9c9f779)"),
+    TunedChoice("RRF k = 60 in every fusion", "none: the literature's constant (Cormack et al. 2009), no other k "
+                "tried", None, tuned_on="not tuned",
+                note="the fusions themselves are reverted by path:vector_seeds and path:bm25_text"),
+    TunedChoice("seeds always pass their first hop (seed_pass)", "the paper's literal early stop", _SEED_PASS,
+                tuned=_SEED_PASS_TUNED, tuned_on="musique-100 (9c9f779)"),
+    TunedChoice("passages ranked by personalised PageRank over the entity–passage graph (HippoRAG 2-style)",
+                "the paper: the kept paths' passages in prompt order, then the seeds'", "path:path_order",
+                tuned_on="both graphs (9c9f779)"),
+    TunedChoice("PageRank rather than the earlier seed-rank + path blend", "the blend it replaced (its path weight "
+                "0.5 and 3 chunks per path were themselves chosen on musique-100)", "path:legacy",
+                tuned_on="both graphs (9c9f779)"),
+    TunedChoice("the kept paths restart the walk (PathRAG's part)", "the walk without the paths", "path:no_paths",
+                tuned_on="both graphs (9c9f779)"),
+    TunedChoice("the text retrievers' hits restart the walk", "seeds and paths alone", "path:graph",
+                tuned_on="both graphs (9c9f779)"),
+    TunedChoice("as many text hits as seeds (top_n = 40)", "no text hits (no row varies the count alone)",
+                "path:graph", tuned_on="not recorded",
+                note="a count-only ablation needs its own QueryParams option; none was added"),
+    TunedChoice("text hits fuse dense with BM25 (RRF) when the embedder is semantic", "BM25 alone",
+                "path:bm25_text", tuned_on="not recorded", note="equal to path offline (embedder not semantic)"),
+    TunedChoice("restart weights similarity / (1 + rank)", "rank alone, 1 / (1 + rank) (the rule before)",
+                "path:unweighted", tuned_on="both graphs (b6f1e6e)"),
+    TunedChoice("a kept path weighs the product of both end seeds' weights", "the weaker end seed (min, the rule "
+                "before)", "path:min_ends",
+                tuned_on="four sets, two of them the oracle hop questions (development scripts, docs/benchmarks.md)"),
+    TunedChoice("PageRank damping 0.85 (the textbook value)", "HippoRAG's 0.5", "path:damping_0.5",
+                tuned_on="musique-100 (0.5 scored lower at recall@5, docs/benchmarks.md)"),
+)
+
+
+def _graph_label(run: dict[str, Any]) -> str:
+    graph = "triples" if run.get("use_triples") else f"offline extraction ({run.get('index', {}).get('extractor')})"
+    return f"{graph}, {run.get('embedder_runtime') or run.get('index', {}).get('embedder')}"
+
+
+def tuned_minus_simpler(choice: TunedChoice, run: dict[str, Any]) -> dict[str, Any] | None:
+    """From a run's ``to_dict()``: (tuned rule - simpler rule) of the per-question mean recall over the ks, as
+    ``{"diff", "low", "high", "outcome"}`` ("beats": the tuned rule is ahead beyond resampling noise); None when
+    the run has no such row."""
+    row = run.get("modes", {}).get(choice.ablation or "", {})
+    delta = row.get("delta", {}).get(MEAN_KEY) if row.get("vs") == DEFAULT_GRAPH_MODE else None
+    if delta is None:
+        return None
+    if not choice.tuned:        # the ablation is the tuned side already
+        return dict(delta)
+    low, high = -delta["high"], -delta["low"]   # path - ablation; "or 0.0" turns -0.0 into 0.0
+    return {"diff": -delta["diff"] or 0.0, "low": low or 0.0, "high": high or 0.0,
+            "outcome": "beats" if low > 0 else ("trails" if high < 0 else "ties")}
+
+
+ADOPTION_RULE = """A choice of the default path mode tuned on musique-100 (a rule, a weight or a constant picked by
+comparing recall on these questions) is adopted only if the paired 95% bootstrap interval (10,000 resamples of
+the questions, seed 0; `evaluation/bootstrap.py`) of its per-question mean recall over k = 2, 5, 10 minus the
+simpler or the paper's rule's lies entirely above zero on the graph it was tuned on. Otherwise the simpler or
+the paper's rule stays the default, and the tuned rule stays reachable as an option. The oracle hop questions
+(`--hop-questions`) never count: they are reported, not used to choose. `pathrag eval retrieval --ablations`
+prints each ablation's difference from `path` with that interval (`Δ mean R`) and stores it
+(`eval_results.mean_diff`, `mean_ci_low`, `mean_ci_high`); where the ablation reverts the tuned choice,
+tuned − simpler is `path` − ablation, so the sign flips."""
+
+
+def tuned_choices_markdown(runs: Sequence[dict[str, Any]] = ()) -> str:
+    """The table of docs/benchmarks.md, "How a tuned choice is adopted": one row per TUNED_CHOICES entry and one
+    column per multi-hop run (``to_dict()`` of an ``--ablations`` run) with tuned - simpler mean R and its
+    interval; without runs, TODO cells for the two graphs the report measures. The decision column stays for
+    the reader: the rule asks for the graph each choice was tuned on."""
+    runs = [r for r in runs if not r.get("hop_level")]
+    columns = [f"tuned − simpler, mean R [95% CI]: {_graph_label(r)}" for r in runs] or [
+        "tuned − simpler, mean R [95% CI]: triples, st-onnx:all-MiniLM-L6-v2",
+        "tuned − simpler, mean R [95% CI]: offline extraction, offline:hashing-v1"]
+    head = ["#", "tuned choice", "simpler or paper's rule", "ablation", "tuned on", *columns, "adopted?"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for i, c in enumerate(TUNED_CHOICES, start=1):
+        ablation = f"`{c.ablation}`" if c.ablation else "none"
+        if not c.tuned:
+            ablation += " (the tuned departure; the default is the paper's rule)"
+        if c.note:
+            ablation += f"; {c.note}"
+        cells = []
+        for run in runs:
+            d = tuned_minus_simpler(c, run)
+            cells.append("not run" if d is None else
+                         f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] {d['outcome']}")
+        cells = cells or ["TODO" if c.ablation else "n/a"] * len(columns)
+        lines.append("| " + " | ".join([str(i), c.choice, c.alternative, ablation, c.tuned_on, *cells,
+                                         "TODO" if c.ablation else "n/a"]) + " |")
+    return "\n".join(lines)
 
 
 def resolve_mode(name: str) -> tuple[str, dict[str, Any]]:
@@ -100,9 +264,20 @@ def resolve_mode(name: str) -> tuple[str, dict[str, Any]]:
 
 
 def default_modes(semantic: bool, ablations: bool = False) -> list[str]:
-    """Every query mode, the BM25 baseline, the dense baseline when the embedder is semantic, the ablations on request."""
-    modes = [*MODES, "bm25"] + (["dense"] if semantic else [])
+    """Every query mode, the bm25 and bm25+dense baselines, dense when the embedder is semantic, the ablations
+    on request."""
+    modes = [*MODES, "bm25"] + (["dense"] if semantic else []) + ["bm25+dense"]
     return modes + (list(ABLATIONS) if ablations else [])
+
+
+def reference_mode(name: str) -> str | None:
+    """The row a mode's paired differences are taken against: a path ablation or a flat baseline against
+    ``path``, a neuropath ablation against ``neuropath``; None for the query modes themselves."""
+    if name in ABLATIONS or name in BASELINES:
+        return DEFAULT_GRAPH_MODE
+    if name in NEUROPATH_ABLATIONS:
+        return "neuropath"
+    return None
 
 
 class DatasetError(ValueError):
@@ -141,7 +316,10 @@ class Dataset:
         return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 
-HOP_QUESTIONS_SUFFIX = " (hop questions)"
+# --hop-questions asks MuSiQue's own decomposition of each question: an oracle no system gets at query time, so its
+# figures are reported beside the multi-hop ones and never used to choose anything. Every output says so.
+HOP_QUESTIONS_SUFFIX = " (oracle hop questions)"
+ORACLE_NOTE = "oracle decomposition (MuSiQue's own hop questions): reported, not used to choose anything"
 
 
 def hop_questions(qid: str, hops: Any, where: str) -> list[EvalQuestion]:
@@ -313,6 +491,44 @@ class ModeOutcome:
     llm_calls: float = 0.0                # mean LLM requests per query
     llm_tokens: float = 0.0               # mean LLM tokens per query
     failed: int = 0                       # queries that failed
+    note: str = ""                        # what the row is when it is not what its name says (bm25+dense offline)
+    vs: str | None = None                 # the mode ``delta`` compares with (reference_mode), when it was evaluated
+    delta: dict[str, Interval] = field(default_factory=dict)  # "recall@k" / MEAN_KEY -> this mode minus ``vs``
+
+    @property
+    def mean_recall(self) -> float:
+        """Recall averaged over the run's ks (each k counts the same): the figure modes are ordered by."""
+        return sum(self.recall.values()) / len(self.recall) if self.recall else 0.0
+
+
+MEAN_KEY = "mean_recall"   # per question: recall averaged over the run's ks ("mean R")
+
+
+def question_scores(outcome: ModeOutcome, ks: Sequence[int]) -> dict[str, list[float]]:
+    """Per-question scores of a mode, in question order: "recall@k" for each k and MEAN_KEY (their mean)."""
+    keys = [f"recall@{k}" for k in ks]
+    scores = {key: [q.recall[key] for q in outcome.questions] for key in keys}
+    scores[MEAN_KEY] = [sum(q.recall[key] for key in keys) / len(keys) for q in outcome.questions]
+    return scores
+
+
+def compare_modes(a: ModeOutcome, b: ModeOutcome, ks: Sequence[int]) -> dict[str, Interval]:
+    """``a`` minus ``b`` question by question (the same questions, in the same order): the paired bootstrap
+    interval (evaluation/bootstrap.py) of recall@k for each k and of the per-question mean over the ks."""
+    if [q.question_id for q in a.questions] != [q.question_id for q in b.questions]:
+        raise ValueError("compare_modes needs two modes evaluated on the same questions in the same order")
+    if not a.questions:
+        raise ValueError("compare_modes needs per-question results; this mode has none")
+    sa, sb = question_scores(a, ks), question_scores(b, ks)
+    return {key: paired_bootstrap(sa[key], sb[key]) for key in sa}
+
+
+def add_comparisons(modes: dict[str, ModeOutcome], ks: Sequence[int]) -> None:
+    """Set ``vs`` and ``delta`` of every baseline and ablation whose reference mode was evaluated too."""
+    for name, outcome in modes.items():
+        ref = reference_mode(name)
+        if ref is not None and ref in modes and outcome.questions:
+            outcome.vs, outcome.delta = ref, compare_modes(outcome, modes[ref], ks)
 
 
 @dataclass
@@ -333,13 +549,21 @@ class RetrievalEvaluation:
     documents_indexed: int                # documents (re)written by this run's ingest: 0 when the index was reused
     modes: dict[str, ModeOutcome]
     seconds: float = 0.0
+    embedder_runtime: str = ""            # what computed the vectors, e.g. 'st-onnx:all-MiniLM-L6-v2' (llm/embedding.py)
+    semantic: bool = True                 # the embedder is semantic (else dense text search does not join)
+    hop_level: bool = False               # the questions are the oracle hop questions (--hop-questions)
 
     def to_dict(self, per_question: bool = False) -> dict[str, Any]:
         """The ``--json`` shape: figures per mode; per-question rankings only on request."""
         modes: dict[str, Any] = {}
         for mode, outcome in self.modes.items():
-            modes[mode] = {**outcome.recall, "median_ms": outcome.median_ms, "llm_calls": outcome.llm_calls,
-                           "llm_tokens": outcome.llm_tokens, "failed": outcome.failed}
+            modes[mode] = {**outcome.recall, MEAN_KEY: round(outcome.mean_recall, 4), "median_ms": outcome.median_ms,
+                           "llm_calls": outcome.llm_calls, "llm_tokens": outcome.llm_tokens, "failed": outcome.failed}
+            if outcome.note:
+                modes[mode]["note"] = outcome.note
+            if outcome.vs is not None:
+                modes[mode]["vs"] = outcome.vs
+                modes[mode]["delta"] = {key: i.to_dict() for key, i in outcome.delta.items()}
             if outcome.by_hops:
                 modes[mode]["by_hops"] = outcome.by_hops
             if per_question:
@@ -352,7 +576,9 @@ class RetrievalEvaluation:
             "questions": self.questions,
             "ks": self.ks,
             "use_triples": self.use_triples,
+            "hop_level": self.hop_level,
             "index": self.index,
+            "embedder_runtime": self.embedder_runtime,
             "llm": self.llm,
             "params": self.params,
             "workdir": self.workdir,
@@ -360,40 +586,82 @@ class RetrievalEvaluation:
             "documents_indexed": self.documents_indexed,
             "seconds": round(self.seconds, 3),
             "modes": modes,
+            "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "level": 0.95, "unit": "question"},
             "reference": REFERENCE_RECALL.get(self.dataset, {}),
             "verdict": self.verdict(),
+            "verdict_detail": self.verdict_detail(),
+            "notes": self.notes(),
         }
 
-    def verdict(self) -> str | None:
-        """One line: does the best graph mode beat BM25 and dense of this run (at every k)?
+    def notes(self) -> list[str]:
+        """What a reader must know to read the rows: the offline bm25+dense, the oracle hop questions, the ranker."""
+        out = []
+        if self.hop_level:
+            out.append(ORACLE_NOTE)
+        out.extend(dict.fromkeys(o.note for o in self.modes.values() if o.note))
+        if any(resolve_mode(m)[0] == "path" for m in self.modes):
+            out.append(PASSAGE_RANKER)
+        return out
 
-        The best graph mode has the highest mean recall over the run's ks (each k counts the same, so no
-        single cut-off decides it); on a tie, the one listed first."""
+    def verdict_detail(self) -> dict[str, Any] | None:
+        """The verdict's figures: the best graph mode (highest mean recall over the ks; on a tie, the one listed
+        first) against the strongest flat baseline (the same rule among bm25, dense, bm25+dense), per k and for
+        the per-question mean over the ks, with paired bootstrap intervals; the same for the default path mode
+        when it is not the best. None without a graph mode, a baseline or per-question results."""
         graph = {m: o for m, o in self.modes.items() if resolve_mode(m)[0] != "naive"}
         flat = {m: o for m, o in self.modes.items() if m in BASELINES}
-        if not graph or not flat:
+        if not graph or not flat or not all(o.questions for o in (*graph.values(), *flat.values())):
             return None
 
-        def mean_recall(mode: str) -> float:
-            return sum(graph[mode].recall[f"recall@{k}"] for k in self.ks) / len(self.ks)
+        def strongest(group: dict[str, ModeOutcome]) -> str:
+            order = list(group)
+            return max(group, key=lambda m: (round(group[m].mean_recall, 12), -order.index(m)))
 
-        best = max(graph, key=lambda m: (round(mean_recall(m), 12), -list(graph).index(m)))
+        best, baseline = strongest(graph), strongest(flat)
 
-        def against(mode: str) -> str:
-            parts = []
-            for name, o in flat.items():
-                wins = [k for k in self.ks if graph[mode].recall[f"recall@{k}"] > o.recall[f"recall@{k}"]]
-                verdict = "beats" if len(wins) == len(self.ks) else ("does not beat" if not wins else "partly beats")
-                parts.append(f"{verdict} {name} (" + ", ".join(
-                    f"R@{k} {graph[mode].recall[f'recall@{k}']:.3f} vs {o.recall[f'recall@{k}']:.3f}"
-                    for k in self.ks) + ")")
-            return "; ".join(parts)
+        def against(mode: str) -> dict[str, Any]:
+            intervals = compare_modes(graph[mode], flat[baseline], self.ks)
+            figures = {}
+            for key, interval in intervals.items():
+                a = graph[mode].mean_recall if key == MEAN_KEY else graph[mode].recall[key]
+                b = flat[baseline].mean_recall if key == MEAN_KEY else flat[baseline].recall[key]
+                figures[key] = {"mode": round(a, 4), "baseline": round(b, 4), **interval.to_dict()}
+            return {"mode": mode, "baseline": baseline, **figures}
 
-        line = f"{self.dataset}: best graph mode {best} {against(best)}"
-        if best != "path" and "path" in graph:
-            # the default is what a user gets: say how it fares too, in the same line
-            line += f"; the default path mode {against('path')}"
-        return line
+        detail: dict[str, Any] = {"best": against(best), "questions": self.questions,
+                                  "default": against(DEFAULT_GRAPH_MODE)
+                                  if best != DEFAULT_GRAPH_MODE and DEFAULT_GRAPH_MODE in graph else None,
+                                  "notes": ([ORACLE_NOTE] if self.hop_level else [])
+                                  + list(dict.fromkeys(o.note for o in flat.values() if o.note))}
+        return detail
+
+    def verdict(self) -> str | None:
+        """One line: the best graph mode against the strongest flat baseline of this run, per k, with the
+        paired 95% bootstrap interval of the difference and its word ("beats" only when the interval lies above
+        zero, "trails" below, else "ties"); the default path mode too when it is not the best."""
+        detail = self.verdict_detail()
+        if detail is None:
+            return None
+
+        def line(side: dict[str, Any]) -> str:
+            mean = side[MEAN_KEY]
+            head = (f"{side['mode']} (mean R {mean['mode']:.3f}) vs the strongest flat baseline {side['baseline']} "
+                    f"(mean R {mean['baseline']:.3f}): ")
+            per_k = [f"{side[f'recall@{k}']['outcome']} at R@{k} ({side[f'recall@{k}']['mode']:.3f} vs "
+                     f"{side[f'recall@{k}']['baseline']:.3f}, {_fmt(side[f'recall@{k}'])})" for k in self.ks]
+            return head + ", ".join(per_k) + f"; mean R {mean['outcome']} ({_fmt(mean)})"
+
+        out = f"{self.dataset}: best graph mode {line(detail['best'])}"
+        if detail["default"] is not None:
+            out += f"; the default {line(detail['default'])}"
+        out += f" [paired 95% bootstrap over {self.questions} questions, {RESAMPLES:,} resamples, seed {SEED}]"
+        for note in detail["notes"]:
+            out += f"; {note}"
+        return out
+
+
+def _fmt(figures: dict[str, Any]) -> str:
+    return f"{figures['diff']:+.3f} [{figures['low']:+.3f}, {figures['high']:+.3f}]"
 
 
 def parse_csv(text: str, what: str, allowed: Sequence[str] | None = None) -> list[str]:
@@ -465,8 +733,9 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
 
     rag = PathRAG(eval_settings, record=False)
     llm = rag.llm.model if rag.llm is not None else "offline"
+    semantic = is_semantic(rag.embedder)
     if modes is None:
-        modes = default_modes(is_semantic(rag.embedder))
+        modes = default_modes(semantic)
     keys = [f"recall@{k}" for k in sorted(ks)]
     outcomes: dict[str, ModeOutcome] = {}
     for mode in modes:
@@ -490,30 +759,48 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
             llm_calls=round(sum(p.llm_calls for p in per_question) / len(per_question), 2),
             llm_tokens=round(sum(p.llm_tokens for p in per_question) / len(per_question), 1),
             failed=sum(p.failed for p in per_question),
+            note=offline_note(mode, semantic),
         )
+    add_comparisons(outcomes, sorted(ks))
     return RetrievalEvaluation(
         run_id=uuid.uuid4().hex, started_at=started_at, dataset=dataset.name, dataset_path=str(dataset.path),
         dataset_hash=dataset.fingerprint(use_triples), questions=len(questions), ks=sorted(ks), params=asdict(params),
         use_triples=use_triples, index=dict(report.mode), llm=llm, workdir=str(workdir),
         index_seconds=index_seconds, documents_indexed=report.sync.documents_written, modes=outcomes,
-        seconds=time.perf_counter() - started,
+        seconds=time.perf_counter() - started, embedder_runtime=embedder_runtime(rag.embedder), semantic=semantic,
+        hop_level=hop_level,
     )
 
 
+def _insert(con, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Named columns: a home whose table gained columns by migration (store.ADDED_COLUMNS) has them last."""
+    con.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(['?'] * len(columns))})", rows)
+
+
 def save_evaluation(store: Store, evaluation: RetrievalEvaluation) -> None:
-    """Append the run to eval_runs, its figures to eval_results and per-question rankings to eval_questions."""
+    """Append the run to eval_runs (with its verdict), its figures and paired differences to eval_results and
+    per-question rankings to eval_questions."""
     e = evaluation
     with store.connect() as con, transaction(con):
-        con.execute(
-            "INSERT INTO eval_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [e.run_id, e.started_at, e.dataset, e.dataset_path, e.dataset_hash, e.questions, list(e.modes),
+        _insert(con, "eval_runs", (
+            "run_id", "started_at", "dataset", "dataset_path", "dataset_hash", "questions", "modes", "ks", "params",
+            "extractor", "embedder", "llm", "use_triples", "workdir", "index_seconds", "documents_indexed",
+            "seconds", "verdict", "embedder_runtime"), [
+            (e.run_id, e.started_at, e.dataset, e.dataset_path, e.dataset_hash, e.questions, list(e.modes),
              e.ks, json.dumps(e.params), e.index.get("extractor", ""), e.index.get("embedder", ""), e.llm,
-             e.use_triples, e.workdir, round(e.index_seconds, 3), e.documents_indexed, round(e.seconds, 3)],
-        )
-        rows = [(e.run_id, mode, k, o.recall[f"recall@{k}"], e.questions, o.median_ms, o.llm_calls, o.llm_tokens)
+             e.use_triples, e.workdir, round(e.index_seconds, 3), e.documents_indexed, round(e.seconds, 3),
+             e.verdict(), e.embedder_runtime or None)])
+
+        def delta(o: ModeOutcome, key: str) -> list[float | None]:
+            i = o.delta.get(key)
+            return [None, None, None] if i is None else [round(i.diff, 4), round(i.low, 4), round(i.high, 4)]
+
+        rows = [(e.run_id, mode, k, o.recall[f"recall@{k}"], e.questions, o.median_ms, o.llm_calls, o.llm_tokens,
+                 o.vs, *delta(o, f"recall@{k}"), *delta(o, MEAN_KEY))
                 for mode, o in e.modes.items() for k in e.ks]
-        con.executemany("INSERT INTO eval_results (run_id, mode, k, recall, questions, median_ms, llm_calls, "
-                        "llm_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        _insert(con, "eval_results", ("run_id", "mode", "k", "recall", "questions", "median_ms", "llm_calls",
+                                      "llm_tokens", "compared_to", "diff", "ci_low", "ci_high", "mean_diff",
+                                      "mean_ci_low", "mean_ci_high"), rows)
         qrows = [(e.run_id, mode, q.question_id, q.gold_ids, q.passages, json.dumps(q.recall), q.total_ms)
                  for mode, o in e.modes.items() for q in o.questions]
         con.executemany("INSERT INTO eval_questions VALUES (?, ?, ?, ?, ?, ?, ?)", qrows)

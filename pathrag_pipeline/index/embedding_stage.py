@@ -1,8 +1,11 @@
 """Embeddings stage: keep the LanceDB tables `entities`, `relations` and `chunks` in line with DuckDB.
 
-What gets embedded (LightRAG's choice): an entity's name and description; a relation's keywords, its
-two endpoint names and its description; a chunk's text. The vector store compares a hash of each text
-with what it holds, so only rows whose embedded text changed are re-embedded and removed rows are deleted.
+What gets embedded: an entity's name and description; a relation's keywords, its two endpoint names and its
+description (LightRAG's choice); a chunk's document title and text, the passage exactly as BM25 indexes it
+(``store.PASSAGE_TEXT_SQL``), so dense and lexical search rank the same text. The vector store compares a hash of
+each text with what it holds, so only rows whose embedded text changed are re-embedded and removed rows are
+deleted: a home whose chunk vectors embedded the chunk text alone (before the title was added) re-embeds its
+chunks, and nothing else, on its next index run.
 The DuckDB reads happen in one short read connection before any embedding work.
 """
 
@@ -15,7 +18,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from pathrag_pipeline.llm.embedding import Embedder
-from pathrag_pipeline.storage.store import Store, get_meta, set_meta
+from pathrag_pipeline.storage.store import PASSAGE_TEXT_SQL, Store, get_meta, set_meta
 from pathrag_pipeline.storage.vector_store import SyncStats
 
 if TYPE_CHECKING:   # LanceDB is imported only by what opens a table (about a second of start-up)
@@ -28,7 +31,7 @@ RELATION_SQL = """
            s.name, t.name
     FROM relations r JOIN entities s ON s.entity_key = r.src_key JOIN entities t ON t.entity_key = r.tgt_key
 """
-CHUNK_SQL = "SELECT id, text, document_id FROM chunks"
+CHUNK_SQL = f"SELECT c.id, {PASSAGE_TEXT_SQL}, c.document_id FROM chunks c LEFT JOIN documents d ON d.id = c.document_id"
 ALIAS_SQL = "SELECT alias_key, canonical_key, disabled FROM entity_aliases"
 SOURCES = {"entities": ENTITY_SQL, "relations": RELATION_SQL, "chunks": CHUNK_SQL}
 

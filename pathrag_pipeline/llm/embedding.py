@@ -377,6 +377,9 @@ class SentenceTransformerEmbedder:
         self.backend = backend
         self.onnx_cache = onnx_cache
         self.identity = f"st:{model_name.removeprefix('sentence-transformers/')}"
+        # What actually computes the vectors, spelled as the PATHRAG_EMBED_MODEL value that selects it
+        # (``embedder_runtime``): evaluations record it beside the identity.
+        self.runtime = ("st-onnx:" if backend == "onnx" else "st:") + self.identity.removeprefix("st:")
         self._model: Any = None
 
     def __repr__(self) -> str:
@@ -446,6 +449,15 @@ class SentenceTransformerEmbedder:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def embedder_runtime(embedder: Embedder) -> str:
+    """What computes an embedder's vectors: its ``runtime`` where that differs from the identity, else the identity.
+
+    The identity names the model, so that vectors of one model are comparable whatever runs it: a
+    sentence-transformers model is ``st:all-MiniLM-L6-v2`` on torch and on onnxruntime alike. The runtime says
+    which one ran (``st-onnx:all-MiniLM-L6-v2``), for records of measurements such as ``eval_runs``."""
+    return str(getattr(embedder, "runtime", None) or embedder.identity)
 
 
 def embedder_from_settings(settings: "Settings") -> Embedder:

@@ -73,7 +73,7 @@ from pathrag_pipeline.query.retrieval import (
     text_chunks,
 )
 from pathrag_pipeline.query.lexical import chunk_index, entity_index
-from pathrag_pipeline.query.ranking import graph_passages, rrf
+from pathrag_pipeline.query.ranking import HIPPORAG_DAMPING, PPR_DAMPING, graph_passages, rrf
 from pathrag_pipeline.query.path_pooling import RESELECT_POOL, apply_pooling, relation_scores
 from pathrag_pipeline.storage.store import Store
 from pathrag_pipeline.storage.vector_store import VectorStore
@@ -342,9 +342,11 @@ class PathRAG:
                     self._check_vectors("entities")
                     # Nodes come from the low-level (entity) keywords, as in PathRAG; path mode adds the whole
                     # question as one more query, so a question naming no entity still finds its nodes.
-                    low = query_keywords(keywords.low_level, [text] if mode == "path" else [], text)
+                    ask_question = mode == "path" and "question_seed" not in params.revert
+                    low = query_keywords(keywords.low_level, [text] if ask_question else [], text)
                     retrieved = retrieve_nodes(snapshot, self.vectors, self.embedder, low, params.top_n,
-                                               lexical=entity_index(snapshot) if params.seed_search == "hybrid" else None)
+                                               lexical=entity_index(snapshot) if params.seed_search == "hybrid" else None,
+                                               exact_name="exact_name" not in params.revert)
                 if mode in ("global", "hybrid"):
                     self._check_vectors("relations")
                     high = query_keywords([], keywords.high_level, text)
@@ -492,7 +494,8 @@ class PathRAG:
             sims = self.vectors.similarities("chunks", self.embedder.embed([text])[0], hits)
             text_hits = [(c, sims.get(c, 0.0)) for c in hits]
         return graph_passages(snapshot, seeds, paths, MAX_RANKED_CHUNKS, text=text_hits,
-                              weighted=params.passages != "unweighted")
+                              weighted=params.passages != "unweighted", min_ends="both_ends" in params.revert,
+                              damping=HIPPORAG_DAMPING if "damping" in params.revert else PPR_DAMPING)
 
     def _pool_paths(self, text: str, params: QueryParams, snapshot: GraphSnapshot, retrieved: list[RetrievedNode],
                     scored: list) -> list:
@@ -556,7 +559,7 @@ class PathRAG:
         record["graph_version"] = snapshot.version if snapshot is not None else None
         if mode != "path":
             for key in ("top_k", "alpha", "theta", "max_hops", "variant", "ordering", "prompt", "excerpts",
-                        "passages", "seed_pass", "path_pooling"):
+                        "passages", "seed_pass", "path_pooling", "revert"):
                 record.pop(key)
         if mode != "neuropath":
             for key in ("np_max_hops", "np_candidates", "np_token_budget", "np_coref_threshold", "np_passages"):

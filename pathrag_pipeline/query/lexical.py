@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pathrag_pipeline.storage.store import CHUNKS_VERSION_META
+from pathrag_pipeline.storage.store import CHUNKS_VERSION_META, PASSAGE_TEXT_SQL
 
 BM25_K1 = 1.5
 BM25_B = 0.75
@@ -124,8 +124,8 @@ def chunk_index(store) -> BM25Index:
         if cached is not None:
             return cached
         rows = con.execute(
-            """SELECT c.id, coalesce(d.title, '') || ' ' || c.text FROM chunks c
-               LEFT JOIN documents d ON d.id = c.document_id ORDER BY c.id""").fetchall()
+            f"""SELECT c.id, {PASSAGE_TEXT_SQL} FROM chunks c
+                LEFT JOIN documents d ON d.id = c.document_id ORDER BY c.id""").fetchall()
     index = BM25Index.build([r[0] for r in rows], [r[1] for r in rows])
     with _lock:
         for old in [k for k in _cache if k[0] == key[0] and k[1].startswith("chunks:")]:

@@ -47,6 +47,11 @@ DEFAULT_NP_COREF_THRESHOLD = 0.8
 # How neuropath ranks the passages it returns: "fused" (the paper's merge: tracked paths' passages and the
 # post-retrieval completion, by RRF), or one side alone ("tracked", "completion") for ablations.
 NP_PASSAGES = ("fused", "tracked", "completion")
+# Tuned path-mode choices an evaluation ablation reverts to the simpler or the paper's rule (docs/benchmarks.md,
+# "How a tuned choice is adopted"): "question_seed" drops the whole question as an extra seed query (the keywords
+# alone, as in PathRAG); "exact_name" drops the exact-name head of a keyword's seeds (retriever order alone);
+# "both_ends" weighs a kept path by its weaker end seed instead of both; "damping" uses HippoRAG's 0.5, not 0.85.
+REVERTIBLE = ("question_seed", "exact_name", "both_ends", "damping")
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,7 @@ class QueryParams:
     np_token_budget: int = DEFAULT_NP_TOKEN_BUDGET    # neuropath: LLM tokens for keywords + tracking per query
     np_coref_threshold: float = DEFAULT_NP_COREF_THRESHOLD  # neuropath: name-embedding similarity of coreference
     np_passages: str = "fused"                        # NP_PASSAGES: neuropath's passage ranking (ablations)
+    revert: tuple[str, ...] = ()                      # REVERTIBLE: tuned path-mode choices reverted (ablations)
 
     def resolved(self) -> "QueryParams":
         """Validated, with the variant's defaults filled in; errors name the value and the accepted range."""
@@ -115,7 +121,9 @@ class QueryParams:
         if not 0.0 < self.np_coref_threshold <= 1.0:
             raise ValueError(f"np_coref_threshold={self.np_coref_threshold} must be in (0, 1] "
                              f"(default {DEFAULT_NP_COREF_THRESHOLD})")
-        return replace(self, theta=theta, max_hops=max_hops)
+        if any(r not in REVERTIBLE for r in self.revert):
+            raise ValueError(f"revert={self.revert!r}: each must be one of {', '.join(REVERTIBLE)}")
+        return replace(self, theta=theta, max_hops=max_hops, revert=tuple(self.revert))
 
     def chunk_search_for(self, mode: str) -> str:
         """The chunk retriever a mode uses: ``auto`` is "vector" for naive, "hybrid" otherwise."""

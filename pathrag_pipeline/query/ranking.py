@@ -18,7 +18,12 @@ Three parameter-light pieces, each a standard method with its standard constant:
   AND of independent events) and never exceeds the weaker end; a path between a named entity and a loose
   match adds little, one between two named entities adds most. Rank alone (the earlier
   ``1 / (1 + rank)``) let a loose match found by the whole-question query, or the 40th BM25 hit, restart the
-  walk almost as strongly as the entity the question names; the ``unweighted`` ablation keeps it.
+  walk almost as strongly as the entity the question names; the ``unweighted`` ablation keeps it. The weaker
+  end alone (``min_ends``, the rule before the product) and HippoRAG's damping 0.5 are ablations too.
+
+This ranker is HippoRAG 2-style (Gutiérrez et al. 2025: PageRank over entities and passages restarting at the
+query's entities and passages), not PathRAG's; PathRAG's part is the flow-pruned relational paths, which restart
+the walk here and are the path prompt.
 
 The prompt's path order is not touched by any of this; it only ranks the passages returned with the answer
 (and scored by ``pathrag eval retrieval``).
@@ -33,6 +38,7 @@ import numpy as np
 
 RRF_K = 60
 PPR_DAMPING = 0.85
+HIPPORAG_DAMPING = 0.5   # HippoRAG's value: the ``path:damping_0.5`` ablation
 PPR_MAX_ITER = 50
 PPR_TOL = 1e-8
 
@@ -114,7 +120,8 @@ def item_weight(rank: int, similarity: float) -> float:
 
 def restart_weights(graph: PassageGraph, seeds: Sequence[tuple[int, int, float]],
                     paths: Sequence[tuple[int, int, float, Sequence[int], Sequence[str]]] = (),
-                    text: Sequence[tuple[str, float]] = (), *, weighted: bool = True) -> np.ndarray:
+                    text: Sequence[tuple[str, float]] = (), *, weighted: bool = True,
+                    min_ends: bool = False) -> np.ndarray:
     """Restart distribution over the entity-passage graph, normalised to sum 1.
 
     * seed entity ``(rank from 0, node, similarity to its keyword)``: :func:`item_weight`;
@@ -125,6 +132,7 @@ def restart_weights(graph: PassageGraph, seeds: Sequence[tuple[int, int, float]]
 
     ``weighted=False`` counts every similarity as 1 (rank alone). When no seed has a positive similarity
     (an embedder whose cosines are all <= 0 for this query), rank alone is used too, so the walk still starts.
+    ``min_ends=True`` weighs a path by the weaker of its end seeds' weights instead of their product (ablation).
     """
     def weight(rank: int, similarity: float) -> float:
         return item_weight(rank, similarity if weighted else 1.0)
@@ -135,14 +143,15 @@ def restart_weights(graph: PassageGraph, seeds: Sequence[tuple[int, int, float]]
         seed_weight[node] = seed_weight.get(node, 0.0) + weight(rank, similarity)
         w[node] += weight(rank, similarity)
     if weighted and seeds and not any(seed_weight.values()):
-        return restart_weights(graph, seeds, paths, text, weighted=False)
+        return restart_weights(graph, seeds, paths, text, weighted=False, min_ends=min_ends)
     for rank, (chunk, similarity) in enumerate(dict.fromkeys(text)):
         i = graph.chunk_index.get(chunk)
         if i is not None:
             w[graph.entity_count + i] += weight(rank, similarity)
     best = max((p[2] for p in paths), default=0.0)
     for source, target, rel, nodes, chunks in paths:
-        share = (rel / best if best > 0 else 1.0) * seed_weight.get(source, 0.0) * seed_weight.get(target, 0.0)
+        ends = (seed_weight.get(source, 0.0), seed_weight.get(target, 0.0))
+        share = (rel / best if best > 0 else 1.0) * (min(ends) if min_ends else ends[0] * ends[1])
         if share <= 0:
             continue
         targets = [graph.entity_count + graph.chunk_index[c] for c in dict.fromkeys(chunks) if c in graph.chunk_index]
@@ -155,14 +164,15 @@ def restart_weights(graph: PassageGraph, seeds: Sequence[tuple[int, int, float]]
 
 def graph_passages(snapshot, seeds: Sequence[tuple[int, int, float]],
                    paths: Sequence[tuple[int, int, float, Sequence[int], Sequence[str]]], limit: int,
-                   text: Sequence[tuple[str, float]] = (), *, weighted: bool = True) -> list[str]:
-    """Passages (chunk ids) by personalised PageRank restarting at the seeds, path evidence and text hits
-    (arguments as in :func:`restart_weights`)."""
+                   text: Sequence[tuple[str, float]] = (), *, weighted: bool = True, min_ends: bool = False,
+                   damping: float = PPR_DAMPING) -> list[str]:
+    """Passages (chunk ids) by personalised PageRank (``damping``) restarting at the seeds, path evidence and
+    text hits (other arguments as in :func:`restart_weights`)."""
     graph = passage_graph(snapshot)
-    restart = restart_weights(graph, seeds, paths, text, weighted=weighted)
+    restart = restart_weights(graph, seeds, paths, text, weighted=weighted, min_ends=min_ends)
     if restart.sum() == 0 or not graph.chunk_keys:
         return []
-    r = graph.pagerank(restart)[graph.entity_count:]
+    r = graph.pagerank(restart, damping)[graph.entity_count:]
     hits = np.flatnonzero(r > 0)
     order = hits[np.lexsort((hits, -r[hits]))][:limit]
     return [graph.chunk_keys[i] for i in order]

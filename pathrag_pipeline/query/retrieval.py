@@ -112,7 +112,8 @@ def _search_each(vectors: VectorSearch, table: str, embedder: Embedder, keywords
 
 
 def retrieve_nodes(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Embedder, keywords: list[str],
-                   top_n: int = DEFAULT_TOP_N, lexical: BM25Index | None = None) -> list[RetrievedNode]:
+                   top_n: int = DEFAULT_TOP_N, lexical: BM25Index | None = None, *,
+                   exact_name: bool = True) -> list[RetrievedNode]:
     """The ``top_n`` entities nearest to the keywords, merged round-robin over keywords.
 
     Each keyword asks for ``top_n`` neighbours so the merge can fill every slot even when the keywords'
@@ -123,6 +124,7 @@ def retrieve_nodes(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Emb
     graph snapshot (vectors not yet re-synced after a merge) are skipped. With ``lexical``, each keyword's
     vector and BM25 rankings are fused by RRF; an entity only BM25 found carries its own cosine to the
     keyword too (``similarity`` is always the embedder's, whichever retriever found the entity).
+    ``exact_name=False`` drops the exact-name head (the paper's cosine order alone; an ablation).
     """
     if top_n < 1:
         raise ValueError(f"top_n={top_n} must be at least 1 (PathRAG uses 40)")
@@ -131,7 +133,9 @@ def retrieve_nodes(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Emb
     for keyword, row, ranking in zip(keywords, matrix, _search_each(vectors, "entities", embedder, keywords, top_n,
                                                                      matrix)):
         exact = name_key(keyword)
-        head = [(exact, 1.0)] if snapshot.node_of(exact) is not None else []
+        if not exact_name:
+            exact = None
+        head = [(exact, 1.0)] if exact is not None and snapshot.node_of(exact) is not None else []
         vector = [(key, sim) for key, sim in ranking if key != exact and snapshot.node_of(key) is not None]
         if lexical is not None:
             sims = dict(vector)

@@ -175,7 +175,7 @@ DDL = [
         asked_at      TIMESTAMP NOT NULL,    -- UTC
         question      VARCHAR NOT NULL,      -- verbatim, as asked
         mode          VARCHAR NOT NULL,      -- path, naive, local, global, hybrid or neuropath
-        params        JSON NOT NULL,         -- top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, chunk_search, seed_search, passages, seed_pass, embedder, graph_version ...
+        params        JSON NOT NULL,         -- top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, chunk_search, seed_search, passages, seed_pass, revert (path ablations), embedder, graph_version ...
         keywords      JSON,                  -- {"low_level": [...], "high_level": [...]}
         provider      VARCHAR NOT NULL,      -- 'offline' or the LLM provider
         model         VARCHAR NOT NULL,      -- 'offline' or the LLM model
@@ -219,7 +219,7 @@ DDL = [
     CREATE TABLE IF NOT EXISTS eval_runs (
         run_id        VARCHAR PRIMARY KEY,   -- uuid of one `pathrag eval retrieval` run
         started_at    TIMESTAMP NOT NULL,    -- UTC
-        dataset       VARCHAR NOT NULL,      -- dataset folder name, e.g. musique-100; 'musique-100 (hop questions)' for --hop-questions
+        dataset       VARCHAR NOT NULL,      -- dataset folder name, e.g. musique-100; 'musique-100 (oracle hop questions)' for --hop-questions (MuSiQue's own decomposition: an oracle, not used to choose anything)
         dataset_path  VARCHAR NOT NULL,      -- absolute path of the dataset folder
         dataset_hash  VARCHAR NOT NULL,      -- sha256 over the corpus, questions and (when used) triples files
         questions     INTEGER NOT NULL,      -- questions evaluated (after --limit)
@@ -227,25 +227,34 @@ DDL = [
         ks            INTEGER[] NOT NULL,    -- the k of each recall@k
         params        JSON NOT NULL,         -- query parameters (top_n, top_k, alpha, theta, max_hops, variant, ...)
         extractor     VARCHAR NOT NULL,      -- identity of what built the graph: 'import:<hash>' for triples, else the extractor
-        embedder      VARCHAR NOT NULL,      -- identity of the embedder of the evaluated index
+        embedder      VARCHAR NOT NULL,      -- identity of the embedder of the evaluated index (the model: 'st:all-MiniLM-L6-v2' on any runtime)
         llm           VARCHAR NOT NULL,      -- LLM model for query keywords and answers, or 'offline'
         use_triples   BOOLEAN NOT NULL,      -- true: graph imported from the dataset's triples.jsonl
         workdir       VARCHAR NOT NULL,      -- the evaluation index's own PATHRAG_HOME
         index_seconds DOUBLE,                -- wall time of (re)indexing; near zero when the index was reused
         documents_indexed INTEGER,           -- documents (re)written by this run's ingest (0 = index reused)
-        seconds       DOUBLE                 -- wall time of the whole run
+        seconds       DOUBLE,                -- wall time of the whole run
+        verdict       VARCHAR,               -- the best graph mode against the strongest flat baseline, per k with paired 95% bootstrap intervals and beats/ties/trails (NULL without a graph mode or a baseline, and for runs before it was stored)
+        embedder_runtime VARCHAR             -- what computed the vectors: 'st-onnx:all-MiniLM-L6-v2' on onnxruntime, else the embedder identity (NULL for runs before it was stored)
     )
     """,
     """
     CREATE TABLE IF NOT EXISTS eval_results (
         run_id        VARCHAR NOT NULL,      -- eval_runs.run_id
-        mode          VARCHAR NOT NULL,      -- path, naive, local, global, hybrid, neuropath, a baseline or an ablation
+        mode          VARCHAR NOT NULL,      -- path, naive, local, global, hybrid, neuropath, a baseline (bm25, dense, bm25+dense) or an ablation (path:*, neuropath:*)
         k             INTEGER NOT NULL,      -- passages considered
         recall        DOUBLE NOT NULL,       -- share of gold passages among the first k distinct passages, mean over questions
         questions     INTEGER NOT NULL,      -- questions averaged
         median_ms     DOUBLE,                -- median wall time of one query in this mode
         llm_calls     DOUBLE,                -- mean LLM requests per query in this mode (keywords, neuropath tracking; 0 offline)
-        llm_tokens    DOUBLE                 -- mean LLM prompt + completion tokens per query in this mode (0 offline)
+        llm_tokens    DOUBLE,                -- mean LLM prompt + completion tokens per query in this mode (0 offline)
+        compared_to   VARCHAR,               -- the mode diff is taken against: 'path' for a baseline or a path:* ablation, 'neuropath' for a neuropath:* ablation; NULL for a query mode (or when that mode was not in the run)
+        diff          DOUBLE,                -- mean over questions of this mode's recall@k minus compared_to's (paired, same questions)
+        ci_low        DOUBLE,                -- low end of the paired 95% bootstrap interval of diff (10,000 resamples of the questions, seed 0; evaluation/bootstrap.py)
+        ci_high       DOUBLE,                -- high end of that interval: 'beats' when ci_low > 0, 'trails' when ci_high < 0, else 'ties'
+        mean_diff     DOUBLE,                -- the same for each question's recall averaged over the run's ks (mean R): mean difference (equal on every k row of the mode)
+        mean_ci_low   DOUBLE,                -- low end of mean_diff's paired 95% bootstrap interval
+        mean_ci_high  DOUBLE                 -- high end of mean_diff's paired 95% bootstrap interval
     )
     """,
     """
@@ -433,6 +442,15 @@ ADDED_COLUMNS: list[tuple[str, str, str]] = [
     ("queries", "error", "VARCHAR"),
     ("eval_results", "llm_calls", "DOUBLE"),
     ("eval_results", "llm_tokens", "DOUBLE"),
+    ("eval_runs", "verdict", "VARCHAR"),
+    ("eval_runs", "embedder_runtime", "VARCHAR"),
+    ("eval_results", "compared_to", "VARCHAR"),
+    ("eval_results", "diff", "DOUBLE"),
+    ("eval_results", "ci_low", "DOUBLE"),
+    ("eval_results", "ci_high", "DOUBLE"),
+    ("eval_results", "mean_diff", "DOUBLE"),
+    ("eval_results", "mean_ci_low", "DOUBLE"),
+    ("eval_results", "mean_ci_high", "DOUBLE"),
 ]
 
 
@@ -465,6 +483,13 @@ token rather than a counter: a home deleted and rebuilt at the same path never r
 
 def bump_chunks_version(con: duckdb.DuckDBPyConnection) -> None:
     set_meta(con, CHUNKS_VERSION_META, uuid.uuid4().hex)
+
+
+PASSAGE_TEXT_SQL = "coalesce(d.title, '') || ' ' || c.text"
+"""A passage as every text retriever sees it, over ``chunks c LEFT JOIN documents d ON d.id = c.document_id``: its
+document's title, then the chunk text (a passage's title is part of the passage). BM25 indexes it
+(query/lexical.py) and the ``chunks`` vector table embeds it (index/embedding_stage.py), so dense and BM25 search,
+naive mode and path mode's text hits all rank the same text."""
 
 
 @contextlib.contextmanager
