@@ -168,9 +168,12 @@ def test_cli_json_shape_and_offline_extractor_workdir(tmp_path, dataset, monkeyp
     out = json.loads(result.output)
     assert out["dataset"] == "tiny-qa" and out["questions"] == 2 and out["ks"] == [2, 5]
     assert list(out["modes"]) == ["path", "naive", "bm25+dense", "path:graph"]
-    figures_keys = {"recall@2", "recall@5", "mean_recall", "median_ms", "llm_calls", "llm_tokens", "failed"}
+    figures_keys = {"recall@2", "recall@5", "mean_recall", "median_ms", "llm_calls", "llm_tokens", "failed",
+                    "prompts"}
+    assert out["budgets"] == [1000, 2000, 4000] and out["prompt_verdict"]["baseline"] == "bm25+dense"
     for mode, figures in out["modes"].items():
-        compared = {"vs", "delta"} if mode in ("bm25+dense", "path:graph") else set()
+        assert set(figures["prompts"]) == {"1000", "2000", "4000"}
+        compared = {"vs", "delta", "prompt_delta"} if mode in ("bm25+dense", "path:graph") else set()
         noted = {"note"} if mode == "bm25+dense" else set()
         assert set(figures) == figures_keys | compared | noted, mode
         assert 0.0 <= figures["recall@2"] <= figures["recall@5"] <= 1.0
@@ -360,3 +363,34 @@ def test_hop_question_evaluation_reuses_the_dataset_index(settings, dataset):
     assert hops.workdir == first.workdir and hops.documents_indexed == 0
     assert hops.dataset == "tiny-qa (oracle hop questions)" and hops.questions == 2 and hops.hop_level
     assert hops.modes["bm25"].recall["recall@1"] == 1.0     # each hop question is its gold passage's text
+
+
+def test_prompts_are_scored_per_budget_stored_and_compared_with_the_strongest_chunk_prompt(settings, dataset):
+    """What the LLM reads: each mode's prompt at every budget, answer in context and quoted passages, stored
+    per question in eval_prompts, with the path prompt compared to the strongest flat chunk prompt."""
+    evaluation = evaluate_retrieval(settings, dataset, modes=["path", "bm25", "path:paper_prompt"], ks=[2],
+                                    use_triples=True, budgets=[300, 1000])
+    bm25 = evaluation.modes["bm25"]
+    # q1's answer "Lindenholm" is in p1, the passage bm25 ranks first: quoted at both budgets
+    q1 = bm25.questions[0].prompts
+    assert sorted(q1) == [300, 1000] and q1[1000].answer_in_context and q1[1000].quoted[0] == "p1"
+    assert q1[1000].quoted_recall == 1.0 and q1[300].tokens <= 300
+    # the paper's paths-only prompt quotes no passage, whatever its paths say
+    paper = evaluation.modes["path:paper_prompt"]
+    assert all(not q.prompts[1000].quoted and q.prompts[1000].quoted_recall == 0.0 for q in paper.questions)
+    assert paper.prompts["1000"]["quoted_recall"] == 0.0 and paper.vs == "path" and "1000" in paper.prompt_delta
+    verdict = evaluation.prompt_verdict()
+    assert verdict["baseline"] == "bm25" and verdict["prompt"] == "paths_passages"
+    assert verdict["1000"]["mode"] == evaluation.modes["path"].prompts["1000"]["answer_in_context"]
+    assert "answer in context" in evaluation.prompt_verdict_line()
+
+    save_evaluation(Store(settings.duckdb_path), evaluation)
+    rows = _rows(settings.duckdb_path, "SELECT mode, question_id, budget, answer_in_context, quoted_ids FROM "
+                                       "eval_prompts WHERE mode = 'bm25' AND question_id = 'q1' ORDER BY budget")
+    assert [(r[2], r[3], r[4][0]) for r in rows] == [(300, True, "p1"), (1000, True, "p1")]
+    assert _rows(settings.duckdb_path, "SELECT count(*) FROM eval_prompts")[0][0] == 3 * 3 * 2
+
+
+def test_no_budgets_skip_the_prompt_measurement(settings, dataset):
+    evaluation = evaluate_retrieval(settings, dataset, modes=["path", "bm25"], ks=[2], use_triples=True, budgets=[])
+    assert evaluation.prompt_verdict() is None and not evaluation.modes["path"].prompts

@@ -24,6 +24,7 @@ from pathrag_pipeline.query.params import (
     PATH_POOLINGS,
     PROMPT_STYLES,
     VARIANTS,
+    QueryParams,
 )
 
 if TYPE_CHECKING:
@@ -95,8 +96,12 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
                    "(theta 0.3, up to 3 hops, its own path order).")
 @click.option("--ordering", type=click.Choice(ORDERINGS), default="reliability", show_default=True,
               help="How kept paths are ranked (the others are the paper's ablations).")
-@click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default="paths", show_default=True,
-              help="flat = deduplicated nodes and edges without path structure (ablation).")
+@click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default=QueryParams.prompt,
+              show_default=True,
+              help="Path mode's answer-prompt layout: paths_passages = the top-ranked passages, then the paths in "
+                   "ascending reliability (5:4 budget split as the public code); paths = the paper's (paths only); "
+                   "public = the public code's entities + paths + sources; passages = passages only (ablation); "
+                   "flat = deduplicated nodes and edges without path structure (the paper's ablation).")
 @click.option("--token-budget", type=click.IntRange(min=200), default=DEFAULT_TOKEN_BUDGET, show_default=True,
               help="Tokens of retrieved context in the answer prompt; the least reliable paths are dropped first.")
 @click.option("--excerpts", is_flag=True, help="Quote source sentences under each path in the prompt.")

@@ -46,7 +46,8 @@ from pathrag_pipeline.evaluation.judging import (
     save_winrate,
 )
 from pathrag_pipeline.llm.client import LLMError, llm_from_settings
-from pathrag_pipeline.query.params import DEFAULT_TOP_N, MODES, VARIANTS, QueryParams
+from pathrag_pipeline.evaluation.prompt_context import DEFAULT_BUDGETS, parse_budgets
+from pathrag_pipeline.query.params import DEFAULT_TOP_N, MODES, PROMPT_STYLES, VARIANTS, QueryParams
 from pathrag_pipeline.storage.store import Store, StoreLockedError
 from pathrag_pipeline.cli.terminal import make_console
 
@@ -125,16 +126,45 @@ def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None
         for mode, o in compared.items():
             deltas.add_row(plain(mode), plain(o.vs), *[_delta_cell(o.delta[k]) for k in [*keys, MEAN_KEY]])
         console.print(deltas)
+    _print_prompts(e, console)
     verdict = e.verdict()
     if verdict:
         console.print(plain(verdict), highlight=False)
+    if e.prompt_verdict_line():
+        console.print(plain(e.prompt_verdict_line() or ""), highlight=False)
     for note in e.notes():
         if not verdict or note not in verdict:   # the verdict line already carries its own notes
             console.print(f"[dim]{esc(note)}[/dim]", highlight=False)
     reused = "reused" if e.documents_indexed == 0 else f"{e.documents_indexed} documents (re)indexed"
     console.print(f"[dim]run {esc(e.run_id)} | index {esc(e.workdir)} ({reused}, {e.index_seconds:.1f} s) | "
-                  f"{e.seconds:.1f} s total | stored in eval_runs/eval_results/eval_questions[/dim]",
+                  f"{e.seconds:.1f} s total | stored in eval_runs/eval_results/eval_questions/eval_prompts[/dim]",
                   highlight=False)
+
+
+def _print_prompts(e: RetrievalEvaluation, console: Console) -> None:
+    """What the LLM reads: per mode and budget, the share of questions whose prompt holds a gold answer, and
+    the answer-in-context difference from the default mode with its paired interval."""
+    measured = {m: o for m, o in e.modes.items() if o.prompts}
+    if not measured:
+        return
+    budgets = [str(b) for b in e.budgets]
+    table = Table(title=plain(f"What the LLM reads: each mode's answer prompt at {', '.join(budgets)} tokens "
+                              "(answer in context = a gold answer, SQuAD-normalised, occurs in the prompt; quoted = "
+                              "recall of the gold passages the prompt quotes)"))
+    table.add_column("mode")
+    for b in budgets:
+        table.add_column(f"in context @{b}", justify="right")
+    for b in budgets:
+        table.add_column(f"quoted @{b}", justify="right")
+    table.add_column(f"tokens @{budgets[-1]}", justify="right")
+    table.add_column(f"Δ in context @{budgets[len(budgets) // 2]} vs path", justify="right")
+    middle = budgets[len(budgets) // 2]
+    for mode, o in measured.items():
+        table.add_row(plain(mode), *[f"{o.prompts[b]['answer_in_context']:.2f}" for b in budgets],
+                      *[f"{o.prompts[b]['quoted_recall']:.2f}" for b in budgets],
+                      f"{o.prompts[budgets[-1]]['median_tokens']:.0f}",
+                      _delta_cell(o.prompt_delta[middle]) if middle in o.prompt_delta else "")
+    console.print(table)
 
 
 @eval_group.command()
@@ -162,8 +192,14 @@ def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None
                    "replaced by its gold answer) instead of the multi-hop question, on the same passages and index. "
                    "No system gets these at query time: a second check, reported as 'DATASET (oracle hop "
                    "questions)', never used to choose anything.")
+@click.option("--budgets", "budget_list", default=",".join(map(str, DEFAULT_BUDGETS)), show_default=True,
+              help="Token budgets at which each mode's answer prompt is rendered and scored without an LLM (answer "
+                   "in context, quoted passages, tokens; table eval_prompts); '' skips that measurement.")
+@click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default=QueryParams.prompt,
+              show_default=True, help="Path mode's answer-prompt layout (see pathrag ask --help).")
 def retrieval(dataset_dir: Path, use_triples: bool, modes: str | None, ablations: bool, ks: str, limit: int | None, workdir: Path | None,
-              top_n: int, top_k: int, variant: str, as_json: bool, per_question: bool, hop_questions: bool) -> None:
+              top_n: int, top_k: int, variant: str, as_json: bool, per_question: bool, hop_questions: bool,
+              budget_list: str, prompt_style: str) -> None:
     """Recall@k of each query mode on a multi-hop QA dataset (one passage = one document).
 
     Path mode ranks its passages by personalised PageRank over the entity–passage graph (HippoRAG 2-style);
@@ -179,7 +215,8 @@ def retrieval(dataset_dir: Path, use_triples: bool, modes: str | None, ablations
                 a for a in ABLATIONS if a not in (mode_list or [])]
         k_list = parse_ks(ks)
         settings = Settings.from_env()
-        params = QueryParams(top_n=top_n, top_k=top_k, variant=variant)
+        params = QueryParams(top_n=top_n, top_k=top_k, variant=variant, prompt=prompt_style)
+        budgets = parse_budgets(budget_list)
         with _progress(console) as progress:
             tasks: dict[str, TaskID] = {}
 
@@ -196,7 +233,7 @@ def retrieval(dataset_dir: Path, use_triples: bool, modes: str | None, ablations
             evaluation = evaluate_retrieval(settings, dataset_dir, modes=mode_list, ks=k_list, limit=limit,
                                             use_triples=use_triples, workdir=workdir, params=params,
                                             on_question=advance, index_progress=indexing,
-                                            hop_level=hop_questions)
+                                            hop_level=hop_questions, budgets=budgets)
         save_evaluation(Store.for_settings(settings), evaluation)
     except _EXPECTED as exc:
         raise click.ClickException(str(exc)) from None

@@ -43,6 +43,7 @@ from typing import Any
 
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.evaluation.bootstrap import RESAMPLES, SEED, Interval, paired_bootstrap
+from pathrag_pipeline.evaluation.prompt_context import DEFAULT_BUDGETS, PromptOutcome, score_prompt, summarize
 from pathrag_pipeline.index.llm_extraction import extractor_from_settings
 from pathrag_pipeline.ingest.folder_sync import file_sha256
 from pathrag_pipeline.llm.client import llm_from_settings
@@ -114,6 +115,12 @@ ABLATIONS = {
     "path:min_ends": {"revert": ("both_ends",)},                # a kept path weighs its weaker end seed, not both
     "path:damping_0.5": {"revert": ("damping",)},               # HippoRAG's PageRank damping 0.5, not 0.85
     "path:bm25_text": {"chunk_search": "bm25"},                 # text hits by BM25 alone, no dense fused in
+    # The answer prompt's layouts (query/params.py PROMPT_STYLES): the same ranking, so the same recall; they
+    # differ in what the LLM reads (the prompt measurement: answer in context, quoted passages)
+    "path:paper_prompt": {"prompt": "paths"},                   # the paper's: paths only, ascending reliability
+    "path:public_prompt": {"prompt": "public"},                 # the public code's entities + paths + sources
+    "path:passages_prompt": {"prompt": "passages"},             # the ranked passages alone, no paths (ablation)
+    "path:flat_prompt": {"prompt": "flat"},                     # the paper's ablation: nodes and edges, no paths
 }
 # NeuroPath ablations: what each half of its passage merge gives alone, and tracking cut to one hop.
 NEUROPATH_ABLATIONS = {
@@ -480,6 +487,7 @@ class QuestionOutcome:
     llm_calls: int = 0                    # LLM requests of the query (keywords, neuropath tracking; no answer here)
     llm_tokens: int = 0                   # their prompt + completion tokens
     failed: bool = False                  # the query failed (e.g. neuropath tracker output invalid): recall 0
+    prompts: dict[int, PromptOutcome] = field(default_factory=dict)   # token budget -> what the prompt holds
 
 
 @dataclass
@@ -494,6 +502,8 @@ class ModeOutcome:
     note: str = ""                        # what the row is when it is not what its name says (bm25+dense offline)
     vs: str | None = None                 # the mode ``delta`` compares with (reference_mode), when it was evaluated
     delta: dict[str, Interval] = field(default_factory=dict)  # "recall@k" / MEAN_KEY -> this mode minus ``vs``
+    prompts: dict[str, dict[str, float]] = field(default_factory=dict)  # budget -> prompt_context.summarize figures
+    prompt_delta: dict[str, Interval] = field(default_factory=dict)     # budget -> answer-in-context minus ``vs``
 
     @property
     def mean_recall(self) -> float:
@@ -523,12 +533,26 @@ def compare_modes(a: ModeOutcome, b: ModeOutcome, ks: Sequence[int]) -> dict[str
     return {key: paired_bootstrap(sa[key], sb[key]) for key in sa}
 
 
+def compare_prompts(a: ModeOutcome, b: ModeOutcome) -> dict[str, Interval]:
+    """``a`` minus ``b`` in answer-in-context (1 or 0 per question) at each budget both measured: paired
+    bootstrap intervals, keyed by the budget as text."""
+    if [q.question_id for q in a.questions] != [q.question_id for q in b.questions]:
+        raise ValueError("compare_prompts needs two modes evaluated on the same questions in the same order")
+    budgets = sorted(set.intersection(*(set(q.prompts) for q in (*a.questions, *b.questions)))) \
+        if a.questions else []
+    return {str(budget): paired_bootstrap([float(q.prompts[budget].answer_in_context) for q in a.questions],
+                                          [float(q.prompts[budget].answer_in_context) for q in b.questions])
+            for budget in budgets}
+
+
 def add_comparisons(modes: dict[str, ModeOutcome], ks: Sequence[int]) -> None:
-    """Set ``vs`` and ``delta`` of every baseline and ablation whose reference mode was evaluated too."""
+    """Set ``vs``, ``delta`` and ``prompt_delta`` of every baseline and ablation whose reference mode was
+    evaluated too."""
     for name, outcome in modes.items():
         ref = reference_mode(name)
         if ref is not None and ref in modes and outcome.questions:
             outcome.vs, outcome.delta = ref, compare_modes(outcome, modes[ref], ks)
+            outcome.prompt_delta = compare_prompts(outcome, modes[ref])
 
 
 @dataclass
@@ -552,6 +576,7 @@ class RetrievalEvaluation:
     embedder_runtime: str = ""            # what computed the vectors, e.g. 'st-onnx:all-MiniLM-L6-v2' (llm/embedding.py)
     semantic: bool = True                 # the embedder is semantic (else dense text search does not join)
     hop_level: bool = False               # the questions are the oracle hop questions (--hop-questions)
+    budgets: list[int] = field(default_factory=list)  # token budgets the answer prompts were rendered at
 
     def to_dict(self, per_question: bool = False) -> dict[str, Any]:
         """The ``--json`` shape: figures per mode; per-question rankings only on request."""
@@ -566,6 +591,10 @@ class RetrievalEvaluation:
                 modes[mode]["delta"] = {key: i.to_dict() for key, i in outcome.delta.items()}
             if outcome.by_hops:
                 modes[mode]["by_hops"] = outcome.by_hops
+            if outcome.prompts:
+                modes[mode]["prompts"] = outcome.prompts
+            if outcome.prompt_delta:
+                modes[mode]["prompt_delta"] = {b: i.to_dict() for b, i in outcome.prompt_delta.items()}
             if per_question:
                 modes[mode]["per_question"] = [asdict(q) for q in outcome.questions]
         return {
@@ -590,6 +619,8 @@ class RetrievalEvaluation:
             "reference": REFERENCE_RECALL.get(self.dataset, {}),
             "verdict": self.verdict(),
             "verdict_detail": self.verdict_detail(),
+            "budgets": self.budgets,
+            "prompt_verdict": self.prompt_verdict(),
             "notes": self.notes(),
         }
 
@@ -634,6 +665,39 @@ class RetrievalEvaluation:
                                   "notes": ([ORACLE_NOTE] if self.hop_level else [])
                                   + list(dict.fromkeys(o.note for o in flat.values() if o.note))}
         return detail
+
+    def prompt_verdict(self) -> dict[str, Any] | None:
+        """What the LLM reads: the default path prompt against the strongest flat chunk prompt (the baseline with
+        the highest mean answer-in-context over the budgets) at every budget, with paired bootstrap intervals.
+        None without prompt measurements, the path mode or a baseline."""
+        flat = {m: o for m, o in self.modes.items() if m in BASELINES and o.prompts}
+        path = self.modes.get(DEFAULT_GRAPH_MODE)
+        if not flat or path is None or not path.prompts:
+            return None
+
+        def mean_aic(o: ModeOutcome) -> float:
+            return sum(f["answer_in_context"] for f in o.prompts.values()) / len(o.prompts)
+
+        order = list(flat)
+        baseline = max(flat, key=lambda m: (round(mean_aic(flat[m]), 12), -order.index(m)))
+        out: dict[str, Any] = {"mode": DEFAULT_GRAPH_MODE, "prompt": self.params.get("prompt"),
+                               "baseline": baseline}
+        for budget, interval in compare_prompts(path, flat[baseline]).items():
+            out[budget] = {"mode": path.prompts[budget]["answer_in_context"],
+                           "baseline": flat[baseline].prompts[budget]["answer_in_context"], **interval.to_dict()}
+        return out
+
+    def prompt_verdict_line(self) -> str | None:
+        """The prompt verdict as one line, like :meth:`verdict`."""
+        v = self.prompt_verdict()
+        if v is None:
+            return None
+        parts = [f"{v[b]['outcome']} at {int(b) // 1000 if int(b) % 1000 == 0 else b}{'k' if int(b) % 1000 == 0 else ''} "
+                 f"tokens ({v[b]['mode']:.2f} vs {v[b]['baseline']:.2f}, {_fmt(v[b])})"
+                 for b in map(str, self.budgets) if b in v]
+        return (f"{self.dataset}: answer in context, the default path prompt ({v['prompt']}) vs the strongest flat "
+                f"chunk prompt {v['baseline']}: " + ", ".join(parts)
+                + f" [paired 95% bootstrap over {self.questions} questions]")
 
     def verdict(self) -> str | None:
         """One line: the best graph mode against the strongest flat baseline of this run, per k, with the
@@ -701,14 +765,15 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
                        workdir: Path | None = None, params: QueryParams | None = None,
                        on_question: Callable[[str, int], None] | None = None,
                        index_progress: Callable[[int, int], None] | None = None,
-                       hop_level: bool = False) -> RetrievalEvaluation:
+                       hop_level: bool = False, budgets: Sequence[int] = DEFAULT_BUDGETS) -> RetrievalEvaluation:
     """Index the dataset (or re-use its index), ask every question in every mode, score recall@k.
 
     ``settings`` are the user's: the LLM and embedder they configure are used for the dataset's index, and
     the run is recorded in their store. ``on_question(mode, questions)`` is called after each answered
     question and ``index_progress(done, total)`` during extraction (progress bars). Results are not stored
     here; call :func:`save_evaluation`. ``hop_level`` asks the rows' single-hop sub-questions instead
-    (:func:`hop_questions`).
+    (:func:`hop_questions`). ``budgets``: the token budgets at which each mode's answer prompt is rendered and
+    scored (``prompt_context.py``: answer in context, tokens, quoted passages); empty to skip that measurement.
     """
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).replace(tzinfo=None)
@@ -743,12 +808,14 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
         query_mode, overrides = resolve_mode(mode)
         mode_params = dataclasses.replace(params, **overrides)
         for q in questions:
-            result = rag.query_many([q.question], query_mode, params=mode_params)[0]
+            result = rag.query_many([q.question], query_mode, params=mode_params, budgets=budgets)[0]
             ranked = passage_ids(result.document_ids)
+            prompts = {b: score_prompt(p, passage_ids(p.document_ids), q.answers, q.gold_ids)
+                       for b, p in result.prompts.items()}
             recall = {key: recall_at_k(ranked, q.gold_ids, k) for key, k in zip(keys, sorted(ks))}
             per_question.append(QuestionOutcome(q.id, list(q.gold_ids), ranked[:max(STORED_PASSAGES, max(ks))],
                                                 recall, result.total_ms, q.hops, result.llm_calls, result.llm_tokens,
-                                                result.error is not None))
+                                                result.error is not None, prompts))
             if on_question is not None:
                 on_question(mode, len(questions))
         outcomes[mode] = ModeOutcome(
@@ -760,6 +827,7 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
             llm_tokens=round(sum(p.llm_tokens for p in per_question) / len(per_question), 1),
             failed=sum(p.failed for p in per_question),
             note=offline_note(mode, semantic),
+            prompts=summarize([p.prompts for p in per_question], sorted(budgets)),
         )
     add_comparisons(outcomes, sorted(ks))
     return RetrievalEvaluation(
@@ -768,7 +836,7 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
         use_triples=use_triples, index=dict(report.mode), llm=llm, workdir=str(workdir),
         index_seconds=index_seconds, documents_indexed=report.sync.documents_written, modes=outcomes,
         seconds=time.perf_counter() - started, embedder_runtime=embedder_runtime(rag.embedder), semantic=semantic,
-        hop_level=hop_level,
+        hop_level=hop_level, budgets=sorted(budgets),
     )
 
 
@@ -804,3 +872,7 @@ def save_evaluation(store: Store, evaluation: RetrievalEvaluation) -> None:
         qrows = [(e.run_id, mode, q.question_id, q.gold_ids, q.passages, json.dumps(q.recall), q.total_ms)
                  for mode, o in e.modes.items() for q in o.questions]
         con.executemany("INSERT INTO eval_questions VALUES (?, ?, ?, ?, ?, ?, ?)", qrows)
+        prows = [(e.run_id, mode, q.question_id, p.budget, p.tokens, p.answer_in_context, p.quoted_recall,
+                  list(p.quoted)) for mode, o in e.modes.items() for q in o.questions for p in q.prompts.values()]
+        _insert(con, "eval_prompts", ("run_id", "mode", "question_id", "budget", "prompt_tokens",
+                                      "answer_in_context", "quoted_recall", "quoted_ids"), prows)

@@ -65,7 +65,7 @@ class QueryParams:
     max_hops: int | None = None
     variant: str = "paper"
     ordering: str = "reliability"
-    prompt: str = "paths"
+    prompt: str = "paths_passages"    # PROMPT_STYLES; "paths" is the paper's layout (docs/benchmarks.md: why)
     token_budget: int = DEFAULT_TOKEN_BUDGET
     excerpts: bool = False
     answer: bool = True               # False: retrieval only (evaluation), no answer and no answer LLM call

@@ -269,6 +269,18 @@ DDL = [
     )
     """,
     """
+    CREATE TABLE IF NOT EXISTS eval_prompts (
+        run_id        VARCHAR NOT NULL,      -- eval_runs.run_id
+        mode          VARCHAR NOT NULL,      -- evaluated mode (query mode, baseline or ablation)
+        question_id   VARCHAR NOT NULL,      -- the dataset's question id
+        budget        INTEGER NOT NULL,      -- token budget the mode's answer prompt was rendered at (--budgets)
+        prompt_tokens INTEGER NOT NULL,      -- tokens of that prompt (system + user message), at most the budget
+        answer_in_context BOOLEAN NOT NULL,  -- a gold answer, normalised as SQuAD does, occurs in the prompt
+        quoted_recall DOUBLE NOT NULL,       -- share of the question's gold passages whose text the prompt quotes
+        quoted_ids    VARCHAR[] NOT NULL     -- corpus ids of the passages the prompt quotes, in prompt order
+    )
+    """,
+    """
     CREATE TABLE IF NOT EXISTS winrate_runs (
         run_id        VARCHAR PRIMARY KEY,   -- uuid of one `pathrag eval winrate` run
         started_at    TIMESTAMP NOT NULL,    -- UTC
