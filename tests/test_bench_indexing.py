@@ -206,14 +206,18 @@ def test_cli_bench_retrieval_splices_the_section_with_its_hop_question_check(tmp
     result = CliRunner().invoke(bench_retrieval, ["--dataset", str(data), "--workdir", str(tmp_path / "work"),
                                                   "--update-docs", str(report), "--json"])
     assert result.exit_code == 0, result.output
-    runs = json.loads(result.output)
+    runs = json.loads(result.stdout)     # stdout alone: a local embedder logs its loading to stderr
     # two graphs (triples, offline extraction), each with the multi-hop questions and the hop questions
     assert [(r["use_triples"], r["hop_level"]) for r in runs] == [(True, False), (True, True), (False, False),
                                                                   (False, True)]
     hop_run = runs[1]
     assert hop_run["dataset"] == "tiny (oracle hop questions)" and hop_run["questions"] == 3
-    assert set(hop_run["modes"]) == {"path", "bm25", "path:no_paths", "path:seeds", "path:graph", "path:unweighted"}
+    semantic = bool(runs[0]["embedder_runtime"].startswith("st"))   # MiniLM when the extra is installed
+    assert set(hop_run["modes"]) == {"path", "bm25", "bm25+dense", "path:no_paths", "path:seeds", "path:graph",
+                                     "path:unweighted"} | ({"dense"} if semantic else set())
+    assert not hop_run["modes"]["path"].get("prompts") and runs[0]["modes"]["path"]["prompts"]
     text = report.read_text()
     assert "stale" not in text and "## NeuroPath retrieval\n\nkept" in text
     assert "### Second check: the single-hop sub-questions" in text and "--hop-questions" in text
+    assert "What the LLM reads" in text and "### How a tuned choice is adopted" in text
     assert text.index("## Retrieval recall") < text.index("## NeuroPath retrieval")

@@ -506,7 +506,7 @@ def pruning_section(paper: list[dict], reference: list[dict], sizes: ReportSizes
 
 # The second check (issue 12): each MuSiQue row's single-hop sub-questions on the same passages and index, for
 # the default path mode, its main ablations and the flat baselines.
-HOP_CHECK_MODES = ("path", "bm25", "dense", "path:no_paths", "path:seeds", "path:graph", "path:unweighted")
+HOP_CHECK_MODES = ("path", "bm25", "dense", "bm25+dense", "path:no_paths", "path:seeds", "path:graph", "path:unweighted")
 
 
 def retrieval_runs(dataset: Path | None, limit: int | None, workdir: Path, log: Log,
@@ -521,6 +521,7 @@ def retrieval_runs(dataset: Path | None, limit: int | None, workdir: Path, log: 
     if dataset is None or not (dataset / "questions.jsonl").is_file():
         return None
     try:
+        from pathrag_pipeline.evaluation.prompt_context import DEFAULT_BUDGETS
         from pathrag_pipeline.evaluation.retrieval_eval import default_modes, evaluate_retrieval
     except ImportError as exc:
         log(f"retrieval evaluation not available: {exc}")
@@ -536,17 +537,19 @@ def retrieval_runs(dataset: Path | None, limit: int | None, workdir: Path, log: 
         settings = Settings.from_env(env=env, home=workdir / "home", docs=dataset)
         index = workdir / (("triples" if use_triples else "offline") + ("-minilm" if model else ""))
         for hop_level in (False, True) if has_hops else (False,):
-            log(f"retrieval recall on {dataset.name}{' (hop questions)' if hop_level else ''}, graph from "
+            log(f"retrieval recall on {dataset.name}{' (oracle hop questions)' if hop_level else ''}, graph from "
                 f"{'triples' if use_triples else 'offline extraction'}{', embedder ' + model if model else ''}")
             modes = ([m for m in HOP_CHECK_MODES if m != "dense" or model] if hop_level
                      else default_modes(bool(model), ablations=True))
             loads = [_load_average()]
+            # the oracle hop questions check recall only: their prompts are not measured
             evaluation = evaluate_retrieval(settings, dataset, limit=limit, use_triples=use_triples, modes=modes,
-                                            workdir=index, hop_level=hop_level)
+                                            workdir=index, hop_level=hop_level,
+                                            budgets=() if hop_level else DEFAULT_BUDGETS)
             command = ((f"HF_HUB_OFFLINE=1 PATHRAG_EMBED_MODEL={model} " if model else "")
                        + f"pathrag eval retrieval --dataset {repo_path(dataset)}"
                        + (" --use-triples" if use_triples else "")
-                       + (" --hop-questions --modes " + ",".join(modes) if hop_level else " --ablations")
+                       + (" --hop-questions --budgets '' --modes " + ",".join(modes) if hop_level else " --ablations")
                        + (f" --limit {limit}" if limit else ""))
             runs.append({**evaluation.to_dict(), "command": command, "hop_level": hop_level,
                          "load_average": [loads[0][0] if loads[0] else None,
@@ -570,26 +573,54 @@ def _not_run(title: str, quick: bool, error: str | None) -> str:
     return f"## {title}\n\nNot run (--quick)."
 
 
+def _interval(d: dict[str, Any] | None) -> str:
+    return "" if not d else f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] {d['outcome']}"
+
+
 def _run_tables(run: dict[str, Any], keys: list[str]) -> list[str]:
     graph = "triples (gpt-3.5 OpenIE)" if run["use_triples"] else f"offline extraction ({run['index'].get('extractor')})"
     loads = [x for x in run.get("load_average") or [] if x is not None]
     load = f"; load average {loads[0]} at start, {loads[-1]} at end" if loads else ""
-    parts = [f"**Graph: {graph}; embedder {run['index'].get('embedder')}; keywords/answers: {run['llm']}; "
+    embedder = run.get("embedder_runtime") or run["index"].get("embedder")
+    parts = [f"**Graph: {graph}; embedder {embedder}; keywords/answers: {run['llm']}; "
              f"{run['questions']} questions{load}.**"]
-    rows = [[mode, *[m.get(k) for k in keys], _ms(m.get("median_ms"))] for mode, m in run["modes"].items()]
-    parts.append(md_table(["mode", *keys, "median ms"], rows))
+    rows = [[mode + (f" ({m['note']})" if m.get("note") else ""), *[m.get(k) for k in keys], m.get("mean_recall"),
+             _interval(m.get("delta", {}).get("mean_recall")) + (f" vs {m['vs']}" if m.get("vs") else ""),
+             _ms(m.get("median_ms"))]
+            for mode, m in run["modes"].items()]
+    parts.append(md_table(["mode", *keys, "mean R", "Δ mean R [95% CI]", "median ms"], rows))
     hop_rows = []
-    for mode in ("path", "bm25", "dense", "path:no_paths", "path:path_order", "path:pool_reselect"):
+    for mode in ("path", "bm25", "dense", "bm25+dense", "path:no_paths", "path:path_order"):
         for hops, f in run["modes"].get(mode, {}).get("by_hops", {}).items():
             hop_rows.append([mode, f"{hops} ({f['questions']} q)", *[f.get(k) for k in keys]])
     if hop_rows:
         parts.append("Recall by number of hops:\n\n" + md_table(["mode", "hops", *keys], hop_rows))
     if run.get("verdict"):
         parts.append(f"- {run['verdict']}.")
+    budgets = [str(b) for b in run.get("budgets") or []]
+    prompted = {m: f for m, f in run["modes"].items() if f.get("prompts")}
+    if budgets and prompted:
+        middle = budgets[len(budgets) // 2]
+        prows = [[mode, *[f["prompts"][b]["answer_in_context"] for b in budgets],
+                  *[f["prompts"][b]["quoted_recall"] for b in budgets], f["prompts"][budgets[-1]]["median_tokens"],
+                  _interval(f.get("prompt_delta", {}).get(middle))]
+                 for mode, f in prompted.items()]
+        parts.append(f"What the LLM reads (the same run: each mode's answer prompt rendered at {', '.join(budgets)} "
+                     "tokens, no LLM):\n\n" + md_table(
+                         ["mode", *[f"in context @{b}" for b in budgets], *[f"quoted @{b}" for b in budgets],
+                          f"tokens @{budgets[-1]}", f"Δ in context @{middle} vs path [95% CI]"], prows))
+        v = run.get("prompt_verdict")
+        if v:
+            parts.append(f"- Answer in context, the default path prompt (`{v['prompt']}`) vs the strongest flat chunk "
+                         f"prompt `{v['baseline']}`: " + "; ".join(
+                             f"{b} tokens {v[b]['mode']:.2f} vs {v[b]['baseline']:.2f}, {_interval(v[b])}"
+                             for b in budgets if b in v) + ".")
     return parts
 
 
 def retrieval_section(runs: list[dict[str, Any]] | None, error: str | None = None) -> str:
+    from pathrag_pipeline.evaluation.retrieval_eval import ADOPTION_RULE, tuned_choices_markdown
+
     head = ["## Retrieval recall"]
     if not runs:
         why = f"it failed ({error})" if error else \
@@ -603,61 +634,82 @@ def retrieval_section(runs: list[dict[str, Any]] | None, error: str | None = Non
     first = (main or runs)[0]
     keys = [f"recall@{k}" for k in first["ks"]]
     parts = head + ["\n".join(_reproduce(r["command"]) + "  " for r in runs),
-                    f"{first['dataset']}, {first['questions']} questions. recall@k = share of a question's gold "
-                    "passages among the first k distinct passages a mode returns, averaged over questions "
-                    "(../shared/bench/README.md). `bm25` and `dense` are the flat baselines (question text "
-                    "only) measured in the same run on the same passages; `path:*` rows are ablations of the "
-                    "default path mode (see README, \"Retrieval\"). MuSiQue is CC BY 4.0 (Trivedi et al., 2022)."]
+                    f"{first['dataset']}, {first['questions']} questions. " + RECALL_INTRO]
     for run in main:
         parts.extend(_run_tables(run, keys))
     refs = first.get("reference", {})
     if refs:
         parts.append("README reference figures (bm25s / MiniLM on title + text, question only): " + "; ".join(
             f"{name} " + "/".join(str(f.get(k)) for k in keys) for name, f in refs.items()) + ".")
+    parts.append(PROMPT_TEXT)
     if checks:
         parts.append("### Second check: the single-hop sub-questions\n\n" + HOP_CHECK_TEXT)
         for run in checks:
             parts.extend(_run_tables(run, keys))
     parts.append(RECALL_LIMITS)
+    parts.append("### How a tuned choice is adopted\n\n" + ADOPTION_RULE + "\n\n" + tuned_choices_markdown(main))
     return "\n\n".join(parts)
+
+
+RECALL_INTRO = """recall@k = share of a question's gold passages among the first k distinct passages a mode
+returns, averaged over questions (../shared/bench/README.md). `bm25`, `dense` and `bm25+dense` (both fused by RRF,
+as path mode fuses its text hits; not LightRAG's `hybrid` mode; equal to `bm25` when the embedder is not
+semantic) are the flat baselines (question text only) measured in the same run on the same passages (title +
+text for both BM25 and the embedder); `path:*` rows are ablations of the default path mode (see README,
+"Retrieval"). `Δ mean R` is a row's per-question mean recall over the ks minus its reference row's (`vs`), with
+the paired 95% bootstrap interval over the questions (10,000 resamples, seed 0): "beats" only when the interval
+lies above zero, "trails" below, else "ties". The verdict compares the best graph mode with the strongest flat
+baseline the same way. Path mode's passages are ranked by personalised PageRank over the entity–passage graph
+(HippoRAG 2-style); PathRAG's part is the flow-pruned relational paths, which restart the walk and are the
+path prompt. MuSiQue is CC BY 4.0 (Trivedi et al., 2022)."""
+
+
+PROMPT_TEXT = """**What the LLM reads.** Recall scores a ranking the answer model never sees. The tables "What the
+LLM reads" score each mode's actual answer prompt, rendered from the same retrieval at equal token budgets (our
+offline tokenizer): *in context* is the share of questions whose prompt holds a gold answer (SQuAD
+normalisation, whole words), *quoted* the recall of the gold passages whose text the prompt quotes. The flat
+baselines get LightRAG's chunk prompt (their ranked passages) at the same budget. Path mode's default prompt
+(`paths_passages`) quotes the top-ranked passages and then the kept paths in ascending reliability, splitting
+the budget 5:4 between paths and passages as the public PathRAG code caps its path and source contexts (5,000
+and 4,000 tokens); `path:paper_prompt` is the paper's paths-only prompt, `path:public_prompt` the public code's
+entities + paths + sources, `path:passages_prompt` the ranked passages alone (no paths) and `path:flat_prompt`
+the paper's flat ablation. The paths-only prompt quotes no passage; its answers can only come from the
+entity and relation descriptions along the paths. Answer in context is necessary for a right answer, not
+sufficient: whether paths help a model use what it reads is measured with an LLM (`pathrag eval answers`)."""
 
 
 HOP_CHECK_TEXT = """Every MuSiQue row also carries its decomposition: one sub-question per hop with that hop's
 answer and gold passage. `pathrag eval retrieval --hop-questions` asks those sub-questions instead, with `#k`
-replaced by hop k's answer and `"X >> property"` read as `"X property"`, each distinct (sub-question, passage)
-once, against the same passages and index. Its questions are short, name one entity and need one passage, a
-query distribution unlike the composed multi-hop questions, where BM25 is strong. Recall@k here is whether
-that one gold passage is among the first k. Nothing was chosen on this check alone; it is reported as
-measured, beside the multi-hop figures above."""
+replaced by hop k's gold answer and `"X >> property"` read as `"X property"`, each distinct (sub-question,
+passage) once, against the same passages and index. This is an **oracle decomposition**: no system gets the
+gold sub-questions and answers at query time, so these runs are labelled "oracle hop questions" and are never
+used to choose anything. Its questions are short, name one entity and need one passage, a query distribution
+unlike the composed multi-hop questions, where BM25 is strong. Recall@k here is whether that one gold passage
+is among the first k. It is reported as measured, beside the multi-hop figures above."""
 
 
 RECALL_LIMITS = """**How path mode ranks passages, and what limits it.** Passages are ranked by personalised
-PageRank (damping 0.85) over the entity-passage graph. The walk restarts at three kinds of evidence, each
-weighted by one rule, its similarity to the query discounted by its rank in its own retriever
-(`similarity / (1 + rank)`): the N seed entities (cosine of the entity to the keyword that found it, 1.0 for an
-exact name match); the N best passages of the text retrievers (BM25, plus the embedder when it is semantic,
-fused by RRF k=60; cosine of the passage to the question, by the configured embedder); and the passages
-stating the relations of each kept path (its reliability relative to the best kept path times the weights of
-both its end seeds). `path:unweighted` is the same with every similarity counted as 1 (rank alone,
-`1 / (1 + rank)`). `path:no_paths` drops the path evidence, `path:seeds` keeps only the seeds, `path:graph`
-drops the text hits, `path:path_order` is the kept paths' provenance in the prompt's order (what the LLM
-reads), `path:seed_pass` lets every seed pass its first hop (our departure; the default is the paper's
-literal early stop, under which a hub seed never propagates), `path:legacy` the earlier seed-rank + path
-blend, `path:vector_seeds` seeds by the embedder alone. Path Pooling (query/path_pooling.py):
-`path:pool_rerank` is the path order after reranking the kept paths by pooled relation scores (rerank
-changes no passage weight, so only the path order can move), `path:pool_reselect` keeps the top_k of three
-times as many pruned paths by that score, and `path:pool_reselect_order` is its path order. Offline, seed
-entities come from the hashing embedder fused with BM25 over entity names/descriptions, and the offline
-extractor's co-occurrence graph is noisier than the LLM's triples, so its paths add less.
-
-**What was chosen on musique-100.** The weighting rule has no constant of its own: it reuses the seed
-search's cosine, the text retrievers' rank and the paper's path reliability. Two forms were compared in
-development (`/tmp` scripts over the captured seeds, paths and hits, not a command): a path weighing its weaker
-end seed (`min`) or both (`product`); the product scored higher on all four sets measured (multi-hop and
-hop questions, offline graph and triples + MiniLM), so it is the default, a choice made on musique-100's
-passages. The rejected variants (entity-specificity weighting of the walk, damping 0.5, RRF of the graph
-and text rankings, degree-normalised PageRank scores, text weights by BM25 score or by a fixed 0.05 factor as
-in HippoRAG 2) all scored below the chosen rule at recall@5."""
+PageRank (damping 0.85) over the entity–passage graph, a HippoRAG 2-style ranker that is not part of the PathRAG
+paper; PathRAG's part is the flow-pruned relational paths, which restart the walk and are the path prompt. The
+walk restarts at three kinds of evidence, each weighted by one rule, its similarity to the query discounted by
+its rank in its own retriever (`similarity / (1 + rank)`): the N seed entities (cosine of the entity to the
+keyword that found it, 1.0 for an exact name match); the N best passages of the text retrievers (BM25, plus the
+embedder when it is semantic, fused by RRF k=60; cosine of the passage to the question, by the configured
+embedder); and the passages stating the relations of each kept path (its reliability relative to the best kept
+path times the weights of both its end seeds). `path:unweighted` is the same with every similarity counted as 1
+(rank alone, `1 / (1 + rank)`). `path:no_paths` drops the path evidence, `path:seeds` keeps only the seeds,
+`path:graph` drops the text hits, `path:path_order` is the kept paths' provenance in the prompt's order,
+`path:seed_pass` lets every seed pass its first hop (our departure; the default is the paper's literal early
+stop, under which a seed of degree above 1/θ never propagates), `path:legacy` the earlier seed-rank + path
+blend, `path:vector_seeds` seeds by the embedder alone, `path:no_question_seed` seeds from the keywords alone
+(no whole-question seed query), `path:no_exact_name` no exact-name head of a keyword's seeds, `path:min_ends` a
+path weighed by its weaker end seed, `path:damping_0.5` HippoRAG's damping, `path:bm25_text` text hits by BM25
+alone (equal to `path` offline). Path Pooling (query/path_pooling.py): `path:pool_rerank` is the path order
+after reranking the kept paths by pooled relation scores (rerank changes no passage weight, so only the path
+order can move), `path:pool_reselect` keeps the top_k of three times as many pruned paths by that score, and
+`path:pool_reselect_order` is its path order. Offline, seed entities come from the hashing embedder fused with
+BM25 over entity names/descriptions, and the offline extractor's co-occurrence graph is noisier than the LLM's
+triples, so its paths add less."""
 
 
 # ---- the whole report -----------------------------------------------------------------------------
