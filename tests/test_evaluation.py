@@ -394,3 +394,6 @@ def test_prompts_are_scored_per_budget_stored_and_compared_with_the_strongest_ch
 def test_no_budgets_skip_the_prompt_measurement(settings, dataset):
     evaluation = evaluate_retrieval(settings, dataset, modes=["path", "bm25"], ks=[2], use_triples=True, budgets=[])
     assert evaluation.prompt_verdict() is None and not evaluation.modes["path"].prompts
+    save_evaluation(Store(settings.duckdb_path), evaluation)      # no prompt rows to store, the run is stored
+    assert _rows(settings.duckdb_path, "SELECT count(*) FROM eval_runs")[0][0] == 1
+    assert _rows(settings.duckdb_path, "SELECT count(*) FROM eval_prompts")[0][0] == 0
