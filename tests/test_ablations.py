@@ -9,6 +9,7 @@ from pathrag_pipeline.evaluation.retrieval_eval import (
     ABLATIONS,
     NEUROPATH_ABLATIONS,
     TUNED_CHOICES,
+    adoption,
     resolve_mode,
     tuned_choices_markdown,
     tuned_minus_simpler,
@@ -63,18 +64,34 @@ def test_damping_changes_how_far_the_walk_spreads():
 def test_reverted_choices_change_the_seeds_and_the_query_log_says_so(settings):
     rag = PathRAG(settings, record=False)
     default = rag.query(QUESTION, answer=False)
-    assert QUESTION in {n.keyword for n in default.retrieved}            # the question is a seed query
-    no_question = rag.query(QUESTION, answer=False, revert=("question_seed",))
-    assert no_question.retrieved and QUESTION not in {n.keyword for n in no_question.retrieved}
-    assert list(no_question.params["revert"]) == ["question_seed"]                 # logged in queries.params
+    # the recheck reverted the whole-question seed query: the default seeds come from the keywords alone
+    assert default.retrieved and QUESTION not in {n.keyword for n in default.retrieved}
+    assert list(default.params["revert"]) == ["question_seed", "both_ends"]        # logged in queries.params
+    assert default.params["seed_search"] == "vector" and default.params["passages"] == "no_paths"
+    with_question = rag.query(QUESTION, answer=False, revert=("both_ends",))
+    assert QUESTION in {n.keyword for n in with_question.retrieved}
     # an exact name match heads its keyword's seeds with similarity 1.0; reverted, no seed gets it for free
     exact = rag.query("Helena Voss", answer=False)
     assert (exact.retrieved[0].entity_key, exact.retrieved[0].similarity) == ("helena voss", 1.0)
     plain = rag.query("Helena Voss", answer=False, revert=("exact_name",))
     assert all(n.similarity < 1.0 for n in plain.retrieved)
-    for revert in (("both_ends",), ("damping",)):
-        assert rag.query(QUESTION, answer=False, revert=revert).chunk_ids     # still ranks passages
+    for revert in (("both_ends",), ("damping",), ("similarity",)):
+        assert rag.query(QUESTION, answer=False, revert=revert, passages="fused").chunk_ids   # still ranks
     assert "revert" not in rag.query(QUESTION, "naive", answer=False).params
+
+
+def test_every_tuned_choice_has_its_ablation_and_the_adoption_rule_reads_both_graphs():
+    for c in TUNED_CHOICES:
+        assert c.ablation is None or c.ablation in ABLATIONS, c
+    ahead = {"diff": 0.02, "low": 0.01, "high": 0.03, "outcome": "beats"}
+    level = {"diff": 0.0, "low": -0.01, "high": 0.01, "outcome": "ties"}
+    behind = {"diff": -0.02, "low": -0.03, "high": -0.01, "outcome": "trails"}
+    kept = next(c for c in TUNED_CHOICES if c.ablation == "path:unweighted")
+    departure = next(c for c in TUNED_CHOICES if c.ablation == "path:paths_in_walk")
+    assert adoption(kept, [ahead, level]) == "adopted (the default)"
+    assert adoption(kept, [level, level]).startswith("FAILS") and adoption(kept, [ahead, behind]).startswith("FAILS")
+    assert adoption(departure, [level, level]).startswith("not adopted")
+    assert adoption(departure, [ahead, None]).startswith("ADOPT")
 
 
 def test_the_tuned_choices_table_reads_tuned_minus_simpler_from_a_run():
@@ -83,15 +100,16 @@ def test_the_tuned_choices_table_reads_tuned_minus_simpler_from_a_run():
         "path": {},
         "path:unweighted": {"vs": "path", "delta": {"mean_recall": {"diff": -0.04, "low": -0.07, "high": -0.01,
                                                                      "outcome": "trails"}}},
-        "path:min_ends": {"vs": "path", "delta": {"mean_recall": {"diff": 0.01, "low": -0.02, "high": 0.03,
-                                                                   "outcome": "ties"}}}}}
+        "path:paths_in_walk": {"vs": "path", "delta": {"mean_recall": {"diff": 0.01, "low": -0.02, "high": 0.03,
+                                                                        "outcome": "ties"}}}}}
     # ablation - path = -0.04 [-0.07, -0.01]: the tuned rule (the default) leads, beyond noise
     assert tuned_minus_simpler(by_name["path:unweighted"], run) == {"diff": 0.04, "low": 0.01, "high": 0.07,
                                                                    "outcome": "beats"}
-    assert tuned_minus_simpler(by_name["path:min_ends"], run)["outcome"] == "ties"
+    assert tuned_minus_simpler(by_name["path:paths_in_walk"], run)["outcome"] == "ties"   # departure - default
     assert tuned_minus_simpler(by_name["path:legacy"], run) is None
     table = tuned_choices_markdown([run])
     assert "triples, st-onnx:all-MiniLM-L6-v2" in table
-    assert "+0.040 [+0.010, +0.070] beats" in table and "-0.010 [-0.030, +0.020] ties" in table
+    assert "+0.040 [+0.010, +0.070] beats" in table and "+0.010 [-0.020, +0.030] ties" in table
+    assert "adopted (the default)" in table and "not adopted (the default is the simpler rule)" in table
     assert "not run" in table
     assert tuned_choices_markdown().count("TODO") >= 2 * 13

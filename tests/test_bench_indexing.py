@@ -213,7 +213,7 @@ def test_cli_bench_retrieval_splices_the_section_with_its_hop_question_check(tmp
     hop_run = runs[1]
     assert hop_run["dataset"] == "tiny (oracle hop questions)" and hop_run["questions"] == 3
     semantic = bool(runs[0]["embedder_runtime"].startswith("st"))   # MiniLM when the extra is installed
-    assert set(hop_run["modes"]) == {"path", "bm25", "bm25+dense", "path:no_paths", "path:seeds", "path:graph",
+    assert set(hop_run["modes"]) == {"path", "bm25", "bm25+dense", "path:paths_in_walk", "path:seeds", "path:graph",
                                      "path:unweighted"} | ({"dense"} if semantic else set())
     assert not hop_run["modes"]["path"].get("prompts") and runs[0]["modes"]["path"]["prompts"]
     text = report.read_text()

@@ -506,7 +506,8 @@ def pruning_section(paper: list[dict], reference: list[dict], sizes: ReportSizes
 
 # The second check (issue 12): each MuSiQue row's single-hop sub-questions on the same passages and index, for
 # the default path mode, its main ablations and the flat baselines.
-HOP_CHECK_MODES = ("path", "bm25", "dense", "bm25+dense", "path:no_paths", "path:seeds", "path:graph", "path:unweighted")
+HOP_CHECK_MODES = ("path", "bm25", "dense", "bm25+dense", "path:paths_in_walk", "path:seeds", "path:graph",
+                   "path:unweighted")
 
 
 def retrieval_runs(dataset: Path | None, limit: int | None, workdir: Path, log: Log,
@@ -590,7 +591,7 @@ def _run_tables(run: dict[str, Any], keys: list[str]) -> list[str]:
             for mode, m in run["modes"].items()]
     parts.append(md_table(["mode", *keys, "mean R", "Δ mean R [95% CI]", "median ms"], rows))
     hop_rows = []
-    for mode in ("path", "bm25", "dense", "bm25+dense", "path:no_paths", "path:path_order"):
+    for mode in ("path", "bm25", "dense", "bm25+dense", "path:paths_in_walk", "path:path_order"):
         for hops, f in run["modes"].get(mode, {}).get("by_hops", {}).items():
             hop_rows.append([mode, f"{hops} ({f['questions']} q)", *[f.get(k) for k in keys]])
     if hop_rows:
@@ -690,26 +691,25 @@ is among the first k. It is reported as measured, beside the multi-hop figures a
 
 RECALL_LIMITS = """**How path mode ranks passages, and what limits it.** Passages are ranked by personalised
 PageRank (damping 0.85) over the entity–passage graph, a HippoRAG 2-style ranker that is not part of the PathRAG
-paper; PathRAG's part is the flow-pruned relational paths, which restart the walk and are the path prompt. The
-walk restarts at three kinds of evidence, each weighted by one rule, its similarity to the query discounted by
-its rank in its own retriever (`similarity / (1 + rank)`): the N seed entities (cosine of the entity to the
-keyword that found it, 1.0 for an exact name match); the N best passages of the text retrievers (BM25, plus the
-embedder when it is semantic, fused by RRF k=60; cosine of the passage to the question, by the configured
-embedder); and the passages stating the relations of each kept path (its reliability relative to the best kept
-path times the weights of both its end seeds). `path:unweighted` is the same with every similarity counted as 1
-(rank alone, `1 / (1 + rank)`). `path:no_paths` drops the path evidence, `path:seeds` keeps only the seeds,
-`path:graph` drops the text hits, `path:path_order` is the kept paths' provenance in the prompt's order,
-`path:seed_pass` lets every seed pass its first hop (our departure; the default is the paper's literal early
-stop, under which a seed of degree above 1/θ never propagates), `path:legacy` the earlier seed-rank + path
-blend, `path:vector_seeds` seeds by the embedder alone, `path:no_question_seed` seeds from the keywords alone
-(no whole-question seed query), `path:no_exact_name` no exact-name head of a keyword's seeds, `path:min_ends` a
-path weighed by its weaker end seed, `path:damping_0.5` HippoRAG's damping, `path:bm25_text` text hits by BM25
+paper. The walk restarts at the N seed entities (found per keyword by the embedder, as in the paper) and the N
+best passages of the text retrievers (BM25, plus the embedder when it is semantic, fused by RRF k=60), each
+weighted by its similarity to the query discounted by its rank in its own retriever (`similarity / (1 + rank)`;
+a seed's cosine to its keyword, 1.0 for an exact name; a passage's cosine to the question). PathRAG's part is the
+flow-pruned relational paths: they go to the answer prompt. `path:paths_in_walk` also restarts the walk at the
+passages stating each kept path's relations (reliability relative to the best kept path times its weaker end
+seed's weight): it tied on both graphs when rechecked under the adoption rule below, so it is not the default.
+`path:unweighted` counts every similarity as 1 (rank alone), `path:seeds` keeps only the seeds, `path:graph`
+restarts at seeds and paths without text hits, `path:path_order` is the kept paths' provenance in the prompt's
+order (the paper's passages), `path:seed_pass` lets every seed pass its first hop (our departure; the default
+is the paper's literal early stop, under which a seed of degree above 1/θ never propagates), `path:legacy` the
+earlier seed-rank + path blend, `path:hybrid_seeds` seeds by the embedder fused with BM25 over entity names and
+descriptions, `path:question_seed` the whole question as one more seed query, `path:no_exact_name` no
+exact-name head of a keyword's seeds, `path:damping_0.5` HippoRAG's damping, `path:bm25_text` text hits by BM25
 alone (equal to `path` offline). Path Pooling (query/path_pooling.py): `path:pool_rerank` is the path order
-after reranking the kept paths by pooled relation scores (rerank changes no passage weight, so only the path
-order can move), `path:pool_reselect` keeps the top_k of three times as many pruned paths by that score, and
-`path:pool_reselect_order` is its path order. Offline, seed entities come from the hashing embedder fused with
-BM25 over entity names/descriptions, and the offline extractor's co-occurrence graph is noisier than the LLM's
-triples, so its paths add less."""
+after reranking the kept paths by pooled relation scores, `path:pool_reselect` keeps the top_k of three times
+as many pruned paths by that score with the paths in the walk (compare it with `path:paths_in_walk`), and
+`path:pool_reselect_order` is its path order. Offline, seed entities come from the hashing embedder, and the
+offline extractor's co-occurrence graph is noisier than the LLM's triples."""
 
 
 # ---- the whole report -----------------------------------------------------------------------------

@@ -50,6 +50,7 @@ from pathrag_pipeline.llm.client import llm_from_settings
 from pathrag_pipeline.index.pipeline import IndexReport, run_indexing
 from pathrag_pipeline.llm.embedding import embedder_runtime
 from pathrag_pipeline.query.engine import MODES, PathRAG, QueryParams
+from pathrag_pipeline.query.params import DEFAULT_REVERT
 from pathrag_pipeline.query.retrieval import is_semantic
 from pathrag_pipeline.storage.store import Store, transaction
 
@@ -95,25 +96,29 @@ DEFAULT_GRAPH_MODE = "path"
 PASSAGE_RANKER = ("path mode ranks passages by personalised PageRank over the entity–passage graph "
                   "(HippoRAG 2-style); PathRAG's part is the flow-pruned relational paths: they restart the walk "
                   "and they are the path prompt")
+def _reverting(*more: str, without: str = "") -> dict[str, Any]:
+    """Overrides of an ablation that changes the default's ``revert`` set (query/params.py DEFAULT_REVERT)."""
+    return {"revert": tuple(r for r in (*DEFAULT_REVERT, *more) if r != without)}
+
+
 ABLATIONS = {
-    "path:no_paths": {"passages": "no_paths"},         # the default without path evidence: what paths add
+    "path:paths_in_walk": {"passages": "fused"},       # the kept paths restart the walk too (a tuned departure)
     "path:graph": {"passages": "graph"},               # PageRank from seeds + paths, no text fusion
-    "path:seeds": {"passages": "seeds"},               # PageRank from the seeds alone
-    "path:unweighted": {"passages": "unweighted"},     # restart weights by rank alone, not similarity x rank
-    "path:path_order": {"passages": "path_order"},     # provenance in the prompt's path order (what the LLM reads)
+    "path:seeds": {"passages": "seeds"},               # PageRank from the seeds alone: what the text hits add
+    "path:unweighted": _reverting("similarity"),       # restart weights by rank alone, not similarity x rank
+    "path:path_order": {"passages": "path_order"},     # provenance in the prompt's path order (the paper's)
     "path:legacy": {"passages": "legacy"},             # the earlier seed-rank + path blend
     "path:seed_pass": {"seed_pass": True},  # our departure: seeds always pass their first hop; the default is the paper's literal early stop
-    "path:vector_seeds": {"seed_search": "vector"},    # seeds by vector only, no BM25 over entities
+    "path:hybrid_seeds": {"seed_search": "hybrid"},    # seeds by the embedder fused with BM25 over entities
     # Path Pooling (query/path_pooling.py): "rerank" only reorders the kept paths, so it shows in path order;
-    # "reselect" changes which paths are kept, so it shows in both rankings
+    # "reselect" changes which paths are kept: in the prompt, and in the ranking only when paths restart the walk
     "path:pool_rerank": {"path_pooling": "rerank", "passages": "path_order"},
-    "path:pool_reselect": {"path_pooling": "reselect"},
+    "path:pool_reselect": {"path_pooling": "reselect", "passages": "fused"},
     "path:pool_reselect_order": {"path_pooling": "reselect", "passages": "path_order"},
-    # Tuned choices reverted one at a time to the simpler or the paper's rule (TUNED_CHOICES below)
-    "path:no_question_seed": {"revert": ("question_seed",)},   # seeds from the keywords alone, as in PathRAG
-    "path:no_exact_name": {"revert": ("exact_name",)},          # no exact-name head: seeds in retriever order
-    "path:min_ends": {"revert": ("both_ends",)},                # a kept path weighs its weaker end seed, not both
-    "path:damping_0.5": {"revert": ("damping",)},               # HippoRAG's PageRank damping 0.5, not 0.85
+    # Tuned choices one at a time: kept ones reverted to the simpler rule, reverted ones back on (TUNED_CHOICES)
+    "path:question_seed": _reverting(without="question_seed"),  # the whole question as one more seed query
+    "path:no_exact_name": _reverting("exact_name"),             # no exact-name head: seeds in retriever order
+    "path:damping_0.5": _reverting("damping"),                  # HippoRAG's PageRank damping 0.5, not 0.85
     "path:bm25_text": {"chunk_search": "bm25"},                 # text hits by BM25 alone, no dense fused in
     # The answer prompt's layouts (query/params.py PROMPT_STYLES): the same ranking, so the same recall; they
     # differ in what the LLM reads (the prompt measurement: answer in context, quoted passages)
@@ -160,42 +165,68 @@ def _seed_pass_ablation() -> tuple[str | None, bool]:
 
 
 _SEED_PASS, _SEED_PASS_TUNED = _seed_pass_ablation()
+# Rechecked on 2026-11-24 against the default of the time (seed_pass already literal) on musique-100, both graphs
+# (triples + MiniLM, offline extraction), with the rule of ADOPTION_RULE: the whole-question seed query, BM25 in
+# the seed search, the paths restarting the walk and the product path weight tied on both graphs and went back
+# to the simpler rule; the others were ahead on at least one graph and behind on none.
+RECHECKED = "rechecked 2026-11-24"
 TUNED_CHOICES = (
     TunedChoice("the whole question is one more seed query", "the keywords alone (the paper)",
-                "path:no_question_seed", tuned_on="triples, offline embedder (692cb30, with the passage scoring)"),
+                "path:question_seed", tuned=False,
+                tuned_on=f"triples, offline embedder (692cb30); {RECHECKED}: ties on both graphs, reverted"),
     TunedChoice("an entity a keyword names exactly heads that keyword's seeds (similarity 1.0)",
                 "the retrievers' order alone (the paper's cosine)", "path:no_exact_name",
                 tuned_on="not tuned on musique-100 (predates the evaluation)"),
     TunedChoice("seeds by the embedder fused with BM25 over entity names and descriptions (RRF)",
-                "the embedder alone (the paper)", "path:vector_seeds", tuned_on="musique-100 (9c9f779)"),
+                "the embedder alone (the paper)", "path:hybrid_seeds", tuned=False,
+                tuned_on=f"musique-100 (9c9f779); {RECHECKED}: ties on both graphs, reverted"),
     TunedChoice("RRF k = 60 in every fusion", "none: the literature's constant (Cormack et al. 2009), no other k "
                 "tried", None, tuned_on="not tuned",
-                note="the fusions themselves are reverted by path:vector_seeds and path:bm25_text"),
+                note="the fusions themselves are measured by path:hybrid_seeds and path:bm25_text"),
     TunedChoice("seeds always pass their first hop (seed_pass)", "the paper's literal early stop", _SEED_PASS,
-                tuned=_SEED_PASS_TUNED, tuned_on="musique-100 (9c9f779)"),
+                tuned=_SEED_PASS_TUNED, tuned_on="musique-100 (9c9f779); reverted before the recheck"),
     TunedChoice("passages ranked by personalised PageRank over the entity–passage graph (HippoRAG 2-style)",
                 "the paper: the kept paths' passages in prompt order, then the seeds'", "path:path_order",
                 tuned_on="both graphs (9c9f779)"),
     TunedChoice("PageRank rather than the earlier seed-rank + path blend", "the blend it replaced (its path weight "
                 "0.5 and 3 chunks per path were themselves chosen on musique-100)", "path:legacy",
                 tuned_on="both graphs (9c9f779)"),
-    TunedChoice("the kept paths restart the walk (PathRAG's part)", "the walk without the paths", "path:no_paths",
-                tuned_on="both graphs (9c9f779)"),
-    TunedChoice("the text retrievers' hits restart the walk", "seeds and paths alone", "path:graph",
+    TunedChoice("the kept paths restart the walk (PathRAG's part)", "the walk without the paths",
+                "path:paths_in_walk", tuned=False,
+                tuned_on=f"both graphs (9c9f779); {RECHECKED}: ties on both graphs, reverted (the paths still go "
+                         "to the prompt)"),
+    TunedChoice("the text retrievers' hits restart the walk", "the seeds alone", "path:seeds",
                 tuned_on="both graphs (9c9f779)"),
     TunedChoice("as many text hits as seeds (top_n = 40)", "no text hits (no row varies the count alone)",
-                "path:graph", tuned_on="not recorded",
+                "path:seeds", tuned_on="not recorded",
                 note="a count-only ablation needs its own QueryParams option; none was added"),
     TunedChoice("text hits fuse dense with BM25 (RRF) when the embedder is semantic", "BM25 alone",
                 "path:bm25_text", tuned_on="not recorded", note="equal to path offline (embedder not semantic)"),
     TunedChoice("restart weights similarity / (1 + rank)", "rank alone, 1 / (1 + rank) (the rule before)",
                 "path:unweighted", tuned_on="both graphs (b6f1e6e)"),
     TunedChoice("a kept path weighs the product of both end seeds' weights", "the weaker end seed (min, the rule "
-                "before)", "path:min_ends",
-                tuned_on="four sets, two of them the oracle hop questions (development scripts, docs/benchmarks.md)"),
+                "before)", None, tuned=False,
+                tuned_on=f"four sets, two of them oracle hop questions; {RECHECKED} (as path:min_ends against "
+                         "the default of the time): ties on both graphs, reverted",
+                note="moot while the paths do not restart the walk; path:paths_in_walk weighs a path by its weaker "
+                     "end seed"),
     TunedChoice("PageRank damping 0.85 (the textbook value)", "HippoRAG's 0.5", "path:damping_0.5",
                 tuned_on="musique-100 (0.5 scored lower at recall@5, docs/benchmarks.md)"),
 )
+
+
+def adoption(choice: TunedChoice, figures: Sequence[dict[str, Any] | None]) -> str:
+    """The rule of ADOPTION_RULE applied to a choice's tuned − simpler intervals on the measured graphs: adopted
+    when ahead (interval above zero) on at least one graph and behind on none. Says whether the code's default
+    agrees, so a rerun that changes the verdict shows in the table."""
+    measured = [f for f in figures if f is not None]
+    if choice.ablation is None or not measured:
+        return "n/a"
+    outcomes = [f["outcome"] for f in measured]
+    adopt = "beats" in outcomes and "trails" not in outcomes
+    if choice.tuned:
+        return "adopted (the default)" if adopt else "FAILS the rule: the simpler rule should be the default"
+    return "ADOPT: the rule now favours it" if adopt else "not adopted (the default is the simpler rule)"
 
 
 def _graph_label(run: dict[str, Any]) -> str:
@@ -232,8 +263,8 @@ tuned − simpler is `path` − ablation, so the sign flips."""
 def tuned_choices_markdown(runs: Sequence[dict[str, Any]] = ()) -> str:
     """The table of docs/benchmarks.md, "How a tuned choice is adopted": one row per TUNED_CHOICES entry and one
     column per multi-hop run (``to_dict()`` of an ``--ablations`` run) with tuned - simpler mean R and its
-    interval; without runs, TODO cells for the two graphs the report measures. The decision column stays for
-    the reader: the rule asks for the graph each choice was tuned on."""
+    interval; without runs, TODO cells for the two graphs the report measures. The last column applies the rule
+    (:func:`adoption`) to the measured graphs."""
     runs = [r for r in runs if not r.get("hop_level")]
     columns = [f"tuned − simpler, mean R [95% CI]: {_graph_label(r)}" for r in runs] or [
         "tuned − simpler, mean R [95% CI]: triples, st-onnx:all-MiniLM-L6-v2",
@@ -243,7 +274,7 @@ def tuned_choices_markdown(runs: Sequence[dict[str, Any]] = ()) -> str:
     for i, c in enumerate(TUNED_CHOICES, start=1):
         ablation = f"`{c.ablation}`" if c.ablation else "none"
         if not c.tuned:
-            ablation += " (the tuned departure; the default is the paper's rule)"
+            ablation += " (the tuned departure; the default is the simpler rule)"
         if c.note:
             ablation += f"; {c.note}"
         cells = []
@@ -251,9 +282,10 @@ def tuned_choices_markdown(runs: Sequence[dict[str, Any]] = ()) -> str:
             d = tuned_minus_simpler(c, run)
             cells.append("not run" if d is None else
                          f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] {d['outcome']}")
+        decision = adoption(c, [tuned_minus_simpler(c, run) for run in runs]) if runs else "TODO"
         cells = cells or ["TODO" if c.ablation else "n/a"] * len(columns)
         lines.append("| " + " | ".join([str(i), c.choice, c.alternative, ablation, c.tuned_on, *cells,
-                                         "TODO" if c.ablation else "n/a"]) + " |")
+                                         decision]) + " |")
     return "\n".join(lines)
 
 

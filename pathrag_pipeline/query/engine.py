@@ -494,7 +494,8 @@ class PathRAG:
             sims = self.vectors.similarities("chunks", self.embedder.embed([text])[0], hits)
             text_hits = [(c, sims.get(c, 0.0)) for c in hits]
         return graph_passages(snapshot, seeds, paths, MAX_RANKED_CHUNKS, text=text_hits,
-                              weighted=params.passages != "unweighted", min_ends="both_ends" in params.revert,
+                              weighted=params.passages != "unweighted" and "similarity" not in params.revert,
+                              min_ends="both_ends" in params.revert,
                               damping=HIPPORAG_DAMPING if "damping" in params.revert else PPR_DAMPING)
 
     def _pool_paths(self, text: str, params: QueryParams, snapshot: GraphSnapshot, retrieved: list[RetrievedNode],

@@ -27,11 +27,13 @@ DEFAULT_TOP_N = 40
 CHUNK_SEARCHES = ("auto", "hybrid", "vector", "bm25")
 SEED_SEARCHES = ("hybrid", "vector")
 # How path mode ranks the passages it returns (not the prompt's path order):
-# "fused": personalised PageRank over the entity-passage graph restarting at the seeds, the kept paths'
-# passages and the text retrievers' hits (query/ranking.py); "no_paths": the same without the paths (ablation);
-# "graph": seeds + paths, no text; "seeds": seeds alone; "unweighted": "fused" with restart weights by rank
-# alone, not similarity x rank (the previous default, an ablation); "legacy": the earlier seed-rank + path blend;
-# "path_order": the kept paths' provenance in the prompt's order, then the seeds' chunks.
+# "no_paths" (the default): personalised PageRank over the entity-passage graph (HippoRAG 2-style, not in the
+# PathRAG paper) restarting at the seeds and the text retrievers' hits (query/ranking.py); "fused": the same with
+# the kept paths' passages restarting the walk too (it gained nothing its interval supports on musique-100, so it
+# is not the default; the paths still go to the prompt); "graph": seeds + paths, no text; "seeds": seeds alone;
+# "unweighted": "fused" with restart weights by rank alone (revert "similarity" does the same to the default);
+# "legacy": the earlier seed-rank + path blend; "path_order": the kept paths' provenance in the prompt's order,
+# then the seeds' chunks (the paper's: what its prompt is built from).
 PASSAGE_RANKINGS = ("fused", "no_paths", "graph", "seeds", "unweighted", "legacy", "path_order")
 DEFAULT_TOKEN_BUDGET = 4000
 # Path Pooling (query/path_pooling.py) over path mode's relation/path context: "off"; "rerank" orders the kept
@@ -50,8 +52,14 @@ NP_PASSAGES = ("fused", "tracked", "completion")
 # Tuned path-mode choices an evaluation ablation reverts to the simpler or the paper's rule (docs/benchmarks.md,
 # "How a tuned choice is adopted"): "question_seed" drops the whole question as an extra seed query (the keywords
 # alone, as in PathRAG); "exact_name" drops the exact-name head of a keyword's seeds (retriever order alone);
-# "both_ends" weighs a kept path by its weaker end seed instead of both; "damping" uses HippoRAG's 0.5, not 0.85.
-REVERTIBLE = ("question_seed", "exact_name", "both_ends", "damping")
+# "both_ends" weighs a kept path by its weaker end seed instead of both; "damping" uses HippoRAG's 0.5, not 0.85;
+# "similarity" weighs the walk's restart items by rank alone, not similarity x rank.
+REVERTIBLE = ("question_seed", "exact_name", "both_ends", "damping", "similarity")
+# The tuned choices that failed the adoption rule when rechecked with paired bootstrap intervals on musique-100
+# (docs/benchmarks.md, "How a tuned choice is adopted"): reverted by default; their tuned rule stays reachable by
+# leaving it out of ``revert`` (the path:question_seed ablation). The same recheck set seed_search to "vector"
+# (the paper's seeds by the embedder alone) and passages to "no_paths" (the kept paths do not restart the walk).
+DEFAULT_REVERT = ("question_seed", "both_ends")
 
 
 @dataclass(frozen=True)
@@ -70,8 +78,8 @@ class QueryParams:
     excerpts: bool = False
     answer: bool = True               # False: retrieval only (evaluation), no answer and no answer LLM call
     chunk_search: str = "auto"        # CHUNK_SEARCHES: naive mode's chunks, path mode's text evidence
-    seed_search: str = "hybrid"       # SEED_SEARCHES: entities per keyword by vector, or fused with BM25
-    passages: str = "fused"           # PASSAGE_RANKINGS: how path mode ranks returned passages
+    seed_search: str = "vector"       # SEED_SEARCHES: entities per keyword by vector (the paper), or fused with BM25
+    passages: str = "no_paths"        # PASSAGE_RANKINGS: how path mode ranks returned passages (see above)
     seed_pass: bool = False           # False: the paper's literal early stop; True: seeds always pass their
                                       # first hop (our departure, query/pruning.py says why it is not the default)
     path_pooling: str = "off"         # PATH_POOLINGS: Path Pooling of the kept paths (rerank / reselect)
@@ -80,7 +88,7 @@ class QueryParams:
     np_token_budget: int = DEFAULT_NP_TOKEN_BUDGET    # neuropath: LLM tokens for keywords + tracking per query
     np_coref_threshold: float = DEFAULT_NP_COREF_THRESHOLD  # neuropath: name-embedding similarity of coreference
     np_passages: str = "fused"                        # NP_PASSAGES: neuropath's passage ranking (ablations)
-    revert: tuple[str, ...] = ()                      # REVERTIBLE: tuned path-mode choices reverted (ablations)
+    revert: tuple[str, ...] = DEFAULT_REVERT          # REVERTIBLE: tuned path-mode choices set back to the simpler rule
 
     def resolved(self) -> "QueryParams":
         """Validated, with the variant's defaults filled in; errors name the value and the accepted range."""
