@@ -128,6 +128,9 @@ def test_ask_rejects_path_options_in_other_modes(home, folder):
     pooled = CliRunner().invoke(main, ["ask", "Who founded Valmere University?", "--mode", "naive",
                                        "--path-pooling", "rerank"])
     assert pooled.exit_code == 2 and "--path-pooling" in pooled.output
+    layout = CliRunner().invoke(main, ["ask", "Who founded Valmere University?", "--mode", "naive",
+                                       "--prompt", "paths"])       # the paper's layout, not the default
+    assert layout.exit_code == 2 and "--prompt" in layout.output
     empty = CliRunner().invoke(main, ["ask", "   "])
     assert empty.exit_code == 2 and "the question is empty" in empty.output
 

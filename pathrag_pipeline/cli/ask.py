@@ -122,11 +122,11 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
         np_coref_threshold: float) -> None:
     """Answer QUESTION from the index; the query is logged in the queries/path_traces tables."""
     path_only = {"--variant": variant != "paper", "--ordering": ordering != "reliability",
-                 "--prompt": prompt_style != "paths", "--theta": theta is not None, "--max-hops": max_hops is not None,
+                 "--prompt": prompt_style != QueryParams.prompt, "--theta": theta is not None, "--max-hops": max_hops is not None,
                  "--path-pooling": path_pooling != "off"}
     if mode != "path" and any(path_only.values()):
         given = ", ".join(name for name, set_ in path_only.items() if set_)
-        raise click.UsageError(f"{given} shape the path pruning of --mode path only; drop them or use --mode path")
+        raise click.UsageError(f"{given} shape path mode only (its pruning and prompt); drop them or use --mode path")
     if not question.strip():
         raise click.UsageError('the question is empty; e.g. pathrag ask "Who founded Aldermere University?"')
     from pathrag_pipeline.llm.client import LLMError
