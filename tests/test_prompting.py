@@ -198,3 +198,14 @@ def test_lightrag_prompt_names_the_passages_it_quotes_and_ascending_sections_sho
     prompt = lightrag_prompt(QUESTION, [paths, sources], token_budget=600)
     assert prompt.quoted == tuple(f"c{i}" for i in range(len(prompt.quoted))) and 0 < len(prompt.quoted) < 50
     assert prompt.user.index("2,second path") < prompt.user.index("1,best path")
+
+
+def test_paths_next_to_quoted_passages_are_chains_without_the_descriptions_drawn_from_them(snapshot, paths):
+    traces = render_paths(snapshot, paths)
+    assert traces[0].keywords[1] == "born in"
+    both = path_prompt(QUESTION, traces, token_budget=4000, passages=_passages(2)).user
+    assert ("Path rank 1 (reliability 0.9000, 2 hops): Aldermere University --[" in both
+            and "]-- Helena Voss --[born in]-- Lindenholm" in both)
+    assert "Helena Voss was born in Lindenholm." not in both          # the edge's description is left to the passage
+    paper = path_prompt(QUESTION, traces, token_budget=4000).user
+    assert "Helena Voss was born in Lindenholm." in paper and "--[" not in paper

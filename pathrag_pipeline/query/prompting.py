@@ -45,6 +45,7 @@ class PathTrace:
     text: str
     chunk_ids: tuple[str, ...]      # provenance: the edges' source chunks first, then the nodes'
     document_ids: tuple[str, ...]
+    keywords: tuple[str, ...] = ()  # each edge's relation keywords, along the path
 
     def to_dict(self) -> dict:
         return {
@@ -124,6 +125,7 @@ def render_paths(snapshot: GraphSnapshot, paths: Sequence[ScoredPath]) -> list[P
             text="\n".join(lines),
             chunk_ids=chunk_ids,
             document_ids=document_ids,
+            keywords=tuple(" ".join(snapshot.relation_keywords[r].split()) for r in rows),
         ))
     return traces
 
@@ -196,9 +198,18 @@ def _budgeted(question_head: str, tail: str, blocks_best_first: list[str], token
 PATH_SHARE = 5 / 9
 
 
-def _path_block(trace: PathTrace, excerpts: dict[int, Sequence[Excerpt]] | None) -> str:
-    block = f"Path rank {trace.rank} (reliability {trace.reliability:.4f}, {trace.hops} " \
-            f"hop{'s' if trace.hops != 1 else ''}): {' -> '.join(trace.nodes)}\n{trace.text}"
+def _path_block(trace: PathTrace, excerpts: dict[int, Sequence[Excerpt]] | None, chain: bool = False) -> str:
+    """A path for the prompt: its header and node/edge descriptions, or with ``chain`` its chain of names and
+    relation keywords alone (``paths_passages``); any excerpts quoted under it."""
+    head = (f"Path rank {trace.rank} (reliability {trace.reliability:.4f}, {trace.hops} "
+            f"hop{'s' if trace.hops != 1 else ''}): ")
+    if chain:
+        block = head + trace.nodes[0]
+        for i, node in enumerate(trace.nodes[1:]):
+            keywords = clip(trace.keywords[i], 12) if i < len(trace.keywords) and trace.keywords[i] else ""
+            block += f" --[{keywords}]-- {node}" if keywords else f" -- {node}"
+    else:
+        block = head + f"{' -> '.join(trace.nodes)}\n{trace.text}"
     quoted = (excerpts or {}).get(trace.rank) or ()
     if quoted:
         block += "\nSource excerpts:\n" + "\n".join(
@@ -233,14 +244,17 @@ def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int
     ``passages`` (best first; the ``paths_passages`` layout, our departure from the paper's paths-only prompt)
     puts the top-ranked source passages between the question and the paths: the paths get ``path_share`` of the
     context budget and the passages the rest, each side's unused share passing to the other; the paths keep the
-    paper's ascending order and stay last, next to where the model starts answering.
+    paper's ascending order and stay last, next to where the model starts answering. In this layout a path is its
+    chain of names and relation keywords: its node and edge descriptions were drawn from the very passages the
+    prompt quotes, and repeating them would spend the budget twice on the same text (the paper's layout, without
+    passages, keeps the descriptions).
     """
     if not passages:
         return _paths_only_prompt(question, traces, token_budget, excerpts, fallback_nodes)
     if traces:
-        path_blocks = [_path_block(t, excerpts) for t in traces]
-        paths_head = ("Relational paths from the knowledge graph follow, in ascending order of reliability: the "
-                      "last path is the most reliable.")
+        path_blocks = [_path_block(t, excerpts, chain=True) for t in traces]
+        paths_head = ("Relational paths between the entities of the question follow, as chains of entities and "
+                      "relations, in ascending order of reliability: the last path is the most reliable.")
         tail = ("Answer the question using the passages and the paths above, giving most weight to the most "
                 "reliable (last) paths.")
     else:
