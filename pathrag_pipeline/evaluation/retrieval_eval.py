@@ -252,8 +252,9 @@ def tuned_minus_simpler(choice: TunedChoice, run: dict[str, Any]) -> dict[str, A
 ADOPTION_RULE = """A choice of the default path mode tuned on musique-100 (a rule, a weight or a constant picked by
 comparing recall on these questions) is adopted only if the paired 95% bootstrap interval (10,000 resamples of
 the questions, seed 0; `evaluation/bootstrap.py`) of its per-question mean recall over k = 2, 5, 10 minus the
-simpler or the paper's rule's lies entirely above zero on the graph it was tuned on. Otherwise the simpler or
-the paper's rule stays the default, and the tuned rule stays reachable as an option. The oracle hop questions
+simpler or the paper's rule's lies entirely above zero on at least one of the two graphs measured (triples +
+MiniLM, offline extraction) and entirely below zero on neither. Otherwise the simpler or the paper's rule stays
+the default, and the tuned rule stays reachable as an option. The oracle hop questions
 (`--hop-questions`) never count: they are reported, not used to choose. `pathrag eval retrieval --ablations`
 prints each ablation's difference from `path` with that interval (`Δ mean R`) and stores it
 (`eval_results.mean_diff`, `mean_ci_low`, `mean_ci_high`); where the ablation reverts the tuned choice,
