@@ -661,8 +661,8 @@ text for both BM25 and the embedder); `path:*` rows are ablations of the default
 the paired 95% bootstrap interval over the questions (10,000 resamples, seed 0): "beats" only when the interval
 lies above zero, "trails" below, else "ties". The verdict compares the best graph mode with the strongest flat
 baseline the same way. Path mode's passages are ranked by personalised PageRank over the entity–passage graph
-(HippoRAG 2-style); PathRAG's part is the flow-pruned relational paths, which restart the walk and are the
-path prompt. MuSiQue is CC BY 4.0 (Trivedi et al., 2022)."""
+(HippoRAG 2-style); PathRAG's part is the flow-pruned relational paths in the answer prompt (by default they
+do not restart the walk: `path:paths_in_walk` tied). MuSiQue is CC BY 4.0 (Trivedi et al., 2022)."""
 
 
 PROMPT_TEXT = """**What the LLM reads.** Recall scores a ranking the answer model never sees. The tables "What the

@@ -203,7 +203,7 @@ def retrieval(dataset_dir: Path, use_triples: bool, modes: str | None, ablations
     """Recall@k of each query mode on a multi-hop QA dataset (one passage = one document).
 
     Path mode ranks its passages by personalised PageRank over the entity–passage graph (HippoRAG 2-style);
-    PathRAG's part is the flow-pruned relational paths, which restart the walk and are the path prompt. Each
+    PathRAG's part is the flow-pruned relational paths in the answer prompt. Each
     baseline and ablation is compared with the default mode question by question (paired 95% bootstrap
     interval of the difference); the verdict compares the best graph mode with the strongest flat baseline.
     """

@@ -19,8 +19,8 @@ of the user's own store, so results accumulate across datasets and index modes; 
 question's recall, enough to recompute any interval.
 
 Path mode's passages are ranked by personalised PageRank over the entity–passage graph (HippoRAG 2-style,
-query/ranking.py); PathRAG's own part is the flow-pruned relational paths, which restart that walk and are the
-path prompt. ``path:*`` ablations take parts of it away or revert a tuned choice (docs/benchmarks.md, "How a
+query/ranking.py); PathRAG's own part is the flow-pruned relational paths in the answer prompt (they restart
+that walk only in the ``path:paths_in_walk`` ablation, which tied). ``path:*`` ablations take parts of it away or revert a tuned choice (docs/benchmarks.md, "How a
 tuned choice is adopted").
 """
 
@@ -94,8 +94,8 @@ HYBRID_BASELINE_OFFLINE = offline_note("bm25+dense", False)
 # What the verdict compares against: the best graph mode and, when it is not the best, the default.
 DEFAULT_GRAPH_MODE = "path"
 PASSAGE_RANKER = ("path mode ranks passages by personalised PageRank over the entity–passage graph "
-                  "(HippoRAG 2-style); PathRAG's part is the flow-pruned relational paths: they restart the walk "
-                  "and they are the path prompt")
+                  "(HippoRAG 2-style); PathRAG's part is the flow-pruned relational paths in the answer prompt "
+                  "(they restart the walk only in path:paths_in_walk)")
 def _reverting(*more: str, without: str = "") -> dict[str, Any]:
     """Overrides of an ablation that changes the default's ``revert`` set (query/params.py DEFAULT_REVERT)."""
     return {"revert": tuple(r for r in (*DEFAULT_REVERT, *more) if r != without)}
@@ -725,8 +725,7 @@ class RetrievalEvaluation:
         v = self.prompt_verdict()
         if v is None:
             return None
-        parts = [f"{v[b]['outcome']} at {int(b) // 1000 if int(b) % 1000 == 0 else b}{'k' if int(b) % 1000 == 0 else ''} "
-                 f"tokens ({v[b]['mode']:.2f} vs {v[b]['baseline']:.2f}, {_fmt(v[b])})"
+        parts = [f"{v[b]['outcome']} at {b} tokens ({v[b]['mode']:.2f} vs {v[b]['baseline']:.2f}, {_fmt(v[b])})"
                  for b in map(str, self.budgets) if b in v]
         return (f"{self.dataset}: answer in context, the default path prompt ({v['prompt']}) vs the strongest flat "
                 f"chunk prompt {v['baseline']}: " + ", ".join(parts)

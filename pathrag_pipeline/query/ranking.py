@@ -22,8 +22,9 @@ Three parameter-light pieces, each a standard method with its standard constant:
   end alone (``min_ends``, the rule before the product) and HippoRAG's damping 0.5 are ablations too.
 
 This ranker is HippoRAG 2-style (Gutiérrez et al. 2025: PageRank over entities and passages restarting at the
-query's entities and passages), not PathRAG's; PathRAG's part is the flow-pruned relational paths, which restart
-the walk here and are the path prompt.
+query's entities and passages), not PathRAG's; PathRAG's part is the flow-pruned relational paths in the answer
+prompt. They restart the walk here only with ``passages="fused"`` (the path:paths_in_walk ablation, which tied on
+musique-100, so it is not the default).
 
 The prompt's path order is not touched by any of this; it only ranks the passages returned with the answer
 (and scored by ``pathrag eval retrieval``).
