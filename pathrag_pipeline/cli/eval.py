@@ -315,3 +315,99 @@ def winrate(answers_a: Path | None, answers_b: Path | None, questions_file: Path
     else:
         _print_winrate(run, make_console())
 
+
+
+# ---- answers ------------------------------------------------------------------------------------
+
+def _print_answers(e, console: Console) -> None:
+    from pathrag_pipeline.evaluation.answer_eval import RECALL_K
+
+    summary = e.summary()
+    n = len(e.complete_questions)
+    table = Table(title=plain(f"Answers on {e.dataset} ({n} of {e.planned} questions answered in every mode; "
+                              f"llm: {e.llm}, embedder: {e.embedder}, graph: {e.extractor}, prompt budget "
+                              f"{e.budget} tokens)"))
+    for col in ("mode", "F1", "EM", "in context", f"R@{RECALL_K}", "prompt tokens", "LLM calls/q", "LLM tokens/q",
+                "median s", "Δ F1 vs", "Δ F1 [95% CI]"):
+        table.add_column(col, justify="left" if col in ("mode", "Δ F1 vs") else "right")
+    for mode, m in summary.items():
+        label = esc(mode) + (f" [dim]({esc(m.note)})[/dim]" if m.note else "")
+        table.add_row(label, f"{m.scores['f1']:.3f}", f"{m.scores['exact_match']:.3f}",
+                      f"{m.scores['answer_in_context']:.2f}", f"{m.recall:.3f}", f"{m.median_prompt_tokens:.0f}",
+                      f"{m.llm_calls:.1f}", f"{m.llm_tokens:.0f}" + (f" ({m.failed} failed)" if m.failed else ""),
+                      f"{m.median_latency_ms / 1000:.1f}", plain(m.vs or ""),
+                      _delta_cell(m.delta["f1"]) if m.delta else "")
+    console.print(table)
+    verdict = e.verdict()
+    if verdict:
+        console.print(plain(verdict), highlight=False)
+    if e.stopped:
+        console.print(f"[yellow]stopped early: {esc(e.stopped)}; run the same command again to resume[/yellow]")
+    console.print(f"[dim]run {esc(e.run_id)} | {e.resumed} answers resumed, {e.answered} new | {e.seconds:.1f} s | "
+                  "stored in eval_answers/eval_answer_runs[/dim]", highlight=False)
+
+
+@eval_group.command()
+@click.option("--dataset", "dataset_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Folder with corpus.jsonl and questions.jsonl (with gold \"answers\"), optionally triples.jsonl.")
+@click.option("--use-triples", is_flag=True, help="Build the graph from the dataset's triples.jsonl, not by extraction.")
+@click.option("--modes", default=None,
+              help="Comma-separated evaluated modes (as for `eval retrieval`). Default: path, its prompt layouts "
+                   "(path:paper_prompt, path:public_prompt, path:passages_prompt, path:flat_prompt), hybrid, "
+                   "neuropath, naive (= dense), bm25, bm25+dense; with an LLM also neuropath:offline_tracker.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Answer only the first N questions.")
+@click.option("--budget", type=click.IntRange(min=200), default=2000, show_default=True,
+              help="Token budget of every mode's answer prompt.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Index folder (default: $PATHRAG_HOME/eval/<dataset>-<triples|extractor>).")
+@click.option("--top-n", type=click.IntRange(min=1), default=DEFAULT_TOP_N, show_default=True)
+@click.option("--top-k", type=click.IntRange(min=1), default=15, show_default=True)
+@click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default=QueryParams.prompt,
+              show_default=True, help="The default path mode's prompt layout (the path:*_prompt rows are the others).")
+@click.option("--fresh", is_flag=True, help="Start a new run instead of resuming the newest run with the same "
+                                            "configuration.")
+@click.option("--time-limit", type=click.FloatRange(min=0.1), default=None,
+              help="Minutes: start no new question after this (the run stays resumable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON (no progress bar).")
+@click.option("--per-question", is_flag=True, help="With --json: include every answer (without its prompt).")
+def answers(dataset_dir: Path, use_triples: bool, modes: str | None, limit: int | None, budget: int,
+            workdir: Path | None, top_n: int, top_k: int, prompt_style: str, fresh: bool, time_limit: float | None,
+            as_json: bool, per_question: bool) -> None:
+    """Answer a QA dataset in every mode with the configured LLM and score the answers (EM, token F1).
+
+    Each mode's own prompt (at --budget tokens) goes to the LLM, which is asked for the answer alone; the answer
+    is scored against every gold answer and alias (SQuAD normalisation), with answer-in-context of the prompt,
+    recall@5, LLM calls, tokens and latency. Modes are compared with path question by question (paired 95%
+    bootstrap). Every answer is stored as it arrives (eval_answers): run the same command again to resume a
+    killed or time-limited run. Without an LLM the answers are the offline extractive ones.
+    """
+    from pathrag_pipeline.evaluation.answer_eval import EndpointDown, evaluate_answers
+
+    console = Console(stderr=True, quiet=as_json)
+    try:
+        mode_list = parse_csv(modes, "mode", EVAL_MODES) if modes else None
+        settings = Settings.from_env()
+        params = QueryParams(top_n=top_n, top_k=top_k, prompt=prompt_style)
+        with _progress(console) as progress:
+            tasks: dict[str, TaskID] = {}
+
+            def advance(mode: str, done: int, total: int) -> None:
+                if "answers" not in tasks:
+                    tasks["answers"] = progress.add_task("answering", total=total)
+                progress.update(tasks["answers"], completed=done, total=total, description=f"{mode:>22}")
+
+            def indexing(done: int, total: int) -> None:
+                if "index" not in tasks:
+                    tasks["index"] = progress.add_task("indexing", total=total)
+                progress.update(tasks["index"], completed=done, total=total)
+
+            evaluation = evaluate_answers(settings, dataset_dir, modes=mode_list, limit=limit, budget=budget,
+                                          use_triples=use_triples, workdir=workdir, params=params, fresh=fresh,
+                                          time_limit=time_limit * 60 if time_limit else None,
+                                          on_answer=advance, index_progress=indexing)
+    except (*_EXPECTED, EndpointDown) as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(evaluation.to_dict(per_question=per_question), indent=1))
+    else:
+        _print_answers(evaluation, make_console())

@@ -83,8 +83,11 @@ BASELINES = {
 SAME_OFFLINE = {"bm25+dense": "bm25", "path:bm25_text": "path"}
 
 
-def offline_note(mode: str, semantic: bool) -> str:
-    """'<mode> = <row> offline (embedder not semantic)' for a SAME_OFFLINE row without a semantic embedder."""
+def offline_note(mode: str, semantic: bool, llm: bool = True) -> str:
+    """'<mode> = <row> offline (embedder not semantic)' for a SAME_OFFLINE row without a semantic embedder; for an
+    LLM ablation without an LLM, that it equals its query mode."""
+    if not llm and mode in LLM_ABLATIONS:
+        return f"{mode} " + WITHOUT_LLM.format(mode=LLM_ABLATIONS[mode][0])
     if semantic or mode not in SAME_OFFLINE:
         return ""
     return f"{mode} = {SAME_OFFLINE[mode]} offline (embedder not semantic)"
@@ -133,7 +136,16 @@ NEUROPATH_ABLATIONS = {
     "neuropath:completion": {"np_passages": "completion"},   # the post-retrieval completion only
     "neuropath:1hop": {"np_max_hops": 1},                    # one hop of tracking
 }
-EVAL_MODES = (*MODES, *BASELINES, *ABLATIONS, *NEUROPATH_ABLATIONS)
+# What the LLM adds where a query mode can use it or not: keywords from LightRAG's keyword prompt vs the offline
+# rules, NeuroPath's LLM tracker vs its offline one. Each is compared with its own query mode; without an LLM
+# configured a row equals that mode (its note says so).
+LLM_ABLATIONS = {
+    "path:offline_keywords": ("path", {"keywords": "offline"}),
+    "hybrid:offline_keywords": ("hybrid", {"keywords": "offline"}),
+    "neuropath:offline_tracker": ("neuropath", {"np_tracker": "offline"}),
+}
+WITHOUT_LLM = "= {mode} without an LLM (offline keywords and tracker either way)"
+EVAL_MODES = (*MODES, *BASELINES, *ABLATIONS, *NEUROPATH_ABLATIONS, *LLM_ABLATIONS)
 
 
 # ---- tuned choices and the rows that revert them ------------------------------------------------------
@@ -300,6 +312,9 @@ def resolve_mode(name: str) -> tuple[str, dict[str, Any]]:
         return "path", dict(ABLATIONS[name])
     if name in NEUROPATH_ABLATIONS:
         return "neuropath", dict(NEUROPATH_ABLATIONS[name])
+    if name in LLM_ABLATIONS:
+        mode, overrides = LLM_ABLATIONS[name]
+        return mode, dict(overrides)
     raise ValueError(f"mode {name!r} is not one of {', '.join(EVAL_MODES)}")
 
 
@@ -317,6 +332,8 @@ def reference_mode(name: str) -> str | None:
         return DEFAULT_GRAPH_MODE
     if name in NEUROPATH_ABLATIONS:
         return "neuropath"
+    if name in LLM_ABLATIONS:
+        return LLM_ABLATIONS[name][0]
     return None
 
 
@@ -858,7 +875,7 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
             llm_calls=round(sum(p.llm_calls for p in per_question) / len(per_question), 2),
             llm_tokens=round(sum(p.llm_tokens for p in per_question) / len(per_question), 1),
             failed=sum(p.failed for p in per_question),
-            note=offline_note(mode, semantic),
+            note=offline_note(mode, semantic, rag.llm is not None),
             prompts=summarize([p.prompts for p in per_question], sorted(budgets)),
         )
     add_comparisons(outcomes, sorted(ks))

@@ -41,8 +41,17 @@ class Evidence:
     path: bool = False        # entity_names are a path's nodes in order: consecutive names are its hops
 
 
-def answer_with_llm(client: LLMClient, prompt: Prompt) -> Answer:
-    result = client.complete(prompt.messages(), stage="answer")
+# ``response="short"``: the answer alone, as QA benchmarks score it (exact match, token F1). Appended to the
+# system message, so the context and its budget are the same as for a default answer.
+SHORT_ANSWER = ("Reply with the answer alone: a short phrase such as a name, a place, a date or a number, "
+                "with no explanation and no full sentence.")
+
+
+def answer_with_llm(client: LLMClient, prompt: Prompt, response: str = "default") -> Answer:
+    messages = prompt.messages()
+    if response == "short":
+        messages[0] = {"role": "system", "content": f"{prompt.system}\n\n{SHORT_ANSWER}"}
+    result = client.complete(messages, stage="answer")
     return Answer(result.text.strip(), "llm", result.usage)
 
 

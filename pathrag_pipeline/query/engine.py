@@ -83,6 +83,7 @@ from pathrag_pipeline.storage.vector_store import VectorStore
 MAX_RANKED_CHUNKS = 100
 EXCERPTS_PER_PATH = 2
 OFFLINE = "offline"
+KEYWORD_MEMO = 4096   # questions whose LLM keywords one PathRAG instance remembers (oldest forgotten first)
 
 KEYWORD_PROMPT = """You identify the keywords of a user's question for searching a knowledge graph.
 
@@ -120,7 +121,12 @@ class _Clock:
             self.ms[name] = round(self.ms.get(name, 0.0) + (time.perf_counter() - started) * 1000.0, 3)
 
 
-def _usage(usage: Usage) -> dict[str, int]:
+def _usage(usage: Usage, memo: bool = False) -> dict[str, int]:
+    """A stage's LLM use. A memo hit (keywords already asked through this instance) spent nothing: its calls and
+    tokens are 0, and ``memo_calls``/``memo_tokens`` say what the first ask cost (a mode's standalone cost)."""
+    if memo:
+        return {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "memo_calls": usage.calls,
+                "memo_tokens": usage.prompt_tokens + usage.completion_tokens}
     return {"calls": usage.calls, "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
 
 
@@ -223,6 +229,7 @@ class PathRAG:
         self.record = record
         self._vectors: VectorStore | None = None
         self._relation_rows: tuple[object, dict[str, int]] | None = None
+        self._keyword_memo: dict[str, tuple[Keywords, Usage]] = {}
 
     @property
     def vectors(self) -> VectorStore:
@@ -278,9 +285,16 @@ class PathRAG:
         return results
 
     # ---- stages ----------------------------------------------------------------------------------
-    def _keywords(self, question: str) -> tuple[Keywords, Usage]:
-        if self.llm is None:
-            return extract_keywords_offline(question), Usage()
+    def _keywords(self, question: str, source: str = "auto") -> tuple[Keywords, Usage, bool]:
+        """The question's keywords, what the LLM spent on them, and whether they came from this instance's
+        memo. LightRAG caches its keyword call's response; the memo does the same for the LLM's keywords of a
+        question already asked through this instance (evaluation asks every question in several modes). A memo
+        hit reports the usage of the call that produced it, so every mode counts what it would spend alone."""
+        if self.llm is None or source == "offline":
+            return extract_keywords_offline(question), Usage(), False
+        memo = self._keyword_memo.get(question)
+        if memo is not None:
+            return memo[0], memo[1], True
         result = self.llm.structured(
             [{"role": "system", "content": KEYWORD_PROMPT}, {"role": "user", "content": f"Question: {question}"}],
             Keywords, stage="keywords",
@@ -288,7 +302,10 @@ class PathRAG:
         keywords = result.value
         if not keywords.low_level and not keywords.high_level:
             keywords = extract_keywords_offline(question)
-        return keywords, result.usage
+        if len(self._keyword_memo) >= KEYWORD_MEMO:
+            self._keyword_memo.pop(next(iter(self._keyword_memo)))
+        self._keyword_memo[question] = (keywords, result.usage)
+        return keywords, result.usage, False
 
     def _check_vectors(self, table: str) -> None:
         meta = self.vectors.meta(table)
@@ -315,8 +332,8 @@ class PathRAG:
         keywords = Keywords(low_level=[], high_level=[])
         if mode != "naive":
             with clock.stage("keywords"):
-                keywords, usage = self._keywords(text)
-            tokens["keywords"] = _usage(usage)
+                keywords, usage, memo = self._keywords(text, params.keywords)
+            tokens["keywords"] = _usage(usage, memo)
         kw_all = query_keywords(keywords.low_level, keywords.high_level, text)
 
         snapshot: GraphSnapshot | None = None
@@ -393,7 +410,7 @@ class PathRAG:
             if not params.answer:
                 answer = Answer("", "none", Usage())
             elif self.llm is not None:
-                answer = answer_with_llm(self.llm, prompt)
+                answer = answer_with_llm(self.llm, prompt, params.response)
             else:
                 answer = extractive_answer(text, kw_all, self._evidence(mode, snapshot, traces, retrieved, chunk_ids),
                                            {c: s.text for c, s in sources.items()}, names=keywords.low_level)
@@ -412,8 +429,8 @@ class PathRAG:
         text = question.strip()
         tokens: dict[str, dict[str, int]] = {}
         with clock.stage("keywords"):
-            keywords, usage = self._keywords(text)
-        tokens["keywords"] = _usage(usage)
+            keywords, usage, memo = self._keywords(text, params.keywords)
+        tokens["keywords"] = _usage(usage, memo)
         with clock.stage("graph"):
             snapshot = load_graph(self.store)
         with clock.stage("retrieval"):
@@ -430,7 +447,7 @@ class PathRAG:
         with clock.stage("tracking"):
             run = neuropath.track(text, params, snapshot=snapshot, embedder=self.embedder, names=names,
                                   relations=relations, key_entities=query_keywords(keywords.low_level, [], text),
-                                  llm=self.llm, lexical=lexical, text_search=search,
+                                  llm=self.llm if params.np_tracker == "auto" else None, lexical=lexical, text_search=search,
                                   tokens_spent=usage.total_tokens)
         tokens["tracking"] = _usage(run.usage)
         tokens["completion"] = _usage(Usage())
@@ -451,7 +468,7 @@ class PathRAG:
             elif not params.answer:
                 answer = Answer("", "none", Usage())
             elif self.llm is not None:
-                answer = answer_with_llm(self.llm, prompt)
+                answer = answer_with_llm(self.llm, prompt, params.response)
             else:
                 evidence = [Evidence(t.nodes, t.chunk_ids, path=True) for t in run.traces] + [Evidence((), (c,)) for c in chunk_ids]
                 answer = extractive_answer(text, query_keywords(keywords.low_level, keywords.high_level, text),
@@ -563,7 +580,8 @@ class PathRAG:
                         "passages", "seed_pass", "path_pooling", "revert"):
                 record.pop(key)
         if mode != "neuropath":
-            for key in ("np_max_hops", "np_candidates", "np_token_budget", "np_coref_threshold", "np_passages"):
+            for key in ("np_max_hops", "np_candidates", "np_token_budget", "np_coref_threshold", "np_passages",
+                        "np_tracker"):
                 record.pop(key)
         provider, model = (OFFLINE, OFFLINE) if self.llm is None else (self.llm.identity["provider"], self.llm.model)
         return QueryResult(

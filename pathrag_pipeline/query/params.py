@@ -54,6 +54,14 @@ NP_PASSAGES = ("fused", "tracked", "completion")
 # alone, as in PathRAG); "exact_name" drops the exact-name head of a keyword's seeds (retriever order alone);
 # "both_ends" weighs a kept path by its weaker end seed instead of both; "damping" uses HippoRAG's 0.5, not 0.85;
 # "similarity" weighs the walk's restart items by rank alone, not similarity x rank.
+# Where query keywords come from: "auto" is LightRAG's keyword prompt when an LLM is configured and the offline
+# rules otherwise; "offline" keeps the rules even with an LLM (the path:offline_keywords ablation, which measures
+# what the LLM's keywords add). NeuroPath's tracker likewise: "auto" (the LLM when configured) or "offline".
+KEYWORD_SOURCES = ("auto", "offline")
+NP_TRACKERS = ("auto", "offline")
+# What the answer should look like: "default", a concise free answer; "short", the answer alone as a short
+# phrase (a name, a date, a number), as QA benchmarks score it by exact match and token F1.
+RESPONSES = ("default", "short")
 REVERTIBLE = ("question_seed", "exact_name", "both_ends", "damping", "similarity")
 # The tuned choices that failed the adoption rule when rechecked with paired bootstrap intervals on musique-100
 # (docs/benchmarks.md, "How a tuned choice is adopted"): reverted by default; their tuned rule stays reachable by
@@ -89,6 +97,9 @@ class QueryParams:
     np_coref_threshold: float = DEFAULT_NP_COREF_THRESHOLD  # neuropath: name-embedding similarity of coreference
     np_passages: str = "fused"                        # NP_PASSAGES: neuropath's passage ranking (ablations)
     revert: tuple[str, ...] = DEFAULT_REVERT          # REVERTIBLE: tuned path-mode choices set back to the simpler rule
+    keywords: str = "auto"            # KEYWORD_SOURCES: the LLM's keywords when configured, or the offline rules
+    np_tracker: str = "auto"          # NP_TRACKERS: neuropath's tracker, the LLM when configured, or the offline one
+    response: str = "default"         # RESPONSES: a concise answer, or the answer alone as a short phrase
 
     def resolved(self) -> "QueryParams":
         """Validated, with the variant's defaults filled in; errors name the value and the accepted range."""
@@ -102,7 +113,10 @@ class QueryParams:
                                      ("seed_search", self.seed_search, SEED_SEARCHES),
                                      ("passages", self.passages, PASSAGE_RANKINGS),
                                      ("path_pooling", self.path_pooling, PATH_POOLINGS),
-                                     ("np_passages", self.np_passages, NP_PASSAGES)):
+                                     ("np_passages", self.np_passages, NP_PASSAGES),
+                                     ("keywords", self.keywords, KEYWORD_SOURCES),
+                                     ("np_tracker", self.np_tracker, NP_TRACKERS),
+                                     ("response", self.response, RESPONSES)):
             if value not in allowed:
                 raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
         if self.top_n < 1:

@@ -59,6 +59,14 @@ class QueryResult:
         return sum(int(v.get("prompt_tokens", 0)) + int(v.get("completion_tokens", 0))
                    for v in self.tokens.values() if "calls" in v)
 
+    @property
+    def standalone_llm(self) -> tuple[int, int]:
+        """(calls, tokens) this query would have spent alone: ``llm_calls``/``llm_tokens`` plus the keyword call
+        a memo hit saved (the same question asked before through the same ``PathRAG``, e.g. in another mode)."""
+        memo_calls = sum(int(v.get("memo_calls", 0)) for v in self.tokens.values())
+        memo_tokens = sum(int(v.get("memo_tokens", 0)) for v in self.tokens.values())
+        return self.llm_calls + memo_calls, self.llm_tokens + memo_tokens
+
     def to_dict(self, include_prompt: bool = False) -> dict[str, Any]:
         out = {
             "query_id": self.query_id,

@@ -30,6 +30,8 @@ TABLE_NOTES = {
     "eval_results": "Append-only: recall@k per mode of each evaluation run, and for a baseline or an ablation its paired difference from the default mode with a 95% bootstrap interval over the questions.",
     "eval_questions": "Append-only: per question and mode, the ranked passages and recalls of an evaluation run (enough to recompute any interval with `evaluation.bootstrap`).",
     "eval_prompts": "Append-only: what the LLM reads. Per question, mode and token budget of an evaluation run, the mode's actual answer prompt scored without an LLM: its size, whether it holds a gold answer and which passages it quotes (`pathrag eval retrieval --budgets`).",
+    "eval_answers": "Append-only: every answer of `pathrag eval answers`, scored against the gold answers, with the prompt the LLM read, its cost and its latency. Written as each answer arrives, so a killed run keeps what it finished; the newest row of a (run, mode, question) counts.",
+    "eval_answer_runs": "Append-only: one row per invocation of `pathrag eval answers` (a resumed run has one per invocation).",
     "winrate_runs": "Append-only: one row per `pathrag eval winrate` run.",
     "winrate_results": "Append-only: win rates per dimension of each judged run.",
     "winrate_verdicts": "Append-only: every judge verdict, un-swapped to A/B, with its explanations.",

@@ -281,6 +281,51 @@ DDL = [
     )
     """,
     """
+    CREATE TABLE IF NOT EXISTS eval_answers (
+        run_id        VARCHAR NOT NULL,      -- one `pathrag eval answers` run (a resumed run keeps its run_id)
+        config_hash   VARCHAR NOT NULL,      -- hash of what the answers depend on (dataset, budget, query parameters, LLM identity, embedder, graph); the same command resumes the newest run with this hash
+        mode          VARCHAR NOT NULL,      -- evaluated mode: a query mode, a flat baseline (bm25, dense, bm25+dense), a path prompt layout (path:*_prompt) or an ablation
+        question_id   VARCHAR NOT NULL,      -- the dataset's question id
+        answer        VARCHAR NOT NULL,      -- the LLM's answer ('' when the query failed); offline, the extractive answer
+        exact_match   DOUBLE NOT NULL,       -- 1.0 when the SQuAD-normalised answer equals a normalised gold answer or alias, else 0.0
+        f1            DOUBLE NOT NULL,       -- best SQuAD token F1 of the answer against the gold answers and aliases
+        answer_in_context BOOLEAN NOT NULL,  -- a gold answer (normalised) occurs in the prompt the LLM read
+        recall_at_5   DOUBLE NOT NULL,       -- share of the question's gold passages among the first 5 passages the mode ranked
+        prompt_tokens INTEGER NOT NULL,      -- tokens of the answer prompt (system + user message), at most the run's budget
+        llm_calls     INTEGER NOT NULL,      -- LLM requests the query needs on its own: keywords, NeuroPath tracking, the answer (a keyword call shared with another mode of the same question is counted in each)
+        llm_tokens    INTEGER NOT NULL,      -- prompt + completion tokens of those requests
+        latency_ms    DOUBLE NOT NULL,       -- wall time of the whole query, answer included
+        answer_ms     DOUBLE NOT NULL,       -- of which the answer call
+        error         VARCHAR,               -- why the query failed (invalid LLM output, endpoint down); NULL when it answered. A failed row is retried by the next resume, which appends a new row
+        passage_ids   VARCHAR[] NOT NULL,    -- corpus ids the mode ranked, best first (first 20)
+        prompt        VARCHAR NOT NULL,      -- the answer prompt as the LLM read it (system + user message)
+        answered_at   TIMESTAMP NOT NULL     -- UTC; the newest row of a (run_id, mode, question_id) is the one that counts
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS eval_answer_runs (
+        run_id        VARCHAR NOT NULL,      -- eval_answers.run_id: one row per invocation (a resumed run has several)
+        started_at    TIMESTAMP NOT NULL,    -- UTC start of this invocation
+        dataset       VARCHAR NOT NULL,      -- dataset folder name, e.g. musique-100
+        dataset_hash  VARCHAR NOT NULL,      -- sha256 over the corpus, questions and (when used) triples files
+        config_hash   VARCHAR NOT NULL,      -- eval_answers.config_hash
+        budget        INTEGER NOT NULL,      -- token budget of every mode's answer prompt (--budget)
+        llm           VARCHAR NOT NULL,      -- the answering model (keywords and tracking too), or 'offline' (extractive answers)
+        embedder      VARCHAR NOT NULL,      -- what computed the vectors, e.g. 'st-onnx:all-MiniLM-L6-v2'
+        extractor     VARCHAR NOT NULL,      -- what built the graph: 'import:<hash>' for the dataset's triples, else the extractor
+        modes         VARCHAR[] NOT NULL,    -- evaluated modes, in order
+        planned       INTEGER NOT NULL,      -- questions asked for (after --limit)
+        questions     INTEGER NOT NULL,      -- questions every mode has answered so far (the paired comparisons use these)
+        resumed       INTEGER NOT NULL,      -- answers found from earlier invocations of the run
+        answered      INTEGER NOT NULL,      -- answers this invocation wrote
+        stopped       VARCHAR,               -- why this invocation ended before every question was answered (time limit, failed answers); NULL when complete
+        params        JSON NOT NULL,         -- query parameters (the answer is asked with response='short')
+        workdir       VARCHAR NOT NULL,      -- the evaluation index's own PATHRAG_HOME
+        seconds       DOUBLE NOT NULL,       -- wall time of this invocation
+        verdict       VARCHAR                -- the default path mode against the flat chunk prompt with the best F1, with paired 95% bootstrap intervals (NULL without both)
+    )
+    """,
+    """
     CREATE TABLE IF NOT EXISTS winrate_runs (
         run_id        VARCHAR PRIMARY KEY,   -- uuid of one `pathrag eval winrate` run
         started_at    TIMESTAMP NOT NULL,    -- UTC

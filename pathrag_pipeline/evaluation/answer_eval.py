@@ -1,0 +1,445 @@
+"""Answer evaluation: every mode's own prompt goes to the configured LLM and the answer is scored against the
+gold answers (``pathrag eval answers``).
+
+For each question of a QA dataset (the format of ``retrieval_eval``) and each evaluated mode, the mode runs end
+to end as a user's query would (keywords, retrieval, its prompt at ``budget`` tokens, the answer) with
+``response="short"`` (the answer alone, as QA benchmarks score it). The answer is scored by SQuAD exact match
+and token F1 against every gold answer and alias (``answer_scoring.py``); the prompt the LLM read is scored by
+answer-in-context (a gold answer occurs in it). Each row also keeps the LLM calls and tokens the query spent
+(keywords, NeuroPath tracking, the answer), its latency and the passages' recall@k.
+
+Rows go to ``eval_answers`` as each answer arrives, so a killed run keeps what it finished: running the same
+command again resumes the newest run with the same configuration (dataset, budget, parameters, LLM, index) and
+asks only what is missing or failed. Questions run one at a time through every mode, so a run stopped early
+(``time_limit``) still compares the modes on the same questions. Every mode is compared with its reference
+(``retrieval_eval.reference_mode``: ``path`` for a path layout or a flat baseline) question by question with a
+paired 95% bootstrap interval (``bootstrap.py``), and the verdict sets the default path mode against the flat
+chunk prompt with the highest F1, by the interval rule (beats / ties / trails).
+
+``naive`` is LightRAG's naive mode: chunks by the embedder, i.e. the ``dense`` baseline, so the default runs it
+once under its mode name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.evaluation.answer_scoring import answer_in_context, exact_match, token_f1
+from pathrag_pipeline.evaluation.bootstrap import RESAMPLES, SEED, Interval, paired_bootstrap
+from pathrag_pipeline.evaluation.retrieval_eval import (
+    BASELINES,
+    DEFAULT_GRAPH_MODE,
+    EvalQuestion,
+    _insert,
+    default_workdir,
+    load_dataset,
+    offline_note,
+    passage_ids,
+    prepare_index,
+    recall_at_k,
+    reference_mode,
+    resolve_mode,
+)
+from pathrag_pipeline.llm.client import LLMError, LLMOutputError, llm_from_settings
+from pathrag_pipeline.llm.embedding import embedder_runtime
+from pathrag_pipeline.query.engine import PathRAG
+from pathrag_pipeline.query.params import QueryParams
+from pathrag_pipeline.query.retrieval import is_semantic
+from pathrag_pipeline.storage.store import Store
+
+DEFAULT_BUDGET = 2000
+# The short answer's output cap: a name, a date or a number fits; a small model that rambles is cut here.
+SHORT_ANSWER_TOKENS = 64
+RECALL_K = 5
+# The path prompt's layouts (query/params.py PROMPT_STYLES) as evaluated modes: the default is ``path``.
+LAYOUT_MODES = ("path:paper_prompt", "path:public_prompt", "path:passages_prompt", "path:flat_prompt")
+FLAT_MODES = ("naive", "bm25", "dense", "bm25+dense")   # answer from chunk prompts alone
+SCORES = ("f1", "exact_match", "answer_in_context")
+# The endpoint failing this many queries in a row (not answering at all, as opposed to a bad reply) stops the
+# run: every later query would fail the same way. The rows so far are kept; the same command resumes.
+MAX_CONSECUTIVE_UNAVAILABLE = 3
+
+
+class EndpointDown(RuntimeError):
+    """The LLM endpoint stopped answering; what is stored stays, and the same command resumes."""
+
+
+def default_answer_modes(llm: bool) -> list[str]:
+    """path and its prompt layouts, hybrid, neuropath, naive (= dense) and the other flat chunk prompts; with an
+    LLM also neuropath with its offline tracker (what the LLM tracker adds)."""
+    modes = ["path", *LAYOUT_MODES, "hybrid", "neuropath", "naive", "bm25", "bm25+dense"]
+    return modes + (["neuropath:offline_tracker"] if llm else [])
+
+
+@dataclass
+class AnswerRow:
+    """One question answered in one mode (a row of ``eval_answers``)."""
+
+    mode: str
+    question_id: str
+    answer: str
+    exact_match: float
+    f1: float
+    answer_in_context: bool
+    recall: float                    # recall@RECALL_K of the passages the mode ranked
+    prompt_tokens: int               # the answer prompt's own size (what the LLM read)
+    llm_calls: int                   # LLM requests the query needs alone (keywords, tracking, the answer)
+    llm_tokens: int                  # their prompt + completion tokens
+    latency_ms: float                # wall time of the whole query, answer included
+    answer_ms: float                 # of which the answer call
+    error: str | None = None
+    passage_ids: list[str] = field(default_factory=list)
+    prompt: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+@dataclass
+class ModeAnswers:
+    """A mode's figures over the questions every mode of the run answered."""
+
+    scores: dict[str, float]         # SCORES -> mean over questions
+    recall: float
+    median_prompt_tokens: float
+    llm_calls: float                 # mean per question
+    llm_tokens: float
+    median_latency_ms: float
+    failed: int
+    note: str = ""
+    vs: str | None = None
+    delta: dict[str, Interval] = field(default_factory=dict)   # SCORES -> this mode minus ``vs``
+
+
+@dataclass
+class AnswerEvaluation:
+    run_id: str
+    started_at: datetime
+    dataset: str
+    dataset_hash: str
+    config_hash: str
+    budget: int
+    llm: str
+    embedder: str
+    extractor: str
+    modes: list[str]
+    planned: int                     # questions the run was asked to answer (after --limit)
+    rows: dict[str, dict[str, AnswerRow]]   # mode -> question id -> its newest row
+    question_order: list[str]
+    params: dict[str, Any]
+    workdir: str
+    resumed: int = 0                 # rows found from an earlier invocation of this run
+    answered: int = 0                # rows this invocation wrote
+    seconds: float = 0.0
+    stopped: str = ""                # why the invocation stopped before every question was answered
+
+    @property
+    def complete_questions(self) -> list[str]:
+        """Question ids every mode has a row for, in dataset order: the paired comparisons use these."""
+        return [q for q in self.question_order if all(q in self.rows.get(m, {}) for m in self.modes)]
+
+    def summary(self) -> dict[str, ModeAnswers]:
+        questions = self.complete_questions
+        out: dict[str, ModeAnswers] = {}
+        if not questions:
+            return out
+        for mode in self.modes:
+            rows = [self.rows[mode][q] for q in questions]
+            n = len(rows)
+            out[mode] = ModeAnswers(
+                scores={"f1": round(sum(r.f1 for r in rows) / n, 4),
+                        "exact_match": round(sum(r.exact_match for r in rows) / n, 4),
+                        "answer_in_context": round(sum(r.answer_in_context for r in rows) / n, 4)},
+                recall=round(sum(r.recall for r in rows) / n, 4),
+                median_prompt_tokens=float(statistics.median(r.prompt_tokens for r in rows)),
+                llm_calls=round(sum(r.llm_calls for r in rows) / n, 2),
+                llm_tokens=round(sum(r.llm_tokens for r in rows) / n, 1),
+                median_latency_ms=round(statistics.median(r.latency_ms for r in rows), 1),
+                failed=sum(r.failed for r in rows),
+                note=_note(mode, self.llm),
+            )
+        for mode, figures in out.items():
+            ref = reference_mode(mode)
+            if ref is not None and ref in out:
+                figures.vs = ref
+                figures.delta = {s: paired_bootstrap(_scores(self, mode, s, questions), _scores(self, ref, s, questions))
+                                 for s in SCORES}
+        return out
+
+    def verdict_detail(self) -> dict[str, Any] | None:
+        """The default path mode against the flat chunk prompt with the highest mean F1 (on a tie, the one
+        listed first), per score with the paired 95% bootstrap interval; and the best path layout by F1
+        against the default. None without both sides or answered questions."""
+        questions = self.complete_questions
+        flat = [m for m in self.modes if m in FLAT_MODES]
+        if DEFAULT_GRAPH_MODE not in self.modes or not flat or not questions:
+            return None
+        summary = self.summary()
+        baseline = max(flat, key=lambda m: (summary[m].scores["f1"], -flat.index(m)))
+        out: dict[str, Any] = {"mode": DEFAULT_GRAPH_MODE, "baseline": baseline, "questions": len(questions)}
+        for s in SCORES:
+            interval = paired_bootstrap(_scores(self, DEFAULT_GRAPH_MODE, s, questions),
+                                        _scores(self, baseline, s, questions))
+            out[s] = {"mode": summary[DEFAULT_GRAPH_MODE].scores[s], "baseline": summary[baseline].scores[s],
+                      **interval.to_dict()}
+        layouts = [m for m in (DEFAULT_GRAPH_MODE, *LAYOUT_MODES) if m in self.modes]
+        best = max(layouts, key=lambda m: (summary[m].scores["f1"], -layouts.index(m)))
+        out["best_layout"] = best
+        if best != DEFAULT_GRAPH_MODE:
+            out["best_layout_vs_default"] = summary[best].delta["f1"].to_dict()
+        return out
+
+    def verdict(self) -> str | None:
+        d = self.verdict_detail()
+        if d is None:
+            return None
+        f1, em = d["f1"], d["exact_match"]
+        line = (f"{self.dataset}: the default path mode {f1['outcome']} the strongest flat chunk prompt "
+                f"{d['baseline']} on answer F1 ({f1['mode']:.3f} vs {f1['baseline']:.3f}, {_fmt(f1)}; exact match "
+                f"{em['mode']:.3f} vs {em['baseline']:.3f}, {_fmt(em)})")
+        if d["best_layout"] != DEFAULT_GRAPH_MODE:
+            b = d["best_layout_vs_default"]
+            line += f"; best path layout by F1: {d['best_layout']} ({b['outcome']} the default, {_fmt(b)})"
+        else:
+            line += "; the default layout has the best F1 of the path layouts evaluated"
+        return (line + f" [paired 95% bootstrap over {d['questions']} questions, {RESAMPLES:,} resamples, "
+                f"seed {SEED}; answers by {self.llm} at a {self.budget}-token prompt budget]")
+
+    def to_dict(self, per_question: bool = False) -> dict[str, Any]:
+        summary = self.summary()
+        modes: dict[str, Any] = {}
+        for mode, m in summary.items():
+            modes[mode] = {**m.scores, f"recall@{RECALL_K}": m.recall, "median_prompt_tokens": m.median_prompt_tokens,
+                           "llm_calls": m.llm_calls, "llm_tokens": m.llm_tokens,
+                           "median_latency_ms": m.median_latency_ms, "failed": m.failed}
+            if m.note:
+                modes[mode]["note"] = m.note
+            if m.vs is not None:
+                modes[mode]["vs"] = m.vs
+                modes[mode]["delta"] = {s: i.to_dict() for s, i in m.delta.items()}
+            if per_question:
+                modes[mode]["per_question"] = [
+                    {k: v for k, v in asdict(self.rows[mode][q]).items() if k != "prompt"}
+                    for q in self.complete_questions]
+        return {
+            "run_id": self.run_id, "started_at": self.started_at.isoformat(), "dataset": self.dataset,
+            "dataset_hash": self.dataset_hash, "config_hash": self.config_hash, "budget": self.budget,
+            "llm": self.llm, "embedder": self.embedder, "extractor": self.extractor, "params": self.params,
+            "planned": self.planned, "questions": len(self.complete_questions), "resumed": self.resumed,
+            "answered": self.answered, "stopped": self.stopped or None, "seconds": round(self.seconds, 3),
+            "workdir": self.workdir, "modes": modes,
+            "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "level": 0.95, "unit": "question"},
+            "verdict": self.verdict(), "verdict_detail": self.verdict_detail(),
+        }
+
+
+def _llm_key(rag: PathRAG) -> dict[str, str] | str:
+    """The LLM as far as answers depend on it: model and structured-output mode. Not the endpoint's address:
+    the same model served on another port (``pathrag bench answers`` picks a free one) resumes the same run."""
+    if rag.llm is None:
+        return "offline"
+    return {"model": rag.llm.model, "mode": rag.llm.mode}
+
+
+def _note(mode: str, llm: str) -> str:
+    if mode == "naive":
+        return "naive = dense: LightRAG's naive mode ranks chunks by the embedder"
+    return offline_note(mode, True, llm != "offline")
+
+
+def _scores(e: AnswerEvaluation, mode: str, score: str, questions: Sequence[str]) -> list[float]:
+    return [float(getattr(e.rows[mode][q], score)) for q in questions]
+
+
+def _fmt(figures: dict[str, Any]) -> str:
+    return f"{figures['diff']:+.3f} [{figures['low']:+.3f}, {figures['high']:+.3f}]"
+
+
+# ---- running ------------------------------------------------------------------------------------
+
+def config_of(*, dataset_hash: str, budget: int, params: QueryParams, llm: dict[str, str] | str, embedder: str,
+              extractor: str) -> tuple[dict[str, Any], str]:
+    """What a run's answers depend on (never a credential: ``llm`` is the client's identity), and its hash:
+    rows with the same hash can be resumed into."""
+    config = {"dataset_hash": dataset_hash, "budget": budget, "params": asdict(params), "llm": llm,
+              "embedder": embedder, "extractor": extractor}
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return config, digest
+
+
+def answer_row(rag: PathRAG, q: EvalQuestion, mode: str, params: QueryParams, budget: int) -> AnswerRow:
+    """Ask one question in one evaluated mode and score the answer; a failed query (the LLM's output stayed
+    invalid, NeuroPath's tracker failed) is a row with ``error`` set and zero scores, not an exception.
+    An endpoint that does not answer at all raises (``LLMError`` other than ``LLMOutputError``)."""
+    query_mode, overrides = resolve_mode(mode)
+    mode_params = dataclasses.replace(params, **overrides)
+    started = time.perf_counter()
+    try:
+        result = rag.query_many([q.question], query_mode, params=mode_params, budgets=(budget,))[0]
+    except LLMOutputError as exc:
+        return AnswerRow(mode, q.id, "", 0.0, 0.0, False, 0.0, 0, exc.usage.calls, exc.usage.total_tokens,
+                         round((time.perf_counter() - started) * 1000.0, 1), 0.0, error=str(exc))
+    prompt = result.prompts[budget]
+    ranked = passage_ids(result.document_ids)
+    calls, tokens = result.standalone_llm
+    answer = result.answer if result.answer_kind != "failed" else ""
+    return AnswerRow(
+        mode=mode, question_id=q.id, answer=answer, exact_match=exact_match(answer, q.answers),
+        f1=round(token_f1(answer, q.answers), 4), answer_in_context=answer_in_context(prompt.text, q.answers),
+        recall=recall_at_k(ranked, q.gold_ids, RECALL_K), prompt_tokens=prompt.tokens, llm_calls=calls,
+        llm_tokens=tokens, latency_ms=round(result.total_ms, 1), answer_ms=round(result.timings_ms.get("answer", 0.0), 1),
+        error=result.error, passage_ids=ranked[:20], prompt=prompt.text)
+
+
+def evaluate_answers(settings: Settings, dataset_dir: Path | str, *, modes: Sequence[str] | None = None,
+                     limit: int | None = None, budget: int = DEFAULT_BUDGET, use_triples: bool = False,
+                     workdir: Path | None = None, params: QueryParams | None = None, fresh: bool = False,
+                     time_limit: float | None = None, store: Store | None = None,
+                     on_answer: Callable[[str, int, int], None] | None = None,
+                     index_progress: Callable[[int, int], None] | None = None) -> AnswerEvaluation:
+    """Index the dataset (or reuse its index), then answer every question in every mode, storing each row as
+    it comes (``store``: the user's store, default ``settings``'). Resumes the newest run with the same
+    configuration unless ``fresh``. ``time_limit`` (seconds): start no new question after it (the run stays
+    resumable). ``on_answer(mode, done, total)`` after each row."""
+    started = time.perf_counter()
+    started_at = datetime.now(timezone.utc).replace(tzinfo=None)
+    for mode in modes or ():
+        resolve_mode(mode)
+    if modes is not None and not modes:
+        raise ValueError("no modes to evaluate; give e.g. --modes path,naive")
+    if budget < 200:
+        raise ValueError(f"budget={budget} is too small; give at least 200 tokens (default {DEFAULT_BUDGET})")
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit={limit} must be at least 1")
+    params = dataclasses.replace(params or QueryParams(), token_budget=budget, response="short", answer=True).resolved()
+    dataset = load_dataset(dataset_dir)
+    questions = dataset.questions[:limit] if limit else dataset.questions
+    unanswerable = [q.id for q in questions if not q.answers]
+    if unanswerable:
+        raise ValueError(f"{dataset.path / 'questions.jsonl'}: question {unanswerable[0]!r} (and "
+                         f"{len(unanswerable) - 1} more) has no gold \"answers\" list; answers are scored against "
+                         "it, so give each question \"answers\": [the answer and its aliases]")
+    workdir = Path(workdir).expanduser().resolve() if workdir else default_workdir(settings, dataset, use_triples)
+    eval_settings, report = prepare_index(settings, dataset, workdir, use_triples=use_triples, progress=index_progress)
+    llm = llm_from_settings(eval_settings, max_tokens={"*": eval_settings.llm_answer_max_tokens,
+                                                       "answer": SHORT_ANSWER_TOKENS})
+    rag = PathRAG(eval_settings, llm=llm, record=False)
+    llm_name = rag.llm.model if rag.llm is not None else "offline"
+    modes = list(modes) if modes is not None else default_answer_modes(rag.llm is not None)
+    embedder = rag.embedder.identity
+    extractor = report.mode.get("extractor", "")
+    _, config_hash = config_of(dataset_hash=dataset.fingerprint(use_triples), budget=budget, params=params,
+                               llm=_llm_key(rag), embedder=embedder,
+                               extractor=extractor)
+    store = store or Store.for_settings(settings)
+    run_id, previous = (uuid.uuid4().hex, {}) if fresh else resume_point(store, config_hash)
+    run_id = run_id or uuid.uuid4().hex
+    evaluation = AnswerEvaluation(
+        run_id=run_id, started_at=started_at, dataset=dataset.name, dataset_hash=dataset.fingerprint(use_triples),
+        config_hash=config_hash, budget=budget, llm=llm_name,
+        embedder=embedder_runtime(rag.embedder) or embedder, extractor=extractor, modes=modes,
+        planned=len(questions), rows={m: {} for m in modes}, question_order=[q.id for q in questions],
+        params=asdict(params), workdir=str(workdir))
+    for (mode, qid), row in previous.items():
+        if mode in evaluation.rows and not row.failed:
+            evaluation.rows[mode][qid] = row
+    evaluation.resumed = sum(len(r) for r in evaluation.rows.values())
+    semantic = is_semantic(rag.embedder)
+    if "dense" in modes and not semantic:
+        raise ValueError("--modes dense needs a semantic embedder (set PATHRAG_EMBED_MODEL); offline the dense "
+                         "baseline is not a meaningful row")
+    total = len(questions) * len(modes)
+    done = evaluation.resumed
+    unavailable = 0
+    try:
+        for q in questions:
+            if time_limit is not None and time.perf_counter() - started > time_limit:
+                evaluation.stopped = f"time limit of {time_limit / 60:.0f} min reached"
+                break
+            for mode in modes:
+                if q.id in evaluation.rows[mode]:
+                    continue
+                try:
+                    row = answer_row(rag, q, mode, params, budget)
+                    unavailable = 0
+                except LLMError as exc:   # the endpoint did not answer: record it, stop after a few in a row
+                    row = AnswerRow(mode, q.id, "", 0.0, 0.0, False, 0.0, 0, 0, 0, 0.0, 0.0, error=str(exc))
+                    unavailable += 1
+                save_answer_rows(store, evaluation, [row])
+                evaluation.answered += 1
+                evaluation.rows[mode][q.id] = row
+                done += 1
+                if on_answer is not None:
+                    on_answer(mode, done, total)
+                if unavailable >= MAX_CONSECUTIVE_UNAVAILABLE:
+                    raise EndpointDown(
+                        f"the LLM endpoint failed {unavailable} queries in a row (last: {row.error}); "
+                        f"{evaluation.answered} answers of this invocation are stored in eval_answers (run "
+                        f"{run_id}). Check the server and run the same command again to resume.")
+    finally:
+        evaluation.seconds = time.perf_counter() - started
+    if not evaluation.stopped and len(evaluation.complete_questions) < len(questions):
+        evaluation.stopped = "some answers failed; run the same command again to retry them"
+    save_answer_run(store, evaluation)
+    return evaluation
+
+
+# ---- storage ------------------------------------------------------------------------------------
+
+ANSWER_COLUMNS = ("run_id", "config_hash", "mode", "question_id", "answer", "exact_match", "f1",
+                  "answer_in_context", f"recall_at_{RECALL_K}", "prompt_tokens", "llm_calls", "llm_tokens",
+                  "latency_ms", "answer_ms", "error", "passage_ids", "prompt", "answered_at")
+
+
+def save_answer_rows(store: Store, e: AnswerEvaluation, rows: Sequence[AnswerRow]) -> None:
+    """Append rows to eval_answers at once (one short write per answer: a killed run keeps what it did)."""
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    with store.connect() as con:
+        _insert(con, "eval_answers", ANSWER_COLUMNS, [
+            (e.run_id, e.config_hash, r.mode, r.question_id, r.answer, r.exact_match, r.f1, r.answer_in_context,
+             r.recall, r.prompt_tokens, r.llm_calls, r.llm_tokens, r.latency_ms, r.answer_ms, r.error,
+             r.passage_ids, r.prompt, now) for r in rows])
+
+
+def save_answer_run(store: Store, e: AnswerEvaluation) -> None:
+    """Append this invocation's row to eval_answer_runs (a resumed run has one row per invocation)."""
+    with store.connect() as con:
+        _insert(con, "eval_answer_runs", (
+            "run_id", "started_at", "dataset", "dataset_hash", "config_hash", "budget", "llm", "embedder",
+            "extractor", "modes", "planned", "questions", "resumed", "answered", "stopped", "params", "workdir",
+            "seconds", "verdict"), [
+            (e.run_id, e.started_at, e.dataset, e.dataset_hash, e.config_hash, e.budget, e.llm, e.embedder,
+             e.extractor, e.modes, e.planned, len(e.complete_questions), e.resumed, e.answered, e.stopped or None,
+             json.dumps(e.params), e.workdir, round(e.seconds, 3), e.verdict())])
+
+
+def resume_point(store: Store, config_hash: str) -> tuple[str | None, dict[tuple[str, str], AnswerRow]]:
+    """The newest run with this configuration and its newest row per (mode, question); (None, {}) if none."""
+    with store.connect() as con:   # read-write: an older home gains the eval_answers table here
+        found = con.execute("SELECT run_id FROM eval_answers WHERE config_hash = ? "
+                            "ORDER BY answered_at DESC LIMIT 1", [config_hash]).fetchone()
+        if found is None:
+            return None, {}
+        run_id = found[0]
+        rows = con.execute(f"""
+            SELECT {', '.join(ANSWER_COLUMNS[2:-1])} FROM eval_answers WHERE run_id = ?
+            QUALIFY row_number() OVER (PARTITION BY mode, question_id ORDER BY answered_at DESC) = 1""",
+                           [run_id]).fetchall()
+    out: dict[tuple[str, str], AnswerRow] = {}
+    for (mode, qid, answer, em, f1, aic, recall, ptok, calls, tokens, latency, answer_ms, error, pids,
+         prompt) in rows:
+        out[(mode, qid)] = AnswerRow(mode, qid, answer, em, f1, aic, recall, ptok, calls, tokens, latency,
+                                     answer_ms, error, list(pids or []), prompt or "")
+    return run_id, out

@@ -1,0 +1,181 @@
+"""Answer evaluation (`pathrag eval answers`) against the scripted OpenAI-compatible server: scoring against the
+gold answers, the stored rows and runs, resumption after a kill, the paired intervals and the CLI's JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from pathrag_pipeline.cli.eval import eval_group
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.evaluation.answer_eval import SHORT_ANSWER_TOKENS, evaluate_answers
+from pathrag_pipeline.evaluation.answer_scoring import answer_in_context
+from pathrag_pipeline.query import graph_cache
+from pathrag_pipeline.query.answering import SHORT_ANSWER
+from tests.test_evaluation import QUESTIONS, write_dataset
+
+GOLD = {q["id"]: q["answers"] for q in QUESTIONS}
+MODES = ["path", "path:paper_prompt", "naive", "bm25"]
+
+
+def reader(request: dict) -> str:
+    """A scripted model that answers what it can read: keywords as JSON for the keyword prompt; for an answer,
+    the first gold answer that occurs in the prompt it was sent, else "unknown"."""
+    system = request["messages"][0]["content"]
+    user = request["messages"][-1]["content"]
+    if "keywords" in system.lower() and "Question:" in user:
+        words = re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*", user.split("Question:", 1)[1])
+        return json.dumps({"low_level": words[:3], "high_level": ["location"]})
+    line = re.search(r"Question: (.*)", user).group(1).strip()
+    gold = next(q for q in QUESTIONS if q["question"] == line)["answers"][0]
+    return gold if gold != "x" and answer_in_context(user, [gold]) else "unknown"
+
+
+@pytest.fixture
+def dataset(tmp_path) -> Path:
+    graph_cache.clear_cache()
+    return write_dataset(tmp_path / "tiny-qa")
+
+
+def _settings(tmp_path: Path, server=None) -> Settings:
+    env = {"PATHRAG_HOME": str(tmp_path / "home")}
+    if server is not None:
+        env.update(PATHRAG_LLM_BASE_URL=server.base_url, PATHRAG_LLM_MODEL="fake-reader")
+    return Settings.from_env(env=env)
+
+
+def _rows(settings: Settings, sql: str):
+    with duckdb.connect(str(settings.duckdb_path), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def test_answers_are_scored_against_gold_stored_and_compared_with_intervals(tmp_path, dataset, openai_server):
+    openai_server.chat_responder = reader
+    settings = _settings(tmp_path, openai_server)
+    e = evaluate_answers(settings, dataset, modes=MODES, use_triples=True, budget=600)
+
+    rows = _rows(settings, "SELECT mode, question_id, answer, exact_match, f1, answer_in_context, prompt, llm_calls, "
+                           "prompt_tokens, error FROM eval_answers ORDER BY question_id, mode")
+    assert len(rows) == len(QUESTIONS) * len(MODES)
+    for mode, qid, answer, em, f1, aic, prompt, calls, ptok, error in rows:
+        assert error is None
+        assert aic == answer_in_context(prompt, GOLD[qid])     # the stored prompt is the one scored
+        expected = GOLD[qid][0] if aic and GOLD[qid][0] != "x" else "unknown"
+        assert answer == expected and f1 == em == float(expected in GOLD[qid])
+        assert 0 < ptok <= 600
+        # the keyword call of a graph mode is counted in each mode that needs it, the answer call in every mode
+        assert calls == (1 if mode in ("naive", "bm25") else 2)
+
+    # keywords are asked once per question (shared by path and path:paper_prompt), answers once per row
+    asks = [body for endpoint, body in openai_server.calls if endpoint == "chat"]
+    answer_asks = [b for b in asks if SHORT_ANSWER in b["messages"][0]["content"]]
+    assert len(answer_asks) == len(rows)
+    assert len(asks) - len(answer_asks) == len(QUESTIONS)
+    assert all(b["max_tokens"] == SHORT_ANSWER_TOKENS for b in answer_asks)
+
+    summary = e.summary()
+    f1 = {m: sum(r[4] for r in rows if r[0] == m) / len(QUESTIONS) for m in MODES}
+    assert {m: s.scores["f1"] for m, s in summary.items()} == pytest.approx(f1, abs=1e-4)
+    assert summary["bm25"].vs == "path" and summary["path"].vs is None
+    assert summary["bm25"].delta["f1"].diff == pytest.approx(f1["bm25"] - f1["path"], abs=1e-9)
+    verdict = e.verdict()
+    assert verdict and "strongest flat chunk prompt" in verdict and "fake-reader" in verdict
+    run = _rows(settings, "SELECT run_id, questions, planned, answered, resumed, stopped, verdict, budget "
+                          "FROM eval_answer_runs")
+    assert run == [(e.run_id, 3, 3, 12, 0, None, verdict, 600)]
+
+
+def test_a_killed_run_resumes_with_the_answers_it_had(tmp_path, dataset, openai_server):
+    openai_server.chat_responder = reader
+    settings = _settings(tmp_path, openai_server)
+
+    class Killed(BaseException):
+        pass
+
+    def kill_after_five(mode: str, done: int, total: int) -> None:
+        if done == 5:
+            raise Killed()
+
+    with pytest.raises(Killed):
+        evaluate_answers(settings, dataset, modes=MODES, use_triples=True, budget=600, on_answer=kill_after_five)
+    assert _rows(settings, "SELECT count(*) FROM eval_answers")[0][0] == 5
+    before = openai_server.count("chat")
+
+    e = evaluate_answers(settings, dataset, modes=MODES, use_triples=True, budget=600)
+    assert (e.resumed, e.answered) == (5, 7)
+    assert len({r[0] for r in _rows(settings, "SELECT run_id FROM eval_answers")}) == 1   # the same run
+    assert len(e.complete_questions) == 3
+    answers_asked = sum(SHORT_ANSWER in body["messages"][0]["content"]
+                        for endpoint, body in openai_server.calls[before:] if endpoint == "chat")
+    assert answers_asked == 7
+
+    # another budget is another configuration: a new run, nothing resumed; --fresh starts over too
+    other = evaluate_answers(settings, dataset, modes=["naive"], use_triples=True, budget=700)
+    assert other.run_id != e.run_id and other.resumed == 0
+    again = evaluate_answers(settings, dataset, modes=["naive"], use_triples=True, budget=700, fresh=True)
+    assert again.run_id != other.run_id and again.resumed == 0
+
+
+def test_an_endpoint_that_stops_answering_stops_the_run_and_failed_rows_are_retried(tmp_path, dataset,
+                                                                                    openai_server):
+    from pathrag_pipeline.evaluation.answer_eval import EndpointDown
+
+    openai_server.chat_responder = reader
+    settings = _settings(tmp_path, openai_server)
+    openai_server.inject("404_model", times=100)
+    with pytest.raises(EndpointDown, match="run the same command again"):
+        evaluate_answers(settings, dataset, modes=["naive"], use_triples=True, budget=600)
+    failed = _rows(settings, "SELECT error FROM eval_answers")
+    assert len(failed) == 3 and all(error for (error,) in failed)
+
+    openai_server.reset()
+    openai_server.chat_responder = reader
+    e = evaluate_answers(settings, dataset, modes=["naive"], use_triples=True, budget=600)
+    assert e.resumed == 0 and e.answered == 3 and not e.stopped
+    assert _rows(settings, "SELECT count(*) FROM eval_answers WHERE error IS NULL")[0][0] == 3
+
+
+def test_offline_answers_are_the_extractive_ones_and_say_so(tmp_path, dataset):
+    settings = _settings(tmp_path)
+    e = evaluate_answers(settings, dataset, modes=["path", "bm25"], use_triples=True, budget=600)
+    assert e.llm == "offline"
+    answers = _rows(settings, "SELECT answer, llm_calls FROM eval_answers")
+    assert answers and all(a.startswith("Extractive answer") and calls == 0 for a, calls in answers)
+
+
+def test_questions_without_gold_answers_are_refused_with_the_file_named(tmp_path, dataset):
+    lines = (dataset / "questions.jsonl").read_text().splitlines()
+    row = json.loads(lines[0])
+    del row["answers"]
+    (dataset / "questions.jsonl").write_text("\n".join([json.dumps(row), *lines[1:]]) + "\n")
+    with pytest.raises(ValueError, match=r"questions.jsonl.*'q1'.*answers"):
+        evaluate_answers(_settings(tmp_path), dataset, modes=["naive"], use_triples=True)
+
+
+def test_cli_json_and_table(tmp_path, dataset, openai_server, monkeypatch):
+    openai_server.chat_responder = reader
+    monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-reader")
+    runner = CliRunner()
+    result = runner.invoke(eval_group, ["answers", "--dataset", str(dataset), "--use-triples", "--modes",
+                                        "path,bm25", "--budget", "600", "--json", "--per-question"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["llm"] == "fake-reader" and data["questions"] == 3 and data["budget"] == 600
+    assert set(data["modes"]) == {"path", "bm25"}
+    assert data["modes"]["bm25"]["vs"] == "path" and "f1" in data["modes"]["bm25"]["delta"]
+    assert len(data["modes"]["path"]["per_question"]) == 3
+    assert "prompt" not in data["modes"]["path"]["per_question"][0]
+    # the same command again resumes everything and asks nothing
+    before = openai_server.count("chat")
+    table = runner.invoke(eval_group, ["answers", "--dataset", str(dataset), "--use-triples", "--modes",
+                                       "path,bm25", "--budget", "600"])
+    assert table.exit_code == 0, table.output
+    assert openai_server.count("chat") == before
+    assert "6 answers resumed, 0 new" in table.output and "strongest flat chunk prompt" in table.output
