@@ -187,3 +187,43 @@ def test_cli_answers_two_modes_then_judges(tmp_path, monkeypatch, openai_server)
     out = json.loads(result.output)
     assert (out["a"], out["b"]) == ("mode:hybrid", "mode:path")
     assert out["win_rates"]["overall"] == {"a": 0.0, "b": 1.0, "wins_a": 0, "wins_b": 2}
+    # the judge wrote both answers: the output says it is a weak judge, and the run's params keep that
+    assert "same model that wrote both answers" in out["judge_note"]
+
+
+def test_cli_dataset_questions_judged_against_two_modes_with_side_a_answered_once(tmp_path, monkeypatch,
+                                                                                 openai_server):
+    from tests.test_evaluation import write_dataset
+
+    graph_cache.clear_cache()
+    dataset = write_dataset(tmp_path / "tiny-qa")
+    monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
+    judge_by_marker = prefers("PATH-ANSWER")
+
+    def responder(request):
+        text = json.dumps(request["messages"])
+        if "evaluating two answers" in text:
+            return judge_by_marker(request)
+        if "keywords" in request["messages"][0]["content"].lower():
+            return Keywords(low_level=["Helena Voss"], high_level=["birthplace"]).model_dump_json()
+        return "PATH-ANSWER" if "Path rank" in text else "Some answer."
+
+    openai_server.chat_responder = responder
+    result = CliRunner().invoke(eval_group, ["winrate", "--dataset", str(dataset), "--use-triples", "--mode-b",
+                                             "hybrid,naive", "--limit", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.output)
+    assert [(r["a"], r["b"], r["questions"]) for r in runs] == [("mode:path", "mode:hybrid", 2),
+                                                                ("mode:path", "mode:naive", 2)]
+    assert all(r["win_rates"]["overall"]["a"] == 1.0 and r["judge_note"] for r in runs)
+    answer_calls = [b for e, b in openai_server.calls if e == "chat" and "evaluating two answers" not in
+                    json.dumps(b["messages"]) and "keywords" not in b["messages"][0]["content"].lower()]
+    assert len(answer_calls) == 2 * 3        # path once for both runs, then hybrid and naive
+    with Store(tmp_path / "home" / "pathrag.duckdb").connect(read_only=True) as con:
+        stored = con.execute("SELECT label_b, params->>'judge_note' FROM winrate_runs ORDER BY label_b").fetchall()
+    assert [s[0] for s in stored] == ["mode:hybrid", "mode:naive"] and all("weak judge" in s[1] for s in stored)
+
+    bad = CliRunner().invoke(eval_group, ["winrate", "--dataset", str(dataset), "--mode-b", "hybrid,sideways"])
+    assert bad.exit_code != 0 and "'sideways' is not one of" in bad.output

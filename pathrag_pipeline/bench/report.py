@@ -204,14 +204,14 @@ def extractor_section(r: dict[str, Any] | None) -> str:
 
 
 def answers_section(r: dict[str, Any]) -> str:
-    """Sample questions answered offline, per mode (``pathrag bench answers``)."""
+    """Sample questions answered offline, per mode (``pathrag bench sample-answers``)."""
     n = len(r["questions"])
     rows = [[run, f"{m['answered']}/{m['of']}", *["yes" if w else "-" for w in m["which"]]]
             for run, m in r["modes"].items()]
     leads = "; ".join(f"q{i + 1} \"{q['lead']}\"" for i, q in enumerate(r["questions"]))
     return "\n\n".join([
         "## Sample questions answered offline",
-        _reproduce("pathrag bench answers"),
+        _reproduce("pathrag bench sample-answers"),
         f"The {n} questions of data/sample_questions.md asked in each mode over the sample corpus indexed offline "
         f"(rule-based keywords, hashing embedder, extractive answers; keywords and answers by {r['llm']}). A "
         "question counts as answered when the answer key's lead name (the Answer cell up to its first "
@@ -888,6 +888,9 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         failed_section("CLI start-up", errors.get("CLI start-up")),
         measured(dagster_section(dagster).rstrip(), secs["dagster"]) if dagster else
         failed_section("Dagster", errors.get("Dagster")),
+        unmeasured_section("Answers through a local LLM", "pathrag bench answers --update-docs docs/benchmarks.md",
+                           "it runs a local LLM server for over an hour and needs the optional server and model "
+                           "installs of docs/llm-endpoints.md"),
         unmeasured_section("Scale", "pathrag bench scale --update-docs docs/benchmarks.md",
                            "its benchmark runs for about half an hour on its own"),
         measured(retrieval_section(retrieval), secs["retrieval"]) if retrieval else

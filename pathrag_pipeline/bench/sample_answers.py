@@ -1,4 +1,4 @@
-"""How many sample questions the offline pipeline answers, per mode (``pathrag bench answers``).
+"""How many sample questions the offline pipeline answers, per mode (``pathrag bench sample-answers``).
 
 The sample documents are indexed offline into a temporary home; each question of
 ``data/sample_questions.md`` is asked in each mode, offline (rule-based keywords, hashing embedder,

@@ -135,8 +135,48 @@ def extractor(dataset_dir: Path, as_json: bool) -> None:
 
 
 @bench.command("answers")
+@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=MUSIQUE, show_default=True, help="QA dataset with triples.jsonl (its graph).")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Questions answered.")
+@click.option("--budget", type=click.IntRange(min=200), default=1000, show_default=True,
+              help="Token budget of every mode's answer prompt (a 0.5B model on 2 cores reads ~100 tokens/s).")
+@click.option("--modes", default=None, help="Comma-separated modes (default: as `pathrag eval answers`).")
+@click.option("--time-limit", type=click.FloatRange(min=0.1), default=None,
+              help="Minutes: start no new question after this; the same command resumes.")
+@click.option("--base-url", default=None, help="Use this running OpenAI-compatible endpoint instead of starting "
+                                               "the local server (with --model).")
+@click.option("--model", default=None, help="The model the --base-url endpoint serves.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Bench folder: index, runs (resumable) and the joined model (default: a temporary folder).")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Rewrite the 'Answers through a local LLM' section of this markdown file (docs/benchmarks.md).")
 @click.option("--json", "as_json", is_flag=True)
-def answers(as_json: bool) -> None:
+def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_limit: float | None,
+            base_url: str | None, model: str | None, workdir: Path | None, update_docs: Path | None,
+            as_json: bool) -> None:
+    """Answers end to end through a real local LLM: starts llama-cpp-python's server with a small GGUF model
+    (Qwen2.5-Coder-0.5B-Instruct from the [local-llm-model] extra), runs `pathrag eval answers` on musique-100
+    and reports EM/F1 per mode with paired intervals. Says what to install when the server or model is missing.
+    """
+    from pathrag_pipeline.bench.llm_answers import (HEADING, BenchSetupError, llm_answers_section,
+                                                    run_llm_answers_bench, to_json)
+    from pathrag_pipeline.evaluation.answer_eval import EndpointDown
+    from pathrag_pipeline.evaluation.retrieval_eval import EVAL_MODES, parse_csv
+
+    try:
+        result = run_llm_answers_bench(
+            dataset_dir, Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-llm-answers-")), limit=limit,
+            budget=budget, modes=parse_csv(modes, "mode", EVAL_MODES) if modes else None,
+            time_limit=time_limit * 60 if time_limit else None, base_url=base_url, model=model,
+            log=_log(as_json))
+    except (BenchSetupError, EndpointDown, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    _publish(llm_answers_section(result), HEADING, update_docs, as_json, to_json(result), before="Scale")
+
+
+@bench.command("sample-answers")
+@click.option("--json", "as_json", is_flag=True)
+def sample_answers(as_json: bool) -> None:
     """How many sample questions (data/sample_questions.md) each mode answers offline: the answer key's lead
     name appears in the extractive answer."""
     from pathrag_pipeline.bench.sample_answers import run_answers_bench

