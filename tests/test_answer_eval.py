@@ -179,3 +179,15 @@ def test_cli_json_and_table(tmp_path, dataset, openai_server, monkeypatch):
     assert table.exit_code == 0, table.output
     assert openai_server.count("chat") == before
     assert "6 answers resumed, 0 new" in table.output and "strongest flat chunk prompt" in table.output
+
+
+def test_new_query_options_are_validated_and_the_python_api_defaults_to_the_cli_prompt():
+    import inspect
+
+    from pathrag_pipeline.query.engine import PathRAG
+    from pathrag_pipeline.query.params import QueryParams
+
+    for field, value in (("response", "long"), ("keywords", "llm-only"), ("np_tracker", "human")):
+        with pytest.raises(ValueError, match=f"{field}='{value}' is not one of"):
+            QueryParams(**{field: value}).resolved()
+    assert inspect.signature(PathRAG.query).parameters["prompt"].default == QueryParams().prompt

@@ -245,7 +245,7 @@ class PathRAG:
     # ---- public API ------------------------------------------------------------------------------
     def query(self, question: str, mode: str = "path", *, top_n: int = DEFAULT_TOP_N, top_k: int = 15,
               alpha: float = 0.8, theta: float | None = None, max_hops: int | None = None,
-              variant: str = "paper", ordering: str = "reliability", prompt: str = "paths",
+              variant: str = "paper", ordering: str = "reliability", prompt: str = QueryParams.prompt,
               token_budget: int = DEFAULT_TOKEN_BUDGET, excerpts: bool = False, **options: Any) -> QueryResult:
         """Answer one question. ``mode`` is ``path`` (PathRAG), ``neuropath`` (NeuroPath path tracking,
         ``query/neuropath.py``) or a LightRAG baseline (naive, local, global, hybrid); ``prompt="flat"`` is the
