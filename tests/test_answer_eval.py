@@ -191,3 +191,24 @@ def test_new_query_options_are_validated_and_the_python_api_defaults_to_the_cli_
         with pytest.raises(ValueError, match=f"{field}='{value}' is not one of"):
             QueryParams(**{field: value}).resolved()
     assert inspect.signature(PathRAG.query).parameters["prompt"].default == QueryParams().prompt
+
+
+def test_llm_keywords_are_measured_against_the_offline_rules_on_the_same_questions(tmp_path, dataset,
+                                                                                    openai_server):
+    from pathrag_pipeline.evaluation.retrieval_eval import evaluate_retrieval
+
+    openai_server.chat_responder = reader
+    e = evaluate_retrieval(_settings(tmp_path, openai_server), dataset, modes=["path", "path:offline_keywords"],
+                           use_triples=True, budgets=())
+    llm, rules = e.modes["path"], e.modes["path:offline_keywords"]
+    assert llm.llm_calls == 1.0 and rules.llm_calls == 0.0           # one keyword call per question, or none
+    assert rules.vs == "path" and set(rules.delta) >= {"recall@2", "mean_recall"}
+    assert openai_server.count("chat") == len(QUESTIONS)
+    assert not rules.note
+
+    graph_cache.clear_cache()
+    offline = evaluate_retrieval(_settings(tmp_path / "off"), dataset, modes=["path", "path:offline_keywords"],
+                                 use_triples=True, budgets=())
+    assert offline.modes["path:offline_keywords"].note == "path:offline_keywords = path without an LLM " \
+                                                          "(offline keywords and tracker either way)"
+    assert offline.modes["path:offline_keywords"].recall == offline.modes["path"].recall
