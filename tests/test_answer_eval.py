@@ -81,6 +81,9 @@ def test_answers_are_scored_against_gold_stored_and_compared_with_intervals(tmp_
     summary = e.summary()
     f1 = {m: sum(r[4] for r in rows if r[0] == m) / len(QUESTIONS) for m in MODES}
     assert {m: s.scores["f1"] for m, s in summary.items()} == pytest.approx(f1, abs=1e-4)
+    for mode, figures in summary.items():    # how well the model reads what the prompt held
+        held = [r[4] for r in rows if r[0] == mode and r[5]]
+        assert figures.f1_in_context == (pytest.approx(sum(held) / len(held)) if held else None)
     assert summary["bm25"].vs == "path" and summary["path"].vs is None
     assert summary["bm25"].delta["f1"].diff == pytest.approx(f1["bm25"] - f1["path"], abs=1e-9)
     verdict = e.verdict()

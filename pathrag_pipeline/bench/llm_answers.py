@@ -251,7 +251,8 @@ def llm_answers_section(r: dict[str, Any]) -> str:
     for mode, m in e["modes"].items():
         delta = m.get("delta", {})
         rows.append([f"`{mode}`" + (f" ({m['note']})" if m.get("note") else ""), f"{m['f1']:.3f}",
-                     f"{m['exact_match']:.3f}", f"{m['answer_in_context']:.2f}", f"{m['recall@5']:.3f}",
+                     f"{m['exact_match']:.3f}", f"{m['answer_in_context']:.2f}",
+                     "" if m.get("f1_in_context") is None else f"{m['f1_in_context']:.3f}", f"{m['recall@5']:.3f}",
                      f"{m['median_prompt_tokens']:.0f}", f"{m['llm_calls']:.1f}", f"{m['llm_tokens']:.0f}",
                      f"{m['median_latency_ms'] / 1000:.1f}", m.get("failed", 0),
                      f"{_fmt(delta['f1'])} {delta['f1']['outcome']}" if delta else "",
@@ -266,11 +267,12 @@ def llm_answers_section(r: dict[str, Any]) -> str:
         f"{mach['cores']} CPU cores ({r['server'].get('threads', '?')} threads, context {r['server'].get('context', '?')}), "
         f"graph from the dataset's triples, embedder {r['embedder']}. The model is asked for the answer alone "
         "(a short phrase); EM and F1 are SQuAD's, against every gold answer and alias. \"in context\": a gold "
-        "answer occurs in the prompt the model read. LLM calls and tokens count what each query spends on its "
+        "answer occurs in the prompt the model read; \"F1 if in context\": the mean F1 over those questions alone, "
+        "how well the model reads what retrieval gave it. LLM calls and tokens count what each query spends on its "
         "own (keywords, NeuroPath tracking, the answer). Δ: paired difference from `path` over the same "
         "questions with its 95% bootstrap interval (10,000 resamples, seed 0): \"beats\" only when the interval "
         f"lies above zero.{stopped}",
-        md_table(["mode", "F1", "EM", "in context", "R@5", "prompt tokens", "LLM calls/q", "LLM tokens/q",
+        md_table(["mode", "F1", "EM", "in context", "F1 if in context", "R@5", "prompt tokens", "LLM calls/q", "LLM tokens/q",
                   "median s/q", "failed", "Δ F1 vs path", "Δ in context vs path"], rows),
         f"**Verdict:** {e['verdict']}" if e.get("verdict") else "",
         f"_Measured with {r['model']} on {mach['cores']} cores ({mach['cpu']}, Python {mach['python']}, load "

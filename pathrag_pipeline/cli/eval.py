@@ -369,13 +369,15 @@ def _print_answers(e, console: Console) -> None:
     table = Table(title=plain(f"Answers on {e.dataset} ({n} of {e.planned} questions answered in every mode; "
                               f"llm: {e.llm}, embedder: {e.embedder}, graph: {e.extractor}, prompt budget "
                               f"{e.budget} tokens)"))
-    for col in ("mode", "F1", "EM", "in context", f"R@{RECALL_K}", "prompt tokens", "LLM calls/q", "LLM tokens/q",
+    for col in ("mode", "F1", "EM", "in context", "F1 if in context", f"R@{RECALL_K}", "prompt tokens", "LLM calls/q", "LLM tokens/q",
                 "median s", "Δ F1 vs", "Δ F1 [95% CI]"):
         table.add_column(col, justify="left" if col in ("mode", "Δ F1 vs") else "right")
     for mode, m in summary.items():
         label = esc(mode) + (f" [dim]({esc(m.note)})[/dim]" if m.note else "")
         table.add_row(label, f"{m.scores['f1']:.3f}", f"{m.scores['exact_match']:.3f}",
-                      f"{m.scores['answer_in_context']:.2f}", f"{m.recall:.3f}", f"{m.median_prompt_tokens:.0f}",
+                      f"{m.scores['answer_in_context']:.2f}",
+                      "" if m.f1_in_context is None else f"{m.f1_in_context:.3f}", f"{m.recall:.3f}",
+                      f"{m.median_prompt_tokens:.0f}",
                       f"{m.llm_calls:.1f}", f"{m.llm_tokens:.0f}" + (f" ({m.failed} failed)" if m.failed else ""),
                       f"{m.median_latency_ms / 1000:.1f}", plain(m.vs or ""),
                       _delta_cell(m.delta["f1"]) if m.delta else "")

@@ -118,6 +118,8 @@ class ModeAnswers:
     llm_tokens: float
     median_latency_ms: float
     failed: int
+    f1_in_context: float | None = None   # mean F1 over the questions whose prompt held a gold answer: how well the
+                                         # model reads what retrieval gave it (None when no prompt held one)
     note: str = ""
     vs: str | None = None
     delta: dict[str, Interval] = field(default_factory=dict)   # SCORES -> this mode minus ``vs``
@@ -169,6 +171,7 @@ class AnswerEvaluation:
                 llm_tokens=round(sum(r.llm_tokens for r in rows) / n, 1),
                 median_latency_ms=round(statistics.median(r.latency_ms for r in rows), 1),
                 failed=sum(r.failed for r in rows),
+                f1_in_context=_mean([r.f1 for r in rows if r.answer_in_context]),
                 note=_note(mode, self.llm),
             )
         for mode, figures in out.items():
@@ -224,7 +227,8 @@ class AnswerEvaluation:
         for mode, m in summary.items():
             modes[mode] = {**m.scores, f"recall@{RECALL_K}": m.recall, "median_prompt_tokens": m.median_prompt_tokens,
                            "llm_calls": m.llm_calls, "llm_tokens": m.llm_tokens,
-                           "median_latency_ms": m.median_latency_ms, "failed": m.failed}
+                           "median_latency_ms": m.median_latency_ms, "failed": m.failed,
+                           "f1_in_context": m.f1_in_context}
             if m.note:
                 modes[mode]["note"] = m.note
             if m.vs is not None:
@@ -253,6 +257,10 @@ def _llm_key(rag: PathRAG) -> dict[str, str] | str:
     if rag.llm is None:
         return "offline"
     return {"model": rag.llm.model, "mode": rag.llm.mode}
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
 
 
 def _note(mode: str, llm: str) -> str:
