@@ -48,6 +48,21 @@ def prefers(marker: str):
     return responder
 
 
+def path_favouring_chat(entity: str, concept: str):
+    """One model for answering and judging: keywords (``entity``, ``concept``), "PATH-ANSWER" for a prompt with
+    paths and "Some answer." otherwise, and as judge always the answer carrying "PATH-ANSWER"."""
+    judge_by_marker = prefers("PATH-ANSWER")
+
+    def responder(request: dict) -> str:
+        text = json.dumps(request["messages"])
+        if "evaluating two answers" in text:
+            return judge_by_marker(request)
+        if "keywords" in request["messages"][0]["content"].lower():
+            return Keywords(low_level=[entity], high_level=[concept]).model_dump_json()
+        return "PATH-ANSWER" if "Path rank" in text else "Some answer."
+    return responder
+
+
 def always_first(request: dict) -> str:
     return _verdict({dim: "Answer 1" for dim in ALL})
 
@@ -168,17 +183,7 @@ def test_cli_answers_two_modes_then_judges(tmp_path, monkeypatch, openai_server)
     monkeypatch.setenv("PATHRAG_HOME", str(settings.home))
     monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
     monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
-    judge_by_marker = prefers("PATH-ANSWER")
-
-    def responder(request):
-        text = json.dumps(request["messages"])
-        if "evaluating two answers" in text:
-            return judge_by_marker(request)
-        if "keywords" in request["messages"][0]["content"].lower():
-            return Keywords(low_level=["Aldermere University"], high_level=["founder"]).model_dump_json()
-        return "PATH-ANSWER Lindenholm" if "Path rank" in text else "Some answer."
-
-    openai_server.chat_responder = responder
+    openai_server.chat_responder = path_favouring_chat("Aldermere University", "founder")
     questions = _write_answers(tmp_path / "q.jsonl", [{"id": "a", "question": "Where was the founder of Aldermere "
                                                        "University born?"}, {"id": "b", "question": "Who founded it?"}])
     result = CliRunner().invoke(eval_group, ["winrate", "--questions", str(questions), "--mode-a", "hybrid",
@@ -200,17 +205,7 @@ def test_cli_dataset_questions_judged_against_two_modes_with_side_a_answered_onc
     monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
     monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
-    judge_by_marker = prefers("PATH-ANSWER")
-
-    def responder(request):
-        text = json.dumps(request["messages"])
-        if "evaluating two answers" in text:
-            return judge_by_marker(request)
-        if "keywords" in request["messages"][0]["content"].lower():
-            return Keywords(low_level=["Helena Voss"], high_level=["birthplace"]).model_dump_json()
-        return "PATH-ANSWER" if "Path rank" in text else "Some answer."
-
-    openai_server.chat_responder = responder
+    openai_server.chat_responder = path_favouring_chat("Helena Voss", "birthplace")
     result = CliRunner().invoke(eval_group, ["winrate", "--dataset", str(dataset), "--use-triples", "--mode-b",
                                              "hybrid,naive", "--limit", "2", "--json"])
     assert result.exit_code == 0, result.output

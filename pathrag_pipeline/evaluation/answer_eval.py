@@ -42,6 +42,7 @@ from pathrag_pipeline.evaluation.retrieval_eval import (
     DEFAULT_GRAPH_MODE,
     EvalQuestion,
     _insert,
+    check_run,
     default_workdir,
     load_dataset,
     offline_note,
@@ -325,14 +326,9 @@ def evaluate_answers(settings: Settings, dataset_dir: Path | str, *, modes: Sequ
     resumable). ``on_answer(mode, done, total)`` after each row."""
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).replace(tzinfo=None)
-    for mode in modes or ():
-        resolve_mode(mode)
-    if modes is not None and not modes:
-        raise ValueError("no modes to evaluate; give e.g. --modes path,naive")
+    check_run(modes, limit)
     if budget < 200:
         raise ValueError(f"budget={budget} is too small; give at least 200 tokens (default {DEFAULT_BUDGET})")
-    if limit is not None and limit < 1:
-        raise ValueError(f"limit={limit} must be at least 1")
     params = dataclasses.replace(params or QueryParams(), token_budget=budget, response="short", answer=True).resolved()
     dataset = load_dataset(dataset_dir)
     questions = dataset.questions[:limit] if limit else dataset.questions

@@ -809,6 +809,16 @@ def by_hops(questions: Sequence[QuestionOutcome], keys: Sequence[str]) -> dict[s
             for h, g in sorted(groups.items())}
 
 
+def check_run(modes: Sequence[str] | None, limit: int | None) -> None:
+    """Every mode is an evaluated mode, at least one when given, and the limit is positive (ValueError)."""
+    for mode in modes or ():
+        resolve_mode(mode)
+    if modes is not None and not modes:
+        raise ValueError("no modes to evaluate; give e.g. --modes path,naive")
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit={limit} must be at least 1")
+
+
 def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Sequence[str] | None = None,
                        ks: Sequence[int] = DEFAULT_KS, limit: int | None = None, use_triples: bool = False,
                        workdir: Path | None = None, params: QueryParams | None = None,
@@ -826,14 +836,9 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
     """
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).replace(tzinfo=None)
-    for mode in modes or ():
-        resolve_mode(mode)
-    if modes is not None and not modes:
-        raise ValueError("no modes to evaluate; give e.g. --modes path,naive")
+    check_run(modes, limit)
     if not ks or min(ks) < 1:
         raise ValueError(f"ks={list(ks)} must be whole numbers >= 1, e.g. 2,5,10")
-    if limit is not None and limit < 1:
-        raise ValueError(f"limit={limit} must be at least 1")
     # Recall needs the ranked passages only: no answers, so no answer LLM calls either.
     params = dataclasses.replace(params or QueryParams(), answer=False).resolved()
     dataset = load_dataset(dataset_dir, hop_level)
