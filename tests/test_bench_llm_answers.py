@@ -48,4 +48,4 @@ def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_serve
     again = CliRunner().invoke(bench, args)
     assert again.exit_code == 0, again.output
     assert openai_server.count("chat") == asked
-    assert "9 resumed" in docs.read_text()
+    assert "(9 from earlier invocations of the run, 0 in the last)" in docs.read_text()

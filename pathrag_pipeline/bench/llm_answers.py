@@ -276,9 +276,10 @@ def llm_answers_section(r: dict[str, Any]) -> str:
                   "median s/q", "failed", "Δ F1 vs path", "Δ in context vs path"], rows),
         f"**Verdict:** {e['verdict']}" if e.get("verdict") else "",
         f"_Measured with {r['model']} on {mach['cores']} cores ({mach['cpu']}, Python {mach['python']}, load "
-        f"{mach['load_average']} at the end); answering took {e['run_seconds'] / 60:.0f} min over the run's "
-        f"invocations ({e['answered']} answers in the last, {e['resumed']} resumed from earlier ones; run "
-        f"{e['run_id'][:12]})._",
+        f"{mach['load_average']} at the end). The {e['resumed'] + e['answered']} answers took "
+        f"{e['query_seconds'] / 60:.0f} min of query time in all, the sum of their wall times"
+        + (f" ({e['resumed']} from earlier invocations of the run, {e['answered']} in the last)" if e['resumed'] else "")
+        + f"; run {e['run_id'][:12]}._",
     ]
     return "\n\n".join(p for p in parts if p)
 

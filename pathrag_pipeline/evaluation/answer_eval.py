@@ -154,6 +154,11 @@ class AnswerEvaluation:
         """Question ids every mode has a row for, in dataset order: the paired comparisons use these."""
         return [q for q in self.question_order if all(q in self.rows.get(m, {}) for m in self.modes)]
 
+    @property
+    def query_seconds(self) -> float:
+        """Wall time of the queries behind the kept answers (every invocation's, killed ones too)."""
+        return sum(r.latency_ms for rows in self.rows.values() for r in rows.values()) / 1000.0
+
     def summary(self) -> dict[str, ModeAnswers]:
         questions = self.complete_questions
         out: dict[str, ModeAnswers] = {}
@@ -245,7 +250,7 @@ class AnswerEvaluation:
             "llm": self.llm, "embedder": self.embedder, "extractor": self.extractor, "params": self.params,
             "planned": self.planned, "questions": len(self.complete_questions), "resumed": self.resumed,
             "answered": self.answered, "stopped": self.stopped or None, "seconds": round(self.seconds, 3),
-            "run_seconds": round(self.earlier_seconds + self.seconds, 3),
+            "run_seconds": round(self.earlier_seconds + self.seconds, 3), "query_seconds": round(self.query_seconds, 1),
             "workdir": self.workdir, "modes": modes,
             "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "level": 0.95, "unit": "question"},
             "verdict": self.verdict(), "verdict_detail": self.verdict_detail(),
