@@ -207,7 +207,7 @@ def test_cli_dataset_questions_judged_against_two_modes_with_side_a_answered_onc
     monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
     openai_server.chat_responder = path_favouring_chat("Helena Voss", "birthplace")
     result = CliRunner().invoke(eval_group, ["winrate", "--dataset", str(dataset), "--use-triples", "--mode-b",
-                                             "hybrid,naive", "--limit", "2", "--json"])
+                                             "hybrid,naive", "--limit", "2", "--budget", "600", "--json"])
     assert result.exit_code == 0, result.output
     runs = json.loads(result.output)
     assert [(r["a"], r["b"], r["questions"]) for r in runs] == [("mode:path", "mode:hybrid", 2),
@@ -217,8 +217,10 @@ def test_cli_dataset_questions_judged_against_two_modes_with_side_a_answered_onc
                     json.dumps(b["messages"]) and "keywords" not in b["messages"][0]["content"].lower()]
     assert len(answer_calls) == 2 * 3        # path once for both runs, then hybrid and naive
     with Store(tmp_path / "home" / "pathrag.duckdb").connect(read_only=True) as con:
-        stored = con.execute("SELECT label_b, params->>'judge_note' FROM winrate_runs ORDER BY label_b").fetchall()
+        stored = con.execute("SELECT label_b, params->>'judge_note', params->'query_params'->>'token_budget' "
+                             "FROM winrate_runs ORDER BY label_b").fetchall()
     assert [s[0] for s in stored] == ["mode:hybrid", "mode:naive"] and all("weak judge" in s[1] for s in stored)
+    assert {s[2] for s in stored} == {"600"}
 
     bad = CliRunner().invoke(eval_group, ["winrate", "--dataset", str(dataset), "--mode-b", "hybrid,sideways"])
     assert bad.exit_code != 0 and "'sideways' is not one of" in bad.output

@@ -284,11 +284,13 @@ def _print_winrate(run: WinRateRun, console: Console) -> None:
               help=f"One mode or several, comma-separated (e.g. hybrid,naive): one judged run per mode, side A's "
                    f"answers shared ({', '.join(MODES)}).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N questions.")
+@click.option("--budget", type=click.IntRange(min=200), default=QueryParams.token_budget, show_default=True,
+              help="With --questions or --dataset: token budget of the answer prompts.")
 @click.option("--both-orders", is_flag=True,
               help="Judge every question twice (A first, then B first) instead of alternating the order.")
 @click.option("--json", "as_json", is_flag=True, help="Print the win rates as JSON (a list with several --mode-b).")
 def winrate(answers_a: Path | None, answers_b: Path | None, questions_file: Path | None, dataset_dir: Path | None,
-            use_triples: bool, workdir: Path | None, mode_a: str, mode_b: str, limit: int | None,
+            use_triples: bool, workdir: Path | None, mode_a: str, mode_b: str, limit: int | None, budget: int,
             both_orders: bool, as_json: bool) -> None:
     """Pairwise LLM judge (PathRAG's five dimensions) of two answer sets: per-dimension win rates of A and B.
 
@@ -334,9 +336,10 @@ def winrate(answers_a: Path | None, answers_b: Path | None, questions_file: Path
             questions = questions[:limit] if limit else questions
             with _progress(console) as progress:
                 task = progress.add_task("answering", total=(1 + len(modes_b)) * len(questions))
+                query_params = QueryParams(token_budget=budget)
                 answers = answer_modes(answer_settings, questions, [mode_a, *modes_b],
-                                       on_answer=lambda: progress.advance(task))
-            params = {"query_params": asdict(QueryParams().resolved())}
+                                       on_answer=lambda: progress.advance(task), params=query_params)
+            params = {"query_params": asdict(query_params.resolved())}
             if dataset_dir is not None:
                 params["dataset"] = dataset.name
             for m in modes_b:

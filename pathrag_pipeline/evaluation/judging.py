@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field, field_validator
 from pathrag_pipeline.config import ENV_NAMES, Settings
 from pathrag_pipeline.llm.client import LLMClient, LLMOutputError
 from pathrag_pipeline.query.engine import PathRAG, load_questions
+from pathrag_pipeline.query.params import QueryParams
 from pathrag_pipeline.storage.store import Store, transaction
 
 DIMENSIONS = ("comprehensiveness", "diversity", "logicality", "relevance", "coherence")
@@ -257,14 +258,14 @@ def answers_from_modes(settings: Settings, questions: Sequence[tuple[str, str]],
 
 
 def answer_modes(settings: Settings, questions: Sequence[tuple[str, str]], modes: Sequence[str],
-                 on_answer: Callable[[], None] | None = None) -> dict[str, list[str]]:
+                 on_answer: Callable[[], None] | None = None, params: QueryParams | None = None) -> dict[str, list[str]]:
     """Every question answered in each mode (once per mode, however many pairs use it), in question order."""
     rag = PathRAG(settings)
     out: dict[str, list[str]] = {}
     for mode in dict.fromkeys(modes):
         out[mode] = []
         for _, question in questions:
-            out[mode].append(rag.query_many([question], mode)[0].answer)
+            out[mode].append(rag.query_many([question], mode, params=params or QueryParams())[0].answer)
             if on_answer is not None:
                 on_answer()
     return out
