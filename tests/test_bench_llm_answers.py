@@ -9,6 +9,13 @@ from pathrag_pipeline.bench import llm_answers
 from pathrag_pipeline.cli.bench import bench
 from pathrag_pipeline.query import graph_cache
 from tests.test_answer_eval import reader
+from tests.test_judging import always_first
+
+
+def reader_and_judge(request: dict) -> str:
+    if "evaluating two answers" in request["messages"][0]["content"]:
+        return always_first(request)
+    return reader(request)
 from tests.test_evaluation import write_dataset
 
 
@@ -28,14 +35,14 @@ def test_base_url_and_model_go_together(tmp_path):
 def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_server, monkeypatch):
     graph_cache.clear_cache()
     monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
-    openai_server.chat_responder = reader
+    openai_server.chat_responder = reader_and_judge
     dataset = write_dataset(tmp_path / "tiny-qa")
     docs = tmp_path / "benchmarks.md"
     docs.write_text("# Benchmarks\n\n## Scale\n\nold scale text\n")
     args = ["answers", "--dataset", str(dataset), "--workdir", str(tmp_path / "bench"), "--base-url",
             openai_server.base_url, "--model", "fake-reader", "--modes", "path,naive,bm25", "--limit", "3",
             "--update-docs", str(docs)]
-    result = CliRunner().invoke(bench, args)
+    result = CliRunner().invoke(bench, [*args, "--winrate", "2"])
     assert result.exit_code == 0, result.output
     text = docs.read_text()
     section = text.split("## Answers through a local LLM", 1)[1].split("## Scale", 1)[0]
@@ -43,9 +50,12 @@ def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_serve
     for mode in ("`path`", "`naive`", "`bm25`"):
         assert f"| {mode}" in section
     assert "**Verdict:**" in section and "old scale text" in text
+    # win rates: path against hybrid and naive, judged by the model that answered, which the section says
+    assert "| `path` vs `hybrid` | 2 | 2 | 0 |" in section and "| `path` vs `naive` | 2 | 2 | 0 |" in section
+    assert "The judge is fake-reader, the same small model that wrote both answers: a weak judge" in section
     # the same command again resumes: no answer is asked twice
     asked = openai_server.count("chat")
-    again = CliRunner().invoke(bench, args)
+    again = CliRunner().invoke(bench, [*args, "--winrate", "0"])
     assert again.exit_code == 0, again.output
     assert openai_server.count("chat") == asked
     assert "(9 from earlier invocations of the run, 0 in the last)" in docs.read_text()

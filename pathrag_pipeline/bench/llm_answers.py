@@ -50,6 +50,8 @@ GGUF_MAGIC = b"GGUF"
 CONTEXT = 8192
 DEFAULT_LIMIT = 50
 DEFAULT_BUDGET = 1000
+DEFAULT_WINRATE = 30
+WINRATE_PAIRS = (("path", "hybrid"), ("path", "naive"))
 HEADING = "Answers through a local LLM"
 
 
@@ -176,12 +178,14 @@ def machine() -> dict[str, Any]:
 def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_LIMIT, budget: int = DEFAULT_BUDGET,
                           modes: list[str] | None = None, time_limit: float | None = None,
                           base_url: str | None = None, model: str | None = None, embed_model: str | None = None,
-                          log: Log = print) -> dict[str, Any]:
+                          winrate: int = DEFAULT_WINRATE, log: Log = print) -> dict[str, Any]:
     """Start the local server (unless ``base_url``/``model`` name a running endpoint), run the answer
     evaluation of ``dataset`` with its triples graph and return its figures with the model, the machine and the
     time. ``workdir``: ``<workdir>/answers/home`` keeps the runs (resumable), ``<workdir>/retrieval/triples[-minilm]``
     the dataset's index (the same folder ``pathrag bench retrieval`` uses), ``<workdir>/models`` the joined GGUF.
-    ``embed_model``: the embedder (default: MiniLM when its extra is installed, else the offline hashing one)."""
+    ``embed_model``: the embedder (default: MiniLM when its extra is installed, else the offline hashing one).
+    ``winrate``: then judge path against hybrid and naive on that many questions (0: no judging) with the same
+    model as judge, answers at the same budget (not resumable: answered and judged again on every call)."""
     from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
     from pathrag_pipeline.config import Settings
     from pathrag_pipeline.evaluation.answer_eval import evaluate_answers
@@ -199,10 +203,13 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
     index = workdir / "retrieval" / ("triples" + ("-minilm" if embed_model else ""))
     started = time.perf_counter()
 
-    def evaluate(url: str, name: str) -> Any:
+    def settings_for(url: str, name: str) -> Settings:
         env = {"PATHRAG_LLM_BASE_URL": url, "PATHRAG_LLM_MODEL": name,
                **({"PATHRAG_EMBED_MODEL": embed_model} if embed_model else {})}
-        settings = Settings.from_env(env={**os.environ, **env}, home=workdir / "answers" / "home")
+        return Settings.from_env(env={**os.environ, **env}, home=workdir / "answers" / "home")
+
+    def evaluate(url: str, name: str) -> Any:
+        settings = settings_for(url, name)
         done = [0]
 
         def progress(mode: str, answered: int, total: int) -> None:
@@ -211,14 +218,16 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
             done[0] = answered
 
         log(f"answering {limit} questions of {dataset.name} in every mode through {name} ({url})")
-        return evaluate_answers(settings, dataset, modes=modes, limit=limit, budget=budget, use_triples=True,
-                                workdir=index, params=QueryParams(), time_limit=time_limit, on_answer=progress,
-                                index_progress=lambda d, t: None)
+        evaluation = evaluate_answers(settings, dataset, modes=modes, limit=limit, budget=budget, use_triples=True,
+                                      workdir=index, params=QueryParams(), time_limit=time_limit,
+                                      on_answer=progress, index_progress=lambda d, t: None)
+        judged = judge_modes(settings, dataset, index, winrate, budget, log) if winrate else []
+        return evaluation, judged
 
     server: dict[str, Any] = {}
     if base_url is not None:
         assert model is not None
-        evaluation = evaluate(base_url, model)
+        evaluation, judged = evaluate(base_url, model)
         served = model
     else:
         path = assemble_model(workdir / "models")
@@ -226,20 +235,71 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
         with LocalServer(path, workdir / "models" / "server.log") as running:
             server = {"command": " ".join(running.command[1:]).replace(str(path), path.name),
                       "threads": running.threads, "context": CONTEXT}
-            evaluation = evaluate(running.base_url, path.name)
+            evaluation, judged = evaluate(running.base_url, path.name)
         served = MODEL_NAME
     command = (("HF_HUB_OFFLINE=1 " if embed_model else "") + "pathrag bench answers"
                + (f" --limit {limit}" if limit != DEFAULT_LIMIT else "")
                + (f" --budget {budget}" if budget != DEFAULT_BUDGET else "")
                + (f" --dataset {repo_path(dataset)}" if dataset.name != "musique-100" else "")
+               + (f" --winrate {winrate}" if winrate != DEFAULT_WINRATE else "")
                + " --update-docs docs/benchmarks.md")
-    return {"evaluation": evaluation.to_dict(), "model": served, "server": server, "machine": machine(),
+    return {"evaluation": evaluation.to_dict(), "winrate": judged, "model": served, "server": server, "machine": machine(),
             "embedder": embed_model or "offline hashing", "seconds": round(time.perf_counter() - started, 1),
             "command": command, "dataset": dataset.name}
 
 
+def judge_modes(settings: Any, dataset: Path, index: Path, questions: int, budget: int,
+                log: Log) -> list[dict[str, Any]]:
+    """Win rates of path against hybrid and naive on the first ``questions`` of ``dataset``: each mode answers
+    (default response, ``budget``-token prompts) over the dataset's index, the configured LLM judges with the
+    papers' prompt, order alternated; stored in the bench home's winrate tables."""
+    from pathrag_pipeline.evaluation.judging import answer_modes, judge_pairs, pair_modes, save_winrate
+    from pathrag_pipeline.evaluation.retrieval_eval import load_dataset, prepare_index
+    from pathrag_pipeline.llm.client import llm_from_settings
+    from pathrag_pipeline.query.params import QueryParams
+    from pathrag_pipeline.storage.store import Store
+
+    rows = [(q.id, q.question) for q in load_dataset(dataset).questions[:questions]]
+    answer_settings, _ = prepare_index(settings, load_dataset(dataset), index, use_triples=True)
+    modes = list(dict.fromkeys(m for pair in WINRATE_PAIRS for m in pair))
+    log(f"win rates: answering {len(rows)} questions in {', '.join(modes)}")
+    params = QueryParams(token_budget=budget)
+    answers = answer_modes(answer_settings, rows, modes, params=params)
+    judge = llm_from_settings(settings)
+    assert judge is not None
+    out = []
+    for a, b in WINRATE_PAIRS:
+        log(f"win rates: judging {a} against {b}")
+        run = judge_pairs(judge, pair_modes(rows, answers, a, b), label_a=f"mode:{a}", label_b=f"mode:{b}",
+                          params={"dataset": dataset.name, "token_budget": budget}, answered_by=judge.model)
+        save_winrate(Store.for_settings(settings), run)
+        out.append(run.to_dict())
+    return out
+
+
 def _fmt(d: dict[str, Any]) -> str:
     return f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+
+
+def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
+    from pathrag_pipeline.bench.report import md_table
+    from pathrag_pipeline.evaluation.judging import DIMENSIONS, OVERALL
+
+    if not runs:
+        return []
+    dims = [*DIMENSIONS, OVERALL]
+    rows = [[f"`{r['a'].removeprefix('mode:')}` vs `{r['b'].removeprefix('mode:')}`", r["questions"], r["judgments"],
+             r["failed"], *[f"{100 * r['win_rates'][d]['a']:.0f}%" for d in dims]] for r in runs]
+    judge = runs[0]["judge"]
+    return [
+        f"**Win rates** (`pathrag eval winrate --dataset ... --use-triples --mode-a path --mode-b hybrid,naive "
+        f"--limit {runs[0]['questions']} --budget {budget}`): each mode's default answer (concise, not the short "
+        "phrase above) to the same questions, judged with the papers' prompt on PathRAG's five dimensions and "
+        "overall, the answers' order alternated by question. Cells: the share of judgments path wins.",
+        md_table(["pair", "questions", "judgments", "failed", *dims], rows),
+        f"**The judge is {judge}, the same small model that wrote both answers: a weak judge.** Read these "
+        "rates as evidence that the chain runs end to end, not as a ranking of the modes.",
+    ]
 
 
 def llm_answers_section(r: dict[str, Any]) -> str:
@@ -275,6 +335,7 @@ def llm_answers_section(r: dict[str, Any]) -> str:
         md_table(["mode", "F1", "EM", "in context", "F1 if in context", "R@5", "prompt tokens", "LLM calls/q", "LLM tokens/q",
                   "median s/q", "failed", "Δ F1 vs path", "Δ in context vs path"], rows),
         f"**Verdict:** {e['verdict']}" if e.get("verdict") else "",
+        *_winrate_parts(r.get("winrate") or [], e["budget"]),
         f"_Measured with {r['model']} on {mach['cores']} cores ({mach['cpu']}, Python {mach['python']}, load "
         f"{mach['load_average']} at the end). The {e['resumed'] + e['answered']} answers took "
         f"{e['query_seconds'] / 60:.0f} min of query time in all, the sum of their wall times"

@@ -143,6 +143,8 @@ def extractor(dataset_dir: Path, as_json: bool) -> None:
 @click.option("--modes", default=None, help="Comma-separated modes (default: as `pathrag eval answers`).")
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=None,
               help="Minutes: start no new question after this; the same command resumes.")
+@click.option("--winrate", type=click.IntRange(min=0), default=30, show_default=True,
+              help="Then judge path against hybrid and naive on this many questions (0: skip; not resumable).")
 @click.option("--base-url", default=None, help="Use this running OpenAI-compatible endpoint instead of starting "
                                                "the local server (with --model).")
 @click.option("--model", default=None, help="The model the --base-url endpoint serves.")
@@ -152,7 +154,7 @@ def extractor(dataset_dir: Path, as_json: bool) -> None:
               help="Rewrite the 'Answers through a local LLM' section of this markdown file (docs/benchmarks.md).")
 @click.option("--json", "as_json", is_flag=True)
 def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_limit: float | None,
-            base_url: str | None, model: str | None, workdir: Path | None, update_docs: Path | None,
+            winrate: int, base_url: str | None, model: str | None, workdir: Path | None, update_docs: Path | None,
             as_json: bool) -> None:
     """Answers end to end through a real local LLM: starts llama-cpp-python's server with a small GGUF model
     (Qwen2.5-Coder-0.5B-Instruct from the [local-llm-model] extra), runs `pathrag eval answers` on musique-100
@@ -162,14 +164,15 @@ def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_
                                                     run_llm_answers_bench, to_json)
     from pathrag_pipeline.evaluation.answer_eval import EndpointDown
     from pathrag_pipeline.evaluation.retrieval_eval import EVAL_MODES, parse_csv
+    from pathrag_pipeline.llm.client import LLMError
 
     try:
         result = run_llm_answers_bench(
             dataset_dir, Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-llm-answers-")), limit=limit,
             budget=budget, modes=parse_csv(modes, "mode", EVAL_MODES) if modes else None,
             time_limit=time_limit * 60 if time_limit else None, base_url=base_url, model=model,
-            log=_log(as_json))
-    except (BenchSetupError, EndpointDown, ValueError) as exc:
+            winrate=winrate, log=_log(as_json))
+    except (BenchSetupError, EndpointDown, LLMError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     _publish(llm_answers_section(result), HEADING, update_docs, as_json, to_json(result), before="Scale")
 
