@@ -64,11 +64,11 @@ def test_render_paths_alternates_node_and_edge_descriptions(snapshot, paths):
     assert first.document_ids == ("aldermere.md", "voss.md")
 
 
-def test_path_prompt_puts_question_first_and_most_reliable_path_last(snapshot, paths):
+def test_path_prompt_puts_most_reliable_path_last_then_the_question(snapshot, paths):
     traces = render_paths(snapshot, paths)
     prompt = path_prompt(QUESTION, traces, token_budget=4000)
     user = prompt.user
-    assert user.startswith(f"Question: {QUESTION}")
+    assert user.endswith(f"Question: {QUESTION}") and user.count(QUESTION) == 1   # asked last, once
     positions = [user.index(f"Path rank {r} ") for r in (3, 2, 1)]
     assert positions == sorted(positions)
     # The best path is the last block before the closing instruction.
@@ -154,9 +154,9 @@ def test_paths_passages_quotes_passages_best_first_then_paths_best_last(snapshot
     traces = render_paths(snapshot, paths)
     prompt = path_prompt(QUESTION, traces, token_budget=4000, passages=_passages(3))
     user = prompt.user
-    assert user.index("Question:") < user.index("[Title 0] passage number 0") < user.index("[Title 1]")
-    assert user.index("[Title 2]") < user.index("Path rank 3 ") < user.index("Path rank 1 ")
-    assert user.rstrip().endswith("giving most weight to the most reliable (last) paths.")
+    assert user.index("[Title 0] passage number 0") < user.index("[Title 1]")
+    assert user.index("[Title 2]") < user.index("Path rank 3 ") < user.index("Path rank 1 ") < user.index("Question:")
+    assert user.endswith(f"giving most weight to the most reliable (last) paths.\n\nQuestion: {QUESTION}")
     assert prompt.quoted == ("c0", "c1", "c2")
     assert prompt.included == (1, 2, 3) and prompt.dropped == 0
 

@@ -199,7 +199,7 @@ def test_llm_keywords_then_answer_over_openai_server(settings, openai_server):
     assert result.tokens["answer"]["prompt_tokens"] > 0
     assert QUESTION in json.dumps(seen["keywords"]["messages"])
     user = seen["answer"]["messages"][-1]["content"]
-    assert user.startswith(f"Question: {QUESTION}")
+    assert user.endswith(f"Question: {QUESTION}") and user.count(QUESTION) == 1   # asked last, once
     ranks = _path_ranks_in_prompt(user)
     assert len(ranks) == len(result.paths) >= 1 and ranks == sorted(ranks, reverse=True) and ranks[-1] == 1
     stored = _rows(settings, "SELECT provider, model, answer_kind, tokens::VARCHAR FROM queries")

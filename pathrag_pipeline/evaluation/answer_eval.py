@@ -56,6 +56,7 @@ from pathrag_pipeline.llm.client import LLMError, LLMOutputError, llm_from_setti
 from pathrag_pipeline.llm.embedding import embedder_runtime
 from pathrag_pipeline.query.engine import PathRAG
 from pathrag_pipeline.query.params import QueryParams
+from pathrag_pipeline.query.prompting import PROMPT_VERSION
 from pathrag_pipeline.query.retrieval import is_semantic
 from pathrag_pipeline.storage.store import Store
 
@@ -287,10 +288,10 @@ def _fmt(figures: dict[str, Any]) -> str:
 
 def config_of(*, dataset_hash: str, budget: int, params: QueryParams, llm: dict[str, str] | str, embedder: str,
               extractor: str) -> tuple[dict[str, Any], str]:
-    """What a run's answers depend on (never a credential: ``llm`` is the client's identity), and its hash:
-    rows with the same hash can be resumed into."""
+    """What a run's answers depend on (never a credential: ``llm`` is the model and its output mode), and its
+    hash: rows with the same hash can be resumed into. ``PROMPT_VERSION`` changes with the prompts' wording."""
     config = {"dataset_hash": dataset_hash, "budget": budget, "params": asdict(params), "llm": llm,
-              "embedder": embedder, "extractor": extractor}
+              "embedder": embedder, "extractor": extractor, "prompt_version": PROMPT_VERSION}
     digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return config, digest
 

@@ -172,6 +172,18 @@ def _check_budget(fixed: int, budget: int) -> None:
         )
 
 
+# Every answer prompt ends with the question, after the context, as the public PathRAG and LightRAG code ask
+# it (the context goes in the system message there, the question is the user message that follows), so the
+# model reads the question last, right where it starts answering. The question used to open the prompt; moving
+# it keeps every prompt's size, so what fits a budget is unchanged.
+PROMPT_VERSION = "question-last-1"
+
+
+def _asking(question: str, instruction: str) -> str:
+    """The prompt's closing lines: the instruction, then the question."""
+    return f"{instruction}\n\nQuestion: {question.strip()}"
+
+
 def _assemble(head: str, blocks_in_order: Sequence[str], tail: str) -> str:
     return "\n\n".join([head, *blocks_in_order, tail])
 
@@ -235,16 +247,16 @@ def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int
                 excerpts: dict[int, Sequence[Excerpt]] | None = None,
                 fallback_nodes: Sequence[str] = (), passages: Sequence[Passage] = (),
                 path_share: float = PATH_SHARE) -> Prompt:
-    """PathRAG's prompt: the question, then the paths in ascending reliability (most reliable last).
+    """PathRAG's prompt: the paths in ascending reliability (most reliable last), then the question.
 
     ``traces`` are best first; paths that do not fit ``token_budget`` (counted over the whole prompt) are
     dropped from the least reliable end. ``excerpts`` maps a path rank to source passages quoted under it.
     When pruning found no path, ``fallback_nodes`` (rendered retrieved entities, best first) are given instead.
 
     ``passages`` (best first; the ``paths_passages`` layout, our departure from the paper's paths-only prompt)
-    puts the top-ranked source passages between the question and the paths: the paths get ``path_share`` of the
+    puts the top-ranked source passages before the paths: the paths get ``path_share`` of the
     context budget and the passages the rest, each side's unused share passing to the other; the paths keep the
-    paper's ascending order and stay last, next to where the model starts answering. In this layout a path is its
+    paper's ascending order and come last before the question, next to where the model starts answering. In this layout a path is its
     chain of names and relation keywords: its node and edge descriptions were drawn from the very passages the
     prompt quotes, and repeating them would spend the budget twice on the same text (the paper's layout, without
     passages, keeps the descriptions).
@@ -255,13 +267,13 @@ def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int
         path_blocks = [_path_block(t, excerpts, chain=True) for t in traces]
         paths_head = ("Relational paths between the entities of the question follow, as chains of entities and "
                       "relations, in ascending order of reliability: the last path is the most reliable.")
-        tail = ("Answer the question using the passages and the paths above, giving most weight to the most "
-                "reliable (last) paths.")
+        tail = _asking(question, "Answer the question using the passages and the paths above, giving "
+                                 "most weight to the most reliable (last) paths.")
     else:
         path_blocks = [f"Entity: {line}" for line in fallback_nodes]
         paths_head = "Entities from the knowledge graph follow, least relevant first."
-        tail = "Answer the question using the passages and the entities above."
-    head = f"Question: {question.strip()}\n\nSource passages follow, the most relevant first."
+        tail = _asking(question, "Answer the question using the passages and the entities above.")
+    head = "Source passages follow, the most relevant first."
     passage_blocks = [f"[{p.title}] {' '.join(p.text.split())}" for p in passages]
     fixed = (count_tokens(SYSTEM_PROMPT) + count_tokens(head) + count_tokens(tail) + count_tokens(paths_head)
              + 6)
@@ -289,18 +301,17 @@ def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int
 def _paths_only_prompt(question: str, traces: Sequence[PathTrace], token_budget: int,
                        excerpts: dict[int, Sequence[Excerpt]] | None, fallback_nodes: Sequence[str]) -> Prompt:
     """The paper's layout: paths only, ascending reliability (or the retrieved entities when no path)."""
-    head = f"Question: {question.strip()}"
     blocks: list[str] = []
     if traces:
-        head += ("\n\nRelational paths from the knowledge graph follow, in ascending order of reliability: "
-                 "the last path is the most reliable.")
+        head = ("Relational paths from the knowledge graph follow, in ascending order of reliability: "
+                "the last path is the most reliable.")
         blocks = [_path_block(t, excerpts) for t in traces]
-        tail = "Answer the question using the paths above, giving most weight to the most reliable (last) ones."
+        tail = _asking(question, "Answer the question using the paths above, giving most weight to the most "
+                                 "reliable (last) ones.")
     else:
-        head += ("\n\nNo relational path joins the retrieved entities; these entities follow, "
-                 "least relevant first.")
+        head = "No relational path joins the retrieved entities; these entities follow, least relevant first."
         blocks = [f"Entity: {line}" for line in fallback_nodes]
-        tail = "Answer the question using the entities above."
+        tail = _asking(question, "Answer the question using the entities above.")
     user, kept = _budgeted(head, tail, blocks, token_budget, "(nothing relevant was found in the knowledge graph)")
     ranks = tuple(traces[i].rank for i in kept) if traces else ()
     quoted = _excerpt_ids(traces, kept, excerpts) if traces else []
@@ -329,9 +340,8 @@ def flat_prompt(question: str, snapshot: GraphSnapshot, paths: Sequence[ScoredPa
                     seen_rows.add(row)
                     src, tgt = snapshot.relation_src[row], snapshot.relation_tgt[row]
                     items.append("Relation: " + edge_line(snapshot, row, src, tgt))
-    head = (f"Question: {question.strip()}\n\nEntities and relations from the knowledge graph follow, "
-            "least relevant first.")
-    tail = "Answer the question using the entities and relations above."
+    head = "Entities and relations from the knowledge graph follow, least relevant first."
+    tail = _asking(question, "Answer the question using the entities and relations above.")
     user, kept = _budgeted(head, tail, items, token_budget, "(nothing relevant was found in the knowledge graph)")
     return Prompt(SYSTEM_PROMPT, user, count_tokens(SYSTEM_PROMPT) + count_tokens(user),
                   tuple(i + 1 for i in kept), len(items) - len(kept))
@@ -376,8 +386,8 @@ def lightrag_prompt(question: str, sections: Sequence[Section], *, token_budget:
                     shares: Sequence[float] | None = None) -> Prompt:
     """LightRAG's context layout: CSV sections (entities, relationships, sources), each given a share of
     the budget (equal by default); a section's unused share passes on to the following ones."""
-    head = f"Question: {question.strip()}\n\nData tables from the knowledge base:"
-    tail = "Answer the question using the data tables above."
+    head = "Data tables from the knowledge base:"
+    tail = _asking(question, "Answer the question using the data tables above.")
     fixed = count_tokens(SYSTEM_PROMPT) + count_tokens(head) + count_tokens(tail) + 4
     _check_budget(fixed, token_budget)
     shares = list(shares) if shares is not None else [1.0 / len(sections)] * len(sections)
@@ -439,9 +449,10 @@ def neuropath_prompt(question: str, reasoning: str, traces: Sequence[PathTrace],
                      token_budget: int = DEFAULT_TOKEN_BUDGET) -> Prompt:
     """NeuroPath's answer prompt: the question, the tracked paths and passages (most relevant last) and the
     reasoning chain, within ``token_budget``; passages and paths that do not fit are dropped least relevant first."""
-    head = f"Question: {question.strip()}\n\n{NEUROPATH_ANSWER_HEAD}"
+    head = NEUROPATH_ANSWER_HEAD
     tail = (f"Reasoning chain: {clip(reasoning, MAX_ELEMENT_TOKENS) or '(none)'}\n\n"
-            "Answer the question using the paths, the passages and the reasoning chain above.")
+            + _asking(question, "Answer the question using the paths, the passages and the reasoning "
+                                "chain above."))
     blocks = [f"Tracked path {t.rank}: {' -> '.join(t.nodes)}\n{t.text}" for t in traces]
     blocks += [f"Passage: {clip(p.text, 300)}" for p in passages]
     user, kept = _budgeted(head, tail, blocks, token_budget, "(nothing relevant was found)")
