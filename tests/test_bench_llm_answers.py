@@ -8,6 +8,7 @@ from click.testing import CliRunner
 from pathrag_pipeline.bench import llm_answers
 from pathrag_pipeline.cli.bench import bench
 from pathrag_pipeline.query import graph_cache
+from pathrag_pipeline.query.answering import SHORT_ANSWER
 from tests.test_answer_eval import reader
 from tests.test_judging import always_first
 
@@ -46,16 +47,20 @@ def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_serve
     assert result.exit_code == 0, result.output
     text = docs.read_text()
     section = text.split("## Answers through a local LLM", 1)[1].split("## Scale", 1)[0]
-    assert "3 questions of tiny-qa" in section and "fake-reader" in section
+    assert "3 questions of tiny-qa" in section and "fake-reader" in section and "--base-url" in section
+    assert "**Keywords by the LLM against the offline rules**" in section and "| `path:offline_keywords` |" in section
     for mode in ("`path`", "`naive`", "`bm25`"):
         assert f"| {mode}" in section
     assert "**Verdict:**" in section and "old scale text" in text
     # win rates: path against hybrid and naive, judged by the model that answered, which the section says
     assert "| `path` vs `hybrid` | 2 | 2 | 0 |" in section and "| `path` vs `naive` | 2 | 2 | 0 |" in section
     assert "The judge is fake-reader, the same small model that wrote both answers: a weak judge" in section
-    # the same command again resumes: no answer is asked twice
-    asked = openai_server.count("chat")
+    # the same command again resumes: no answer is asked twice (the keyword recall is measured again)
+    def answers_asked() -> int:
+        return sum(SHORT_ANSWER in body["messages"][0]["content"] for e, body in openai_server.calls if e == "chat")
+
+    asked = answers_asked()
     again = CliRunner().invoke(bench, [*args, "--winrate", "0"])
     assert again.exit_code == 0, again.output
-    assert openai_server.count("chat") == asked
+    assert answers_asked() == asked
     assert "(9 from earlier invocations of the run, 0 in the last)" in docs.read_text()

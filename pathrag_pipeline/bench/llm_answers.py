@@ -175,21 +175,25 @@ def machine() -> dict[str, Any]:
             "load_average": round(load, 2) if load is not None else None}
 
 
+KEYWORD_MODES = ("path", "path:offline_keywords", "hybrid", "hybrid:offline_keywords")
+
+
 def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_LIMIT, budget: int = DEFAULT_BUDGET,
                           modes: list[str] | None = None, time_limit: float | None = None,
                           base_url: str | None = None, model: str | None = None, embed_model: str | None = None,
-                          winrate: int = DEFAULT_WINRATE, log: Log = print) -> dict[str, Any]:
+                          winrate: int = DEFAULT_WINRATE, log: Log = print,
+                          on_partial: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Start the local server (unless ``base_url``/``model`` name a running endpoint), run the answer
-    evaluation of ``dataset`` with its triples graph and return its figures with the model, the machine and the
+    evaluation of ``dataset`` with its triples graph, then recall with the LLM's keywords against the offline
+    rules on the same questions, then the win rates; return the figures with the model, the machine and the
     time. ``workdir``: ``<workdir>/answers/home`` keeps the runs (resumable), ``<workdir>/retrieval/triples[-minilm]``
     the dataset's index (the same folder ``pathrag bench retrieval`` uses), ``<workdir>/models`` the joined GGUF.
     ``embed_model``: the embedder (default: MiniLM when its extra is installed, else the offline hashing one).
-    ``winrate``: then judge path against hybrid and naive on that many questions (0: no judging) with the same
-    model as judge, answers at the same budget (not resumable: answered and judged again on every call)."""
+    ``winrate``: judge path against hybrid and naive on that many questions (0: no judging) with the same
+    model as judge, answers at the same budget (not resumable: answered and judged again on every call).
+    ``on_partial(result)``: called with the figures so far before the win rates (they take most of an hour)."""
     from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
     from pathrag_pipeline.config import Settings
-    from pathrag_pipeline.evaluation.answer_eval import evaluate_answers
-    from pathrag_pipeline.query.params import QueryParams
 
     if (base_url is None) != (model is None):
         raise BenchSetupError("give --base-url and --model together (a running endpoint), or neither (the bench "
@@ -202,50 +206,72 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
         embed_model = minilm_model()
     index = workdir / "retrieval" / ("triples" + ("-minilm" if embed_model else ""))
     started = time.perf_counter()
+    result: dict[str, Any] = {
+        "model": model or MODEL_NAME, "server": {}, "embedder": embed_model or "offline hashing",
+        "dataset": dataset.name, "winrate": [],
+        "command": (("HF_HUB_OFFLINE=1 " if embed_model else "") + "pathrag bench answers"
+                    + (f" --limit {limit}" if limit != DEFAULT_LIMIT else "")
+                    + (f" --budget {budget}" if budget != DEFAULT_BUDGET else "")
+                    + (f" --dataset {repo_path(dataset)}" if dataset.name != "musique-100" else "")
+                    + (f" --winrate {winrate}" if winrate != DEFAULT_WINRATE else "")
+                    + " --update-docs docs/benchmarks.md")}
 
-    def settings_for(url: str, name: str) -> Settings:
+    def run(url: str, name: str) -> None:
         env = {"PATHRAG_LLM_BASE_URL": url, "PATHRAG_LLM_MODEL": name,
                **({"PATHRAG_EMBED_MODEL": embed_model} if embed_model else {})}
-        return Settings.from_env(env={**os.environ, **env}, home=workdir / "answers" / "home")
+        settings = Settings.from_env(env={**os.environ, **env}, home=workdir / "answers" / "home")
+        result["evaluation"] = answer_all(settings, dataset, index, limit, budget, modes, time_limit, log).to_dict()
+        result["keywords"] = keyword_recall(settings, dataset, index, limit, log)
+        result.update(machine=machine(), seconds=round(time.perf_counter() - started, 1))
+        if on_partial is not None and winrate:
+            on_partial(dict(result))
+        if winrate:
+            result["winrate"] = judge_modes(settings, dataset, index, winrate, budget, log)
+        result.update(machine=machine(), seconds=round(time.perf_counter() - started, 1))
 
-    def evaluate(url: str, name: str) -> Any:
-        settings = settings_for(url, name)
-        done = [0]
-
-        def progress(mode: str, answered: int, total: int) -> None:
-            if answered // 25 > done[0] // 25 or answered == total:
-                log(f"answers: {answered}/{total} ({mode})")
-            done[0] = answered
-
-        log(f"answering {limit} questions of {dataset.name} in every mode through {name} ({url})")
-        evaluation = evaluate_answers(settings, dataset, modes=modes, limit=limit, budget=budget, use_triples=True,
-                                      workdir=index, params=QueryParams(), time_limit=time_limit,
-                                      on_answer=progress, index_progress=lambda d, t: None)
-        judged = judge_modes(settings, dataset, index, winrate, budget, log) if winrate else []
-        return evaluation, judged
-
-    server: dict[str, Any] = {}
     if base_url is not None:
         assert model is not None
-        evaluation, judged = evaluate(base_url, model)
-        served = model
+        run(base_url, model)
     else:
         path = assemble_model(workdir / "models")
         log(f"starting llama.cpp server with {path.name}")
         with LocalServer(path, workdir / "models" / "server.log") as running:
-            server = {"command": " ".join(running.command[1:]).replace(str(path), path.name),
-                      "threads": running.threads, "context": CONTEXT}
-            evaluation, judged = evaluate(running.base_url, path.name)
-        served = MODEL_NAME
-    command = (("HF_HUB_OFFLINE=1 " if embed_model else "") + "pathrag bench answers"
-               + (f" --limit {limit}" if limit != DEFAULT_LIMIT else "")
-               + (f" --budget {budget}" if budget != DEFAULT_BUDGET else "")
-               + (f" --dataset {repo_path(dataset)}" if dataset.name != "musique-100" else "")
-               + (f" --winrate {winrate}" if winrate != DEFAULT_WINRATE else "")
-               + " --update-docs docs/benchmarks.md")
-    return {"evaluation": evaluation.to_dict(), "winrate": judged, "model": served, "server": server, "machine": machine(),
-            "embedder": embed_model or "offline hashing", "seconds": round(time.perf_counter() - started, 1),
-            "command": command, "dataset": dataset.name}
+            result["server"] = {"command": " ".join(running.command[1:]).replace(str(path), path.name),
+                                "threads": running.threads, "context": CONTEXT}
+            run(running.base_url, path.name)
+    return result
+
+
+def answer_all(settings: Any, dataset: Path, index: Path, limit: int, budget: int, modes: list[str] | None,
+               time_limit: float | None, log: Log) -> Any:
+    """``evaluate_answers`` of the bench (resumes the newest run of the same configuration)."""
+    from pathrag_pipeline.evaluation.answer_eval import evaluate_answers
+    from pathrag_pipeline.query.params import QueryParams
+
+    done = [0]
+
+    def progress(mode: str, answered: int, total: int) -> None:
+        if answered // 25 > done[0] // 25 or answered == total:
+            log(f"answers: {answered}/{total} ({mode})")
+        done[0] = answered
+
+    log(f"answering {limit} questions of {dataset.name} in every mode through {settings.llm_model}")
+    return evaluate_answers(settings, dataset, modes=modes, limit=limit, budget=budget, use_triples=True,
+                            workdir=index, params=QueryParams(), time_limit=time_limit, on_answer=progress,
+                            index_progress=lambda d, t: None)
+
+
+def keyword_recall(settings: Any, dataset: Path, index: Path, limit: int, log: Log) -> dict[str, Any]:
+    """Recall of path and hybrid with the LLM's keywords against the offline keyword rules, same questions
+    (``eval retrieval --modes path,path:offline_keywords,hybrid,hybrid:offline_keywords``; stored in eval_runs)."""
+    from pathrag_pipeline.evaluation.retrieval_eval import evaluate_retrieval, save_evaluation
+    from pathrag_pipeline.storage.store import Store
+
+    log(f"recall with the LLM's keywords against the offline rules on {limit} questions")
+    e = evaluate_retrieval(settings, dataset, modes=list(KEYWORD_MODES), limit=limit, use_triples=True,
+                           workdir=index, budgets=())
+    save_evaluation(Store.for_settings(settings), e)
+    return e.to_dict()
 
 
 def judge_modes(settings: Any, dataset: Path, index: Path, questions: int, budget: int,
@@ -279,6 +305,28 @@ def judge_modes(settings: Any, dataset: Path, index: Path, questions: int, budge
 
 def _fmt(d: dict[str, Any]) -> str:
     return f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+
+
+def _keyword_parts(k: dict[str, Any] | None) -> list[str]:
+    from pathrag_pipeline.bench.report import md_table
+
+    if not k:
+        return []
+    keys = [f"recall@{x}" for x in k["ks"]]
+    rows = []
+    for mode, m in k["modes"].items():
+        delta = m.get("delta", {}).get("mean_recall")
+        rows.append([f"`{mode}`", *[f"{m[key]:.3f}" for key in keys], f"{m['mean_recall']:.3f}",
+                     f"{m['llm_calls']:.1f}", f"{m['llm_tokens']:.0f}",
+                     f"{_fmt(delta)} {delta['outcome']} vs `{m['vs']}`" if delta else ""])
+    return [
+        f"**Keywords by the LLM against the offline rules** (`pathrag eval retrieval --dataset ... --use-triples "
+        f"--budgets '' --modes {','.join(KEYWORD_MODES)} --limit {k['questions']}`, the same model): recall of the "
+        f"passages each mode ranks, {k['questions']} questions. `*:offline_keywords` rows take the keywords from "
+        "the offline rules, as without an LLM; the rest from LightRAG's keyword prompt (one call per question).",
+        md_table(["mode", *[key.replace("recall", "R") for key in keys], "mean R", "LLM calls/q", "LLM tokens/q",
+                  "Δ mean R (LLM keywords − offline)"], [r for r in rows]),
+    ]
 
 
 def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
@@ -323,9 +371,10 @@ def llm_answers_section(r: dict[str, Any]) -> str:
         f"## {HEADING}",
         f"Reproduce: `{r['command']}` (needs the llama.cpp server and the model: see docs/llm-endpoints.md).",
         f"{e['questions']} questions of {r['dataset']} (the first {e['planned']}), every mode answering from its own "
-        f"prompt at a {e['budget']}-token budget through **{r['model']}** served by llama-cpp-python on "
-        f"{mach['cores']} CPU cores ({r['server'].get('threads', '?')} threads, context {r['server'].get('context', '?')}), "
-        f"graph from the dataset's triples, embedder {r['embedder']}. The model is asked for the answer alone "
+        f"prompt at a {e['budget']}-token budget through **{r['model']}** " + (
+            f"served by llama-cpp-python on {mach['cores']} CPU cores ({r['server']['threads']} threads, context "
+            f"{r['server']['context']})" if r["server"] else "at the endpoint given with --base-url")
+        + f", graph from the dataset's triples, embedder {r['embedder']}. The model is asked for the answer alone "
         "(a short phrase); EM and F1 are SQuAD's, against every gold answer and alias. \"in context\": a gold "
         "answer occurs in the prompt the model read; \"F1 if in context\": the mean F1 over those questions alone, "
         "how well the model reads what retrieval gave it. LLM calls and tokens count what each query spends on its "
@@ -335,6 +384,7 @@ def llm_answers_section(r: dict[str, Any]) -> str:
         md_table(["mode", "F1", "EM", "in context", "F1 if in context", "R@5", "prompt tokens", "LLM calls/q", "LLM tokens/q",
                   "median s/q", "failed", "Δ F1 vs path", "Δ in context vs path"], rows),
         f"**Verdict:** {e['verdict']}" if e.get("verdict") else "",
+        *_keyword_parts(r.get("keywords")),
         *_winrate_parts(r.get("winrate") or [], e["budget"]),
         f"_Measured with {r['model']} on {mach['cores']} cores ({mach['cpu']}, Python {mach['python']}, load "
         f"{mach['load_average']} at the end). The {e['resumed'] + e['answered']} answers took "

@@ -166,12 +166,18 @@ def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_
     from pathrag_pipeline.evaluation.retrieval_eval import EVAL_MODES, parse_csv
     from pathrag_pipeline.llm.client import LLMError
 
+    def partial(result: dict) -> None:   # the section so far, before the hour of judging
+        if update_docs is not None:
+            from pathrag_pipeline.bench.report_sections import splice
+
+            splice(update_docs, HEADING, llm_answers_section(result), before="Scale")
+
     try:
         result = run_llm_answers_bench(
             dataset_dir, Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-llm-answers-")), limit=limit,
             budget=budget, modes=parse_csv(modes, "mode", EVAL_MODES) if modes else None,
             time_limit=time_limit * 60 if time_limit else None, base_url=base_url, model=model,
-            winrate=winrate, log=_log(as_json))
+            winrate=winrate, log=_log(as_json), on_partial=partial)
     except (BenchSetupError, EndpointDown, LLMError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     _publish(llm_answers_section(result), HEADING, update_docs, as_json, to_json(result), before="Scale")
