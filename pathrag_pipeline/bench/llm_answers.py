@@ -214,6 +214,7 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
                     + (f" --budget {budget}" if budget != DEFAULT_BUDGET else "")
                     + (f" --dataset {repo_path(dataset)}" if dataset.name != "musique-100" else "")
                     + (f" --winrate {winrate}" if winrate != DEFAULT_WINRATE else "")
+                    + (f" --modes {','.join(modes)}" if modes else "")
                     + " --update-docs docs/benchmarks.md")}
 
     def run(url: str, name: str) -> None:
