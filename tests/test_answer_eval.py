@@ -201,10 +201,12 @@ def test_llm_keywords_are_measured_against_the_offline_rules_on_the_same_questio
     from pathrag_pipeline.evaluation.retrieval_eval import evaluate_retrieval
 
     openai_server.chat_responder = reader
-    e = evaluate_retrieval(_settings(tmp_path, openai_server), dataset, modes=["path", "path:offline_keywords"],
-                           use_triples=True, budgets=())
+    e = evaluate_retrieval(_settings(tmp_path, openai_server), dataset,
+                           modes=["path", "path:offline_keywords", "hybrid"], use_triples=True, budgets=())
     llm, rules = e.modes["path"], e.modes["path:offline_keywords"]
     assert llm.llm_calls == 1.0 and rules.llm_calls == 0.0           # one keyword call per question, or none
+    # hybrid reuses path's keyword call (asked once per question) but counts it, as it would spend it alone
+    assert e.modes["hybrid"].llm_calls == 1.0 and e.modes["hybrid"].llm_tokens == llm.llm_tokens
     assert rules.vs == "path" and set(rules.delta) >= {"recall@2", "mean_recall"}
     assert openai_server.count("chat") == len(QUESTIONS)
     assert not rules.note

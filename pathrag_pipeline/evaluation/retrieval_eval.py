@@ -868,7 +868,7 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
                        for b, p in result.prompts.items()}
             recall = {key: recall_at_k(ranked, q.gold_ids, k) for key, k in zip(keys, sorted(ks))}
             per_question.append(QuestionOutcome(q.id, list(q.gold_ids), ranked[:max(STORED_PASSAGES, max(ks))],
-                                                recall, result.total_ms, q.hops, result.llm_calls, result.llm_tokens,
+                                                recall, result.total_ms, q.hops, *result.standalone_llm,
                                                 result.error is not None, prompts))
             if on_question is not None:
                 on_question(mode, len(questions))
