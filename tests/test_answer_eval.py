@@ -145,8 +145,10 @@ def test_an_endpoint_that_stops_answering_stops_the_run_and_failed_rows_are_retr
 
 def test_offline_answers_are_the_extractive_ones_and_say_so(tmp_path, dataset):
     settings = _settings(tmp_path)
-    e = evaluate_answers(settings, dataset, modes=["path", "bm25"], use_triples=True, budget=600)
+    e = evaluate_answers(settings, dataset, modes=["path", "bm25", "bm25+dense"], use_triples=True, budget=600)
     assert e.llm == "offline"
+    # without a semantic embedder the fused baseline is BM25 alone, and its row says so
+    assert e.summary()["bm25+dense"].note == "bm25+dense = bm25 offline (embedder not semantic)"
     answers = _rows(settings, "SELECT answer, llm_calls FROM eval_answers")
     assert answers and all(a.startswith("Extractive answer") and calls == 0 for a, calls in answers)
 

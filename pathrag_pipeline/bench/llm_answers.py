@@ -22,7 +22,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -36,6 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from pathrag_pipeline.bench.report_sections import repo_path
+from pathrag_pipeline.evaluation.bootstrap import format_figures
+
+
+def machine() -> dict[str, Any]:
+    from pathrag_pipeline.bench.report import machine_info   # the report's machine facts, imported when measured
+
+    return machine_info()
 
 Log = Callable[[str], None]
 
@@ -168,13 +174,6 @@ class LocalServer:
             self.process.wait(timeout=30)
 
 
-def machine() -> dict[str, Any]:
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
-            "load_average": round(load, 2) if load is not None else None}
-
-
 KEYWORD_MODES = ("path", "path:offline_keywords", "hybrid", "hybrid:offline_keywords")
 
 
@@ -286,8 +285,9 @@ def judge_modes(settings: Any, dataset: Path, index: Path, questions: int, budge
     from pathrag_pipeline.query.params import QueryParams
     from pathrag_pipeline.storage.store import Store
 
-    rows = [(q.id, q.question) for q in load_dataset(dataset).questions[:questions]]
-    answer_settings, _ = prepare_index(settings, load_dataset(dataset), index, use_triples=True)
+    loaded = load_dataset(dataset)
+    rows = [(q.id, q.question) for q in loaded.questions[:questions]]
+    answer_settings, _ = prepare_index(settings, loaded, index, use_triples=True)
     modes = list(dict.fromkeys(m for pair in WINRATE_PAIRS for m in pair))
     log(f"win rates: answering {len(rows)} questions in {', '.join(modes)}")
     params = QueryParams(token_budget=budget)
@@ -304,8 +304,6 @@ def judge_modes(settings: Any, dataset: Path, index: Path, questions: int, budge
     return out
 
 
-def _fmt(d: dict[str, Any]) -> str:
-    return f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
 
 
 def _keyword_parts(k: dict[str, Any] | None) -> list[str]:
@@ -319,7 +317,7 @@ def _keyword_parts(k: dict[str, Any] | None) -> list[str]:
         delta = m.get("delta", {}).get("mean_recall")
         rows.append([f"`{mode}`", *[f"{m[key]:.3f}" for key in keys], f"{m['mean_recall']:.3f}",
                      f"{m['llm_calls']:.1f}", f"{m['llm_tokens']:.0f}",
-                     f"{_fmt(delta)} {delta['outcome']} vs `{m['vs']}`" if delta else ""])
+                     f"{format_figures(delta)} {delta['outcome']} vs `{m['vs']}`" if delta else ""])
     return [
         f"**Keywords by the LLM against the offline rules** (`pathrag eval retrieval --dataset ... --use-triples "
         f"--budgets '' --modes {','.join(KEYWORD_MODES)} --limit {k['questions']}`, the same model): recall of the "
@@ -364,8 +362,8 @@ def llm_answers_section(r: dict[str, Any]) -> str:
                      "" if m.get("f1_in_context") is None else f"{m['f1_in_context']:.3f}", f"{m['recall@5']:.3f}",
                      f"{m['median_prompt_tokens']:.0f}", f"{m['llm_calls']:.1f}", f"{m['llm_tokens']:.0f}",
                      f"{m['median_latency_ms'] / 1000:.1f}", m.get("failed", 0),
-                     f"{_fmt(delta['f1'])} {delta['f1']['outcome']}" if delta else "",
-                     f"{_fmt(delta['answer_in_context'])}" if delta else ""])
+                     f"{format_figures(delta['f1'])} {delta['f1']['outcome']}" if delta else "",
+                     f"{format_figures(delta['answer_in_context'])}" if delta else ""])
     mach = r["machine"]
     stopped = f" The run stopped early: {e['stopped']}." if e.get("stopped") else ""
     parts = [
@@ -373,7 +371,7 @@ def llm_answers_section(r: dict[str, Any]) -> str:
         f"Reproduce: `{r['command']}` (needs the llama.cpp server and the model: see docs/llm-endpoints.md).",
         f"{e['questions']} questions of {r['dataset']} (the first {e['planned']}), every mode answering from its own "
         f"prompt at a {e['budget']}-token budget through **{r['model']}** " + (
-            f"served by llama-cpp-python on {mach['cores']} CPU cores ({r['server']['threads']} threads, context "
+            f"served by llama-cpp-python on {mach['usable_cores']} CPU cores ({r['server']['threads']} threads, context "
             f"{r['server']['context']})" if r["server"] else "at the endpoint given with --base-url")
         + f", graph from the dataset's triples, embedder {r['embedder']}. The model is asked for the answer alone "
         "(a short phrase); EM and F1 are SQuAD's, against every gold answer and alias. \"in context\": a gold "
@@ -387,8 +385,9 @@ def llm_answers_section(r: dict[str, Any]) -> str:
         f"**Verdict:** {e['verdict']}" if e.get("verdict") else "",
         *_keyword_parts(r.get("keywords")),
         *_winrate_parts(r.get("winrate") or [], e["budget"]),
-        f"_Measured with {r['model']} on {mach['cores']} cores ({mach['cpu']}, Python {mach['python']}, load "
-        f"{mach['load_average']} at the end). The {e['resumed'] + e['answered']} answers took "
+        f"_Measured {mach['date']} with {r['model']} on {mach['usable_cores']} cores ({mach['cpu']}, "
+        f"{mach['memory_gib']} GiB, Python {mach['python']}, 1-min load {(mach['load_average'] or ['?'])[0]} at the "
+        f"end). The {e['resumed'] + e['answered']} answers took "
         f"{e['query_seconds'] / 60:.0f} min of query time in all, the sum of their wall times"
         + (f" ({e['resumed']} from earlier invocations of the run, {e['answered']} in the last)" if e['resumed'] else "")
         + f"; run {e['run_id'][:12]}._",

@@ -575,7 +575,9 @@ def _not_run(title: str, quick: bool, error: str | None) -> str:
 
 
 def _interval(d: dict[str, Any] | None) -> str:
-    return "" if not d else f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] {d['outcome']}"
+    from pathrag_pipeline.evaluation.bootstrap import format_figures
+
+    return "" if not d else f"{format_figures(d)} {d['outcome']}"
 
 
 def _run_tables(run: dict[str, Any], keys: list[str]) -> list[str]:

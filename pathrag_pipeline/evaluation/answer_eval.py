@@ -36,7 +36,7 @@ from typing import Any
 
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.evaluation.answer_scoring import answer_in_context, exact_match, token_f1
-from pathrag_pipeline.evaluation.bootstrap import RESAMPLES, SEED, Interval, paired_bootstrap
+from pathrag_pipeline.evaluation.bootstrap import RESAMPLES, SEED, Interval, format_figures, paired_bootstrap
 from pathrag_pipeline.evaluation.retrieval_eval import (
     BASELINES,
     DEFAULT_GRAPH_MODE,
@@ -146,6 +146,7 @@ class AnswerEvaluation:
     workdir: str
     resumed: int = 0                 # rows found from an earlier invocation of this run
     earlier_seconds: float = 0.0     # wall time of the run's earlier invocations
+    semantic: bool = True            # the embedder is semantic (else bm25+dense is bm25, and the row says so)
     answered: int = 0                # rows this invocation wrote
     seconds: float = 0.0
     stopped: str = ""                # why the invocation stopped before every question was answered
@@ -179,7 +180,7 @@ class AnswerEvaluation:
                 median_latency_ms=round(statistics.median(r.latency_ms for r in rows), 1),
                 failed=sum(r.failed for r in rows),
                 f1_in_context=_mean([r.f1 for r in rows if r.answer_in_context]),
-                note=_note(mode, self.llm),
+                note=_note(mode, self.llm, self.semantic),
             )
         for mode, figures in out.items():
             ref = reference_mode(mode)
@@ -218,11 +219,11 @@ class AnswerEvaluation:
             return None
         f1, em = d["f1"], d["exact_match"]
         line = (f"{self.dataset}: the default path mode {f1['outcome']} the strongest flat chunk prompt "
-                f"{d['baseline']} on answer F1 ({f1['mode']:.3f} vs {f1['baseline']:.3f}, {_fmt(f1)}; exact match "
-                f"{em['mode']:.3f} vs {em['baseline']:.3f}, {_fmt(em)})")
+                f"{d['baseline']} on answer F1 ({f1['mode']:.3f} vs {f1['baseline']:.3f}, {format_figures(f1)}; exact match "
+                f"{em['mode']:.3f} vs {em['baseline']:.3f}, {format_figures(em)})")
         if d["best_layout"] != DEFAULT_GRAPH_MODE:
             b = d["best_layout_vs_default"]
-            line += f"; best path layout by F1: {d['best_layout']} ({b['outcome']} the default, {_fmt(b)})"
+            line += f"; best path layout by F1: {d['best_layout']} ({b['outcome']} the default, {format_figures(b)})"
         else:
             line += "; the default layout has the best F1 of the path layouts evaluated"
         return (line + f" [paired 95% bootstrap over {d['questions']} questions, {RESAMPLES:,} resamples, "
@@ -270,18 +271,16 @@ def _mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
 
-def _note(mode: str, llm: str) -> str:
+def _note(mode: str, llm: str, semantic: bool) -> str:
     if mode == "naive":
         return "naive = dense: LightRAG's naive mode ranks chunks by the embedder"
-    return offline_note(mode, True, llm != "offline")
+    return offline_note(mode, semantic, llm != "offline")
 
 
 def _scores(e: AnswerEvaluation, mode: str, score: str, questions: Sequence[str]) -> list[float]:
     return [float(getattr(e.rows[mode][q], score)) for q in questions]
 
 
-def _fmt(figures: dict[str, Any]) -> str:
-    return f"{figures['diff']:+.3f} [{figures['low']:+.3f}, {figures['high']:+.3f}]"
 
 
 # ---- running ------------------------------------------------------------------------------------
@@ -369,7 +368,7 @@ def evaluate_answers(settings: Settings, dataset_dir: Path | str, *, modes: Sequ
             evaluation.rows[mode][qid] = row
     evaluation.resumed = sum(len(r) for r in evaluation.rows.values())
     evaluation.earlier_seconds = run_seconds(store, run_id) if previous else 0.0
-    semantic = is_semantic(rag.embedder)
+    semantic = evaluation.semantic = is_semantic(rag.embedder)
     if "dense" in modes and not semantic:
         raise ValueError("--modes dense needs a semantic embedder (set PATHRAG_EMBED_MODEL); offline the dense "
                          "baseline is not a meaningful row")

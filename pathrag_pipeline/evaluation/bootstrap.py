@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,6 +76,11 @@ class Interval:
         """``{"diff", "low", "high", "outcome"}``, numbers rounded to ``digits`` (None: not rounded)."""
         r = (lambda x: x) if digits is None else (lambda x: round(x, digits))
         return {"diff": r(self.diff), "low": r(self.low), "high": r(self.high), "outcome": self.outcome}
+
+
+def format_figures(d: Mapping[str, Any]) -> str:
+    """``Interval.format`` of an interval's ``to_dict()`` form (as stored and printed as JSON)."""
+    return f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
 
 
 @functools.lru_cache(maxsize=4)

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from pathrag_pipeline.config import Settings
-from pathrag_pipeline.evaluation.bootstrap import RESAMPLES, SEED, Interval, paired_bootstrap
+from pathrag_pipeline.evaluation.bootstrap import RESAMPLES, SEED, Interval, format_figures, paired_bootstrap
 from pathrag_pipeline.evaluation.prompt_context import DEFAULT_BUDGETS, PromptOutcome, score_prompt, summarize
 from pathrag_pipeline.index.llm_extraction import extractor_from_settings
 from pathrag_pipeline.ingest.folder_sync import file_sha256
@@ -742,7 +742,7 @@ class RetrievalEvaluation:
         v = self.prompt_verdict()
         if v is None:
             return None
-        parts = [f"{v[b]['outcome']} at {b} tokens ({v[b]['mode']:.2f} vs {v[b]['baseline']:.2f}, {_fmt(v[b])})"
+        parts = [f"{v[b]['outcome']} at {b} tokens ({v[b]['mode']:.2f} vs {v[b]['baseline']:.2f}, {format_figures(v[b])})"
                  for b in map(str, self.budgets) if b in v]
         return (f"{self.dataset}: answer in context, the default path prompt ({v['prompt']}) vs the strongest flat "
                 f"chunk prompt {v['baseline']}: " + ", ".join(parts)
@@ -761,8 +761,8 @@ class RetrievalEvaluation:
             head = (f"{side['mode']} (mean R {mean['mode']:.3f}) vs the strongest flat baseline {side['baseline']} "
                     f"(mean R {mean['baseline']:.3f}): ")
             per_k = [f"{side[f'recall@{k}']['outcome']} at R@{k} ({side[f'recall@{k}']['mode']:.3f} vs "
-                     f"{side[f'recall@{k}']['baseline']:.3f}, {_fmt(side[f'recall@{k}'])})" for k in self.ks]
-            return head + ", ".join(per_k) + f"; mean R {mean['outcome']} ({_fmt(mean)})"
+                     f"{side[f'recall@{k}']['baseline']:.3f}, {format_figures(side[f'recall@{k}'])})" for k in self.ks]
+            return head + ", ".join(per_k) + f"; mean R {mean['outcome']} ({format_figures(mean)})"
 
         out = f"{self.dataset}: best graph mode {line(detail['best'])}"
         if detail["default"] is not None:
@@ -773,8 +773,6 @@ class RetrievalEvaluation:
         return out
 
 
-def _fmt(figures: dict[str, Any]) -> str:
-    return f"{figures['diff']:+.3f} [{figures['low']:+.3f}, {figures['high']:+.3f}]"
 
 
 def parse_csv(text: str, what: str, allowed: Sequence[str] | None = None) -> list[str]:
