@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pathrag_pipeline.query import graph_cache
@@ -159,6 +161,24 @@ def test_paths_passages_quotes_passages_best_first_then_paths_best_last(snapshot
     assert user.endswith(f"giving most weight to the most reliable (last) paths.\n\nQuestion: {QUESTION}")
     assert prompt.quoted == ("c0", "c1", "c2")
     assert prompt.included == (1, 2, 3) and prompt.dropped == 0
+
+
+@pytest.mark.parametrize("budget", [700, 1500, 4000])
+def test_passages_last_quotes_the_same_blocks_with_paths_first_and_the_best_passage_last(snapshot, paths, budget):
+    traces = render_paths(snapshot, paths)
+    passages = _passages(40)
+    default = path_prompt(QUESTION, traces, token_budget=budget, passages=passages)
+    last = path_prompt(QUESTION, traces, token_budget=budget, passages=passages, passages_last=True)
+    # the same paths and passages, chosen by the same shares: only the order (and a few words) differ
+    assert last.included == default.included and last.tokens <= budget
+    assert last.quoted == default.quoted[:len(last.quoted)] and len(last.quoted) >= len(default.quoted) - 1
+    user = last.user
+    shown = [int(i) for i in re.findall(r"\[Title (\d+)\]", user)]
+    assert shown == sorted(shown, reverse=True) and shown[-1] == 0          # ascending relevance: best last
+    assert user.index("Path rank 1 ") < user.index("Source passages follow")   # the paths come first
+    assert user.index("Path rank 3 ") < user.index("Path rank 1 ")             # still in ascending reliability
+    assert user.index("[Title 0]") < user.index("Question:") and user.endswith(f"Question: {QUESTION}")
+    assert user.index("[Title 0]") > user.rindex("Path rank")
 
 
 def test_paths_passages_splits_the_budget_and_passes_unused_share_on(snapshot, paths):

@@ -136,7 +136,7 @@ def test_flat_prompt_and_reference_variant(settings):
     assert ref.paths
 
 
-@pytest.mark.parametrize("layout", ["paths", "paths_passages", "public", "passages"])
+@pytest.mark.parametrize("layout", ["paths", "paths_passages", "passages_last", "public", "passages"])
 def test_prompt_layouts_and_prompts_at_budgets(settings, layout):
     """Each layout renders from the same retrieval; ``budgets`` renders it again at each budget, naming the
     documents whose passages it quotes (what an evaluation scores without an LLM)."""
@@ -144,7 +144,7 @@ def test_prompt_layouts_and_prompts_at_budgets(settings, layout):
     assert sorted(result.prompts) == [300, 2000]
     small, large = result.prompts[300], result.prompts[2000]
     assert small.tokens <= 300 and small.tokens <= large.tokens <= 2000 and large.text.startswith(result.prompt[:40])
-    assert ("Path rank" in large.text) == (layout in ("paths", "paths_passages"))
+    assert ("Path rank" in large.text) == (layout in ("paths", "paths_passages", "passages_last"))
     assert ("-----Relational paths" in large.text) == (layout == "public")
     if layout == "paths":
         assert large.document_ids == ()                      # the paper's prompt quotes no passage

@@ -675,7 +675,8 @@ baselines get LightRAG's chunk prompt (their ranked passages) at the same budget
 (`paths_passages`) quotes the top-ranked passages and then the kept paths in ascending reliability, each path
 as its chain of entities and relation keywords (its descriptions come from the passages quoted above it), with
 at most 5/9 of the budget for the paths as the public PathRAG code caps its path and source contexts (5,000
-and 4,000 tokens) and the rest, with whatever the paths leave, for the passages; `path:paper_prompt` is the paper's paths-only prompt, `path:public_prompt` the public code's
+and 4,000 tokens) and the rest, with whatever the paths leave, for the passages; `path:passages_last_prompt` is the same paths and
+passages with the paths first and the passages after them, best last; `path:paper_prompt` is the paper's paths-only prompt, `path:public_prompt` the public code's
 entities + paths + sources, `path:passages_prompt` the ranked passages alone (no paths) and `path:flat_prompt`
 the paper's flat ablation. The paths-only prompt quotes no passage; its answers can only come from the
 entity and relation descriptions along the paths. Answer in context is necessary for a right answer, not

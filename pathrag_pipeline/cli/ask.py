@@ -99,7 +99,8 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
 @click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default=QueryParams.prompt,
               show_default=True,
               help="Path mode's answer-prompt layout: paths_passages = the top-ranked passages, then the paths in "
-                   "ascending reliability (5:4 budget split as the public code); paths = the paper's (paths only); "
+                   "ascending reliability (5:4 budget split as the public code); passages_last = the same paths, then "
+                   "the passages best last; paths = the paper's (paths only); "
                    "public = the public code's entities + paths + sources; passages = passages only (ablation); "
                    "flat = deduplicated nodes and edges without path structure (the paper's ablation).")
 @click.option("--token-budget", type=click.IntRange(min=200), default=DEFAULT_TOKEN_BUDGET, show_default=True,

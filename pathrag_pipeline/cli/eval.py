@@ -400,7 +400,8 @@ def _print_answers(e, console: Console) -> None:
 @click.option("--use-triples", is_flag=True, help="Build the graph from the dataset's triples.jsonl, not by extraction.")
 @click.option("--modes", default=None,
               help="Comma-separated evaluated modes (as for `eval retrieval`). Default: path, its prompt layouts "
-                   "(path:paper_prompt, path:public_prompt, path:passages_prompt, path:flat_prompt), hybrid, "
+                   "(path:paper_prompt, path:passages_last_prompt, path:public_prompt, path:passages_prompt, "
+                   "path:flat_prompt), hybrid, "
                    "neuropath, naive (= dense), bm25, bm25+dense; with an LLM also neuropath:offline_tracker.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Answer only the first N questions.")
 @click.option("--budget", type=click.IntRange(min=200), default=2000, show_default=True,

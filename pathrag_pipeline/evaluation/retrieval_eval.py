@@ -126,6 +126,7 @@ ABLATIONS = {
     # The answer prompt's layouts (query/params.py PROMPT_STYLES): the same ranking, so the same recall; they
     # differ in what the LLM reads (the prompt measurement: answer in context, quoted passages)
     "path:paper_prompt": {"prompt": "paths"},                   # the paper's: paths only, ascending reliability
+    "path:passages_last_prompt": {"prompt": "passages_last"},   # the default's paths and passages, passages last
     "path:public_prompt": {"prompt": "public"},                 # the public code's entities + paths + sources
     "path:passages_prompt": {"prompt": "passages"},             # the ranked passages alone, no paths (ablation)
     "path:flat_prompt": {"prompt": "flat"},                     # the paper's ablation: nodes and edges, no paths

@@ -557,7 +557,9 @@ class PathRAG:
         quoted = {t.rank: _path_excerpts(t, sources) for t in traces} if params.excerpts else None
         return path_prompt(text, traces, token_budget=budget, excerpts=quoted,
                            fallback_nodes=[node_line(snapshot, n.node) for n in retrieved],
-                           passages=_passages(chunk_ids, sources) if params.prompt == "paths_passages" else ())
+                           passages=(_passages(chunk_ids, sources)
+                                     if params.prompt in ("paths_passages", "passages_last") else ()),
+                           passages_last=params.prompt == "passages_last")
 
     @staticmethod
     def _evidence(mode: str, snapshot: GraphSnapshot | None, traces: list[PathTrace],

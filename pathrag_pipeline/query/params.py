@@ -11,10 +11,13 @@ from dataclasses import dataclass, replace
 MODES = ("path", "naive", "local", "global", "hybrid", "neuropath")
 # The path prompt's layouts (query/prompting.py): "paths", the paper's (paths in ascending reliability, best
 # last); "paths_passages", the paths after the top-ranked passages, split 5:4 as the public PathRAG code caps its
-# path and source contexts; "public", the public code's three sections (entities, relations as paths, sources);
-# "passages", the ranked passages alone (an ablation: the ranker without paths); "flat", the paper's ablation
-# (the paths' nodes and edges without path structure).
-PROMPT_STYLES = ("paths", "paths_passages", "public", "passages", "flat")
+# path and source contexts; "passages_last", the same paths and passages in the other order (the paths first, then
+# the passages in ascending rank so the best passage sits last, next to the question: the public code's order of
+# relations before sources, with the paper's best-last principle applied to the passages); "public", the public
+# code's three sections (entities, relations as paths, sources); "passages", the ranked passages alone (an
+# ablation: the ranker without paths); "flat", the paper's ablation (the paths' nodes and edges without path
+# structure).
+PROMPT_STYLES = ("paths", "paths_passages", "passages_last", "public", "passages", "flat")
 VARIANTS = ("paper", "reference")
 ORDERINGS = ("reliability", "hop_first", "random")
 DEFAULT_THETA = {"paper": 0.05, "reference": 0.3}

@@ -246,7 +246,7 @@ def _prefix_cost(blocks: Sequence[str], budget: int) -> tuple[int, int]:
 def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int = DEFAULT_TOKEN_BUDGET,
                 excerpts: dict[int, Sequence[Excerpt]] | None = None,
                 fallback_nodes: Sequence[str] = (), passages: Sequence[Passage] = (),
-                path_share: float = PATH_SHARE) -> Prompt:
+                path_share: float = PATH_SHARE, passages_last: bool = False) -> Prompt:
     """PathRAG's prompt: the paths in ascending reliability (most reliable last), then the question.
 
     ``traces`` are best first; paths that do not fit ``token_budget`` (counted over the whole prompt) are
@@ -260,6 +260,11 @@ def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int
     chain of names and relation keywords: its node and edge descriptions were drawn from the very passages the
     prompt quotes, and repeating them would spend the budget twice on the same text (the paper's layout, without
     passages, keeps the descriptions).
+
+    ``passages_last`` (the ``passages_last`` layout) keeps the same paths and passages, chosen by the same shares,
+    and swaps the two sections: the paths first, then the passages in ascending rank, so the best passage sits
+    last, next to the question (the public code puts its relations before its sources; best-last is the paper's
+    ordering principle applied to the passages).
     """
     if not passages:
         return _paths_only_prompt(question, traces, token_budget, excerpts, fallback_nodes)
@@ -267,13 +272,17 @@ def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int
         path_blocks = [_path_block(t, excerpts, chain=True) for t in traces]
         paths_head = ("Relational paths between the entities of the question follow, as chains of entities and "
                       "relations, in ascending order of reliability: the last path is the most reliable.")
-        tail = _asking(question, "Answer the question using the passages and the paths above, giving "
-                                 "most weight to the most reliable (last) paths.")
+        tail = _asking(question, "Answer the question using the paths and the passages above, giving most "
+                                 "weight to the most relevant (last) passages."
+                       if passages_last else "Answer the question using the passages and the paths above, giving "
+                                             "most weight to the most reliable (last) paths.")
     else:
         path_blocks = [f"Entity: {line}" for line in fallback_nodes]
         paths_head = "Entities from the knowledge graph follow, least relevant first."
-        tail = _asking(question, "Answer the question using the passages and the entities above.")
-    head = "Source passages follow, the most relevant first."
+        tail = _asking(question, "Answer the question using the entities and the passages above."
+                       if passages_last else "Answer the question using the passages and the entities above.")
+    head = ("Source passages follow, the most relevant last."
+            if passages_last else "Source passages follow, the most relevant first.")
     passage_blocks = [f"[{p.title}] {' '.join(p.text.split())}" for p in passages]
     fixed = (count_tokens(SYSTEM_PROMPT) + count_tokens(head) + count_tokens(tail) + count_tokens(paths_head)
              + 6)
@@ -288,9 +297,11 @@ def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int
         n_passages, passages_cost = 1, count_tokens(shown_passages[0]) + 2
     n_paths, _ = _prefix_cost(path_blocks, context - passages_cost)   # the passages' unused share
     kept = list(range(n_paths))
-    blocks = [head, *shown_passages, paths_head, *reversed([path_blocks[i] for i in kept]), tail]
-    if not kept:
-        blocks.remove(paths_head)
+    path_section = [paths_head, *reversed([path_blocks[i] for i in kept])] if kept else []
+    if passages_last:
+        blocks = [*path_section, head, *reversed(shown_passages), tail]
+    else:
+        blocks = [head, *shown_passages, *path_section, tail]
     user = "\n\n".join(blocks)
     quoted = [p.chunk_id for p in passages[:n_passages]] + (_excerpt_ids(traces, kept, excerpts) if traces else [])
     ranks = tuple(traces[i].rank for i in kept) if traces else ()
