@@ -3,6 +3,9 @@ scripted OpenAI-compatible server through --base-url (the real server is tests/t
 
 from __future__ import annotations
 
+import json
+import re
+
 from click.testing import CliRunner
 
 from pathrag_pipeline.bench import llm_answers
@@ -13,11 +16,19 @@ from tests.test_answer_eval import reader
 from tests.test_judging import always_first
 
 
+from tests.test_evaluation import write_dataset
+
+
 def reader_and_judge(request: dict) -> str:
+    """The scripted reader, a judge that prefers the first answer, and a NeuroPath tracker that keeps the first
+    candidate path and stops."""
     if "evaluating two answers" in request["messages"][0]["content"]:
         return always_first(request)
+    if "tracking reasoning paths" in json.dumps(request["messages"]):
+        first = re.search(r"^\[(\d+)\] ", request["messages"][-1]["content"], re.M)
+        return json.dumps({"reasoning_chain": "the first path", "valid_paths": [int(first.group(1))] if first else [],
+                           "paths_to_expand": [], "expansion_requirement": "", "continue_tracking": False})
     return reader(request)
-from tests.test_evaluation import write_dataset
 
 
 def test_without_the_server_or_model_it_says_what_to_install(tmp_path, monkeypatch):
@@ -48,7 +59,10 @@ def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_serve
     text = docs.read_text()
     section = text.split("## Answers through a local LLM", 1)[1].split("## Scale", 1)[0]
     assert "3 questions of tiny-qa" in section and "fake-reader" in section and "--base-url" in section
-    assert "**Keywords by the LLM against the offline rules**" in section and "| `path:offline_keywords` |" in section
+    assert "**What the LLM adds besides the answer**" in section and "| `path:offline_keywords` |" in section
+    # NeuroPath's LLM tracker against its offline tracker, with what tracking costs beyond the keyword call
+    assert "| `neuropath:offline_tracker` |" in section and "vs `neuropath` |" in section
+    assert float(re.search(r"NeuroPath's LLM tracker costs ([\d.]+) calls", section).group(1)) >= 1.0
     for mode in ("`path`", "`naive`", "`bm25`"):
         assert f"| {mode}" in section
     assert "**Verdict:**" in section and "old scale text" in text

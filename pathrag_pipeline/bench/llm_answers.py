@@ -174,7 +174,10 @@ class LocalServer:
             self.process.wait(timeout=30)
 
 
-KEYWORD_MODES = ("path", "path:offline_keywords", "hybrid", "hybrid:offline_keywords")
+# What the LLM does at query time besides answering, each against the same mode without it: keywords from
+# LightRAG's keyword prompt (path, hybrid) and NeuroPath's LLM tracker, vs the offline rules and tracker.
+LLM_USE_MODES = ("path", "path:offline_keywords", "hybrid", "hybrid:offline_keywords", "neuropath",
+                 "neuropath:offline_tracker")
 
 
 def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_LIMIT, budget: int = DEFAULT_BUDGET,
@@ -221,7 +224,7 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
                **({"PATHRAG_EMBED_MODEL": embed_model} if embed_model else {})}
         settings = Settings.from_env(env={**os.environ, **env}, home=workdir / "answers" / "home")
         result["evaluation"] = answer_all(settings, dataset, index, limit, budget, modes, time_limit, log).to_dict()
-        result["keywords"] = keyword_recall(settings, dataset, index, limit, log)
+        result["keywords"] = llm_use_recall(settings, dataset, index, limit, log)
         result.update(machine=machine(), seconds=round(time.perf_counter() - started, 1))
         if on_partial is not None and winrate:
             on_partial(dict(result))
@@ -261,14 +264,15 @@ def answer_all(settings: Any, dataset: Path, index: Path, limit: int, budget: in
                             index_progress=lambda d, t: None)
 
 
-def keyword_recall(settings: Any, dataset: Path, index: Path, limit: int, log: Log) -> dict[str, Any]:
-    """Recall of path and hybrid with the LLM's keywords against the offline keyword rules, same questions
-    (``eval retrieval --modes path,path:offline_keywords,hybrid,hybrid:offline_keywords``; stored in eval_runs)."""
+def llm_use_recall(settings: Any, dataset: Path, index: Path, limit: int, log: Log) -> dict[str, Any]:
+    """Recall of path and hybrid with the LLM's keywords against the offline keyword rules, and of NeuroPath
+    with its LLM tracker against its offline tracker, same questions (``eval retrieval --modes`` LLM_USE_MODES;
+    stored in eval_runs)."""
     from pathrag_pipeline.evaluation.retrieval_eval import evaluate_retrieval, save_evaluation
     from pathrag_pipeline.storage.store import Store
 
-    log(f"recall with the LLM's keywords against the offline rules on {limit} questions")
-    e = evaluate_retrieval(settings, dataset, modes=list(KEYWORD_MODES), limit=limit, use_triples=True,
+    log(f"recall with the LLM's keywords and NeuroPath's LLM tracker against the offline ones on {limit} questions")
+    e = evaluate_retrieval(settings, dataset, modes=list(LLM_USE_MODES), limit=limit, use_triples=True,
                            workdir=index, budgets=())
     save_evaluation(Store.for_settings(settings), e)
     return e.to_dict()
@@ -306,7 +310,7 @@ def judge_modes(settings: Any, dataset: Path, index: Path, questions: int, budge
 
 
 
-def _keyword_parts(k: dict[str, Any] | None) -> list[str]:
+def _llm_use_parts(k: dict[str, Any] | None) -> list[str]:
     from pathrag_pipeline.bench.report import md_table
 
     if not k:
@@ -318,13 +322,22 @@ def _keyword_parts(k: dict[str, Any] | None) -> list[str]:
         rows.append([f"`{mode}`", *[f"{m[key]:.3f}" for key in keys], f"{m['mean_recall']:.3f}",
                      f"{m['llm_calls']:.1f}", f"{m['llm_tokens']:.0f}",
                      f"{format_figures(delta)} {delta['outcome']} vs `{m['vs']}`" if delta else ""])
+    modes = k["modes"]
+    tracker = ""
+    if "neuropath" in modes and "neuropath:offline_tracker" in modes:
+        on, off = modes["neuropath"], modes["neuropath:offline_tracker"]
+        tracker = (f" NeuroPath's LLM tracker costs {on['llm_calls'] - off['llm_calls']:.1f} calls and "
+                   f"{on['llm_tokens'] - off['llm_tokens']:.0f} tokens per question beyond the keyword call both "
+                   "NeuroPath rows make (the offline tracker makes none).")
     return [
-        f"**Keywords by the LLM against the offline rules** (`pathrag eval retrieval --dataset ... --use-triples "
-        f"--budgets '' --modes {','.join(KEYWORD_MODES)} --limit {k['questions']}`, the same model): recall of the "
+        f"**What the LLM adds besides the answer** (`pathrag eval retrieval --dataset ... --use-triples "
+        f"--budgets '' --modes {','.join(modes)} --limit {k['questions']}`, the same model): recall of the "
         f"passages each mode ranks, {k['questions']} questions. `*:offline_keywords` rows take the keywords from "
-        "the offline rules, as without an LLM; the rest from LightRAG's keyword prompt (one call per question).",
+        "the offline rules, as without an LLM, the rest from LightRAG's keyword prompt (one call per question); "
+        "`neuropath:offline_tracker` tracks paths with the offline tracker instead of the LLM. Δ is the row "
+        "without the LLM minus the row with it." + tracker,
         md_table(["mode", *[key.replace("recall", "R") for key in keys], "mean R", "LLM calls/q", "LLM tokens/q",
-                  "Δ mean R (LLM keywords − offline)"], [r for r in rows]),
+                  "Δ mean R (without − with the LLM)"], rows),
     ]
 
 
@@ -349,6 +362,11 @@ def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
     ]
 
 
+def _against(m: dict[str, Any]) -> str:
+    """A delta cell's reference when it is not ``path`` (NeuroPath's offline tracker is compared with neuropath)."""
+    return f" vs `{m['vs']}`" if m.get("vs") and m["vs"] != "path" else ""
+
+
 def llm_answers_section(r: dict[str, Any]) -> str:
     """The docs/benchmarks.md section of one bench run."""
     from pathrag_pipeline.bench.report import md_table
@@ -362,8 +380,8 @@ def llm_answers_section(r: dict[str, Any]) -> str:
                      "" if m.get("f1_in_context") is None else f"{m['f1_in_context']:.3f}", f"{m['recall@5']:.3f}",
                      f"{m['median_prompt_tokens']:.0f}", f"{m['llm_calls']:.1f}", f"{m['llm_tokens']:.0f}",
                      f"{m['median_latency_ms'] / 1000:.1f}", m.get("failed", 0),
-                     f"{format_figures(delta['f1'])} {delta['f1']['outcome']}" if delta else "",
-                     f"{format_figures(delta['answer_in_context'])}" if delta else ""])
+                     f"{format_figures(delta['f1'])} {delta['f1']['outcome']}{_against(m)}" if delta else "",
+                     f"{format_figures(delta['answer_in_context'])}{_against(m)}" if delta else ""])
     mach = r["machine"]
     stopped = f" The run stopped early: {e['stopped']}." if e.get("stopped") else ""
     parts = [
@@ -377,13 +395,13 @@ def llm_answers_section(r: dict[str, Any]) -> str:
         "(a short phrase); EM and F1 are SQuAD's, against every gold answer and alias. \"in context\": a gold "
         "answer occurs in the prompt the model read; \"F1 if in context\": the mean F1 over those questions alone, "
         "how well the model reads what retrieval gave it. LLM calls and tokens count what each query spends on its "
-        "own (keywords, NeuroPath tracking, the answer). Δ: paired difference from `path` over the same "
-        "questions with its 95% bootstrap interval (10,000 resamples, seed 0): \"beats\" only when the interval "
+        "own (keywords, NeuroPath tracking, the answer). Δ: paired difference from `path` (the offline tracker's from `neuropath`) over the "
+        "same questions with its 95% bootstrap interval (10,000 resamples, seed 0): \"beats\" only when the interval "
         f"lies above zero.{stopped}",
         md_table(["mode", "F1", "EM", "in context", "F1 if in context", "R@5", "prompt tokens", "LLM calls/q", "LLM tokens/q",
-                  "median s/q", "failed", "Δ F1 vs path", "Δ in context vs path"], rows),
+                  "median s/q", "failed", "Δ F1 vs path (or as named)", "Δ in context vs path (or as named)"], rows),
         f"**Verdict:** {e['verdict']}" if e.get("verdict") else "",
-        *_keyword_parts(r.get("keywords")),
+        *_llm_use_parts(r.get("keywords")),
         *_winrate_parts(r.get("winrate") or [], e["budget"]),
         f"_Measured {mach['date']} with {r['model']} on {mach['usable_cores']} cores ({mach['cpu']}, "
         f"{mach['memory_gib']} GiB, Python {mach['python']}, 1-min load {(mach['load_average'] or ['?'])[0]} at the "
