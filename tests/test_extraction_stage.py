@@ -404,3 +404,36 @@ def test_a_merge_that_crashes_midway_resumes_in_batches_on_the_next_run(corpus: 
     assert again.pending == 0 and again.merge is not None
     assert corpus.query("SELECT entity_key, name, mention_count FROM entities ORDER BY 1") == expected
     assert corpus.query("SELECT count(*) FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])[0][0] == 0
+
+
+def test_a_graph_merged_under_older_name_key_rules_is_merged_again_in_full(tmp_path, monkeypatch) -> None:
+    """An index built before a name-key fix keeps no entity under a key the current rules no longer give:
+    the next run merges the whole graph again from its records, without extracting anything again."""
+    from pathrag_pipeline.index import extraction_stage, graph_merge
+    from pathrag_pipeline.text.names import NAME_KEY_VERSION, name_key
+
+    corpus = Corpus(tmp_path)
+    corpus.write("turkey.txt", "İstanbul is the largest city of Turkey. Ankara is the capital of Turkey.")
+    corpus.write("travel.txt", "Istanbul lies on the Bosphorus. Ferries cross the Bosphorus every hour.")
+    corpus.sync()
+
+    def old_rules(name: str) -> str:        # the rules of version 1: the dot of İ was a word break
+        return name_key(name.replace("İ", "I "))
+    monkeypatch.setattr(graph_merge, "name_key", old_rules)
+    monkeypatch.setattr(extraction_stage, "NAME_KEY_VERSION", "1")
+    run_extraction(corpus.store, OfflineExtractor())
+    keys = {r[0] for r in corpus.query("SELECT entity_key FROM entities")}
+    assert {"i stanbul", "istanbul"} <= keys                    # the old rules split the city in two
+    monkeypatch.undo()
+
+    stats = run_extraction(corpus.store, OfflineExtractor())
+    assert stats.pending == 0 and stats.calls == 0                 # nothing extracted again
+    assert stats.merge is not None and stats.merge.entities_deleted >= 1
+    keys = {r[0] for r in corpus.query("SELECT entity_key FROM entities")}
+    assert "istanbul" in keys and "i stanbul" not in keys
+    docs = corpus.query("SELECT document_ids FROM entities WHERE entity_key = 'istanbul'")[0][0]
+    assert sorted(docs) == ["travel.txt", "turkey.txt"]             # one entity for both spellings
+    stale = corpus.query("SELECT count(*) FROM relations WHERE src_key = 'i stanbul' OR tgt_key = 'i stanbul'")
+    assert stale[0][0] == 0
+    assert corpus.query("SELECT value FROM pathrag_meta WHERE key = 'name_key_version'")[0][0] == NAME_KEY_VERSION
+    assert run_extraction(corpus.store, OfflineExtractor()).merge is None   # once only

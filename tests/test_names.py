@@ -19,6 +19,16 @@ from pathrag_pipeline.text.names import display_name, name_key
     ("AT&T", "AT & T"),
     ("Ｆｕｌｌ Ｗｉｄｔｈ", "full width"),
     ("Straße", "STRASSE"),
+    # case folding for every script
+    ("İstanbul", "Istanbul"),               # Turkish capital dotted I folds to i, its dot is not a letter
+    ("İZMİR", "Izmir"),
+    ("ΟΔΥΣΣΕΥΣ", "οδυσσευς"),               # final sigma folds to sigma
+    ("ǄEMAL", "ǆemal"),                     # a digraph letter's three cases
+    ("ＴＯＫＹＯ", "tokyo"),
+    # composed and decomposed spellings of one accent
+    ("Mu\u0308ller", "Müller"),
+    ("Nguye\u0302\u0303n", "Nguyễn"),
+    ("Ångström", "A\u030angstro\u0308m"),
 ])
 def test_same_key(a, b):
     assert name_key(a) == name_key(b)
@@ -33,6 +43,8 @@ def test_same_key(a, b):
     ("C#", "C"),
     ("Müller", "Muller"),  # accents are an alias decision, not a key one
     ("World War I", "World War II"),
+    ("ıstanbul", "istanbul"),               # Turkish dotless ı is a letter of its own
+    ("Ελλάς", "Ελλας"),                     # accents are kept in every script
 ])
 def test_different_key(a, b):
     assert name_key(a) != name_key(b)
@@ -46,6 +58,21 @@ def test_key_details():
     assert name_key("  Jan   P.  Solovej ") == "jan p solovej"
     assert name_key("the American Institute of Physics (AIP)") == "american institute of physics aip"
     assert name_key("Version 3.5") == "version 3.5"
+
+
+@pytest.mark.parametrize("name, key", [
+    ("हिन्दी", "हिन्दी"),                    # Devanagari vowel signs and virama are marks inside the word
+    ("नरेन्द्र मोदी", "नरेन्द्र मोदी"),
+    ("ภาษาไทย", "ภาษาไทย"),                  # Thai vowel marks
+    ("אֱלֹהִים", "אֱלֹהִים"),                  # Hebrew points
+    ("مُحَمَّد", "مُحَمَّد"),                     # Arabic harakat
+    ("İstanbul", "istanbul"),
+    ("東京都", "東京都"),
+    ("snake_case", "snake case"),           # "_" is punctuation, as before
+    ("«Nguyễn-Văn»", "nguyễn văn"),
+])
+def test_marks_stay_in_their_word_in_every_script(name, key):
+    assert name_key(name) == key
 
 
 def test_key_rejects_non_strings():

@@ -60,9 +60,12 @@ from pathrag_pipeline.index.graph_merge import (
 )
 from pathrag_pipeline.llm.client import LLMClient, LLMError, LLMStoppedError, LLMUnavailableError, Usage
 from pathrag_pipeline.storage.store import Store, get_meta, set_meta, transaction, utc_now
+from pathrag_pipeline.text.names import NAME_KEY_VERSION
 
 GRAPH_DIRTY_META = "graph_dirty"
 """pathrag_meta key: JSON {"chunks", "entities", "relations"} of records written but not yet merged."""
+NAME_KEYS_META = "name_key_version"
+"""pathrag_meta key: the ``names.NAME_KEY_VERSION`` the graph tables were last merged under."""
 
 Progress = Callable[[int, int], None]
 EXTRACT_STAGES = ("extract", "extract-gleaning")
@@ -207,12 +210,36 @@ def persist_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: list[str]
         set_meta(con, GRAPH_DIRTY_META, json.dumps({k: sorted(v) for k, v in dirty.items()}))
 
 
+def _name_keys_stale(con: duckdb.DuckDBPyConnection) -> bool:
+    """The graph was merged under other name-key rules (``names.NAME_KEY_VERSION``; none stored: before it was
+    recorded). An empty graph is never stale: it only records the current version."""
+    if get_meta(con, NAME_KEYS_META) == NAME_KEY_VERSION:
+        return False
+    if con.execute("SELECT count(*) FROM entities").fetchone()[0] == 0:
+        set_meta(con, NAME_KEYS_META, NAME_KEY_VERSION)
+        return False
+    return True
+
+
 def merge_dirty(con: duckdb.DuckDBPyConnection, summarise: Summarise | None = None, *,
                 max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS,
                 summary_model: str | None = None) -> MergeStats | None:
-    """Recompute the graph keys that records written since the last merge touched; None when none were."""
+    """Recompute the graph keys that records written since the last merge touched; None when none were.
+    A graph merged under other name-key rules is merged again in full (from the stored records, no
+    extraction), so an entity keyed by the old rules is replaced by the one the current rules give."""
     with transaction(con):
         dirty = _load_dirty(con)
+        if _name_keys_stale(con):
+            log.info("entity name keys changed since this graph was merged (rules %s): merging the whole graph "
+                     "again from its extraction records", NAME_KEY_VERSION)
+            stats = merge_keys(con, None, None, summarise=summarise, max_description_tokens=max_description_tokens,
+                               summary_model=summary_model)
+            if isinstance(summarise, DeferredSummaries):
+                summarise.entity_keys |= {k for (k,) in con.execute("SELECT entity_key FROM entities").fetchall()}
+                summarise.relation_keys |= {k for (k,) in con.execute("SELECT relation_key FROM relations").fetchall()}
+            set_meta(con, NAME_KEYS_META, NAME_KEY_VERSION)
+            con.execute("DELETE FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])
+            return stats
         if not any(dirty.values()):
             return None
         after_e, after_r = keys_for_chunks(con, dirty["chunks"])

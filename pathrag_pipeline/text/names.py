@@ -19,7 +19,13 @@ word order, typos) is left to ``aliases``, which is reversible. Choices, in orde
 6. Every other punctuation mark, hyphens and dashes included, is a word break: "Jean-Paul" equals "Jean Paul",
    "Paris, France" is "paris france" (and stays different from "paris texas").
 7. Whitespace is collapsed, and a leading "the " is dropped ("The Hague" -> "hague") unless nothing remains.
-8. Accents are kept ("Müller" differs from "Muller"): folding them is an alias decision, not a key one.
+8. Accents are kept ("Müller" differs from "Muller"): folding them is an alias decision, not a key one. A
+   combining mark belongs to its letter in every script: Devanagari vowel signs and viramas, Thai vowels,
+   Arabic and Hebrew points and any accent that has no precomposed form stay inside the word ("हिन्दी" is one
+   word, not "ह न द"); composed and decomposed spellings give the same key (NFKC composes them first).
+9. Case folds for every script by Unicode's full case folding ("Straße" = "STRASSE", final sigma "ς" = "σ"),
+   and the dot above that folding leaves after i from Turkish "İ" (U+0130) is dropped, so "İstanbul" =
+   "Istanbul" and "İZMİR" = "Izmir". Turkish dotless "ı" stays a letter of its own.
 
 A name that normalises to nothing (e.g. "...") keeps its casefolded form, so no key is ever empty.
 """
@@ -32,6 +38,11 @@ from collections import Counter
 from functools import lru_cache
 from typing import Iterable
 
+# The version of the rules below. An index whose graph was merged under another version is merged again in
+# full at its next index run (index/extraction_stage.merge_dirty), so no entity keeps a key the rules no longer
+# give; extraction is not repeated. Bump it with any change that can change a key.
+NAME_KEY_VERSION = "2"   # 2: combining marks stay in words, Turkish İ folds to i
+
 _QUOTES = "\"'“”‘’„‚«»‹›`´"
 _PAIRS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _CLOSERS = set(_PAIRS.values())
@@ -40,10 +51,27 @@ _APOSTROPHE = re.compile(r"(?<=\w)['’`´](?=\w)")
 _ABBREV_DOT = re.compile(r"(?<=\b[^\W\d_])\.(?=[^\W\d_]\b|\s|$)")  # U.S. / e.g.: a dot after a single letter
 _DIGIT_DOT = re.compile(r"(?<=\d)\.(?=\d)")
 _AMPERSAND = re.compile(r"\s*&\s*")
-_BREAK = re.compile(r"[^\w\s&+#\x00]|_")
+_DOT_ABOVE_I = re.compile("(?<=[ij])\u0307")   # casefold("İ") is "i" + U+0307: the dot belongs to the capital
 _LOOSE_SIGNS = re.compile(r"(?<![\w+#])[+#]+")  # '+'/'#' not attached to a preceding word
 _SPACES = re.compile(r"\s+")
 _KEEP_DOT = "\x00"
+
+
+def _is_kept(ch: str) -> bool:
+    """A character that stays in a key: a letter or digit (``\\w`` but not "_"), a combining mark of any
+    script (it belongs to its letter), whitespace, or one of the signs rule 5 keeps."""
+    return (ch.isalnum() or ch.isspace() or ch in "&+#\x00"
+            or unicodedata.category(ch) in ("Mn", "Mc", "Me"))
+
+
+def _break_punctuation(text: str) -> str:
+    """Rule 6: every other character (punctuation, symbols, "_") becomes a space."""
+    if text.isascii():
+        return _ASCII_BREAK.sub(" ", text)
+    return "".join(ch if _is_kept(ch) else " " for ch in text)
+
+
+_ASCII_BREAK = re.compile(r"[^A-Za-z0-9\s&+#\x00]")
 
 
 def _strip_wrappers(text: str) -> str:
@@ -88,13 +116,13 @@ def name_key(name: str) -> str:
     """The merge key of an entity name (see the module docstring for every rule and why)."""
     if not isinstance(name, str):
         raise TypeError(f"entity name must be a string, got {type(name).__name__}: {name!r}")
-    text = unicodedata.normalize("NFKC", name).casefold()
+    text = _DOT_ABOVE_I.sub("", unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold()))
     text = _strip_wrappers(text)
     text = _APOSTROPHE.sub("", text)
     text = _DIGIT_DOT.sub(_KEEP_DOT, text)
     text = _ABBREV_DOT.sub("", text)
     text = _AMPERSAND.sub(" & ", text)
-    text = _BREAK.sub(" ", text)
+    text = _break_punctuation(text)
     text = _LOOSE_SIGNS.sub(" ", text)
     text = _SPACES.sub(" ", text).strip().replace(_KEEP_DOT, ".")
     if text.startswith("the ") and len(text) > 4:
