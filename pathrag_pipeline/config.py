@@ -41,6 +41,8 @@ ENV_NAMES = {
     "llm_answer_max_tokens": "PATHRAG_LLM_ANSWER_MAX_TOKENS",
     "embed_timeout": "PATHRAG_EMBED_TIMEOUT",
     "gleaning": "PATHRAG_GLEANING",
+    "sql_timeout": "PATHRAG_SQL_TIMEOUT",
+    "sql_max_temp": "PATHRAG_SQL_MAX_TEMP",
 }
 
 LLM_MODES = ("json", "json_schema", "tools", "md_json")
@@ -89,13 +91,20 @@ DEFAULT_DUCKDB_MEMORY_LIMIT = "2GB"
 _MEMORY = re.compile(r"\s*\d+(\.\d+)?\s*(B|KB|KiB|MB|MiB|GB|GiB|TB|TiB)\s*", re.IGNORECASE)
 
 
-def _memory_env(env: dict[str, str]) -> str:
-    name = ENV_NAMES["duckdb_memory_limit"]
+DEFAULT_SQL_TIMEOUT = 300
+"""Seconds one `pathrag sql` statement may run before it is stopped (PATHRAG_SQL_TIMEOUT; 0: no limit)."""
+DEFAULT_SQL_MAX_TEMP = "4GB"
+"""Disk a `pathrag sql` statement may spill to past the memory limit (PATHRAG_SQL_MAX_TEMP); removed at the end."""
+
+
+def _memory_env(env: dict[str, str], key: str = "duckdb_memory_limit",
+                default: str = DEFAULT_DUCKDB_MEMORY_LIMIT) -> str:
+    name = ENV_NAMES[key]
     raw = env.get(name)
     if raw is None or raw.strip() == "":
-        return DEFAULT_DUCKDB_MEMORY_LIMIT
+        return default
     if not _MEMORY.fullmatch(raw):
-        raise ConfigError(f"{name}={raw!r} is not a memory size; give e.g. 2GB or 512MB")
+        raise ConfigError(f"{name}={raw!r} is not a memory size; give e.g. {default} or 512MB")
     return raw.strip()
 
 
@@ -122,6 +131,8 @@ class Settings:
     embed_timeout: int = 120            # per-request timeout of the embeddings endpoint
     gleaning: int = 1
     alias_embedding_threshold: float | None = None
+    sql_timeout: int = DEFAULT_SQL_TIMEOUT          # seconds per `pathrag sql` statement (0: no limit)
+    sql_max_temp: str = DEFAULT_SQL_MAX_TEMP        # spill cap of `pathrag sql` (DuckDB max_temp_directory_size)
 
     # ---- derived locations -------------------------------------------------------------------
     @property
@@ -164,6 +175,8 @@ class Settings:
             embed_timeout=_int_env(env, "embed_timeout", _int_env(env, "llm_timeout", 120, minimum=1), minimum=1),
             gleaning=_int_env(env, "gleaning", 1, minimum=0),
             alias_embedding_threshold=_float_env(env, "PATHRAG_ALIAS_EMBEDDING_THRESHOLD"),
+            sql_timeout=_int_env(env, "sql_timeout", DEFAULT_SQL_TIMEOUT, minimum=0),
+            sql_max_temp=_memory_env(env, "sql_max_temp", DEFAULT_SQL_MAX_TEMP),
         )
         if overrides:
             settings = replace(settings, **overrides)

@@ -139,3 +139,51 @@ def test_sql_that_runs_duckdb_out_of_memory_is_one_line_naming_the_setting(folde
     line = one_line_error(result)
     assert "DuckDB ran out of memory" in line and "PATHRAG_DUCKDB_MEMORY_LIMIT=32MB" in line
     assert "SQL error" not in result.output and "Possible solutions" not in result.output
+
+
+def test_sql_cannot_lift_its_limits_with_set(folder) -> None:
+    """`SET memory_limit='20GB'` inside the statement used to lift the configured cap (15 GB peak measured)."""
+    assert CliRunner().invoke(main, ["index", str(folder)]).exit_code == 0
+    for statement in ("SET memory_limit='20GB'", "SET threads=64", "SET temp_directory='/tmp/elsewhere'",
+                      "SET max_temp_directory_size='1TB'", "RESET memory_limit"):
+        line = one_line_error(CliRunner().invoke(main, ["sql", statement]))
+        assert "configuration has been locked" in line, statement
+    shown = CliRunner().invoke(main, ["sql", "--csv", "SELECT current_setting('memory_limit') AS m, "
+                                      "current_setting('max_temp_directory_size') AS t"])
+    assert shown.exit_code == 0, shown.output
+    memory, temp = shown.output.splitlines()[1].split(",")
+    assert memory.startswith("1.8 GiB") and temp.startswith("3.7 GiB")     # 2GB and 4GB, DuckDB's units
+
+
+def test_sql_statement_that_runs_too_long_is_stopped_in_one_line(folder, monkeypatch) -> None:
+    assert CliRunner().invoke(main, ["index", str(folder)]).exit_code == 0
+    endless = "SELECT count(*) FROM range(1000000000000) a"
+    line = one_line_error(CliRunner().invoke(main, ["sql", "--timeout", "1", endless]))
+    assert "ran longer than 1s and was stopped" in line and "PATHRAG_SQL_TIMEOUT" in line
+    monkeypatch.setenv("PATHRAG_SQL_TIMEOUT", "1")
+    line = one_line_error(CliRunner().invoke(main, ["sql", endless]))
+    assert "ran longer than 1s" in line
+    monkeypatch.setenv("PATHRAG_SQL_TIMEOUT", "soon")
+    assert "PATHRAG_SQL_TIMEOUT='soon' is not a whole number" in CliRunner().invoke(main, ["sql", "SELECT 1"]).output
+
+
+def test_sql_spill_is_capped_and_removed_when_the_command_ends(folder, monkeypatch, tmp_path) -> None:
+    """A heavy statement spills to a folder of its own, within PATHRAG_SQL_MAX_TEMP, removed at the end; a
+    folder left by a killed session is removed by the next one."""
+    assert CliRunner().invoke(main, ["index", str(folder)]).exit_code == 0
+    spill_root = tmp_path / "home" / "duckdb_tmp"
+    dead = spill_root / "sql-999999999-deadbeef"          # no such process
+    dead.mkdir(parents=True)
+    (dead / "duckdb_temp_block").write_bytes(b"x" * 1024)
+    monkeypatch.setenv("PATHRAG_DUCKDB_MEMORY_LIMIT", "64MB")
+    sort = ("SELECT max(rn) FROM (SELECT row_number() OVER (ORDER BY hash(i)) AS rn, "
+            "i::VARCHAR || repeat('x', 40) AS pad FROM range(20000000) t(i))")
+    result = CliRunner().invoke(main, ["sql", "--csv", sort])
+    # 20M rows of ~60 bytes sorted under a 64MB cap: only possible by spilling (about 800MB)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1] == "20000000"
+    assert not dead.exists() and not any(spill_root.glob("sql-*"))           # nothing is left
+
+    monkeypatch.setenv("PATHRAG_SQL_MAX_TEMP", "1MB")
+    line = one_line_error(CliRunner().invoke(main, ["sql", sort]))
+    assert "PATHRAG_SQL_MAX_TEMP" in line and not any(spill_root.glob("sql-*"))

@@ -8,12 +8,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import threading
 
 import click
 import duckdb
 
 from pathrag_pipeline.cli.common import load_settings, print_table
-from pathrag_pipeline.config import Settings
+from pathrag_pipeline.config import DEFAULT_SQL_TIMEOUT, Settings
 from pathrag_pipeline.ingest.home_folder import recorded_folder
 from pathrag_pipeline.storage.store import Store
 
@@ -22,29 +23,63 @@ from pathrag_pipeline.storage.store import Store
 @click.argument("query")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as a JSON list of objects.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print rows as CSV with a header.")
-def sql(query: str, as_json: bool, as_csv: bool) -> None:
-    """Run a read-only SQL QUERY against the index (tables: see docs/tables.md)."""
+@click.option("--timeout", type=click.IntRange(min=0), default=None,
+              help="Seconds the statement may run before it is stopped (default PATHRAG_SQL_TIMEOUT, "
+                   f"{DEFAULT_SQL_TIMEOUT}; 0: no limit).")
+def sql(query: str, as_json: bool, as_csv: bool, timeout: int | None) -> None:
+    """Run a read-only SQL QUERY against the index (tables: see docs/tables.md).
+
+    The statement runs under the configured memory cap (PATHRAG_DUCKDB_MEMORY_LIMIT), spills at most
+    PATHRAG_SQL_MAX_TEMP to a folder removed when the command ends, cannot change those limits with SET, and
+    is stopped after --timeout seconds; Ctrl-C stops it at once."""
     if as_json and as_csv:
         raise click.UsageError("give --json or --csv, not both")
     if not query.strip():
         raise click.UsageError('the query is empty; e.g. pathrag sql "SELECT id, status FROM documents"')
     settings = load_settings()
+    limit = settings.sql_timeout if timeout is None else timeout
     store = Store.for_settings(settings)
     with store.connect(read_only=True, sandboxed=True) as con:
+        expired = threading.Event()
+
+        def stop() -> None:
+            expired.set()
+            con.interrupt()
+
+        timer = threading.Timer(limit, stop) if limit else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         try:
             cursor = con.execute(query)
+            columns = [d[0] for d in cursor.description] if cursor.description is not None else None
+            rows = cursor.fetchall() if columns is not None else []
         except duckdb.OutOfMemoryException:
             raise  # the store says it in one line, naming PATHRAG_DUCKDB_MEMORY_LIMIT
+        except duckdb.InterruptException:
+            if expired.is_set():
+                raise click.ClickException(
+                    f"the statement ran longer than {limit}s and was stopped; give --timeout SECONDS (0: no "
+                    f"limit) or set PATHRAG_SQL_TIMEOUT") from None
+            raise click.ClickException("the statement was interrupted") from None
+        except KeyboardInterrupt:
+            con.interrupt()
+            click.echo("Interrupted: the statement was stopped; the index is unchanged.", err=True)
+            raise SystemExit(130) from None
         except duckdb.Error as exc:
             hint = ""
             if "read-only" in str(exc) or "disabled by configuration" in str(exc):
                 hint = ("\npathrag sql only reads the index and no other file; the index changes through "
                         "`pathrag index`, the Dagster assets, or `pathrag ask` (query logs).")
+            elif "configuration has been locked" in str(exc):
+                hint = ("\npathrag sql runs under fixed limits; change them with PATHRAG_DUCKDB_MEMORY_LIMIT, "
+                        "PATHRAG_SQL_MAX_TEMP or --timeout.")
             raise click.ClickException(f"SQL error: {exc}{hint}") from None
-        if cursor.description is None:
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if columns is None:
             return
-        columns = [d[0] for d in cursor.description]
-        rows = cursor.fetchall()
     if as_json:
         click.echo(json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=1))
     elif as_csv:

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 import os
 import random
 import re
+import shutil
 import sys
 import time
 import uuid
@@ -21,7 +22,7 @@ from typing import Callable, Iterator
 
 import duckdb
 
-from pathrag_pipeline.config import DEFAULT_DUCKDB_MEMORY_LIMIT
+from pathrag_pipeline.config import DEFAULT_DUCKDB_MEMORY_LIMIT, DEFAULT_SQL_MAX_TEMP
 from pathrag_pipeline.errors import PipelineError
 
 SCHEMA_VERSION = 1
@@ -408,6 +409,35 @@ def _is_lock_error(exc: Exception) -> bool:
 LockNotice = Callable[[str], None]
 
 
+SQL_SESSION_PREFIX = "sql-"
+
+
+def _usable_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _remove_dead_sessions(temp_directory: Path) -> None:
+    """Spill folders of `pathrag sql` sessions whose process is gone (killed before it could remove them)."""
+    if not temp_directory.is_dir():
+        return
+    for folder in temp_directory.glob(f"{SQL_SESSION_PREFIX}*"):
+        try:
+            pid = int(folder.name[len(SQL_SESSION_PREFIX):].split("-", 1)[0])
+        except ValueError:
+            continue
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            pass   # alive under another user: not ours to remove
+
+
 def _stderr_notice(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -425,8 +455,9 @@ class Store:
 
     def __init__(self, path: Path | str, lock_timeout: float = 120.0, *, memory_limit: str = DEFAULT_DUCKDB_MEMORY_LIMIT,
                  temp_directory: Path | str | None = None, on_wait: LockNotice | None = _stderr_notice,
-                 notice_after: float = 1.0):
+                 notice_after: float = 1.0, sql_max_temp: str = DEFAULT_SQL_MAX_TEMP):
         self.path = Path(path)
+        self.sql_max_temp = sql_max_temp
         self.lock_timeout = lock_timeout
         self.memory_limit = memory_limit
         self.temp_directory = Path(temp_directory) if temp_directory else self.path.parent / "duckdb_tmp"
@@ -437,33 +468,51 @@ class Store:
     @classmethod
     def for_settings(cls, settings, **options) -> "Store":
         """The store of ``settings.home`` with its configured memory limit (PATHRAG_DUCKDB_MEMORY_LIMIT)."""
-        return cls(settings.duckdb_path, memory_limit=settings.duckdb_memory_limit, **options)
+        return cls(settings.duckdb_path, memory_limit=settings.duckdb_memory_limit,
+                   sql_max_temp=settings.sql_max_temp, **options)
 
     @contextlib.contextmanager
     def connect(self, read_only: bool = False, *, sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """A short-lived connection. ``sandboxed`` (with read_only, for user SQL) also disables access to
-        other files (COPY ... TO, read_csv('/etc/...')), so the connection can only read the index."""
+        other files (COPY ... TO, read_csv('/etc/...')), so the connection can only read the index, and locks
+        its limits for the session (``lock_configuration``: a statement cannot ``SET memory_limit`` past the
+        configured cap, nor threads or the spill folder): it spills at most ``sql_max_temp`` to a folder of its
+        own, removed when the connection closes (and, for a session that was killed, by the next one)."""
         if read_only and not self.path.exists():
             raise FileNotFoundError(
                 f"no index at {self.path}: run `pathrag index PATH` or `pathrag quickstart` first"
             )
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        config = {"memory_limit": self.memory_limit}
+        config: dict = {"memory_limit": self.memory_limit}
+        spill: Path | None = None
         if sandboxed:
-            config["enable_external_access"] = False
+            _remove_dead_sessions(self.temp_directory)
+            spill = self.temp_directory / f"{SQL_SESSION_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            config.update(enable_external_access=False, temp_directory=str(spill), threads=_usable_cores())
         else:
             config["temp_directory"] = str(self.temp_directory)
         con = self._open(read_only, config)
         try:
+            if sandboxed:
+                # set here, not in the connect config: DuckDB 2.0 shows a max_temp_directory_size given at
+                # connect but does not enforce it (a 1MB cap let a statement spill 780MB; SET enforces it)
+                con.execute("SET max_temp_directory_size = ?", [self.sql_max_temp])
+                con.execute("SET enable_progress_bar = false")   # never on stdout, where --json rows go
+                con.execute("SET lock_configuration = true")
             if not read_only and not self._initialised:
                 init_schema(con)
                 self._initialised = True
             yield con
         except duckdb.OutOfMemoryException as exc:
             # an expected failure the user can act on: one line naming the setting, never a traceback
-            raise StoreMemoryError(out_of_memory_message(self.path, self.memory_limit, exc)) from exc
+            message = out_of_memory_message(self.path, self.memory_limit, exc)
+            if sandboxed:
+                message += f" (a `pathrag sql` statement may also spill {self.sql_max_temp} to disk: PATHRAG_SQL_MAX_TEMP)"
+            raise StoreMemoryError(message) from exc
         finally:
             con.close()
+            if spill is not None:
+                shutil.rmtree(spill, ignore_errors=True)
 
     def _open(self, read_only: bool, config: dict | None = None) -> duckdb.DuckDBPyConnection:
         started = time.monotonic()
