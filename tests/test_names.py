@@ -70,6 +70,8 @@ def test_key_details():
     ("東京都", "東京都"),
     ("snake_case", "snake case"),           # "_" is punctuation, as before
     ("«Nguyễn-Văn»", "nguyễn văn"),
+    ("Bach´s Cello Suite", "bach s cello suite"),   # a spacing accent is punctuation, not a mark of a letter
+    ("/e~i̯ɛ/", "e i̯ɛ"),                            # a mark under a letter stays with it
 ])
 def test_marks_stay_in_their_word_in_every_script(name, key):
     assert name_key(name) == key

@@ -201,3 +201,34 @@ def test_search_after_rebuild_does_not_serve_the_old_table(store):
     store.reset("entities")
     store.sync("entities", {"only": "Apple pie"}, e)  # same number of writes: same LanceDB version number
     assert [h.key for h in store.search("entities", "Denmark", k=5, embedder=e)] == ["only"]
+
+
+def _disk_bytes(path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def test_old_versions_are_removed_after_each_write_so_disk_follows_the_data(store, monkeypatch):
+    """Each batch and delete makes a table version; LanceDB kept every old version's files, so the folder grew
+    with the number of runs. Versions past the retention are removed after every sync that writes."""
+    from datetime import timedelta
+
+    from pathrag_pipeline.storage import vector_store
+
+    e = HashingEmbedder(dim=64)
+    rows = {f"k{i}": f"entity number {i} with a description" for i in range(300)}
+    store.sync("entities", rows, e)
+    monkeypatch.setattr(vector_store, "VERSION_RETENTION", timedelta(milliseconds=1))
+    store.sync("entities", {**rows, "k0": "changed"}, e)
+    after_one = _disk_bytes(store.path)
+    for run in range(10):
+        store.sync("entities", {**rows, "k0": f"changed again {run}", f"new{run}": "one more"}, e)
+    assert store.versions("entities") <= 2
+    assert _disk_bytes(store.path) <= 1.2 * after_one
+    assert store.count("entities") == 301
+
+    # and with a retention no version reaches, every version stays (what the folder did before)
+    monkeypatch.setattr(vector_store, "VERSION_RETENTION", timedelta(days=1))
+    kept = store.versions("entities")
+    for run in range(3):
+        store.sync("entities", {**rows, "k0": f"kept {run}"}, e)
+    assert store.versions("entities") > kept

@@ -35,7 +35,12 @@ META_EMBEDDER = b"pathrag.embedder"
 META_DIM = b"pathrag.dim"
 META_TABLE_ID = b"pathrag.table_id"  # new for every created table, so a dropped-and-rebuilt table is never confused with its predecessor
 RESERVED_COLUMNS = frozenset({"key", "text", "text_hash", "vector", "_distance", "_rowid", "_score"})
-COMPACT_AFTER_FRAGMENTS = 32  # each write adds a fragment; many small ones slow every scan
+# Every write (each embedding batch, each delete) makes a new table version, and LanceDB keeps the files of every
+# old version until they are cleaned up: without cleanup the folder grows with the number of writes (a 100k-record
+# file left 186 versions of `relations`, 7.5 GB), not with the data. After each sync that wrote anything, versions
+# older than this are removed. A reader loads a table version whole (``_Snapshot``) in well under this, so none
+# is cut off; the last few versions of the run stay until the next sync that writes.
+VERSION_RETENTION = timedelta(minutes=1)
 DELETE_BATCH = 2000  # keys per ``key IN (...)`` filter, to keep predicates a reasonable size
 
 Payload = Mapping[str, Any]
@@ -340,13 +345,27 @@ class VectorStore:
             if leftover.exists():
                 shutil.rmtree(leftover)
 
-    def optimize(self, table: str, cleanup_older_than: timedelta = timedelta(minutes=10)) -> None:
+    def optimize(self, table: str, cleanup_older_than: timedelta = VERSION_RETENTION) -> None:
         """Compact the small fragments incremental writes leave behind and drop versions older than
         ``cleanup_older_than`` (recent ones stay, so a concurrent reader is not cut off)."""
         with self._lock:
             tbl = self._open(table)
             if tbl is not None:
                 tbl.optimize(cleanup_older_than=cleanup_older_than)
+
+    def versions(self, table: str) -> int:
+        """How many versions of ``table`` are kept on disk (0 without the table)."""
+        tbl = self._open(table)
+        return len(tbl.list_versions()) if tbl is not None else 0
+
+    @staticmethod
+    def _tidy(tbl: Any) -> None:
+        """After a sync that wrote: compact the fragments its writes added and remove versions older than
+        ``VERSION_RETENTION``. LanceDB's pruning alone (``cleanup_old_versions``) needs the separate ``pylance``
+        package, so this is ``optimize``, which also compacts: it rewrites the fragments smaller than LanceDB's
+        target (a million rows), i.e. a table of that size or less once per index run that changed it, which
+        `pathrag bench vectors` measures."""
+        tbl.optimize(cleanup_older_than=VERSION_RETENTION)
 
     # ---- internals -----------------------------------------------------------------------------
     @staticmethod
@@ -519,8 +538,7 @@ class VectorStore:
             if stale:
                 self._delete_keys(tbl, stale)
             if tbl is not None and (write_rows or stale):
-                if tbl.stats()["fragment_stats"]["num_fragments"] > COMPACT_AFTER_FRAGMENTS:
-                    tbl.optimize(cleanup_older_than=timedelta(minutes=10))
+                self._tidy(tbl)
             total = tbl.count_rows() if tbl is not None else 0
             return SyncStats(
                 failed=failed, errors=tuple(errors[:5]),

@@ -57,18 +57,27 @@ _SPACES = re.compile(r"\s+")
 _KEEP_DOT = "\x00"
 
 
-def _is_kept(ch: str) -> bool:
-    """A character that stays in a key: a letter or digit (``\\w`` but not "_"), a combining mark of any
-    script (it belongs to its letter), whitespace, or one of the signs rule 5 keeps."""
-    return (ch.isalnum() or ch.isspace() or ch in "&+#\x00"
-            or unicodedata.category(ch) in ("Mn", "Mc", "Me"))
+_MARKS = ("Mn", "Mc", "Me")
 
 
 def _break_punctuation(text: str) -> str:
-    """Rule 6: every other character (punctuation, symbols, "_") becomes a space."""
+    """Rule 6: every character but letters, digits, whitespace and rule 5's signs becomes a space ("_" too);
+    a combining mark stays when it follows a letter, digit or mark of its word (rule 8) and is a break
+    otherwise (a spacing accent such as "´" becomes space + U+0301 under NFKC: "Bach´s" is "bach s")."""
     if text.isascii():
         return _ASCII_BREAK.sub(" ", text)
-    return "".join(ch if _is_kept(ch) else " " for ch in text)
+    out: list[str] = []
+    in_word = False
+    for ch in text:
+        if ch.isalnum():
+            out.append(ch)
+            in_word = True
+        elif unicodedata.category(ch) in _MARKS:
+            out.append(ch if in_word else " ")
+        else:
+            out.append(ch if ch.isspace() or ch in "&+#\x00" else " ")
+            in_word = False
+    return "".join(out)
 
 
 _ASCII_BREAK = re.compile(r"[^A-Za-z0-9\s&+#\x00]")
