@@ -472,6 +472,27 @@ def bench_dagster(repeats: int, files: int, new_files: int, workdir: Path | None
     _publish(markdown_section(result), "Dagster", update_docs, as_json, to_json(result), before="Scale")
 
 
+@bench.command("vectors")
+@click.option("--docs", "n_docs", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Documents in the generated corpus.")
+@click.option("--runs", type=click.IntRange(min=2), default=10, show_default=True,
+              help="Index runs per series, the first build included.")
+@click.option("--pause", type=click.FloatRange(min=0), default=None,
+              help="Seconds before each edited run (default: the version retention + 5 s).")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where to generate the corpus and the home (default: a temp dir).")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
+@click.option("--json", "as_json", is_flag=True)
+def bench_vectors(n_docs: int, runs: int, pause: float | None, workdir: Path | None, update_docs: Path | None,
+                  as_json: bool) -> None:
+    """The LanceDB folder's size and kept versions over repeated index runs (touched files, one edit per run)."""
+    from pathrag_pipeline.bench.vectors import HEADING, markdown_section, run_vectors_bench, to_json
+
+    result = run_vectors_bench(n_docs=n_docs, runs=runs, pause=pause, workdir=workdir, log=_log(as_json))
+    _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Answers through a local LLM")
+
+
 @bench.command("retrieval")
 @click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
               show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl, triples.jsonl).")
