@@ -17,6 +17,7 @@ from pathrag_pipeline.evaluation.answer_eval import SHORT_ANSWER_TOKENS, evaluat
 from pathrag_pipeline.evaluation.answer_scoring import answer_in_context
 from pathrag_pipeline.query import graph_cache
 from pathrag_pipeline.query.answering import SHORT_ANSWER
+from pathrag_pipeline.query.params import QueryParams
 from tests.test_evaluation import QUESTIONS, write_dataset
 
 GOLD = {q["id"]: q["answers"] for q in QUESTIONS}
@@ -183,7 +184,7 @@ def test_cli_json_and_table(tmp_path, dataset, openai_server, monkeypatch):
                                        "path,bm25", "--budget", "600"])
     assert table.exit_code == 0, table.output
     assert openai_server.count("chat") == before
-    assert "6 answers resumed, 0 new" in table.output and "strongest flat chunk prompt" in table.output
+    assert "6 answers resumed, 0 reused, 0 new" in table.output and "strongest flat chunk prompt" in table.output
 
 
 def test_new_query_options_are_validated_and_the_python_api_defaults_to_the_cli_prompt():
@@ -219,3 +220,55 @@ def test_llm_keywords_are_measured_against_the_offline_rules_on_the_same_questio
     assert offline.modes["path:offline_keywords"].note == "path:offline_keywords = path without an LLM " \
                                                           "(offline keywords and tracker either way)"
     assert offline.modes["path:offline_keywords"].recall == offline.modes["path"].recall
+
+
+def _answers_asked(server, since: int = 0) -> int:
+    return sum(SHORT_ANSWER in body["messages"][0]["content"] for endpoint, body in server.calls[since:]
+               if endpoint == "chat")
+
+
+def test_a_changed_default_reuses_every_answer_whose_mode_does_not_read_it(tmp_path, dataset, openai_server):
+    """Changing path mode's prompt layout is a new run (a new config hash), but naive and bm25 do not read the
+    layout, and the new default's answers already exist under the layout's own mode name: nothing is asked
+    again. Another model is another configuration: everything is asked."""
+    openai_server.chat_responder = reader
+    settings = _settings(tmp_path, openai_server)
+    first = evaluate_answers(settings, dataset, modes=[*MODES, "path:passages_prompt"], use_triples=True, budget=600)
+    assert first.answered == 15 and first.reused == 0
+    before = len(openai_server.calls)
+
+    changed = evaluate_answers(settings, dataset, modes=MODES, use_triples=True, budget=600,
+                               params=QueryParams(prompt="passages"))
+    assert changed.run_id != first.run_id and changed.config_hash != first.config_hash
+    # path under the new default is the first run's path:passages_prompt, path:paper_prompt is "paths" either
+    # way, naive and bm25 do not read the layout: every answer exists already
+    assert (changed.resumed, changed.reused, changed.answered) == (0, 12, 0) and _answers_asked(openai_server, before) == 0
+    for q in changed.complete_questions:
+        assert changed.rows["path"][q].answer == first.rows["path:passages_prompt"][q].answer
+        assert changed.rows["path"][q].prompt == first.rows["path:passages_prompt"][q].prompt
+        assert changed.rows["path"][q].reused_from == first.run_id
+        assert changed.rows["naive"][q].prompt == first.rows["naive"][q].prompt
+    stored = _rows(settings, f"SELECT count(*), count(DISTINCT answer_key) FROM eval_answers "
+                             f"WHERE run_id = '{changed.run_id}' AND reused_from = '{first.run_id}'")
+    assert stored == [(12, 4)]
+    assert _rows(settings, f"SELECT reused FROM eval_answer_runs WHERE run_id = '{changed.run_id}'") == [(12,)]
+
+    # a knob path mode reads (top_k): its two layouts are asked again, the flat prompts still are not
+    before = len(openai_server.calls)
+    narrower = evaluate_answers(settings, dataset, modes=MODES, use_triples=True, budget=600,
+                                params=QueryParams(top_k=2))
+    assert (narrower.reused, narrower.answered) == (6, 6) and _answers_asked(openai_server, before) == 6
+    assert all(narrower.rows[m][q].reused_from is None for m in ("path", "path:paper_prompt")
+               for q in narrower.complete_questions)
+
+    # rows stored before answer keys existed count too when their run's configuration checks out ...
+    with duckdb.connect(str(settings.duckdb_path)) as con:
+        con.execute("UPDATE eval_answers SET answer_key = NULL, reused_from = NULL")
+    again = evaluate_answers(settings, dataset, modes=["naive", "bm25"], use_triples=True, budget=600,
+                             params=QueryParams(prompt="paths"))
+    assert again.reused == 6 and again.answered == 0
+    # ... and never across models
+    other = Settings(**{**settings.__dict__, "llm_model": "another-reader"})
+    before = len(openai_server.calls)
+    moved = evaluate_answers(other, dataset, modes=["naive"], use_triples=True, budget=600)
+    assert moved.reused == 0 and moved.answered == 3 and _answers_asked(openai_server, before) == 3

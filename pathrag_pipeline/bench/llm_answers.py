@@ -405,9 +405,11 @@ def llm_answers_section(r: dict[str, Any]) -> str:
         *_winrate_parts(r.get("winrate") or [], e["budget"]),
         f"_Measured {mach['date']} with {r['model']} on {mach['usable_cores']} cores ({mach['cpu']}, "
         f"{mach['memory_gib']} GiB, Python {mach['python']}, 1-min load {(mach['load_average'] or ['?'])[0]} at the "
-        f"end). The {e['resumed'] + e['answered']} answers took "
+        f"end). The {e['resumed'] + e.get('reused', 0) + e['answered']} answers took "
         f"{e['query_seconds'] / 60:.0f} min of query time in all, the sum of their wall times"
         + (f" ({e['resumed']} from earlier invocations of the run, {e['answered']} in the last)" if e['resumed'] else "")
+        + (f"; {e['reused']} were copied from earlier runs that asked the same question with the same per-mode "
+           "configuration (eval_answers.answer_key), with the time they took there" if e.get("reused") else "")
         + f"; run {e['run_id'][:12]}._",
     ]
     return "\n\n".join(p for p in parts if p)

@@ -390,7 +390,7 @@ def _print_answers(e, console: Console) -> None:
         console.print(plain(verdict), highlight=False)
     if e.stopped:
         console.print(f"[yellow]stopped early: {esc(e.stopped)}; run the same command again to resume[/yellow]")
-    console.print(f"[dim]run {esc(e.run_id)} | {e.resumed} answers resumed, {e.answered} new | {e.seconds:.1f} s | "
+    console.print(f"[dim]run {esc(e.run_id)} | {e.resumed} answers resumed, {e.reused} reused, {e.answered} new | {e.seconds:.1f} s | "
                   "stored in eval_answers/eval_answer_runs[/dim]", highlight=False)
 
 

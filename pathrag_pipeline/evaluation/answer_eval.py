@@ -55,7 +55,7 @@ from pathrag_pipeline.evaluation.retrieval_eval import (
 from pathrag_pipeline.llm.client import LLMError, LLMOutputError, llm_from_settings
 from pathrag_pipeline.llm.embedding import embedder_runtime
 from pathrag_pipeline.query.engine import PathRAG
-from pathrag_pipeline.query.params import QueryParams
+from pathrag_pipeline.query.params import QueryParams, mode_params
 from pathrag_pipeline.query.prompting import PROMPT_VERSION
 from pathrag_pipeline.query.retrieval import is_semantic
 from pathrag_pipeline.storage.store import Store
@@ -104,6 +104,7 @@ class AnswerRow:
     error: str | None = None
     passage_ids: list[str] = field(default_factory=list)
     prompt: str = ""
+    reused_from: str | None = None   # the run whose row this copies (same answer key), None when asked here
 
     @property
     def failed(self) -> bool:
@@ -151,6 +152,8 @@ class AnswerEvaluation:
     answered: int = 0                # rows this invocation wrote
     seconds: float = 0.0
     stopped: str = ""                # why the invocation stopped before every question was answered
+    reused: int = 0                  # rows this invocation copied from earlier runs with the same answer key
+    answer_keys: dict[str, str] = field(default_factory=dict)   # mode -> its answer key (``answer_key``)
 
     @property
     def complete_questions(self) -> list[str]:
@@ -252,7 +255,7 @@ class AnswerEvaluation:
             "dataset_hash": self.dataset_hash, "config_hash": self.config_hash, "budget": self.budget,
             "llm": self.llm, "embedder": self.embedder, "extractor": self.extractor, "params": self.params,
             "planned": self.planned, "questions": len(self.complete_questions), "resumed": self.resumed,
-            "answered": self.answered, "stopped": self.stopped or None, "seconds": round(self.seconds, 3),
+            "reused": self.reused, "answered": self.answered, "stopped": self.stopped or None, "seconds": round(self.seconds, 3),
             "run_seconds": round(self.earlier_seconds + self.seconds, 3), "query_seconds": round(self.query_seconds, 1),
             "workdir": self.workdir, "modes": modes,
             "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "level": 0.95, "unit": "question"},
@@ -286,14 +289,29 @@ def _scores(e: AnswerEvaluation, mode: str, score: str, questions: Sequence[str]
 
 # ---- running ------------------------------------------------------------------------------------
 
+def _digest(config: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def config_of(*, dataset_hash: str, budget: int, params: QueryParams, llm: dict[str, str] | str, embedder: str,
               extractor: str) -> tuple[dict[str, Any], str]:
     """What a run's answers depend on (never a credential: ``llm`` is the model and its output mode), and its
     hash: rows with the same hash can be resumed into. ``PROMPT_VERSION`` changes with the prompts' wording."""
     config = {"dataset_hash": dataset_hash, "budget": budget, "params": asdict(params), "llm": llm,
               "embedder": embedder, "extractor": extractor, "prompt_version": PROMPT_VERSION}
-    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return config, digest
+    return config, _digest(config)
+
+
+def answer_key(config: dict[str, Any], mode: str) -> str:
+    """What one evaluated mode's answers depend on: the run's ``config`` with its parameters narrowed to the
+    query mode's own (``params.mode_params`` of the base parameters with the mode's overrides). Two runs whose
+    base parameters differ only in what this mode does not read (a path-only default for naive, say) give it
+    the same key, so a run after such a change copies the mode's answers instead of asking the LLM again."""
+    query_mode, overrides = resolve_mode(mode)
+    base = QueryParams(**{k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()})
+    effective = dataclasses.replace(base, **overrides)
+    return _digest({**{k: v for k, v in config.items() if k != "params"}, "query_mode": query_mode,
+                    "params": mode_params(query_mode, effective)})
 
 
 def answer_row(rag: PathRAG, q: EvalQuestion, mode: str, params: QueryParams, budget: int) -> AnswerRow:
@@ -352,9 +370,8 @@ def evaluate_answers(settings: Settings, dataset_dir: Path | str, *, modes: Sequ
     modes = list(modes) if modes is not None else default_answer_modes(rag.llm is not None)
     embedder = rag.embedder.identity
     extractor = report.mode.get("extractor", "")
-    _, config_hash = config_of(dataset_hash=dataset.fingerprint(use_triples), budget=budget, params=params,
-                               llm=_llm_key(rag), embedder=embedder,
-                               extractor=extractor)
+    config, config_hash = config_of(dataset_hash=dataset.fingerprint(use_triples), budget=budget, params=params,
+                                    llm=_llm_key(rag), embedder=embedder, extractor=extractor)
     store = store or Store.for_settings(settings)
     run_id, previous = (uuid.uuid4().hex, {}) if fresh else resume_point(store, config_hash)
     run_id = run_id or uuid.uuid4().hex
@@ -364,17 +381,29 @@ def evaluate_answers(settings: Settings, dataset_dir: Path | str, *, modes: Sequ
         embedder=embedder_runtime(rag.embedder) or embedder, extractor=extractor, modes=modes,
         planned=len(questions), rows={m: {} for m in modes}, question_order=[q.id for q in questions],
         params=asdict(params), workdir=str(workdir))
+    evaluation.answer_keys = {m: answer_key(config, m) for m in modes}
     for (mode, qid), row in previous.items():
         if mode in evaluation.rows and not row.failed:
             evaluation.rows[mode][qid] = row
     evaluation.resumed = sum(len(r) for r in evaluation.rows.values())
+    if not fresh:
+        # answers another run already got with the same per-mode key: copied into this run, not asked again
+        wanted = {q.id for q in questions}
+        copies = [dataclasses.replace(row, mode=mode, reused_from=source)
+                  for (mode, qid), (source, row) in reusable_rows(store, config, evaluation.answer_keys).items()
+                  if qid in wanted and qid not in evaluation.rows[mode] and source != run_id]
+        if copies:
+            save_answer_rows(store, evaluation, copies)
+            for row in copies:
+                evaluation.rows[row.mode][row.question_id] = row
+            evaluation.reused = len(copies)
     evaluation.earlier_seconds = run_seconds(store, run_id) if previous else 0.0
     semantic = evaluation.semantic = is_semantic(rag.embedder)
     if "dense" in modes and not semantic:
         raise ValueError("--modes dense needs a semantic embedder (set PATHRAG_EMBED_MODEL); offline the dense "
                          "baseline is not a meaningful row")
     total = len(questions) * len(modes)
-    done = evaluation.resumed
+    done = evaluation.resumed + evaluation.reused
     unavailable = 0
     try:
         for q in questions:
@@ -413,7 +442,19 @@ def evaluate_answers(settings: Settings, dataset_dir: Path | str, *, modes: Sequ
 
 ANSWER_COLUMNS = ("run_id", "config_hash", "mode", "question_id", "answer", "exact_match", "f1",
                   "answer_in_context", f"recall_at_{RECALL_K}", "prompt_tokens", "llm_calls", "llm_tokens",
-                  "latency_ms", "answer_ms", "error", "passage_ids", "prompt", "answered_at")
+                  "latency_ms", "answer_ms", "error", "passage_ids", "prompt", "answered_at", "answer_key",
+                  "reused_from")
+# the columns an AnswerRow is read back from, in its field order
+ROW_COLUMNS = ("mode", "question_id", "answer", "exact_match", "f1", "answer_in_context", f"recall_at_{RECALL_K}",
+               "prompt_tokens", "llm_calls", "llm_tokens", "latency_ms", "answer_ms", "error", "passage_ids",
+               "prompt", "reused_from")
+
+
+def _row(values: Sequence[Any]) -> AnswerRow:
+    (mode, qid, answer, em, f1, aic, recall, ptok, calls, tokens, latency, answer_ms, error, pids, prompt,
+     reused_from) = values
+    return AnswerRow(mode, qid, answer, em, f1, aic, recall, ptok, calls, tokens, latency, answer_ms, error,
+                     list(pids or []), prompt or "", reused_from)
 
 
 def save_answer_rows(store: Store, e: AnswerEvaluation, rows: Sequence[AnswerRow]) -> None:
@@ -423,7 +464,49 @@ def save_answer_rows(store: Store, e: AnswerEvaluation, rows: Sequence[AnswerRow
         _insert(con, "eval_answers", ANSWER_COLUMNS, [
             (e.run_id, e.config_hash, r.mode, r.question_id, r.answer, r.exact_match, r.f1, r.answer_in_context,
              r.recall, r.prompt_tokens, r.llm_calls, r.llm_tokens, r.latency_ms, r.answer_ms, r.error,
-             r.passage_ids, r.prompt, now) for r in rows])
+             r.passage_ids, r.prompt, now, e.answer_keys.get(r.mode), r.reused_from) for r in rows])
+
+
+def reusable_rows(store: Store, config: dict[str, Any], keys: dict[str, str]
+                  ) -> dict[tuple[str, str], tuple[str, AnswerRow]]:
+    """(mode, question id) -> (run id, row): the newest answered row of any run whose answer key equals the
+    mode's in ``keys``. Rows written before keys were stored count when their run's configuration is verified:
+    its stored base parameters with this run's dataset, budget, LLM, embedder, graph source and prompt wording
+    give back the run's stored config_hash; their key is then computed from those parameters."""
+    modes_of: dict[str, list[str]] = {}
+    for mode, key in keys.items():
+        modes_of.setdefault(key, []).append(mode)
+    found: dict[tuple[str, str], tuple[datetime, str, AnswerRow]] = {}
+
+    def offer(key: str, run_id: str, at: datetime, values: Sequence[Any]) -> None:
+        for mode in modes_of.get(key, ()):
+            row = _row(values)
+            slot = (mode, row.question_id)
+            if slot not in found or at > found[slot][0]:
+                found[slot] = (at, run_id, row)
+
+    cols = ", ".join(ROW_COLUMNS)
+    with store.connect() as con:
+        for run_id, key, at, *values in con.execute(
+                f"SELECT run_id, answer_key, answered_at, {cols} FROM eval_answers WHERE error IS NULL AND "
+                f"answer_key IN (SELECT unnest(?::VARCHAR[]))", [sorted(modes_of)]).fetchall():
+            offer(key, run_id, at, values)
+        runs = con.execute("SELECT DISTINCT run_id, config_hash, params::VARCHAR FROM eval_answer_runs "
+                           "WHERE dataset_hash = ? AND budget = ?",
+                           [config["dataset_hash"], config["budget"]]).fetchall()
+        for run_id, run_hash, params_json in runs:
+            legacy = {**config, "params": json.loads(params_json)}
+            if _digest(legacy) != run_hash:
+                continue   # another LLM, embedder, graph or prompt wording: not this configuration
+            for key_mode, key, at, *values in con.execute(
+                    f"SELECT mode, NULL, answered_at, {cols} FROM eval_answers WHERE run_id = ? AND "
+                    "error IS NULL AND answer_key IS NULL", [run_id]).fetchall():
+                try:
+                    legacy_key = answer_key(legacy, key_mode)
+                except (ValueError, TypeError):
+                    continue   # a mode or a parameter this version no longer knows
+                offer(legacy_key, run_id, at, values)
+    return {slot: (run_id, row) for slot, (_, run_id, row) in found.items()}
 
 
 def save_answer_run(store: Store, e: AnswerEvaluation) -> None:
@@ -432,10 +515,10 @@ def save_answer_run(store: Store, e: AnswerEvaluation) -> None:
         _insert(con, "eval_answer_runs", (
             "run_id", "started_at", "dataset", "dataset_hash", "config_hash", "budget", "llm", "embedder",
             "extractor", "modes", "planned", "questions", "resumed", "answered", "stopped", "params", "workdir",
-            "seconds", "verdict"), [
+            "seconds", "verdict", "reused"), [
             (e.run_id, e.started_at, e.dataset, e.dataset_hash, e.config_hash, e.budget, e.llm, e.embedder,
              e.extractor, e.modes, e.planned, len(e.complete_questions), e.resumed, e.answered, e.stopped or None,
-             json.dumps(e.params), e.workdir, round(e.seconds, 3), e.verdict())])
+             json.dumps(e.params), e.workdir, round(e.seconds, 3), e.verdict(), e.reused)])
 
 
 def run_seconds(store: Store, run_id: str) -> float:
@@ -454,12 +537,7 @@ def resume_point(store: Store, config_hash: str) -> tuple[str | None, dict[tuple
             return None, {}
         run_id = found[0]
         rows = con.execute(f"""
-            SELECT {', '.join(ANSWER_COLUMNS[2:-1])} FROM eval_answers WHERE run_id = ?
+            SELECT {', '.join(ROW_COLUMNS)} FROM eval_answers WHERE run_id = ?
             QUALIFY row_number() OVER (PARTITION BY mode, question_id ORDER BY answered_at DESC) = 1""",
                            [run_id]).fetchall()
-    out: dict[tuple[str, str], AnswerRow] = {}
-    for (mode, qid, answer, em, f1, aic, recall, ptok, calls, tokens, latency, answer_ms, error, pids,
-         prompt) in rows:
-        out[(mode, qid)] = AnswerRow(mode, qid, answer, em, f1, aic, recall, ptok, calls, tokens, latency,
-                                     answer_ms, error, list(pids or []), prompt or "")
-    return run_id, out
+    return run_id, {(r.mode, r.question_id): r for r in map(_row, rows)}

@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,14 @@ from pathrag_pipeline.query.prompting import (
     path_prompt,
     render_paths,
 )
-from pathrag_pipeline.query.params import DEFAULT_TOKEN_BUDGET, DEFAULT_TOP_N, MODES, PROMPT_STYLES, QueryParams  # noqa: F401 (re-exported)
+from pathrag_pipeline.query.params import (  # noqa: F401 (re-exported)
+    DEFAULT_TOKEN_BUDGET,
+    DEFAULT_TOP_N,
+    MODES,
+    PROMPT_STYLES,
+    QueryParams,
+    mode_params,
+)
 from pathrag_pipeline.query.pruning import prune_paths
 from pathrag_pipeline.query.query_log import write_results
 from pathrag_pipeline.query.results import BudgetedPrompt, QueryResult
@@ -574,17 +581,9 @@ class PathRAG:
                 keywords: Keywords, traces: list[PathTrace], retrieved: list[RetrievedNode], chunk_ids: list[str],
                 document_ids: list[str], clock: _Clock, tokens: dict[str, dict[str, int]], started: float,
                 prompt: Prompt, snapshot: GraphSnapshot | None) -> QueryResult:
-        record = asdict(params)
+        record = mode_params(mode, params)
         record["embedder"] = self.embedder.identity
         record["graph_version"] = snapshot.version if snapshot is not None else None
-        if mode != "path":
-            for key in ("top_k", "alpha", "theta", "max_hops", "variant", "ordering", "prompt", "excerpts",
-                        "passages", "seed_pass", "path_pooling", "revert"):
-                record.pop(key)
-        if mode != "neuropath":
-            for key in ("np_max_hops", "np_candidates", "np_token_budget", "np_coref_threshold", "np_passages",
-                        "np_tracker"):
-                record.pop(key)
         provider, model = (OFFLINE, OFFLINE) if self.llm is None else (self.llm.identity["provider"], self.llm.model)
         return QueryResult(
             query_id=uuid.uuid4().hex,

@@ -155,3 +155,23 @@ class QueryParams:
         if self.chunk_search != "auto":
             return self.chunk_search
         return "vector" if mode == "naive" else "hybrid"
+
+
+# What each query mode reads of QueryParams: path mode alone uses the pruning and prompt-layout knobs, neuropath
+# alone its tracking knobs. A query's logged params and an answer evaluation's per-mode key keep only these, so
+# changing a knob (or a default) that a mode does not read never makes its results look different.
+PATH_ONLY = ("top_k", "alpha", "theta", "max_hops", "variant", "ordering", "prompt", "excerpts", "passages",
+             "seed_pass", "path_pooling", "revert")
+NEUROPATH_ONLY = ("np_max_hops", "np_candidates", "np_token_budget", "np_coref_threshold", "np_passages",
+                  "np_tracker")
+
+
+def mode_params(mode: str, params: QueryParams) -> dict:
+    """``params`` as a dict of the fields query ``mode`` reads (``asdict`` minus the other modes' knobs)."""
+    from dataclasses import asdict
+
+    record = asdict(params)
+    dropped = (PATH_ONLY if mode != "path" else ()) + (NEUROPATH_ONLY if mode != "neuropath" else ())
+    for key in dropped:
+        record.pop(key)
+    return record

@@ -300,7 +300,9 @@ DDL = [
         error         VARCHAR,               -- why the query failed (invalid LLM output, endpoint down); NULL when it answered. A failed row is retried by the next resume, which appends a new row
         passage_ids   VARCHAR[] NOT NULL,    -- corpus ids the mode ranked, best first (first 20)
         prompt        VARCHAR NOT NULL,      -- the answer prompt as the LLM read it (system + user message)
-        answered_at   TIMESTAMP NOT NULL     -- UTC; the newest row of a (run_id, mode, question_id) is the one that counts
+        answered_at   TIMESTAMP NOT NULL,    -- UTC; the newest row of a (run_id, mode, question_id) is the one that counts
+        answer_key    VARCHAR,               -- hash of what this mode's answer depends on: dataset, budget, LLM, embedder, graph source, prompt wording, the query mode and the parameters that mode reads. A later run asking the same question with the same key reuses the row instead of asking the LLM again. NULL in rows written before the column
+        reused_from   VARCHAR                -- the run_id whose row this one copies (same answer_key); NULL when this run asked the LLM
     )
     """,
     """
@@ -318,12 +320,13 @@ DDL = [
         planned       INTEGER NOT NULL,      -- questions asked for (after --limit)
         questions     INTEGER NOT NULL,      -- questions every mode has answered so far (the paired comparisons use these)
         resumed       INTEGER NOT NULL,      -- answers found from earlier invocations of the run
-        answered      INTEGER NOT NULL,      -- answers this invocation wrote
+        answered      INTEGER NOT NULL,      -- answers this invocation asked the LLM for
         stopped       VARCHAR,               -- why this invocation ended before every question was answered (time limit, failed answers); NULL when complete
         params        JSON NOT NULL,         -- query parameters (the answer is asked with response='short')
         workdir       VARCHAR NOT NULL,      -- the evaluation index's own PATHRAG_HOME
         seconds       DOUBLE NOT NULL,       -- wall time of this invocation
-        verdict       VARCHAR                -- the default path mode against the flat chunk prompt with the best F1, with paired 95% bootstrap intervals (NULL without both)
+        verdict       VARCHAR,               -- the default path mode against the flat chunk prompt with the best F1, with paired 95% bootstrap intervals (NULL without both)
+        reused        INTEGER                -- answers this invocation copied from earlier runs with the same eval_answers.answer_key (no LLM call)
     )
     """,
     """
@@ -557,6 +560,9 @@ ADDED_COLUMNS: list[tuple[str, str, str]] = [
     ("eval_results", "mean_diff", "DOUBLE"),
     ("eval_results", "mean_ci_low", "DOUBLE"),
     ("eval_results", "mean_ci_high", "DOUBLE"),
+    ("eval_answers", "answer_key", "VARCHAR"),
+    ("eval_answers", "reused_from", "VARCHAR"),
+    ("eval_answer_runs", "reused", "INTEGER"),
 ]
 
 
