@@ -44,6 +44,7 @@ from pathrag_pipeline.evaluation.retrieval_eval import (
     _insert,
     check_run,
     default_workdir,
+    layout_modes,
     load_dataset,
     offline_note,
     passage_ids,
@@ -65,8 +66,7 @@ DEFAULT_BUDGET = 2000
 SHORT_ANSWER_TOKENS = 64
 RECALL_K = 5
 # The path prompt's layouts (query/params.py PROMPT_STYLES) as evaluated modes: the default is ``path``.
-LAYOUT_MODES = ("path:paper_prompt", "path:passages_last_prompt", "path:public_prompt", "path:passages_prompt",
-                "path:flat_prompt")
+LAYOUT_MODES = layout_modes()
 FLAT_MODES = ("naive", "bm25", "dense", "bm25+dense")   # answer from chunk prompts alone
 SCORES = ("f1", "exact_match", "answer_in_context")
 # The endpoint failing this many queries in a row (not answering at all, as opposed to a bad reply) stops the

@@ -104,6 +104,24 @@ def _reverting(*more: str, without: str = "") -> dict[str, Any]:
     return {"revert": tuple(r for r in (*DEFAULT_REVERT, *more) if r != without)}
 
 
+# The answer prompt's layouts (query/params.py PROMPT_STYLES) as evaluated modes: the same ranking, so the same
+# recall; they differ in what the LLM reads (the prompt measurement: answer in context, quoted passages). The
+# default layout's own mode equals ``path`` and is left out of default mode lists (``layout_modes``).
+PROMPT_LAYOUT_MODES = {
+    "paths": "path:paper_prompt",                   # the paper's: paths only, ascending reliability
+    "paths_passages": "path:passages_first_prompt",  # the top-ranked passages, then the paths (5:4 budget)
+    "passages_last": "path:passages_last_prompt",   # the same paths and passages, the passages last, best last
+    "public": "path:public_prompt",                 # the public code's entities + paths + sources
+    "passages": "path:passages_prompt",             # the ranked passages alone, no paths (ablation)
+    "flat": "path:flat_prompt",                     # the paper's ablation: nodes and edges, no paths
+}
+
+
+def layout_modes() -> tuple[str, ...]:
+    """The layout modes other than the default layout (which is ``path`` itself)."""
+    return tuple(m for style, m in PROMPT_LAYOUT_MODES.items() if style != QueryParams.prompt)
+
+
 ABLATIONS = {
     "path:paths_in_walk": {"passages": "fused"},       # the kept paths restart the walk too (a tuned departure)
     "path:graph": {"passages": "graph"},               # PageRank from seeds + paths, no text fusion
@@ -125,11 +143,7 @@ ABLATIONS = {
     "path:bm25_text": {"chunk_search": "bm25"},                 # text hits by BM25 alone, no dense fused in
     # The answer prompt's layouts (query/params.py PROMPT_STYLES): the same ranking, so the same recall; they
     # differ in what the LLM reads (the prompt measurement: answer in context, quoted passages)
-    "path:paper_prompt": {"prompt": "paths"},                   # the paper's: paths only, ascending reliability
-    "path:passages_last_prompt": {"prompt": "passages_last"},   # the default's paths and passages, passages last
-    "path:public_prompt": {"prompt": "public"},                 # the public code's entities + paths + sources
-    "path:passages_prompt": {"prompt": "passages"},             # the ranked passages alone, no paths (ablation)
-    "path:flat_prompt": {"prompt": "flat"},                     # the paper's ablation: nodes and edges, no paths
+    **{mode: {"prompt": style} for style, mode in PROMPT_LAYOUT_MODES.items()},
 }
 # NeuroPath ablations: what each half of its passage merge gives alone, and tracking cut to one hop.
 NEUROPATH_ABLATIONS = {
@@ -323,7 +337,8 @@ def default_modes(semantic: bool, ablations: bool = False) -> list[str]:
     """Every query mode, the bm25 and bm25+dense baselines, dense when the embedder is semantic, the ablations
     on request."""
     modes = [*MODES, "bm25"] + (["dense"] if semantic else []) + ["bm25+dense"]
-    return modes + (list(ABLATIONS) if ablations else [])
+    default_layout = PROMPT_LAYOUT_MODES[QueryParams.prompt]   # equals ``path`` itself: not a row of its own
+    return modes + ([m for m in ABLATIONS if m != default_layout] if ablations else [])
 
 
 def reference_mode(name: str) -> str | None:
