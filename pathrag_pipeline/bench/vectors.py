@@ -97,6 +97,9 @@ def run_vectors_bench(n_docs: int = 1000, runs: int = 10, pause: float | None = 
             "embedded_per_run": round(statistics.median(r["embedded"] for r in rows), 1),
         }
     result["seconds"] = round(time.perf_counter() - started, 1)
+    from pathrag_pipeline.bench.report import machine_info
+
+    result["machine"] = machine_info()
     return result
 
 
@@ -111,7 +114,7 @@ def markdown_section(r: dict[str, Any]) -> str:
         rows.append([name, r["runs"], f"{last['bytes'] / 1e6:.1f}", f"{s['bytes_ratio']:.2f} (max {s['max_bytes_ratio']:.2f})",
                      ", ".join(f"{last['versions'][t]}" for t in TABLES), f"{s['embedded_per_run']:.0f}",
                      f"{s['median_embeddings_s']:.2f}"])
-    m = machine_info()
+    m = r.get("machine") or machine_info()
     return "\n\n".join([
         f"## {HEADING}",
         f"Reproduce: `pathrag bench vectors --docs {r['documents']} --runs {r['runs']} --update-docs docs/benchmarks.md`.",
