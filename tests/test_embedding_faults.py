@@ -14,7 +14,7 @@ from pathrag_pipeline.testing.openai_server import FakeOpenAIServer, hash_embedd
 SECRET = "sk-embed-5ecret-never-shown-91bc"
 
 
-@pytest.mark.parametrize("fault", ["empty_data", "short", "timeout", "trickle"])
+@pytest.mark.parametrize("fault", ["empty_data", "short", "timeout", "trickle", "cut_body"])
 def test_bad_reply_is_retried_like_the_chat_path(openai_server: FakeOpenAIServer, fault: str) -> None:
     openai_server.timeout_sleep = 1.5
     openai_server.trickle_interval = 0.05
@@ -33,6 +33,20 @@ def test_persistent_empty_reply_fails_with_a_clear_error(openai_server: FakeOpen
     with pytest.raises(EmbeddingError, match="returned 0 embeddings for 2 texts"):
         embedder.embed(["a", "b"])
     assert openai_server.count("embeddings") == 2
+
+
+def test_persistently_cut_replies_fail_in_one_line_naming_the_embeddings_endpoint(
+        openai_server: FakeOpenAIServer) -> None:
+    """A 200 whose JSON is cut off was not retried: one reply crashed `pathrag index` with a 142-line traceback
+    and `ask` said "Unterminated string" without naming the endpoint (issue 22 item 2)."""
+    openai_server.inject("cut_body", times=10, endpoint="embeddings")
+    embedder = OpenAIEmbedder(openai_server.base_url, "fake-embed", max_retries=2, timeout=2)
+    with pytest.raises(EmbeddingError) as caught:
+        embedder.embed(["a", "b"])
+    message = str(caught.value)
+    assert "\n" not in message and openai_server.base_url in message and "PATHRAG_EMBED_BASE_URL" in message
+    assert "not a JSON object" in message and "PATHRAG_LLM" not in message
+    assert openai_server.count("embeddings") == 3                    # retried, then stopped
 
 
 def test_embeddings_timeout_comes_from_the_settings(openai_server: FakeOpenAIServer) -> None:

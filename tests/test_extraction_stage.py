@@ -197,7 +197,7 @@ def test_deleting_a_document_never_loads_its_extraction_records(tmp_path, monkey
     assert incremental == rebuilt
 
 
-@pytest.mark.parametrize("fault", ["429", "500", "timeout"])
+@pytest.mark.parametrize("fault", ["429", "500", "timeout", "cut_body"])
 def test_transport_faults_are_retried_and_the_run_succeeds(corpus: Corpus, openai_server, fault: str) -> None:
     # The stalled request never answers (until the server stops), and the client waits 3 s, several times
     # what a normal answer takes on a loaded machine: only the injected stall can time out, so the call count

@@ -16,7 +16,8 @@ single read, not the request. Against llama.cpp or Ollama on a laptop that is no
 - **Replies that are not answers.** A 4xx/5xx whose body says the request's ``response_format`` is not
   supported (llama.cpp: "Input should be 'text' or 'json_object'") stops the client at once with
   ``UnsupportedRequest``; a 200 with ``choices: []`` raises ``EmptyReply`` (retried by openai as a transport
-  fault), and so does an embeddings reply with fewer (or more) vectors than texts; a structured answer that ended at the output cap (``finish_reason: "length"``, or a tool call
+  fault), a 200 whose body is not a JSON object (cut off mid-reply) ``MalformedReply`` (the same, and it counts
+  towards the stop like a 5xx), and so does an embeddings reply with fewer (or more) vectors than texts; a structured answer that ended at the output cap (``finish_reason: "length"``, or a tool call
   whose completion tokens reached ``max_tokens``: llama.cpp reports ``tool_calls`` then) raises
   ``OutputTruncated`` (not retried: the same request would be cut again).
 - **Requests the endpoint refuses for good.** HTTP 401/403 (a wrong or missing API key, no access) and
@@ -82,6 +83,10 @@ class OutputTruncated(openai.OpenAIError):
 
 class EmptyReply(Exception):
     """A 200 reply with no choices: a server fault, retried like a dropped connection."""
+
+
+class MalformedReply(EmptyReply):
+    """A 200 reply whose body is not a JSON object (truncated, an HTML page): retried like a dropped connection."""
 
 
 @dataclass
@@ -211,14 +216,16 @@ class GuardedTransport(httpx2.HTTPTransport):
                        if state.limit < state.initial_limit else "")
             hint = ("it may be serving one request at a time: set PATHRAG_LLM_MAX_CONCURRENCY=1, "
                     if state.initial_limit > 1 else "")
+            lower = ("lower PATHRAG_LLM_MAX_TOKENS / PATHRAG_CHUNK_TOKENS" if self.settings == "PATHRAG_LLM"
+                     else "lower PATHRAG_CHUNK_TOKENS")
             return (f"the server at {self.base_url} answered none of {n} requests in a row within "
-                    f"{self.timeout:g} s{reduced}. It is up but slow: {hint}raise PATHRAG_LLM_TIMEOUT "
-                    f"(e.g. 600) or lower PATHRAG_LLM_MAX_TOKENS / PATHRAG_CHUNK_TOKENS")
+                    f"{self.timeout:g} s{reduced}. It is up but slow: {hint}raise {self.settings}_TIMEOUT "
+                    f"(e.g. 600) or {lower}")
         if kind == "connect":
             return (f"could not connect to {self.base_url} ({n} attempts in a row: {state.last_failure}); "
-                    "is the server up? Check PATHRAG_LLM_BASE_URL")
-        return (f"the server at {self.base_url} failed {n} requests in a row ({state.last_failure}); "
-                "check the server's log")
+                    f"is the server up? Check {self.settings}_BASE_URL")
+        return (f"the server at {self.base_url} ({self.settings}_BASE_URL) failed {n} requests in a row "
+                f"({state.last_failure}); check the server's log")
 
     # ---- the request ---------------------------------------------------------------------------
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -347,13 +354,20 @@ class GuardedTransport(httpx2.HTTPTransport):
             elif status != 429:  # a rate limit says nothing about the server's health either way
                 self._succeeded()  # the server answered; 4xx are the request's fault, not the server's
             return
-        self._succeeded()
         path = request.url.path
         if not path.endswith(("/chat/completions", "/embeddings")):
+            self._succeeded()
             return
         data = _json(body)
         if not isinstance(data, dict):
-            return  # not JSON: openai and instructor report it
+            # a 200 whose body is not a JSON object (cut off mid-reply, an HTML error page): a transport
+            # fault like a dropped connection, retried; several in a row stop the client like 5xx do
+            shown = " ".join(body[:80].decode("utf-8", "replace").split())
+            detail = (f"the server at {self.base_url} answered HTTP 200 with {len(body)} bytes that are not a "
+                      f"JSON object ({shown!r}...)")
+            self._failed("malformed", detail)
+            raise MalformedReply(detail)
+        self._succeeded()
         if path.endswith("/embeddings"):
             sent = (_json(request.content) or {}).get("input")
             expected = 1 if isinstance(sent, str) else len(sent or [])

@@ -6,7 +6,7 @@ re-asks) exactly as a vLLM/Ollama/llama.cpp endpoint would, with no network and 
 
 Scripting, in the order the server consults it for each request:
 
-1. injected faults (``inject("429" | "500" | "503" | "timeout" | "malformed" | "disconnect", times, endpoint)``),
+1. injected faults (``inject("429" | "500" | "503" | "timeout" | "malformed" | "cut_body" | "disconnect", times, endpoint)``),
 2. scripted responses (``script_chat([...])`` / ``script_embed([...])``), consumed first-in first-out,
 3. the responder (``chat_responder(request_json)`` / ``embed_responder(texts, model)``).
 
@@ -34,7 +34,8 @@ Behaviours of real local servers (llama-cpp-python's server, Ollama), off by def
   other than 1 gets HTTP 400 ``unsupported_value``, with OpenAI's bodies; ``max_completion_tokens`` caps the
   answer like ``max_tokens``;
 - ``schema_echo(request)``: what a weak model answers in json/md_json mode, the JSON schema it was shown;
-- faults ``trickle`` (the body dribbles out a byte every ``trickle_interval`` s), ``empty_choices``
+- faults ``trickle`` (the body dribbles out a byte every ``trickle_interval`` s), ``cut_body`` (HTTP 200 with the reply
+  cut off halfway), ``empty_choices``
   (``choices: []``), ``echo_key`` (HTTP 500 whose message repeats the request's Authorization header, as
   some proxies do), ``401`` / ``403`` / ``404_model`` (OpenAI's bodies for a wrong key, no access, an unknown
   model) and ``404_route`` (a plain 404, as for a base URL without ``/v1``), and for embeddings ``empty_data`` (``data: []``) and ``short`` (one vector too few).
@@ -53,7 +54,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-FAULTS = ("429", "500", "503", "timeout", "malformed", "disconnect", "trickle", "empty_choices", "echo_key",
+FAULTS = ("429", "500", "503", "timeout", "malformed", "cut_body", "disconnect", "trickle", "empty_choices", "echo_key",
           "empty_data", "short", "401", "403", "404_model", "404_route")
 UNSUPPORTED_FORMAT_BODY = {"detail": [{"type": "literal_error", "loc": ["body", "response_format", "type"],
                                        "msg": "Input should be 'text' or 'json_object'",
@@ -284,6 +285,10 @@ class _Handler(BaseHTTPRequestHandler):
             key = self.headers.get("Authorization", "")
             self._send_json(500, {"error": {"message": f"upstream rejected credentials {key}",
                                             "type": "server_error"}})
+        elif fault == "cut_body":   # HTTP 200, the real JSON reply cut off halfway (a proxy or server dying)
+            payload = fake._chat_response(self._body) if endpoint == "chat" else fake._embed_response(self._body)
+            data = json.dumps(payload).encode("utf-8")
+            self._send_raw(200, data[: len(data) // 2], "application/json")
         elif fault in ("empty_data", "short"):
             payload = fake._embed_response(self._body)
             payload["data"] = [] if fault == "empty_data" else payload["data"][:-1]
