@@ -191,6 +191,9 @@ class Settings:
                 f"PATHRAG_CHUNK_OVERLAP={self.chunk_overlap} must be smaller than "
                 f"PATHRAG_CHUNK_TOKENS={self.chunk_tokens}"
             )
+        if self.home.exists() and not self.home.is_dir():
+            raise ConfigError(f"PATHRAG_HOME={self.home} is a file, not a folder; point PATHRAG_HOME at a folder "
+                              "(it is created if missing) where the index can live")
 
     def public(self) -> dict[str, object]:
         """Settings safe to print, log or store: secrets are reduced to whether they are set."""

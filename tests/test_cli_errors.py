@@ -187,3 +187,15 @@ def test_sql_spill_is_capped_and_removed_when_the_command_ends(folder, monkeypat
     monkeypatch.setenv("PATHRAG_SQL_MAX_TEMP", "1MB")
     line = one_line_error(CliRunner().invoke(main, ["sql", sort]))
     assert "PATHRAG_SQL_MAX_TEMP" in line and not any(spill_root.glob("sql-*"))
+
+
+@pytest.mark.parametrize("command", [["index", "DOCS"], ["ask", "Who founded Valmere University?"], ["status"],
+                                     ["sql", "SELECT 1"]])
+def test_a_home_that_is_a_file_is_one_line_for_every_command(folder, tmp_path, monkeypatch, command) -> None:
+    home = tmp_path / "not-a-folder"
+    home.write_text("a file")
+    monkeypatch.setenv("PATHRAG_HOME", str(home))
+    args = [str(folder) if a == "DOCS" else a for a in command]
+    line = one_line_error(CliRunner().invoke(main, args))
+    assert f"PATHRAG_HOME={home} is a file" in line
+    assert home.read_text() == "a file"
