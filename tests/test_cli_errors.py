@@ -199,3 +199,29 @@ def test_a_home_that_is_a_file_is_one_line_for_every_command(folder, tmp_path, m
     line = one_line_error(CliRunner().invoke(main, args))
     assert f"PATHRAG_HOME={home} is a file" in line
     assert home.read_text() == "a file"
+
+
+def test_a_rate_limit_that_never_lifts_stops_the_index_in_one_line(folder, monkeypatch,
+                                                                   openai_server: FakeOpenAIServer) -> None:
+    """Each chunk used to fail on its own after its retries, every one printed; a limit that does not lift now
+    stops the client (RATE_LIMIT_STOP 429s in a row), in one line, like a dead endpoint."""
+    from pathrag_pipeline.llm import transport
+
+    monkeypatch.setattr(transport, "RATE_LIMIT_STOP", 3)
+    openai_server.retry_after = "0"
+    openai_server.inject("429", times=10_000)
+    monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
+    line = one_line_error(CliRunner().invoke(main, ["index", str(folder), "--runless"]))
+    assert "rate-limited 3 requests in a row" in line and "PATHRAG_LLM_MAX_CONCURRENCY" in line
+
+
+def test_an_exhausted_quota_is_one_line_naming_the_key(folder, monkeypatch, openai_server: FakeOpenAIServer) -> None:
+    openai_server.inject("quota", times=10_000)
+    monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
+    monkeypatch.setenv("PATHRAG_LLM_API_KEY", SECRET)
+    result = CliRunner().invoke(main, ["index", str(folder), "--runless"])
+    line = one_line_error(result)
+    assert "insufficient_quota" in line and "PATHRAG_LLM_API_KEY" in line and SECRET not in result.output
+    assert openai_server.count("chat") == 1                     # not retried: no retry can add credit

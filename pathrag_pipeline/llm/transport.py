@@ -56,6 +56,11 @@ ADAPTATIONS: dict[str, str] = {
 }
 
 
+# 429 replies in a row (no other reply between them) after which the client stops: openai backs off between
+# retries (honouring Retry-After), so this is minutes of a limit that does not lift, not a burst under load.
+RATE_LIMIT_STOP = 20
+
+
 class ClientStopped(openai.OpenAIError):
     """The client stopped after repeated failures; ``reason`` says what happened and what to set."""
 
@@ -111,6 +116,7 @@ class TransportState:
     stopped_at: float = 0.0
     backoffs: int = 0
     adapted: set[str] = field(default_factory=set)  # ADAPTATIONS keys learnt from the server's refusals
+    rate_limited_in_row: int = 0                     # HTTP 429 replies since the last reply that was not one
 
 
 class _DeadlineStream(httpx2.SyncByteStream):
@@ -191,7 +197,27 @@ class GuardedTransport(httpx2.HTTPTransport):
     def _succeeded(self) -> None:
         with self._cond:
             self.state.failures_in_row = 0
+            self.state.rate_limited_in_row = 0
             self.state.kinds.clear()
+
+    def _rate_limited(self, text: str) -> None:
+        """A 429. One is normal under load (openai waits and retries); ``RATE_LIMIT_STOP`` in a row with no other
+        reply between them is a limit that is not lifting (a quota, a key capped at zero): stop, in one line."""
+        with self._cond:
+            state = self.state
+            state.rate_limited_in_row += 1
+            if state.rate_limited_in_row >= RATE_LIMIT_STOP and state.stopped is None:
+                said = redact(" ".join(text.split())[:160])
+                state.stopped = ClientStopped(
+                    f"the server at {self.base_url} rate-limited {state.rate_limited_in_row} requests in a row "
+                    f"(HTTP 429: {said}); wait for the limit to lift or raise it with your provider, or lower "
+                    f"{self.settings}_MAX_CONCURRENCY, then run again (finished work is kept)"
+                    if self.settings == "PATHRAG_LLM" else
+                    f"the server at {self.base_url} rate-limited {state.rate_limited_in_row} requests in a row "
+                    f"(HTTP 429: {said}); wait for the limit to lift or raise it with your provider, then run "
+                    f"again (finished work is kept; {self.settings}_BASE_URL names this endpoint)")
+                state.stopped_at = time.monotonic()
+            self._cond.notify_all()
 
     def _failed(self, kind: str, detail: str) -> None:
         with self._cond:
@@ -349,9 +375,17 @@ class GuardedTransport(httpx2.HTTPTransport):
                 error = Refused(self._refusal(status, text, sent, request.url.path))
                 self.stop(error)
                 raise error
+            if status == 429 and "insufficient_quota" in text:
+                error = Refused(f"the server at {self.base_url} answered HTTP 429 insufficient_quota "
+                                f"({redact(' '.join(text.split())[:160])}): the account behind "
+                                f"{self.settings}_API_KEY has no quota left; add credit or use another key")
+                self.stop(error)
+                raise error
             if status >= 500:
                 self._failed("http", f"HTTP {status}: {text[:200]}")
-            elif status != 429:  # a rate limit says nothing about the server's health either way
+            elif status == 429:  # says nothing about the server's health, unless it never lifts
+                self._rate_limited(text)
+            else:
                 self._succeeded()  # the server answered; 4xx are the request's fault, not the server's
             return
         path = request.url.path

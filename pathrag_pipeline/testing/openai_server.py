@@ -37,7 +37,7 @@ Behaviours of real local servers (llama-cpp-python's server, Ollama), off by def
 - faults ``trickle`` (the body dribbles out a byte every ``trickle_interval`` s), ``cut_body`` (HTTP 200 with the reply
   cut off halfway), ``empty_choices``
   (``choices: []``), ``echo_key`` (HTTP 500 whose message repeats the request's Authorization header, as
-  some proxies do), ``401`` / ``403`` / ``404_model`` (OpenAI's bodies for a wrong key, no access, an unknown
+  some proxies do), ``quota`` (OpenAI's HTTP 429 insufficient_quota), ``401`` / ``403`` / ``404_model`` (OpenAI's bodies for a wrong key, no access, an unknown
   model) and ``404_route`` (a plain 404, as for a base URL without ``/v1``), and for embeddings ``empty_data`` (``data: []``) and ``short`` (one vector too few).
 """
 
@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-FAULTS = ("429", "500", "503", "timeout", "malformed", "cut_body", "disconnect", "trickle", "empty_choices", "echo_key",
+FAULTS = ("429", "quota", "500", "503", "timeout", "malformed", "cut_body", "disconnect", "trickle", "empty_choices", "echo_key",
           "empty_data", "short", "401", "403", "404_model", "404_route")
 UNSUPPORTED_FORMAT_BODY = {"detail": [{"type": "literal_error", "loc": ["body", "response_format", "type"],
                                        "msg": "Input should be 'text' or 'json_object'",
@@ -233,6 +233,10 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "429":
             self._send_json(429, {"error": {"message": "rate limited", "type": "rate_limit_error"}},
                             headers={"Retry-After": fake.retry_after})
+        elif fault == "quota":   # OpenAI's reply when the account has no credit left
+            self._send_json(429, {"error": {"message": "You exceeded your current quota, please check your plan "
+                                                       "and billing details.", "type": "insufficient_quota",
+                                            "param": None, "code": "insufficient_quota"}})
         elif fault == "401":
             self._send_json(401, {"error": {"message": "Incorrect API key provided: sk-wr***key. You can find your "
                                                        "API key at https://platform.openai.com/account/api-keys.",
