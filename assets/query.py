@@ -38,7 +38,7 @@ from pathrag_pipeline.query.params import (
 Mode = Literal["path", "naive", "local", "global", "hybrid", "neuropath"]
 Variant = Literal["paper", "reference"]
 Ordering = Literal["reliability", "hop_first", "random"]
-PromptStyle = Literal["paths", "paths_passages", "public", "passages", "flat"]
+PromptStyle = Literal["paths", "paths_passages", "passages_last", "public", "passages", "flat"]
 PathPooling = Literal["off", "rerank", "reselect"]
 # The Literal types are Dagster config enums: the Launchpad and `dagster job launch` reject `mode: "pathh"`
 # before a run is created. tests/test_dagster.py checks they list exactly MODES, VARIANTS, ORDERINGS and
@@ -60,7 +60,7 @@ class QuestionsConfig(dg.Config):
     max_hops: int | None = Field(default=None, ge=1, le=10, description="1-10; unset: 4 paper, 3 reference")
     variant: Variant = "paper"
     ordering: Ordering = "reliability"
-    prompt: PromptStyle = QueryParams.prompt      # the API's default layout (paths_passages), one place
+    prompt: PromptStyle = QueryParams.prompt      # the API's default layout, one place
     token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=200, le=200_000, description="prompt tokens (200-200000)")
     path_pooling: PathPooling = Field(default="off", description="Path Pooling of path mode's paths: off, rerank, reselect")
     np_max_hops: int = Field(default=DEFAULT_NP_MAX_HOPS, ge=1, le=10, description="neuropath: hop cap (1-10)")
