@@ -52,20 +52,23 @@ def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_serve
     docs = tmp_path / "benchmarks.md"
     docs.write_text("# Benchmarks\n\n## Scale\n\nold scale text\n")
     args = ["answers", "--dataset", str(dataset), "--workdir", str(tmp_path / "bench"), "--base-url",
-            openai_server.base_url, "--model", "fake-reader", "--modes", "path,naive,bm25", "--limit", "3",
+            openai_server.base_url, "--model", "fake-reader", "--modes", "path,naive,bm25", "--limit", "2",
             "--update-docs", str(docs)]
     result = CliRunner().invoke(bench, [*args, "--winrate", "2"])
     assert result.exit_code == 0, result.output
     text = docs.read_text()
     section = text.split("## Answers through a local LLM", 1)[1].split("## Scale", 1)[0]
-    assert "3 questions of tiny-qa" in section and "fake-reader" in section and "--base-url" in section
+    assert "2 questions of tiny-qa" in section and "fake-reader" in section and "--base-url" in section
     assert "**What the LLM adds besides the answer**" in section and "| `path:offline_keywords` |" in section
     # NeuroPath's LLM tracker against its offline tracker, with what tracking costs beyond the keyword call
     assert "| `neuropath:offline_tracker` |" in section and "vs `neuropath` |" in section
     assert float(re.search(r"NeuroPath's LLM tracker costs ([\d.]+) calls", section).group(1)) >= 1.0
     for mode in ("`path`", "`naive`", "`bm25`"):
         assert f"| {mode}" in section
-    assert "**Verdict:**" in section and "old scale text" in text
+    assert "**Verdict on 2 questions:**" in section and "old scale text" in text
+    # the verdict again on every question: path and the best flat prompt, the grid's answers reused
+    study = section.split("**The verdict on 3 questions.**", 1)[1]
+    assert "| `path` |" in study and "**Verdict on 3 questions:**" in study and "picked on the first 2" in study
     # win rates: path against hybrid and naive, judged by the model that answered, which the section says
     assert "| `path` vs `hybrid` | 2 | 2 | 0 |" in section and "| `path` vs `naive` | 2 | 2 | 0 |" in section
     assert "The judge is fake-reader, the same small model that wrote both answers: a weak judge" in section
@@ -77,4 +80,4 @@ def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_serve
     again = CliRunner().invoke(bench, [*args, "--winrate", "0"])
     assert again.exit_code == 0, again.output
     assert answers_asked() == asked
-    assert "(9 from earlier invocations of the run, 0 in the last)" in docs.read_text()
+    assert "(6 from earlier invocations of the run, 0 in the last)" in docs.read_text()

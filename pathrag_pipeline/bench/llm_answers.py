@@ -57,6 +57,10 @@ CONTEXT = 8192
 DEFAULT_LIMIT = 50
 DEFAULT_BUDGET = 1000
 DEFAULT_WINRATE = 30
+# The verdict (default path mode against the best flat prompt, and the best path layout) is decided on more
+# questions than the grid of every mode: musique-100's hundred. A 0.5B model's F1 is noisy; at 50 questions
+# neither difference could be told from zero.
+DEFAULT_VERDICT_LIMIT = 100
 WINRATE_PAIRS = (("path", "hybrid"), ("path", "naive"))
 HEADING = "Answers through a local LLM"
 
@@ -183,7 +187,8 @@ LLM_USE_MODES = ("path", "path:offline_keywords", "hybrid", "hybrid:offline_keyw
 def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_LIMIT, budget: int = DEFAULT_BUDGET,
                           modes: list[str] | None = None, time_limit: float | None = None,
                           base_url: str | None = None, model: str | None = None, embed_model: str | None = None,
-                          winrate: int = DEFAULT_WINRATE, log: Log = print,
+                          winrate: int = DEFAULT_WINRATE, verdict_limit: int = DEFAULT_VERDICT_LIMIT,
+                          log: Log = print,
                           on_partial: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Start the local server (unless ``base_url``/``model`` name a running endpoint), run the answer
     evaluation of ``dataset`` with its triples graph, then recall with the LLM's keywords against the offline
@@ -191,6 +196,8 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
     time. ``workdir``: ``<workdir>/answers/home`` keeps the runs (resumable), ``<workdir>/retrieval/triples[-minilm]``
     the dataset's index (the same folder ``pathrag bench retrieval`` uses), ``<workdir>/models`` the joined GGUF.
     ``embed_model``: the embedder (default: MiniLM when its extra is installed, else the offline hashing one).
+    ``verdict_limit``: then answer ``path``, the flat prompt and the path layout with the best F1 on the grid on
+    that many questions (the grid's answers are reused) and state the verdict there too.
     ``winrate``: judge path against hybrid and naive on that many questions (0: no judging) with the same
     model as judge, answers at the same budget (not resumable: answered and judged again on every call).
     ``on_partial(result)``: called with the figures so far before the win rates (they take most of an hour)."""
@@ -216,6 +223,7 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
                     + (f" --budget {budget}" if budget != DEFAULT_BUDGET else "")
                     + (f" --dataset {repo_path(dataset)}" if dataset.name != "musique-100" else "")
                     + (f" --winrate {winrate}" if winrate != DEFAULT_WINRATE else "")
+                    + (f" --verdict-limit {verdict_limit}" if verdict_limit != DEFAULT_VERDICT_LIMIT else "")
                     + (f" --modes {','.join(modes)}" if modes else "")
                     + " --update-docs docs/benchmarks.md")}
 
@@ -223,7 +231,17 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
         env = {"PATHRAG_LLM_BASE_URL": url, "PATHRAG_LLM_MODEL": name,
                **({"PATHRAG_EMBED_MODEL": embed_model} if embed_model else {})}
         settings = Settings.from_env(env={**os.environ, **env}, home=workdir / "answers" / "home")
-        result["evaluation"] = answer_all(settings, dataset, index, limit, budget, modes, time_limit, log).to_dict()
+        grid = answer_all(settings, dataset, index, limit, budget, modes, time_limit, log)
+        result["evaluation"] = grid.to_dict()
+        detail = grid.verdict_detail()
+        from pathrag_pipeline.evaluation.retrieval_eval import load_dataset
+
+        available = len(load_dataset(dataset).questions)
+        if min(verdict_limit, available) > len(grid.complete_questions) and detail is not None and not grid.stopped:
+            picked = list(dict.fromkeys(["path", detail["baseline"], detail["best_layout"]]))
+            log(f"the verdict on {verdict_limit} questions: {', '.join(picked)}")
+            wider = answer_all(settings, dataset, index, verdict_limit, budget, picked, time_limit, log)
+            result["verdict_study"] = {**wider.to_dict(), "picked_on": limit}
         result["keywords"] = llm_use_recall(settings, dataset, index, limit, log)
         result.update(machine=machine(), seconds=round(time.perf_counter() - started, 1))
         if on_partial is not None and winrate:
@@ -341,6 +359,41 @@ def _llm_use_parts(k: dict[str, Any] | None) -> list[str]:
     ]
 
 
+def _mode_rows(e: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for mode, m in e["modes"].items():
+        delta = m.get("delta", {})
+        rows.append([f"`{mode}`" + (f" ({m['note']})" if m.get("note") else ""), f"{m['f1']:.3f}",
+                     f"{m['exact_match']:.3f}", f"{m['answer_in_context']:.2f}",
+                     "" if m.get("f1_in_context") is None else f"{m['f1_in_context']:.3f}", f"{m['recall@5']:.3f}",
+                     f"{m['median_prompt_tokens']:.0f}", f"{m['llm_calls']:.1f}", f"{m['llm_tokens']:.0f}",
+                     f"{m['median_latency_ms'] / 1000:.1f}", m.get("failed", 0),
+                     f"{format_figures(delta['f1'])} {delta['f1']['outcome']}{_against(m)}" if delta else "",
+                     f"{format_figures(delta['answer_in_context'])}{_against(m)}" if delta else ""])
+    return rows
+
+
+MODE_COLUMNS = ["mode", "F1", "EM", "in context", "F1 if in context", "R@5", "prompt tokens", "LLM calls/q",
+                "LLM tokens/q", "median s/q", "failed", "Δ F1 vs path (or as named)",
+                "Δ in context vs path (or as named)"]
+
+
+def _verdict_study_parts(v: dict[str, Any] | None) -> list[str]:
+    from pathrag_pipeline.bench.report import md_table
+
+    if not v:
+        return []
+    picked = [m for m in v["modes"] if m != "path"]
+    return [
+        f"**The verdict on {v['questions']} questions.** `path`, the flat prompt with the best F1 above and the "
+        f"path layout with the best F1 above ({', '.join(f'`{m}`' for m in picked)}, picked on the first "
+        f"{v['picked_on']}) answered every question of {v['dataset']}; the first {v['picked_on']} answers are the "
+        "ones above (reused, not asked again). The pick favours the picked modes on those questions.",
+        md_table(MODE_COLUMNS, _mode_rows(v)),
+        f"**Verdict on {v['questions']} questions:** {v['verdict']}" if v.get("verdict") else "",
+    ]
+
+
 def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
     from pathrag_pipeline.bench.report import md_table
     from pathrag_pipeline.evaluation.judging import DIMENSIONS, OVERALL
@@ -372,16 +425,6 @@ def llm_answers_section(r: dict[str, Any]) -> str:
     from pathrag_pipeline.bench.report import md_table
 
     e = r["evaluation"]
-    rows = []
-    for mode, m in e["modes"].items():
-        delta = m.get("delta", {})
-        rows.append([f"`{mode}`" + (f" ({m['note']})" if m.get("note") else ""), f"{m['f1']:.3f}",
-                     f"{m['exact_match']:.3f}", f"{m['answer_in_context']:.2f}",
-                     "" if m.get("f1_in_context") is None else f"{m['f1_in_context']:.3f}", f"{m['recall@5']:.3f}",
-                     f"{m['median_prompt_tokens']:.0f}", f"{m['llm_calls']:.1f}", f"{m['llm_tokens']:.0f}",
-                     f"{m['median_latency_ms'] / 1000:.1f}", m.get("failed", 0),
-                     f"{format_figures(delta['f1'])} {delta['f1']['outcome']}{_against(m)}" if delta else "",
-                     f"{format_figures(delta['answer_in_context'])}{_against(m)}" if delta else ""])
     mach = r["machine"]
     stopped = f" The run stopped early: {e['stopped']}." if e.get("stopped") else ""
     parts = [
@@ -398,9 +441,9 @@ def llm_answers_section(r: dict[str, Any]) -> str:
         "own (keywords, NeuroPath tracking, the answer). Δ: paired difference from `path` (the offline tracker's from `neuropath`) over the "
         "same questions with its 95% bootstrap interval (10,000 resamples, seed 0): \"beats\" only when the interval "
         f"lies above zero.{stopped}",
-        md_table(["mode", "F1", "EM", "in context", "F1 if in context", "R@5", "prompt tokens", "LLM calls/q", "LLM tokens/q",
-                  "median s/q", "failed", "Δ F1 vs path (or as named)", "Δ in context vs path (or as named)"], rows),
-        f"**Verdict:** {e['verdict']}" if e.get("verdict") else "",
+        md_table(MODE_COLUMNS, _mode_rows(e)),
+        f"**Verdict on {e['questions']} questions:** {e['verdict']}" if e.get("verdict") else "",
+        *_verdict_study_parts(r.get("verdict_study")),
         *_llm_use_parts(r.get("keywords")),
         *_winrate_parts(r.get("winrate") or [], e["budget"]),
         f"_Measured {mach['date']} with {r['model']} on {mach['usable_cores']} cores ({mach['cpu']}, "

