@@ -128,7 +128,12 @@ def test_eval_modes_baselines_ablations_and_hops():
     assert resolve_mode("path:seed_pass") == ("path", {"seed_pass": True})
     assert "path:literal" not in ABLATIONS  # the literal rule is the default now, not an ablation
     assert "dense" in default_modes(True) and "dense" not in default_modes(False)
-    assert set(ABLATIONS) <= set(default_modes(False, ablations=True))
+    from pathrag_pipeline.evaluation.retrieval_eval import PROMPT_LAYOUT_MODES
+    from pathrag_pipeline.query.params import QueryParams
+
+    default_layout = PROMPT_LAYOUT_MODES[QueryParams.prompt]       # the same as path itself: no row of its own
+    assert set(ABLATIONS) - {default_layout} <= set(default_modes(False, ablations=True))
+    assert default_layout in ABLATIONS and default_layout not in default_modes(False, ablations=True)
     with pytest.raises(ValueError):
         resolve_mode("bogus")
     qs = [QuestionOutcome("a", ["x"], [], {"recall@2": 1.0}, 1.0, 2),
