@@ -137,3 +137,39 @@ def _embedder(settings):
     from pathrag_pipeline.llm.embedding import embedder_from_settings
 
     return embedder_from_settings(settings)
+
+
+def test_a_failed_reembed_keeps_the_previous_vectors_and_a_good_one_replaces_them(setup, openai_server):
+    """`--reembed` used to drop the tables first: an endpoint failing half-way left LanceDB empty until the next
+    good run (issue 22 item 2). It now embeds beside the store and swaps only once everything is embedded."""
+    from dataclasses import replace
+
+    from pathrag_pipeline.llm.embedding import EmbeddingError
+
+    settings, _ = setup
+    run_indexing(settings)
+    vectors = VectorStore(settings.lancedb_path)
+    before = {t: vectors.count(t) for t in ("entities", "relations", "chunks")}
+    identity = vectors.meta("chunks").embedder
+    remote = replace(settings, embed_base_url=openai_server.base_url, embed_model="fake-embed")
+    calls = []
+
+    def fails_after_one_batch(texts, model):
+        calls.append(len(texts))
+        if len(calls) > 1:
+            raise RuntimeError("the embeddings server fell over")
+        return [[1.0] * 8 for _ in texts]
+
+    openai_server.embed_responder = fails_after_one_batch
+    with pytest.raises(EmbeddingError, match="previous vectors .* are kept unchanged"):
+        run_indexing(remote, reembed=True)
+    vectors = VectorStore(settings.lancedb_path)
+    assert {t: vectors.count(t) for t in before} == before and vectors.meta("chunks").embedder == identity
+    assert not settings.lancedb_path.with_name("lancedb.reembed").exists()
+
+    openai_server.embed_responder = lambda texts, model: [[float(len(t) % 7 + 1)] * 8 for t in texts]
+    run_indexing(remote, reembed=True)
+    vectors = VectorStore(settings.lancedb_path)
+    assert {t: vectors.count(t) for t in before} == before and vectors.meta("chunks").embedder == "openai:fake-embed"
+    assert not settings.lancedb_path.with_name("lancedb.reembed").exists()
+    assert not settings.lancedb_path.with_name("lancedb.replaced").exists()

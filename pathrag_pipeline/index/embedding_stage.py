@@ -72,12 +72,6 @@ def sync_embeddings(store: Store, vectors: VectorStore, embedder: Embedder,
     return EmbeddingReport(embedder.identity, embedder.dim, stats)
 
 
-def reset_embeddings(vectors: VectorStore, tables: tuple[str, ...] = ("entities", "relations", "chunks")) -> None:
-    """Drop the tables so the next sync re-embeds everything (after changing the embedding model)."""
-    for name in tables:
-        vectors.reset(name)
-
-
 # ---- the synced state --------------------------------------------------------------------------------
 
 SYNCED_STATE_META = "embeddings_synced"

@@ -9,18 +9,18 @@ folder does no parsing, no LLM calls and no embedding.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from pathrag_pipeline.index.aliases import AliasStats
 from pathrag_pipeline.index.graph_merge import detect_and_apply, new_alias_candidates
 from pathrag_pipeline.config import Settings
-from pathrag_pipeline.llm.embedding import embedder_from_settings
+from pathrag_pipeline.llm.embedding import EmbeddingError, embedder_from_settings
 from pathrag_pipeline.index.embedding_stage import (
     EmbeddingReport,
     forget_synced_state,
     remember_synced_state,
-    reset_embeddings,
     sync_embeddings,
 )
 from pathrag_pipeline.index.llm_extraction import extractor_from_settings
@@ -134,10 +134,11 @@ def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> Embe
 
     embedder = embedder_from_settings(settings)
     forget_synced_state(store)
-    vectors = VectorStore(settings.lancedb_path)
     if reembed:
-        reset_embeddings(vectors)
-    embeddings = sync_embeddings(store, vectors, embedder)
+        embeddings = _reembed(settings, store, embedder)
+    vectors = VectorStore(settings.lancedb_path)
+    if not reembed:
+        embeddings = sync_embeddings(store, vectors, embedder)
     # Near-duplicate names: string rules always; the embedding method too when a threshold is configured
     # (it compares the entity vectors just synced). New aliases re-merge their entities, then re-embed them.
     by_embedding = settings.alias_embedding_threshold is not None
@@ -156,6 +157,31 @@ def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> Embe
         # `pathrag index` can tell a later no-op without LanceDB or Dagster (index/pending_work.py).
         remember_synced_state(store, embedder=embedder.identity, alias_threshold=settings.alias_embedding_threshold)
     return EmbeddingStage(embedder.identity, embeddings, aliases)
+
+
+def _reembed(settings: Settings, store: Store, embedder) -> EmbeddingReport:
+    """Every row embedded again into a folder beside the vector store, which replaces it only once complete: a
+    re-embed that fails (an endpoint down half-way, a killed run) leaves the previous vectors in place."""
+    from pathrag_pipeline.storage.vector_store import VectorStore
+
+    live = settings.lancedb_path
+    staging = live.with_name(live.name + ".reembed")
+    shutil.rmtree(staging, ignore_errors=True)          # a killed re-embed's leftovers
+    report = sync_embeddings(store, VectorStore(staging), embedder)
+    if report.failed:
+        shutil.rmtree(staging, ignore_errors=True)
+        first = report.errors[0] if report.errors else "see the log"
+        raise EmbeddingError(
+            f"re-embedding with {embedder.identity} left {report.failed} rows without vectors ({first}); the "
+            f"previous vectors in {live} are kept unchanged: fix the embedder and run `pathrag index --reembed` "
+            "again")
+    retired = live.with_name(live.name + ".replaced")
+    shutil.rmtree(retired, ignore_errors=True)
+    if live.exists():
+        live.rename(retired)
+    staging.rename(live)
+    shutil.rmtree(retired, ignore_errors=True)
+    return report
 
 
 def assemble_report(sync: SyncReport, graph: GraphStage, embed: EmbeddingStage, store: Store) -> IndexReport:
