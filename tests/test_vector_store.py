@@ -222,8 +222,10 @@ def test_old_versions_are_removed_after_each_write_so_disk_follows_the_data(stor
     after_one = _disk_bytes(store.path)
     for run in range(10):
         store.sync("entities", {**rows, "k0": f"changed again {run}", f"new{run}": "one more"}, e)
+    # the newest version and at most the one before it (a compaction's input stays when it is younger than the
+    # retention at cleanup time): bounded, where every run used to add its versions for good
     assert store.versions("entities") <= 2
-    assert _disk_bytes(store.path) <= 1.2 * after_one
+    assert _disk_bytes(store.path) <= 2.5 * after_one
     assert store.count("entities") == 301
 
     # and with a retention no version reaches, every version stays (what the folder did before)
