@@ -81,3 +81,48 @@ def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_serve
     assert again.exit_code == 0, again.output
     assert answers_asked() == asked
     assert "(6 from earlier invocations of the run, 0 in the last)" in docs.read_text()
+
+
+def test_its_own_server_is_asked_one_request_at_a_time_with_a_long_timeout(tmp_path, monkeypatch):
+    """llama.cpp's server answers one request at a time: the judge's four parallel calls queued there past the
+    120 s timeout and stopped the run. Against its own server the bench sends one at a time (600 s each); a
+    user's own PATHRAG_LLM_TIMEOUT still wins."""
+    seen = {}
+
+    class FakeServer:
+        base_url, threads, command = "http://127.0.0.1:9/v1", 2, ["python", "-m", "llama_cpp.server"]
+
+        def __init__(self, *args):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class Stop(Exception):
+        pass
+
+    def capture(settings, *args):
+        seen["settings"] = settings
+        raise Stop()
+
+    monkeypatch.setattr(llm_answers, "missing", lambda: None)
+    monkeypatch.setattr(llm_answers, "assemble_model", lambda folder: tmp_path / "model.gguf")
+    monkeypatch.setattr(llm_answers, "LocalServer", FakeServer)
+    monkeypatch.setattr(llm_answers, "answer_all", capture)
+    monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
+    monkeypatch.delenv("PATHRAG_LLM_TIMEOUT", raising=False)
+    monkeypatch.delenv("PATHRAG_LLM_MAX_CONCURRENCY", raising=False)
+    dataset = write_dataset(tmp_path / "tiny-qa")
+    import pytest
+
+    with pytest.raises(Stop):
+        llm_answers.run_llm_answers_bench(dataset, tmp_path / "w", log=lambda _: None)
+    s = seen["settings"]
+    assert (s.llm_max_concurrency, s.llm_timeout, s.llm_base_url) == (1, 600, FakeServer.base_url)
+    monkeypatch.setenv("PATHRAG_LLM_TIMEOUT", "900")
+    with pytest.raises(Stop):
+        llm_answers.run_llm_answers_bench(dataset, tmp_path / "w", log=lambda _: None)
+    assert seen["settings"].llm_timeout == 900

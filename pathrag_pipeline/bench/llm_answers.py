@@ -57,6 +57,7 @@ CONTEXT = 8192
 DEFAULT_LIMIT = 50
 DEFAULT_BUDGET = 1000
 DEFAULT_WINRATE = 30
+LOCAL_TIMEOUT = 600   # seconds per request to the bench's own server (a judgement of two long answers)
 # The verdict (default path mode against the best flat prompt, and the best path layout) is decided on more
 # questions than the grid of every mode: musique-100's hundred. A 0.5B model's F1 is noisy; at 50 questions
 # neither difference could be told from zero.
@@ -230,7 +231,14 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
     def run(url: str, name: str) -> None:
         env = {"PATHRAG_LLM_BASE_URL": url, "PATHRAG_LLM_MODEL": name,
                **({"PATHRAG_EMBED_MODEL": embed_model} if embed_model else {})}
-        settings = Settings.from_env(env={**os.environ, **env}, home=workdir / "answers" / "home")
+        if base_url is None:
+            # our own llama.cpp server answers one request at a time (STACK-NOTES): the judge's parallel calls
+            # queued there past the 120 s timeout and stopped the client; one at a time, with room for a long
+            # judgement on a busy machine (the caller's own settings win)
+            env = {"PATHRAG_LLM_MAX_CONCURRENCY": "1", "PATHRAG_LLM_TIMEOUT": str(LOCAL_TIMEOUT), **env}
+        settings = Settings.from_env(env={**env, **os.environ, **{k: v for k, v in env.items() if k in (
+            "PATHRAG_LLM_BASE_URL", "PATHRAG_LLM_MODEL", "PATHRAG_EMBED_MODEL")}},
+            home=workdir / "answers" / "home")
         grid = answer_all(settings, dataset, index, limit, budget, modes, time_limit, log)
         result["evaluation"] = grid.to_dict()
         detail = grid.verdict_detail()
