@@ -85,9 +85,10 @@ class FakeExtractionModel:
 
 
 def make_client(server: FakeOpenAIServer, **options: Any) -> LLMClient:
-    """Short timeouts keep fault tests quick; the server stalls a little longer than the client waits."""
+    """A generous timeout by default (on a loaded CI machine an ordinary reply can take over 0.5 s, and a retry after a
+    timeout would meet a consumed script); tests of the timeout fault pass a short one below the 1.5 s stall."""
     server.timeout_sleep = 1.5
-    defaults: dict[str, Any] = dict(timeout=0.5, max_retries=2, validation_retries=1, max_concurrency=4)
+    defaults: dict[str, Any] = dict(timeout=30.0, max_retries=2, validation_retries=1, max_concurrency=4)
     return LLMClient(server.base_url, "fake-chat", **{**defaults, **options})
 
 

@@ -36,10 +36,15 @@ EXTRACTION = {
 }
 
 
+FAULT_TIMEOUT = 0.5  # the client's timeout in tests of the timeout fault: the server stalls 1.5 s, longer than this
+
+
 def make_client(server: FakeOpenAIServer, **options) -> LLMClient:
-    """Short timeouts keep fault tests quick; the server stalls a little longer than the client waits."""
+    """A generous timeout by default: on a loaded CI machine an ordinary reply can take longer than 0.5 s, the first
+    request then times out after the server has consumed the scripted reply, and the retry gets the default ``{}``.
+    Tests of the timeout fault pass ``timeout=FAULT_TIMEOUT``; the server stalls a little longer than that."""
     server.timeout_sleep = 1.5
-    defaults = dict(api_key=SECRET, timeout=0.5, max_retries=2, validation_retries=2)
+    defaults = dict(api_key=SECRET, timeout=30.0, max_retries=2, validation_retries=2)
     return LLMClient(server.base_url, "fake-chat", **{**defaults, **options})
 
 
@@ -64,7 +69,7 @@ def test_structured_output_is_parsed_into_the_model(openai_server: FakeOpenAISer
 def test_transport_fault_is_retried_and_succeeds(openai_server: FakeOpenAIServer, fault: str) -> None:
     openai_server.inject(fault, times=1)
     openai_server.script_chat([json.dumps(EXTRACTION)])
-    client = make_client(openai_server)
+    client = make_client(openai_server, **({"timeout": FAULT_TIMEOUT} if fault == "timeout" else {}))
 
     result = client.structured(MESSAGES, ChunkExtraction, stage="extract")
 

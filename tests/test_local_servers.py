@@ -32,7 +32,8 @@ EXTRACTION = {"entities": [{"name": "Ada Lovelace", "type": "person", "descripti
 
 def make_client(server: FakeOpenAIServer, **options) -> LLMClient:
     server.timeout_sleep = 1.5
-    defaults = dict(api_key=SECRET, timeout=0.5, max_retries=2, validation_retries=2)
+    # generous by default (a loaded CI machine can take over 0.5 s to answer); timeout tests pass their own
+    defaults = dict(api_key=SECRET, timeout=30.0, max_retries=2, validation_retries=2)
     return LLMClient(server.base_url, "fake-chat", **{**defaults, **options})
 
 
@@ -134,7 +135,7 @@ def test_serial_server_makes_the_client_back_off_and_stop_with_advice(openai_ser
 
 def test_stopped_client_fails_new_calls_without_a_request(openai_server: FakeOpenAIServer) -> None:
     openai_server.inject("timeout", times=10)
-    client = make_client(openai_server, max_retries=1)
+    client = make_client(openai_server, max_retries=1, timeout=0.5)
     with pytest.raises(LLMUnavailableError):
         client.complete(MESSAGES, stage="answer")
     sent = openai_server.count("chat")
