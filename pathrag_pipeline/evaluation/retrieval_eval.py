@@ -141,6 +141,9 @@ ABLATIONS = {
     "path:no_exact_name": _reverting("exact_name"),             # no exact-name head: seeds in retriever order
     "path:damping_0.5": _reverting("damping"),                  # HippoRAG's PageRank damping 0.5, not 0.85
     "path:bm25_text": {"chunk_search": "bm25"},                 # text hits by BM25 alone, no dense fused in
+    "path:text_fused": {"passages": "text_fused"},  # the walk's ranking fused with the question's text ranking
+    # PathRAG-lt, the paper's light configuration for a smaller prompt (N=20 nodes, K=5 paths; Sec. 4.5)
+    "path:lt": {"top_n": 20, "top_k": 5},
     # The answer prompt's layouts (query/params.py PROMPT_STYLES): the same ranking, so the same recall; they
     # differ in what the LLM reads (the prompt measurement: answer in context, quoted passages)
     **{mode: {"prompt": style} for style, mode in PROMPT_LAYOUT_MODES.items()},

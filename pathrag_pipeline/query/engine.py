@@ -503,7 +503,8 @@ class PathRAG:
              [c for e in p.edges for c in snapshot.relation_chunks[snapshot.edge_rows[e]]])
             for p in scored]
         text_hits: list[tuple[str, float]] = []
-        if params.passages in ("fused", "no_paths", "unweighted"):
+        text_ranking: list[str] = []
+        if params.passages in ("fused", "no_paths", "unweighted", "text_fused"):
             rankings = []
             how = params.chunk_search_for("path")
             if how != "vector":
@@ -513,14 +514,21 @@ class PathRAG:
                                                            params.top_n, "vector")])
             # as many text hits as seed entities (top_n): each source restarts the walk at its N best items,
             # each weighted by its cosine to the question (query/ranking.py), like the seeds to their keywords
-            hits = rrf(rankings, limit=params.top_n)
+            text_ranking = rrf(rankings)
+            hits = text_ranking[:params.top_n]
             self._check_vectors("chunks")
             sims = self.vectors.similarities("chunks", self.embedder.embed([text])[0], hits)
             text_hits = [(c, sims.get(c, 0.0)) for c in hits]
-        return graph_passages(snapshot, seeds, paths, MAX_RANKED_CHUNKS, text=text_hits,
-                              weighted=params.passages != "unweighted" and "similarity" not in params.revert,
-                              min_ends="both_ends" in params.revert,
-                              damping=HIPPORAG_DAMPING if "damping" in params.revert else PPR_DAMPING)
+        walked = graph_passages(snapshot, seeds, paths, MAX_RANKED_CHUNKS, text=text_hits,
+                                weighted=params.passages != "unweighted" and "similarity" not in params.revert,
+                                min_ends="both_ends" in params.revert,
+                                damping=HIPPORAG_DAMPING if "damping" in params.revert else PPR_DAMPING)
+        if params.passages == "text_fused":
+            # the walk's ranking and the question's own text ranking as two equal votes (RRF, k=60): the walk
+            # spreads its mass over every passage of the seeds' entities and can push the passage that matches the
+            # question best down the list; the fusion gives that passage back its place near the head
+            return rrf([walked, text_ranking], limit=MAX_RANKED_CHUNKS)
+        return walked
 
     def _pool_paths(self, text: str, params: QueryParams, snapshot: GraphSnapshot, retrieved: list[RetrievedNode],
                     scored: list) -> list:

@@ -36,8 +36,9 @@ SEED_SEARCHES = ("hybrid", "vector")
 # is not the default; the paths still go to the prompt); "graph": seeds + paths, no text; "seeds": seeds alone;
 # "unweighted": "fused" with restart weights by rank alone (revert "similarity" does the same to the default);
 # "legacy": the earlier seed-rank + path blend; "path_order": the kept paths' provenance in the prompt's order,
-# then the seeds' chunks (the paper's: what its prompt is built from).
-PASSAGE_RANKINGS = ("fused", "no_paths", "graph", "seeds", "unweighted", "legacy", "path_order")
+# then the seeds' chunks (the paper's: what its prompt is built from); "text_fused": the "no_paths" walk's
+# ranking and the question's own text ranking (the hybrid chunk search) fused by RRF as two equal votes.
+PASSAGE_RANKINGS = ("fused", "no_paths", "graph", "seeds", "unweighted", "legacy", "path_order", "text_fused")
 DEFAULT_TOKEN_BUDGET = 4000
 # Path Pooling (query/path_pooling.py) over path mode's relation/path context: "off"; "rerank" orders the kept
 # paths by pooled relation scores; "reselect" keeps the top_k of a larger pruned pool by that score.
