@@ -11,6 +11,7 @@ import dagster as dg
 
 from assets.ingestion import TRIGGER_TAG
 from assets.resources import PathragResource
+from assets.stale_runs import release_dead_runs
 from pathrag_pipeline.dagster_home import DUCKDB_TAG
 from pathrag_pipeline.ingest import folder_sync as ingest
 from pathrag_pipeline.storage.store import Store, StoreLockedError
@@ -50,6 +51,9 @@ PENDING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dagst
     ),
 )
 def document_folder_sensor(context: dg.SensorEvaluationContext, pathrag: PathragResource) -> dg.SensorResult:
+    # a run whose process died keeps the duckdb pool's slot and would block the run requested here forever
+    for line in release_dead_runs(context.instance):
+        context.log.warning(line)
     settings = pathrag.settings()
     scan = ingest.scan_folder(settings.docs, max_bytes=settings.max_file_bytes)
     queued = bool(context.instance.get_run_ids(
@@ -152,13 +156,16 @@ def evaluate_folder(scan: dict[str, ingest.FileEntry], cursor: str | None, *,
     return dg.SensorResult(run_requests=[run], cursor=new_cursor)
 
 
-reconcile_schedule = dg.ScheduleDefinition(
+@dg.schedule(
     name="reconcile_documents_nightly",
     job=index_job,
     cron_schedule="0 3 * * *",
-    tags={**RUN_TAGS, TRIGGER_TAG: "schedule"},
     description=(
         "Every night at 03:00, one `index_folder` run over the whole folder: catches anything the sensor "
-        "missed (e.g. while it was off)."
+        "missed (e.g. while it was off). Runs left behind by a dead process are released first."
     ),
 )
+def reconcile_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    for line in release_dead_runs(context.instance):
+        context.log.warning(line)
+    return dg.RunRequest(tags={**RUN_TAGS, TRIGGER_TAG: "schedule"})

@@ -16,6 +16,13 @@ class PathragResource(dg.ConfigurableResource):
     docs: str | None = None
     triples: str | None = None   # build the graph from this triples JSONL instead of extraction
 
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        # record this process on the run: a run whose process died is released before the next one waits
+        # for the duckdb pool (assets/stale_runs.py)
+        from assets.stale_runs import tag_run
+
+        tag_run(context.instance, context.run_id)
+
     def settings(self) -> Settings:
         overrides = {}
         if self.home:

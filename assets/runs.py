@@ -17,6 +17,11 @@ writes the same tables but records no Dagster run.
 
 from __future__ import annotations
 
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -25,8 +30,10 @@ from assets.automation import RUN_TAGS, index_job
 from assets.graph import embeddings, graph
 from assets.ingestion import TRIGGER_TAG, ingest
 from assets.resources import PathragResource, RunReports
+from assets.stale_runs import own_tags, pool_holders, release_dead_runs
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.dagster_home import ensure_dagster_yaml
+from pathrag_pipeline.errors import PipelineError
 from pathrag_pipeline.index.pipeline import IndexReport, assemble_report
 from pathrag_pipeline.storage.run_lock import index_lock
 from pathrag_pipeline.storage.store import Store
@@ -63,8 +70,9 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
     with index_lock(settings.home):
         instance = instance or instance_for(settings)
         try:
+            wait_for_pool(instance, index_lock_held=True)   # index_folder holds the lock (above)
             result = job.execute_in_process(instance=instance, run_config=run_config,
-                                            tags={**RUN_TAGS, TRIGGER_TAG: trigger})
+                                            tags={**RUN_TAGS, TRIGGER_TAG: trigger, **own_tags()})
         finally:
             if own:
                 instance.dispose()
@@ -72,6 +80,52 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
                              Store.for_settings(settings))
     report.dagster_run_id = result.run_id
     return report
+
+
+class PoolWaitInterrupted(PipelineError):
+    """Ctrl-C or SIGTERM while waiting for the duckdb pool: nothing was started, nothing is lost."""
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def wait_for_pool(instance: dg.DagsterInstance, *, notice: Callable[[str], None] = _stderr,
+                  poll: float = 1.0, index_lock_held: bool = False) -> None:
+    """Release runs whose process died (assets/stale_runs.py), then wait while a live run holds the duckdb
+    pool, saying once which run (and again when the holder changes). Dagster's own wait for a pool slot spins
+    a core and ignores SIGTERM; this one sleeps, and Ctrl-C or SIGTERM stop it at once with one line."""
+    for line in release_dead_runs(instance, index_lock_held=index_lock_held):
+        notice(line)
+    holders = pool_holders(instance)
+    if not holders:
+        return
+    installed, previous = False, None
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM during the wait ends it like Ctrl-C (only the main thread may set handlers)
+        def _terminate(signum, frame):
+            raise KeyboardInterrupt
+        previous, installed = signal.signal(signal.SIGTERM, _terminate), True
+    said = None
+    try:
+        while holders:
+            text = "; ".join(h.describe() for h in holders)
+            if text != said:
+                notice(f"waiting: {text} holds the duckdb pool (one writing step at a time per home); this run "
+                       "starts when it ends (Ctrl-C to give up; a run whose process is gone is released "
+                       "automatically, one on another host or without a recorded process can be terminated "
+                       "in the UI, `pathrag dev`)")
+                said = text
+            time.sleep(poll)
+            for line in release_dead_runs(instance, index_lock_held=index_lock_held):
+                notice(line)
+            holders = pool_holders(instance)
+    except KeyboardInterrupt:
+        raise PoolWaitInterrupted("stopped while waiting for the duckdb pool; no run was started and the index "
+                                  "is unchanged") from None
+    finally:
+        if installed:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def record_runless(settings: Settings, report: IndexReport, instance: dg.DagsterInstance | None = None) -> int:

@@ -1,0 +1,163 @@
+"""A run whose process died never blocks the next one (issue 22 item 1): found, marked failed, pool slot freed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from contextlib import closing
+
+import dagster as dg
+import pytest
+
+from assets.runs import PoolWaitInterrupted, instance_for, wait_for_pool
+from assets.stale_runs import PROCESS_TAG, TRIGGER_TAG, pool_holders, release_dead_runs
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.storage.process_identity import describe, identity, is_alive, parse
+
+
+@pytest.fixture
+def instance(tmp_path):
+    settings = Settings.from_env(env={"PATHRAG_HOME": str(tmp_path / "home")})
+    inst = instance_for(settings)
+    yield inst
+    inst.dispose()
+
+
+def dead_identity() -> str:
+    """The identity of a process that has ended (and been reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    value = identity(child.pid)
+    child.kill()
+    child.wait()
+    return value
+
+
+def stuck_run(instance: dg.DagsterInstance, tags: dict[str, str], step: str = "ingest", holds: bool = True) -> str:
+    """A STARTED run holding the duckdb pool's slot, as a run killed in its step leaves it (``holds=False``: its
+    step waits for the slot)."""
+    run_id = str(uuid.uuid4())
+    instance.add_run(dg.DagsterRun(job_name="index_folder", run_id=run_id, status=dg.DagsterRunStatus.STARTED,
+                                   tags=tags))
+    instance.event_log_storage.initialize_concurrency_limit_to_default("duckdb")
+    claim = instance.event_log_storage.claim_concurrency_slot("duckdb", run_id, step)
+    assert claim.is_claimed == holds
+    return run_id
+
+
+def test_identity_tells_a_live_process_from_a_dead_one_and_a_reused_pid():
+    me = identity()
+    assert is_alive(me) is True
+    assert is_alive(dead_identity()) is False
+    host, pid, start = parse(me)
+    assert pid == os.getpid() and describe(me) == f"pid {pid} on {host}"
+    if start:   # /proc: the same pid with another start time is a later process, not this one
+        assert is_alive(f"{host}:{pid}:{int(start) + 1}") is False
+    assert is_alive(f"another-host.example:{pid}:{start}") is None
+    assert is_alive("not an identity") is None
+
+
+def test_a_run_whose_process_is_gone_is_marked_failed_and_its_slot_freed(instance):
+    dead = stuck_run(instance, {PROCESS_TAG: dead_identity(), TRIGGER_TAG: "sensor"})
+    alive = stuck_run(instance, {PROCESS_TAG: identity(), TRIGGER_TAG: "sensor"}, step="graph", holds=False)
+
+    lines = release_dead_runs(instance)
+
+    assert len(lines) == 1 and dead[:8] in lines[0] and "marked failed" in lines[0]
+    assert instance.get_run_by_id(dead).status == dg.DagsterRunStatus.FAILURE
+    assert instance.get_run_by_id(alive).status == dg.DagsterRunStatus.STARTED
+    assert instance.event_log_storage.claim_concurrency_slot("duckdb", alive, "graph").is_claimed  # its turn now
+    assert [h.run_id for h in pool_holders(instance)] == [alive]
+    assert release_dead_runs(instance) == []                   # nothing more to release
+
+
+def test_a_run_without_a_recorded_process_is_released_only_when_index_folder_ran_it_under_the_held_lock(instance):
+    legacy_cli = stuck_run(instance, {TRIGGER_TAG: "cli"})
+    assert release_dead_runs(instance) == []                   # not holding the lock: it may be alive
+    assert release_dead_runs(instance, index_lock_held=True)   # index_folder's lock: its runs hold it while alive
+    assert instance.get_run_by_id(legacy_cli).status == dg.DagsterRunStatus.FAILURE
+    from_ui = stuck_run(instance, {})                          # launched by the UI or daemon: cannot be told
+    assert release_dead_runs(instance, index_lock_held=True) == []
+    assert instance.get_run_by_id(from_ui).status == dg.DagsterRunStatus.STARTED
+
+
+def test_wait_for_pool_says_what_it_waits_for_and_goes_on_once_the_holder_dies(instance):
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        run_id = stuck_run(instance, {PROCESS_TAG: identity(holder.pid), TRIGGER_TAG: "sensor"})
+        said: list[str] = []
+
+        def notice(line: str) -> None:
+            said.append(line)
+            if line.startswith("waiting:"):
+                holder.kill()
+                holder.wait()
+
+        wait_for_pool(instance, notice=notice, poll=0.05)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert said[0].startswith(f"waiting: Dagster run {run_id[:8]} (step ingest, started, pid {holder.pid}")
+    assert "marked failed" in said[1]
+    assert pool_holders(instance) == []
+
+
+def test_sigterm_while_waiting_for_the_pool_stops_with_one_line(instance):
+    stuck_run(instance, {PROCESS_TAG: identity(), TRIGGER_TAG: "sensor"})   # a live holder: this very process
+
+    def notice(line: str) -> None:
+        if line.startswith("waiting:"):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(PoolWaitInterrupted, match="no run was started and the index is unchanged"):
+        wait_for_pool(instance, notice=notice, poll=0.05)
+    assert signal.getsignal(signal.SIGTERM) == before          # the handler is put back
+
+
+def test_index_killed_while_holding_the_pool_does_not_block_the_next_index(tmp_path):
+    """kill -9 of `pathrag index` inside its first step, then a plain `pathrag index` completes (it used to
+    wait forever, spinning a core and deaf to SIGTERM)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(150):
+        (docs / f"d{i}.txt").write_text(f"Ada Lovelace met Charles Babbage in London, note {i}. " * 40)
+    home = tmp_path / "home"
+    env = {**os.environ, "PATHRAG_HOME": str(home)}
+    first = subprocess.Popen([sys.executable, "-m", "pathrag_pipeline.cli.main", "index", str(docs)], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    settings = Settings.from_env(env={"PATHRAG_HOME": str(home)})
+    index_db = settings.dagster_home / "history" / "runs" / "index.db"
+    deadline = time.monotonic() + 120
+    claimed: list[tuple[str, str]] = []
+    try:
+        # read Dagster's SQLite read-only: opening the instance here while the child creates its schema
+        # would race it ("table already exists")
+        while not claimed and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.1)
+            try:
+                with closing(sqlite3.connect(f"file:{index_db}?mode=ro", uri=True, timeout=1)) as con:
+                    claimed = con.execute("SELECT run_id, step_key FROM concurrency_slots "
+                                          "WHERE concurrency_key = 'duckdb' AND run_id IS NOT NULL").fetchall()
+            except sqlite3.Error:   # not created yet
+                claimed = []
+    finally:
+        first.kill()
+        first.wait()
+    assert claimed, "the first index never claimed the pool (it ended too fast to be killed inside a step)"
+
+    second = subprocess.run([sys.executable, "-m", "pathrag_pipeline.cli.main", "index", str(docs)], env=env,
+                            capture_output=True, text=True, timeout=300)
+
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert f"Dagster run {claimed[0][0][:8]} was left running by a process that is gone" in second.stderr
+    inst = dg.DagsterInstance.from_config(str(settings.dagster_home))
+    try:
+        assert inst.get_run_by_id(claimed[0][0]).status == dg.DagsterRunStatus.FAILURE
+        assert inst.event_log_storage.get_concurrency_info("duckdb").claimed_slots == []
+    finally:
+        inst.dispose()
