@@ -161,3 +161,23 @@ def test_index_killed_while_holding_the_pool_does_not_block_the_next_index(tmp_p
         assert inst.event_log_storage.get_concurrency_info("duckdb").claimed_slots == []
     finally:
         inst.dispose()
+
+
+def test_the_sensor_and_the_schedule_release_a_dead_run_before_requesting_theirs(instance, tmp_path):
+    from assets.automation import document_folder_sensor, reconcile_schedule
+    from assets.resources import PathragResource
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Ada Halden founded Valmere University in 1851.\n")
+    pathrag = PathragResource(home=str(tmp_path / "home"), docs=str(docs))
+    by_sensor = stuck_run(instance, {PROCESS_TAG: dead_identity(), TRIGGER_TAG: "sensor"})
+    result = document_folder_sensor(dg.build_sensor_context(instance=instance, resources={"pathrag": pathrag}))
+    assert len(result.run_requests) == 1
+    assert instance.get_run_by_id(by_sensor).status == dg.DagsterRunStatus.FAILURE
+
+    by_schedule = stuck_run(instance, {PROCESS_TAG: dead_identity(), TRIGGER_TAG: "schedule"})
+    request = reconcile_schedule(dg.build_schedule_context(instance=instance))
+    assert request.tags[TRIGGER_TAG] == "schedule" and request.tags["pathrag/duckdb"] == "write"
+    assert instance.get_run_by_id(by_schedule).status == dg.DagsterRunStatus.FAILURE
+    assert pool_holders(instance) == []
