@@ -9,3 +9,24 @@ bug and keeps its traceback. This module imports nothing, so every layer may use
 
 class PipelineError(Exception):
     """An expected failure whose message tells the user what went wrong and what to do."""
+
+
+# How a full disk shows in the exceptions of the libraries that write the home: OSError errno 28 (Python,
+# pyarrow), "No space left on device" in DuckDB's IOException and Lance's errors ("os error 28" from Rust),
+# "database or disk is full" from SQLite (the Dagster instance).
+ENOSPC = 28
+DISK_FULL_MARKERS = ("no space left on device", "os error 28", "database or disk is full", "disk full")
+
+
+def disk_full_cause(exc: BaseException) -> BaseException | None:
+    """The exception in ``exc``'s chain (itself, its cause, its context) that says the disk is full, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno == ENOSPC:
+            return current
+        if any(marker in str(current).lower() for marker in DISK_FULL_MARKERS):
+            return current
+        current = current.__cause__ or current.__context__
+    return None

@@ -12,7 +12,7 @@ import importlib
 
 import click
 
-from pathrag_pipeline.errors import PipelineError
+from pathrag_pipeline.errors import PipelineError, disk_full_cause
 
 
 class LazyGroup(click.Group):
@@ -50,3 +50,33 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except (PipelineError, FileNotFoundError) as exc:
             raise click.ClickException(str(exc)) from None
+        except Exception as exc:
+            full = disk_full_cause(exc)
+            if full is None:
+                raise
+            raise click.ClickException(disk_full_message(full)) from None
+
+
+def disk_full_message(exc: BaseException) -> str:
+    """One line for a full disk: the path written (or PATHRAG_HOME), the space left there, what to do."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    target = getattr(exc, "filename", None) or os.environ.get("PATHRAG_HOME")
+    if not target:
+        from pathrag_pipeline.config import Settings
+
+        try:
+            target = str(Settings.from_env().home)
+        except Exception:  # noqa: BLE001 - a bad setting must not hide the disk-full message
+            target = "PATHRAG_HOME"
+    path = Path(target)
+    free = ""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            free = f" ({shutil.disk_usage(candidate).free / 2**20:,.0f} MiB free there)"
+            break
+    return (f"disk full while writing {target}{free}: free space on that disk (or set PATHRAG_HOME to a folder "
+            "on a larger one) and run the command again; the write that failed was rolled back and what was "
+            "indexed before is kept (a new `pathrag index` goes on from there)")
