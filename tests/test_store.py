@@ -38,7 +38,7 @@ def test_gives_up_with_a_clear_error_after_the_timeout(tmp_path):
     path = tmp_path / "x.duckdb"
     proc = hold_lock(path, 5)
     try:
-        with pytest.raises(StoreLockedError, match="locked by another process"):
+        with pytest.raises(StoreLockedError, match=rf"locked by pid {proc.pid} \(.*python.*\)"):   # names it
             with Store(path, lock_timeout=0.5).connect():
                 pass
     finally:

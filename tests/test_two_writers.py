@@ -92,7 +92,7 @@ def test_store_says_when_it_waits_for_the_duckdb_lock(tmp_path) -> None:
     with Store(path, notice_after=0.0, on_wait=notice).connect(read_only=True) as con:
         assert con.execute("SELECT 1").fetchone() == (1,)
     holder.wait(timeout=30)
-    assert len(notices) == 1 and "another process" in notices[0]
+    assert len(notices) == 1 and f"pid {holder.pid} (" in notices[0] and "is writing to it" in notices[0]
 
 
 def test_concurrent_runs_in_one_process_wait_for_each_other(tmp_path) -> None:

@@ -19,6 +19,17 @@ from pathrag_pipeline.ingest.home_folder import recorded_folder
 from pathrag_pipeline.storage.store import Store
 
 
+def _merge_query_spool(store: Store) -> None:
+    """Queries logged while another process held the database wait in the spool: move them into the tables
+    first (never waiting), or say on stderr that they are not in them yet."""
+    from pathrag_pipeline.query.query_log import merge_spool_now, spool_dir, spooled
+
+    if store.path.exists() and merge_spool_now(store) is None:
+        click.echo(f"note: {spooled(store)} batch(es) of query log rows wait in {spool_dir(store)} while another "
+                   "process writes the database; queries/path_traces/retrieved_nodes show them once it is done",
+                   err=True)
+
+
 @click.command()
 @click.argument("query")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as a JSON list of objects.")
@@ -39,6 +50,7 @@ def sql(query: str, as_json: bool, as_csv: bool, timeout: int | None) -> None:
     settings = load_settings()
     limit = settings.sql_timeout if timeout is None else timeout
     store = Store.for_settings(settings)
+    _merge_query_spool(store)
     with store.connect(read_only=True, sandboxed=True) as con:
         expired = threading.Event()
 
@@ -94,6 +106,7 @@ def sql(query: str, as_json: bool, as_csv: bool, timeout: int | None) -> None:
 
 def status_summary(settings: Settings) -> dict:
     store = Store.for_settings(settings)
+    _merge_query_spool(store)
     with store.connect(read_only=True) as con:
         by_status = dict(con.execute(
             "SELECT CASE WHEN status = 'error' AND text IS NOT NULL THEN 'error, last good version kept' "

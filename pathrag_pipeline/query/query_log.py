@@ -5,16 +5,21 @@ docs/tables.md) make queries inspectable and comparable with plain SQL, e.g. whi
 how long each stage took, or how answers changed across graph versions. Rows are only ever inserted.
 Questions and answers are bound as parameters, never spliced into SQL. A batch of results is written on
 one short connection, after every LLM call of the batch has returned, so the DuckDB file is never held
-while a model is thinking.
+while a model is thinking; when another process holds the file, the rows wait in a spool folder instead of
+the query waiting for the lock (``write_results``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pathrag_pipeline.storage.store import Store, transaction
+from pathrag_pipeline.storage.store import Store, StoreLockedError, transaction
 
 if TYPE_CHECKING:
     from pathrag_pipeline.query.results import QueryResult
@@ -34,10 +39,16 @@ VALUES (?, ?, ?, ?, ?, ?)
 """
 
 
-def write_results(store: Store, results: Sequence["QueryResult"]) -> None:
-    """Append ``results`` to the three log tables in one transaction on one short connection."""
-    if not results:
-        return
+SPOOL_DIR = "query_spool"
+MERGE_BATCH = 200   # spool files merged per transaction: bounded memory however many asks were spooled
+
+
+def spool_dir(store: Store) -> Path:
+    """Where a query's log rows wait while another process holds the DuckDB file (beside it, in the home)."""
+    return store.path.parent / SPOOL_DIR
+
+
+def _rows(results: Sequence["QueryResult"]) -> dict[str, list[list]]:
     queries, paths, nodes = [], [], []
     for r in results:
         queries.append([
@@ -55,9 +66,99 @@ def write_results(store: Store, results: Sequence["QueryResult"]) -> None:
             [r.query_id, n.keyword, n.rank, n.entity_key, n.entity_name, n.similarity]
             for n in r.retrieved
         )
-    with store.connect() as con, transaction(con):
-        con.executemany(_QUERY_SQL, queries)
-        if paths:
-            con.executemany(_PATH_SQL, paths)
-        if nodes:
-            con.executemany(_NODE_SQL, nodes)
+    return {"queries": queries, "path_traces": paths, "retrieved_nodes": nodes}
+
+
+def _insert(con, rows: dict[str, list[list]]) -> None:
+    con.executemany(_QUERY_SQL, rows["queries"])
+    if rows["path_traces"]:
+        con.executemany(_PATH_SQL, rows["path_traces"])
+    if rows["retrieved_nodes"]:
+        con.executemany(_NODE_SQL, rows["retrieved_nodes"])
+
+
+def write_results(store: Store, results: Sequence["QueryResult"]) -> str:
+    """Append ``results`` to the three log tables in one transaction on one short connection; returns
+    "written" or "spooled".
+
+    A query never waits for a writer to log its rows: when another process holds the DuckDB file (an index
+    run, another ask logging), the rows go to one JSON file in ``PATHRAG_HOME/query_spool/`` instead (written
+    to a temporary name and renamed, so a reader never sees half a file), and the next process that gets the
+    file (an ask, ``pathrag sql``, ``pathrag status``) moves them into the tables first (``merge_spool``).
+    50 asks at once used to queue for the write lock one by one (issue 22 item 6)."""
+    if not results:
+        return "written"
+    rows = _rows(results)
+    try:
+        with store.connect(wait=False) as con:
+            with transaction(con):
+                _insert(con, rows)
+            merge_spool(con, spool_dir(store))
+        return "written"
+    except StoreLockedError:
+        _spool(spool_dir(store), rows)
+        return "spooled"
+
+
+def _spool(folder: Path, rows: dict[str, list[list]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for row in rows["queries"]:
+        row[1] = row[1].isoformat() if isinstance(row[1], datetime) else row[1]
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    path = folder / f"{stamp}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rows))
+    os.replace(tmp, path)
+    return path
+
+
+def spooled(store: Store) -> int:
+    """How many spooled files wait to be merged."""
+    folder = spool_dir(store)
+    return sum(1 for _ in folder.glob("*.json")) if folder.is_dir() else 0
+
+
+def merge_spool(con, folder: Path) -> int:
+    """Move the spooled rows into the log tables (oldest first, ``MERGE_BATCH`` files per transaction) and
+    delete their files; returns the queries merged. A query already in ``queries`` (a merge whose files were
+    not yet deleted when its process died) is not inserted twice. An unreadable file is renamed ``.bad`` and
+    left for the user, never retried forever."""
+    if not folder.is_dir():
+        return 0
+    merged = 0
+    while True:
+        files = sorted(folder.glob("*.json"))[:MERGE_BATCH]
+        if not files:
+            return merged
+        batches = []
+        for path in files:
+            try:
+                batches.append((path, json.loads(path.read_text())))
+            except (OSError, ValueError):
+                path.replace(path.with_suffix(".bad"))
+        ids = [row[0] for _, rows in batches for row in rows["queries"]]
+        present = {r[0] for r in con.execute("SELECT query_id FROM queries WHERE query_id IN (SELECT unnest(?))",
+                                             [ids]).fetchall()} if ids else set()
+        with transaction(con):
+            for _, rows in batches:
+                fresh = {q[0] for q in rows["queries"]} - present
+                if not fresh:
+                    continue
+                for row in rows["queries"]:
+                    row[1] = datetime.fromisoformat(row[1]) if isinstance(row[1], str) else row[1]
+                _insert(con, {table: [row for row in table_rows if row[0] in fresh]
+                              for table, table_rows in rows.items()})
+                merged += len(fresh)
+        for path, _ in batches:
+            path.unlink(missing_ok=True)
+
+
+def merge_spool_now(store: Store) -> int | None:
+    """Merge the spool if the DuckDB file is free right now (never waits); None when it is not."""
+    if not spooled(store):
+        return 0
+    try:
+        with store.connect(wait=False) as con:
+            return merge_spool(con, spool_dir(store))
+    except StoreLockedError:
+        return None

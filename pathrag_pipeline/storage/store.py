@@ -370,6 +370,23 @@ DDL = [
 ]
 
 
+def lock_holder(exc: BaseException) -> str:
+    """Who holds the DuckDB file, from DuckDB's lock error ("Conflicting lock is held in PROGRAM (PID N)"): the
+    pid and, where /proc shows it, that process's command line; "another process" when the message has none."""
+    match = re.search(r"\(PID (\d+)\)", str(exc))
+    if not match:
+        return "another process"
+    pid = match.group(1)
+    try:
+        command = " ".join(Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace").replace("\0", " ")
+                           .split())
+    except OSError:
+        command = ""
+    if len(command) > 120:
+        command = command[:117] + "..."
+    return f"pid {pid} ({command})" if command else f"pid {pid}"
+
+
 class StoreLockedError(PipelineError, RuntimeError):
     """Another process holds the DuckDB file for writing and did not release it in time."""
 
@@ -475,8 +492,10 @@ class Store:
                    sql_max_temp=settings.sql_max_temp, **options)
 
     @contextlib.contextmanager
-    def connect(self, read_only: bool = False, *, sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A short-lived connection. ``sandboxed`` (with read_only, for user SQL) also disables access to
+    def connect(self, read_only: bool = False, *, sandboxed: bool = False,
+                wait: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A short-lived connection; ``wait=False`` raises ``StoreLockedError`` at once, without a notice, when
+        another process holds the file (a caller with somewhere else to put its rows: the query log spool). ``sandboxed`` (with read_only, for user SQL) also disables access to
         other files (COPY ... TO, read_csv('/etc/...')), so the connection can only read the index, and locks
         its limits for the session (``lock_configuration``: a statement cannot ``SET memory_limit`` past the
         configured cap, nor threads or the spill folder): it spills at most ``sql_max_temp`` to a folder of its
@@ -494,7 +513,7 @@ class Store:
             config.update(enable_external_access=False, temp_directory=str(spill), threads=_usable_cores())
         else:
             config["temp_directory"] = str(self.temp_directory)
-        con = self._open(read_only, config)
+        con = self._open(read_only, config, wait=wait)
         try:
             if sandboxed:
                 # set here, not in the connect config: DuckDB 2.0 shows a max_temp_directory_size given at
@@ -517,9 +536,9 @@ class Store:
             if spill is not None:
                 shutil.rmtree(spill, ignore_errors=True)
 
-    def _open(self, read_only: bool, config: dict | None = None) -> duckdb.DuckDBPyConnection:
+    def _open(self, read_only: bool, config: dict | None = None, wait: bool = True) -> duckdb.DuckDBPyConnection:
         started = time.monotonic()
-        deadline = started + self.lock_timeout
+        deadline = started + (self.lock_timeout if wait else 0.0)
         delay = 0.05
         told = False
         while True:
@@ -530,13 +549,14 @@ class Store:
                     raise
                 if time.monotonic() >= deadline:
                     raise StoreLockedError(
-                        f"{self.path} is locked by another process (a running Dagster run or pathrag command) "
-                        f"for more than {self.lock_timeout:.0f}s; wait for it to finish and retry"
+                        f"{self.path} is locked by {lock_holder(exc)} (a running Dagster run or pathrag command) "
+                        f"for more than {self.lock_timeout if wait else 0:.0f}s; wait for it to finish and retry"
                     ) from exc
                 if not told and self.on_wait is not None and time.monotonic() - started >= self.notice_after:
                     told = True
-                    self.on_wait(f"waiting for {self.path}: another process (a `pathrag index` or Dagster run) is "
-                                 f"writing to it; retrying for up to {self.lock_timeout:.0f}s ...")
+                    self.on_wait(f"waiting for {self.path}: {lock_holder(exc)} is writing to it (a `pathrag "
+                                 f"index`, Dagster run or another command); retrying for up to "
+                                 f"{self.lock_timeout:.0f}s ...")
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 2.0)
 

@@ -1,0 +1,104 @@
+"""A query never waits for a writer to log its rows (issue 22 item 6): while another process holds the DuckDB file,
+the rows wait in PATHRAG_HOME/query_spool and the next process that gets the file moves them into the tables."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from pathrag_pipeline.cli import main
+from pathrag_pipeline.query import graph_cache
+from pathrag_pipeline.query.engine import PathRAG
+from pathrag_pipeline.query.query_log import merge_spool, spool_dir, spooled, write_results
+from pathrag_pipeline.storage.store import Store, StoreLockedError
+from tests.query_fixtures import build_tiny_index
+
+QUESTIONS = ["Who founded Aldermere University?", "Which sea does the Varne River flow into?"]
+
+
+@pytest.fixture
+def settings(tmp_path, monkeypatch):
+    graph_cache.clear_cache()
+    settings = build_tiny_index(tmp_path / "home")
+    monkeypatch.setenv("PATHRAG_HOME", str(settings.home))
+    return settings
+
+
+class Holder:
+    """Another process holding the DuckDB file for writing until told to let go."""
+
+    def __init__(self, path):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
+                                   "sys.stdin.readline()", str(path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "held"
+
+    def release(self):
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        self.proc.wait(timeout=30)
+
+
+def logged(settings) -> list[str]:
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        return [r[0] for r in con.execute("SELECT question FROM queries ORDER BY asked_at").fetchall()]
+
+
+def test_rows_are_spooled_while_another_process_writes_and_merged_by_the_next_sql(settings):
+    results = PathRAG(settings, record=False).query_many(QUESTIONS)
+    holder = Holder(settings.duckdb_path)
+    try:
+        assert write_results(Store.for_settings(settings), results) == "spooled"   # no wait for the lock
+        assert spooled(Store.for_settings(settings)) == 1
+        with pytest.raises(StoreLockedError, match=f"pid {holder.proc.pid}"):       # the holder is named
+            with Store(settings.duckdb_path, lock_timeout=0.2, on_wait=None).connect(read_only=True):
+                pass
+    finally:
+        holder.release()
+
+    out = CliRunner().invoke(main, ["sql", "SELECT question, mode FROM queries ORDER BY asked_at", "--json"])
+    assert out.exit_code == 0, out.output
+    assert [row["question"] for row in json.loads(out.output)] == QUESTIONS
+    assert spooled(Store.for_settings(settings)) == 0
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        traces = con.execute("SELECT count(*) FROM path_traces").fetchone()[0]
+    assert traces == sum(len(r.paths) for r in results)
+
+
+def test_a_free_database_gets_the_rows_at_once_and_the_spool_is_merged_with_them(settings):
+    store = Store.for_settings(settings)
+    first = PathRAG(settings, record=False).query_many(QUESTIONS[:1])
+    holder = Holder(settings.duckdb_path)
+    try:
+        assert write_results(store, first) == "spooled"
+    finally:
+        holder.release()
+    rag = PathRAG(settings)
+    rag.query(QUESTIONS[1])              # logged directly, and the spooled row merged with it
+    assert sorted(logged(settings)) == sorted(QUESTIONS)
+    assert spooled(store) == 0
+
+
+def test_a_merge_interrupted_before_its_files_were_deleted_inserts_nothing_twice(settings):
+    store = Store.for_settings(settings)
+    results = PathRAG(settings, record=False).query_many(QUESTIONS)
+    holder = Holder(settings.duckdb_path)
+    try:
+        write_results(store, results)
+    finally:
+        holder.release()
+    saved = {p: p.read_text() for p in spool_dir(store).glob("*.json")}
+    with store.connect() as con:
+        assert merge_spool(con, spool_dir(store)) == 2
+    for path, text in saved.items():     # as if the merging process died after its commit
+        path.write_text(text)
+    (spool_dir(store) / "0-broken.json").write_text('{"queries": [["cut')
+    with store.connect() as con:
+        assert merge_spool(con, spool_dir(store)) == 0
+    assert sorted(logged(settings)) == sorted(QUESTIONS)
+    assert [p.name for p in spool_dir(store).iterdir()] == ["0-broken.bad"]   # kept for the user, not retried
