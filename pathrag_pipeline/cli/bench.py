@@ -496,6 +496,28 @@ def bench_vectors(n_docs: int, runs: int, pause: float | None, workdir: Path | N
     _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Answers through a local LLM")
 
 
+@bench.command("concurrency")
+@click.option("--asks", type=click.IntRange(min=2), default=50, show_default=True,
+              help="`pathrag ask` processes started at once.")
+@click.option("--single", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Asks run one at a time for the reference median.")
+@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
+              show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl, triples.jsonl).")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the index lives (default: a temp dir).")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
+@click.option("--json", "as_json", is_flag=True)
+def bench_concurrency(asks: int, single: int, dataset_dir: Path, workdir: Path | None, update_docs: Path | None,
+                      as_json: bool) -> None:
+    """Many `pathrag ask` processes at once on the musique-100 index, idle and with an index run going."""
+    from pathrag_pipeline.bench.concurrency import HEADING, markdown_section, run_concurrency_bench, to_json
+
+    result = run_concurrency_bench(asks=asks, single=single, dataset=dataset_dir, workdir=workdir, log=_log(as_json))
+    _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result),
+             before="Answers through a local LLM")
+
+
 @bench.command("retrieval")
 @click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
               show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl, triples.jsonl).")

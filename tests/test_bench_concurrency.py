@@ -1,0 +1,33 @@
+"""`pathrag bench concurrency` on a tiny dataset: every ask answers, every query is logged (spool included)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pathrag_pipeline.bench.concurrency import markdown_section, run_concurrency_bench
+
+
+@pytest.mark.slow   # some 20 s of subprocesses: a benchmark, outside the default test run
+def test_concurrency_bench_runs_asks_at_once_and_logs_every_query(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    passages = [{"id": "p1", "title": "Valmere University", "text": "Valmere University was founded by Ada Halden."},
+                {"id": "p2", "title": "Ada Halden", "text": "Ada Halden was born in Port Aster in 1820."}]
+    (data / "corpus.jsonl").write_text("\n".join(json.dumps(p) for p in passages) + "\n")
+    (data / "triples.jsonl").write_text("\n".join(json.dumps(t) for t in [
+        {"doc_id": "p1", "subject": "Valmere University", "predicate": "founded by", "object": "Ada Halden"},
+        {"doc_id": "p2", "subject": "Ada Halden", "predicate": "born in", "object": "Port Aster"}]) + "\n")
+    (data / "questions.jsonl").write_text(json.dumps({"id": "q1", "question": "Where was the founder of Valmere "
+                                                      "University born?", "answers": ["Port Aster"]}) + "\n")
+
+    result = run_concurrency_bench(asks=3, single=1, dataset=data, workdir=tmp_path / "work")
+
+    for wave in ("idle", "indexing"):
+        assert result["waves"][wave]["asks"] == 3 and result["waves"][wave]["failed"] == 0
+    assert result["waves"]["indexing"]["index_runs"] >= 1
+    assert result["queries_logged"] == result["queries_expected"] == 1 + 2 * 3
+    assert result["single_cpu_s"] > 0 and result["cpu_bound_s"] == round(3 * result["single_cpu_s"] / result["cores"], 1)
+    section = markdown_section(result)
+    assert section.startswith("## Concurrent asks") and "| no index running | 3 |" in section
