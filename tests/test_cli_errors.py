@@ -137,7 +137,7 @@ def test_sql_that_runs_duckdb_out_of_memory_is_one_line_naming_the_setting(folde
     result = CliRunner().invoke(main, ["sql", "SELECT string_agg(r::VARCHAR, ',') FROM range(3000000) t(r)"])
 
     line = one_line_error(result)
-    assert "DuckDB ran out of memory" in line and "PATHRAG_DUCKDB_MEMORY_LIMIT=32MB" in line
+    assert "DuckDB ran out of memory" in line and "PATHRAG_DUCKDB_MEMORY_LIMIT=2GB" in line   # 4x 8MB < the default
     assert "SQL error" not in result.output and "Possible solutions" not in result.output
 
 

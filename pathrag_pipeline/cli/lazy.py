@@ -9,6 +9,7 @@ command is invoked or asked for its own ``--help``.
 from __future__ import annotations
 
 import importlib
+import re
 
 import click
 
@@ -52,9 +53,30 @@ class LazyGroup(click.Group):
             raise click.ClickException(str(exc)) from None
         except Exception as exc:
             full = disk_full_cause(exc)
-            if full is None:
-                raise
-            raise click.ClickException(disk_full_message(full)) from None
+            if full is not None:
+                raise click.ClickException(disk_full_message(full)) from None
+            missing = _missing_table(exc)
+            if missing is not None:
+                raise click.ClickException(missing) from None
+            raise
+
+
+_MISSING_TABLE = re.compile(r"Table with name (\w+) does not exist")
+
+
+def _missing_table(exc: BaseException) -> str | None:
+    """One line for a DuckDB catalog error on a pathrag table the home lacks (a first index that stopped before
+    it created the schema, or a file that is not a pathrag index), without importing DuckDB here."""
+    if type(exc).__name__ != "CatalogException" or "duckdb" not in type(exc).__module__:
+        return None
+    match = _MISSING_TABLE.search(str(exc))
+    if match is None:
+        return None
+    import os
+
+    home = os.environ.get("PATHRAG_HOME", "PATHRAG_HOME")
+    return (f"the index in {home} has no table {match.group(1)}: its first `pathrag index` stopped before it "
+            "finished (or the file is not a pathrag index); run `pathrag index PATH` to build it")
 
 
 def disk_full_message(exc: BaseException) -> str:

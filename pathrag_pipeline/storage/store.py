@@ -398,12 +398,25 @@ class StoreMemoryError(PipelineError, RuntimeError):
 _MEMORY_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*")
 
 
+_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def _bytes(size: str) -> float | None:
+    """Bytes of a DuckDB size such as '2GB' or '512MiB' (None when it does not parse)."""
+    match = _MEMORY_SIZE.fullmatch(size)
+    unit = _UNITS.get(match.group(2).upper()) if match else None
+    return float(match.group(1)) * unit if match and unit else None
+
+
 def out_of_memory_message(path: Path, memory_limit: str, exc: BaseException) -> str:
     """One line for a DuckDB ``OutOfMemoryException``: what ran out (DuckDB's memory limit and its setting),
     DuckDB's own figures, and what to set (four times the limit, with the machine's memory beside it)."""
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     match = _MEMORY_SIZE.fullmatch(memory_limit)
     larger = f"{float(match.group(1)) * 4:g}{match.group(2)}" if match else "8GB"
+    if (_bytes(larger) or 0) < (_bytes(DEFAULT_DUCKDB_MEMORY_LIMIT) or 0):
+        larger = DEFAULT_DUCKDB_MEMORY_LIMIT   # a tiny limit: suggest the default, not 4KB
     ram = _physical_memory()
     machine = f" (this machine has {ram / 2**30:.0f} GiB)" if ram else ""
     return (f"DuckDB ran out of memory on {path}: it may use {memory_limit} (PATHRAG_DUCKDB_MEMORY_LIMIT) and this "
@@ -587,10 +600,13 @@ ADDED_COLUMNS: list[tuple[str, str, str]] = [
 
 
 def init_schema(con: duckdb.DuckDBPyConnection) -> None:
-    for statement in DDL:
-        con.execute(statement)
-    for table, column, sql_type in ADDED_COLUMNS:
-        con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {sql_type}")
+    """Create the tables (and added columns) a home lacks, all or nothing: one transaction, so a failure half-way
+    (out of memory, disk full) leaves the database as it was, never with some tables and not others."""
+    with transaction(con):
+        for statement in DDL:
+            con.execute(statement)
+        for table, column, sql_type in ADDED_COLUMNS:
+            con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {sql_type}")
 
 
 def utc_now() -> datetime:
