@@ -496,6 +496,20 @@ def bench_vectors(n_docs: int, runs: int, pause: float | None, workdir: Path | N
     _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Answers through a local LLM")
 
 
+@bench.command("offline-width")
+@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
+              show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl with gold_ids).")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
+@click.option("--json", "as_json", is_flag=True)
+def bench_offline_width(dataset_dir: Path, update_docs: Path | None, as_json: bool) -> None:
+    """Passage recall against bytes per vector for the offline embedder's width (the default's justification)."""
+    from pathrag_pipeline.bench.offline_width import HEADING, markdown_section, run_width_bench, to_json
+
+    result = run_width_bench(dataset_dir, log=_log(as_json))
+    _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Concurrent asks")
+
+
 @bench.command("concurrency")
 @click.option("--asks", type=click.IntRange(min=2), default=50, show_default=True,
               help="`pathrag ask` processes started at once.")
