@@ -496,6 +496,22 @@ def bench_vectors(n_docs: int, runs: int, pause: float | None, workdir: Path | N
     _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Answers through a local LLM")
 
 
+@bench.command("kills")
+@click.option("--docs", "n_docs", type=click.IntRange(min=1), default=300, show_default=True,
+              help="Documents in the generated corpus.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the corpus and the homes go (default: a temp dir).")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
+@click.option("--json", "as_json", is_flag=True)
+def bench_kills(n_docs: int, workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
+    """kill -9 of `pathrag index` at 5 points of a run, then a plain `pathrag index`: completes, tables as clean."""
+    from pathrag_pipeline.bench.kills import HEADING, markdown_section, run_kills_bench, to_json
+
+    result = run_kills_bench(n_docs=n_docs, workdir=workdir, log=_log(as_json))
+    _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Offline embedder width")
+
+
 @bench.command("offline-width")
 @click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
               show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl with gold_ids).")
