@@ -23,7 +23,7 @@ TABLE_NOTES = {
     "description_summaries": "Cache of LLM summaries of merged descriptions past the token budget.",
     "entity_aliases": "Near-duplicate names merged into one entity; reversible (set `disabled`) and inspectable.",
     "llm_usage": "Cost log: one row per stage per indexing run, kept current while the run makes its calls.",
-    "queries": "Append-only: one row per question asked (CLI, Python API or Dagster query job).",
+    "queries": "Append-only: one row per question asked (CLI, Python API or Dagster query job). A query asked while another process held the database waits in `PATHRAG_HOME/query_spool/` and arrives here (with its `path_traces` and `retrieved_nodes`) when the next ask, `pathrag sql` or `pathrag status` finds the database free; `asked_at` is still when it was asked.",
     "path_traces": "Append-only: the relational paths behind each answer, rank 1 = most reliable.",
     "retrieved_nodes": "Append-only: the entities each query keyword retrieved.",
     "eval_runs": "Append-only: one row per `pathrag eval retrieval` run, with everything the figures depend on.",
