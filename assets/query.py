@@ -40,6 +40,7 @@ Variant = Literal["paper", "reference"]
 Ordering = Literal["reliability", "hop_first", "random"]
 PromptStyle = Literal["paths", "paths_passages", "passages_last", "public", "passages", "flat"]
 PathPooling = Literal["off", "rerank", "reselect"]
+PoolVariant = Literal["ours", "paper"]
 # The Literal types are Dagster config enums: the Launchpad and `dagster job launch` reject `mode: "pathh"`
 # before a run is created. tests/test_dagster.py checks they list exactly MODES, VARIANTS, ORDERINGS and
 # PROMPT_STYLES of pathrag_pipeline/query/params.py. Dagster's config schema has no numeric ranges: the job
@@ -63,6 +64,8 @@ class QuestionsConfig(dg.Config):
     prompt: PromptStyle = QueryParams.prompt      # the API's default layout, one place
     token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=200, le=200_000, description="prompt tokens (200-200000)")
     path_pooling: PathPooling = Field(default="off", description="Path Pooling of path mode's paths: off, rerank, reselect")
+    pool_variant: PoolVariant = Field(default=QueryParams.pool_variant,
+                                      description="Path Pooling formula: ours, or paper (the paper's Algorithm 1)")
     np_max_hops: int = Field(default=DEFAULT_NP_MAX_HOPS, ge=1, le=10, description="neuropath: hop cap (1-10)")
     np_candidates: int = Field(default=DEFAULT_NP_CANDIDATES, ge=1, le=500,
                                description="neuropath: candidate paths per hop (1-500)")
@@ -95,7 +98,7 @@ class QuestionsConfig(dg.Config):
 )
 def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig, pathrag: PathragResource):
     params = {k: getattr(config, k) for k in ("top_n", "top_k", "alpha", "theta", "max_hops", "variant",
-                                              "ordering", "prompt", "token_budget", "path_pooling", "np_max_hops",
+                                              "ordering", "prompt", "token_budget", "path_pooling", "pool_variant", "np_max_hops",
                                               "np_candidates", "np_token_budget", "np_coref_threshold")}
     results = run_questions(pathrag.settings(), config.all_questions(), config.mode, params)
     lines = [f"**{r.question}** ({r.mode}, {r.answer_kind}): {r.answer[:300]}" for r in results]

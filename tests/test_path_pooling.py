@@ -76,3 +76,43 @@ def test_pool_paths_breaks_ties_by_the_given_order():
     paths = [[(0, 1, "a")], [(0, 2, "b")]]
     got = pool_paths(paths, [0], {"a": 0.5, "b": 0.5})
     assert [p.index for p in got] == [0, 1]
+
+
+# ---- the paper's Algorithm 1 (variant "paper") ----------------------------------------------------------
+
+def test_paper_variant_gives_each_triple_its_kernel_mean_plus_a_relative_positional_score():
+    # kernels from query entity 0: [a], [a, b]; x is on no kernel (a one-hop kernel of its own)
+    scores = {"a": 0.9, "b": 0.1, "x": 0.2}
+    got = path_pooling.paper_scores(scores, [["a"], ["a", "b"]])
+    s_min, a = 0.1, path_pooling.POSITION_A
+    # a: max over its kernels [a] (0.9 + s_min/a) and [a, b] (0.5 + s_min/a): the max, not the mean
+    assert got["a"] == pytest.approx(0.9 + s_min / a)
+    # b: second triple of [a, b]: the kernel mean alone, no interpolation with its own 0.1
+    assert got["b"] == pytest.approx(0.5 + s_min / (2 * a))
+    # x: unreachable, scored as its own one-hop kernel
+    assert got["x"] == pytest.approx(0.2 + s_min / a)
+
+
+def test_paper_and_ours_rank_differently_where_the_paper_takes_the_max_over_kernels():
+    # query entity 0; path 0 = 0-3 (one middling hop); path 1 = 0-1-2 (a strong first hop, a weak second).
+    # paper (s_min 0.2): s keeps the max of its kernels, 0.9 + 0.2, w = 0.55 + 0.2 / 2, path 1 = (1.1 + 0.65) / 2
+    # = 0.875 > 0.8 = 0.6 + 0.2;
+    # ours: s is pulled to its kernels' mean and the absolute bonus favours the one-hop path (0.7 > 0.669)
+    paths = [[(0, 3, "m")], [(0, 1, "s"), (1, 2, "w")]]
+    scores = {"m": 0.6, "s": 0.9, "w": 0.2}
+    paper = pool_paths(paths, [0], scores, "paper")
+    ours = pool_paths(paths, [0], scores, "ours")
+    assert [(p.index, round(p.score, 3)) for p in paper] == [(1, 0.875), (0, 0.8)]
+    assert [p.index for p in ours] == [0, 1]
+    with pytest.raises(ValueError, match="pool_variant='book'"):
+        pool_paths(paths, [0], scores, "book")
+
+
+def test_pool_variant_is_logged_only_where_it_is_read():
+    from pathrag_pipeline.query.params import QueryParams, mode_params
+
+    assert "pool_variant" not in mode_params("path", QueryParams())
+    assert mode_params("path", QueryParams(path_pooling="rerank", pool_variant="paper"))["pool_variant"] == "paper"
+    assert "pool_variant" not in mode_params("naive", QueryParams(path_pooling="rerank"))
+    with pytest.raises(ValueError, match="pool_variant='x'"):
+        QueryParams(pool_variant="x").resolved()

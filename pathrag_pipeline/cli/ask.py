@@ -22,6 +22,7 @@ from pathrag_pipeline.query.params import (
     MODES,
     ORDERINGS,
     PATH_POOLINGS,
+    POOL_VARIANTS,
     PROMPT_STYLES,
     VARIANTS,
     QueryParams,
@@ -109,6 +110,8 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
 @click.option("--path-pooling", type=click.Choice(PATH_POOLINGS), default="off", show_default=True,
               help="Path Pooling (Wang et al. 2025) of path mode's paths: rerank them, or reselect the top-k from a "
                    "larger pruned pool, by pooled relation scores.")
+@click.option("--pool-variant", type=click.Choice(POOL_VARIANTS), default=QueryParams.pool_variant, show_default=True,
+              help="With --path-pooling: our smoothing formula, or the paper's Algorithm 1 (query/path_pooling.py).")
 @click.option("--np-max-hops", type=click.IntRange(1, 10), default=DEFAULT_NP_MAX_HOPS, show_default=True,
               help="neuropath: hop cap of path tracking.")
 @click.option("--np-candidates", type=click.IntRange(1, 500), default=DEFAULT_NP_CANDIDATES, show_default=True,
@@ -119,12 +122,12 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
               show_default=True, help="neuropath: name-embedding similarity of coreferent entities.")
 def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: float, theta: float | None,
         max_hops: int | None, variant: str, ordering: str, prompt_style: str, token_budget: int,
-        excerpts: bool, path_pooling: str, np_max_hops: int, np_candidates: int, np_token_budget: int,
-        np_coref_threshold: float) -> None:
+        excerpts: bool, path_pooling: str, pool_variant: str, np_max_hops: int, np_candidates: int,
+        np_token_budget: int, np_coref_threshold: float) -> None:
     """Answer QUESTION from the index; the query is logged in the queries/path_traces tables."""
     path_only = {"--variant": variant != "paper", "--ordering": ordering != "reliability",
                  "--prompt": prompt_style != QueryParams.prompt, "--theta": theta is not None, "--max-hops": max_hops is not None,
-                 "--path-pooling": path_pooling != "off"}
+                 "--path-pooling": path_pooling != "off", "--pool-variant": pool_variant != QueryParams.pool_variant}
     if mode != "path" and any(path_only.values()):
         given = ", ".join(name for name, set_ in path_only.items() if set_)
         raise click.UsageError(f"{given} shape path mode only (its pruning and prompt); drop them or use --mode path")
@@ -139,7 +142,8 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
         rag = PathRAG(Settings.from_env())
         result = rag.query(question, mode, top_n=top_n, top_k=top_k, alpha=alpha, theta=theta, max_hops=max_hops,
                            variant=variant, ordering=ordering, prompt=prompt_style, token_budget=token_budget,
-                           excerpts=excerpts, path_pooling=path_pooling, np_max_hops=np_max_hops, np_candidates=np_candidates,
+                           excerpts=excerpts, path_pooling=path_pooling, pool_variant=pool_variant,
+                           np_max_hops=np_max_hops, np_candidates=np_candidates,
                            np_token_budget=np_token_budget, np_coref_threshold=np_coref_threshold)
     except (ConfigError, EmptyGraphError, LLMError, ValueError, FileNotFoundError, StoreLockedError) as exc:
         raise click.ClickException(str(exc)) from None

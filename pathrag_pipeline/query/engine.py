@@ -548,7 +548,8 @@ class PathRAG:
         for n in sorted(retrieved, key=lambda n: n.rank):
             best.setdefault(n.keyword, n.node)
         query_nodes = list(best.values())
-        return apply_pooling(scored, params.path_pooling, params.top_k, relations, query_nodes, scores)
+        return apply_pooling(scored, params.path_pooling, params.top_k, relations, query_nodes, scores,
+                             params.pool_variant)
 
     def _prompt(self, text: str, mode: str, params: QueryParams, snapshot: GraphSnapshot | None, scored: list,
                 traces: list[PathTrace], retrieved: list[RetrievedNode], ctx: ModeContext,

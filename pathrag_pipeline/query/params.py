@@ -43,6 +43,10 @@ DEFAULT_TOKEN_BUDGET = 4000
 # Path Pooling (query/path_pooling.py) over path mode's relation/path context: "off"; "rerank" orders the kept
 # paths by pooled relation scores; "reselect" keeps the top_k of a larger pruned pool by that score.
 PATH_POOLINGS = ("off", "rerank", "reselect")
+# Which Path Pooling formula (query/path_pooling.py): "ours" (interpolated mean pooling, an absolute positional
+# bonus; what the published pool figures measured) or "paper" (Algorithm 1 as printed: kernel mean, relative
+# positional score s_min / (i * a), max over kernels, unreachable triples as one-hop kernels).
+POOL_VARIANTS = ("ours", "paper")
 # NeuroPath (query/neuropath.py): hops of dynamic path tracking (the paper's default is 2), candidate paths kept
 # per hop by similarity to the previous hop's expansion requirement (the paper's 30), the LLM token budget of
 # one query's keyword + tracking calls, and the name-embedding similarity above which entities are coreferent.
@@ -95,6 +99,7 @@ class QueryParams:
     seed_pass: bool = False           # False: the paper's literal early stop; True: seeds always pass their
                                       # first hop (our departure, query/pruning.py says why it is not the default)
     path_pooling: str = "off"         # PATH_POOLINGS: Path Pooling of the kept paths (rerank / reselect)
+    pool_variant: str = "ours"        # POOL_VARIANTS: our smoothing formula, or the paper's Algorithm 1
     np_max_hops: int = DEFAULT_NP_MAX_HOPS            # neuropath: hop cap of path tracking
     np_candidates: int = DEFAULT_NP_CANDIDATES        # neuropath: candidate paths per hop shown to the tracker
     np_token_budget: int = DEFAULT_NP_TOKEN_BUDGET    # neuropath: LLM tokens for keywords + tracking per query
@@ -117,6 +122,7 @@ class QueryParams:
                                      ("seed_search", self.seed_search, SEED_SEARCHES),
                                      ("passages", self.passages, PASSAGE_RANKINGS),
                                      ("path_pooling", self.path_pooling, PATH_POOLINGS),
+                                     ("pool_variant", self.pool_variant, POOL_VARIANTS),
                                      ("np_passages", self.np_passages, NP_PASSAGES),
                                      ("keywords", self.keywords, KEYWORD_SOURCES),
                                      ("np_tracker", self.np_tracker, NP_TRACKERS),
@@ -162,7 +168,7 @@ class QueryParams:
 # alone its tracking knobs. A query's logged params and an answer evaluation's per-mode key keep only these, so
 # changing a knob (or a default) that a mode does not read never makes its results look different.
 PATH_ONLY = ("top_k", "alpha", "theta", "max_hops", "variant", "ordering", "prompt", "excerpts", "passages",
-             "seed_pass", "path_pooling", "revert")
+             "seed_pass", "path_pooling", "pool_variant", "revert")
 NEUROPATH_ONLY = ("np_max_hops", "np_candidates", "np_token_budget", "np_coref_threshold", "np_passages",
                   "np_tracker")
 
@@ -175,4 +181,6 @@ def mode_params(mode: str, params: QueryParams) -> dict:
     dropped = (PATH_ONLY if mode != "path" else ()) + (NEUROPATH_ONLY if mode != "neuropath" else ())
     for key in dropped:
         record.pop(key)
+    if record.get("path_pooling") == "off":
+        record.pop("pool_variant", None)   # read only when pooling is on: keys of unpooled queries stay as before
     return record

@@ -17,6 +17,19 @@ style; here the relations of the pruned paths play that part):
 5. **Smoothed score.** ``s'(r) = (1 - SMOOTHING) * s(r) + SMOOTHING * p(r) + POSITION_BONUS / d(r)``, and a
    path's score is the mean of ``s'`` over its relations.
 
+That is our variant (``variant="ours"``, the default until the paper's is measured on both graphs). The paper's
+Algorithm 1 (003_9db30f8cbae2c0cd.txt, lines 272-289 and Sec. 3.3) is ``variant="paper"``
+(:func:`paper_scores`), with four differences: a kernel's triples all get the kernel's mean score with no
+interpolation with their own score (Alg. 1 lines 5-6); the positional score is ``s_min / (i * a)`` for the
+i-th triple of the kernel, ``s_min`` the smallest score of all candidate triples (line 9: relative, where our
+bonus is an absolute 0.1 / d); a triple on several kernels keeps the **maximum** of its kernel scores (line 10),
+not their mean; and a triple on no kernel is a one-hop kernel of its own (Sec. 3.3: "we treat them as single-hop
+paths"). Readings of ours where the paper is silent: ``a = POSITION_A = 1`` (the paper says only "a nonzero
+constant" and reports no value); the kernels are this module's breadth-first shortest paths over the undirected
+subgraph, one per reachable entity (the paper's Dijkstra over unit weights, ``p_{e->v}`` and ``p_{v->e}``
+coinciding when edges are undirected); a triple that is reachable but lies on no shortest-path kernel (a
+cross edge) counts as "single-hop" too, since Algorithm 1 would otherwise give it no score.
+
 ``rerank`` keeps the pruned paths and orders them by that score (the prompt still lists them in ascending
 order, best last, as PathRAG does); ``reselect`` prunes a pool of ``RESELECT_POOL`` times ``top_k`` paths and keeps
 the ``top_k`` best by that score. The constants are the plain choices (equal-weight smoothing, a bonus of one
@@ -31,11 +44,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pathrag_pipeline.query.params import PATH_POOLINGS
+from pathrag_pipeline.query.params import PATH_POOLINGS, POOL_VARIANTS
 
 SMOOTHING = 0.5
 POSITION_BONUS = 0.1
 RESELECT_POOL = 3
+POSITION_A = 1.0     # the paper's positional constant a ("a nonzero constant", no value given): our reading
 
 
 @dataclass(frozen=True)
@@ -128,21 +142,50 @@ def smoothed_scores(scores: Mapping[str, float], kernel_list: Sequence[Sequence[
     return out
 
 
+def paper_scores(scores: Mapping[str, float], kernel_list: Sequence[Sequence[str]]) -> dict[str, float]:
+    """The paper's Algorithm 1 for every scored triple (relation): per kernel ``p = (t_1 .. t_l)``,
+    ``S(t_i) = mean(s over p) + s_min / (i * a)``; a triple's score is the max of ``S`` over the kernels holding
+    it; a triple on no kernel is the one-hop kernel ``(t)``, so it scores ``s(t) + s_min / a``."""
+    if not scores:
+        return {}
+    s_min = min(scores.values())
+    out: dict[str, float] = {}
+    covered: set[str] = set()
+    for kernel in [*kernel_list, *([key] for key in scores)]:
+        if not kernel:
+            continue
+        if len(kernel) == 1 and kernel[0] in covered:
+            continue   # the one-hop kernels are only for triples no other kernel holds
+        base = sum(scores.get(k, 0.0) for k in kernel) / len(kernel)
+        for i, key in enumerate(kernel, start=1):
+            if key not in scores:
+                continue
+            value = base + s_min / (i * POSITION_A)
+            out[key] = max(out.get(key, value), value)
+            covered.add(key)
+    return out
+
+
 def pool_paths(paths: Sequence[Sequence[tuple[int, int, str]]], query_nodes: Sequence[int],
-               scores: Mapping[str, float]) -> list[PooledPath]:
+               scores: Mapping[str, float], variant: str = "ours") -> list[PooledPath]:
     """Path Pooling scores of candidate paths, each given as its relations ``(node, node, relation key)`` in order.
 
-    Best first; ties keep the candidates' order (their reliability order from pruning).
+    Best first; ties keep the candidates' order (their reliability order from pruning). ``variant``: "ours"
+    (:func:`smoothed_scores`) or "paper" (:func:`paper_scores`, Algorithm 1).
     """
+    if variant not in POOL_VARIANTS:
+        raise ValueError(f"pool_variant={variant!r} is not one of {', '.join(POOL_VARIANTS)}")
     edges = [e for path in paths for e in path]
     kernel_list, distance = kernels(query_nodes, edges)
-    smooth = smoothed_scores({key: scores.get(key, 0.0) for _, _, key in edges}, kernel_list, distance)
+    triples = {key: scores.get(key, 0.0) for _, _, key in edges}
+    smooth = (paper_scores(triples, kernel_list) if variant == "paper"
+              else smoothed_scores(triples, kernel_list, distance))
     pooled = [PooledPath(i, sum(smooth[k] for _, _, k in p) / len(p) if p else 0.0) for i, p in enumerate(paths)]
     return sorted(pooled, key=lambda p: (-p.score, p.index))
 
 
 def apply_pooling(scored: Sequence, how: str, top_k: int, path_relations, query_nodes: Sequence[int],
-                  scores: Mapping[str, float]) -> list:
+                  scores: Mapping[str, float], variant: str = "ours") -> list:
     """Reorder (``rerank``) or choose (``reselect``: the ``top_k`` best of the pool) pruned paths by Path Pooling.
 
     ``scored`` are the pruner's paths, best first; ``path_relations(path)`` gives a path's relations as
@@ -153,7 +196,7 @@ def apply_pooling(scored: Sequence, how: str, top_k: int, path_relations, query_
         raise ValueError(f"path_pooling={how!r} is not one of {', '.join(PATH_POOLINGS)}")
     if how == "off" or not scored:
         return list(scored)
-    ranked = pool_paths([path_relations(p) for p in scored], query_nodes, scores)
+    ranked = pool_paths([path_relations(p) for p in scored], query_nodes, scores, variant)
     if how == "reselect":
         ranked = ranked[:top_k]
     return [scored[p.index] for p in ranked]
