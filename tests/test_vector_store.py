@@ -66,6 +66,17 @@ def test_sync_embeds_only_new_and_changed_rows_and_deletes_missing(store):
     assert hit.key == "dk" and hit.text == "Kingdom of Denmark" and hit.similarity == pytest.approx(1.0, abs=1e-5)
 
 
+def test_identical_texts_are_embedded_once_and_share_the_vector(store):
+    e = CountingEmbedder()
+    rows = {"a": "born in Paris", "b": "born in Paris", "c": "born in Lyon", "d": "born in Paris"}
+    stats = store.sync("relations", rows, e)
+    assert stats.embedded == 4 and sorted(e.embedded) == ["born in Lyon", "born in Paris"]
+    keys, matrix = store.matrix("relations")
+    vec = dict(zip(keys, matrix))
+    assert np.array_equal(vec["a"], vec["b"]) and np.array_equal(vec["a"], vec["d"])
+    assert not np.array_equal(vec["a"], vec["c"])
+
+
 def test_search_returns_nearest_first_with_payload(store):
     e = HashingEmbedder(dim=256)
     rows = [(k, v, {"name": v, "doc": f"d{i}", "degree": i}) for i, (k, v) in enumerate(NAMES.items())]

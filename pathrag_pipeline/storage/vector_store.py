@@ -395,23 +395,33 @@ class VectorStore:
 
     def _embed_batches(self, rows: list[_Row], embedder: Embedder
                        ) -> tuple[list[_Row], np.ndarray | None, int, list[str]]:
-        """Embed ``rows`` batch by batch; returns the rows embedded, their vectors, rows failed, errors."""
+        """Embed ``rows`` batch by batch; returns the rows embedded, their vectors, rows failed, errors.
+
+        Identical texts are embedded once and share the vector (entities and relations often repeat a
+        description word for word; issue 23: nothing embedded twice)."""
         # One request per batch for endpoint embedders; the offline embedder cannot fail per batch: one call.
-        size = int(getattr(embedder, "batch_size", 0) or 0) or max(len(rows), 1)
-        done: list[_Row] = []
-        parts: list[np.ndarray] = []
-        failed = 0
+        position: dict[str, int] = {}
+        for r in rows:
+            position.setdefault(r.text, len(position))
+        texts = list(position)
+        size = int(getattr(embedder, "batch_size", 0) or 0) or max(len(texts), 1)
+        vectors: np.ndarray | None = None
+        embedded = np.zeros(len(texts), dtype=bool)
         errors: list[str] = []
-        for start in range(0, len(rows), size):
-            batch = rows[start:start + size]
+        for start in range(0, len(texts), size):
+            batch = texts[start:start + size]
             try:
-                parts.append(l2_normalise(embedder.embed([r.text for r in batch])))
+                part = l2_normalise(embedder.embed(batch))
             except EmbeddingError as exc:
-                failed += len(batch)
                 errors.append(str(exc))
                 continue
-            done.extend(batch)
-        return done, (np.concatenate(parts, axis=0) if parts else None), failed, errors
+            if vectors is None:
+                vectors = np.empty((len(texts), part.shape[1]), dtype=part.dtype)
+            vectors[start:start + len(batch)] = part
+            embedded[start:start + len(batch)] = True
+        done = [r for r in rows if embedded[position[r.text]]]
+        out = vectors[[position[r.text] for r in done]] if vectors is not None and done else None
+        return done, out, len(rows) - len(done), errors
 
     @staticmethod
     def _normalise_rows(rows: Rows) -> list[_Row]:
