@@ -64,6 +64,18 @@ def test_status_json_reports_documents_graph_and_runs(home, folder):
                                                                     "reconcile_documents_nightly"}
 
 
+def test_status_names_the_files_that_failed_with_their_whole_error(home, folder):
+    (folder / "empty.md").write_text("")
+    (folder / "binary.txt").write_bytes(b"\x00\x01\x02" * 200)
+    run("index", str(folder))
+    status = json.loads(run("status", "--json").output)
+    failed = {f["path"]: f for f in status["failed_files"]}
+    assert set(failed) == {"binary.txt", "empty.md"}
+    assert all(f["error"] and not f["last_good_version_kept"] for f in failed.values())
+    shown = run("status").output
+    assert "Files that failed (2)" in shown and "binary.txt" in shown and "empty.md" in shown
+
+
 def test_status_without_an_index_says_what_to_do(home):
     result = CliRunner().invoke(main, ["status"])
     assert result.exit_code == 1 and "pathrag index" in result.output

@@ -104,6 +104,9 @@ def sql(query: str, as_json: bool, as_csv: bool, timeout: int | None) -> None:
         print_table(columns, rows)
 
 
+FAILED_FILES_SHOWN = 20
+
+
 def status_summary(settings: Settings) -> dict:
     store = Store.for_settings(settings)
     _merge_query_spool(store)
@@ -121,6 +124,9 @@ def status_summary(settings: Settings) -> dict:
         cols = ["run_id", "started_at", "trigger", "files_new", "files_changed", "files_deleted",
                 "files_failed", "documents", "chunks", "seconds"]
         folder = recorded_folder(con)
+        failing = con.execute(
+            "SELECT path, error, text IS NOT NULL FROM documents WHERE status = 'error' ORDER BY path LIMIT ?",
+            [FAILED_FILES_SHOWN]).fetchall()
         runs = con.execute(
             "SELECT run_id, strftime(started_at, '%Y-%m-%d %H:%M:%S'), trigger, files_new, files_changed, files_deleted, "
             "files_failed, documents, chunks, round(seconds, 2) FROM ingest_runs ORDER BY started_at DESC LIMIT 5"
@@ -131,6 +137,9 @@ def status_summary(settings: Settings) -> dict:
         "documents": by_status,
         "chunks": chunks,
         "graph": {**graph, "failed_extractions": failed},
+        # the files that failed, first FAILED_FILES_SHOWN by path, with their whole error message
+        "failed_files": [{"path": path, "error": error, "last_good_version_kept": kept}
+                         for path, error, kept in failing],
         "llm_usage": [dict(zip(["stage", "extractor", "calls", "tokens", "cache_hits"], r)) for r in usage],
         "last_runs": [dict(zip(cols, r)) for r in runs],
         "dagster": dagster_summary(settings),
@@ -164,6 +173,14 @@ def print_status(settings: Settings) -> None:
                 [(f"documents ({k})", v) for k, v in sorted(summary["documents"].items())]
                 + [("chunks", summary["chunks"])] + sorted(summary["graph"].items()),
                 title=f"Index at {summary['home']}")
+    if summary["failed_files"]:
+        total = sum(v for k, v in summary["documents"].items() if k.startswith("error"))
+        shown = len(summary["failed_files"])
+        more = f"; the first {shown} by path, all with pathrag sql \"SELECT path, error FROM documents WHERE " \
+               "status = 'error'\"" if total > shown else ""
+        print_table(["file", "error", "last good version kept"],
+                    [(f["path"], f["error"], "yes" if f["last_good_version_kept"] else "no")
+                     for f in summary["failed_files"]], title=f"Files that failed ({total}{more})")
     if summary["llm_usage"]:
         cols = list(summary["llm_usage"][0])
         print_table(cols, [tuple(r.values()) for r in summary["llm_usage"]], title="LLM usage (all runs)")
@@ -174,8 +191,12 @@ def print_status(settings: Settings) -> None:
     age = dag["daemon_heartbeat_seconds_ago"]
     daemon = ("not seen (sensors and schedules run only under `pathrag dev` or `dagster-daemon run`)" if age is None
               else f"last heartbeat {age:.0f} s ago" + (" (not running?)" if age > 120 else ""))
+    idle = age is None or age > 120
     print_table(["sensor / schedule", "kind", "status", "last tick (UTC)", "tick result"],
-                [(a["name"], a["kind"], a["status"], a["last_tick"], a["last_tick_status"]) for a in dag["automation"]],
+                [(a["name"], a["kind"],
+                  a["status"] + (" (but no daemon is running: it does not tick)" if idle and a["status"] == "RUNNING"
+                                 else ""),
+                  a["last_tick"], a["last_tick_status"]) for a in dag["automation"]],
                 title=f"Dagster at {dag['home']}: daemon {daemon}")
     if dag["storage"] == "configured":
         console.print("Dagster storage is configured in dagster.yaml (not the default SQLite): run history not "
