@@ -31,10 +31,12 @@ def trigger_of(tags: dict[str, str]) -> str:
     return "dagster"
 
 
-def md_table(columns: list[str], rows: list[tuple], width: int = 120) -> dg.MetadataValue:
+def md_table(columns: list[str], rows: list[tuple], width: int | None = 120) -> dg.MetadataValue:
+    """A markdown table for asset metadata; cells cut at ``width`` characters (None: whole, the UI wraps them)."""
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        lines.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ")[:width] for v in row) + " |")
+        cells = (str(v).replace("|", "\\|").replace("\n", " ") for v in row)
+        lines.append("| " + " | ".join(c if width is None else c[:width] for c in cells) + " |")
     return dg.MetadataValue.md("\n".join(lines))
 
 
@@ -124,7 +126,8 @@ def documents_parse_cleanly(store) -> dg.AssetCheckResult:
         metadata={
             "failed_documents": len(rows),
             "failed_files": dg.MetadataValue.json(sorted({r[0] for r in rows})[:FAILED_FILES_SHOWN]),
-            "errors": md_table(["file", "document", "error", "last good version kept"], shown) if rows
+            # whole messages (a cut one hides what to do): the UI wraps long cells
+            "errors": md_table(["file", "document", "error", "last good version kept"], shown, width=None) if rows
             else dg.MetadataValue.md("none"),
         },
     )

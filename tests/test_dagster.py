@@ -128,6 +128,9 @@ def test_a_broken_file_fails_the_parse_check_naming_file_and_error(tmp_path, fol
     assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
     assert sorted(check.metadata["failed_files"].value) == ["broken.pdf", "empty.txt"]
     assert "empty.txt" in check.metadata["errors"].value
+    with Store(tmp_path / "home" / "pathrag.duckdb").connect(read_only=True) as con:
+        errors = [e for (e,) in con.execute("SELECT error FROM documents WHERE status = 'error'").fetchall()]
+    assert all(e in check.metadata["errors"].value for e in errors)   # whole messages, not cut at 120 characters
     meta = materialisation_metadata(result)
     assert meta["documents"]["files_failed"].value == 2 and "broken.pdf" in meta["documents"]["failed_files"].value
     assert instance.get_run_by_id(result.run_id).tags[FAILED_FILES_TAG] == "2"
