@@ -55,8 +55,13 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
         shown = len(result.paths[:max_paths])
         count = (f"showing {shown} of {len(result.paths)} kept" if shown < len(result.paths)
                  else f"{len(result.paths)} kept")
+        caption = None
+        if result.mode == "path":
+            # reliability above 1 surprised users: say what the number is (PathRAG Eq. 4, query/pruning.py)
+            caption = ("reliability: PathRAG's Eq. 4, the flow resource reaching the path's nodes (the start node "
+                       "holds 1) per edge; higher is more reliable, compared within one question only")
         table = Table(title=plain(f"Paths (rank 1 = {order}; {count}; documents: the edges' sources first)"),
-                      show_lines=False)
+                      caption=caption, show_lines=False)
         for col in ("rank", "reliability", "hops", "nodes", "documents"):
             table.add_column(col, overflow="fold")
         for p in result.paths[:max_paths]:
