@@ -63,10 +63,31 @@ def document_folder_sensor(context: dg.SensorEvaluationContext, pathrag: Pathrag
     events, seen = outside_runs(Store(settings.duckdb_path, lock_timeout=1.0), state.get("ingest_seen"),
                                 lambda run_id: run_id in reported or context.instance.get_run_by_id(run_id) is not None)
     result = evaluate_folder(scan, context.cursor, run_pending=queued)
+    if result.run_requests and not context.cursor and _already_indexed(settings):
+        # the first tick after the sensor is turned on has no cursor to compare with: a folder the home already
+        # holds up to date gets no run (as `pathrag index` launches none), only a cursor
+        result = dg.SensorResult(skip_reason=dg.SkipReason(
+            f"the folder's {len(scan)} files are already indexed (nothing new, changed, deleted or pending); "
+            "watching for changes from now"), cursor=result.cursor)
     cursor = json.loads(result.cursor) if result.cursor else dict(state)
     cursor["ingest_seen"] = seen
     return dg.SensorResult(run_requests=result.run_requests, skip_reason=result.skip_reason,
                            asset_events=events, cursor=json.dumps(cursor, sort_keys=True))
+
+
+def _already_indexed(settings) -> bool:
+    """Whether an index run of the folder would change nothing (``pending_work``, read-only; False when it
+    cannot tell, e.g. another process is writing: then the run is requested and finds out itself)."""
+    from pathrag_pipeline.errors import PipelineError
+    from pathrag_pipeline.index.pending_work import up_to_date_report
+
+    if not settings.duckdb_path.exists():
+        return False
+    try:
+        report, _ = up_to_date_report(settings, settings.docs)
+    except (PipelineError, OSError):
+        return False
+    return report is not None
 
 
 INDEX_ASSETS = ("documents", "chunks", "extractions", "entities", "relations", "embeddings")

@@ -92,6 +92,21 @@ def test_sensor_runs_against_an_instance(tmp_path, folder):
     assert len(result.run_requests) == 1 and result.run_requests[0].tags["pathrag/trigger"] == "sensor"
 
 
+def test_sensor_turned_on_over_an_indexed_folder_launches_nothing_until_it_changes(tmp_path, folder):
+    from pathrag_pipeline.config import Settings
+    from pathrag_pipeline.index.pipeline import run_indexing
+
+    run_indexing(Settings.from_env(env={"PATHRAG_HOME": str(tmp_path / "home")}, docs=folder), folder=folder)
+    instance = dg.DagsterInstance.ephemeral()
+    first = document_folder_sensor(dg.build_sensor_context(instance=instance,
+                                                           resources={"pathrag": resource(tmp_path, folder)}))
+    assert not first.run_requests and "already indexed" in first.skip_reason.skip_message and first.cursor
+    (folder / "c.md").write_text("# Gamma\n\nThe Carrick ferry crossed to Port Aster.\n")
+    after = document_folder_sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor,
+                                                           resources={"pathrag": resource(tmp_path, folder)}))
+    assert len(after.run_requests) == 1
+
+
 def materialisation_metadata(result) -> dict:
     mats = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]
     return {m.asset_key.to_user_string(): m.metadata for m in mats}
