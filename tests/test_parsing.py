@@ -474,3 +474,45 @@ def test_jsonl_with_crlf_and_bom(tmp_path):
     path.write_bytes(b'\xef\xbb\xbf{"id": "a", "text": "one"}\r\n{"id": "b", "text": "two"}\r\n')
     docs = parse_file(path, "win.jsonl", max_bytes=BIG)
     assert [(d.id, d.text, d.error) for d in docs] == [("win.jsonl#a", "one", None), ("win.jsonl#b", "two", None)]
+
+
+RST = """=================
+Valmere University
+=================
+
+Valmere University was founded by *Ada Halden* in 1851, see `the site <https://example.org>`_.
+
+.. include:: {secret}
+
+.. raw:: html
+
+   <script>alert(1)</script>
+
+History
+-------
+
+- Founded in Port Aster.
+- Moved to **Carrick** in 1880.
+
+.. note:: The archive is in the Pell Library.
+"""
+
+
+def test_rst_is_read_without_its_markup_and_never_reaches_outside_the_file(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET CONTENT")
+    path = tmp_path / "valmere.rst"
+    path.write_text(RST.format(secret=secret))
+    [doc] = parse_file(path, "valmere.rst", max_bytes=10**6)
+    assert doc.title == "Valmere University" and doc.format == "rst"
+    assert "Valmere University was founded by Ada Halden in 1851, see the site." in doc.text
+    assert "Moved to Carrick in 1880." in doc.text and "The archive is in the Pell Library." in doc.text
+    for markup in ("===", "---", "*Ada", "**", ".. ", "<script>", "TOP SECRET", "https://"):
+        assert markup not in doc.text
+
+
+def test_an_empty_rst_file_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "empty.rst"
+    path.write_text(".. just a comment\n")
+    with pytest.raises(ParseError, match="empty.rst"):
+        parse_file(path, "empty.rst", max_bytes=10**6)

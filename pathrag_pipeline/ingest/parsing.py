@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-SUPPORTED = frozenset({".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx", ".jsonl"})
+SUPPORTED = frozenset({".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", ".docx", ".jsonl"})
 
 TITLE_MAX_CHARS = 200
 BINARY_SNIFF_BYTES = 8192
@@ -186,6 +186,37 @@ def _parse_text(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedD
             title = _MD_LEADING_HASHES.sub("", _first_line(text))
     title = title or _first_line(text) or stem
     return [ParsedDocument(rel_path, title, text, fmt, _sha256(data))]
+
+
+# ---- reStructuredText ------------------------------------------------------------------------------------
+
+# docutils with nothing that reaches outside the file (no `include`, no `raw`, no config files) and no
+# messages on stderr: a broken construct stays in the text, as a reader of the source would see it.
+_RST_SETTINGS = {"file_insertion_enabled": False, "raw_enabled": False, "_disable_config": True,
+                 "report_level": 5, "halt_level": 5, "warning_stream": False, "input_encoding": "utf-8"}
+
+
+def _parse_rst(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
+    """reStructuredText through docutils: the text without its markup (section adornments, directives,
+    roles, link targets), paragraphs separated by blank lines; the title is the document's title."""
+    from docutils import nodes
+    from docutils.core import publish_doctree  # imported here: only .rst needs it
+
+    source = _decode_utf8(data, rel_path)
+    try:
+        tree = publish_doctree(source, source_path=rel_path, settings_overrides=_RST_SETTINGS)
+    except Exception as exc:  # noqa: BLE001 - docutils raises many kinds; the file is what is broken
+        raise ParseError(f"{rel_path} is not valid reStructuredText ({type(exc).__name__}: {exc}); fix the "
+                         "file or save it as .txt") from None
+    for message in list(tree.findall(nodes.system_message)):
+        message.parent.remove(message)
+    for hidden in list(tree.findall(nodes.comment)) + list(tree.findall(nodes.target)):
+        hidden.parent.remove(hidden)
+    blocks = [node.astext().strip() for node in tree.findall(nodes.TextElement)
+              if not isinstance(node.parent, nodes.TextElement)]
+    text = _require_text(normalise_text("\n\n".join(b for b in blocks if b)), rel_path, "file")
+    title = str(tree.get("title") or "").strip() or _first_line(text) or stem
+    return [ParsedDocument(rel_path, title[:TITLE_MAX_CHARS], text, fmt, _sha256(data))]
 
 
 # ---- HTML --------------------------------------------------------------------------------------------
@@ -434,6 +465,7 @@ _PARSERS: dict[str, Callable[[bytes, str, str, str], list[ParsedDocument]]] = {
     ".txt": _parse_text,
     ".md": _parse_text,
     ".markdown": _parse_text,
+    ".rst": _parse_rst,
     ".html": _parse_html,
     ".htm": _parse_html,
     ".pdf": _parse_pdf,
