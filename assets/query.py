@@ -17,6 +17,7 @@ The results are appended to the `queries`, `path_traces` and `retrieved_nodes` t
 from typing import Literal
 
 import dagster as dg
+import pydantic
 from pydantic import Field
 
 from assets.automation import RUN_TAGS
@@ -73,6 +74,14 @@ class QuestionsConfig(dg.Config):
                                  description="neuropath: LLM tokens for keywords and tracking per query")
     np_coref_threshold: float = Field(default=DEFAULT_NP_COREF_THRESHOLD, gt=0.0, le=1.0,
                                       description="neuropath: name similarity of coreferent entities in (0, 1]")
+
+    @pydantic.model_validator(mode="after")
+    def _some_question(self) -> "QuestionsConfig":
+        # checked at launch by bounded_run_config (the Launchpad's pre-filled `questions: []` used to start a run
+        # that failed at step time), and again when the step builds its config
+        if not ((self.question or "").strip() or any(q.strip() for q in self.questions) or self.questions_file):
+            raise ValueError("no question given: set `question`, `questions` or `questions_file`")
+        return self
 
     def all_questions(self) -> list[str]:
         items = ([self.question] if self.question else []) + list(self.questions)

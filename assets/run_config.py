@@ -39,7 +39,10 @@ def allowed_range(model: type[dg.Config], name: str) -> str:
 
 
 def _message(op: str, model: type[dg.Config], error: Mapping[str, Any]) -> str:
-    field = str(error["loc"][0]) if error.get("loc") else "?"
+    if not error.get("loc"):   # a rule over the whole config (a model validator), not one field
+        message = str(error.get("msg", "")).removeprefix("Value error, ")
+        return f"ops.{op}.config: {message}"
+    field = str(error["loc"][0])
     path = f"ops.{op}.config.{field}"
     value = error.get("input")
     bounds = allowed_range(model, field) if field in model.model_fields else ""

@@ -221,13 +221,17 @@ def test_query_job_answers_a_batch_and_logs_it(tmp_path, folder):
     assert rows == [("When did the Drayton Railway reach Carrick?", "path", 5), ("Who founded Valmere University?", "path", 5)]
 
 
-def test_query_job_without_questions_fails_clearly(tmp_path, folder):
+def test_query_job_without_questions_is_refused_at_launch_in_one_line(tmp_path, folder):
+    """The Launchpad pre-fills `questions: []`: that config is refused before a run is created."""
     job = defs.resolve_job_def("ask_questions")
-    result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(),
-                                    resources={"pathrag": resource(tmp_path, folder)},
-                                    run_config={"ops": {"answer_questions": {"config": {}}}}, raise_on_error=False)
-    assert not result.success
-    assert "no question given" in str(result.failure_data_for_node("answer_questions").error)
+    instance = dg.DagsterInstance.ephemeral()
+    for config in ({}, {"questions": []}, {"question": "  ", "questions": [""]}):
+        with pytest.raises(dg.DagsterInvalidConfigError) as refused:
+            job.execute_in_process(instance=instance, resources={"pathrag": resource(tmp_path, folder)},
+                                   run_config={"ops": {"answer_questions": {"config": config}}})
+        assert "ops.answer_questions.config: no question given: set `question`, `questions` or `questions_file`" \
+            in str(refused.value)
+    assert instance.get_runs() == []
 
 
 @pytest.mark.slow
