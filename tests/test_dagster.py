@@ -297,7 +297,9 @@ def test_query_numbers_out_of_bounds_are_rejected_at_launch(key, value, allowed)
 
 def test_query_numbers_in_bounds_and_defaults_are_accepted():
     assert _query_config_error({"top_k": 200, "alpha": 1.0, "theta": 0.0, "token_budget": 200, "max_hops": 10}) is None
-    dg.validate_run_config(defs.resolve_job_def("ask_questions"), {})
+    # every default with a question is accepted (with no question at all the launch is refused: test above)
+    dg.validate_run_config(defs.resolve_job_def("ask_questions"),
+                           {"ops": {"answer_questions": {"config": {"question": "Who founded Valmere University?"}}}})
 
 
 def test_out_of_bounds_query_config_creates_no_run(tmp_path, folder):
