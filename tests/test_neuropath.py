@@ -327,3 +327,16 @@ def test_offline_answer_reads_tracked_paths_as_paths(settings, monkeypatch):
     assert len(tracked) == len(result.paths) > 0
     assert tuple(tracked[0].entity_names) == ("Aldermere University", "Helena Voss", "Lindenholm")
     assert [e for e in seen if not e.path] and all(not e.entity_names for e in seen if not e.path)
+
+
+
+def test_union_merge_puts_every_tracked_passage_before_the_completion(settings):
+    """The paper's D_ret = D_p ∪ D_e (np_passages="union"): the path documents, then the completion's."""
+    rag = PathRAG(settings)
+    tracked = rag.query(QUESTION, "neuropath", np_passages="tracked")
+    completion = rag.query(QUESTION, "neuropath", np_passages="completion")
+    union = rag.query(QUESTION, "neuropath", np_passages="union")
+    assert tracked.chunk_ids and completion.chunk_ids
+    assert union.chunk_ids == list(dict.fromkeys([*tracked.chunk_ids, *completion.chunk_ids]))
+    fused = rag.query(QUESTION, "neuropath")   # our RRF merge interleaves them instead
+    assert set(fused.chunk_ids) == set(union.chunk_ids)

@@ -153,6 +153,7 @@ ABLATIONS = {
 }
 # NeuroPath ablations: what each half of its passage merge gives alone, and tracking cut to one hop.
 NEUROPATH_ABLATIONS = {
+    "neuropath:union": {"np_passages": "union"},             # the paper's merge: path documents, then completion
     "neuropath:tracked": {"np_passages": "tracked"},         # the tracked paths' passages only
     "neuropath:completion": {"np_passages": "completion"},   # the post-retrieval completion only
     "neuropath:1hop": {"np_max_hops": 1},                    # one hop of tracking

@@ -17,7 +17,10 @@ One ``neuropath`` query (``PathRAG.query(q, "neuropath")``) runs:
    tracker call; a call in flight is never cut).
 3. **Post-retrieval completion**: a second text retrieval (BM25, fused with the embedder when it is semantic)
    for the question plus the last reasoning chain and expansion requirement, merged by reciprocal rank fusion
-   (k=60) with the tracked paths' passages (deepest paths first, each path's triples in order).
+   (k=60) with the tracked paths' passages (deepest paths first, each path's triples in order). The RRF merge
+   is **our departure** (``np_passages="fused"``, the default the published figures measured): the paper takes
+   the union ``D_ret = D_p ∪ D_e`` (002_0d443a49977e0766.txt, Sec. 3.4 and Algorithm 1 lines 28-32), which for a
+   ranked list we read as the path documents first, then the completion's (``np_passages="union"``).
 
 Every hop's judgement (reasoning chain, expansion requirement, ids, calls and tokens) is returned for the query
 log (``queries.tracking``); the tracked paths become the query's ``path_traces``.
@@ -337,6 +340,8 @@ def track(question: str, params: QueryParams, *, snapshot: GraphSnapshot, embedd
         run.chunk_ids = tracked_chunks
     elif params.np_passages == "completion" or not tracked_chunks:
         run.chunk_ids = completion
+    elif params.np_passages == "union":   # the paper's D_p ∪ D_e: path documents first, then the completion's
+        run.chunk_ids = list(dict.fromkeys([*tracked_chunks, *completion]))
     else:
         run.chunk_ids = rrf([tracked_chunks, completion])
     return run

@@ -54,9 +54,10 @@ DEFAULT_NP_MAX_HOPS = 2
 DEFAULT_NP_CANDIDATES = 30
 DEFAULT_NP_TOKEN_BUDGET = 30_000
 DEFAULT_NP_COREF_THRESHOLD = 0.8
-# How neuropath ranks the passages it returns: "fused" (the paper's merge: tracked paths' passages and the
-# post-retrieval completion, by RRF), or one side alone ("tracked", "completion") for ablations.
-NP_PASSAGES = ("fused", "tracked", "completion")
+# How neuropath ranks the passages it returns: "fused" (our merge: tracked paths' passages and the post-retrieval
+# completion, by RRF; the published figures' default), "union" (the paper's D_p ∪ D_e: the tracked paths' passages
+# first, then the completion's), or one side alone ("tracked", "completion") for ablations.
+NP_PASSAGES = ("fused", "union", "tracked", "completion")
 # Tuned path-mode choices an evaluation ablation reverts to the simpler or the paper's rule (docs/benchmarks.md,
 # "How a tuned choice is adopted"): "question_seed" drops the whole question as an extra seed query (the keywords
 # alone, as in PathRAG); "exact_name" drops the exact-name head of a keyword's seeds (retriever order alone);
