@@ -53,6 +53,13 @@ def write_extraction_shards(context: dg.OpExecutionContext, pathrag: PathragReso
     stats = run_extraction(pathrag.store(), replay, summarise=summariser_for(extractor),
                            max_concurrency=settings.llm_max_concurrency, run_id=context.run_id)
     workers = sorted({shard["pid"] for shard in shards})
+    # the tables this step writes are the index assets' tables: record them, so lineage and the asset pages show
+    # a fan-out run like any other writer of them
+    for key in ("extractions", "entities", "relations"):
+        context.log_event(dg.AssetMaterialization(
+            asset_key=key, description="written by extract_fanout (the fanned-out extraction's write step)",
+            metadata={"pending_chunks": stats.pending, "failed_chunks": stats.failed, "llm_calls": stats.calls,
+                      "shards": len(shards)}))
     return dg.Output(None, metadata={"shards": len(shards), "worker_processes": len(workers),
                                      "worker_pids": dg.MetadataValue.json(workers),
                                      "pending_chunks": stats.pending, "llm_calls": stats.calls,

@@ -75,6 +75,8 @@ def test_fanout_job_writes_the_tables_one_process_writes(setup, openai_server):
     assert result.success
     assert openai_server.count("chat") == calls_single  # every text extracted once, in the shard step
     assert tables(fanned) == tables(single)
+    written = {m.asset_key.path[-1] for m in result.asset_materializations_for_node("write_extraction_shards")}
+    assert written == {"extractions", "entities", "relations"}   # the fan-out's writes are in the lineage
 
 
 @pytest.mark.slow
