@@ -102,3 +102,21 @@ def test_a_merge_interrupted_before_its_files_were_deleted_inserts_nothing_twice
         assert merge_spool(con, spool_dir(store)) == 0
     assert sorted(logged(settings)) == sorted(QUESTIONS)
     assert [p.name for p in spool_dir(store).iterdir()] == ["0-broken.bad"]   # kept for the user, not retried
+
+
+def test_spool_files_that_are_not_spool_rows_are_set_aside_and_never_block_the_others(settings):
+    store = Store.for_settings(settings)
+    results = PathRAG(settings, record=False).query_many(QUESTIONS[:1])
+    holder = Holder(settings.duckdb_path)
+    try:
+        write_results(store, results)
+    finally:
+        holder.release()
+    folder = spool_dir(store)
+    (folder / "0-shape.json").write_text('{"queries": "not a list"}')
+    (folder / "1-columns.json").write_text('{"queries": [["q-x", "not a time", "q"]], "path_traces": [], '
+                                           '"retrieved_nodes": []}')
+    with store.connect() as con:
+        assert merge_spool(con, folder) == 1          # the real one
+    assert sorted(p.name for p in folder.iterdir()) == ["0-shape.bad", "1-columns.bad"]
+    assert logged(settings) == QUESTIONS[:1]

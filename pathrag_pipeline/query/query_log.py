@@ -118,38 +118,64 @@ def spooled(store: Store) -> int:
     return sum(1 for _ in folder.glob("*.json")) if folder.is_dir() else 0
 
 
+TABLES = ("queries", "path_traces", "retrieved_nodes")
+STALE_TMP_SECONDS = 3600   # a .tmp older than this was left by a process killed while writing it
+
+
+def _load(path: Path) -> dict[str, list[list]] | None:
+    """A spool file's rows, or None when it is not one (unreadable, not JSON, not the three tables' rows)."""
+    try:
+        rows = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rows, dict) or any(not isinstance(rows.get(t), list) for t in TABLES):
+        return None
+    if any(not isinstance(row, list) or not row for t in TABLES for row in rows[t]):
+        return None
+    return rows
+
+
 def merge_spool(con, folder: Path) -> int:
-    """Move the spooled rows into the log tables (oldest first, ``MERGE_BATCH`` files per transaction) and
-    delete their files; returns the queries merged. A query already in ``queries`` (a merge whose files were
-    not yet deleted when its process died) is not inserted twice. An unreadable file is renamed ``.bad`` and
-    left for the user, never retried forever."""
+    """Move the spooled rows into the log tables, oldest first, one transaction per file, and delete each file
+    once its rows are in; returns the queries merged. A query already in ``queries`` (a merge whose file was not
+    yet deleted when its process died) is not inserted twice. A file that is not a spool file, or whose rows the
+    tables refuse, is renamed ``.bad`` and left for the user: it never blocks the others or the ask that found
+    it. At most ``MERGE_BATCH`` files are read at a time (bounded memory)."""
+    import duckdb
+
     if not folder.is_dir():
         return 0
+    now = datetime.now().timestamp()
+    for tmp in folder.glob("*.tmp"):
+        try:
+            if now - tmp.stat().st_mtime > STALE_TMP_SECONDS:
+                tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
     merged = 0
     while True:
         files = sorted(folder.glob("*.json"))[:MERGE_BATCH]
         if not files:
             return merged
-        batches = []
         for path in files:
-            try:
-                batches.append((path, json.loads(path.read_text())))
-            except (OSError, ValueError):
+            rows = _load(path)
+            if rows is None:
                 path.replace(path.with_suffix(".bad"))
-        ids = [row[0] for _, rows in batches for row in rows["queries"]]
-        present = {r[0] for r in con.execute("SELECT query_id FROM queries WHERE query_id IN (SELECT unnest(?))",
-                                             [ids]).fetchall()} if ids else set()
-        with transaction(con):
-            for _, rows in batches:
-                fresh = {q[0] for q in rows["queries"]} - present
-                if not fresh:
-                    continue
-                for row in rows["queries"]:
-                    row[1] = datetime.fromisoformat(row[1]) if isinstance(row[1], str) else row[1]
-                _insert(con, {table: [row for row in table_rows if row[0] in fresh]
-                              for table, table_rows in rows.items()})
-                merged += len(fresh)
-        for path, _ in batches:
+                continue
+            ids = [row[0] for row in rows["queries"]]
+            present = {r[0] for r in con.execute(
+                "SELECT query_id FROM queries WHERE query_id IN (SELECT unnest(?))", [ids]).fetchall()} if ids else set()
+            fresh = set(ids) - present
+            try:
+                if fresh:
+                    for row in rows["queries"]:
+                        row[1] = datetime.fromisoformat(row[1]) if isinstance(row[1], str) else row[1]
+                    with transaction(con):
+                        _insert(con, {t: [row for row in rows[t] if row[0] in fresh] for t in TABLES})
+            except (duckdb.Error, ValueError, TypeError):
+                path.replace(path.with_suffix(".bad"))
+                continue
+            merged += len(fresh)
             path.unlink(missing_ok=True)
 
 
