@@ -50,12 +50,24 @@ def own_tags() -> dict[str, str]:
     return {PROCESS_TAG: identity()}
 
 
+def run_worker_identity() -> str:
+    """The process that runs the whole run: this one, or, in a step subprocess of the multiprocess executor
+    (`extract_fanout`), its parent. Tagging a step subprocess would let the run look dead between two steps."""
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    return identity(parent.pid) if parent is not None and parent.pid else identity()
+
+
 def tag_run(instance: dg.DagsterInstance | None, run_id: str | None) -> None:
-    """Record this process on the run (the step that claims the pool runs here); never fails the run."""
+    """Record the run worker's process on the run; never fails the run."""
     if instance is None or not run_id:
         return
     try:
-        instance.add_run_tags(run_id, own_tags())
+        value = run_worker_identity()
+        run = instance.get_run_by_id(run_id)
+        if run is not None and run.tags.get(PROCESS_TAG) != value:
+            instance.add_run_tags(run_id, {PROCESS_TAG: value})
     except Exception:  # noqa: BLE001 - a storage hiccup must not fail the step; the run is only not recoverable
         pass
 

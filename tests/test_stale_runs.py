@@ -181,3 +181,16 @@ def test_the_sensor_and_the_schedule_release_a_dead_run_before_requesting_theirs
     assert request.tags[TRIGGER_TAG] == "schedule" and request.tags["pathrag/duckdb"] == "write"
     assert instance.get_run_by_id(by_schedule).status == dg.DagsterRunStatus.FAILURE
     assert pool_holders(instance) == []
+
+
+def test_a_step_subprocess_records_its_run_worker_not_itself():
+    """extract_fanout's steps run in child processes: the run must not look dead once a step's child exits."""
+    import multiprocessing
+
+    from assets.stale_runs import run_worker_identity
+
+    assert run_worker_identity() == identity()     # in-process: the run worker is this process
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        child_says = pool.apply(run_worker_identity)
+    assert child_says == identity()                # a spawned step names its parent, the run worker
