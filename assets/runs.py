@@ -35,7 +35,7 @@ from pathrag_pipeline.config import Settings
 from pathrag_pipeline.dagster_home import ensure_dagster_yaml
 from pathrag_pipeline.errors import PipelineError
 from pathrag_pipeline.index.pipeline import IndexReport, assemble_report
-from pathrag_pipeline.storage.run_lock import index_lock
+from pathrag_pipeline.storage.run_lock import held_here, index_lock
 from pathrag_pipeline.storage.store import Store
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -67,15 +67,24 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
     # instance is opened: two first runs on a fresh home would otherwise both create Dagster's SQLite schema and
     # one would fail ("table ... already exists"). A failing step re-raises its own exception here (a
     # PipelineError prints as one clear line in the CLI) after the run is recorded as failed in the instance.
-    with index_lock(settings.home):
-        instance = instance or instance_for(settings)
-        try:
-            wait_for_pool(instance, index_lock_held=True)   # index_folder holds the lock (above)
-            result = job.execute_in_process(instance=instance, run_config=run_config,
-                                            tags={**RUN_TAGS, TRIGGER_TAG: trigger, **own_tags()})
-        finally:
-            if own:
-                instance.dispose()
+    # The pool is waited for *outside* the index lock: a live UI/daemon run whose step holds the pool slot takes
+    # the index lock next, and waiting for its slot while holding the lock would deadlock both. When an outer
+    # caller holds the lock (`pathrag index`), it has done that wait itself (``pool_busy``) just before.
+    outer = held_here(settings.home)
+    try:
+        while True:
+            with index_lock(settings.home):
+                instance = instance or instance_for(settings)
+                if outer or pool_busy(instance) is None:
+                    if outer:
+                        wait_for_pool(instance, index_lock_held=True)
+                    result = job.execute_in_process(instance=instance, run_config=run_config,
+                                                    tags={**RUN_TAGS, TRIGGER_TAG: trigger, **own_tags()})
+                    break
+            wait_for_pool(instance)
+    finally:
+        if own and instance is not None:
+            instance.dispose()
     report = assemble_report(reports.get("sync"), reports.get("graph"), reports.get("embeddings"),
                              Store.for_settings(settings))
     report.dagster_run_id = result.run_id
@@ -88,6 +97,15 @@ class PoolWaitInterrupted(PipelineError):
 
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def pool_busy(instance: dg.DagsterInstance, *, notice: Callable[[str], None] = _stderr) -> list | None:
+    """Under the index lock: release runs whose process died (the lock-held rule included), then the live
+    holders of the duckdb pool, or None when it is free. A caller that gets holders drops the lock and
+    ``wait_for_pool`` outside it, then tries again."""
+    for line in release_dead_runs(instance, index_lock_held=True):
+        notice(line)
+    return pool_holders(instance) or None
 
 
 def wait_for_pool(instance: dg.DagsterInstance, *, notice: Callable[[str], None] = _stderr,

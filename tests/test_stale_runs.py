@@ -194,3 +194,65 @@ def test_a_step_subprocess_records_its_run_worker_not_itself():
     with ctx.Pool(1) as pool:
         child_says = pool.apply(run_worker_identity)
     assert child_says == identity()                # a spawned step names its parent, the run worker
+
+
+HOLDER = """
+import sys, uuid
+import dagster as dg
+from assets.runs import instance_for
+from assets.stale_runs import PROCESS_TAG, TRIGGER_TAG
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.storage.process_identity import identity
+from pathrag_pipeline.storage.run_lock import index_lock
+
+settings = Settings.from_env(env={"PATHRAG_HOME": sys.argv[1]})
+instance = instance_for(settings)
+run_id = str(uuid.uuid4())
+instance.add_run(dg.DagsterRun(job_name="index_folder", run_id=run_id, status=dg.DagsterRunStatus.STARTED,
+                               tags={PROCESS_TAG: identity(), TRIGGER_TAG: "sensor"}))
+instance.event_log_storage.initialize_concurrency_limit_to_default("duckdb")
+assert instance.event_log_storage.claim_concurrency_slot("duckdb", run_id, "ingest").is_claimed
+print("holding", flush=True)
+sys.stdin.readline()                      # then, like a step of a UI run, it takes the home's index lock
+with index_lock(settings.home, on_wait=None):
+    instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+print("done", flush=True)
+"""
+
+
+def test_index_waits_for_a_live_pool_holder_outside_the_index_lock_so_both_finish(tmp_path):
+    """A UI/daemon run's step holds the duckdb pool and then needs the index lock: `pathrag index` must not wait
+    for the pool while holding that lock (both would wait forever)."""
+    import queue
+    import threading
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Ada Halden founded Valmere University in 1851.\n")
+    home = tmp_path / "home"
+    env = {**os.environ, "PATHRAG_HOME": str(home)}
+    cli = [sys.executable, "-m", "pathrag_pipeline.cli.main", "index", str(docs)]
+    assert subprocess.run(cli, env=env, capture_output=True).returncode == 0
+    (docs / "b.md").write_text("The Drayton Railway reached Carrick in 1880.\n")   # so the next index has work
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(home)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        index = subprocess.Popen(cli, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in index.stderr], daemon=True).start()
+        line = lines.get(timeout=120)
+        while not line.startswith("waiting:"):
+            line = lines.get(timeout=120)
+        assert "holds the duckdb pool" in line and f"pid {holder.pid}" in line
+        said: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: said.put(holder.stdout.readline().strip()), daemon=True).start()
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        assert said.get(timeout=120) == "done"   # it got the index lock: `pathrag index` waited outside it
+        assert index.wait(timeout=300) == 0
+    finally:
+        for proc in (holder, locals().get("index")):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -109,14 +109,26 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
     # runless: the stages run without Dagster, and Dagster is imported only afterwards to record the run's
     # materialisations (same assets and metadata as the sensor gives runs made outside Dagster).
     # The home's index lock is held from the check to the end of the run (it is re-entrant), so a concurrent
-    # writer can neither change what the check found nor slip in between. A folder the run would refuse
+    # writer can neither change what the check found nor slip in between; the one exception is a live Dagster
+    # run holding the duckdb pool: its step takes the index lock next, so the lock is dropped while waiting for
+    # it and the check is made again afterwards (assets/runs.py: pool_busy, wait_for_pool). A folder the run would refuse
     # (another than the home's, or empty or missing while the home holds documents: ingest/home_folder.py)
     # is refused by the check, before any run is launched, unless replace_folder (--replace).
     from dataclasses import replace
 
+    settings = replace(settings, docs=folder)
+    while True:
+        report = _index_once(settings, folder, trigger, triples, reembed, runless, replace_folder)
+        if report is not None:
+            return report
+
+
+def _index_once(settings: Settings, folder: Path, trigger: str, triples: Path | None, reembed: bool,
+                runless: bool, replace_folder: bool):
+    """One attempt of ``_run_index``: None when a live Dagster run held the duckdb pool, after waiting for it
+    outside the index lock (its step takes that lock next: waiting inside it would deadlock both)."""
     from pathrag_pipeline.storage.run_lock import index_lock
 
-    settings = replace(settings, docs=folder)
     with index_lock(settings.home):
         if triples is not None or reembed:
             from pathrag_pipeline.index.pending_work import check_folder
@@ -145,11 +157,26 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
                           f"Dagster home {settings.dagster_home}; `pathrag dev` shows them on the asset pages)",
                           highlight=False)
             return report
-        from assets.runs import index_folder
+        from assets.runs import index_folder, instance_for, pool_busy, wait_for_pool
 
-        with console.status(f"indexing {esc(folder)} ..."):
-            report = index_folder(settings, trigger=trigger, triples=triples, reembed=reembed,
-                                  replace_folder=replace_folder)
+        instance = instance_for(settings)
+        try:
+            busy = pool_busy(instance) is not None
+            if not busy:
+                with console.status(f"indexing {esc(folder)} ..."):
+                    report = index_folder(settings, trigger=trigger, triples=triples, reembed=reembed,
+                                          replace_folder=replace_folder, instance=instance)
+        except BaseException:
+            instance.dispose()
+            raise
+        if not busy:
+            instance.dispose()
+    if busy:
+        try:
+            wait_for_pool(instance)
+        finally:
+            instance.dispose()
+        return None
     _print_index(report, settings)
     console.print(f"Dagster run {report.dagster_run_id} (Dagster home {settings.dagster_home}; `pathrag dev` shows it)",
                   highlight=False)

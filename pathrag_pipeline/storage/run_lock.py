@@ -83,3 +83,8 @@ def index_lock(home: Path | str, *, on_wait: Callable[[str], None] | None = _std
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def held_here(home: Path | str) -> bool:
+    """Whether this thread already holds the indexing lock of ``home`` (an outer caller took it)."""
+    return bool(_counts().get(Path(home).resolve()))
