@@ -26,6 +26,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Callable
 
+from pathrag_pipeline.bench.concurrency import _env
+
 Log = Callable[[str], None]
 HEADING = "Kill -9 during an index run"
 # (step, seconds after it claimed the pool); step None: seconds after the process started
@@ -62,12 +64,7 @@ def fingerprint(home: Path) -> dict[str, str]:
     return out
 
 
-def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PATHRAG_", "OPENAI_"))}
-    return {**env, "PATHRAG_HOME": str(home)}
-
-
-def _index(folder: Path, home: Path) -> list[str]:
+def _index(folder: Path) -> list[str]:
     return [sys.executable, "-m", "pathrag_pipeline.cli.main", "index", str(folder)]
 
 
@@ -108,7 +105,7 @@ def run_kills_bench(n_docs: int = 300, points: tuple[tuple[str | None, float], .
     clean = base / "clean"
     log(f"clean build of {n_docs} documents")
     started = time.perf_counter()
-    proc = subprocess.run(_index(folder, clean), env=_env(clean), capture_output=True, text=True)
+    proc = subprocess.run(_index(folder), env=_env(clean), capture_output=True, text=True)
     clean_s = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"the clean build failed: {proc.stderr.strip().splitlines()[-1:]}")
@@ -117,7 +114,7 @@ def run_kills_bench(n_docs: int = 300, points: tuple[tuple[str | None, float], .
     for i, (target, delay) in enumerate(points):
         home = base / f"killed-{i}"
         log(f"kill -9 at {_label(target, delay)}, then a plain index")
-        first = subprocess.Popen(_index(folder, home), env=_env(home), stdout=subprocess.DEVNULL,
+        first = subprocess.Popen(_index(folder), env=_env(home), stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
         started_first = time.perf_counter()
         running = _wait_for(home, first, target, delay)
@@ -129,7 +126,7 @@ def run_kills_bench(n_docs: int = 300, points: tuple[tuple[str | None, float], .
         first.wait()
         started = time.perf_counter()
         try:
-            again = subprocess.run(_index(folder, home), env=_env(home), capture_output=True, text=True,
+            again = subprocess.run(_index(folder), env=_env(home), capture_output=True, text=True,
                                    timeout=max(120.0, 10 * clean_s))
             completed, stderr = again.returncode == 0, again.stderr
         except subprocess.TimeoutExpired:
