@@ -6,7 +6,9 @@ Loaded by the root group when used. People get the answer, then the retained pat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -35,11 +37,13 @@ if TYPE_CHECKING:
 
 
 def print_result(result: QueryResult, console: Console, max_paths: int | None = None) -> None:
+    """The answer, its paths and where they come from, for people (``result`` may also be ``served_result``'s
+    view of a query service's reply: the same attributes)."""
     from rich.table import Table
 
     from pathrag_pipeline.cli.common import esc, plain
 
-    from pathrag_pipeline.query.answering import EXTRACTIVE_LABEL
+    from pathrag_pipeline.query.params import EXTRACTIVE_LABEL
 
     console.print(f"[bold]Answer[/bold] ({esc(result.answer_kind)}, {esc(result.model)}, mode {esc(result.mode)}):",
                   highlight=False)
@@ -81,6 +85,36 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
         console.print("Sources: " + ", ".join(result.document_ids[:10]), highlight=False, markup=False)
     stages = ", ".join(f"{k} {v:.0f}" for k, v in result.timings_ms.items())
     console.print(f"[dim]query {esc(result.query_id)} | {result.total_ms:.0f} ms ({esc(stages)})[/dim]", highlight=False)
+
+
+def served_result(data: dict[str, Any]) -> SimpleNamespace:
+    """A query service's reply (``QueryResult.to_dict()``) with the attributes ``print_result`` reads, without
+    importing the engine (the point of asking the service is not paying its imports)."""
+    return SimpleNamespace(**{**data, "paths": [SimpleNamespace(**p) for p in data.get("paths", [])],
+                              "tracking": data.get("tracking"), "error": data.get("error")})
+
+
+def _ask_service(settings: Settings, question: str, mode: str, options: dict[str, Any],
+                 as_json: bool) -> bool:
+    """Answer through the home's query service (``pathrag serve``) if one runs with these settings; False when
+    the caller must answer itself (one stderr line says why when a service exists but cannot be used)."""
+    from pathrag_pipeline.query import service_client
+
+    try:
+        data = service_client.ask(settings.home, settings.public(), question, mode, options)
+    except service_client.ServiceUnavailable as exc:
+        if service_client.read_info(settings.home) is not None:
+            click.echo(f"{exc}; answering in this process", err=True)
+        return False
+    except service_client.ServiceError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(data, indent=1, ensure_ascii=False))
+    else:
+        print_result(served_result(data), make_console())
+    if data.get("error"):
+        raise click.ClickException(f"query {data['query_id']} failed: {data['error']}")
+    return True
 
 
 @click.command()
@@ -125,11 +159,14 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
               help="neuropath: LLM tokens for keywords and tracking of one query.")
 @click.option("--np-coref-threshold", type=click.FloatRange(0, 1, min_open=True), default=DEFAULT_NP_COREF_THRESHOLD,
               show_default=True, help="neuropath: name-embedding similarity of coreferent entities.")
+@click.option("--local", is_flag=True,
+              help="Answer in this process even when a query service (`pathrag serve`) runs for the home.")
 def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: float, theta: float | None,
         max_hops: int | None, variant: str, ordering: str, prompt_style: str, token_budget: int,
         excerpts: bool, path_pooling: str, pool_variant: str, np_max_hops: int, np_candidates: int,
-        np_token_budget: int, np_coref_threshold: float) -> None:
-    """Answer QUESTION from the index; the query is logged in the queries/path_traces tables."""
+        np_token_budget: int, np_coref_threshold: float, local: bool) -> None:
+    """Answer QUESTION from the index; the query is logged in the queries/path_traces tables. When `pathrag
+    serve` runs for the home with the same settings, the question goes to it (no start-up cost)."""
     path_only = {"--variant": variant != "paper", "--ordering": ordering != "reliability",
                  "--prompt": prompt_style != QueryParams.prompt, "--theta": theta is not None, "--max-hops": max_hops is not None,
                  "--path-pooling": path_pooling != "off", "--pool-variant": pool_variant != QueryParams.pool_variant}
@@ -138,18 +175,24 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
         raise click.UsageError(f"{given} shape path mode only (its pruning and prompt); drop them or use --mode path")
     if not question.strip():
         raise click.UsageError('the question is empty; e.g. pathrag ask "Who founded Aldermere University?"')
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    options = dict(top_n=top_n, top_k=top_k, alpha=alpha, theta=theta, max_hops=max_hops, variant=variant,
+                   ordering=ordering, prompt=prompt_style, token_budget=token_budget, excerpts=excerpts,
+                   path_pooling=path_pooling, pool_variant=pool_variant, np_max_hops=np_max_hops,
+                   np_candidates=np_candidates, np_token_budget=np_token_budget,
+                   np_coref_threshold=np_coref_threshold)
+    if not local and _ask_service(settings, question, mode, options, as_json):
+        return
     from pathrag_pipeline.llm.client import LLMError
     from pathrag_pipeline.query.engine import PathRAG
     from pathrag_pipeline.query.graph_cache import EmptyGraphError
     from pathrag_pipeline.storage.store import StoreLockedError
 
     try:
-        rag = PathRAG(Settings.from_env())
-        result = rag.query(question, mode, top_n=top_n, top_k=top_k, alpha=alpha, theta=theta, max_hops=max_hops,
-                           variant=variant, ordering=ordering, prompt=prompt_style, token_budget=token_budget,
-                           excerpts=excerpts, path_pooling=path_pooling, pool_variant=pool_variant,
-                           np_max_hops=np_max_hops, np_candidates=np_candidates,
-                           np_token_budget=np_token_budget, np_coref_threshold=np_coref_threshold)
+        result = PathRAG(settings).query(question, mode, **options)
     except (ConfigError, EmptyGraphError, LLMError, ValueError, FileNotFoundError, StoreLockedError) as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:

@@ -15,6 +15,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "Index the documents under PATH: only new or changed files are processed, deleted ones are removed."),
     "ask": ("pathrag_pipeline.cli.ask", "ask",
             "Answer QUESTION from the index; the query is logged in the queries/path_traces tables."),
+    "serve": ("pathrag_pipeline.cli.serve", "serve",
+              "Answer `pathrag ask` (and HTTP POST /ask) for PATHRAG_HOME from one long-lived process."),
     "sql": ("pathrag_pipeline.cli.inspect", "sql",
             "Run a read-only SQL QUERY against the index (tables: see docs/tables.md)."),
     "status": ("pathrag_pipeline.cli.inspect", "status",

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathrag_pipeline.llm.embedding import STOPWORDS
 from pathrag_pipeline.llm.client import LLMClient, Usage
 from pathrag_pipeline.index.offline_extraction import text_sentences
+from pathrag_pipeline.query.params import EXTRACTIVE_LABEL
 from pathrag_pipeline.query.prompting import Prompt, clip
 
-EXTRACTIVE_LABEL = "Extractive answer (offline mode, no LLM):"
 NO_EVIDENCE = "no sentence of the retrieved sources mentions the question's terms."
 DEFAULT_MAX_SENTENCES = 4
 MAX_SENTENCE_TOKENS = 60  # table rows and run-on lines come out of the splitter as one "sentence"

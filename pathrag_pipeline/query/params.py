@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+# how an offline (extractive) answer starts; here so `pathrag ask` can strip it without importing the engine
+EXTRACTIVE_LABEL = "Extractive answer (offline mode, no LLM):"
 MODES = ("path", "naive", "local", "global", "hybrid", "neuropath")
 # The path prompt's layouts (query/prompting.py): "paths", the paper's (paths in ascending reliability, best
 # last); "paths_passages", the paths after the top-ranked passages, split 5:4 as the public PathRAG code caps its

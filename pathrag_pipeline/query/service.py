@@ -1,0 +1,276 @@
+"""The query service (``pathrag serve``): one long-lived process answers every ask of a home.
+
+A standalone ``pathrag ask`` spends about 3 CPU seconds on 2 cores, almost all of it before the query: imports
+(LanceDB's client alone is about a second), the graph snapshot, the BM25 index. Fifty asks at once therefore
+cost fifty times that, and the median ask waited 34x a single one (issue 22, item 6). The service pays those
+once and keeps them warm: the engine's graph snapshot is reloaded only when the graph version moves (a re-index),
+LanceDB tables are reopened at their latest version, so answers always come from the current index.
+
+Protocol: HTTP on 127.0.0.1 (standard library ``http.server``), ``POST /ask`` with ``{"question", "mode",
+"options"}`` (the ``PathRAG.query`` keyword options) returning ``QueryResult.to_dict()``; ``GET /health``.
+Every request carries ``Authorization: Bearer TOKEN``; the token is in ``PATHRAG_HOME/query_service.json``,
+readable by its owner only (``service_client``), so the service answers whoever can read the home and nobody
+else. Nothing of a request is logged but its query id, mode and time.
+
+Work: handler threads queue requests; ``workers`` threads (one offline, where queries are CPU-bound and share
+one interpreter; ``PATHRAG_LLM_MAX_CONCURRENCY`` with an LLM, where queries wait on the model) each take every
+request waiting, answer them one after another and log the batch in one short transaction (``write_results``:
+the DuckDB file is never held between batches, and a batch that finds it held by an index run goes to the
+query spool). Replies are sent once their rows are logged, so ``pathrag sql`` right after an ask sees them.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import secrets
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from pathrag_pipeline.config import ConfigError, Settings
+from pathrag_pipeline.query.service_client import (
+    MAX_REQUEST_BYTES,
+    ServiceInfo,
+    live_service,
+    query_settings,
+    remove_info,
+    write_info,
+)
+
+Log = Callable[[str], None]
+BATCH_MAX = 64   # requests answered before their rows are logged together
+
+
+class ServiceStartError(RuntimeError):
+    """The service cannot start (another one serves this home, or the port is taken)."""
+
+
+class _Request:
+    def __init__(self, question: str, mode: str, options: dict[str, Any]) -> None:
+        self.question, self.mode, self.options = question, mode, options
+        self.future: Future = Future()
+
+
+def _client_error(exc: BaseException) -> bool:
+    """Errors about the request or the home that the caller should see as they would from a local ask."""
+    from pathrag_pipeline.llm.client import LLMError
+    from pathrag_pipeline.query.graph_cache import EmptyGraphError
+    from pathrag_pipeline.storage.store import StoreLockedError
+
+    return isinstance(exc, (ConfigError, EmptyGraphError, LLMError, ValueError, TypeError, FileNotFoundError,
+                            StoreLockedError))
+
+
+class QueryService:
+    """The engine, its work queue and workers; ``serve`` wires it to HTTP and signals."""
+
+    def __init__(self, settings: Settings, *, workers: int | None = None, log: Log = lambda _: None) -> None:
+        from pathrag_pipeline.query.engine import PathRAG
+
+        self.settings = settings
+        self.rag = PathRAG(settings, record=False)
+        self.log = log
+        self.workers = workers or (1 if self.rag.llm is None else settings.llm_max_concurrency)
+        self._queue: queue.Queue[_Request | None] = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        self.answered = 0
+
+    def warm(self) -> None:
+        """Load what the first query would (imports, the graph snapshot, vector tables, the lexical index), so
+        the first ask is not slower than the rest: offline by answering a throw-away question (not logged: the
+        engine has ``record=False``); with an LLM only the graph is loaded (a question would call the model).
+        An empty or missing index is not an error here (queries say what to do)."""
+        from pathrag_pipeline.query.graph_cache import load_graph
+
+        try:
+            if self.rag.llm is None:
+                self.rag.query("warm up", "path")
+            else:
+                load_graph(self.rag.store)
+        except Exception as exc:  # noqa: BLE001 - a home without an index can still be served
+            self.log(f"not warmed up: {exc}")
+
+    def start(self) -> None:
+        for i in range(self.workers):
+            t = threading.Thread(target=self._work, name=f"pathrag-query-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            t.join(timeout=30)
+
+    def submit(self, question: str, mode: str, options: dict[str, Any]) -> Future:
+        request = _Request(question, mode, options)
+        self._queue.put(request)
+        return request.future
+
+    def _take(self) -> list[_Request] | None:
+        first = self._queue.get()
+        if first is None:
+            return None
+        batch = [first]
+        while len(batch) < BATCH_MAX:
+            try:
+                nxt = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if nxt is None:
+                self._queue.put(None)   # leave the stop signal for the next loop of this worker
+                break
+            batch.append(nxt)
+        return batch
+
+    def _work(self) -> None:
+        from pathrag_pipeline.query.query_log import write_results
+
+        while (batch := self._take()) is not None:
+            done = []
+            for req in batch:
+                try:
+                    result = self.rag.query(req.question, req.mode, **req.options)
+                except BaseException as exc:  # noqa: BLE001 - one bad request never stops the others
+                    req.future.set_exception(exc)
+                    continue
+                done.append((req, result))
+            try:
+                how = write_results(self.rag.store, [r for _, r in done])
+            except Exception as exc:  # noqa: BLE001 - the answers stand; say why they are not logged
+                how = f"not logged ({type(exc).__name__}: {exc})"
+            for req, result in done:
+                self.answered += 1
+                self.log(f"query {result.query_id} {result.mode} {result.total_ms:.0f} ms ({how})")
+                req.future.set_result(result)
+
+
+def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "pathrag-query-service"
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            """Quiet: the service logs one line per answered query instead."""
+
+        def _reply(self, status: int, data: dict[str, Any]) -> None:
+            body = json.dumps(data, ensure_ascii=False).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _authorised(self) -> bool:
+            given = self.headers.get("Authorization", "")
+            if secrets.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                return True
+            self._reply(401, {"error": "missing or wrong token: read it from PATHRAG_HOME/query_service.json"})
+            return False
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if not self._authorised():
+                return
+            if self.path != "/health":
+                self._reply(404, {"error": f"no {self.path}: use POST /ask or GET /health"})
+                return
+            self._reply(200, {"ok": True, "answered": service.answered, "workers": service.workers})
+
+        def do_POST(self) -> None:  # noqa: N802
+            if not self._authorised():
+                return
+            if self.path != "/ask":
+                self._reply(404, {"error": f"no {self.path}: use POST /ask or GET /health"})
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_REQUEST_BYTES:
+                self._reply(413, {"error": f"request of {length} bytes; at most {MAX_REQUEST_BYTES}"})
+                return
+            try:
+                data = json.loads(self.rfile.read(length))
+                question, mode = data["question"], data.get("mode", "path")
+                options = data.get("options") or {}
+                if not isinstance(question, str) or not isinstance(mode, str) or not isinstance(options, dict):
+                    raise TypeError("question and mode must be text and options an object")
+            except (ValueError, KeyError, TypeError) as exc:
+                self._reply(400, {"error": f"not an ask request ({exc}): send "
+                                           '{"question": "...", "mode": "path", "options": {}}'})
+                return
+            try:
+                result = service.submit(question, mode, options).result()
+            except BaseException as exc:  # noqa: BLE001
+                if _client_error(exc):
+                    self._reply(400, {"error": str(exc)})
+                else:
+                    service.log(f"query failed: {type(exc).__name__}: {exc}")
+                    self._reply(500, {"error": f"the query failed in the service ({type(exc).__name__}: {exc})"})
+                return
+            self._reply(200, result.to_dict())
+
+    return Handler
+
+
+def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers: int | None = None,
+          log: Log = lambda m: print(m, file=sys.stderr, flush=True), ready: Callable[[ServiceInfo], None] | None = None,
+          stop: threading.Event | None = None) -> int:
+    """Serve the home of ``settings`` until SIGTERM, SIGINT or ``stop``; returns the queries answered."""
+    from pathrag_pipeline.storage.process_identity import describe, identity
+
+    home = settings.home
+    running = live_service(home)
+    if running is not None:
+        raise ServiceStartError(f"a query service already serves {home} at {running.url} "
+                                f"({describe(running.process)}); stop it first")
+    home.mkdir(parents=True, exist_ok=True)
+    service = QueryService(settings, workers=workers, log=log)
+    service.warm()
+    try:
+        server = ThreadingHTTPServer((host, port), _handler(service, token := secrets.token_urlsafe(32)))
+    except OSError as exc:
+        raise ServiceStartError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); give another --port") \
+            from None
+    server.daemon_threads = True
+    bound_host, bound_port = server.server_address[:2]
+    info = ServiceInfo(url=f"http://{bound_host}:{bound_port}", token=token, process=identity(),
+                       settings=query_settings(settings.public()),
+                       started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    stop = stop or threading.Event()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    service.start()
+    http_thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    http_thread.start()
+    write_info(home, info)
+    if ready is not None:
+        ready(info)
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        remove_info(home, token)
+        server.shutdown()
+        server.server_close()
+        service.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return service.answered
+
+
+def wait_ready(home, timeout: float = 60.0) -> ServiceInfo:
+    """The service description once a starting service has written it (tests, benches)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = live_service(home)
+        if info is not None:
+            return info
+        time.sleep(0.05)
+    raise TimeoutError(f"no query service came up for {home} within {timeout:.0f} s")

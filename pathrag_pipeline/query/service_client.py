@@ -1,0 +1,144 @@
+"""Finding and calling the query service of a home (``pathrag serve``, ``query/service.py``) from a light process.
+
+``pathrag ask`` imports this, not the engine: a process that hands its question to a running service must
+not pay the engine's imports (LanceDB's client, DuckDB, igraph: about 2 s of the 3 s a standalone ask costs
+on 2 cores). Standard library only, plus ``config`` and ``storage.process_identity`` (both light).
+
+The service describes itself in ``PATHRAG_HOME/query_service.json`` (mode 0600, removed when it stops):
+its URL, a random token every request must carry, its process identity and the query-relevant settings it
+runs with (``Settings.public()`` fields, so never a secret). A client uses it only when that process is alive
+and its settings equal the client's; otherwise the caller answers in its own process.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+SERVICE_FILE = "query_service.json"
+# Settings a query depends on: a service started with other values would answer differently from the client
+QUERY_SETTINGS = ("llm_base_url", "llm_model", "llm_api_key", "llm_mode", "llm_timeout", "llm_answer_max_tokens",
+                  "embed_base_url", "embed_model", "embed_api_key", "embed_timeout", "duckdb_memory_limit")
+MAX_REQUEST_BYTES = 1 << 20   # a question plus its options; larger bodies are refused (413)
+
+
+class ServiceUnavailable(RuntimeError):
+    """No usable service: the caller answers in its own process (the message says why, for one stderr line)."""
+
+
+class ServiceError(RuntimeError):
+    """The service answered, with an error about this request (bad option, empty index, failed query)."""
+
+
+@dataclass(frozen=True)
+class ServiceInfo:
+    url: str
+    token: str
+    process: str            # storage.process_identity identity of the serving process
+    settings: dict[str, Any]
+    started_at: str
+
+    def to_json(self) -> str:
+        return json.dumps({"url": self.url, "token": self.token, "process": self.process,
+                           "settings": self.settings, "started_at": self.started_at}, indent=1)
+
+
+def service_file(home: Path) -> Path:
+    return Path(home) / SERVICE_FILE
+
+
+def query_settings(public: dict[str, Any]) -> dict[str, Any]:
+    """The query-relevant part of ``Settings.public()`` (secrets already reduced to set/unset)."""
+    return {k: public.get(k) for k in QUERY_SETTINGS}
+
+
+def read_info(home: Path) -> ServiceInfo | None:
+    """The home's service description, or None when there is none or it is not one (a half-written or foreign
+    file is ignored, never trusted)."""
+    try:
+        data = json.loads(service_file(home).read_text())
+        return ServiceInfo(str(data["url"]), str(data["token"]), str(data["process"]), dict(data["settings"]),
+                           str(data.get("started_at", "")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_info(home: Path, info: ServiceInfo) -> None:
+    """Write the description readable by its owner only (it holds the token), atomically."""
+    path = service_file(home)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(info.to_json())
+    os.replace(tmp, path)
+
+
+def remove_info(home: Path, token: str) -> None:
+    """Remove the description if it is still this service's (a newer service may have replaced it)."""
+    info = read_info(home)
+    if info is not None and info.token == token:
+        service_file(home).unlink(missing_ok=True)
+
+
+def live_service(home: Path) -> ServiceInfo | None:
+    """The home's service if its process still runs (a description left by a killed service is ignored)."""
+    from pathrag_pipeline.storage.process_identity import is_alive
+
+    info = read_info(home)
+    if info is None or is_alive(info.process) is False:
+        return None
+    return info
+
+
+def settings_mismatch(info: ServiceInfo, public: dict[str, Any]) -> list[str]:
+    """Names of the query settings whose values differ between the service and the caller."""
+    mine = query_settings(public)
+    return [k for k in QUERY_SETTINGS if info.settings.get(k) != mine.get(k)]
+
+
+def call(info: ServiceInfo, path: str, payload: dict[str, Any] | None = None, timeout: float = 600.0) -> dict[str, Any]:
+    """POST ``payload`` (GET when None) to the service; the decoded JSON reply. Connection faults raise
+    ``ServiceUnavailable``; an error reply (4xx/5xx with ``{"error": ...}``) raises ``ServiceError``."""
+    parts = urlsplit(info.url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
+    headers = {"Authorization": f"Bearer {info.token}", "Content-Type": "application/json"}
+    try:
+        if payload is None:
+            conn.request("GET", path, headers=headers)
+        else:
+            conn.request("POST", path, body=json.dumps(payload).encode(), headers=headers)
+        resp = conn.getresponse()
+        body = resp.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise ServiceUnavailable(f"the query service at {info.url} did not answer ({type(exc).__name__}: {exc})") \
+            from None
+    finally:
+        conn.close()
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise ServiceUnavailable(f"the query service at {info.url} replied HTTP {resp.status} with a body that is "
+                                 "not JSON") from None
+    if resp.status != 200:
+        message = data.get("error") if isinstance(data, dict) else None
+        raise ServiceError(str(message or f"HTTP {resp.status}"))
+    return data
+
+
+def ask(home: Path, public: dict[str, Any], question: str, mode: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Answer through the home's service: the result as ``QueryResult.to_dict()``. Raises ``ServiceUnavailable``
+    when there is no live service with the caller's settings (the caller answers itself), ``ServiceError`` when
+    the service refused or failed the query."""
+    info = live_service(home)
+    if info is None:
+        raise ServiceUnavailable("no query service runs for this home")
+    differ = settings_mismatch(info, public)
+    if differ:
+        raise ServiceUnavailable(f"the query service at {info.url} runs with other settings "
+                                 f"({', '.join('PATHRAG_' + k.upper() for k in differ)})")
+    return call(info, "/ask", {"question": question, "mode": mode, "options": options})
