@@ -62,3 +62,45 @@ def test_dagster_yaml_limits_duckdb_runs_to_one_and_keeps_user_edits(tmp_path):
     path.write_text("telemetry:\n  enabled: true\n")
     ensure_dagster_yaml(tmp_path / "dh")
     assert path.read_text() == "telemetry:\n  enabled: true\n"
+
+
+def test_threads_of_one_process_mix_read_and_write_connections_without_a_configuration_error(tmp_path):
+    """DuckDB refuses a read-only and a read-write connection to one file at once in one process; the store makes
+    a writing thread wait for a reading one (the query service: one worker reads while another logs)."""
+    import threading
+
+    store = Store(tmp_path / "t.duckdb")
+    with store.connect() as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+    reading, wrote, errors = threading.Event(), threading.Event(), []
+
+    def write() -> None:
+        reading.wait()
+        try:
+            with store.connect() as con:
+                con.execute("INSERT INTO t VALUES (1)")
+            wrote.set()
+        except Exception as exc:  # noqa: BLE001 - the assertion below reports it
+            errors.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with store.reading():
+        reading.set()
+        assert not wrote.wait(0.5)   # the writer waits while this thread reads
+        with store.connect(read_only=True) as con:   # reads inside the session share its connection
+            assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+    writer.join(timeout=30)
+    assert not errors and wrote.is_set()
+    with store.connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+
+
+def test_a_write_inside_a_read_session_of_the_same_thread_is_refused_not_deadlocked(tmp_path):
+    store = Store(tmp_path / "t.duckdb")
+    with store.connect() as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+    with store.reading():
+        with pytest.raises(RuntimeError, match="inside a read-only one"):
+            with store.connect() as con:
+                pass

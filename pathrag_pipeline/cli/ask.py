@@ -103,7 +103,7 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
     try:
         data = service_client.ask(settings.home, settings.public(), question, mode, options)
     except service_client.ServiceUnavailable as exc:
-        if service_client.read_info(settings.home) is not None:
+        if not exc.quiet:
             click.echo(f"{exc}; answering in this process", err=True)
         return False
     except service_client.ServiceError as exc:
@@ -165,8 +165,9 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
         max_hops: int | None, variant: str, ordering: str, prompt_style: str, token_budget: int,
         excerpts: bool, path_pooling: str, pool_variant: str, np_max_hops: int, np_candidates: int,
         np_token_budget: int, np_coref_threshold: float, local: bool) -> None:
-    """Answer QUESTION from the index; the query is logged in the queries/path_traces tables. When `pathrag
-    serve` runs for the home with the same settings, the question goes to it (no start-up cost)."""
+    """Answer QUESTION from the index; the query is logged in the queries/path_traces tables.
+
+    When `pathrag serve` runs for the home with the same settings, the question goes to it (no start-up cost)."""
     path_only = {"--variant": variant != "paper", "--ordering": ordering != "reliability",
                  "--prompt": prompt_style != QueryParams.prompt, "--theta": theta is not None, "--max-hops": max_hops is not None,
                  "--path-pooling": path_pooling != "off", "--pool-variant": pool_variant != QueryParams.pool_variant}

@@ -143,7 +143,16 @@ def status_summary(settings: Settings) -> dict:
         "llm_usage": [dict(zip(["stage", "extractor", "calls", "tokens", "cache_hits"], r)) for r in usage],
         "last_runs": [dict(zip(cols, r)) for r in runs],
         "dagster": dagster_summary(settings),
+        "query_service": service_summary(settings),
     }
+
+
+def service_summary(settings: Settings) -> dict | None:
+    """The home's query service (`pathrag serve`) if its process runs: URL, process, start; never the token."""
+    from pathrag_pipeline.query.service_client import live_service
+
+    info = live_service(settings.home)
+    return None if info is None else {"url": info.url, "process": info.process, "started_at": info.started_at}
 
 
 def dagster_summary(settings: Settings) -> dict:
@@ -187,6 +196,10 @@ def print_status(settings: Settings) -> None:
     if summary["last_runs"]:
         cols = ["run id", "started (UTC)", "trigger", "new", "changed", "deleted", "failed", "docs", "chunks", "s"]
         print_table(cols, [tuple(r.values()) for r in summary["last_runs"]], title="Last ingest runs (all entry points)")
+    svc = summary["query_service"]
+    console.print("Query service: " + (f"running at {svc['url']} since {svc['started_at']} ({svc['process']}); "
+                                       "`pathrag ask` uses it" if svc else "not running (`pathrag serve` starts one)"),
+                  markup=False, highlight=False, soft_wrap=True)
     dag = summary["dagster"]
     age = dag["daemon_heartbeat_seconds_ago"]
     daemon = ("not seen (sensors and schedules run only under `pathrag dev` or `dagster-daemon run`)" if age is None

@@ -22,6 +22,7 @@ DuckDB is read on short read-only connections before the answer stage and writte
 from __future__ import annotations
 
 import csv
+import contextlib
 import dataclasses
 import json
 import time
@@ -341,8 +342,23 @@ class PathRAG:
             with clock.stage("keywords"):
                 keywords, usage, memo = self._keywords(text, params.keywords)
             tokens["keywords"] = _usage(usage, memo)
-        kw_all = query_keywords(keywords.low_level, keywords.high_level, text)
 
+        # graph, retrieval, pruning and sources read DuckDB three times: one open connection serves them all
+        # (opening the file is most of each read's cost), closed before the answer so the file is never held
+        # while a model writes it (nor during the keyword call above)
+        reads = contextlib.ExitStack()
+        try:
+            reads.enter_context(self.store.reading())
+            return self._retrieve_and_answer(question, text, mode, params, budgets, keywords, clock, tokens,
+                                             started, asked_at, reads)
+        finally:
+            reads.close()
+
+    def _retrieve_and_answer(self, question: str, text: str, mode: str, params: QueryParams,
+                             budgets: tuple[int, ...], keywords: Keywords, clock: _Clock,
+                             tokens: dict[str, dict[str, int]], started: float, asked_at: datetime,
+                             reads: contextlib.ExitStack) -> QueryResult:
+        kw_all = query_keywords(keywords.low_level, keywords.high_level, text)
         snapshot: GraphSnapshot | None = None
         if mode != "naive":
             with clock.stage("graph"):
@@ -405,6 +421,7 @@ class PathRAG:
             sources = fetch_chunks(self.store, ranked)
             chunk_ids = [c for c in ranked if c in sources]
             document_ids = list(dict.fromkeys(sources[c].document_id for c in chunk_ids))
+        reads.close()
 
         with clock.stage("prompt"):
             prompt = self._prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources, chunk_ids)

@@ -13,10 +13,10 @@ readable by its owner only (``service_client``), so the service answers whoever 
 else. Nothing of a request is logged but its query id, mode and time.
 
 Work: handler threads queue requests; ``workers`` threads (one offline, where queries are CPU-bound and share
-one interpreter; ``PATHRAG_LLM_MAX_CONCURRENCY`` with an LLM, where queries wait on the model) each take every
-request waiting, answer them one after another and log the batch in one short transaction (``write_results``:
-the DuckDB file is never held between batches, and a batch that finds it held by an index run goes to the
-query spool). Replies are sent once their rows are logged, so ``pathrag sql`` right after an ask sees them.
+one interpreter; ``PATHRAG_LLM_MAX_CONCURRENCY`` with an LLM, where queries wait on the model) each take the next
+request in turn and, when the queue is empty or every ``FLUSH_EVERY`` answers, log them in one short transaction
+(``write_results``: the DuckDB file is never held between queries, and rows that find it held by an index run go
+to the query spool). Replies are sent once their rows are logged, so ``pathrag sql`` right after an ask sees them.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from pathrag_pipeline.query.service_client import (
 )
 
 Log = Callable[[str], None]
-BATCH_MAX = 64   # requests answered before their rows are logged together
+FLUSH_EVERY = 8   # answers logged together (and then replied to) while more requests wait
 
 
 class ServiceStartError(RuntimeError):
@@ -114,42 +114,36 @@ class QueryService:
         self._queue.put(request)
         return request.future
 
-    def _take(self) -> list[_Request] | None:
-        first = self._queue.get()
-        if first is None:
-            return None
-        batch = [first]
-        while len(batch) < BATCH_MAX:
-            try:
-                nxt = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if nxt is None:
-                self._queue.put(None)   # leave the stop signal for the next loop of this worker
-                break
-            batch.append(nxt)
-        return batch
-
     def _work(self) -> None:
+        pending: list[tuple[_Request, Any]] = []
+        while True:
+            req = self._queue.get()
+            if req is None:
+                break
+            try:
+                pending.append((req, self.rag.query(req.question, req.mode, **req.options)))
+            except BaseException as exc:  # noqa: BLE001 - one bad request never stops the others
+                req.future.set_exception(exc)
+            # log and reply when nothing else waits, or every FLUSH_EVERY answers under load: one short write
+            # for several answers, and no ask waits for more than a few others' queries
+            if pending and (self._queue.empty() or len(pending) >= FLUSH_EVERY):
+                self._flush(pending)
+                pending = []
+        self._flush(pending)
+
+    def _flush(self, done: list[tuple[_Request, Any]]) -> None:
         from pathrag_pipeline.query.query_log import write_results
 
-        while (batch := self._take()) is not None:
-            done = []
-            for req in batch:
-                try:
-                    result = self.rag.query(req.question, req.mode, **req.options)
-                except BaseException as exc:  # noqa: BLE001 - one bad request never stops the others
-                    req.future.set_exception(exc)
-                    continue
-                done.append((req, result))
-            try:
-                how = write_results(self.rag.store, [r for _, r in done])
-            except Exception as exc:  # noqa: BLE001 - the answers stand; say why they are not logged
-                how = f"not logged ({type(exc).__name__}: {exc})"
-            for req, result in done:
-                self.answered += 1
-                self.log(f"query {result.query_id} {result.mode} {result.total_ms:.0f} ms ({how})")
-                req.future.set_result(result)
+        if not done:
+            return
+        try:
+            how = write_results(self.rag.store, [r for _, r in done])
+        except Exception as exc:  # noqa: BLE001 - the answers stand; say why they are not logged
+            how = f"not logged ({type(exc).__name__}: {exc})"
+        for req, result in done:
+            self.answered += 1
+            self.log(f"query {result.query_id} {result.mode} {result.total_ms:.0f} ms ({how})")
+            req.future.set_result(result)
 
 
 def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:

@@ -28,7 +28,12 @@ MAX_REQUEST_BYTES = 1 << 20   # a question plus its options; larger bodies are r
 
 
 class ServiceUnavailable(RuntimeError):
-    """No usable service: the caller answers in its own process (the message says why, for one stderr line)."""
+    """No usable service: the caller answers in its own process (the message says why, for one stderr line;
+    ``quiet`` when there simply is none, the usual case, which needs no line)."""
+
+    def __init__(self, message: str, quiet: bool = False) -> None:
+        super().__init__(message)
+        self.quiet = quiet
 
 
 class ServiceError(RuntimeError):
@@ -134,9 +139,15 @@ def ask(home: Path, public: dict[str, Any], question: str, mode: str, options: d
     """Answer through the home's service: the result as ``QueryResult.to_dict()``. Raises ``ServiceUnavailable``
     when there is no live service with the caller's settings (the caller answers itself), ``ServiceError`` when
     the service refused or failed the query."""
-    info = live_service(home)
+    from pathrag_pipeline.storage.process_identity import describe, is_alive
+
+    info = read_info(home)
     if info is None:
-        raise ServiceUnavailable("no query service runs for this home")
+        raise ServiceUnavailable("no query service runs for this home", quiet=True)
+    if is_alive(info.process) is False:   # killed without cleaning up: its file must not send every ask here
+        remove_info(home, info.token)
+        raise ServiceUnavailable(f"the query service recorded in {service_file(home)} is gone "
+                                 f"({describe(info.process)}; removed)")
     differ = settings_mismatch(info, public)
     if differ:
         raise ServiceUnavailable(f"the query service at {info.url} runs with other settings "

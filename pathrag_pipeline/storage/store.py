@@ -15,6 +15,7 @@ import random
 import re
 import shutil
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -475,6 +476,83 @@ def _stderr_notice(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+class _ModeLock:
+    """Within one process, DuckDB refuses a read-only and a read-write connection to the same file at once
+    ("a different configuration than existing connections"). Threads of one process (the query service's
+    workers, one answering while another logs) take this before opening one: read-only connections share it,
+    read-write ones hold it alone; a waiting writer goes before new readers. Re-entrant in the thread that holds
+    it; a thread asking for a read-write connection while it holds a read-only one is a bug and says so."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer: int | None = None
+        self._writer_depth = 0
+        self._waiting_writers = 0
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        depth = getattr(self._local, "depth", 0)
+        if depth or self._writer == threading.get_ident():
+            self._local.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._local.depth = depth
+            return
+        with self._cond:
+            while self._writer is not None or self._waiting_writers:
+                self._cond.wait()
+            self._readers += 1
+        self._local.depth = 1
+        try:
+            yield
+        finally:
+            self._local.depth = 0
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        me = threading.get_ident()
+        if self._writer == me:
+            self._writer_depth += 1
+            try:
+                yield
+            finally:
+                self._writer_depth -= 1
+            return
+        if getattr(self._local, "depth", 0):
+            raise RuntimeError("a read-write DuckDB connection was asked for inside a read-only one of the same "
+                               "thread (Store.reading or connect(read_only=True)); close the read-only one first")
+        with self._cond:
+            self._waiting_writers += 1
+            try:
+                while self._writer is not None or self._readers:
+                    self._cond.wait()
+            finally:
+                self._waiting_writers -= 1
+            self._writer, self._writer_depth = me, 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer, self._writer_depth = None, 0
+                self._cond.notify_all()
+
+
+_mode_locks: dict[str, _ModeLock] = {}
+_mode_locks_guard = threading.Lock()
+
+
+def _mode_lock(path: Path) -> _ModeLock:
+    key = os.path.abspath(path)
+    with _mode_locks_guard:
+        return _mode_locks.setdefault(key, _ModeLock())
+
+
 class Store:
     """The DuckDB file of one PATHRAG_HOME. Open connections with ``with store.connect() as con:``.
 
@@ -497,6 +575,7 @@ class Store:
         self.on_wait = on_wait
         self.notice_after = notice_after
         self._initialised = False
+        self._reading = threading.local()   # this thread's connection while inside ``reading()``
 
     @classmethod
     def for_settings(cls, settings, **options) -> "Store":
@@ -517,6 +596,24 @@ class Store:
             raise FileNotFoundError(
                 f"no index at {self.path}: run `pathrag index PATH` or `pathrag quickstart` first"
             )
+        lock = _mode_lock(self.path)
+        with lock.shared() if read_only else lock.exclusive():
+            with self._connect(read_only, sandboxed, wait) as con:
+                yield con
+
+    @contextlib.contextmanager
+    def _connect(self, read_only: bool, sandboxed: bool, wait: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        anchor = getattr(self._reading, "con", None)
+        if anchor is not None and read_only and not sandboxed:
+            # inside ``reading()``: a cursor on the connection already open (opening the file costs ~10 ms)
+            cursor = anchor.cursor()
+            try:
+                yield cursor
+            except duckdb.OutOfMemoryException as exc:
+                raise StoreMemoryError(out_of_memory_message(self.path, self.memory_limit, exc)) from exc
+            finally:
+                cursor.close()
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         config: dict = {"memory_limit": self.memory_limit}
         spill: Path | None = None
@@ -548,6 +645,28 @@ class Store:
             con.close()
             if spill is not None:
                 shutil.rmtree(spill, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Within this block, this thread's read-only ``connect()`` calls share one open connection: a query reads
+        the graph version, the lexical index version and its passages on three connections, and opening the file
+        is most of what each costs. Keep the block short (one query): while it is open this process holds the
+        file's read lock, so a writer (an index run) waits for its end. Nested blocks reuse the outer one."""
+        if getattr(self._reading, "con", None) is not None:
+            yield
+            return
+        if not self.path.exists():
+            raise FileNotFoundError(
+                f"no index at {self.path}: run `pathrag index PATH` or `pathrag quickstart` first"
+            )
+        with _mode_lock(self.path).shared():
+            con = self._open(True, {"memory_limit": self.memory_limit, "temp_directory": str(self.temp_directory)})
+            self._reading.con = con
+            try:
+                yield
+            finally:
+                self._reading.con = None
+                con.close()
 
     def _open(self, read_only: bool, config: dict | None = None, wait: bool = True) -> duckdb.DuckDBPyConnection:
         started = time.monotonic()

@@ -1,0 +1,168 @@
+"""The query service (`pathrag serve`, query/service.py): `pathrag ask` hands its question to it when it runs for the
+home with the same settings, gets the same answer a local ask gives, sees re-indexed graphs, and falls back to
+answering itself (one line) when the service is gone or configured differently. Issue 22, item 6."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+from click.testing import CliRunner
+
+from pathrag_pipeline.cli import main
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.query import graph_cache
+from pathrag_pipeline.query.service import serve, wait_ready
+from pathrag_pipeline.query.service_client import (
+    ServiceError,
+    ServiceInfo,
+    call,
+    read_info,
+    service_file,
+    write_info,
+)
+from pathrag_pipeline.storage.store import Store, transaction
+from tests.query_fixtures import build_tiny_index
+
+QUESTION = "Who founded Aldermere University?"
+
+
+@pytest.fixture
+def settings(tmp_path, monkeypatch):
+    graph_cache.clear_cache()
+    settings = build_tiny_index(tmp_path / "home")
+    monkeypatch.setenv("PATHRAG_HOME", str(settings.home))
+    return settings
+
+
+@pytest.fixture
+def service(settings):
+    """`serve` for the tiny index in a thread of this process; stopped (and its file removed) after the test."""
+    stop = threading.Event()
+    lines: list[str] = []
+    thread = threading.Thread(target=serve, args=(Settings.from_env(),),
+                              kwargs={"stop": stop, "log": lines.append}, daemon=True)
+    thread.start()
+    info = wait_ready(settings.home)
+    yield info, lines
+    stop.set()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+
+
+def answered(info: ServiceInfo) -> int:
+    return call(info, "/health")["answered"]
+
+
+def ask(*args: str) -> tuple[int, dict | None, str]:
+    res = CliRunner().invoke(main, ["ask", *args, "--json"])
+    out = res.stdout
+    return res.exit_code, (json.loads(out) if res.exit_code == 0 else None), res.stderr
+
+
+def logged_ids(settings) -> set[str]:
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        return {r[0] for r in con.execute("SELECT query_id FROM queries").fetchall()}
+
+
+def test_ask_goes_through_the_service_gives_the_local_answer_and_is_logged(settings, service):
+    info, lines = service
+    before = answered(info)
+    code, served, err = ask(QUESTION)
+    assert code == 0, err
+    assert answered(info) == before + 1
+    code, local, err = ask(QUESTION, "--local")
+    assert code == 0, err
+    assert answered(info) == before + 1   # --local never reached the service
+    for key in ("answer", "paths", "chunk_ids", "document_ids", "keywords", "params"):
+        assert served[key] == local[key], key
+    assert {served["query_id"], local["query_id"]} <= logged_ids(settings)
+    assert any(served["query_id"] in line for line in lines)
+    assert not any(QUESTION in line for line in lines)   # the service's log names queries, not their text
+
+
+def test_the_service_answers_from_the_graph_as_it_is_now(settings, service):
+    info, _ = service
+    code, first, err = ask(QUESTION)
+    assert code == 0, err
+    assert any({"Helena Voss", "Aldermere University"} <= set(p["nodes"]) for p in first["paths"])
+    with Store(settings.duckdb_path).connect() as con, transaction(con):   # a re-index drops the relation
+        con.execute("DELETE FROM relations WHERE src_key = 'aldermere university' AND tgt_key = 'helena voss'")
+    code, second, err = ask(QUESTION)
+    assert code == 0, err
+    assert second["params"]["graph_version"] != first["params"]["graph_version"]
+    assert not any(p["nodes"][i:i + 2] in (["Helena Voss", "Aldermere University"],
+                                           ["Aldermere University", "Helena Voss"])
+                   for p in second["paths"] for i in range(len(p["nodes"]) - 1))
+
+
+def test_other_settings_or_a_dead_service_mean_answering_here_with_one_line(settings, service, monkeypatch):
+    info, _ = service
+    before = answered(info)
+    monkeypatch.setenv("PATHRAG_DUCKDB_MEMORY_LIMIT", "1GB")
+    code, result, err = ask(QUESTION)
+    assert code == 0 and result["answer"]
+    assert "runs with other settings (PATHRAG_DUCKDB_MEMORY_LIMIT); answering in this process" in err
+    assert answered(info) == before
+    monkeypatch.delenv("PATHRAG_DUCKDB_MEMORY_LIMIT")
+    # a service killed -9 leaves its file; the next ask answers itself, says so once and removes the file
+    stale = ServiceInfo(url="http://127.0.0.1:9", token="t", process=f"{os.uname().nodename}:999999999:1",
+                        settings=info.settings, started_at="")
+    write_info(settings.home, stale)
+    code, result, err = ask(QUESTION)
+    assert code == 0 and result["answer"]
+    assert "is gone (pid 999999999" in err and err.count("\n") == 1
+    assert read_info(settings.home) is None
+    write_info(settings.home, info)   # let the fixture's service remove its own file
+
+
+def test_requests_need_the_token_and_bad_ones_get_the_local_error(settings, service):
+    info, _ = service
+    with pytest.raises(ServiceError, match="wrong token"):
+        call(ServiceInfo(info.url, "not-the-token", info.process, info.settings, ""), "/health")
+    with pytest.raises(ServiceError, match="bogus"):
+        call(info, "/ask", {"question": QUESTION, "options": {"bogus": 1}})
+    with pytest.raises(ServiceError, match="empty"):
+        call(info, "/ask", {"question": "  "})
+    with pytest.raises(ServiceError, match="not an ask request"):
+        call(info, "/ask", {"mode": "path"})
+    assert oct(service_file(settings.home).stat().st_mode & 0o777) == "0o600"
+
+
+def test_status_names_the_running_service_and_never_its_token(settings, service):
+    info, _ = service
+    res = CliRunner().invoke(main, ["status", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["query_service"]["url"] == info.url
+    assert info.token not in res.stdout
+    res = CliRunner().invoke(main, ["status"])
+    assert f"Query service: running at {info.url}" in res.stdout and info.token not in res.stdout
+
+
+def test_a_second_service_for_the_home_is_refused(settings, service):
+    info, _ = service
+    res = CliRunner().invoke(main, ["serve"])
+    assert res.exit_code == 1
+    assert f"a query service already serves {settings.home} at {info.url}" in res.stderr
+
+
+def test_sigterm_stops_the_service_with_one_line_and_removes_its_file(settings):
+    env = {k: v for k, v in os.environ.items()}
+    proc = subprocess.Popen([sys.executable, "-m", "pathrag_pipeline.cli.main", "serve"], env=env,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        info = wait_ready(settings.home, timeout=120)
+        assert call(info, "/health")["ok"] is True
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert not service_file(settings.home).exists()
+    assert err.strip().splitlines()[-1] == "query service stopped after 0 queries"
+    assert "Traceback" not in err
