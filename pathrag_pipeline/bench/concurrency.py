@@ -265,7 +265,13 @@ def markdown_section(r: dict[str, Any]) -> str:
         f"separate processes cannot reach a p50 of {TARGET:.0f}x one ask's. Through the service an ask costs "
         f"{svc['client_cpu_s']:.2f} CPU s in its own process (the interpreter, the command line, one HTTP request) "
         f"and {svc['service_cpu_s']:.3f} CPU s in the service (the query and its log rows), so the same "
-        f"{r['asks']} asks need at least {svc['cpu_bound_s']} s. The service answered "
+        f"{r['asks']} asks need at least {svc['cpu_bound_s']} s, and the median ask cannot end before half of that "
+        f"CPU is spent: {r['asks'] / 2:.0f} x {per_ask(svc):.3f} / {r['cores']} = "
+        f"{r['asks'] / 2 * per_ask(svc) / r['cores']:.2f} s, "
+        f"{r['asks'] / 2 * per_ask(svc) / r['cores'] / svc['single_p50_s']:.1f}x a single served ask (when the "
+        "single ask's wall time is about its CPU, that floor is asks / (2 x cores) whatever the per-ask cost: "
+        f"{r['asks'] / (2 * r['cores']):.1f}x here, so the same-configuration target needs fewer asks per core or "
+        "work shared between asks, not a faster ask). The service answered "
         f"{svc.get('service_answered', 0)} of the {r['single'] + 2 * r['asks']} served asks.",
         f"Queries logged afterwards: {r['queries_logged']} of {r['queries_expected']} asked (asks that could not get "
         "the database logged through the query spool, merged by the next process that could).",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pathrag_pipeline.cli.terminal import make_console
+from pathrag_pipeline.cli.common import query_process_threads
 from pathrag_pipeline.config import ConfigError, Settings
 from pathrag_pipeline.query.params import (
     DEFAULT_NP_CANDIDATES,
@@ -29,6 +30,8 @@ from pathrag_pipeline.query.params import (
     VARIANTS,
     QueryParams,
 )
+query_process_threads()
+
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -6,9 +6,13 @@ The service and its protocol are in ``query/service.py``; `pathrag ask` finds it
 
 from __future__ import annotations
 
+
 import click
 
+from pathrag_pipeline.cli.common import query_process_threads
 from pathrag_pipeline.config import ConfigError, Settings
+
+query_process_threads()
 
 
 @click.command()

@@ -42,23 +42,141 @@ def result_cap(text: str) -> int:
     return max(RESULT_MIN_CAP_BYTES, RESULT_BYTES_PER_TEXT_BYTE * len(text.encode("utf-8")))
 
 
+# Words small models return as entity names that are the prompt's or the schema's own labels, type names or
+# placeholders, never a name from the text (issue 27: "Document Title", "Text", "ChunkExtraction", "string" ...).
+# Compared whole, case-insensitively: "Journal of Hydrology" or "Text Encoding Initiative" are names.
+LABEL_NAMES = frozenset({
+    # the extraction prompt's labels and the response schema's field and class names
+    "document title", "title", "text", "real data", "goal", "steps", "document", "chunk", "chunkextraction",
+    "entity", "entities", "relation", "relations", "relationship", "relationships", "name", "type",
+    "description", "source", "target", "keywords", "strength", "source entity", "target entity", "entity name",
+    "entity type", "name of the entity",
+    # entity types and JSON schema types
+    "person", "organization", "organisation", "location", "event", "work", "date", "concept", "other",
+    "string", "object", "array", "integer", "number", "boolean", "null",
+    # placeholders and generic role nouns
+    "unknown", "n/a", "na", "none", "example", "placeholder", "tbd", "untitled", "author", "journal",
+    "company", "publisher", "article", "paper", "table", "figure", "section", "chapter", "page", "appendix",
+})
+# mojibake: UTF-8 read as Latin-1/CP1252 ("Ã©", "â€™", "Â ") or the replacement character
+_MOJIBAKE = re.compile("\ufffd|Ã[\u0080-\u00bf]|â€|Â[\u0080-\u00bf]")
+_IDENTIFIER = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)+(?:\.\w{1,5})?")   # snake_case or a file name: the_varne_review
+_HANDLE = re.compile(r"[#@]\w")                                   # #PellinghamInstitute, @someone
+
+
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot be an entity name (None when it can): a URL (the validator's error link a model
     repeated after a re-ask), markup or code fragments, validation-error text, or more than
-    ``MAX_NAME_CHARS`` characters / ``MAX_NAME_WORDS`` words (a sentence, not a name)."""
+    ``MAX_NAME_CHARS`` characters / ``MAX_NAME_WORDS`` words (a sentence, not a name); a label of the prompt or
+    schema, a type name or a placeholder (``LABEL_NAMES``); a hashtag or handle; a snake_case identifier or
+    file name; mojibake or control characters."""
     if len(name) > MAX_NAME_CHARS or len(name.split()) > MAX_NAME_WORDS:
         return f"longer than {MAX_NAME_CHARS} characters or {MAX_NAME_WORDS} words"
     if _NOT_A_NAME.search(name):
         return "a URL, markup or validation-error text, not a name"
     if not any(ch.isalnum() for ch in name):
         return "no letters or digits"
+    if " ".join(name.casefold().split()) in LABEL_NAMES:
+        return "a label of the prompt or schema, a type name or a placeholder, not a name from the text"
+    if _HANDLE.match(name):
+        return "a hashtag or handle, not a name as written"
+    if _IDENTIFIER.fullmatch(name):
+        return "an identifier or file name (snake_case), not a name as written"
+    if _MOJIBAKE.search(name) or any(ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in name):
+        return "mojibake or control characters"
     return None
+
+
+# The entity types the extraction prompt offers; a reply's other types map here (``_entity_type``)
+ENTITY_TYPES = ("person", "organization", "location", "event", "work", "date", "concept", "other")
+_TYPE_SYNONYMS = {
+    "org": "organization", "organisation": "organization", "company": "organization", "institution": "organization",
+    "group": "organization", "agency": "organization", "university": "organization",
+    "place": "location", "geo": "location", "city": "location", "country": "location", "region": "location",
+    "people": "person", "human": "person", "individual": "person", "character": "person",
+    "time": "date", "year": "date", "period": "date",
+    "book": "work", "publication": "work", "creative work": "work", "artwork": "work",
+    "idea": "concept", "topic": "concept", "theme": "concept",
+}
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+# Lenient reading of what small models reply (issue 27): the shapes below are meaning-preserving, so they are
+# read instead of re-asking the whole chunk (a 0.5B model repeats the same shape on every re-ask). Strict where
+# meaning needs it: an empty name still fails, and a reply that is the schema itself is refused.
+def _text(value: Any, sep: str) -> Any:
+    """A list of strings where one string is wanted (``keywords: ["a", "b"]``) joined; numbers as text; None as ""."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return sep.join(str(v).strip() for v in value if v is not None and str(v).strip())
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def _renamed(data: dict, synonyms: dict[str, tuple[str, ...]]) -> dict:
+    """``data`` with the first present synonym of each missing field moved to the field's name
+    (``entity_name`` -> ``name``, ``src_id`` -> ``source``: LightRAG's and common small-model spellings)."""
+    data = dict(data)
+    for field, names in synonyms.items():
+        if field not in data:
+            for name in names:
+                if name in data:
+                    data[field] = data.pop(name)
+                    break
+    return data
+
+
+def _entity_type(value: Any) -> str:
+    """The reply's type mapped to ``ENTITY_TYPES``: lower-cased, a list's first item, known synonyms (company ->
+    organization, city -> location), anything else ``other``."""
+    if isinstance(value, (list, tuple)):
+        value = value[0] if value else None
+    if not isinstance(value, str) or not value.strip():
+        return "concept"
+    low = " ".join(value.strip().lower().replace("_", " ").split())
+    if low in ENTITY_TYPES:
+        return low
+    return _TYPE_SYNONYMS.get(low, "other")
+
+
+def _strength(value: Any) -> Any:
+    """A number as text ("8", "8/10", "strength: 7") read as its first number; out of 1-10, clamped; none: 1."""
+    if value is None or isinstance(value, bool):
+        return 1.0
+    if isinstance(value, str):
+        match = _NUMBER.search(value)
+        if match is None:
+            return 1.0
+        value = float(match.group())
+    if isinstance(value, (int, float)):
+        return min(10.0, max(0.0, float(value)))
+    return value
 
 
 class Entity(BaseModel):
     name: str = Field(description="Name of the entity, as written in the text (proper noun or key concept)")
     type: str = Field(default="concept", description="One of: person, organization, location, event, work, date, concept, other")
     description: str = Field(default="", description="What the text says about this entity")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lenient(cls, data: Any) -> Any:
+        if isinstance(data, str):   # a bare name in the entity list
+            return {"name": data}
+        if not isinstance(data, dict):
+            return data
+        data = _renamed(data, {"name": ("entity_name", "entity", "label"),
+                               "type": ("entity_type", "category", "kind"),
+                               "description": ("entity_description", "desc", "summary")})
+        if "name" in data:
+            data["name"] = _text(data["name"], " ")
+        if "type" in data:
+            data["type"] = _entity_type(data["type"])
+        if "description" in data:
+            data["description"] = _text(data["description"], " ")
+        return data
 
     @field_validator("name")
     @classmethod
@@ -76,6 +194,28 @@ class Relation(BaseModel):
     description: str = Field(default="", description="How source and target are related, according to the text")
     strength: float = Field(default=1.0, ge=0.0, le=10.0, description="Strength of the relationship, 1 (weak) to 10 (strong)")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _lenient(cls, data: Any) -> Any:
+        if isinstance(data, (list, tuple)) and len(data) in (2, 3) and all(isinstance(v, str) for v in data):
+            # a triple [source, keywords, target] or a pair [source, target]
+            return ({"source": data[0], "keywords": data[1], "target": data[2]} if len(data) == 3
+                    else {"source": data[0], "target": data[1]})
+        if not isinstance(data, dict):
+            return data
+        data = _renamed(data, {"source": ("src_id", "src", "source_entity", "subject", "head", "from"),
+                               "target": ("tgt_id", "tgt", "target_entity", "object", "tail", "to"),
+                               "keywords": ("relationship_keywords", "relationship", "relation", "predicate",
+                                            "type", "label"),
+                               "description": ("relationship_description", "desc", "summary"),
+                               "strength": ("relationship_strength", "weight", "score")})
+        for field, sep in (("source", " "), ("target", " "), ("keywords", ", "), ("description", " ")):
+            if field in data:
+                data[field] = _text(data[field], sep)
+        if "strength" in data:
+            data["strength"] = _strength(data["strength"])
+        return data
+
     @field_validator("source", "target")
     @classmethod
     def _endpoint_not_empty(cls, value: str) -> str:
@@ -92,6 +232,13 @@ class ChunkExtraction(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _not_a_schema_echo(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = _renamed(data, {"entities": ("entity", "nodes"), "relations": ("relationships", "edges")})
+            for field in ("entities", "relations"):
+                if field in data and data[field] is None:
+                    data[field] = []
+                elif isinstance(data.get(field), dict):   # one item where a list is wanted
+                    data[field] = [data[field]]
         if isinstance(data, dict) and "entities" not in data and "relations" not in data and (
                 SCHEMA_KEYS & data.keys() or (data.get("type") == "object" and "title" in data)):
             raise ValueError("the answer repeated the JSON schema instead of data: answer with an object "

@@ -18,14 +18,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pathrag_pipeline.config import Settings
-from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
+from pathrag_pipeline.index.extraction_models import ENTITY_TYPES, ChunkExtraction, Entity, Relation
 from pathrag_pipeline.llm.client import LLMClient, LLMError, LLMTruncatedError, Usage, llm_from_settings
 from pathrag_pipeline.text.names import name_key
 from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID, extract_offline
 
 PROMPT_VERSION = "extract-v1"
-
-ENTITY_TYPES = ("person", "organization", "location", "event", "work", "date", "concept", "other")
 
 EXTRACTION_SYSTEM_PROMPT = """-Goal-
 Given a text document and a list of entity types, identify all entities of those types in the text and \

@@ -211,6 +211,12 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    # the listen backlog: the standard library's 5 reset connections when 50 asks arrive at once
+    request_queue_size = 256
+    daemon_threads = True
+
+
 def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers: int | None = None,
           log: Log = lambda m: print(m, file=sys.stderr, flush=True), ready: Callable[[ServiceInfo], None] | None = None,
           stop: threading.Event | None = None) -> int:
@@ -226,11 +232,10 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers
     service = QueryService(settings, workers=workers, log=log)
     service.warm()
     try:
-        server = ThreadingHTTPServer((host, port), _handler(service, token := secrets.token_urlsafe(32)))
+        server = _Server((host, port), _handler(service, token := secrets.token_urlsafe(32)))
     except OSError as exc:
         raise ServiceStartError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); give another --port") \
             from None
-    server.daemon_threads = True
     bound_host, bound_port = server.server_address[:2]
     info = ServiceInfo(url=f"http://{bound_host}:{bound_port}", token=token, process=identity(),
                        settings=query_settings(settings.public()),
