@@ -271,7 +271,12 @@ def markdown_section(r: dict[str, Any]) -> str:
         f"{r['asks'] / 2 * per_ask(svc) / r['cores'] / svc['single_p50_s']:.1f}x a single served ask (when the "
         "single ask's wall time is about its CPU, that floor is asks / (2 x cores) whatever the per-ask cost: "
         f"{r['asks'] / (2 * r['cores']):.1f}x here, so the same-configuration target needs fewer asks per core or "
-        "work shared between asks, not a faster ask). The service answered "
+        "work shared between asks, not a faster ask). In practice the served asks end close together (p50 "
+        f"{svc['waves']['idle']['p50_s'] / svc['waves']['idle']['max_s']:.2f} of the max, idle): {r['asks']} "
+        f"processes sharing {r['cores']} cores fairly start up in lockstep and reach the service at about the same "
+        f"time, so even an instant service would leave the median near the clients' own start-up, {r['asks']} x "
+        f"{svc['client_cpu_s']:.3f} / {r['cores']} = {r['asks'] * svc['client_cpu_s'] / r['cores']:.1f} s. The "
+        "service answered "
         f"{svc.get('service_answered', 0)} of the {r['single'] + 2 * r['asks']} served asks.",
         f"Queries logged afterwards: {r['queries_logged']} of {r['queries_expected']} asked (asks that could not get "
         "the database logged through the query spool, merged by the next process that could).",
