@@ -44,7 +44,8 @@ def _md_table(con, sql: str) -> dg.MetadataValue:
 def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: dg.ResourceParam[RunReports]):
     settings = pathrag.settings()
     store = pathrag.store()
-    stage = graph_stage(settings, store, triples=pathrag.triples_path(), run_id=context.run_id)
+    stage = graph_stage(settings, store, triples=pathrag.triples_path(), run_id=context.run_id,
+                        retry_failed=pathrag.retry_failed)
     reports.put("graph", stage)
     if stage.triples is not None:
         t = stage.triples
@@ -54,7 +55,8 @@ def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: 
         cost = {**stage.mode, "pending_chunks": x.pending, "llm_calls": x.calls, "prompt_tokens": x.prompt_tokens,
                 "completion_tokens": x.completion_tokens, "cache_hits": x.cache_hits,
                 "cache_hit_rate": round(x.cache_hit_rate, 3), "failed_chunks": x.failed,
-                "empty_chunks": x.empty, "trimmed_chunks": x.trimmed, "summary_calls": x.summary_calls}
+                "empty_chunks": x.empty, "trimmed_chunks": x.trimmed, "summary_calls": x.summary_calls,
+                "given_up_chunks": x.given_up}
         for err in x.errors:
             context.log.warning(f"extraction failed: {err}")
     with store.connect(read_only=True) as con:

@@ -15,6 +15,7 @@ class PathragResource(dg.ConfigurableResource):
     home: str | None = None
     docs: str | None = None
     triples: str | None = None   # build the graph from this triples JSONL instead of extraction
+    retry_failed: bool = False   # also extract chunks left alone after failing 3 runs in a row (index --retry-failed)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         # record this process on the run: a run whose process died is released before the next one waits

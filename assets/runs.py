@@ -49,12 +49,13 @@ def instance_for(settings: Settings) -> dg.DagsterInstance:
 
 def index_folder(settings: Settings, *, trigger: str = "python", triples: Path | None = None,
                  reembed: bool = False, replace_folder: bool = False, instance: dg.DagsterInstance | None = None,
-                 quiet: bool = True) -> IndexReport:
+                 quiet: bool = True, retry_failed: bool = False) -> IndexReport:
     """Index ``settings.docs`` as one `index_folder` run recorded in the Dagster instance; returns the report.
     ``replace_folder``: index it in place of the folder the home holds (the `ingest` step's ``replace``)."""
     reports = RunReports()
     resources = {"pathrag": PathragResource(home=str(settings.home), docs=str(settings.docs),
-                                            triples=str(triples) if triples else None),
+                                            triples=str(triples) if triples else None,
+                                            retry_failed=retry_failed),
                  "reports": reports}
     job = dg.Definitions(
         assets=[ingest, graph, embeddings],

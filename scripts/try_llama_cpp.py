@@ -1,7 +1,10 @@
 """Index the bundled sample documents with a local GGUF model served by llama-cpp-python (manual check).
 
-Not part of the tests or CI: it needs ``pip install "llama-cpp-python[server]"`` (builds from source, some
-20-30 minutes on a small machine) and a chat/instruct GGUF file you give. It starts
+Not part of the tests or CI. Run it with the Python of an environment that holds *both* this project
+(``pip install -e .``) and the server (``pip install "llama-cpp-python[server]"``: from source some 20-30 minutes
+on a small machine, or in seconds from the portable wheel named in docs/llm-endpoints.md), because it imports the
+pipeline and starts ``python -m llama_cpp.server`` with the same interpreter; and a chat/instruct GGUF file you
+give. Ctrl-C stops the run and the server with one line. It starts
 
     python -m llama_cpp.server --model FILE.gguf --model_alias local --n_ctx N --host 127.0.0.1 --port P
 
@@ -103,7 +106,7 @@ def main() -> None:
         server.terminate()
         try:
             server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
             server.kill()
         if args.home is None and not args.keep:
             import shutil
@@ -148,4 +151,9 @@ def report_run(home: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        # the `finally` in main() has stopped the server; a generation in progress ends with it (a SIGTERM to
+        # llama_cpp.server alone does not stop a generation: terminate() then kill() after 30 s does)
+        sys.exit("interrupted: the server was stopped; nothing of the run is kept unless --home or --keep")

@@ -225,3 +225,29 @@ def test_an_exhausted_quota_is_one_line_naming_the_key(folder, monkeypatch, open
     line = one_line_error(result)
     assert "insufficient_quota" in line and "PATHRAG_LLM_API_KEY" in line and SECRET not in result.output
     assert openai_server.count("chat") == 1                     # not retried: no retry can add credit
+
+
+def test_a_chunk_given_up_is_left_alone_by_index_until_retry_failed(folder, monkeypatch,
+                                                                   openai_server: FakeOpenAIServer) -> None:
+    """Issue 27: a chunk the model cannot extract used to be retried on every run, at the full cost each time."""
+    from tests.extraction_fakes import FakeExtractionModel
+
+    model = FakeExtractionModel(poison={"Valmere"})   # never JSON for this chunk
+    openai_server.chat_responder = model
+    monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
+    for _ in range(3):
+        assert CliRunner().invoke(main, ["index", str(folder), "--runless"]).exit_code == 0
+    calls = openai_server.count("chat")
+    result = CliRunner().invoke(main, ["index", str(folder), "--runless"])
+    assert result.exit_code == 0 and openai_server.count("chat") == calls
+    assert "Up to date, no run launched" in result.output
+    assert "1 left alone after failing 3 runs in a row (--retry-failed retries them)" in " ".join(result.output.split())
+    status = CliRunner().invoke(main, ["status", "--json"])
+    import json
+
+    assert json.loads(status.stdout)["graph"]["given_up_extractions"] == 1
+    model.poison.clear()
+    result = CliRunner().invoke(main, ["index", str(folder), "--runless", "--retry-failed"])
+    assert result.exit_code == 0 and openai_server.count("chat") > calls
+    assert json.loads(CliRunner().invoke(main, ["status", "--json"]).stdout)["graph"]["failed_extractions"] == 0

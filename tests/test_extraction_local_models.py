@@ -14,7 +14,7 @@ import pytest
 from pathrag_pipeline.index.extraction_stage import run_extraction
 from pathrag_pipeline.index.llm_extraction import LLMExtractor
 from pathrag_pipeline.index.pipeline import graph_counts
-from pathrag_pipeline.llm.client import LLMStoppedError, LLMUnsupportedModeError
+from pathrag_pipeline.llm.client import LLMError, LLMStoppedError, LLMUnsupportedModeError
 from pathrag_pipeline.testing.openai_server import FakeOpenAIServer, schema_echo
 from tests.extraction_fakes import Corpus, FakeExtractionModel, chunk_text_of, make_client, names_in
 
@@ -131,6 +131,8 @@ def test_empty_extraction_is_reasked_once_then_recorded_empty(corpus: Corpus, op
     assert statuses(corpus) == {"empty": len(DOCS)}
     errors = [r[0] for r in corpus.query("SELECT error FROM extractions")]
     assert all("no entities and no relations" in e for e in errors)
+    # the hint names the other modes, never the one in use (issue 27: "try md_json or json" while in json)
+    assert all("PATHRAG_LLM_MODE=md_json or tools (now json)" in e for e in errors)
     assert corpus.query("SELECT failed FROM llm_usage")[0][0] == len(DOCS)
 
     # Retried on the next run; a model that now answers turns them ok.
@@ -290,3 +292,69 @@ def test_summary_calls_are_in_llm_usage_while_summaries_are_still_being_made(
     assert model.summaries > 3
     assert corpus.query("SELECT calls, items FROM llm_usage WHERE stage = 'summarise'") == [
         (model.summaries, model.summaries)]
+
+
+# ---- issue 27 item 5: partial chunks are kept, a chunk that keeps failing is left alone ------------------
+
+def test_split_parts_that_succeed_are_kept_and_the_record_says_partial(corpus: Corpus,
+                                                                       openai_server: FakeOpenAIServer) -> None:
+    """The whole chunk's answer runs past the cap; after the split, the half naming Babbage is still cut at
+    every depth while the other half extracts: the chunk keeps the other half's entities, marked partial."""
+    model = FakeExtractionModel()
+    runaway = json.dumps({"entities": [{"name": f"Padding {i}", "description": "x " * 5} for i in range(80)]})
+
+    def responder(request: dict[str, Any]) -> str:
+        text = chunk_text_of(request).strip()
+        return runaway if text in set(DOCS.values()) or "Babbage" in text else model(request)
+
+    stats = run_extraction(corpus.store, extractor_for(openai_server, responder, max_tokens={"extract": 300}))
+
+    assert (stats.extracted, stats.failed) == (len(DOCS), 0), stats.errors
+    status, error = corpus.query("SELECT e.status, e.error FROM extractions e JOIN chunks c ON c.id = e.chunk_id "
+                                 "WHERE c.text LIKE '%Babbage%'")[0]
+    assert status == "ok" and error.startswith("partial: 1 split part(s)")
+    names = {r[0] for r in corpus.query("SELECT name FROM entities")}
+    assert "Royal Society" in names or "Taylor" in " ".join(names)   # the half that extracted is in the graph
+    assert not any(n.startswith("Padding") for n in names)
+
+
+def test_a_chunk_failing_three_runs_in_a_row_is_left_alone_until_retry_failed_or_new_settings(
+        corpus: Corpus, openai_server: FakeOpenAIServer) -> None:
+    model = FakeExtractionModel(poison={"Babbage"})   # the Ada chunk's answer is never JSON
+    extractor = extractor_for(openai_server, model, validation_retries=0)
+    for run in range(1, 4):
+        before = openai_server.count("chat")
+        stats = run_extraction(corpus.store, extractor)
+        # the first run extracts every chunk; the next two retry only the failing one
+        assert stats.failed == 1 and openai_server.count("chat") - before == (len(DOCS) if run == 1 else 1), run
+        assert corpus.query("SELECT failed_runs FROM extractions WHERE status = 'failed'")[0][0] == run
+
+    before = openai_server.count("chat")
+    stats = run_extraction(corpus.store, extractor)   # the fourth run leaves it alone
+    assert (stats.pending, stats.given_up, openai_server.count("chat") - before) == (0, 1, 0)
+
+    # another output cap is another chance; so is --retry-failed
+    other = extractor_for(openai_server, model, validation_retries=0, max_tokens={"extract": 2000})
+    before = openai_server.count("chat")
+    assert run_extraction(corpus.store, other).pending == 1 and openai_server.count("chat") - before == 1
+    before = openai_server.count("chat")
+    model.poison.clear()
+    stats = run_extraction(corpus.store, extractor, retry_failed=True)
+    assert (stats.pending, stats.extracted, openai_server.count("chat") - before) == (1, 1, 1)
+    assert statuses(corpus) == {"ok": len(DOCS)}
+    assert corpus.query("SELECT count(*) FROM extractions WHERE failed_runs IS NOT NULL")[0][0] == 0
+
+
+def test_an_unreachable_endpoint_does_not_count_against_the_chunk(corpus: Corpus,
+                                                                  openai_server: FakeOpenAIServer) -> None:
+    extractor = extractor_for(openai_server, FakeExtractionModel(), max_retries=0)
+    for _ in range(4):   # four runs against a server answering 503: not the chunks' fault
+        openai_server.inject("503", times=len(DOCS))
+        try:
+            run_extraction(corpus.store, extractor)
+        except LLMError:
+            pass   # the run may stop on an unavailable endpoint; the records written stand
+    counts = corpus.query("SELECT status, failed_runs FROM extractions")
+    assert counts and all(status == "failed" and runs == 0 for status, runs in counts)
+    stats = run_extraction(corpus.store, extractor)
+    assert (stats.pending, stats.extracted) == (len(DOCS), len(DOCS))

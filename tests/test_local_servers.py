@@ -91,6 +91,9 @@ def test_answer_cut_at_the_cap_is_truncation_not_output(openai_server: FakeOpenA
     body = openai_server.requests_for("chat")[0].body
     assert body["max_tokens"] == 20
     assert "PATHRAG_LLM_MAX_TOKENS" in str(info.value)
+    # the cut answer's tokens are counted as the server reported them (issue 27: they were dropped)
+    assert info.value.usage.completion_tokens == 20 and info.value.usage.prompt_tokens > 0
+    assert client.usage_by_stage()["extract"].completion_tokens == 20
 
 
 def test_free_text_answer_at_the_cap_is_kept_and_marked(openai_server: FakeOpenAIServer) -> None:

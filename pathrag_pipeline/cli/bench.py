@@ -548,6 +548,28 @@ def bench_concurrency(asks: int, single: int, dataset_dir: Path, workdir: Path |
              before="Answers through a local LLM")
 
 
+@bench.command("local-extraction")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("bench-local-extraction"),
+              show_default=True, help="Where the joined model, the homes and the server logs go (kept for inspection).")
+@click.option("--modes", default=",".join(("json", "md_json", "tools", "json_schema")), show_default=True,
+              help="LLM modes to run, comma-separated.")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
+@click.option("--json", "as_json", is_flag=True)
+def bench_local_extraction(workdir: Path, modes: str, update_docs: Path | None, as_json: bool) -> None:
+    """The small local models in every LLM mode extracting the sample documents through a real llama.cpp server."""
+    from pathrag_pipeline.bench.llm_answers import BenchSetupError
+    from pathrag_pipeline.bench.local_extraction import HEADING, markdown_section, run_local_extraction_bench, to_json
+
+    chosen = tuple(m.strip() for m in modes.split(",") if m.strip())
+    try:
+        result = run_local_extraction_bench(workdir.resolve(), modes=chosen, log=_log(as_json))
+    except BenchSetupError as exc:
+        raise click.ClickException(str(exc)) from None
+    _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result),
+             before="Answers through a local LLM")
+
+
 @bench.command("retrieval")
 @click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
               show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl, triples.jsonl).")

@@ -52,6 +52,8 @@ def _print_index(report, settings: Settings) -> None:
         rows.append(("extraction", f"{x.pending} chunks pending, {x.cache_hits} from cache, {x.extracted} extracted, "
                                    f"{x.failed} failed, {x.empty} empty"
                                    + (f", {x.trimmed} trimmed to the per-chunk cap" if x.trimmed else "")
+                                   + (f", {x.given_up} left alone after failing 3 runs in a row (--retry-failed "
+                                      "retries them)" if x.given_up else "")
                                    + f"; {x.calls} LLM calls, {x.prompt_tokens + x.completion_tokens} tokens"))
         for err in x.errors:
             console.print(f"[yellow]extraction failed[/yellow] {esc(err)}", highlight=False)
@@ -100,7 +102,7 @@ def _print_earlier_failures(settings: Settings, report) -> None:
 
 
 def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | None = None, reembed: bool = False,
-               runless: bool = False, replace_folder: bool = False):
+               runless: bool = False, replace_folder: bool = False, retry_failed: bool = False):
     # First the no-op check (index/pending_work.py: the run's own change detection, no Dagster, no LanceDB):
     # when nothing is new, changed, deleted or pending, the report is printed and no run is launched, as a
     # sensor tick that finds nothing launches none. Otherwise the index runs as the Dagster job
@@ -118,13 +120,13 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
 
     settings = replace(settings, docs=folder)
     while True:
-        report = _index_once(settings, folder, trigger, triples, reembed, runless, replace_folder)
+        report = _index_once(settings, folder, trigger, triples, reembed, runless, replace_folder, retry_failed)
         if report is not None:
             return report
 
 
 def _index_once(settings: Settings, folder: Path, trigger: str, triples: Path | None, reembed: bool,
-                runless: bool, replace_folder: bool):
+                runless: bool, replace_folder: bool, retry_failed: bool = False):
     """One attempt of ``_run_index``: None when a live Dagster run held the duckdb pool, after waiting for it
     outside the index lock (its step takes that lock next: waiting inside it would deadlock both)."""
     from pathrag_pipeline.storage.run_lock import index_lock
@@ -137,7 +139,8 @@ def _index_once(settings: Settings, folder: Path, trigger: str, triples: Path | 
         else:
             from pathrag_pipeline.index.pending_work import up_to_date_report
 
-            report, _reasons = up_to_date_report(settings, folder, replace_folder=replace_folder)
+            report, _reasons = up_to_date_report(settings, folder, replace_folder=replace_folder,
+                                                 retry_failed=retry_failed)
             if report is not None:
                 _print_index(report, settings)
                 console.print(f"Up to date, no run launched: nothing new, changed, deleted or pending in {esc(folder)} "
@@ -148,7 +151,7 @@ def _index_once(settings: Settings, folder: Path, trigger: str, triples: Path | 
 
             with console.status(f"indexing {esc(folder)} ..."):
                 report = run_indexing(settings, folder=folder, trigger=trigger, triples=triples, reembed=reembed,
-                                      replace_folder=replace_folder)
+                                      replace_folder=replace_folder, retry_failed=retry_failed)
             from assets.runs import record_runless
 
             recorded = record_runless(settings, report)
@@ -165,7 +168,8 @@ def _index_once(settings: Settings, folder: Path, trigger: str, triples: Path | 
             if not busy:
                 with console.status(f"indexing {esc(folder)} ..."):
                     report = index_folder(settings, trigger=trigger, triples=triples, reembed=reembed,
-                                          replace_folder=replace_folder, instance=instance)
+                                          replace_folder=replace_folder, instance=instance,
+                                          retry_failed=retry_failed)
         except BaseException:
             instance.dispose()
             raise
@@ -197,13 +201,17 @@ REPLACE_HELP = ("Index this folder in place of the one PATHRAG_HOME holds (its d
               help="Record the index in the Dagster instance as materialisations of its assets, not as a job run: "
                    "lighter (no job machinery, Dagster imported after the work).")
 @click.option("--replace", "replace_folder", is_flag=True, help=REPLACE_HELP)
-def index(path: Path, triples: Path | None, reembed: bool, runless: bool, replace_folder: bool) -> None:
+@click.option("--retry-failed", is_flag=True,
+              help="Also extract the chunks that failed 3 runs in a row with this model and settings (left alone "
+                   "otherwise until their text, the model or the LLM mode or output cap change).")
+def index(path: Path, triples: Path | None, reembed: bool, runless: bool, replace_folder: bool,
+          retry_failed: bool) -> None:
     """Index the documents under PATH: only new or changed files are processed, deleted ones are removed.
 
     A PATHRAG_HOME indexes one folder: another folder, or an empty one, is refused unless --replace."""
     settings = load_settings(docs=path.resolve())
     _run_index(settings, path.resolve(), "cli", triples=triples, reembed=reembed, runless=runless,
-               replace_folder=replace_folder)
+               replace_folder=replace_folder, retry_failed=retry_failed)
     console.print(f"Stored in {settings.duckdb_path} and {settings.lancedb_path}. "
                   "Query it with: pathrag sql \"SELECT name, type FROM entities LIMIT 10\"", highlight=False, markup=False)
 

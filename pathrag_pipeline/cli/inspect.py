@@ -118,6 +118,7 @@ def status_summary(settings: Settings) -> dict:
         graph = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                  for t in ("extractions", "entities", "relations", "entity_aliases")}
         failed = con.execute("SELECT count(*) FROM extractions WHERE status = 'failed'").fetchone()[0]
+        given_up = _given_up(con)
         usage = con.execute(
             "SELECT stage, extractor, sum(calls), sum(prompt_tokens + completion_tokens), sum(cache_hits) "
             "FROM llm_usage GROUP BY stage, extractor ORDER BY stage, extractor").fetchall()
@@ -136,7 +137,8 @@ def status_summary(settings: Settings) -> dict:
         "folder": folder,     # the folder this home indexes (None until a sync records it)
         "documents": by_status,
         "chunks": chunks,
-        "graph": {**graph, "failed_extractions": failed},
+        # given up: failed (or came back empty) MAX_FAILED_RUNS runs in a row; `pathrag index --retry-failed`
+        "graph": {**graph, "failed_extractions": failed, "given_up_extractions": given_up},
         # the files that failed, first FAILED_FILES_SHOWN by path, with their whole error message
         "failed_files": [{"path": path, "error": error, "last_good_version_kept": kept}
                          for path, error, kept in failing],
@@ -153,6 +155,20 @@ def service_summary(settings: Settings) -> dict | None:
 
     info = live_service(settings.home)
     return None if info is None else {"url": info.url, "process": info.process, "started_at": info.started_at}
+
+
+def _given_up(con) -> int:
+    """Chunks the extraction stage leaves alone after failing MAX_FAILED_RUNS runs in a row (0 in a home made
+    before failures were counted: its next index run adds the column)."""
+    import duckdb
+
+    from pathrag_pipeline.index.extraction_stage import MAX_FAILED_RUNS
+
+    try:
+        return con.execute("SELECT count(*) FROM extractions WHERE status IN ('failed', 'empty') "
+                           "AND coalesce(failed_runs, 0) >= ?", [MAX_FAILED_RUNS]).fetchone()[0]
+    except duckdb.BinderException:
+        return 0
 
 
 def dagster_summary(settings: Settings) -> dict:

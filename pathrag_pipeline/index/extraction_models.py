@@ -58,10 +58,22 @@ LABEL_NAMES = frozenset({
     "unknown", "n/a", "na", "none", "example", "placeholder", "tbd", "untitled", "author", "journal",
     "company", "publisher", "article", "paper", "table", "figure", "section", "chapter", "page", "appendix",
 })
-# mojibake: UTF-8 read as Latin-1/CP1252 ("Ã©", "â€™", "Â ") or the replacement character
-_MOJIBAKE = re.compile("\ufffd|Ã[\u0080-\u00bf]|â€|Â[\u0080-\u00bf]")
 _IDENTIFIER = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)+(?:\.\w{1,5})?")   # snake_case or a file name: the_varne_review
 _HANDLE = re.compile(r"[#@]\w")                                   # #PellinghamInstitute, @someone
+
+
+def _mojibake(name: str) -> bool:
+    """UTF-8 text decoded as CP1252 or Latin-1 ("Ã©cole", "â€™") or holding the replacement character: encoding
+    it back gives valid UTF-8 that differs (real names such as "São Paulo" do not encode to valid UTF-8)."""
+    if "\ufffd" in name:
+        return True
+    for encoding in ("cp1252", "latin-1"):
+        try:
+            if name.encode(encoding).decode("utf-8") != name:
+                return True
+        except (UnicodeEncodeError, UnicodeDecodeError):
+            continue
+    return False
 
 
 def name_problem(name: str) -> str | None:
@@ -82,7 +94,7 @@ def name_problem(name: str) -> str | None:
         return "a hashtag or handle, not a name as written"
     if _IDENTIFIER.fullmatch(name):
         return "an identifier or file name (snake_case), not a name as written"
-    if _MOJIBAKE.search(name) or any(ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in name):
+    if _mojibake(name) or any(ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in name):
         return "mojibake or control characters"
     return None
 

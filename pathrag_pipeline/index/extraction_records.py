@@ -38,6 +38,8 @@ class ExtractionRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     created_at: datetime = field(default_factory=utc_now)
+    failed_runs: int | None = None   # failed/empty: runs in a row (this one included) with the same text, extractor, retry_key
+    retry_key: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -69,10 +71,13 @@ def write_records(con: duckdb.DuckDBPyConnection, records: Iterable[ExtractionRe
         "prompt_tokens": pa.array([r.prompt_tokens for r in recs], pa.int32()),
         "completion_tokens": pa.array([r.completion_tokens for r in recs], pa.int32()),
         "created_at": pa.array([r.created_at for r in recs], pa.timestamp("us")),
+        "failed_runs": pa.array([r.failed_runs for r in recs], pa.int32()),
+        "retry_key": pa.array([r.retry_key for r in recs], pa.string()),
     })
     con.register("_extraction_batch", batch)
     try:
-        con.execute("INSERT OR REPLACE INTO extractions SELECT * FROM _extraction_batch")
+        columns = ", ".join(batch.column_names)   # by name: homes made before a column was added hold it last
+        con.execute(f"INSERT OR REPLACE INTO extractions ({columns}) SELECT {columns} FROM _extraction_batch")
         con.execute(
             """INSERT OR REPLACE INTO extraction_cache
                SELECT chunk_hash, extractor, any_value(result), any_value(calls), any_value(prompt_tokens),

@@ -80,6 +80,7 @@ class PendingChunk:
     document_id: str
     text: str
     title: str | None
+    failed_runs: int = 0     # runs in a row this text already failed with this extractor and retry key
 
 
 @dataclass
@@ -91,6 +92,7 @@ class ExtractionPlan:
     cached: dict[str, ChunkExtraction]           # chunk_hash -> cached result for the current extractor
     removed_chunk_ids: list[str]                 # records whose chunk no longer exists
     replaced: int                                # pending chunks whose old record came from another extractor
+    given_up: int = 0                            # chunks not retried: failed MAX_FAILED_RUNS runs in a row
 
 
 @dataclass
@@ -113,6 +115,7 @@ class ExtractionStats:
     summary_calls: int = 0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)   # the first few failure messages, chunk id first
+    given_up: int = 0                              # chunks left alone: failed MAX_FAILED_RUNS runs in a row
 
     @property
     def cache_hit_rate(self) -> float:
@@ -122,25 +125,45 @@ class ExtractionStats:
 
 # ---- planning ------------------------------------------------------------------------------------------
 
-# A chunk is pending when it has no record by this extractor (parameter 1) for its current text, or its
-# record is not 'ok' (failed or empty: retried). A record is stale when its chunk is gone.
-_PENDING_FROM = """FROM chunks c
+# A chunk is pending when it has no record by this extractor ($extractor) for its current text, or its
+# record is not 'ok' (failed or empty: retried), unless that text already failed MAX_FAILED_RUNS runs in a row
+# with this extractor and retry key ($give_up: the limit, or never with --retry-failed). A record is stale
+# when its chunk is gone.
+MAX_FAILED_RUNS = 3
+_SAME_FAILURE = """e.status IN ('failed', 'empty') AND e.extractor = $extractor AND e.chunk_hash = c.content_hash
+                   AND coalesce(e.retry_key, '') = $retry_key"""
+_GIVEN_UP = f"coalesce({_SAME_FAILURE} AND coalesce(e.failed_runs, 0) >= $give_up, false)"
+_JOINS = """FROM chunks c
            LEFT JOIN documents d ON d.id = c.document_id
-           LEFT JOIN extractions e ON e.chunk_id = c.id
-           WHERE e.chunk_id IS NULL OR e.extractor <> ? OR e.chunk_hash <> c.content_hash OR e.status <> 'ok'"""
+           LEFT JOIN extractions e ON e.chunk_id = c.id"""
+_PENDING_FROM = f"""{_JOINS}
+           WHERE (e.chunk_id IS NULL OR e.extractor <> $extractor OR e.chunk_hash <> c.content_hash
+                  OR e.status <> 'ok') AND NOT {_GIVEN_UP}"""
 _STALE_RECORDS = "FROM extractions WHERE chunk_id NOT IN (SELECT id FROM chunks)"
 
 
-def plan_extraction(con: duckdb.DuckDBPyConnection, extractor_id: str) -> ExtractionPlan:
-    """Find pending chunks, stale records and cache hits for ``extractor_id``."""
+def _params(extractor_id: str, retry_key: str, retry_failed: bool) -> dict:
+    return {"extractor": extractor_id, "retry_key": retry_key,
+            "give_up": 2**31 - 1 if retry_failed else MAX_FAILED_RUNS}
+
+
+def plan_extraction(con: duckdb.DuckDBPyConnection, extractor_id: str, retry_key: str = "",
+                    retry_failed: bool = False) -> ExtractionPlan:
+    """Find pending chunks, stale records and cache hits for ``extractor_id``; chunks whose text failed
+    ``MAX_FAILED_RUNS`` runs in a row with this extractor and ``retry_key`` (the LLM mode and output cap) are
+    left alone (counted in ``given_up``) unless ``retry_failed``: a model that cannot extract a chunk would
+    otherwise spend the same calls on it every run, forever."""
+    params = _params(extractor_id, retry_key, retry_failed)
     rows = con.execute(
         f"""SELECT c.id, c.content_hash, c.document_id, c.text, d.title,
-                  e.chunk_id IS NOT NULL AS has_record, e.extractor
+                  e.chunk_id IS NOT NULL AS has_record, e.extractor,
+                  CASE WHEN {_SAME_FAILURE} THEN coalesce(e.failed_runs, 0) ELSE 0 END
            {_PENDING_FROM}
            ORDER BY c.document_id, c.ordinal""",
-        [extractor_id],
+        params,
     ).fetchall()
-    pending = [PendingChunk(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+    pending = [PendingChunk(r[0], r[1], r[2], r[3], r[4], r[7]) for r in rows]
+    given_up = con.execute(f"SELECT count(*) {_JOINS} WHERE {_GIVEN_UP}", params).fetchone()[0]
     replaced = sum(1 for r in rows if r[5] and r[6] != extractor_id)
     removed = [r[0] for r in con.execute(f"SELECT chunk_id {_STALE_RECORDS} ORDER BY chunk_id").fetchall()]
     hashes = sorted({p.chunk_hash for p in pending})
@@ -153,7 +176,7 @@ def plan_extraction(con: duckdb.DuckDBPyConnection, extractor_id: str) -> Extrac
         ).fetchall()
     } if hashes else {}
     total = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
-    return ExtractionPlan(total, pending, cached, removed, replaced)
+    return ExtractionPlan(total, pending, cached, removed, replaced, given_up)
 
 
 @dataclass(frozen=True)
@@ -163,18 +186,22 @@ class ExtractionBacklog:
     pending: int            # chunks to extract (new, changed, by another extractor, failed or empty)
     stale_records: int      # records whose chunk is gone
     graph_dirty: bool       # records written but not yet merged into entities/relations (a crashed run)
+    given_up: int = 0       # chunks left alone after failing MAX_FAILED_RUNS runs in a row (not work)
 
     @property
     def empty(self) -> bool:
         return not (self.pending or self.stale_records or self.graph_dirty)
 
 
-def extraction_backlog(con: duckdb.DuckDBPyConnection, extractor_id: str) -> ExtractionBacklog:
+def extraction_backlog(con: duckdb.DuckDBPyConnection, extractor_id: str, retry_key: str = "",
+                       retry_failed: bool = False) -> ExtractionBacklog:
     """Counts of ``plan_extraction``'s work (same conditions) plus unmerged records: zero means
     ``run_extraction`` would extract nothing, drop nothing and merge nothing."""
-    pending = con.execute(f"SELECT count(*) {_PENDING_FROM}", [extractor_id]).fetchone()[0]
+    params = _params(extractor_id, retry_key, retry_failed)
+    pending = con.execute(f"SELECT count(*) {_PENDING_FROM}", params).fetchone()[0]
+    given_up = con.execute(f"SELECT count(*) {_JOINS} WHERE {_GIVEN_UP}", params).fetchone()[0]
     stale = con.execute(f"SELECT count(*) {_STALE_RECORDS}").fetchone()[0]
-    return ExtractionBacklog(pending, stale, any(_load_dirty(con).values()))
+    return ExtractionBacklog(pending, stale, any(_load_dirty(con).values()), given_up)
 
 
 # ---- persisting ---------------------------------------------------------------------------------------
@@ -269,12 +296,18 @@ def record_usage(con: duckdb.DuckDBPyConnection, *, run_id: str, stage: str, ext
 
 def _record(chunk: PendingChunk, extractor_id: str, *, result: ChunkExtraction | None = None,
             error: str | None = None, calls: int = 0, prompt_tokens: int = 0,
-            completion_tokens: int = 0, status: str | None = None) -> ExtractionRecord:
+            completion_tokens: int = 0, status: str | None = None, retry_key: str = "",
+            counts: bool = True) -> ExtractionRecord:
+    """The record of ``chunk``; a failed or empty one carries the runs in a row it failed (``counts``: False for
+    a failure that is not the chunk's, an unreachable or stopped endpoint, which keeps the count)."""
+    status = status or ("failed" if error is not None else "ok")
+    failed_runs = None if status == "ok" else chunk.failed_runs + (1 if counts else 0)
     return ExtractionRecord(
         chunk_id=chunk.chunk_id, chunk_hash=chunk.chunk_hash, document_id=chunk.document_id,
-        extractor=extractor_id, status=status or ("failed" if error is not None else "ok"), result=result,
+        extractor=extractor_id, status=status, result=result,
         error=error,
         calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+        failed_runs=failed_runs, retry_key=retry_key,
     )
 
 
@@ -303,7 +336,7 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
                    progress: Progress | None = None, summarise: Summarise | None | Literal["auto"] = "auto",
                    max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS,
                    abort_after_unavailable: int = 8, min_flush_seconds: float = 1.0,
-                   run_id: str | None = None) -> ExtractionStats:
+                   run_id: str | None = None, retry_failed: bool = False) -> ExtractionStats:
     """Extract every pending chunk, write the records in batches, merge the touched graph keys, log usage.
 
     ``summarise`` condenses descriptions past ``max_description_tokens``; "auto" uses the extractor's LLM
@@ -324,9 +357,14 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
     meter = _UsageMeter(client if isinstance(client, LLMClient) else None, stats, started)
     if meter.client is not None:
         meter.client.resume()  # a new run tries the endpoint again even if an earlier run stopped it
+    retry_key = getattr(extractor, "retry_key", "")
     with store.connect() as con:
-        plan = plan_extraction(con, identity)
-    stats.chunks, stats.pending = plan.chunks, len(plan.pending)
+        plan = plan_extraction(con, identity, retry_key, retry_failed)
+    stats.chunks, stats.pending, stats.given_up = plan.chunks, len(plan.pending), plan.given_up
+    if plan.given_up:
+        log.warning("%d chunk(s) failed %d runs in a row with this model and settings and are not retried until "
+                    "their text, the model or the settings change; `pathrag index --retry-failed` retries them",
+                    plan.given_up, MAX_FAILED_RUNS)
     stats.removed_chunks, stats.replaced = len(plan.removed_chunk_ids), plan.replaced
 
     # Cache hits and stale records first, in one short write: no extractor call needed for them.
@@ -497,6 +535,7 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
     one chunk fails that chunk only; an interrupt (KeyboardInterrupt) propagates after the finished results
     are written."""
     identity = extractor.identity
+    retry_key = getattr(extractor, "retry_key", "")
     total = len(by_hash)
     done = 0
     batch: list[ExtractionRecord] = []
@@ -561,9 +600,11 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                     if not isinstance(exc, LLMStoppedError):  # a stop is said once, by the run's error
                         log.warning("extraction of chunk %s failed: %s", group[0].chunk_id,
                                     " ".join(str(exc).split())[:500])
+                    own = not isinstance(exc, (LLMStoppedError, LLMUnavailableError))   # not the endpoint's
                     batch.extend(_record(c, identity, error=message, calls=usage.calls if i == 0 else 0,
                                          prompt_tokens=usage.prompt_tokens if i == 0 else 0,
-                                         completion_tokens=usage.completion_tokens if i == 0 else 0)
+                                         completion_tokens=usage.completion_tokens if i == 0 else 0,
+                                         retry_key=retry_key, counts=own)
                                  for i, c in enumerate(group))
                     if isinstance(exc, LLMStoppedError) and abort is None:
                         abort, stopped = exc, True  # the client stopped: do not wait for calls in flight
@@ -582,7 +623,7 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                                "the next run (report it if it persists)")
                     if len(stats.errors) < 5:
                         stats.errors.append(f"{group[0].chunk_id}: {message}")
-                    batch.extend(_record(c, identity, error=message) for c in group)
+                    batch.extend(_record(c, identity, error=message, retry_key=retry_key) for c in group)
                     continue
                 unavailable_streak = 0
                 empty = getattr(outcome, "status", "ok") == "empty"
@@ -599,9 +640,10 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                     stats.trimmed += len(group)
                     log.warning("extraction of chunk %s (document %s): %s", group[0].chunk_id,
                                 group[0].document_id, trimmed)
+                note = outcome.note if empty else "; ".join(n for n in (outcome.note, trimmed) if n) or None
                 batch.extend(_record(c, identity, result=result,
                                      status="empty" if empty else "ok",
-                                     error=outcome.note if empty else trimmed,
+                                     error=note, retry_key=retry_key,
                                      calls=outcome.calls if i == 0 else 0,
                                      prompt_tokens=outcome.prompt_tokens if i == 0 else 0,
                                      completion_tokens=outcome.completion_tokens if i == 0 else 0)

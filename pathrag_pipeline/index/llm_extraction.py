@@ -19,7 +19,14 @@ from typing import Protocol
 
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.index.extraction_models import ENTITY_TYPES, ChunkExtraction, Entity, Relation
-from pathrag_pipeline.llm.client import LLMClient, LLMError, LLMTruncatedError, Usage, llm_from_settings
+from pathrag_pipeline.llm.client import (
+    LLMClient,
+    LLMError,
+    LLMOutputError,
+    LLMTruncatedError,
+    Usage,
+    llm_from_settings,
+)
 from pathrag_pipeline.text.names import name_key
 from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID, extract_offline
 
@@ -94,7 +101,7 @@ class ExtractionOutcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     status: str = "ok"        # 'empty': nothing extracted from a chunk with content, even after a re-ask
-    note: str | None = None   # why, for status 'empty'
+    note: str | None = None   # why, for status 'empty'; for 'ok', the split parts that were lost ("partial: ...")
 
 
 class Extractor(Protocol):
@@ -155,6 +162,9 @@ class LLMExtractor:
         self.gleaning = gleaning
         model = client.identity.get("model") or "unknown-model"
         self.identity = f"llm:{model}:{PROMPT_VERSION}:glean{gleaning}"
+        # what a failure depends on besides the identity: a chunk given up after failing several runs in a row
+        # is tried again once the mode or the output cap changes (extraction_stage.MAX_FAILED_RUNS)
+        self.retry_key = f"{getattr(client, 'mode', '')}:{client.max_tokens_for('extract')}"
 
     def extract(self, text: str, title: str | None) -> ExtractionOutcome:
         """First pass plus gleaning passes; an ``LLMError`` raised here carries the usage of every pass.
@@ -165,8 +175,9 @@ class LLMExtractor:
         at its default, or empty lists) is re-asked once; if it stays empty the outcome has status 'empty'.
         """
         acc = [Usage()]
+        lost: list[LLMError] = []
         try:
-            extraction = self._extract(text, title, acc, depth=0)
+            extraction = self._extract(text, title, acc, depth=0, lost=lost)
         except LLMError as exc:
             # Re-raise the same kind of error with the whole chunk's cost, so the stage accounts for it.
             raise type(exc)(str(exc), stage=exc.stage, model=exc.model, last_error=exc.last_error,
@@ -175,15 +186,26 @@ class LLMExtractor:
         result = extraction.normalised()
         words = len(text.split())
         if result.empty and words >= MIN_WORDS_FOR_CONTENT:
+            mode = getattr(self.client, "mode", None)
+            others = " or ".join(m for m in ("md_json", "json", "tools") if m != mode)   # never the mode in use
             note = (f"the model returned no entities and no relations for a chunk of {words} words, also when "
                     "asked again (a schema echo or empty lists): it may be too small to follow the extraction "
-                    "prompt; try PATHRAG_LLM_MODE=md_json or json, or a larger model. Retried on the next run")
+                    f"prompt; try PATHRAG_LLM_MODE={others} (now {mode}), or a larger model. Retried on the next "
+                    "run")
             return ExtractionOutcome(result, usage.calls, usage.prompt_tokens, usage.completion_tokens,
                                      status="empty", note=note)
-        return ExtractionOutcome(result, usage.calls, usage.prompt_tokens, usage.completion_tokens)
+        note = None
+        if lost:   # some split parts still failed: what the others found is kept, and the record says so
+            note = (f"partial: {len(lost)} split part(s) of the chunk could not be extracted and are missing "
+                    f"({' '.join(str(lost[0]).split())[:300]})")
+        return ExtractionOutcome(result, usage.calls, usage.prompt_tokens, usage.completion_tokens, note=note)
 
-    def _extract(self, text: str, title: str | None, acc: list[Usage], depth: int) -> ChunkExtraction:
-        """One text's extraction; every call's usage is added to ``acc[0]`` as it happens."""
+    def _extract(self, text: str, title: str | None, acc: list[Usage], depth: int,
+                 lost: list[LLMError] | None = None) -> ChunkExtraction:
+        """One text's extraction; every call's usage is added to ``acc[0]`` as it happens. When a cut answer
+        splits the text, a part whose answer stays cut or invalid is appended to ``lost`` and the other parts
+        are kept; only when every part fails does the whole text fail."""
+        lost = [] if lost is None else lost
         messages: list[dict[str, str]] = [
             {"role": "system", "content": EXTRACTION_SYSTEM_PROMPT.format(entity_types=", ".join(ENTITY_TYPES))},
             {"role": "user", "content": EXTRACTION_USER_PROMPT.format(title=title or "(untitled)", text=text)},
@@ -196,10 +218,19 @@ class LLMExtractor:
             if depth >= MAX_SPLITS or halves is None:
                 raise LLMTruncatedError(str(exc), stage=exc.stage, model=exc.model, last_error=exc.last_error,
                                         usage=Usage()) from None
-            merged = ChunkExtraction()
+            merged, failures = ChunkExtraction(), []
             for half in halves:
-                part = self._extract(half, title, acc, depth + 1)
+                try:
+                    part = self._extract(half, title, acc, depth + 1, lost)
+                except (LLMTruncatedError, LLMOutputError) as part_error:   # the endpoint's own faults propagate
+                    acc[0] += part_error.usage   # counted once, here (a cut answer's already was: usage zero)
+                    part_error.usage = Usage()
+                    failures.append(part_error)
+                    continue
                 merged, _ = merge_extractions(merged, part)
+            if len(failures) == len(halves):
+                raise failures[0]
+            lost.extend(failures)
             return merged
         acc[0] += first.usage
         extraction: ChunkExtraction = first.value

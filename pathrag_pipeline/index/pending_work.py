@@ -73,7 +73,7 @@ class PendingWork:
 
 
 def find_pending_work(settings: Settings, folder: Path, extractor_id: str, embedder_id: str, *,
-                      replace_folder: bool = False) -> PendingWork:
+                      replace_folder: bool = False, retry_key: str = "", retry_failed: bool = False) -> PendingWork:
     """What an index run of ``folder`` with this extractor and embedder would do (see the module docstring).
     Reads the index read-only; never writes. Any doubt (no index yet, an old schema, a locked file) is work.
     Raises ``home_folder.FolderRefused`` / ``FolderMissing`` where the run would refuse the folder."""
@@ -84,7 +84,8 @@ def find_pending_work(settings: Settings, folder: Path, extractor_id: str, embed
         return PendingWork(scan, plan_changes(scan, {}), ["no index yet"])
     try:
         with store.connect(read_only=True) as con:
-            return _pending(con, settings, folder, scan, extractor_id, embedder_id, replace_folder)
+            return _pending(con, settings, folder, scan, extractor_id, embedder_id, replace_folder, retry_key,
+                            retry_failed)
     except (duckdb.Error, StoreLockedError) as exc:
         return PendingWork(scan, plan_changes(scan, {}), [f"the index could not be checked ({exc})"])
 
@@ -108,7 +109,7 @@ def _checked_plan(con: duckdb.DuckDBPyConnection, settings: Settings, folder: Pa
 
 
 def _pending(con: duckdb.DuckDBPyConnection, settings: Settings, folder: Path, scan: FolderScan, extractor_id: str,
-             embedder_id: str, replace_folder: bool) -> PendingWork:
+             embedder_id: str, replace_folder: bool, retry_key: str = "", retry_failed: bool = False) -> PendingWork:
     plan = _checked_plan(con, settings, folder, scan, replace_folder)
     work = PendingWork(scan, plan)
     reasons = work.reasons
@@ -121,7 +122,7 @@ def _pending(con: duckdb.DuckDBPyConnection, settings: Settings, folder: Path, s
         reasons.append(f"{len(scan.unreadable_dirs)} unreadable folder(s) to report")
     if not chunking_current(con, settings):
         reasons.append("the chunk settings changed")
-    work.backlog = backlog = extraction_backlog(con, extractor_id)
+    work.backlog = backlog = extraction_backlog(con, extractor_id, retry_key, retry_failed)
     if backlog.pending:
         reasons.append(f"{backlog.pending} chunk(s) to extract (new, changed, failed or empty)")
     if backlog.stale_records:
@@ -144,19 +145,21 @@ def _pending(con: duckdb.DuckDBPyConnection, settings: Settings, folder: Path, s
     return work
 
 
-def up_to_date_report(settings: Settings, folder: Path, *,
-                      replace_folder: bool = False) -> tuple[IndexReport | None, list[str]]:
+def up_to_date_report(settings: Settings, folder: Path, *, replace_folder: bool = False,
+                      retry_failed: bool = False) -> tuple[IndexReport | None, list[str]]:
     """``(report, [])`` when an index run of ``folder`` would change nothing: the report a run would have
     printed (every stage with nothing done); else ``(None, reasons)``. Launches nothing and writes nothing;
     raises where the run would refuse the folder (ingest/home_folder.py)."""
     started = time.perf_counter()
     mode = describe_mode(settings)
-    work = find_pending_work(settings, folder, mode["extractor"], mode["embedder"], replace_folder=replace_folder)
+    work = find_pending_work(settings, folder, mode["extractor"], mode["embedder"], replace_folder=replace_folder,
+                             retry_key=mode["retry_key"], retry_failed=retry_failed)
     if not work.nothing_to_do:
         return None, work.reasons
     sync = SyncReport("", str(folder), work.plan, [], time.perf_counter() - started, 0,
                       work.scan.unsupported_count, list(work.scan.unsupported))
-    extraction = ExtractionStats(run_id="", extractor=mode["extractor"], chunks=work.graph["chunks"])
+    extraction = ExtractionStats(run_id="", extractor=mode["extractor"], chunks=work.graph["chunks"],
+                                 given_up=work.backlog.given_up if work.backlog is not None else 0)
     # dim 0: the vector width is in LanceDB's table metadata, which the check does not open (never printed)
     embeddings = EmbeddingReport(mode["embedder"], 0, {name: SyncStats(0, n, 0, n) for name, n in work.rows.items()})
     return IndexReport({k: mode[k] for k in ("mode", "extractor", "embedder")}, sync, extraction, None,

@@ -52,6 +52,7 @@ def describe_mode(settings: Settings) -> dict[str, str]:
     return {
         "mode": "llm" if llm else "offline",
         "extractor": extractor.identity,
+        "retry_key": getattr(extractor, "retry_key", ""),
         "embedder": embedder.identity,
         "answers": f"llm:{llm.model}" if llm else "extractive (offline)",
     }
@@ -98,21 +99,23 @@ class GraphStage:
 
 
 def graph_stage(settings: Settings, store: Store, *, triples: Path | None = None, run_id: str | None = None,
-                progress=None) -> GraphStage:
-    """Chunks → extractions → entities and relations (or the triples import when ``triples`` is given)."""
+                progress=None, retry_failed: bool = False) -> GraphStage:
+    """Chunks → extractions → entities and relations (or the triples import when ``triples`` is given);
+    ``retry_failed``: also the chunks left alone after failing several runs in a row."""
     with index_lock(settings.home):
-        return _graph_stage(settings, store, triples=triples, run_id=run_id, progress=progress)
+        return _graph_stage(settings, store, triples=triples, run_id=run_id, progress=progress,
+                            retry_failed=retry_failed)
 
 
 def _graph_stage(settings: Settings, store: Store, *, triples: Path | None, run_id: str | None,
-                 progress) -> GraphStage:
+                 progress, retry_failed: bool = False) -> GraphStage:
     if triples is not None:
         imported = import_triples(store, triples)
         return GraphStage({"mode": "imported triples", "extractor": imported.extractor}, None, imported)
     llm = llm_from_settings(settings)
     extractor = extractor_from_settings(settings, llm, gleaning=settings.gleaning)
     extraction = run_extraction(store, extractor, max_concurrency=settings.llm_max_concurrency,
-                                progress=progress, run_id=run_id)
+                                progress=progress, run_id=run_id, retry_failed=retry_failed)
     return GraphStage({"mode": "llm" if llm else "offline", "extractor": extractor.identity}, extraction, None)
 
 
@@ -192,7 +195,8 @@ def assemble_report(sync: SyncReport, graph: GraphStage, embed: EmbeddingStage, 
 
 def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str = "cli",
                  triples: Path | None = None, reembed: bool = False, progress=None,
-                 run_id: str | None = None, replace_folder: bool = False) -> IndexReport:
+                 run_id: str | None = None, replace_folder: bool = False,
+                 retry_failed: bool = False) -> IndexReport:
     """Run every indexing stage in this process, without Dagster; with ``triples``, the graph comes from that
     JSONL file instead of extraction. ``run_id`` (default: a fresh id) goes to ``ingest_runs`` and ``llm_usage``.
     ``replace_folder``: index ``folder`` in place of the one the home holds (see ``ingest_stage``).
@@ -201,6 +205,7 @@ def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str
         store = Store.for_settings(settings)
         sync = ingest_stage(settings, store, folder=folder, trigger=trigger, run_id=run_id,
                             replace_folder=replace_folder)
-        graph = graph_stage(settings, store, triples=triples, run_id=run_id or sync.run_id, progress=progress)
+        graph = graph_stage(settings, store, triples=triples, run_id=run_id or sync.run_id, progress=progress,
+                            retry_failed=retry_failed)
         embed = embedding_stage(settings, store, reembed=reembed)
         return assemble_report(sync, graph, embed, store)

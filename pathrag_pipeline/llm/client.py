@@ -188,7 +188,8 @@ class LLMClient:
 
         self._transport = GuardedTransport(timeout=timeout, max_concurrency=max_concurrency,
                                            stop_after=self.stop_after, cooldown=stop_cooldown,
-                                           base_url=self.identity["base_url"], on_send=self._count_request)
+                                           base_url=self.identity["base_url"], on_send=self._count_request,
+                                           on_usage=self._count_usage)
         http_client = openai.DefaultHttpxClient(transport=self._transport)
         self._openai = openai.OpenAI(
             base_url=self.base_url,
@@ -236,22 +237,33 @@ class LLMClient:
 
         hooks = Hooks()  # per call, so concurrent calls never share counters
         hooks.on("completion:response", on_response)  # fires once per parsed answer, re-asks included
+        asked, left = messages, reasks
         with self._call(stage, structured=True) as max_tokens:
-            try:
-                value = self._instructor.chat.completions.create(
-                    model=self.model,
-                    messages=messages,
-                    response_model=response_model,
-                    max_retries=reasks,
-                    hooks=hooks,
-                    max_tokens=max_tokens,
-                    **self._sampling(),
-                )
-            except Exception as exc:
-                error = self._classify(exc, stage, self._record(stage, prompt_tokens, completion_tokens), reasks)
-                if error is None:
-                    raise
-                raise error from (None if chain_contains_secret(exc) else exc)
+            while True:
+                try:
+                    value = self._instructor.chat.completions.create(
+                        model=self.model,
+                        messages=asked,
+                        response_model=response_model,
+                        max_retries=left,
+                        hooks=hooks,
+                        max_tokens=max_tokens,
+                        **self._sampling(),
+                    )
+                    break
+                except Exception as exc:
+                    # instructor gives up at once, without its re-asks, when its JSON scanner refuses a reply
+                    # ("malformed-input work limit exceeded": a small model's runaway brackets); that is invalid
+                    # output like any other, so it is re-asked here within the same allowance (issue 27)
+                    if left > 0 and _malformed_json(exc):
+                        left -= 1
+                        asked = messages + [{"role": "user", "content": MALFORMED_REASK}]
+                        continue
+                    error = self._classify(exc, stage, self._record(stage, prompt_tokens, completion_tokens),
+                                           reasks)
+                    if error is None:
+                        raise
+                    raise error from (None if chain_contains_secret(exc) else exc)
         usage = self._record(stage, prompt_tokens, completion_tokens)
         return StructuredResult(value=_plain(value, response_model), usage=usage)
 
@@ -337,6 +349,7 @@ class LLMClient:
 
         max_tokens = self.max_tokens_for(stage)
         self._local.requests = 0
+        self._local.tokens = (0, 0)
         self._transport.context.call = CallContext(structured=structured, max_tokens=max_tokens)
         try:
             yield max_tokens
@@ -347,8 +360,18 @@ class LLMClient:
         """Transport callback: runs in the calling thread for every attempt sent, retries included."""
         self._local.requests = getattr(self._local, "requests", 0) + 1
 
+    def _count_usage(self, prompt_tokens: int, completion_tokens: int) -> None:
+        """Transport callback: the tokens of every reply of this thread's call, as the server reports them."""
+        p, c = getattr(self._local, "tokens", (0, 0))
+        self._local.tokens = (p + prompt_tokens, c + completion_tokens)
+
     def _record(self, stage: str, prompt_tokens: int, completion_tokens: int) -> Usage:
+        """This call's usage: its requests, and its tokens as the server reported them for every reply (cut and
+        refused answers included) when the server reports them, else the counts the caller parsed."""
         requests = getattr(self._local, "requests", 0)
+        seen = getattr(self._local, "tokens", (0, 0))
+        if seen != (0, 0):
+            prompt_tokens, completion_tokens = seen
         usage = Usage(calls=requests, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                       retries=max(requests - 1, 0))
         with self._totals_lock:
@@ -407,6 +430,22 @@ class LLMClient:
                 stage=stage, model=self.model, last_error=last, usage=usage,
             )
         return None
+
+
+MALFORMED_REASK = ("Your previous answer was not valid JSON (unbalanced or runaway brackets). Answer again with "
+                   "exactly one JSON object of the requested shape and nothing else.")
+
+
+def _malformed_json(exc: BaseException) -> bool:
+    """Whether instructor's JSON extraction refused the reply (its scanner's limits), anywhere in the chain."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ValueError) and str(current).startswith("JSON extraction"):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _plain(value: BaseModel, response_model: type[ModelT]) -> ModelT:

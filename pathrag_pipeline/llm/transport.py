@@ -141,10 +141,14 @@ class GuardedTransport(httpx2.HTTPTransport):
 
     def __init__(self, *, timeout: float, max_concurrency: int, stop_after: int, base_url: str,
                  cooldown: float = 60.0, on_send: Callable[[httpx2.Request], None] | None = None,
+                 on_usage: Callable[[int, int], None] | None = None,
                  settings: str = "PATHRAG_LLM", **kwargs: Any) -> None:
         kwargs.setdefault("proxy", env_proxy_for(base_url))
         super().__init__(**kwargs)
         self.on_send = on_send  # called for each attempt really sent (not for one refused by a stop)
+        # called with (prompt, completion) tokens of every reply that reports them, whatever becomes of it:
+        # an answer cut at the cap, refused by the parser or re-asked cost what the server says (issue 27)
+        self.on_usage = on_usage
         self.timeout = timeout
         self.stop_after = max(1, stop_after)
         self.cooldown = cooldown
@@ -402,6 +406,10 @@ class GuardedTransport(httpx2.HTTPTransport):
             self._failed("malformed", detail)
             raise MalformedReply(detail)
         self._succeeded()
+        usage = data.get("usage")
+        if self.on_usage is not None and isinstance(usage, dict):
+            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+            self.on_usage(prompt if isinstance(prompt, int) else 0, completion if isinstance(completion, int) else 0)
         if path.endswith("/embeddings"):
             sent = (_json(request.content) or {}).get("input")
             expected = 1 if isinstance(sent, str) else len(sent or [])

@@ -94,7 +94,9 @@ DDL = [
         calls         INTEGER,               -- LLM calls spent on this chunk (0 for a cache hit or the offline extractor)
         prompt_tokens INTEGER,
         completion_tokens INTEGER,
-        created_at    TIMESTAMP NOT NULL
+        created_at    TIMESTAMP NOT NULL,
+        failed_runs   INTEGER,               -- 'failed'/'empty': runs in a row this text failed with this extractor and retry_key; after 3 it is not retried until one of them changes or `pathrag index --retry-failed` (NULL for 'ok')
+        retry_key     VARCHAR                -- the extraction settings outside the extractor identity a failure depends on (LLM mode and output cap, e.g. 'md_json:4096'); '' offline
     )
     """,
     "CREATE INDEX IF NOT EXISTS extractions_document ON extractions(document_id)",
@@ -715,6 +717,8 @@ ADDED_COLUMNS: list[tuple[str, str, str]] = [
     ("eval_answers", "answer_key", "VARCHAR"),
     ("eval_answers", "reused_from", "VARCHAR"),
     ("eval_answer_runs", "reused", "INTEGER"),
+    ("extractions", "failed_runs", "INTEGER"),
+    ("extractions", "retry_key", "VARCHAR"),
 ]
 
 
