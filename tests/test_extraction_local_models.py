@@ -349,6 +349,7 @@ def test_an_unreachable_endpoint_does_not_count_against_the_chunk(corpus: Corpus
                                                                   openai_server: FakeOpenAIServer) -> None:
     extractor = extractor_for(openai_server, FakeExtractionModel(), max_retries=0)
     for _ in range(4):   # four runs against a server answering 503: not the chunks' fault
+        openai_server.clear_faults()
         openai_server.inject("503", times=len(DOCS))
         try:
             run_extraction(corpus.store, extractor)
@@ -356,5 +357,6 @@ def test_an_unreachable_endpoint_does_not_count_against_the_chunk(corpus: Corpus
             pass   # the run may stop on an unavailable endpoint; the records written stand
     counts = corpus.query("SELECT status, failed_runs FROM extractions")
     assert counts and all(status == "failed" and runs == 0 for status, runs in counts)
+    openai_server.clear_faults()
     stats = run_extraction(corpus.store, extractor)
     assert (stats.pending, stats.extracted) == (len(DOCS), len(DOCS))

@@ -340,3 +340,20 @@ def test_union_merge_puts_every_tracked_passage_before_the_completion(settings):
     assert union.chunk_ids == list(dict.fromkeys([*tracked.chunk_ids, *completion.chunk_ids]))
     fused = rag.query(QUESTION, "neuropath")   # our RRF merge interleaves them instead
     assert set(fused.chunk_ids) == set(union.chunk_ids)
+
+
+def test_a_tracker_answer_cut_at_the_cap_is_asked_again_briefly_and_counted(settings, openai_server):
+    """Issue 27: a small model's long reasoning ran into the tracker's cap at hop 1 and the query failed, reported
+    as 0 tokens. Now it is asked once more for fewer words, and the cut answer's tokens count."""
+    long = _step(lambda r: [1], lambda r: [], "", False, chain="because " * 1100)   # past the 1024-token cap
+    script = Scripted([long, _step(lambda r: [1], lambda r: [], "", False)])
+    openai_server.chat_responder = script
+    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath")
+
+    assert result.error is None and result.answer_kind == "llm"
+    assert script.kinds == ["keywords", "tracker", "tracker", "answer"]
+    trackers = [r.body for r in openai_server.requests_for("chat") if _kind(r.body) == "tracker"]
+    assert "at most 40 words" not in json.dumps(trackers[0]["messages"])
+    assert "at most 40 words" in trackers[1]["messages"][-1]["content"]
+    hop = result.tracking["hops"][0]
+    assert hop["calls"] == 2 and hop["completion_tokens"] >= 1024

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import BaseModel, Field, create_model, field_validator
 
 from pathrag_pipeline.errors import PipelineError
-from pathrag_pipeline.llm.client import LLMClient, LLMOutputError, Usage
+from pathrag_pipeline.llm.client import LLMClient, LLMOutputError, LLMTruncatedError, Usage
 from pathrag_pipeline.query.lexical import tokenize
 from pathrag_pipeline.query.prompting import NEUROPATH_TRACKER_PROMPT, neuropath_tracker_message
 from pathrag_pipeline.query.ranking import RRF_K
@@ -36,6 +36,11 @@ OFFLINE_VALID = 5
 OFFLINE_EXPAND = 3
 # An invalid tracker answer is sent back once with the validation error; a second invalid one fails the query.
 TRACKER_REASKS = 1
+# Our departure from the paper (issue 27): small models ran into the tracker's output cap at hop 1 with a long
+# reasoning chain and the query failed. The field descriptions ask for at most 60 / 25 words, and an answer cut
+# at the cap is asked again once, for the same judgement in fewer words, before the query fails.
+BRIEF_REASK = ("Your answer was cut at the output limit before the JSON was complete. Answer again with the same "
+               "judgement, the reasoning_chain in at most 40 words and the expansion_requirement in at most 15.")
 OFFLINE_TRACKER = "offline:embedder+bm25"
 
 
@@ -44,7 +49,7 @@ class TrackerStep(BaseModel):
 
     reasoning_chain: str = Field(
         description="The reasoning so far as a short chain of facts from the question towards the answer, "
-                    "built from the valid paths.")
+                    "built from the valid paths; at most 60 words.")
     valid_paths: list[int] = Field(
         default_factory=list,
         description="Ids of the candidate paths that carry knowledge needed to answer the question.")
@@ -53,7 +58,8 @@ class TrackerStep(BaseModel):
         description="Ids of valid paths whose last entity should be followed to find the missing knowledge.")
     expansion_requirement: str = Field(
         default="",
-        description="The knowledge still missing to answer the question: what the next hop must find.")
+        description="The knowledge still missing to answer the question: what the next hop must find; at most "
+                    "25 words.")
     continue_tracking: bool = Field(
         description="true if the question cannot be answered yet and expanding the paths can find the missing "
                     "knowledge; false if the reasoning chain already answers it or nothing is worth expanding.")
@@ -114,16 +120,27 @@ class LLMTracker:
         messages = [{"role": "system", "content": NEUROPATH_TRACKER_PROMPT},
                     {"role": "user", "content": neuropath_tracker_message(question, hop, reasoning, requirement,
                                                                           [c.text for c in candidates])}]
-        try:
-            result = self.client.structured(messages, step_model(len(candidates)), stage="neuropath-tracking",
-                                            validation_retries=TRACKER_REASKS)
-        except LLMOutputError as exc:
-            raise TrackerOutputError(
-                f"NeuroPath tracker output at hop {hop} stayed invalid after {exc.usage.calls} request(s) "
-                f"({TRACKER_REASKS} re-ask): {exc.last_error}", exc.usage) from exc
+        spent = Usage()
+        for attempt in range(2):
+            try:
+                result = self.client.structured(messages, step_model(len(candidates)), stage="neuropath-tracking",
+                                                validation_retries=TRACKER_REASKS)
+                break
+            except LLMTruncatedError as exc:
+                spent += exc.usage
+                if attempt == 1:
+                    raise TrackerOutputError(
+                        f"NeuroPath tracker output at hop {hop} was cut at the output cap twice (the second time "
+                        f"asked for fewer words): {exc.last_error}; raise PATHRAG_LLM_ANSWER_MAX_TOKENS", spent) \
+                        from exc
+                messages = messages + [{"role": "user", "content": BRIEF_REASK}]
+            except LLMOutputError as exc:
+                raise TrackerOutputError(
+                    f"NeuroPath tracker output at hop {hop} stayed invalid after {exc.usage.calls} request(s) "
+                    f"({TRACKER_REASKS} re-ask): {exc.last_error}", spent + exc.usage) from exc
         step = result.value
         order = list(dict.fromkeys([*step.valid_paths, *step.paths_to_expand]))
-        return Judgement(step, result.usage, {cid: 1.0 / (i + 1) for i, cid in enumerate(order)})
+        return Judgement(step, spent + result.usage, {cid: 1.0 / (i + 1) for i, cid in enumerate(order)})
 
 
 class OfflineTracker:

@@ -399,6 +399,12 @@ class FakeOpenAIServer:
         with self._lock:
             self._faults[endpoint].extend([fault] * times)
 
+    def clear_faults(self) -> None:
+        """Drop the injected faults not yet served (a client that stopped early leaves some queued)."""
+        with self._lock:
+            for queue in self._faults.values():
+                queue.clear()
+
     def script_chat(self, responses: list[Any]) -> None:
         """Queue chat answers (content str, pydantic model, or full response dict), used before the responder."""
         with self._lock:
