@@ -105,3 +105,14 @@ def sync_vectors(settings: Settings) -> None:
     vectors.sync("entities", [(k, f"{n}\n{d}") for k, n, d in entities], embedder)
     vectors.sync("relations", [(k, f"{kw}\t{a}\n{b}\n{d}") for k, kw, a, b, d in relations], embedder)
     vectors.sync("chunks", [(k, t) for k, t in chunks], embedder)
+
+
+def tiny_index_home(tmp_path: Path, monkeypatch) -> Settings:
+    """The tiny index in ``tmp_path/home``, set as PATHRAG_HOME for the CLI, with the in-process graph cache
+    cleared (another test's graph of the same path must not be reused)."""
+    from pathrag_pipeline.query import graph_cache
+
+    graph_cache.clear_cache()
+    settings = build_tiny_index(tmp_path / "home")
+    monkeypatch.setenv("PATHRAG_HOME", str(settings.home))
+    return settings

@@ -16,7 +16,6 @@ from click.testing import CliRunner
 
 from pathrag_pipeline.cli import main
 from pathrag_pipeline.config import Settings
-from pathrag_pipeline.query import graph_cache
 from pathrag_pipeline.query.service import serve, wait_ready
 from pathrag_pipeline.query.service_client import (
     ServiceError,
@@ -27,17 +26,14 @@ from pathrag_pipeline.query.service_client import (
     write_info,
 )
 from pathrag_pipeline.storage.store import Store, transaction
-from tests.query_fixtures import build_tiny_index
+from tests.query_fixtures import tiny_index_home
 
 QUESTION = "Who founded Aldermere University?"
 
 
 @pytest.fixture
 def settings(tmp_path, monkeypatch):
-    graph_cache.clear_cache()
-    settings = build_tiny_index(tmp_path / "home")
-    monkeypatch.setenv("PATHRAG_HOME", str(settings.home))
-    return settings
+    return tiny_index_home(tmp_path, monkeypatch)
 
 
 @pytest.fixture

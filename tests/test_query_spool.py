@@ -11,21 +11,17 @@ import pytest
 from click.testing import CliRunner
 
 from pathrag_pipeline.cli import main
-from pathrag_pipeline.query import graph_cache
 from pathrag_pipeline.query.engine import PathRAG
 from pathrag_pipeline.query.query_log import merge_spool, spool_dir, spooled, write_results
 from pathrag_pipeline.storage.store import Store, StoreLockedError
-from tests.query_fixtures import build_tiny_index
+from tests.query_fixtures import tiny_index_home
 
 QUESTIONS = ["Who founded Aldermere University?", "Which sea does the Varne River flow into?"]
 
 
 @pytest.fixture
 def settings(tmp_path, monkeypatch):
-    graph_cache.clear_cache()
-    settings = build_tiny_index(tmp_path / "home")
-    monkeypatch.setenv("PATHRAG_HOME", str(settings.home))
-    return settings
+    return tiny_index_home(tmp_path, monkeypatch)
 
 
 class Holder:
