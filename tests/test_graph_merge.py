@@ -287,9 +287,7 @@ def test_incremental_equals_full_rebuild(seed):
         assert orphans(live) == 0
         fresh = duckdb.connect()
         init_schema(fresh)
-        rows = live.execute("SELECT * FROM extractions").fetchall()
-        if rows:
-            fresh.executemany("INSERT INTO extractions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        _copy_extractions(live, fresh)
         # the summary cache is part of the store, so the rebuild sees it too
         summaries = live.execute("SELECT * FROM description_summaries").fetchall()
         if summaries:
@@ -384,11 +382,17 @@ def _hub_corpus(n=40):
     return shared + other
 
 
+def _copy_extractions(live, fresh) -> None:
+    """Every extraction record of ``live`` into ``fresh`` (same schema), whatever its number of columns."""
+    rows = live.execute("SELECT * FROM extractions").fetchall()
+    if rows:
+        fresh.executemany(f"INSERT INTO extractions VALUES ({', '.join('?' * len(rows[0]))})", rows)
+
+
 def _rebuilt(live):
     fresh = duckdb.connect()
     init_schema(fresh)
-    fresh.executemany("INSERT INTO extractions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                      live.execute("SELECT * FROM extractions").fetchall())
+    _copy_extractions(live, fresh)
     merge_keys(fresh, None, None)
     out = snapshot(fresh)
     fresh.close()
@@ -456,8 +460,7 @@ def test_edit_touching_a_canonical_key_keeps_its_aliased_mentions(con):
 def _rebuilt_with_aliases(live):
     fresh = duckdb.connect()
     init_schema(fresh)
-    fresh.executemany("INSERT INTO extractions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                      live.execute("SELECT * FROM extractions").fetchall())
+    _copy_extractions(live, fresh)
     fresh.executemany("INSERT INTO entity_aliases VALUES (?, ?, ?, ?, ?, ?)",
                       live.execute("SELECT * FROM entity_aliases").fetchall())
     merge_keys(fresh, None, None)

@@ -221,7 +221,18 @@ def answers_section(r: dict[str, Any]) -> str:
         f"Lead names: {leads}. An extract quotes up to four sentences, so a count here means the right sentence "
         "was quoted among them, not that the reply is a composed answer; q8's answer is a relation "
         "(\"daughter\"), which an extract only matches by quoting that phrase.",
+        *_dataset_answers_parts(r.get("dataset")),
     ])
+
+
+def _dataset_answers_parts(d: dict[str, Any] | None) -> list[str]:
+    if not d:
+        return []
+    return [f"The same on a set the extract's rules were not written for: the {d['questions']} questions of "
+            f"{d['dataset']}, indexed offline from its corpus and triples, counted when a gold answer or alias "
+            "appears in the extract.",
+            md_table(["mode", "gold answer in the extract"],
+                     [[run, f"{n}/{d['questions']}"] for run, n in d["modes"].items()])]
 
 
 def embedder_section(r: dict[str, Any]) -> str:
@@ -761,9 +772,11 @@ def _header(machine: dict[str, Any], end_load: list[float] | None, section_loads
         "`pathrag bench scale --update-docs docs/benchmarks.md`), `## Vector store size over re-index runs` (ten "
         "minutes of pauses between runs: `pathrag bench vectors ...`), `## Kill -9 during an index run` "
         "(`pathrag bench kills ...`), `## Offline embedder width` (`pathrag bench offline-width ...`), "
-        "`## Concurrent asks` (`pathrag bench concurrency ...`) and `## Answers through a local LLM` (over an "
-        "hour through a local LLM server: `pathrag bench answers ...`, see docs/llm-endpoints.md). Rerun the "
-        "command to regenerate this file.",
+        "`## Concurrent asks` (`pathrag bench concurrency ...`), `## Small local models extracting a graph` "
+        "(`pathrag bench local-extraction ...`) and `## Answers through a local LLM` (over an "
+        "hour through a local LLM server: `pathrag bench answers ...`, see docs/llm-endpoints.md). A section this "
+        "run measures may also be rerun on its own since (`--update-docs`): it then ends with its own "
+        "_Measured_ line, which dates its figures. Rerun the command to regenerate this file.",
     ]
     if quick:
         lines += ["", "> **Quick smoke run:** reduced sizes, for checking that the benchmarks run. Do not quote these figures."]
@@ -905,6 +918,10 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
                            "a one-off measurement behind a default"),
         unmeasured_section("Concurrent asks", "pathrag bench concurrency --update-docs docs/benchmarks.md",
                            "it starts a hundred ask processes and loads both cores for minutes"),
+        unmeasured_section("Small local models extracting a graph",
+                           "pathrag bench local-extraction --update-docs docs/benchmarks.md",
+                           "it runs two small models in four LLM modes through a local llama.cpp server for an hour "
+                           "and needs the optional server and models (docs/llm-endpoints.md)"),
         unmeasured_section("Answers through a local LLM", "pathrag bench answers --update-docs docs/benchmarks.md",
                            "it runs a local LLM server for over an hour and needs the optional server and model "
                            "installs of docs/llm-endpoints.md"),

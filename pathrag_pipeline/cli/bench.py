@@ -187,20 +187,22 @@ def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_
 
 
 @bench.command("sample-answers")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
 @click.option("--json", "as_json", is_flag=True)
-def sample_answers(as_json: bool) -> None:
+def sample_answers(update_docs: Path | None, as_json: bool) -> None:
     """How many sample questions (data/sample_questions.md) each mode answers offline: the answer key's lead
-    name appears in the extractive answer."""
+    name appears in the extractive answer; and musique-100's questions whose gold answer appears in it."""
+    from pathrag_pipeline.bench.report import answers_section, machine_info
     from pathrag_pipeline.bench.sample_answers import run_answers_bench
 
+    started = time.perf_counter()
     result = run_answers_bench(log=_log(as_json))
-    if as_json:
-        click.echo(json.dumps(result, indent=1))
-        return
-    _table(["mode", "answered", *[f"q{i + 1}" for i in range(len(result["questions"]))]],
-           [[run, f"{r['answered']}/{r['of']}", *["yes" if w else "-" for w in r["which"]]]
-            for run, r in result["modes"].items()],
-           title="Sample questions answered offline (lead name of the answer key in the extractive answer)")
+    m = machine_info()
+    section = (answers_section(result) + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, "
+               f"Python {m['python']}); this section ran {time.perf_counter() - started:.0f} s._")
+    _publish(section, "Sample questions answered offline", update_docs, as_json, json.dumps(result, indent=1),
+             before="Local embedder: torch versus onnxruntime")
 
 
 @bench.command("embedder")

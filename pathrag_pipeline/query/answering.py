@@ -30,6 +30,7 @@ class Answer:
     text: str
     kind: str                 # 'llm' or 'extractive'
     usage: Usage
+    found: bool = True        # extractive: a sentence sharing a word with the question was quoted
 
 
 @dataclass(frozen=True)
@@ -136,4 +137,4 @@ def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence
                     best[sentence] = key
     chosen = sorted(best, key=best.__getitem__)[:max_sentences]
     body = " ".join(clip(s, MAX_SENTENCE_TOKENS) for s in chosen) if chosen else NO_EVIDENCE
-    return Answer(f"{EXTRACTIVE_LABEL} {body}", "extractive", Usage())
+    return Answer(f"{EXTRACTIVE_LABEL} {body}", "extractive", Usage(), found=bool(chosen))
