@@ -36,8 +36,9 @@ MODES = ("json", "md_json", "tools", "json_schema")
 # the README's "Local models" settings for llama.cpp on a CPU machine (mode varies)
 README_SETTINGS = {"PATHRAG_LLM_MAX_CONCURRENCY": "1", "PATHRAG_LLM_TIMEOUT": "600", "PATHRAG_LLM_MAX_TOKENS": "1500",
                    "PATHRAG_CHUNK_TOKENS": "600", "PATHRAG_CHUNK_OVERLAP": "50", "PATHRAG_GLEANING": "0"}
-# three prose documents of the sample folder (Markdown and text): ~8 chunks at 600 tokens, which a 0.5B model
-# on 2 cores extracts in minutes per mode; the whole folder (~25 chunks) takes hours for four modes and two models
+# three prose documents of the sample folder (Markdown and text): 6 chunks at 600 tokens. A small model on 2 cores
+# spends minutes per chunk (SmolLM2-135M: 14 min for these 6 in json mode, mostly answers run to the cap and split);
+# the whole folder (~25 chunks) would take many hours for four modes and two models. `--files` picks fewer.
 DEFAULT_FILES = ("aldermere_university.md", "the_varne_review.txt", "varne_valley_railway.md")
 NAMES_SHOWN = 30
 

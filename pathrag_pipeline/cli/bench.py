@@ -555,17 +555,23 @@ def bench_concurrency(asks: int, single: int, dataset_dir: Path, workdir: Path |
               show_default=True, help="Where the joined model, the homes and the server logs go (kept for inspection).")
 @click.option("--modes", default=",".join(("json", "md_json", "tools", "json_schema")), show_default=True,
               help="LLM modes to run, comma-separated.")
+@click.option("--files", default=",".join(("aldermere_university.md", "the_varne_review.txt",
+                                           "varne_valley_railway.md")), show_default=True,
+              help="Files of data/sample/ to index, comma-separated (each is ~2 chunks; a chunk takes a small "
+                   "model minutes on 2 cores).")
 @click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
 @click.option("--json", "as_json", is_flag=True)
-def bench_local_extraction(workdir: Path, modes: str, update_docs: Path | None, as_json: bool) -> None:
+def bench_local_extraction(workdir: Path, modes: str, files: str, update_docs: Path | None, as_json: bool) -> None:
     """The small local models in every LLM mode extracting the sample documents through a real llama.cpp server."""
     from pathrag_pipeline.bench.llm_answers import BenchSetupError
     from pathrag_pipeline.bench.local_extraction import HEADING, markdown_section, run_local_extraction_bench, to_json
 
     chosen = tuple(m.strip() for m in modes.split(",") if m.strip())
     try:
-        result = run_local_extraction_bench(workdir.resolve(), modes=chosen, log=_log(as_json))
+        result = run_local_extraction_bench(workdir.resolve(), modes=chosen,
+                                            files=tuple(f.strip() for f in files.split(",") if f.strip()),
+                                            log=_log(as_json))
     except BenchSetupError as exc:
         raise click.ClickException(str(exc)) from None
     _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result),
