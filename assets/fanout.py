@@ -8,6 +8,8 @@ The result is the same tables one process writes (tests/test_dagster.py checks i
 """
 
 import dagster as dg
+
+from assets.failures import one_line_failures
 from pydantic import Field
 
 from assets.ingestion import DUCKDB_POOL
@@ -28,6 +30,7 @@ def _extractor(pathrag: PathragResource):
 
 
 @dg.op(out=dg.DynamicOut(list), pool=DUCKDB_POOL, description="Split the texts that need the extractor into shards.")
+@one_line_failures
 def plan_extraction_shards(context: dg.OpExecutionContext, config: FanoutConfig, pathrag: PathragResource):
     _, extractor = _extractor(pathrag)
     shards = plan_shards(pathrag.store(), extractor.identity, config.shards)
@@ -37,6 +40,7 @@ def plan_extraction_shards(context: dg.OpExecutionContext, config: FanoutConfig,
 
 
 @dg.op(description="Extract one shard: LLM (or offline) calls only, no DuckDB access.")
+@one_line_failures
 def extract_extraction_shard(context: dg.OpExecutionContext, pathrag: PathragResource, shard: list) -> dict:
     import os
 
@@ -46,6 +50,7 @@ def extract_extraction_shard(context: dg.OpExecutionContext, pathrag: PathragRes
 
 
 @dg.op(pool=DUCKDB_POOL, description="Write the shards' results as one extraction run: records, graph merge, usage.")
+@one_line_failures
 def write_extraction_shards(context: dg.OpExecutionContext, pathrag: PathragResource, shards: list) -> dg.Output:
     settings, extractor = _extractor(pathrag)
     results = {text: r for shard in shards for text, r in shard["results"].items()}

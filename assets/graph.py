@@ -7,6 +7,8 @@ recomputes only the entity and relation keys those chunks touched.
 
 import dagster as dg
 
+from assets.failures import one_line_failures
+
 from assets.ingestion import DUCKDB_POOL, md_table
 from assets.resources import PathragResource, RunReports
 from pathrag_pipeline.index.embedding_stage import embedding_rows
@@ -41,6 +43,7 @@ def _md_table(con, sql: str) -> dg.MetadataValue:
     description="Extract entities and relations from new or changed chunks (LLM or offline rules) and merge "
                 "the graph; or import triples when the resource sets `triples`. Its checks run in the same step.",
 )
+@one_line_failures
 def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: dg.ResourceParam[RunReports]):
     settings = pathrag.settings()
     store = pathrag.store()
@@ -97,6 +100,7 @@ class EmbeddingsConfig(dg.Config):
                 "re-embedded; removed rows are deleted; each table records its model and dimension. Then "
                 "near-duplicate entity names become aliases (their entities are re-merged and re-embedded).",
 )
+@one_line_failures
 def embeddings(context: dg.AssetExecutionContext, config: EmbeddingsConfig, pathrag: PathragResource,
                reports: dg.ResourceParam[RunReports]):
     stage = embedding_stage(pathrag.settings(), pathrag.store(), reembed=config.reembed)

@@ -11,6 +11,8 @@ asset page to load and, with one run per partition, 10,000 run start-ups (see do
 
 import dagster as dg
 
+from assets.failures import one_line_failures
+
 from assets.resources import PathragResource, RunReports
 from pathrag_pipeline.index.pipeline import ingest_stage
 
@@ -74,6 +76,7 @@ class IngestConfig(dg.Config):
                 "on a folder other than the one the home indexes or on an empty or missing folder while the "
                 "home holds documents, unless the config sets `replace: true`.",
 )
+@one_line_failures
 def ingest(context: dg.AssetExecutionContext, config: IngestConfig, pathrag: PathragResource,
            reports: dg.ResourceParam[RunReports]):
     settings = pathrag.settings()

@@ -17,6 +17,8 @@ The results are appended to the `queries`, `path_traces` and `retrieved_nodes` t
 from typing import Literal
 
 import dagster as dg
+
+from assets.failures import one_line_failures
 import pydantic
 from pydantic import Field
 
@@ -105,6 +107,7 @@ class QuestionsConfig(dg.Config):
     pool=DUCKDB_POOL,
     description="Answer the configured questions with PathRAG (or a baseline mode) and log everything.",
 )
+@one_line_failures
 def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig, pathrag: PathragResource):
     params = {k: getattr(config, k) for k in ("top_n", "top_k", "alpha", "theta", "max_hops", "variant",
                                               "ordering", "prompt", "token_budget", "path_pooling", "pool_variant", "np_max_hops",

@@ -27,6 +27,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.automation import RUN_TAGS, index_job
+from assets.failures import original_error
 from assets.graph import embeddings, graph
 from assets.ingestion import TRIGGER_TAG, ingest
 from assets.resources import PathragResource, RunReports
@@ -79,8 +80,11 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
                 if outer or pool_busy(instance) is None:
                     if outer:
                         wait_for_pool(instance, index_lock_held=True)
-                    result = job.execute_in_process(instance=instance, run_config=run_config,
-                                                    tags={**RUN_TAGS, TRIGGER_TAG: trigger, **own_tags()})
+                    try:
+                        result = job.execute_in_process(instance=instance, run_config=run_config,
+                                                        tags={**RUN_TAGS, TRIGGER_TAG: trigger, **own_tags()})
+                    except dg.Failure as failure:   # a step's one-line failure: the caller gets the original
+                        raise original_error(failure) from None
                     break
             wait_for_pool(instance)
     finally:

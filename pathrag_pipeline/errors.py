@@ -30,3 +30,22 @@ def disk_full_cause(exc: BaseException) -> BaseException | None:
             return current
         current = current.__cause__ or current.__context__
     return None
+
+
+def disk_full_message(exc: BaseException, home: str | None = None) -> str:
+    """One line for a full disk: the path written (the error's file, else ``home``), the space left there, what
+    to do. Shared by the CLI and the Dagster steps (assets/failures.py)."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    target = getattr(exc, "filename", None) or home or os.environ.get("PATHRAG_HOME") or "PATHRAG_HOME"
+    path = Path(target)
+    free = ""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            free = f" ({shutil.disk_usage(candidate).free / 2**20:,.0f} MiB free there)"
+            break
+    return (f"disk full while writing {target}{free}: free space on that disk (or set PATHRAG_HOME to a folder "
+            "on a larger one) and run the command again; the write that failed was rolled back and what was "
+            "indexed before is kept (a new `pathrag index` goes on from there)")

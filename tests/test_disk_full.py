@@ -86,3 +86,24 @@ def test_disk_full_is_found_anywhere_in_the_exception_chain_and_nothing_else_is(
     assert disk_full_cause(RuntimeError("lance error: External error: os error 28")) is not None
     assert disk_full_cause(OSError(errno.EACCES, "Permission denied")) is None
     assert disk_full_cause(ValueError("a full moon")) is None
+
+
+def test_in_a_dagster_run_launched_elsewhere_the_step_fails_with_the_same_one_line(tmp_path, folder, monkeypatch):
+    """The UI and the daemon show a step's error as its message and traceback: a disk-full write is one line
+    there too (a `dg.Failure` with the CLI's message, no chained traceback)."""
+    import dagster as dg
+
+    import assets.graph
+    from assets.definitions import defs
+
+    monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATHRAG_DOCS", str(folder))
+    monkeypatch.setattr(assets.graph, "graph_stage", _duckdb_full)
+    job = defs.resolve_job_def("index_folder")
+    result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    error = failure.event_specific_data.error
+    assert error.cls_name == "Failure" and error.cause is None
+    assert error.message.count("\n") <= 1 and "disk full while writing" in error.message
+    assert failure.event_specific_data.user_failure_data.description.startswith("disk full while writing")

@@ -52,6 +52,9 @@ class LazyGroup(click.Group):
         except (PipelineError, FileNotFoundError) as exc:
             raise click.ClickException(str(exc)) from None
         except Exception as exc:
+            failure = _dagster_failure(exc)
+            if failure is not None:   # a step's expected failure, already one line (assets/failures.py)
+                raise click.ClickException(failure) from None
             full = disk_full_cause(exc)
             if full is not None:
                 raise click.ClickException(disk_full_message(full)) from None
@@ -59,6 +62,14 @@ class LazyGroup(click.Group):
             if missing is not None:
                 raise click.ClickException(missing) from None
             raise
+
+
+def _dagster_failure(exc: BaseException) -> str | None:
+    """The description of a ``dagster.Failure`` (without importing Dagster here)."""
+    if type(exc).__name__ == "Failure" and type(exc).__module__.startswith("dagster"):
+        description = getattr(exc, "description", None)
+        return str(description) if description else None
+    return None
 
 
 _MISSING_TABLE = re.compile(r"Table with name (\w+) does not exist")
@@ -80,25 +91,17 @@ def _missing_table(exc: BaseException) -> str | None:
 
 
 def disk_full_message(exc: BaseException) -> str:
-    """One line for a full disk: the path written (or PATHRAG_HOME), the space left there, what to do."""
+    """``errors.disk_full_message`` with the home of the current settings when the error names no file."""
     import os
-    import shutil
-    from pathlib import Path
 
-    target = getattr(exc, "filename", None) or os.environ.get("PATHRAG_HOME")
-    if not target:
+    from pathrag_pipeline.errors import disk_full_message as message
+
+    home = os.environ.get("PATHRAG_HOME")
+    if not home:
         from pathrag_pipeline.config import Settings
 
         try:
-            target = str(Settings.from_env().home)
+            home = str(Settings.from_env().home)
         except Exception:  # noqa: BLE001 - a bad setting must not hide the disk-full message
-            target = "PATHRAG_HOME"
-    path = Path(target)
-    free = ""
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            free = f" ({shutil.disk_usage(candidate).free / 2**20:,.0f} MiB free there)"
-            break
-    return (f"disk full while writing {target}{free}: free space on that disk (or set PATHRAG_HOME to a folder "
-            "on a larger one) and run the command again; the write that failed was rolled back and what was "
-            "indexed before is kept (a new `pathrag index` goes on from there)")
+            home = None
+    return message(exc, home)
