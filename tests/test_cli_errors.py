@@ -251,3 +251,20 @@ def test_a_chunk_given_up_is_left_alone_by_index_until_retry_failed(folder, monk
     result = CliRunner().invoke(main, ["index", str(folder), "--runless", "--retry-failed"])
     assert result.exit_code == 0 and openai_server.count("chat") > calls
     assert json.loads(CliRunner().invoke(main, ["status", "--json"]).stdout)["graph"]["failed_extractions"] == 0
+
+
+def test_each_failed_chunk_is_printed_once(folder, monkeypatch, openai_server: FakeOpenAIServer, caplog) -> None:
+    """Issue 27: every chunk failure was printed twice (the stage's warning line, then again in the report)."""
+    import logging
+
+    from tests.extraction_fakes import FakeExtractionModel
+
+    caplog.set_level(logging.WARNING, logger="pathrag_pipeline.index")
+    openai_server.chat_responder = FakeExtractionModel(poison={"Valmere"})
+    monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
+    result = CliRunner().invoke(main, ["index", str(folder), "--runless"])
+    assert result.exit_code == 0
+    lines = [r.getMessage() for r in caplog.records if r.name == "pathrag_pipeline.index"] + [result.output]
+    assert sum(line.count("output still invalid") for line in lines) == 1, lines
+    assert "1 chunk(s) failed" in result.output

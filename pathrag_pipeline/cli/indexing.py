@@ -55,8 +55,11 @@ def _print_index(report, settings: Settings) -> None:
                                    + (f", {x.given_up} left alone after failing 3 runs in a row (--retry-failed "
                                       "retries them)" if x.given_up else "")
                                    + f"; {x.calls} LLM calls, {x.prompt_tokens + x.completion_tokens} tokens"))
-        for err in x.errors:
-            console.print(f"[yellow]extraction failed[/yellow] {esc(err)}", highlight=False)
+        if x.failed:
+            # each failure was printed once as it happened (the extraction stage's warning line); not again here
+            console.print(f"[yellow]{x.failed} chunk(s) failed[/yellow] (each one's line is above; all of them: "
+                          "pathrag sql \"SELECT chunk_id, error FROM extractions WHERE status = 'failed'\")",
+                          highlight=False)
     if report.triples is not None:
         t = report.triples
         rows.append(("triples import", f"{t.triples} triples, {t.matched_documents} documents matched, "
