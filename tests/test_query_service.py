@@ -82,6 +82,14 @@ def test_ask_goes_through_the_service_gives_the_local_answer_and_is_logged(setti
     assert not any(QUESTION in line for line in lines)   # the service's log names queries, not their text
 
 
+def test_people_see_that_the_service_answered(settings, service):
+    res = CliRunner().invoke(main, ["ask", QUESTION])
+    assert res.exit_code == 0 and "answered by the query service" in res.stdout
+    assert "Helena Voss" in res.stdout
+    res = CliRunner().invoke(main, ["ask", QUESTION, "--local"])
+    assert res.exit_code == 0 and "answered by the query service" not in res.stdout
+
+
 def test_the_service_answers_from_the_graph_as_it_is_now(settings, service):
     info, _ = service
     code, first, err = ask(QUESTION)

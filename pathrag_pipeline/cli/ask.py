@@ -114,7 +114,10 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
     if as_json:
         click.echo(json.dumps(data, indent=1, ensure_ascii=False))
     else:
-        print_result(served_result(data), make_console())
+        console = make_console()
+        print_result(served_result(data), console)
+        console.print("[dim]answered by the query service (`pathrag serve`); --local answers in this process[/dim]",
+                      highlight=False)
     if data.get("error"):
         raise click.ClickException(f"query {data['query_id']} failed: {data['error']}")
     return True
