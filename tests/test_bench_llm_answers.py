@@ -126,3 +126,22 @@ def test_its_own_server_is_asked_one_request_at_a_time_with_a_long_timeout(tmp_p
     with pytest.raises(Stop):
         llm_answers.run_llm_answers_bench(dataset, tmp_path / "w", log=lambda _: None)
     assert seen["settings"].llm_timeout == 900
+
+
+def test_win_rates_are_not_published_when_no_judgment_succeeded():
+    """The 30-question rerun once had every judgment fail and printed 0% everywhere; now it says why instead."""
+    from pathrag_pipeline.bench.llm_answers import _winrate_parts
+    from pathrag_pipeline.evaluation.judging import DIMENSIONS, OVERALL
+
+    zero = {d: {"a": 0.0, "b": 0.0, "wins_a": 0, "wins_b": 0} for d in [*DIMENSIONS, OVERALL]}
+    run = {"a": "mode:path", "b": "mode:hybrid", "judge": "m", "questions": 30, "judgments": 0, "failed": 30,
+           "win_rates": zero, "first_error": "LLM stage 'judge': output still invalid after 3 request(s)"}
+    [text] = _winrate_parts([run], 1000)
+    assert "no judgment succeeded, so no rate is given" in text and "30 of 30 judgments" in text
+    assert "output still invalid" in text and "%" not in text
+    some = {**run, "judgments": 20, "failed": 10,
+            "win_rates": {d: {"a": 0.6, "b": 0.4, "wins_a": 12, "wins_b": 8} for d in zero}}
+    parts = _winrate_parts([some, run], 1000)
+    table = next(p for p in parts if p.startswith("| pair"))
+    assert "| 60% |" in table and "n/a" in table
+    assert any("left out of the rates: 10 of 30" in p for p in parts)

@@ -409,15 +409,24 @@ def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
     if not runs:
         return []
     dims = [*DIMENSIONS, OVERALL]
+    # a pair with no successful judgment has no rate (a 0% there once read as "path loses everything")
     rows = [[f"`{r['a'].removeprefix('mode:')}` vs `{r['b'].removeprefix('mode:')}`", r["questions"], r["judgments"],
-             r["failed"], *[f"{100 * r['win_rates'][d]['a']:.0f}%" for d in dims]] for r in runs]
+             r["failed"], *[f"{100 * r['win_rates'][d]['a']:.0f}%" if r["judgments"] else "n/a" for d in dims]]
+            for r in runs]
     judge = runs[0]["judge"]
+    failures = [f"{r['failed']} of {r['questions']} judgments of `{r['a'].removeprefix('mode:')}` vs "
+                f"`{r['b'].removeprefix('mode:')}` failed" + (f" (first: {' '.join(str(r['first_error']).split())[:200]})"
+                                                            if r.get("first_error") else "")
+                for r in runs if r["failed"]]
+    if not any(r["judgments"] for r in runs):
+        return [f"**Win rates:** no judgment succeeded, so no rate is given: {'; '.join(failures)}."]
     return [
         f"**Win rates** (`pathrag eval winrate --dataset ... --use-triples --mode-a path --mode-b hybrid,naive "
         f"--limit {runs[0]['questions']} --budget {budget}`): each mode's default answer (concise, not the short "
         "phrase above) to the same questions, judged with the papers' prompt on PathRAG's five dimensions and "
         "overall, the answers' order alternated by question. Cells: the share of judgments path wins.",
         md_table(["pair", "questions", "judgments", "failed", *dims], rows),
+        *([f"Failed judgments are left out of the rates: {'; '.join(failures)}."] if failures else []),
         f"**The judge is {judge}, the same small model that wrote both answers: a weak judge.** Read these "
         "rates as evidence that the chain runs end to end, not as a ranking of the modes.",
     ]

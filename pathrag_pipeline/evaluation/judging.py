@@ -183,6 +183,8 @@ class WinRateRun:
             "params": self.params,
             "seconds": round(self.seconds, 3),
             "judge_note": self.judge_note or None,
+            # why judgments failed: the first failure's error, so a report never shows rates without saying
+            "first_error": next((j.error for j in self.judgments if j.winners is None and j.error), None),
         }
 
 
