@@ -76,15 +76,25 @@ def test_every_sample_file_parses_cleanly():
     assert len(ids) == len(set(ids))
 
 
-def test_markdown_title_is_first_h1_and_text_is_kept_verbatim():
+def test_markdown_title_is_first_h1_and_text_is_what_a_reader_sees():
     raw = (SAMPLE / "varne_valley_geography.md").read_bytes()
     [doc] = _sample("varne_valley_geography.md")
     assert doc.id == "varne_valley_geography.md"
     assert doc.format == "md"
     assert doc.title == "The Varne Valley: A Regional Overview"
     assert doc.content_hash == _sha(raw)
-    assert doc.text == raw.decode("utf-8").strip()
     assert "The market village of Marrowby stands on the Tamsin" in doc.text
+    # issue 25: headings, emphasis and lists without their markup ("# Method" became an entity)
+    assert doc.text.startswith("The Varne Valley: A Regional Overview\n\nA gazetteer note")
+    assert "\n\nSetting\n\n" in doc.text and "#" not in doc.text and "*" not in doc.text
+
+
+def test_markdown_lists_tables_links_and_code_lose_their_markup(tmp_path):
+    path = tmp_path / "notes.md"
+    path.write_text("# Notes\n\n- See [the guide](http://example.org) for **setup**.\n\n| tool | use |\n| --- | --- |\n"
+                    "| Pell | survey |\n\n```\nrun --fast\n```\n", encoding="utf-8")
+    text = _one(path).text
+    assert text == "Notes\n\nSee the guide for setup.\n\ntool; use\n\nPell; survey\n\nrun --fast"
 
 
 def test_text_file_title_is_first_line():
@@ -516,3 +526,10 @@ def test_an_empty_rst_file_is_an_error_naming_it(tmp_path):
     path.write_text(".. just a comment\n")
     with pytest.raises(ParseError, match="empty.rst"):
         parse_file(path, "empty.rst", max_bytes=10**6)
+
+
+def test_rst_sphinx_roles_read_as_the_rendered_text(tmp_path):
+    path = tmp_path / "guide.rst"
+    path.write_text("Guide\n=====\n\nSee :ref:`results`, :ref:`the setup <setup>`, :func:`~pkg.mod.run` and "
+                    ":class:`pkg.Thing`.\n", encoding="utf-8")
+    assert _one(path).text == "Guide\n\nSee results, the setup, run and pkg.Thing."

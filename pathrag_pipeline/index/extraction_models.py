@@ -57,7 +57,22 @@ LABEL_NAMES = frozenset({
     # placeholders and generic role nouns
     "unknown", "n/a", "na", "none", "example", "placeholder", "tbd", "untitled", "author", "journal",
     "company", "publisher", "article", "paper", "table", "figure", "section", "chapter", "page", "appendix",
+    # section labels of papers and documentation (issue 25: "Method", "Appendix D" became entities)
+    "abstract", "introduction", "conclusion", "conclusions", "method", "methods", "methodology", "results",
+    "discussion", "references", "bibliography", "acknowledgements", "acknowledgments", "related work",
+    "background", "overview", "summary", "contents", "table of contents", "index", "preface", "notes",
+    "installation", "usage", "examples", "getting started", "changelog", "license", "faq", "limitations",
+    "experiments", "evaluation", "contributions", "future work",
+    # imperative verbs that open instructions ("Add the nodes ...", "Use the flow ...")
+    "add", "use", "run", "install", "see", "note", "set", "call", "create", "make", "get", "check", "open",
+    "read", "write", "pass", "return", "import", "define", "update", "remove", "delete", "click", "select",
+    "enter", "configure", "enable", "disable", "follow", "try", "start", "stop", "build", "load", "save",
+    "print", "show", "list", "compute", "apply", "define", "replace", "change", "find", "let", "consider",
 })
+# a label with its number or letter: "Appendix D", "Table 2", "Fig. 3", "Section 4.1", "Eq. (5)"
+_NUMBERED_LABEL = re.compile(r"(appendix|table|figure|fig\.?|section|sec\.?|chapter|equation|eq\.?|algorithm|"
+                             r"listing|step|part|page|theorem|lemma|definition)\s+\(?(\d+(\.\d+)*[a-z]?|[a-z]|[ivxlc]+)\)?",
+                             re.IGNORECASE)
 _IDENTIFIER = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)+(?:\.\w{1,5})?")   # snake_case or a file name: the_varne_review
 _HANDLE = re.compile(r"[#@]\w")                                   # #PellinghamInstitute, @someone
 
@@ -88,8 +103,9 @@ def name_problem(name: str) -> str | None:
         return "a URL, markup or validation-error text, not a name"
     if not any(ch.isalnum() for ch in name):
         return "no letters or digits"
-    if " ".join(name.casefold().split()) in LABEL_NAMES:
-        return "a label of the prompt or schema, a type name or a placeholder, not a name from the text"
+    if " ".join(name.casefold().split()) in LABEL_NAMES or _NUMBERED_LABEL.fullmatch(name.strip()):
+        return ("a label of the prompt, the schema or a document's structure, a type name, a placeholder or an "
+                "instruction verb, not a name from the text")
     if _HANDLE.match(name):
         return "a hashtag or handle, not a name as written"
     if _IDENTIFIER.fullmatch(name):

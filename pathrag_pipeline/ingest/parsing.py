@@ -184,8 +184,52 @@ def _parse_text(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedD
         title = heading.group(1).strip()[:TITLE_MAX_CHARS] if heading else ""
         if not title:
             title = _MD_LEADING_HASHES.sub("", _first_line(text))
+        text = markdown_text(text) or text
     title = title or _first_line(text) or stem
     return [ParsedDocument(rel_path, title, text, fmt, _sha256(data))]
+
+
+def _inline_text(children) -> str:
+    parts = []
+    for child in children or ():
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        elif child.type == "image":
+            parts.append(_inline_text(child.children))   # its alt text
+    return "".join(parts).strip()
+
+
+def markdown_text(source: str) -> str:
+    """Markdown as the text a reader sees (markdown-it, CommonMark + tables): headings, paragraphs, list items,
+    quotes and code as blocks separated by blank lines, without `#`, `*`, `-`, `|`, fences or link syntax; a
+    table row becomes its cells joined by "; ". Markup left in the text became entities ("# Method") and
+    noise in quoted answers (issue 25)."""
+    from markdown_it import MarkdownIt
+
+    blocks: list[str] = []
+    row: list[str] | None = None
+    for token in MarkdownIt("commonmark").enable("table").parse(source):
+        if token.type == "tr_open":
+            row = []
+        elif token.type == "tr_close":
+            if row:
+                blocks.append("; ".join(cell for cell in row if cell))
+            row = None
+        elif token.type == "inline":
+            text = _inline_text(token.children)
+            if row is not None:
+                row.append(text)
+            elif text:
+                blocks.append(text)
+        elif token.type in ("fence", "code_block") and token.content.strip():
+            blocks.append(token.content.rstrip())
+        elif token.type == "html_block":
+            stripped = re.sub(r"<[^>]+>", " ", token.content)
+            if stripped.strip():
+                blocks.append(" ".join(stripped.split()))
+    return "\n\n".join(blocks)
 
 
 # ---- reStructuredText ------------------------------------------------------------------------------------
@@ -196,12 +240,45 @@ _RST_SETTINGS = {"file_insertion_enabled": False, "raw_enabled": False, "_disabl
                  "report_level": 5, "halt_level": 5, "warning_stream": False, "input_encoding": "utf-8"}
 
 
+# Sphinx's cross-reference roles, unknown to plain docutils, which leaves them as raw text (":ref:`results`"):
+# each is read as the text a rendered page shows, "Title" for `Title <target>`, else the target without ~ or !.
+SPHINX_ROLES = ("ref", "doc", "term", "class", "func", "meth", "mod", "attr", "obj", "data", "exc", "const",
+                "envvar", "option", "command", "program", "file", "samp", "abbr", "kbd", "guilabel",
+                "menuselection", "pep", "rfc", "numref", "any", "download", "keyword", "py:class", "py:func",
+                "py:meth", "py:mod", "py:attr", "py:obj", "py:data", "py:exc", "py:const")
+_ROLE_TITLE = re.compile(r"^(?P<title>.+?)\s*<[^<>]+>$", re.DOTALL)
+_roles_registered = False
+
+
+def _register_sphinx_roles() -> None:
+    global _roles_registered
+    if _roles_registered:
+        return
+    from docutils import nodes
+    from docutils.parsers.rst import roles
+
+    def as_text(name, rawtext, text, lineno, inliner, options=None, content=None):  # docutils' role signature
+        match = _ROLE_TITLE.match(text)
+        if match:
+            shown = match.group("title")
+        elif text.startswith("~"):   # ~pkg.mod.run shows as "run"
+            shown = text[1:].split(".")[-1]
+        else:
+            shown = text.lstrip("!")
+        return [nodes.inline(rawtext, shown)], []
+
+    for name in SPHINX_ROLES:
+        roles.register_local_role(name, as_text)
+    _roles_registered = True
+
+
 def _parse_rst(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
     """reStructuredText through docutils: the text without its markup (section adornments, directives,
     roles, link targets), paragraphs separated by blank lines; the title is the document's title."""
     from docutils import nodes
     from docutils.core import publish_doctree  # imported here: only .rst needs it
 
+    _register_sphinx_roles()
     source = _decode_utf8(data, rel_path)
     try:
         tree = publish_doctree(source, source_path=rel_path, settings_overrides=_RST_SETTINGS)
