@@ -225,6 +225,22 @@ def answers_section(r: dict[str, Any]) -> str:
     ])
 
 
+def docs_answers_section(r: dict[str, Any], docs: Path, key: Path) -> str:
+    """A folder of real documents and its own answer key (``pathrag bench sample-answers --docs --questions``)."""
+    n = len(r["questions"])
+    rows = [[run, f"{m['answered']}/{m['of']}", *["yes" if w else "-" for w in m["which"]]]
+            for run, m in r["modes"].items()]
+    return "\n\n".join([
+        "## Questions about the papers, answered offline",
+        _reproduce(f"pathrag bench sample-answers --docs {docs} --questions {key} --update-docs docs/benchmarks.md"),
+        f"The {n} questions of {key} (each answered by one sentence of one paper; written before this measurement "
+        f"was first made) asked in each mode over {docs} indexed offline (rule-based extraction and keywords, "
+        "hashing embedder, extractive answers). Answered: the Answer cell's lead (up to its first parenthesis, "
+        "comma or semicolon) appears as whole words in the extract, which quotes up to four sentences.",
+        md_table(["mode", "answered", *[f"q{i + 1}" for i in range(n)]], rows),
+    ])
+
+
 def _dataset_answers_parts(d: dict[str, Any] | None) -> list[str]:
     if not d:
         return []
@@ -772,7 +788,8 @@ def _header(machine: dict[str, Any], end_load: list[float] | None, section_loads
         "`pathrag bench scale --update-docs docs/benchmarks.md`), `## Vector store size over re-index runs` (ten "
         "minutes of pauses between runs: `pathrag bench vectors ...`), `## Kill -9 during an index run` "
         "(`pathrag bench kills ...`), `## Offline embedder width` (`pathrag bench offline-width ...`), "
-        "`## Concurrent asks` (`pathrag bench concurrency ...`), `## Small local models extracting a graph` "
+        "`## Concurrent asks` (`pathrag bench concurrency ...`), `## Questions about the papers, answered offline` "
+        "(`pathrag bench sample-answers --docs ../shared/papers ...`), `## Small local models extracting a graph` "
         "(`pathrag bench local-extraction ...`) and `## Answers through a local LLM` (over an "
         "hour through a local LLM server: `pathrag bench answers ...`, see docs/llm-endpoints.md). A section this "
         "run measures may also be rerun on its own since (`--update-docs`): it then ends with its own "

@@ -91,7 +91,7 @@ def run_dataset_answers(dataset: Path, workdir: Path, modes: tuple[str, ...] = M
 
 def run_answers_bench(docs: Path = SAMPLE_DOCS, key_path: Path = SAMPLE_QUESTIONS,
                       modes: tuple[str, ...] = MODES, workdir: Path | None = None,
-                      log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+                      log: Callable[[str], None] = lambda _: None, dataset: Path | None | bool = True) -> dict[str, Any]:
     """Index ``docs`` offline and ask every sample question in every mode; count the answered ones.
 
     Returns ``{"questions": [{"question", "lead"}], "modes": {run: {"answered", "of", "which": [bool]}}}``.
@@ -112,7 +112,10 @@ def run_answers_bench(docs: Path = SAMPLE_DOCS, key_path: Path = SAMPLE_QUESTION
             which.append(is_answered(result.answer, lead_name(answer)))
         out["modes"][run] = {"answered": sum(which), "of": len(which), "which": which}
     out["llm"] = "offline" if rag.llm is None else rag.llm.model
-    from pathrag_pipeline.bench.indexing import MUSIQUE
+    out["docs"], out["key"] = str(docs), str(key_path)
+    if dataset is True:
+        from pathrag_pipeline.bench.indexing import MUSIQUE
 
-    out["dataset"] = run_dataset_answers(MUSIQUE, home.parent / "dataset", modes, log)
+        dataset = MUSIQUE
+    out["dataset"] = run_dataset_answers(dataset, home.parent / "dataset", modes, log) if dataset else None
     return out

@@ -187,21 +187,31 @@ def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_
 
 
 @bench.command("sample-answers")
+@click.option("--docs", "docs_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Index this folder instead of data/sample/ (with --questions: its answer key).")
+@click.option("--questions", "key_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A Markdown answer key with Question and Answer columns (e.g. data/paper_questions.md).")
 @click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
 @click.option("--json", "as_json", is_flag=True)
-def sample_answers(update_docs: Path | None, as_json: bool) -> None:
+def sample_answers(docs_dir: Path | None, key_path: Path | None, update_docs: Path | None, as_json: bool) -> None:
     """How many sample questions (data/sample_questions.md) each mode answers offline: the answer key's lead
     name appears in the extractive answer; and musique-100's questions whose gold answer appears in it."""
-    from pathrag_pipeline.bench.report import answers_section, machine_info
+    from pathrag_pipeline.bench.report import answers_section, docs_answers_section, machine_info
     from pathrag_pipeline.bench.sample_answers import run_answers_bench
 
+    if (docs_dir is None) != (key_path is None):
+        raise click.UsageError("give --docs and --questions together (a folder and its answer key)")
     started = time.perf_counter()
-    result = run_answers_bench(log=_log(as_json))
+    own = docs_dir is not None
+    result = (run_answers_bench(docs_dir.resolve(), key_path.resolve(), log=_log(as_json), dataset=None) if own
+              else run_answers_bench(log=_log(as_json)))
     m = machine_info()
-    section = (answers_section(result) + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, "
-               f"Python {m['python']}); this section ran {time.perf_counter() - started:.0f} s._")
-    _publish(section, "Sample questions answered offline", update_docs, as_json, json.dumps(result, indent=1),
+    section = ((docs_answers_section(result, docs_dir, key_path) if own else answers_section(result))
+               + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this "
+               f"section ran {time.perf_counter() - started:.0f} s._")
+    heading = "Questions about the papers, answered offline" if own else "Sample questions answered offline"
+    _publish(section, heading, update_docs, as_json, json.dumps(result, indent=1),
              before="Local embedder: torch versus onnxruntime")
 
 
