@@ -296,3 +296,24 @@ def test_path_pooling_rerank_and_reselect(settings):
     assert any({"Aldermere University", "Helena Voss"} <= set(p.nodes) for p in reselected.paths)
     with pytest.raises(ValueError, match="path_pooling='max'"):
         rag.query(QUESTION, path_pooling="max")
+
+
+def test_a_keyword_answer_cut_at_the_cap_falls_back_to_the_offline_rules(settings, openai_server, caplog):
+    """Issue 27: a small model's tool-call keyword answer ran to its 1024-token cap and the whole query failed."""
+    from pathrag_pipeline.query.keywords import extract_keywords_offline
+
+    def responder(request):
+        if "keywords" in json.dumps(request["messages"][0]).lower():
+            return "word " * 2000                # runs past the stage's cap: cut, never used
+        return "Helena Voss founded it."
+
+    openai_server.chat_responder = responder
+    llm_settings = Settings(home=settings.home, docs=settings.docs, llm_base_url=openai_server.base_url,
+                            llm_model="fake-chat", llm_answer_max_tokens=50)
+    result = PathRAG(llm_settings).query(QUESTION)
+    assert result.error is None and result.answer == "Helena Voss founded it."
+    offline = extract_keywords_offline(QUESTION)
+    assert result.keywords == {"low_level": list(offline.low_level), "high_level": list(offline.high_level)}
+    assert result.tokens["keywords"]["calls"] == 1 and result.tokens["keywords"]["completion_tokens"] == 50
+    assert any("offline keyword rules are used" in r.getMessage() and "PATHRAG_LLM_ANSWER_MAX_TOKENS" in r.getMessage()
+               for r in caplog.records)

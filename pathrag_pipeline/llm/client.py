@@ -405,9 +405,11 @@ class LLMClient:
         if truncated is not None or _find_cause(exc, IncompleteOutputException) is not None:
             cap = self.max_tokens_for(stage)
             last = self._redact(str(truncated) if truncated is not None else "finish_reason 'length'")
-            return LLMTruncatedError(
-                f"{where}: {last}; the answer is cut, not used. Raise PATHRAG_LLM_MAX_TOKENS (now {cap}) "
-                "or lower PATHRAG_CHUNK_TOKENS", stage=stage, model=self.model, last_error=last, usage=usage)
+            # the setting that caps this stage: extraction's own, or the one of answers, keywords and judgements
+            advice = (f"Raise PATHRAG_LLM_MAX_TOKENS (now {cap}) or lower PATHRAG_CHUNK_TOKENS"
+                      if stage.startswith("extract") else f"Raise PATHRAG_LLM_ANSWER_MAX_TOKENS (now {cap})")
+            return LLMTruncatedError(f"{where}: {last}; the answer is cut, not used. {advice}", stage=stage,
+                                     model=self.model, last_error=last, usage=usage)
         empty = _find_cause(exc, EmptyReply)
         if empty is not None:
             last = self._redact(str(empty))

@@ -25,6 +25,7 @@ import csv
 import contextlib
 import dataclasses
 import json
+import logging
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -39,7 +40,7 @@ from pathrag_pipeline.config import Settings
 from pathrag_pipeline.llm.embedding import Embedder, embedder_from_settings
 from pathrag_pipeline.query.graph_cache import GraphSnapshot, load_graph
 from pathrag_pipeline.query.keywords import Keywords, extract_keywords_offline
-from pathrag_pipeline.llm.client import LLMClient, Usage, llm_from_settings
+from pathrag_pipeline.llm.client import LLMClient, LLMOutputError, Usage, llm_from_settings
 from pathrag_pipeline.index.offline_extraction import text_sentences
 from pathrag_pipeline.query.prompting import (
     PATH_SHARE,
@@ -88,6 +89,7 @@ from pathrag_pipeline.storage.vector_store import VectorStore
 
 # Passages ranked per query: enough for recall@k at any k an evaluation reports, bounded so a hub entity
 # with thousands of source chunks does not turn one query into a bulk read.
+log = logging.getLogger("pathrag_pipeline.query")
 MAX_RANKED_CHUNKS = 100
 # Path mode's offline answer quotes sentences of this many best-ranked passages first (``PathRAG._evidence``);
 # 3 and 5 both beat quoting the paths' sources on the sample questions and on musique-100, 5 slightly more.
@@ -306,10 +308,18 @@ class PathRAG:
         memo = self._keyword_memo.get(question)
         if memo is not None:
             return memo[0], memo[1], True
-        result = self.llm.structured(
-            [{"role": "system", "content": KEYWORD_PROMPT}, {"role": "user", "content": f"Question: {question}"}],
-            Keywords, stage="keywords",
-        )
+        try:
+            result = self.llm.structured(
+                [{"role": "system", "content": KEYWORD_PROMPT}, {"role": "user", "content": f"Question: {question}"}],
+                Keywords, stage="keywords",
+            )
+        except LLMOutputError as exc:
+            # Our departure from LightRAG (which answers "fail" when its keyword JSON does not parse): a small model's
+            # keyword answer cut at the cap or invalid costs the query its LLM keywords, not its answer. The offline
+            # rules stand in, and the warning says so (issue 27: a tools-mode keyword call ran to its 1024-token cap).
+            log.warning("LLM keywords failed (%s); the offline keyword rules are used for this question",
+                        " ".join(str(exc).split())[:300])
+            return extract_keywords_offline(question), exc.usage, False
         keywords = result.value
         if not keywords.low_level and not keywords.high_level:
             keywords = extract_keywords_offline(question)
