@@ -156,7 +156,9 @@ def raw_names(contents: list[str]) -> list[str]:
     return names
 
 
-def _run_mode(model: str, base_url: str, mode: str, docs: Path, home: Path, proxy: CountingProxy) -> dict[str, Any]:
+def run_mode(model: str, mode: str, docs: Path, home: Path, proxy: CountingProxy) -> dict[str, Any]:
+    """Index ``docs`` into a fresh ``home`` through ``proxy`` (to the server serving ``model``) in LLM ``mode``
+    with the README's settings; what it produced, what the server reported, and 30 stored names."""
     from pathrag_pipeline.config import Settings
     from pathrag_pipeline.errors import PipelineError
     from pathrag_pipeline.index.extraction_models import name_problem
@@ -226,8 +228,7 @@ def run_local_extraction_bench(workdir: Path, *, files: tuple[str, ...] = DEFAUL
             with LocalServer(path, workdir / "logs" / f"{path.stem}-{mode}.log") as server:
                 proxy = CountingProxy(server.base_url)
                 try:
-                    runs.append(_run_mode(path.name, server.base_url, mode, docs, workdir / "homes" / f"{path.stem}-{mode}",
-                                          proxy))
+                    runs.append(run_mode(path.name, mode, docs, workdir / "homes" / f"{path.stem}-{mode}", proxy))
                 finally:
                     proxy.close()
         result["models"][label] = runs
