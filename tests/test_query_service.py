@@ -170,3 +170,23 @@ def test_sigterm_stops_the_service_with_one_line_and_removes_its_file(settings):
     assert not service_file(settings.home).exists()
     assert err.strip().splitlines()[-1] == "query service stopped after 0 queries"
     assert "Traceback" not in err
+
+
+def test_several_workers_answer_concurrent_asks_and_log_every_one(settings):
+    """With an LLM the service runs several workers; none may leave answers unlogged or unanswered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stop = threading.Event()
+    thread = threading.Thread(target=serve, args=(Settings.from_env(),),
+                              kwargs={"stop": stop, "log": lambda _: None, "workers": 2}, daemon=True)
+    thread.start()
+    info = wait_ready(settings.home)
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            replies = list(pool.map(lambda i: call(info, "/ask", {"question": f"{QUESTION} ({i})"}, timeout=120),
+                                    range(6)))
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert len({r["query_id"] for r in replies}) == 6
+    assert {r["query_id"] for r in replies} <= logged_ids(settings)

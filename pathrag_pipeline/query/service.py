@@ -117,7 +117,14 @@ class QueryService:
     def _work(self) -> None:
         pending: list[tuple[_Request, Any]] = []
         while True:
-            req = self._queue.get()
+            try:
+                # with answers waiting to be logged, never block: another worker may take the request this one
+                # saw queued, and these answers must not wait for the next ask to arrive
+                req = self._queue.get(timeout=0.05) if pending else self._queue.get()
+            except queue.Empty:
+                self._flush(pending)
+                pending = []
+                continue
             if req is None:
                 break
             try:
