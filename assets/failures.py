@@ -11,9 +11,10 @@ usual line (it also prints a ``dg.Failure``'s description as one line: cli/lazy.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dagster as dg
@@ -47,28 +48,29 @@ def original_error(exc: BaseException) -> BaseException:
     return getattr(exc, "original", None) or exc
 
 
+@contextlib.contextmanager
+def _one_line_errors() -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        line = _one_line(exc)
+        if line is None:
+            raise
+        raise _failure(line, exc) from None
+
+
 def one_line_failures(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` (an asset's or op's compute function, plain or a generator) with expected failures raised as
     ``dg.Failure(description=<one line>)``; the signature Dagster reads is ``fn``'s (``functools.wraps``)."""
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def steps(*args: Any, **kwargs: Any) -> Any:
-            try:
+            with _one_line_errors():
                 yield from fn(*args, **kwargs)
-            except Exception as exc:
-                line = _one_line(exc)
-                if line is None:
-                    raise
-                raise _failure(line, exc) from None
         return steps
 
     @functools.wraps(fn)
     def step(*args: Any, **kwargs: Any) -> Any:
-        try:
+        with _one_line_errors():
             return fn(*args, **kwargs)
-        except Exception as exc:
-            line = _one_line(exc)
-            if line is None:
-                raise
-            raise _failure(line, exc) from None
     return step
