@@ -242,6 +242,20 @@ def test_offline_extraction_index_end_to_end(tmp_path):
     first_sentence = result.answer.removeprefix(EXTRACTIVE_LABEL).strip().split(". ")[0]
     assert first_sentence and first_sentence in texts
 
+    # issue 25: a question about nothing in the index gets no paths, not the 15 that merely came nearest;
+    # the paper's rule (always the top-N seeds) stays reachable
+    off_topic = "What is the boiling point of mercury?"
+    gated = PathRAG(settings, record=False).query(off_topic)
+    assert gated.paths == [] and gated.retrieved == []
+    from pathrag_pipeline.cli.ask import print_result
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    print_result(gated, console)
+    assert "No entity of the index stands out for this question's terms" in console.export_text()
+    paper = PathRAG(settings, record=False).query(off_topic, revert=("question_seed", "both_ends", "seed_gate"))
+    assert paper.paths and paper.retrieved
+
 
 def test_run_questions_and_load_questions(settings, tmp_path):
     (tmp_path / "q.jsonl").write_text('{"id": "a", "question": "Who taught Helena Voss?"}\n\n"Where is Brackwater?"\n')

@@ -5,12 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
 import pytest
 
 from pathrag_pipeline.query import graph_cache
 from pathrag_pipeline.llm.embedding import HashingEmbedder
 from pathrag_pipeline.query.graph_cache import EmptyGraphError, load_graph
 from pathrag_pipeline.query.retrieval import (
+    BACKGROUND_MIN,
+    RetrievedNode,
     global_context,
     hybrid_context,
     local_context,
@@ -19,6 +22,7 @@ from pathrag_pipeline.query.retrieval import (
     retrieve_nodes,
     retrieve_relations,
     round_robin,
+    seeds_stand_out,
 )
 from pathrag_pipeline.storage.store import Store
 from pathrag_pipeline.storage.vector_store import VectorStore
@@ -203,3 +207,33 @@ def test_rank_passages_adds_path_evidence_to_the_first_provenance_chunks():
     assert ranked.index("c") < ranked.index("b")
     assert "z" not in ranked and "x" in ranked
     assert rank_passages(seeds, [(1, 2.0, ["c"])], limit=2) == ranked[:2]
+
+
+class _Background:
+    """A vector store of ``n`` random unit vectors (the entities) for ``seeds_stand_out``."""
+
+    def __init__(self, n: int, dim: int = 64, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        m = rng.normal(size=(n, dim)).astype(np.float32)
+        self.m = m / np.linalg.norm(m, axis=1, keepdims=True)
+
+    def matrix(self, table):
+        return [f"e{i}" for i in range(len(self.m))], self.m
+
+
+def _node(keyword: str, similarity: float) -> RetrievedNode:
+    return RetrievedNode(0, keyword, 0, "k", "K", similarity)
+
+
+def test_a_seed_must_stand_out_of_its_keywords_background_to_count():
+    """Issue 25: an off-topic question got paths between whatever entities came nearest."""
+    store = _Background(2000)
+    query = store.m[0]                                   # the keyword's vector: entity 0 itself
+    sims = store.m @ query
+    background_best = float(np.sort(sims)[-2])           # the nearest *other* entity: chance
+    assert seeds_stand_out(store, query[None, :], ["kw"], [_node("kw", float(sims[0]))])    # the entity named
+    assert not seeds_stand_out(store, query[None, :], ["kw"], [_node("kw", background_best)])
+    assert seeds_stand_out(store, query[None, :], ["kw"], [_node("kw", 1.0)])               # an exact name
+    assert not seeds_stand_out(store, query[None, :], ["kw"], [])
+    # too few entities to estimate a background: every seed passes
+    assert seeds_stand_out(_Background(BACKGROUND_MIN - 1), query[None, :], ["kw"], [_node("kw", 0.01)])

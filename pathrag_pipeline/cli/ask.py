@@ -76,7 +76,10 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
             table.add_row(str(p.rank), f"{p.reliability:.4f}", str(p.hops), plain(" -> ".join(p.nodes)), plain(docs))
         console.print(table)
     elif result.mode == "path":
-        console.print("No relational path joins the retrieved entities.", style="yellow")
+        seeds = getattr(result, "retrieved", None) or getattr(result, "retrieved_nodes", None)
+        console.print("No relational path joins the retrieved entities." if seeds else
+                      "No entity of the index stands out for this question's terms, so no path is shown.",
+                      style="yellow")
     tracking = getattr(result, "tracking", None)
     if tracking is not None:
         hops = ", ".join(f"hop {h['hop']}: {h['shown']} shown, {len(h.get('valid', []))} valid, "

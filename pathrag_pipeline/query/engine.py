@@ -35,6 +35,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pathrag_pipeline.query.answering import Answer, Evidence, answer_with_llm, extractive_answer, mentions
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.llm.embedding import Embedder, embedder_from_settings
@@ -79,6 +81,7 @@ from pathrag_pipeline.query.retrieval import (
     rank_passages,
     retrieve_nodes,
     retrieve_relations,
+    seeds_stand_out,
     text_chunks,
 )
 from pathrag_pipeline.query.lexical import chunk_index, entity_index
@@ -397,9 +400,14 @@ class PathRAG:
                     # question as one more query, so a question naming no entity still finds its nodes.
                     ask_question = mode == "path" and "question_seed" not in params.revert
                     low = query_keywords(keywords.low_level, [text] if ask_question else [], text)
+                    low_vectors = np.asarray(self.embedder.embed(low))
                     retrieved = retrieve_nodes(snapshot, self.vectors, self.embedder, low, params.top_n,
                                                lexical=entity_index(snapshot) if params.seed_search == "hybrid" else None,
-                                               exact_name="exact_name" not in params.revert)
+                                               exact_name="exact_name" not in params.revert,
+                                               keyword_vectors=low_vectors)
+                    if (mode == "path" and "seed_gate" not in params.revert
+                            and not seeds_stand_out(self.vectors, low_vectors, low, retrieved)):
+                        retrieved = []   # nothing the question names is in the graph: no paths (issue 25)
                 if mode in ("global", "hybrid"):
                     self._check_vectors("relations")
                     high = query_keywords([], keywords.high_level, text)

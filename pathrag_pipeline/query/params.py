@@ -64,7 +64,8 @@ NP_PASSAGES = ("fused", "union", "tracked", "completion")
 # "How a tuned choice is adopted"): "question_seed" drops the whole question as an extra seed query (the keywords
 # alone, as in PathRAG); "exact_name" drops the exact-name head of a keyword's seeds (retriever order alone);
 # "both_ends" weighs a kept path by its weaker end seed instead of both; "damping" uses HippoRAG's 0.5, not 0.85;
-# "similarity" weighs the walk's restart items by rank alone, not similarity x rank.
+# "similarity" weighs the walk's restart items by rank alone, not similarity x rank; "seed_gate" keeps the top-N
+# seeds even when none stands out of its keyword's background (retrieval.seeds_stand_out), as PathRAG does.
 # Where query keywords come from: "auto" is LightRAG's keyword prompt when an LLM is configured and the offline
 # rules otherwise; "offline" keeps the rules even with an LLM (the path:offline_keywords ablation, which measures
 # what the LLM's keywords add). NeuroPath's tracker likewise: "auto" (the LLM when configured) or "offline".
@@ -73,7 +74,7 @@ NP_TRACKERS = ("auto", "offline")
 # What the answer should look like: "default", a concise free answer; "short", the answer alone as a short
 # phrase (a name, a date, a number), as QA benchmarks score it by exact match and token F1.
 RESPONSES = ("default", "short")
-REVERTIBLE = ("question_seed", "exact_name", "both_ends", "damping", "similarity")
+REVERTIBLE = ("question_seed", "exact_name", "both_ends", "damping", "similarity", "seed_gate")
 # The tuned choices that failed the adoption rule when rechecked with paired bootstrap intervals on musique-100
 # (docs/benchmarks.md, "How a tuned choice is adopted"): reverted by default; their tuned rule stays reachable by
 # leaving it out of ``revert`` (the path:question_seed ablation). The same recheck set seed_search to "vector"

@@ -40,6 +40,14 @@ class VectorSearch(Protocol):
 
     def similarities(self, table: str, vector: Any, keys: Iterable[str]) -> dict[str, float]: ...
 
+    def matrix(self, table: str) -> tuple[list[str], Any]: ...
+
+
+# Fewer entities than this give no background to judge a seed against (``seeds_stand_out`` lets all pass).
+BACKGROUND_MIN = 50
+# The chance per keyword that pure noise clears ``seeds_stand_out``'s bar (a convention, not fitted to a dataset).
+NOISE_RISK = 0.01
+
 
 @dataclass(frozen=True)
 class RetrievedNode:
@@ -113,7 +121,7 @@ def _search_each(vectors: VectorSearch, table: str, embedder: Embedder, keywords
 
 def retrieve_nodes(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Embedder, keywords: list[str],
                    top_n: int = DEFAULT_TOP_N, lexical: BM25Index | None = None, *,
-                   exact_name: bool = True) -> list[RetrievedNode]:
+                   exact_name: bool = True, keyword_vectors: np.ndarray | None = None) -> list[RetrievedNode]:
     """The ``top_n`` entities nearest to the keywords, merged round-robin over keywords.
 
     Each keyword asks for ``top_n`` neighbours so the merge can fill every slot even when the keywords'
@@ -125,11 +133,12 @@ def retrieve_nodes(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Emb
     vector and BM25 rankings are fused by RRF; an entity only BM25 found carries its own cosine to the
     keyword too (``similarity`` is always the embedder's, whichever retriever found the entity).
     ``exact_name=False`` drops the exact-name head (the paper's cosine order alone; an ablation).
+    ``keyword_vectors``: the keywords' embeddings when the caller already has them.
     """
     if top_n < 1:
         raise ValueError(f"top_n={top_n} must be at least 1 (PathRAG uses 40)")
     rankings = []
-    matrix = np.asarray(embedder.embed(keywords))
+    matrix = np.asarray(embedder.embed(keywords) if keyword_vectors is None else keyword_vectors)
     for keyword, row, ranking in zip(keywords, matrix, _search_each(vectors, "entities", embedder, keywords, top_n,
                                                                      matrix)):
         exact = name_key(keyword)
@@ -150,6 +159,32 @@ def retrieve_nodes(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Emb
         assert node is not None
         out.append(RetrievedNode(rank, keywords[which], node, key, snapshot.entity_names[node], sim))
     return out
+
+
+def seeds_stand_out(vectors: VectorSearch, keyword_vectors: np.ndarray, keywords: list[str],
+                    retrieved: Sequence[RetrievedNode]) -> bool:
+    """Whether some seed is more similar to its keyword than chance would make the best of all entities.
+
+    The top-N neighbours always exist, related or not: an off-topic question got 15 paths between entities that
+    merely came nearest (issue 25). Per keyword, the background is its cosine to every entity: a seed stands out
+    when it reaches mean + std * sqrt(2 ln(n / NOISE_RISK)) of that background, the Gaussian tail bound under which
+    the best of n draws of noise stays with probability 1 - NOISE_RISK (the bare expected maximum, sqrt(2 ln n),
+    is exceeded by noise about half the time: a hashing collision passed it in the tests). The bar grows with the
+    graph and with the background's own spread instead of being a constant tuned to one embedder. An exact-name seed always stands
+    out; a graph of fewer than ``BACKGROUND_MIN`` entities is too small to estimate a background (everything
+    passes). Our departure from PathRAG, which always keeps the top N (``revert=("seed_gate",)`` restores it)."""
+    if not retrieved:
+        return False
+    if any(n.similarity >= 1.0 for n in retrieved):
+        return True
+    _, matrix = vectors.matrix("entities")
+    count = matrix.shape[0]
+    if count < BACKGROUND_MIN:
+        return True
+    sims = matrix @ np.asarray(keyword_vectors, dtype=np.float32).T    # (entities, keywords)
+    bar = sims.mean(axis=0) + sims.std(axis=0) * math.sqrt(2.0 * math.log(count / NOISE_RISK))
+    index = {k: i for i, k in enumerate(keywords)}
+    return any(n.similarity >= bar[index[n.keyword]] for n in retrieved if n.keyword in index)
 
 
 def retrieve_relations(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Embedder, keywords: list[str],
