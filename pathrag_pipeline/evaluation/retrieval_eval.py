@@ -136,9 +136,9 @@ ABLATIONS = {
     "path:pool_rerank": {"path_pooling": "rerank", "passages": "path_order"},
     "path:pool_reselect": {"path_pooling": "reselect", "passages": "fused"},
     "path:pool_reselect_order": {"path_pooling": "reselect", "passages": "path_order"},
-    # the same with the paper's Algorithm 1 (query/path_pooling.py: paper_scores) instead of our formula
-    "path:pool_rerank_paper": {"path_pooling": "rerank", "passages": "path_order", "pool_variant": "paper"},
-    "path:pool_reselect_paper": {"path_pooling": "reselect", "passages": "fused", "pool_variant": "paper"},
+    # the same with our smoothing formula (query/path_pooling.py: smoothed_scores) instead of Algorithm 1
+    "path:pool_rerank_ours": {"path_pooling": "rerank", "passages": "path_order", "pool_variant": "ours"},
+    "path:pool_reselect_ours": {"path_pooling": "reselect", "passages": "fused", "pool_variant": "ours"},
     # Tuned choices one at a time: kept ones reverted to the simpler rule, reverted ones back on (TUNED_CHOICES)
     "path:question_seed": _reverting(without="question_seed"),  # the whole question as one more seed query
     "path:no_exact_name": _reverting("exact_name"),             # no exact-name head: seeds in retriever order

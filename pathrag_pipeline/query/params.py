@@ -103,7 +103,7 @@ class QueryParams:
     seed_pass: bool = False           # False: the paper's literal early stop; True: seeds always pass their
                                       # first hop (our departure, query/pruning.py says why it is not the default)
     path_pooling: str = "off"         # PATH_POOLINGS: Path Pooling of the kept paths (rerank / reselect)
-    pool_variant: str = "ours"        # POOL_VARIANTS: our smoothing formula, or the paper's Algorithm 1
+    pool_variant: str = "paper"       # POOL_VARIANTS: the paper's Algorithm 1 (default, issue 24) or our formula
     np_max_hops: int = DEFAULT_NP_MAX_HOPS            # neuropath: hop cap of path tracking
     np_candidates: int = DEFAULT_NP_CANDIDATES        # neuropath: candidate paths per hop shown to the tracker
     np_token_budget: int = DEFAULT_NP_TOKEN_BUDGET    # neuropath: LLM tokens for keywords + tracking per query

@@ -17,9 +17,8 @@ style; here the relations of the pruned paths play that part):
 5. **Smoothed score.** ``s'(r) = (1 - SMOOTHING) * s(r) + SMOOTHING * p(r) + POSITION_BONUS / d(r)``, and a
    path's score is the mean of ``s'`` over its relations.
 
-That is our variant (``variant="ours"``, the default until the paper's is measured on both graphs). The paper's
-Algorithm 1 (003_9db30f8cbae2c0cd.txt, lines 272-289 and Sec. 3.3) is ``variant="paper"``
-(:func:`paper_scores`), with four differences: a kernel's triples all get the kernel's mean score with no
+That is our variant (``variant="ours"``). The default is the paper's Algorithm 1 (003_9db30f8cbae2c0cd.txt, lines
+272-289 and Sec. 3.3), ``variant="paper"`` (:func:`paper_scores`; issue 24), which differs from ours in four ways: a kernel's triples all get the kernel's mean score with no
 interpolation with their own score (Alg. 1 lines 5-6); the positional score is ``s_min / (i * a)`` for the
 i-th triple of the kernel, ``s_min`` the smallest score of all candidate triples (line 9: relative, where our
 bonus is an absolute 0.1 / d); a triple on several kernels keeps the **maximum** of its kernel scores (line 10),
