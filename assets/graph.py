@@ -107,7 +107,8 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbeddingsConfig, path
     reports.put("embeddings", stage)
     report = stage.embeddings
     meta = {"embedder": report.embedder, "dim": report.dim, "embedded": report.embedded,
-            "alias_candidates": stage.aliases.candidates, "new_aliases": stage.aliases.new_aliases}
+            "alias_candidates": stage.aliases.candidates, "new_aliases": stage.aliases.new_aliases,
+            "removed_aliases": stage.aliases.removed_aliases}
     for table, st in report.tables.items():
         meta[f"{table}_rows"] = st.total
         meta[f"{table}_embedded"] = st.embedded

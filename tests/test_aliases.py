@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from pathrag_pipeline.index.aliases import (
-    EntityName, add_alias, alias_map, delete_alias, find_alias_candidates, read_alias_inputs, save_candidates,
+    EntityName, add_alias, alias_map, delete_alias, find_alias_candidates, read_alias_inputs, decide_aliases,
     set_alias_disabled,
 )
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
@@ -133,7 +133,7 @@ def test_merge_and_unmerge_through_the_graph(con):
     separate = snapshot(con)
     assert con.execute("SELECT count(*) FROM entities").fetchone()[0] == 4
 
-    changed = save_candidates(con, find_alias_candidates(read_alias_inputs(con)))
+    changed = decide_aliases(con, find_alias_candidates(read_alias_inputs(con)))
     assert changed == {"jan p solovej", "jan philip solovej"}
     remerge_entities(con, changed)
     merged = snapshot(con)
@@ -153,7 +153,7 @@ def test_merge_and_unmerge_through_the_graph(con):
 
     remerge_entities(con, set_alias_disabled(con, "jan philip solovej"))
     assert snapshot(con) == separate               # un-merged
-    save_candidates(con, find_alias_candidates(read_alias_inputs(con)))
+    decide_aliases(con, find_alias_candidates(read_alias_inputs(con)))
     assert con.execute("SELECT disabled FROM entity_aliases").fetchall() == [(True,)]   # not re-proposed
 
     remerge_entities(con, set_alias_disabled(con, "jan philip solovej", disabled=False))

@@ -66,7 +66,8 @@ def _print_index(report, settings: Settings) -> None:
                                        f"{t.records_written} records written, {t.malformed} malformed lines"))
     a = report.aliases
     rows.append(("aliases", f"{a.candidates} near-duplicate names found, {a.new_aliases} new aliases, "
-                            f"{a.entities_remerged} entities re-merged"))
+                            + (f"{a.removed_aliases} undone, " if a.removed_aliases else "")
+                            + f"{a.entities_remerged} entities re-merged"))
     g = report.graph
     rows.append(("graph", f"{g['entities']} entities ({g['entities_without_description']} without a description), "
                           f"{g['relations']} relations from {g['extractions']} chunk records"

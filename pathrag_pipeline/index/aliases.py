@@ -5,6 +5,13 @@ alias_key -> canonical_key that the graph merge applies: "Jan P. Solovej" -> "ja
 "Copenhagen University" -> "university of copenhagen". Rows can be inspected with SQL, disabled (un-merged
 on the next merge, and never re-proposed) or deleted.
 
+Detected rows are re-decided at every indexing run from every name key the current extraction records
+mention before aliases (the ``entity_names`` table), not from the merged entities: an expansion that became
+ambiguous is undone, an alias whose evidence was deleted goes, and a group's canonical key follows the current
+mention counts (ties by the key), so the table equals a fresh build's whatever the order of adds, edits and
+deletes (issue 23). The optional embedding method compares the vectors of the merged entities, so its rows can
+still depend on history: the exactness holds for the string rules, the default.
+
 Detection is deliberately conservative, because a false merge corrupts paths through the graph while a
 missed one only leaves two nodes: every rule below needs positive evidence, and numbers, roman numerals,
 different entity types or ambiguous expansions always block a merge. The rules:
@@ -43,6 +50,7 @@ from typing import Iterable, NamedTuple, Sequence
 import duckdb
 import numpy as np
 
+from pathrag_pipeline.index.name_index import raw_entities
 from pathrag_pipeline.text.names import name_key
 from pathrag_pipeline.storage.store import utc_now
 
@@ -119,13 +127,49 @@ def delete_alias(con: duckdb.DuckDBPyConnection, alias_key: str) -> set[str]:
     return _changed_keys(before, alias_map(con))
 
 
-def save_candidates(con: duckdb.DuckDBPyConnection, candidates: Iterable["AliasCandidate"]) -> set[str]:
-    """Insert detected aliases whose alias key has no row yet, so manual and disabled rows always win.
-    Returns the entity keys to re-merge."""
+DETECTED_METHODS = ("string", "embedding")
+
+
+def _detected_rows(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str, float]]:
+    return {a: (c, m, sc) for a, c, m, sc in con.execute(
+        "SELECT alias_key, canonical_key, method, score FROM entity_aliases "
+        "WHERE NOT disabled AND method IN (SELECT unnest(?::VARCHAR[]))", [list(DETECTED_METHODS)]).fetchall()}
+
+
+def _decided(con: duckdb.DuckDBPyConnection, candidates: Iterable["AliasCandidate"]
+             ) -> tuple[dict[str, tuple[str, str, float]], dict[str, tuple[str, str, float]]]:
+    """(stored detected rows, the detected rows these candidates make): a user's rows (manual, or disabled:
+    an un-merge) keep their alias key out of detection."""
+    held = {k for (k,) in con.execute(
+        "SELECT alias_key FROM entity_aliases WHERE disabled OR method NOT IN (SELECT unnest(?::VARCHAR[]))",
+        [list(DETECTED_METHODS)]).fetchall()}
+    wanted = {c.alias_key: (c.canonical_key, c.method, round(float(c.score), 9))
+              for c in candidates if c.alias_key not in held}
+    stored = {a: (c, m, round(float(sc), 9) if sc is not None else None)
+              for a, (c, m, sc) in _detected_rows(con).items()}
+    return stored, wanted
+
+
+def pending_alias_changes(con: duckdb.DuckDBPyConnection, candidates: Iterable["AliasCandidate"]) -> int:
+    """How many detected rows ``decide_aliases`` would add, change or remove for these candidates."""
+    stored, wanted = _decided(con, candidates)
+    return sum(1 for k in stored.keys() | wanted.keys() if stored.get(k) != wanted.get(k))
+
+
+def decide_aliases(con: duckdb.DuckDBPyConnection, candidates: Iterable["AliasCandidate"]) -> set[str]:
+    """Make the detected rows exactly these candidates: new ones are added, changed ones replaced, and a
+    detected row no candidate proposes any more (its evidence deleted, or its expansion now ambiguous) is
+    removed. Rows a user made (manual) or disabled are kept and their alias keys never proposed, so an un-merge
+    sticks. Rows that stay the same keep their created_at. Returns the entity keys to re-merge.
+
+    With candidates from ``find_alias_candidates(read_alias_inputs(con))`` (the current records' names), the
+    table is a function of the records, whatever order documents were added, edited or deleted in."""
+    stored, wanted = _decided(con, candidates)
     before = alias_map(con)
-    existing = {k for (k,) in con.execute("SELECT alias_key FROM entity_aliases").fetchall()}
-    rows = [[c.alias_key, c.canonical_key, c.method, c.score, utc_now(), False]
-            for c in candidates if c.alias_key not in existing]
+    gone = sorted(k for k in stored if stored[k] != wanted.get(k))
+    if gone:
+        con.execute("DELETE FROM entity_aliases WHERE alias_key IN (SELECT unnest(?::VARCHAR[]))", [gone])
+    rows = [[k, c, m, sc, utc_now(), False] for k, (c, m, sc) in sorted(wanted.items()) if stored.get(k) != (c, m, sc)]
     if rows:
         con.executemany("INSERT INTO entity_aliases VALUES (?, ?, ?, ?, ?, ?)", rows)
     return _changed_keys(before, alias_map(con))
@@ -134,7 +178,7 @@ def save_candidates(con: duckdb.DuckDBPyConnection, candidates: Iterable["AliasC
 # ---- detecting candidates ------------------------------------------------------------------------------
 
 class EntityName(NamedTuple):
-    """One entity as alias detection sees it (``read_alias_inputs`` reads them from the entities table)."""
+    """One name key as alias detection sees it (``read_alias_inputs`` reads them from the entity_names table)."""
 
     key: str
     name: str
@@ -154,9 +198,11 @@ class AliasCandidate:
 
 
 def read_alias_inputs(con: duckdb.DuckDBPyConnection) -> list[EntityName]:
-    """The current entities, as input for ``find_alias_candidates``."""
-    return [EntityName(*row) for row in con.execute(
-        "SELECT entity_key, name, mention_count, type FROM entities ORDER BY entity_key").fetchall()]
+    """Every name key the current records mention, before aliases (``name_index.raw_entities``), as input for
+    ``find_alias_candidates``. Not the merged entities: an alias decided earlier must not hide the names that
+    would make it ambiguous now ("J. Smith" once merged into "John Smith" is still a name when "Jane Smith"
+    arrives)."""
+    return [EntityName(*row) for row in raw_entities(con)]
 
 
 def _fold_accents(text: str) -> str:
@@ -390,5 +436,6 @@ def _groups_to_candidates(entities: dict[str, EntityName],
 @dataclass
 class AliasStats:
     candidates: int
-    new_aliases: int
+    new_aliases: int          # detected rows added or changed (a new canonical key) by this pass
     entities_remerged: int
+    removed_aliases: int = 0  # detected rows no candidate proposes any more (evidence gone, or now ambiguous)

@@ -16,6 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from pathrag_pipeline.index.extraction_models import ChunkExtraction
+from pathrag_pipeline.index.name_index import forget_names, refresh_names
 from pathrag_pipeline.storage.store import utc_now
 
 STATUSES = ("ok", "failed", "empty")  # empty: nothing extracted from a chunk with content (see extraction_stage)
@@ -86,6 +87,7 @@ def write_records(con: duckdb.DuckDBPyConnection, records: Iterable[ExtractionRe
         )
     finally:
         con.unregister("_extraction_batch")
+    refresh_names(con, {r.chunk_id: r.result if r.status == "ok" else None for r in recs})
     return len(recs)
 
 
@@ -94,6 +96,7 @@ def delete_records(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> 
     ids = sorted(set(chunk_ids))
     if not ids:
         return 0
+    forget_names(con, ids)
     return con.execute("DELETE FROM extractions WHERE chunk_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchone()[0]
 
 

@@ -48,7 +48,10 @@ if TYPE_CHECKING:
 import duckdb
 import pyarrow as pa
 
-from pathrag_pipeline.index.aliases import AliasStats, alias_map, find_alias_candidates, read_alias_inputs, save_candidates
+from pathrag_pipeline.index.aliases import (
+    AliasStats, alias_map, decide_aliases, find_alias_candidates, pending_alias_changes, read_alias_inputs,
+)
+from pathrag_pipeline.index.name_index import type_vote
 from pathrag_pipeline.index.extraction_records import ExtractionRecord, delete_records, write_records
 from pathrag_pipeline.text.names import display_name, name_key
 from pathrag_pipeline.storage.store import transaction, utc_now
@@ -444,10 +447,7 @@ class _Descriptions:
 
 def _type_vote(types: Iterable[str | None]) -> str:
     """Majority type; the endpoint filler 'other' only wins when nothing else was said; ties go A-Z."""
-    counts = Counter(t for t in types if t)
-    if not counts:
-        return FALLBACK_TYPE
-    return min(counts, key=lambda t: (t == FALLBACK_TYPE, -counts[t], t))
+    return type_vote(Counter(types))
 
 
 def _set_scope(con: duckdb.DuckDBPyConnection, table: str, keys: Iterable[str]) -> None:
@@ -750,29 +750,31 @@ def apply_chunk_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: Itera
 def new_alias_candidates(store, *, string_threshold: float = 0.95,
                          embeddings: tuple[Sequence[str], np.ndarray] | None = None,
                          embedding_threshold: float = 0.95) -> int:
-    """How many aliases ``detect_and_apply`` would add now (candidates whose alias key has no row yet),
-    without adding them: after a pass that re-merged entities, zero means the aliases have settled."""
+    """How many detected alias rows ``detect_and_apply`` would add, change or remove now, without doing it:
+    after a pass that re-merged entities, zero means the aliases have settled."""
     with store.connect() as con:
         candidates = find_alias_candidates(read_alias_inputs(con), string_threshold=string_threshold,
                                            embeddings=embeddings, embedding_threshold=embedding_threshold)
-        existing = {k for (k,) in con.execute("SELECT alias_key FROM entity_aliases").fetchall()}
-    return sum(1 for c in candidates if c.alias_key not in existing)
+        return pending_alias_changes(con, candidates)
 
 
 def detect_and_apply(store, *, string_threshold: float = 0.95,
                      embeddings: tuple[Sequence[str], np.ndarray] | None = None,
                      embedding_threshold: float = 0.95) -> AliasStats:
-    """Find near-duplicate entity names, record new aliases and re-merge the entities they join.
+    """Re-decide the detected aliases from the names the current records mention (``aliases.decide_aliases``)
+    and re-merge the entities whose merge changes, in one transaction.
 
-    Rows already in `entity_aliases` (manual, disabled, or detected earlier) are never overridden, so a
-    user's un-merge sticks. ``embeddings`` = (entity keys, unit vectors) adds the embedding method.
+    Rows a user made or disabled are never overridden, so an un-merge sticks. ``embeddings`` = (entity keys,
+    unit vectors) adds the embedding method. ``new_aliases`` counts rows added or changed.
     """
     with store.connect() as con:
-        candidates = find_alias_candidates(read_alias_inputs(con), string_threshold=string_threshold,
-                                           embeddings=embeddings, embedding_threshold=embedding_threshold)
-        before = con.execute("SELECT count(*) FROM entity_aliases").fetchone()[0]
-        changed = save_candidates(con, candidates)
-        added = con.execute("SELECT count(*) FROM entity_aliases").fetchone()[0] - before
-        if changed:
-            remerge_entities(con, changed)
-    return AliasStats(len(candidates), added, len(changed))
+        with transaction(con):
+            candidates = find_alias_candidates(read_alias_inputs(con), string_threshold=string_threshold,
+                                               embeddings=embeddings, embedding_threshold=embedding_threshold)
+            before = set(con.execute("SELECT alias_key, canonical_key, method FROM entity_aliases").fetchall())
+            changed = decide_aliases(con, candidates)
+            after = set(con.execute("SELECT alias_key, canonical_key, method FROM entity_aliases").fetchall())
+            if changed:
+                merge_keys(con, changed, relation_keys_touching(con, changed))
+    removed = {row[0] for row in before} - {row[0] for row in after}
+    return AliasStats(len(candidates), len(after - before), len(changed), len(removed))

@@ -21,6 +21,7 @@ TABLE_NOTES = {
     "entities": "The deduplicated graph nodes, derived from `extractions` (never edited by hand: use `entity_aliases`).",
     "relations": "The deduplicated undirected graph edges, derived from `extractions`.",
     "description_summaries": "Cache of LLM summaries of merged descriptions past the token budget.",
+    "entity_names": "Every surface form the current ok extraction records give each name key, before aliases, per chunk: what alias detection reads, so aliases depend on the records and not on the order documents arrived in. Kept in step with `extractions`.",
     "entity_aliases": "Near-duplicate names merged into one entity; reversible (set `disabled`) and inspectable.",
     "llm_usage": "Cost log: one row per stage per indexing run, kept current while the run makes its calls.",
     "queries": "Append-only: one row per question asked (CLI, Python API or Dagster query job). A query asked while another process held the database waits in `PATHRAG_HOME/query_spool/` and arrives here (with its `path_traces` and `retrieved_nodes`) when the next ask, `pathrag sql` or `pathrag status` finds the database free; `asked_at` is still when it was asked.",

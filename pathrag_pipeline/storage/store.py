@@ -149,6 +149,15 @@ DDL = [
     )
     """,
     """
+    CREATE TABLE IF NOT EXISTS entity_names (
+        chunk_id      VARCHAR NOT NULL,      -- extractions.chunk_id of the ok record the mentions are in
+        name_key      VARCHAR NOT NULL,      -- names.name_key of the surface form, before any alias
+        name          VARCHAR NOT NULL,      -- the surface form as extracted
+        type          VARCHAR,               -- lower-cased extracted type; 'other' for a relation endpoint the chunk names in no entity entry; NULL when empty
+        mentions      INTEGER NOT NULL       -- entries of this record with this key, name and type
+    )
+    """,
+    """
     CREATE TABLE IF NOT EXISTS entity_aliases (
         alias_key     VARCHAR PRIMARY KEY,   -- a name key whose mentions are merged into another entity
         canonical_key VARCHAR NOT NULL,      -- the key they are merged into (chains a->b->c resolve to c)

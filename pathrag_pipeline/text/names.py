@@ -36,7 +36,7 @@ import re
 import unicodedata
 from collections import Counter
 from functools import lru_cache
-from typing import Iterable
+from typing import Iterable, Mapping
 
 # The version of the rules below. An index whose graph was merged under another version is merged again in
 # full at its next index run (index/extraction_stage.merge_dirty), so no entity keeps a key the rules no longer
@@ -147,9 +147,16 @@ def display_name(candidates: Iterable[str]) -> str:
     the choice does not depend on the order mentions arrive in."""
     candidates = list(candidates)
     if candidates and candidates.count(candidates[0]) == len(candidates):  # the common case: one surface form
-        candidates = candidates[:1]
-    counts = Counter(" ".join(c.split()) for c in candidates)
-    counts.pop("", None)
-    if not counts:
+        return display_name_counts({candidates[0]: len(candidates)})
+    return display_name_counts(Counter(candidates))
+
+
+def display_name_counts(counts: Mapping[str, int]) -> str:
+    """``display_name`` of surface forms given with how often each occurs."""
+    folded: Counter[str] = Counter()
+    for form, n in counts.items():
+        folded[" ".join(form.split())] += n
+    folded.pop("", None)
+    if not folded:
         raise ValueError("display_name needs at least one non-empty name")
-    return min(counts, key=lambda s: (-counts[s], ", " in s, -len(s), s))
+    return min(folded, key=lambda s: (-folded[s], ", " in s, -len(s), s))
