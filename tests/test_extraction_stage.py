@@ -437,3 +437,41 @@ def test_a_graph_merged_under_older_name_key_rules_is_merged_again_in_full(tmp_p
     assert stale[0][0] == 0
     assert corpus.query("SELECT value FROM pathrag_meta WHERE key = 'name_key_version'")[0][0] == NAME_KEY_VERSION
     assert run_extraction(corpus.store, OfflineExtractor()).merge is None   # once only
+
+
+def test_a_failed_summary_is_asked_again_next_run_and_ends_as_a_rebuild(corpus: Corpus, tmp_path) -> None:
+    """A summary that fails leaves its key dirty: the next run (nothing else changed) asks for it again and
+    the graph ends equal to a build whose summaries never failed (issue 23)."""
+    calls = {"n": 0}
+
+    def flaky(kind: str, name: str, descriptions: list[str]) -> str:
+        calls["n"] += 1
+        if calls["n"] % 2:
+            raise RuntimeError("the endpoint dropped the connection")
+        return f"Summary of {name}."
+
+    def steady(kind: str, name: str, descriptions: list[str]) -> str:
+        return f"Summary of {name}."
+
+    first = run_extraction(corpus.store, OfflineExtractor(), summarise=flaky, max_description_tokens=3,
+                           max_concurrency=1)
+    assert any("failed" in e for e in first.errors)
+    assert corpus.query("SELECT count(*) FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])[0][0] == 1
+    for _ in range(8):                                  # each run retries what is still missing
+        again = run_extraction(corpus.store, OfflineExtractor(), summarise=flaky, max_description_tokens=3,
+                               max_concurrency=1)
+        assert again.pending == 0                       # nothing extracted again
+        if not corpus.query("SELECT count(*) FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])[0][0]:
+            break
+    else:
+        pytest.fail("summaries still missing after 8 runs")
+
+    reference = corpus.__class__(tmp_path / "reference")
+    for name, text in DOCS.items():
+        reference.write(name, text)
+    reference.sync()
+    run_extraction(reference.store, OfflineExtractor(), summarise=steady, max_description_tokens=3)
+    sql = "SELECT entity_key, name, description FROM entities ORDER BY 1"
+    assert corpus.query(sql) == reference.query(sql)
+    sql = "SELECT relation_key, description FROM relations ORDER BY 1"
+    assert corpus.query(sql) == reference.query(sql)

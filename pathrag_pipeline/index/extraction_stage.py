@@ -237,6 +237,15 @@ def persist_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: list[str]
         set_meta(con, GRAPH_DIRTY_META, json.dumps({k: sorted(v) for k, v in dirty.items()}))
 
 
+def mark_dirty(con: duckdb.DuckDBPyConnection, *, entities: set[str] = frozenset(),
+               relations: set[str] = frozenset()) -> None:
+    """Remember graph keys to merge again at the next ``merge_dirty`` (in the caller's transaction)."""
+    dirty = _load_dirty(con)
+    dirty["entities"] |= entities
+    dirty["relations"] |= relations
+    set_meta(con, GRAPH_DIRTY_META, json.dumps({k: sorted(v) for k, v in dirty.items()}))
+
+
 def _name_keys_stale(con: duckdb.DuckDBPyConnection) -> bool:
     """The graph was merged under other name-key rules (``names.NAME_KEY_VERSION``; none stored: before it was
     recorded). An empty graph is never stale: it only records the current version."""
@@ -413,6 +422,12 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
             with transaction(con):
                 second = merge_keys(con, deferred.entity_keys, deferred.relation_keys,
                                     max_description_tokens=max_description_tokens)
+                # A key whose summary failed keeps the cut text for now and stays dirty, so the next run asks
+                # for its summary again and ends where a rebuild would (issue 23), not at the key's next change.
+                failed = [k for h in deferred.requests if h not in summaries for k in deferred.keys_of.get(h, ())]
+                if failed:
+                    mark_dirty(con, entities={k for kind, k in failed if kind == "entity"},
+                               relations={k for kind, k in failed if kind == "relation"})
         stats.merge.summaries_called += len(deferred.requests) - len(errors)
         stats.merge.summaries_cached = second.summaries_cached - len(summaries)
     stats.seconds = time.perf_counter() - started

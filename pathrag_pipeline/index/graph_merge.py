@@ -348,6 +348,7 @@ class DeferredSummaries:
 
     def __init__(self) -> None:
         self.requests: dict[str, tuple[str, str, list[str]]] = {}   # input hash -> (kind, name, descriptions)
+        self.keys_of: dict[str, set[tuple[str, str]]] = {}            # input hash -> {(kind, graph key)}
         self.entity_keys: set[str] = set()
         self.relation_keys: set[str] = set()
 
@@ -400,7 +401,8 @@ class _Descriptions:
         self.con, self.summarise, self.max_tokens, self.model, self.stats = con, summarise, max_tokens, model, stats
         self.pending: dict[int, tuple[str, str, str, list[str]]] = {}
 
-    def merge(self, slot: int, kind: str, name_of: Callable[[], str], descriptions: list[str | None]) -> str:
+    def merge(self, slot: int, kind: str, name_of: Callable[[], str], descriptions: list[str | None],
+              key: str = "") -> str:
         """The merged text of one key; over budget, the slot is queued for ``resolve``. ``name_of`` gives the
         name the summariser sees; it is only computed when a summary is needed."""
         descriptions = [d for d in descriptions if d and not d.isspace()]
@@ -408,7 +410,7 @@ class _Descriptions:
         if not complete:
             distinct = _ranked([" ".join(d.split()) for d in descriptions], _fold)
             name = name_of()
-            self.pending[slot] = (_summary_hash(kind, name, distinct, self.max_tokens), kind, name, distinct)
+            self.pending[slot] = (_summary_hash(kind, name, distinct, self.max_tokens), kind, name, distinct, key)
         return text
 
     def resolve(self) -> dict[int, str]:
@@ -422,11 +424,12 @@ class _Descriptions:
         ).fetchall())
         fresh = []
         out = {}
-        for slot, (h, kind, name, distinct) in sorted(self.pending.items()):
+        for slot, (h, kind, name, distinct, key) in sorted(self.pending.items()):
             if h in cached:
                 self.stats.summaries_cached += 1
             elif isinstance(self.summarise, DeferredSummaries):
                 self.summarise.requests[h] = (kind, name, distinct)
+                self.summarise.keys_of.setdefault(h, set()).add((kind, key))
                 continue
             elif self.summarise is not None:
                 summary = self.summarise(kind, name, distinct)
@@ -574,7 +577,8 @@ def _entity_rows(cols: dict[str, list], bounds: list[tuple[int, int]], descripti
         out["entity_key"].append(cols["key"][a])
         out["name"].append(name)
         out["type"].append(_type_vote(cols["type"][a:b]))
-        out["description"].append(descriptions.merge(slot, "entity", lambda: name, cols["description"][a:b]))
+        out["description"].append(descriptions.merge(slot, "entity", lambda: name, cols["description"][a:b],
+                                                    cols["key"][a]))
         _append_provenance(out, cols, a, b)
     _apply_summaries(out, descriptions)
     return pa.table({
@@ -624,7 +628,8 @@ def _relation_rows(cols: dict[str, list], bounds: list[tuple[int, int]], descrip
         out["tgt_key"].append(cols["tgt_key"][a])
         out["keywords"].append(merge_keywords(cols["keywords"][a:b]))
         label = functools.partial(_relation_label, cols["src_name"][a:b], cols["tgt_name"][a:b])
-        out["description"].append(descriptions.merge(slot, "relation", label, cols["description"][a:b]))
+        out["description"].append(descriptions.merge(slot, "relation", label, cols["description"][a:b],
+                                                    cols["key"][a]))
         out["strength"].append(math.fsum(cols["strength"][a:b]))
         _append_provenance(out, cols, a, b)
     _apply_summaries(out, descriptions)

@@ -747,8 +747,9 @@ def utc_now() -> datetime:
 
 
 def get_meta(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
-    row = con.execute("SELECT value FROM pathrag_meta WHERE key = ?", [key]).fetchone()
-    return row[0] if row else None
+    # fetchall, not fetchone: a result left unfinished blocks con.register on this connection (DuckDB 1.5)
+    rows = con.execute("SELECT value FROM pathrag_meta WHERE key = ?", [key]).fetchall()
+    return rows[0][0] if rows else None
 
 
 def set_meta(con: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
