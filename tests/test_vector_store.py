@@ -77,6 +77,28 @@ def test_identical_texts_are_embedded_once_and_share_the_vector(store):
     assert not np.array_equal(vec["a"], vec["c"])
 
 
+def test_batches_hold_texts_of_about_one_length_longest_first(store):
+    """A batch is padded to its longest text: batching by length, not arrival order, avoids the padding."""
+    e = CountingEmbedder()
+    e.batch_size = 2
+    batches: list[list[str]] = []
+    inner_embed = e.embed
+
+    def recording(texts):
+        batches.append(list(texts))
+        return inner_embed(texts)
+
+    e.embed = recording
+    rows = {f"k{i}": "x" * n for i, n in enumerate([5, 40, 7, 300, 12, 41, 6])}
+    store.sync("chunks", rows, e)
+    assert [len(t) for b in batches for t in b] == [300, 41, 40, 12, 7, 6, 5]
+    assert all(len(b) <= 2 for b in batches)
+    keys, matrix = store.matrix("chunks")                  # every row still got its own text's vector
+    by_key = dict(zip(keys, matrix))
+    for key, text in rows.items():
+        assert np.allclose(by_key[key], HashingEmbedder(dim=64).embed([text])[0], atol=1e-6)
+
+
 def test_search_returns_nearest_first_with_payload(store):
     e = HashingEmbedder(dim=256)
     rows = [(k, v, {"name": v, "doc": f"d{i}", "degree": i}) for i, (k, v) in enumerate(NAMES.items())]

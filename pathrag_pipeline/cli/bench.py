@@ -219,18 +219,32 @@ def sample_answers(docs_dir: Path | None, key_path: Path | None, update_docs: Pa
 @click.option("--texts", default=512, show_default=True, help="Passages embedded per run.")
 @click.option("--runs", default=3, show_default=True, help="Timed runs per runtime (median reported).")
 @click.option("--threads", default=2, show_default=True, help="Intra-op threads for both runtimes.")
+@click.option("--mix", default=2000, show_default=True,
+              help="Also embed this many texts of what indexing embeds (musique-100's triples index; 0: skip).")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Replace the section in this markdown file (docs/benchmarks.md).")
 @click.option("--json", "as_json", is_flag=True)
-def embedder(texts: int, runs: int, threads: int, as_json: bool) -> None:
+def embedder(texts: int, runs: int, threads: int, mix: int, update_docs: Path | None, as_json: bool) -> None:
     """all-MiniLM-L6-v2 on torch versus onnxruntime (needs the local-embeddings extra and optimum[onnx])."""
-    if texts < 1 or runs < 1 or threads < 1:
-        raise click.UsageError("--texts, --runs and --threads must be at least 1")
+    if texts < 1 or runs < 1 or threads < 1 or mix < 0:
+        raise click.UsageError("--texts, --runs and --threads must be at least 1, --mix at least 0")
     from pathrag_pipeline.bench.embedding_runtime import measure
+    from pathrag_pipeline.bench.report import embedder_section, machine_info
 
+    started = time.perf_counter()
     try:
-        result = measure(texts=texts, runs=runs, threads=threads)
+        result = measure(texts=texts, runs=runs, threads=threads, mix=mix)
     except (ImportError, RuntimeError) as exc:
         raise click.ClickException(f"{exc}; install torch==2.13.0, `.[local-embeddings]` and "
                                    "`sentence-transformers[onnx]`") from None
+    if update_docs is not None:
+        m = machine_info()
+        section = embedder_section(result) + (
+            f"\n\n_Measured {m['date']}, {m['cpu']}, {m['usable_cores']} cores, Python {m['python']}; this section "
+            f"ran {time.perf_counter() - started:.0f} s._")
+        from pathrag_pipeline.bench.report_sections import splice
+
+        splice(update_docs, "Local embedder: torch versus onnxruntime", section, before="Path pruning scaling")
     if as_json:
         click.echo(json.dumps(result, indent=1))
         return
@@ -241,6 +255,10 @@ def embedder(texts: int, runs: int, threads: int, as_json: bool) -> None:
     console.print(f"onnx/torch speed {result['onnx_speedup']}x; lowest cosine between their vectors "
                   f"{result['min_cosine_torch_vs_onnx']}; ONNX export {result['export_s']} s",
                   highlight=False, markup=False)
+    if result.get("mix"):
+        _table(["runtime", "texts/s, arrival order", "texts/s, longest first"],
+               [[b, result[b]["mix_arrival"], result[b]["mix_longest_first"]] for b in ("torch", "onnx")],
+               title=f"What indexing embeds: {result['mix']['texts']} texts of musique-100's triples index")
 
 
 @bench.command("query")
