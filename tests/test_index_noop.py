@@ -5,6 +5,8 @@ still gets a recorded run. The check is index/pending_work.py."""
 from __future__ import annotations
 
 import duckdb
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -144,6 +146,18 @@ def test_an_alias_edit_or_a_missing_lancedb_table_is_work(indexed, folder):
     assert reasons(settings, folder, mode) == ["LanceDB table(s) missing: chunks"]
     with Store.for_settings(settings).connect() as con:
         con.execute("INSERT INTO entity_aliases VALUES ('ada', 'alan turing', 'manual', 1.0, now(), false)")
+    assert reasons(settings, folder, mode) == ["embeddings or aliases not confirmed in sync with the graph"]
+
+
+def test_a_home_whose_aliases_were_decided_the_old_way_re_decides_them(indexed, folder):
+    """Before issue 23 aliases were only ever added: such a home's next run re-decides them once."""
+    settings, mode = indexed
+    with Store.for_settings(settings).connect() as con:
+        state = json.loads(con.execute("SELECT value FROM pathrag_meta WHERE key = ?", [SYNCED_STATE_META]
+                                       ).fetchall()[0][0])
+        del state["alias_detection"]
+        con.execute("UPDATE pathrag_meta SET value = ? WHERE key = ?", [json.dumps(state, sort_keys=True),
+                                                                      SYNCED_STATE_META])
     assert reasons(settings, folder, mode) == ["embeddings or aliases not confirmed in sync with the graph"]
 
 

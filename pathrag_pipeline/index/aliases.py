@@ -128,6 +128,10 @@ def delete_alias(con: duckdb.DuckDBPyConnection, alias_key: str) -> set[str]:
 
 
 DETECTED_METHODS = ("string", "embedding")
+DETECTION_VERSION = "records-1"
+"""How detected rows are decided; part of the embedding stage's synced state, so a home whose aliases were
+decided another way (before: added from the merged entities, never revisited) re-decides them on its next
+`pathrag index` even when nothing else changed."""
 
 
 def _detected_rows(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str, float]]:

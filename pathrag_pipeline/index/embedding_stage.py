@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from pathrag_pipeline.index.aliases import DETECTION_VERSION
 from pathrag_pipeline.llm.embedding import Embedder
 from pathrag_pipeline.storage.store import PASSAGE_TEXT_SQL, Store, get_meta, set_meta
 from pathrag_pipeline.storage.vector_store import SyncStats
@@ -85,7 +86,8 @@ def synced_state(con: duckdb.DuckDBPyConnection, *, embedder: str, alias_thresho
     """A fingerprint of everything the embedding stage reads: every column of the rows each LanceDB table must
     hold (``SOURCES``, the same SQL ``embedding_rows`` runs), the alias table, the embedder identity and the
     alias setting. Equal fingerprints: the stage would embed nothing, delete nothing and find no new alias."""
-    state: dict[str, object] = {"embedder": embedder, "alias_embedding_threshold": alias_threshold}
+    state: dict[str, object] = {"embedder": embedder, "alias_embedding_threshold": alias_threshold,
+                                "alias_detection": DETECTION_VERSION}
     for name, sql in {**SOURCES, "entity_aliases": ALIAS_SQL}.items():
         rows, digest = con.execute(
             f"SELECT count(*), md5(coalesce(string_agg(h, '' ORDER BY h), '')) "
