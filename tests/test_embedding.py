@@ -263,3 +263,46 @@ def test_onnx_runtime_exports_once_into_the_home_and_keeps_the_model_identity(mo
     assert loads[-1] == (str(exported), "onnx", {"file_name": "onnx/model.onnx"})
     with pytest.raises(EmbeddingError, match="backend 'tensorrt'"):
         SentenceTransformerEmbedder("x", backend="tensorrt")
+
+
+def test_quantized_onnx_model_has_its_own_identity_and_is_made_once(monkeypatch, tmp_path):
+    """st-onnx-q8: int8 weights give other vectors, so another identity; the int8 file is made once in the home."""
+    import sys
+    import types
+
+    loads, exports = [], []
+
+    class FakeModel:
+        def __init__(self, source, device, backend="torch", model_kwargs=None):
+            loads.append((source, model_kwargs))
+
+        def save_pretrained(self, path):
+            (Path(path) / "onnx").mkdir(parents=True)
+            (Path(path) / "onnx" / "model.onnx").write_bytes(b"onnx")
+
+        def encode(self, texts, batch_size, convert_to_numpy, show_progress_bar):
+            return np.array([[1.0, 0.0]] * len(texts))
+
+    def export(model, config, path):
+        exports.append(config)
+        (Path(path) / "onnx" / "model_quint8_avx2.onnx").write_bytes(b"int8")
+
+    fake = types.ModuleType("sentence_transformers")
+    fake.SentenceTransformer = FakeModel
+    backend = types.ModuleType("sentence_transformers.backend")
+    backend.export_dynamic_quantized_onnx_model = export
+    monkeypatch.setitem(sys.modules, "sentence_transformers", fake)
+    monkeypatch.setitem(sys.modules, "sentence_transformers.backend", backend)
+    for name in ("onnxruntime", "optimum"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    settings = Settings(home=tmp_path / "home", embed_model="st-onnx-q8:all-MiniLM-L6-v2")
+    q8 = embedder_from_settings(settings)
+    full = embedder_from_settings(Settings(home=tmp_path / "home", embed_model="st-onnx:all-MiniLM-L6-v2"))
+    assert q8.identity == "st:all-MiniLM-L6-v2+quint8_avx2" != full.identity
+    assert embedder_runtime(q8) == "st-onnx-q8:all-MiniLM-L6-v2"
+    q8.embed(["a"])
+    assert exports == ["avx2"] and loads[-1][1] == {"file_name": "onnx/model_quint8_avx2.onnx"}
+    embedder_from_settings(settings).embed(["b"])
+    assert exports == ["avx2"] and loads[-1][1] == {"file_name": "onnx/model_quint8_avx2.onnx"}   # made once
+    with pytest.raises(EmbeddingError, match="onnxruntime only"):
+        SentenceTransformerEmbedder("x", quantized=True)

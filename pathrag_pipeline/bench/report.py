@@ -804,6 +804,7 @@ def _header(machine: dict[str, Any], end_load: list[float] | None, section_loads
         "`pathrag bench scale --update-docs docs/benchmarks.md`), `## Vector store size over re-index runs` (ten "
         "minutes of pauses between runs: `pathrag bench vectors ...`), `## Kill -9 during an index run` "
         "(`pathrag bench kills ...`), `## Offline embedder width` (`pathrag bench offline-width ...`), "
+        "`## Quantized local embedder` (`pathrag bench quantized ...`), "
         "`## Concurrent asks` (`pathrag bench concurrency ...`), `## Questions about the papers, answered offline` "
         "(`pathrag bench sample-answers --docs ../shared/papers ...`), `## Small local models extracting a graph` "
         "(`pathrag bench local-extraction ...`) and `## Answers through a local LLM` (over an "
@@ -949,6 +950,8 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
                            "it runs eleven index processes and kills five of them"),
         unmeasured_section("Offline embedder width", "pathrag bench offline-width --update-docs docs/benchmarks.md",
                            "a one-off measurement behind a default"),
+        unmeasured_section("Quantized local embedder", "HF_HUB_OFFLINE=1 pathrag bench quantized --update-docs "
+                           "docs/benchmarks.md", "it needs the local-embeddings-onnx extra"),
         unmeasured_section("Concurrent asks", "pathrag bench concurrency --update-docs docs/benchmarks.md",
                            "it starts a hundred ask processes and loads both cores for minutes"),
         unmeasured_section("Small local models extracting a graph",

@@ -556,6 +556,29 @@ def bench_offline_width(dataset_dir: Path, update_docs: Path | None, as_json: bo
     _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Concurrent asks")
 
 
+@bench.command("quantized")
+@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
+              show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl with gold_ids).")
+@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the ONNX export and its int8 file go (default: a temp dir).")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
+@click.option("--json", "as_json", is_flag=True)
+def bench_quantized(dataset_dir: Path, cache: Path | None, update_docs: Path | None, as_json: bool) -> None:
+    """Recall and speed of all-MiniLM-L6-v2 quantized to int8 against the full model (local-embeddings-onnx extra)."""
+    import tempfile
+
+    from pathrag_pipeline.bench.quantized import HEADING, markdown_section, run_quantized_bench, to_json
+    from pathrag_pipeline.llm.embedding import EmbeddingError
+
+    try:
+        result = run_quantized_bench(dataset_dir, cache or Path(tempfile.mkdtemp(prefix="pathrag-q8-")),
+                                     log=_log(as_json))
+    except (ImportError, EmbeddingError) as exc:
+        raise click.ClickException(f"{exc}; install `.[local-embeddings-onnx]`") from None
+    _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Path pruning scaling")
+
+
 @bench.command("concurrency")
 @click.option("--asks", type=click.IntRange(min=2), default=50, show_default=True,
               help="`pathrag ask` processes started at once.")

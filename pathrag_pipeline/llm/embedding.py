@@ -338,6 +338,8 @@ _ST_INSTALL_HINT = (
 )
 
 
+QUANTIZED_SUFFIX = "quint8_avx2"   # the file name sentence-transformers gives the AVX2 config (unsigned int8)
+
 # Embedding calls of at least this many texts (an indexing pass, not a query) show a progress bar.
 ST_PROGRESS_MIN_TEXTS = 256
 
@@ -366,7 +368,7 @@ class SentenceTransformerEmbedder:
     """
 
     def __init__(self, model_name: str = "all-MiniLM-L6-v2", *, batch_size: int = 64, device: str = "cpu",
-                 backend: str = "torch", onnx_cache: Path | None = None) -> None:
+                 backend: str = "torch", onnx_cache: Path | None = None, quantized: bool = False) -> None:
         # Only looked up here, imported when the model loads: importing it pulls torch (seconds), and the
         # identity is all a no-op `pathrag index` needs.
         if "sentence_transformers" not in sys.modules and importlib.util.find_spec("sentence_transformers") is None:
@@ -380,10 +382,16 @@ class SentenceTransformerEmbedder:
         # embedder`), so the identity is the model's and switching runtimes needs no re-embedding.
         self.backend = backend
         self.onnx_cache = onnx_cache
-        self.identity = f"st:{model_name.removeprefix('sentence-transformers/')}"
+        # int8 weights (onnxruntime dynamic quantization for AVX2) give other vectors than the full model: their own
+        # identity, so an index is never half one and half the other (issue 23 item 5; `pathrag bench quantized`)
+        self.quantized = quantized
+        if quantized and backend != "onnx":
+            raise EmbeddingError("the quantized model runs on onnxruntime only: PATHRAG_EMBED_MODEL=st-onnx-q8:<model>")
+        name = model_name.removeprefix('sentence-transformers/')
+        self.identity = f"st:{name}" + (f"+{QUANTIZED_SUFFIX}" if quantized else "")
         # What actually computes the vectors, spelled as the PATHRAG_EMBED_MODEL value that selects it
         # (``embedder_runtime``): evaluations record it beside the identity.
-        self.runtime = ("st-onnx:" if backend == "onnx" else "st:") + self.identity.removeprefix("st:")
+        self.runtime = ("st-onnx-q8:" if quantized else "st-onnx:" if backend == "onnx" else "st:") + name
         self._model: Any = None
 
     def __repr__(self) -> str:
@@ -426,15 +434,26 @@ class SentenceTransformerEmbedder:
                 "the onnx runtime needs onnxruntime and optimum: `pip install -e .[local-embeddings-onnx]`"
             ) from exc
         cache = self.onnx_cache
+        if cache is None and self.quantized:
+            raise EmbeddingError("the quantized model needs a folder to export into (onnx_cache)")
         target = cache / f"{Path(str(self.model_name)).name}-onnx" if cache is not None else None
         if target is not None and (target / "onnx" / "model.onnx").is_file():
-            return factory(str(target), device=self.device, backend="onnx",
-                           model_kwargs={"file_name": "onnx/model.onnx"})
-        model = factory(str(source), device=self.device, backend="onnx")   # exports from the local weights
-        if target is not None:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            model.save_pretrained(str(target))
-        return model
+            model = factory(str(target), device=self.device, backend="onnx",
+                            model_kwargs={"file_name": "onnx/model.onnx"})
+        else:
+            model = factory(str(source), device=self.device, backend="onnx")   # exports from the local weights
+            if target is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                model.save_pretrained(str(target))
+        if not self.quantized:
+            return model
+        quantized_file = target / "onnx" / f"model_{QUANTIZED_SUFFIX}.onnx"
+        if not quantized_file.is_file():
+            from sentence_transformers.backend import export_dynamic_quantized_onnx_model
+
+            export_dynamic_quantized_onnx_model(model, "avx2", str(target))   # writes onnx/model_quint8_avx2.onnx
+        return factory(str(target), device=self.device, backend="onnx",
+                       model_kwargs={"file_name": f"onnx/{quantized_file.name}"})
 
     @property
     def dim(self) -> int:
@@ -470,12 +489,17 @@ def embedder_from_settings(settings: "Settings") -> Embedder:
     - ``PATHRAG_EMBED_MODEL=st:<name or folder>`` -> local sentence-transformers model;
     - ``PATHRAG_EMBED_MODEL=st-onnx:<name or folder>`` -> the same model on onnxruntime (exported once, offline,
       into PATHRAG_HOME/models; same vectors, same identity);
+    - ``PATHRAG_EMBED_MODEL=st-onnx-q8:<name or folder>`` -> its int8 quantization (AVX2) on onnxruntime, made
+      once from that export; other vectors, so its own identity ``st:<name>+quint8_avx2``;
     - ``PATHRAG_EMBED_BASE_URL`` + ``PATHRAG_EMBED_MODEL`` -> OpenAI-compatible endpoint;
     - ``PATHRAG_EMBED_MODEL=sentence-transformers/<name>`` without a base URL -> local model;
     - nothing set (or model ``offline``) -> the download-free HashingEmbedder.
     """
     model = (settings.embed_model or "").strip()
     base_url = (settings.embed_base_url or "").strip()
+    if model.startswith("st-onnx-q8:"):
+        return SentenceTransformerEmbedder(model.removeprefix("st-onnx-q8:"), backend="onnx", quantized=True,
+                                           onnx_cache=settings.home / "models")
     if model.startswith("st-onnx:"):
         return SentenceTransformerEmbedder(model.removeprefix("st-onnx:"), backend="onnx",
                                            onnx_cache=settings.home / "models")
