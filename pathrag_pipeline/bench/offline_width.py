@@ -43,6 +43,19 @@ def _load(dataset: Path) -> tuple[list[str], list[str], list[str], list[set[str]
     return ids, texts, questions, gold
 
 
+def passage_recall(asked: np.ndarray, passages: np.ndarray, ids: list[str], gold: list[set[str]]
+                   ) -> tuple[dict[int, float], np.ndarray]:
+    """Recall@k (k in KS) of each question's nearest passages by cosine against its gold passages, and each
+    question's mean recall over the ks (for paired intervals)."""
+    order = np.argsort(-(asked @ passages.T), axis=1)
+    recall, per_question = {}, np.zeros(len(gold))
+    for k in KS:
+        hits = [len({ids[j] for j in order[i, :k]} & gold[i]) / len(gold[i]) for i in range(len(gold))]
+        recall[k] = round(float(np.mean(hits)), 4)
+        per_question += np.asarray(hits) / len(KS)
+    return recall, per_question
+
+
 def run_width_bench(dataset: Path, widths: tuple[int, ...] = WIDTHS, log: Log = _quiet) -> dict[str, Any]:
     from pathrag_pipeline.evaluation.bootstrap import paired_bootstrap
     from pathrag_pipeline.llm.embedding import HashingEmbedder
@@ -56,12 +69,7 @@ def run_width_bench(dataset: Path, widths: tuple[int, ...] = WIDTHS, log: Log = 
         passages = embedder.embed(texts)
         asked = embedder.embed(questions)
         seconds = time.perf_counter() - started
-        order = np.argsort(-(asked @ passages.T), axis=1)
-        recall, per_question = {}, np.zeros(len(questions))
-        for k in KS:
-            hits = [len({ids[j] for j in order[i, :k]} & gold[i]) / len(gold[i]) for i in range(len(questions))]
-            recall[k] = round(float(np.mean(hits)), 4)
-            per_question += np.asarray(hits) / len(KS)
+        recall, per_question = passage_recall(asked, passages, ids, gold)
         rows.append({"dim": dim, "bytes_per_vector": 4 * dim, "recall": recall, "mean_r": per_question.tolist(),
                      "embed_ms_per_text": round(1000 * seconds / (len(texts) + len(questions)), 3)})
     default = HashingEmbedder().dim

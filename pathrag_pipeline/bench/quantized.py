@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pathrag_pipeline.bench.offline_width import KS, _load
+from pathrag_pipeline.bench.offline_width import KS, _load, passage_recall
 
 Log = Callable[[str], None]
 HEADING = "Quantized local embedder"
@@ -43,12 +43,7 @@ def run_quantized_bench(dataset: Path, cache: Path, log: Log = _quiet) -> dict[s
         passages = embedder.embed(texts)
         rate = len(texts) / (time.perf_counter() - started)
         asked = embedder.embed(questions)
-        order = np.argsort(-(asked @ passages.T), axis=1)
-        recall, mean_r = {}, np.zeros(len(questions))
-        for k in KS:
-            hits = [len({ids[j] for j in order[i, :k]} & gold[i]) / len(gold[i]) for i in range(len(questions))]
-            recall[k] = round(float(np.mean(hits)), 4)
-            mean_r += np.asarray(hits) / len(KS)
+        recall, mean_r = passage_recall(asked, passages, ids, gold)
         per_question[label], vectors[label] = mean_r, passages
         out["models"][label] = {"identity": embedder.identity, "runtime": embedder.runtime, "recall": recall,
                                 "mean_r": round(float(mean_r.mean()), 4), "texts_per_s": round(rate, 1)}

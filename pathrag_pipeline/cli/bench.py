@@ -29,6 +29,12 @@ def _table(columns: list[str], rows: list[list], title: str) -> None:
     print_table(columns, [tuple(r) for r in rows], title=title)
 
 
+_update_docs_option = click.option(
+    "--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
+_json_option = click.option("--json", "as_json", is_flag=True)
+
+
 def _publish(section: str, heading: str, update_docs: Path | None, as_json: bool, json_text: str,
              before: str | None = None) -> None:
     """A long benchmark's output: its ``## heading`` section spliced into ``update_docs`` (when given), then
@@ -191,9 +197,8 @@ def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_
               help="Index this folder instead of data/sample/ (with --questions: its answer key).")
 @click.option("--questions", "key_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A Markdown answer key with Question and Answer columns (e.g. data/paper_questions.md).")
-@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
-@click.option("--json", "as_json", is_flag=True)
+@_update_docs_option
+@_json_option
 def sample_answers(docs_dir: Path | None, key_path: Path | None, update_docs: Path | None, as_json: bool) -> None:
     """How many sample questions (data/sample_questions.md) each mode answers offline: the answer key's lead
     name appears in the extractive answer; and musique-100's questions whose gold answer appears in it."""
@@ -514,9 +519,8 @@ def bench_dagster(repeats: int, files: int, new_files: int, workdir: Path | None
               help="Seconds before each edited run (default: the version retention + 5 s).")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where to generate the corpus and the home (default: a temp dir).")
-@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
-@click.option("--json", "as_json", is_flag=True)
+@_update_docs_option
+@_json_option
 def bench_vectors(n_docs: int, runs: int, pause: float | None, workdir: Path | None, update_docs: Path | None,
                   as_json: bool) -> None:
     """The LanceDB folder's size and kept versions over repeated index runs (touched files, one edit per run)."""
@@ -531,9 +535,8 @@ def bench_vectors(n_docs: int, runs: int, pause: float | None, workdir: Path | N
               help="Documents in the generated corpus.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the corpus and the homes go (default: a temp dir).")
-@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
-@click.option("--json", "as_json", is_flag=True)
+@_update_docs_option
+@_json_option
 def bench_kills(n_docs: int, workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
     """kill -9 of `pathrag index` at 5 points of a run, then a plain `pathrag index`: completes, tables as clean."""
     from pathrag_pipeline.bench.kills import HEADING, markdown_section, run_kills_bench, to_json
@@ -545,9 +548,8 @@ def bench_kills(n_docs: int, workdir: Path | None, update_docs: Path | None, as_
 @bench.command("offline-width")
 @click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
               show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl with gold_ids).")
-@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
-@click.option("--json", "as_json", is_flag=True)
+@_update_docs_option
+@_json_option
 def bench_offline_width(dataset_dir: Path, update_docs: Path | None, as_json: bool) -> None:
     """Passage recall against bytes per vector for the offline embedder's width (the default's justification)."""
     from pathrag_pipeline.bench.offline_width import HEADING, markdown_section, run_width_bench, to_json
@@ -561,9 +563,8 @@ def bench_offline_width(dataset_dir: Path, update_docs: Path | None, as_json: bo
               show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl with gold_ids).")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the ONNX export and its int8 file go (default: a temp dir).")
-@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
-@click.option("--json", "as_json", is_flag=True)
+@_update_docs_option
+@_json_option
 def bench_quantized(dataset_dir: Path, cache: Path | None, update_docs: Path | None, as_json: bool) -> None:
     """Recall and speed of all-MiniLM-L6-v2 quantized to int8 against the full model (local-embeddings-onnx extra)."""
     import tempfile
@@ -588,9 +589,8 @@ def bench_quantized(dataset_dir: Path, cache: Path | None, update_docs: Path | N
               show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl, triples.jsonl).")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the index lives (default: a temp dir).")
-@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
-@click.option("--json", "as_json", is_flag=True)
+@_update_docs_option
+@_json_option
 def bench_concurrency(asks: int, single: int, dataset_dir: Path, workdir: Path | None, update_docs: Path | None,
                       as_json: bool) -> None:
     """Many `pathrag ask` processes at once on the musique-100 index, idle and with an index run going."""
@@ -610,9 +610,8 @@ def bench_concurrency(asks: int, single: int, dataset_dir: Path, workdir: Path |
                                            "varne_valley_railway.md")), show_default=True,
               help="Files of data/sample/ to index, comma-separated (each is ~2 chunks; a chunk takes a small "
                    "model minutes on 2 cores).")
-@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Splice the results into this report as its section (e.g. docs/benchmarks.md).")
-@click.option("--json", "as_json", is_flag=True)
+@_update_docs_option
+@_json_option
 def bench_local_extraction(workdir: Path, modes: str, files: str, update_docs: Path | None, as_json: bool) -> None:
     """The small local models in every LLM mode extracting the sample documents through a real llama.cpp server."""
     from pathrag_pipeline.bench.llm_answers import BenchSetupError
