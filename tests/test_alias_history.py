@@ -152,3 +152,23 @@ def test_a_random_history_of_changes_ends_as_a_fresh_build(tmp_path):
 @pytest.mark.parametrize("seed", range(10, 16))
 def test_many_random_histories_end_as_fresh_builds(tmp_path, seed):
     _history(tmp_path, seed=seed, steps=12)
+
+
+def test_a_home_made_before_entity_names_rebuilds_it_from_its_records(tmp_path):
+    """ensure_names: a table never built whole (or under other name-key rules) is rebuilt from the stored records
+    and equals what write_records kept up to date."""
+    from pathrag_pipeline.index.name_index import NAMES_META, raw_entities
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "john.txt").write_text(JOHN)
+    (docs / "jane.txt").write_text(JANE)
+    home = tmp_path / "home"
+    run_indexing(Settings.from_env({"PATHRAG_HOME": str(home)}), folder=docs)
+    with Store(home / "pathrag.duckdb").connect() as con:
+        kept = con.execute(SNAPSHOT_SQL["entity_names"]).fetchall()
+        expected = raw_entities(con)
+        con.execute("DELETE FROM entity_names WHERE chunk_id IN (SELECT min(chunk_id) FROM entity_names)")
+        con.execute("DELETE FROM pathrag_meta WHERE key = ?", [NAMES_META])     # as before the table existed
+        assert raw_entities(con) == expected
+        assert con.execute(SNAPSHOT_SQL["entity_names"]).fetchall() == kept and kept

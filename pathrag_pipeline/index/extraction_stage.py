@@ -230,17 +230,15 @@ def persist_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: list[str]
         before_e, before_r = before_e | gone_e, before_r | gone_r
         delete_records(con, removed_chunk_ids)
         write_records(con, records)
-        dirty = _load_dirty(con)
-        dirty["chunks"] |= touched
-        dirty["entities"] |= before_e
-        dirty["relations"] |= before_r
-        set_meta(con, GRAPH_DIRTY_META, json.dumps({k: sorted(v) for k, v in dirty.items()}))
+        mark_dirty(con, chunks=touched, entities=before_e, relations=before_r)
 
 
-def mark_dirty(con: duckdb.DuckDBPyConnection, *, entities: set[str] = frozenset(),
+def mark_dirty(con: duckdb.DuckDBPyConnection, *, chunks: set[str] = frozenset(), entities: set[str] = frozenset(),
                relations: set[str] = frozenset()) -> None:
-    """Remember graph keys to merge again at the next ``merge_dirty`` (in the caller's transaction)."""
+    """Remember chunks whose records changed and graph keys to merge again at the next ``merge_dirty`` (in the
+    caller's transaction)."""
     dirty = _load_dirty(con)
+    dirty["chunks"] |= chunks
     dirty["entities"] |= entities
     dirty["relations"] |= relations
     set_meta(con, GRAPH_DIRTY_META, json.dumps({k: sorted(v) for k, v in dirty.items()}))

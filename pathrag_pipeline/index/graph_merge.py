@@ -51,7 +51,7 @@ import pyarrow as pa
 from pathrag_pipeline.index.aliases import (
     AliasStats, alias_map, decide_aliases, find_alias_candidates, pending_alias_changes, read_alias_inputs,
 )
-from pathrag_pipeline.index.name_index import type_vote
+from pathrag_pipeline.index.name_index import FALLBACK_TYPE, type_vote
 from pathrag_pipeline.index.extraction_records import ExtractionRecord, delete_records, write_records
 from pathrag_pipeline.text.names import display_name, name_key
 from pathrag_pipeline.storage.store import transaction, utc_now
@@ -59,7 +59,6 @@ from pathrag_pipeline.text.tokenizer import count_tokens, truncate_to_tokens
 
 KEY_SEPARATOR = "<|>"
 DEFAULT_MAX_DESCRIPTION_TOKENS = 500
-FALLBACK_TYPE = "other"
 
 Summarise = Callable[[str, str, list[str]], str]
 """summarise(kind, name, descriptions) -> summary; kind is 'entity' or 'relation'."""
@@ -399,7 +398,7 @@ class _Descriptions:
     def __init__(self, con: duckdb.DuckDBPyConnection, summarise: Summarise | None, max_tokens: int,
                  model: str | None, stats: MergeStats):
         self.con, self.summarise, self.max_tokens, self.model, self.stats = con, summarise, max_tokens, model, stats
-        self.pending: dict[int, tuple[str, str, str, list[str]]] = {}
+        self.pending: dict[int, tuple[str, str, str, list[str], str]] = {}   # slot -> (hash, kind, name, distinct, key)
 
     def merge(self, slot: int, kind: str, name_of: Callable[[], str], descriptions: list[str | None],
               key: str = "") -> str:
