@@ -157,7 +157,7 @@ def test_many_random_histories_end_as_fresh_builds(tmp_path, seed):
 def test_a_home_made_before_entity_names_rebuilds_it_from_its_records(tmp_path):
     """ensure_names: a table never built whole (or under other name-key rules) is rebuilt from the stored records
     and equals what write_records kept up to date."""
-    from pathrag_pipeline.index.name_index import NAMES_META, raw_entities
+    from pathrag_pipeline.index.mention_index import MENTIONS_META, raw_entities
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -169,6 +169,6 @@ def test_a_home_made_before_entity_names_rebuilds_it_from_its_records(tmp_path):
         kept = con.execute(SNAPSHOT_SQL["entity_names"]).fetchall()
         expected = raw_entities(con)
         con.execute("DELETE FROM entity_names WHERE chunk_id IN (SELECT min(chunk_id) FROM entity_names)")
-        con.execute("DELETE FROM pathrag_meta WHERE key = ?", [NAMES_META])     # as before the table existed
+        con.execute("DELETE FROM pathrag_meta WHERE key = ?", [MENTIONS_META])     # as before the table existed
         assert raw_entities(con) == expected
         assert con.execute(SNAPSHOT_SQL["entity_names"]).fetchall() == kept and kept

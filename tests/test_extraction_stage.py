@@ -150,10 +150,10 @@ def test_what_stopped_the_run_is_reported_even_when_saving_the_finished_chunks_f
 def test_deleting_a_document_never_loads_its_extraction_records(tmp_path, monkeypatch) -> None:
     """A home holding records too large to load (the huge_line.txt report: every statement parsing them ran
     DuckDB out of memory) recovers once the file is deleted: what the deleted records contributed is read
-    from the graph tables, so the re-index never parses them."""
+    from the mention tables, so the re-index never parses them."""
     import duckdb
 
-    from pathrag_pipeline.index import graph_merge
+    from pathrag_pipeline.index import graph_merge, mention_index
 
     corpus = Corpus(tmp_path)
     for name, text in DOCS.items():  # a heading first: a one-line .txt would be its own title
@@ -163,21 +163,11 @@ def test_deleting_a_document_never_loads_its_extraction_records(tmp_path, monkey
     huge = {c for (c,) in corpus.query("SELECT id FROM chunks WHERE document_id = 'ada.md'")}
     assert huge and "London" in entity_names(corpus)
 
-    real_load = graph_merge._load_mentions
+    def parse_records(con):
+        raise duckdb.OutOfMemoryException("Out of Memory Error: stand-in for records too large to load")
 
-    def load_mentions(con, chunk_ids, **kwargs):
-        if chunk_ids is None:
-            wanted = None
-        elif isinstance(chunk_ids, str):
-            wanted = {c for (c,) in con.execute(f"SELECT chunk_id FROM {chunk_ids}").fetchall()}
-        else:
-            wanted = set(chunk_ids)
-        stored = {c for (c,) in con.execute("SELECT chunk_id FROM extractions").fetchall()}
-        if (stored if wanted is None else wanted & stored) & huge:
-            raise duckdb.OutOfMemoryException("Out of Memory Error: stand-in for records too large to load")
-        return real_load(con, chunk_ids, **kwargs)
-
-    monkeypatch.setattr(graph_merge, "_load_mentions", load_mentions)
+    # the only path that parses stored records is rebuilding the mention tables (a home made before them)
+    monkeypatch.setattr(mention_index, "rebuild_mentions", parse_records)
     corpus.delete("ada.md")
     corpus.sync()
     stats = run_extraction(corpus.store, OfflineExtractor())
@@ -409,7 +399,7 @@ def test_a_merge_that_crashes_midway_resumes_in_batches_on_the_next_run(corpus: 
 def test_a_graph_merged_under_older_name_key_rules_is_merged_again_in_full(tmp_path, monkeypatch) -> None:
     """An index built before a name-key fix keeps no entity under a key the current rules no longer give:
     the next run merges the whole graph again from its records, without extracting anything again."""
-    from pathrag_pipeline.index import extraction_stage, graph_merge
+    from pathrag_pipeline.index import extraction_stage, mention_index
     from pathrag_pipeline.text.names import NAME_KEY_VERSION, name_key
 
     corpus = Corpus(tmp_path)
@@ -419,7 +409,8 @@ def test_a_graph_merged_under_older_name_key_rules_is_merged_again_in_full(tmp_p
 
     def old_rules(name: str) -> str:        # the rules of version 1: the dot of İ was a word break
         return name_key(name.replace("İ", "I "))
-    monkeypatch.setattr(graph_merge, "name_key", old_rules)
+    monkeypatch.setattr(mention_index, "name_key", old_rules)
+    monkeypatch.setattr(mention_index, "MENTION_RULES", "1/old")
     monkeypatch.setattr(extraction_stage, "NAME_KEY_VERSION", "1")
     run_extraction(corpus.store, OfflineExtractor())
     keys = {r[0] for r in corpus.query("SELECT entity_key FROM entities")}

@@ -1,10 +1,11 @@
+import math
 import random
 
 import duckdb
 import pytest
 
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
-from pathrag_pipeline.index.extraction_records import ExtractionRecord, cached_extraction, write_records
+from pathrag_pipeline.index.extraction_records import ExtractionRecord, cached_extraction, delete_records, write_records
 from pathrag_pipeline.index.graph_merge import (
     apply_chunk_changes, keys_for_chunks, merge_keys, merge_keywords, merge_sentences, relation_key,
 )
@@ -186,7 +187,7 @@ def test_entities_that_disappear_take_their_stored_relations_along(con):
     write_records(con, [rec("c1", "d", [{"name": "A"}], [{"source": "A", "target": "B"}]),
                         rec("c2", "d", [{"name": "B"}])])
     merge_keys(con, None, None)
-    con.execute("DELETE FROM extractions WHERE chunk_id = 'c1'")
+    delete_records(con, ["c1"])
     stats = merge_keys(con, {"a"}, set())        # the caller forgot the relation key: no orphan anyway
     assert relation(con, "a<|>b") is None and stats.relations_deleted == 1 and orphans(con) == 0
 
@@ -207,8 +208,8 @@ def test_a_failure_inside_keys_for_chunks_is_not_masked_by_the_temp_table_cleanu
 
     write_records(con, [rec("c1", "d", [{"name": "A"}])])
 
-    def failing_load(con_, chunk_ids, **kwargs):
-        con_.execute("CREATE OR REPLACE TEMP TABLE _gm_rec AS SELECT 1 AS x")
+    def failing_load(con_, **kwargs):
+        con_.execute("CREATE OR REPLACE TEMP TABLE _gm_em AS SELECT 1 AS x")
         con_.execute("SELECT error('out of memory stand-in')")
 
     monkeypatch.setattr(graph_merge, "_load_mentions", failing_load)
@@ -239,7 +240,8 @@ def test_bad_arguments(con):
         merge_keys(con, None, None, max_description_tokens=0)
 
 
-NAMES = ["Ada", "ada", "The Ada", "Bo", "Cy", "Port Aster", "port-aster", "Lune", "U.S.", "US", "Kessel", "Dray"]
+NAMES = ["Ada", "ada", "The Ada", "Bo", "Cy", "Port Aster", "port-aster", "Lune", "U.S.", "US", "Kessel", "Dray",
+         "<|>"]   # a key holding the relation-key separator itself
 TYPES = ["person", "location", "other", "organization"]
 
 
@@ -296,9 +298,40 @@ def test_incremental_equals_full_rebuild(seed):
         merge_keys(fresh, None, None, summarise=summarise, max_description_tokens=4)
         assert len(summarise.calls) == calls          # every summary the rebuild needs was already made
         assert snapshot(live) == snapshot(fresh), f"step {step}"
+        for table in ("entity_names", "entity_mentions", "relation_mentions", "mention_texts"):
+            # kept by difference in live, rebuilt from the records in fresh
+            query = f"SELECT * FROM {table} ORDER BY ALL"
+            assert live.execute(query).fetchall() == fresh.execute(query).fetchall(), (step, table)
         fresh.close()
         largest = max(largest, len(snapshot(live)[1]))
     assert largest > 3 and summarise.calls      # the sequence really built a graph and summarised
+
+
+def test_sql_ranking_equals_the_python_reference(con):
+    """The merge ranks sentences and keywords in SQL over mention_texts; merge_sentences and merge_keywords
+    (the plain-Python definition) over the same mentions in (chunk, entry) order must give the same text."""
+    rng = random.Random(5)
+    sentences = ["Alpha.", "alpha.", "Beta  gamma!", "Delta?", "STRASSE.", "straße.", "Eps", "  "]
+    records = []
+    for c in range(40):
+        entities = [{"name": rng.choice(["Ada", "Bo", "Cy"]), "type": "person",
+                     "description": " ".join(rng.sample(sentences, rng.randint(0, 3)))} for _ in range(rng.randint(1, 4))]
+        relations = [{"source": "Ada", "target": rng.choice(["Bo", "Cy"]), "strength": 0.1,
+                      "keywords": ", ".join(rng.sample(["k1", "K1", "k2", " k3 ", "k4;k5"], rng.randint(0, 3))),
+                      "description": " ".join(rng.sample(sentences, rng.randint(0, 2)))} for _ in range(rng.randint(0, 3))]
+        records.append(rec(f"c{rng.randrange(10**6):07}", f"d{c % 3}", entities, relations))
+    write_records(con, records)
+    merge_keys(con, None, None, max_description_tokens=1000)
+    ordered = sorted(records, key=lambda r: r.chunk_id)
+    for key in ("ada", "bo", "cy"):
+        descriptions = [e.description for r in ordered for e in r.result.entities if e.name.lower() == key]
+        assert entity(con, key)["description"] == merge_sentences(descriptions, 1000)[0], key
+    for other in ("bo", "cy"):
+        rels = [x for r in ordered for x in r.result.relations if x.target.lower() == other]
+        row = relation(con, f"ada<|>{other}")
+        assert row["keywords"] == merge_keywords([x.keywords for x in rels])
+        assert row["description"] == merge_sentences([x.description for x in rels], 1000)[0]
+        assert row["strength"] == math.fsum(x.strength for x in rels)
 
 
 # ---- bounded memory (issue 10, item 1) ----------------------------------------------------------------
@@ -326,16 +359,15 @@ def test_merge_in_small_batches_equals_one_batch_and_bounds_python_rows(con, mon
     con.execute("DELETE FROM entities")
     con.execute("DELETE FROM relations")
 
-    pulled = []
-    real_groups = graph_merge._groups
+    pulled = []   # mention rows aggregated per batch
+    real_provenance = graph_merge._provenance
 
-    def counting(con_, sql):
-        cols, bounds = real_groups(con_, sql)
-        pulled.append(len(cols["key"]))
-        return cols, bounds
+    def counting(con_, *args):
+        pulled.append(con_.execute("SELECT count(*) FROM _gm_bm").fetchall()[0][0])
+        return real_provenance(con_, *args)
 
     monkeypatch.setattr(graph_merge, "MERGE_BATCH_ROWS", 7)
-    monkeypatch.setattr(graph_merge, "_groups", counting)
+    monkeypatch.setattr(graph_merge, "_provenance", counting)
     merge_keys(con, None, None)
     assert snapshot(con) == one_batch
     biggest_key = max(n for (n,) in con.execute("SELECT mention_count FROM entities").fetchall())
@@ -345,8 +377,7 @@ def test_merge_in_small_batches_equals_one_batch_and_bounds_python_rows(con, mon
 
     # incremental, batched: drop some chunks, merge their keys, compare with a full rebuild
     before_e, before_r = keys_for_chunks(con, [f"c{c:03}" for c in range(0, 60, 3)])
-    con.execute("DELETE FROM extractions WHERE chunk_id IN (SELECT unnest(?::VARCHAR[]))",
-                [[f"c{c:03}" for c in range(0, 60, 3)]])
+    delete_records(con, [f"c{c:03}" for c in range(0, 60, 3)])
     merge_keys(con, before_e, before_r)
     incremental = snapshot(con)
     monkeypatch.setattr(graph_merge, "MERGE_BATCH_ROWS", 10**6)

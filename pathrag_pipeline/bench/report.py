@@ -429,12 +429,13 @@ def scale_section(r: dict[str, Any]) -> str:
         edit = size.get("edit") or {}
         if edit.get("merge_chunks_read") and not edit.get("error"):
             parts.append(
-                f"The edit's graph merge read the extraction records of {edit['merge_chunks_read']:,} of the "
-                f"{size['full'].get('chunks_written', 0):,} chunks ({size['size_mb']} MB corpus): those that can mention "
-                "the keys the edited file touched (an incremental merge reads the chunks the stored rows of those "
-                "keys name, plus the changed ones). With this generator's fixed name vocabulary every entity is "
-                "named all over the corpus, so that is nearly every chunk; on other text it is as many as "
-                "the touched names occur in.")
+                f"The edit wrote (parsed) the extraction records of {edit.get('records_written', 0):,} chunk(s); "
+                f"its graph merge parsed no record and aggregated {edit.get('merge_mentions_read', 0):,} mention rows "
+                f"from {edit['merge_chunks_read']:,} of the {size['full'].get('chunks_written', 0):,} chunks "
+                f"({size['size_mb']} MB corpus): the mentions of the keys the edited file touched, read from the "
+                "mention tables. With this generator's fixed name vocabulary every entity is named all over the "
+                "corpus, so those mentions span nearly every chunk; on other text they are as many as the touched "
+                "names occur in.")
     growth = r.get("growth")
     if growth:
         parts.append(

@@ -96,9 +96,12 @@ def _child(home: str, folder: str, queue) -> None:
             "documents_written": report.sync.documents_written,
             "chunks_written": report.sync.chunks_written,
             "chunks_extracted": x.extracted if x else 0,
-            # chunks whose records the graph merge read (all of them for a full build; for an edit, those
-            # that can mention the touched keys)
+            # extraction records parsed (written) by the run: the changed chunks'; the merge parses none
+            "records_written": (x.extracted + x.cache_hits + x.failed + x.empty) if x else 0,
+            # chunks and mention rows the graph merge aggregated (all of them for a full build; for an edit,
+            # the mentions of the keys it touched, read from the mention tables)
             "merge_chunks_read": x.merge.chunks_read if x and x.merge else 0,
+            "merge_mentions_read": x.merge.mentions_read if x and x.merge else 0,
             "graph": report.graph,
             "embedded": {t: s.embedded for t, s in report.embeddings.tables.items()},
         })

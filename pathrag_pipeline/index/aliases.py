@@ -50,7 +50,7 @@ from typing import Iterable, NamedTuple, Sequence
 import duckdb
 import numpy as np
 
-from pathrag_pipeline.index.name_index import raw_entities
+from pathrag_pipeline.index.mention_index import raw_entities
 from pathrag_pipeline.text.names import name_key
 from pathrag_pipeline.storage.store import utc_now
 
@@ -202,7 +202,7 @@ class AliasCandidate:
 
 
 def read_alias_inputs(con: duckdb.DuckDBPyConnection) -> list[EntityName]:
-    """Every name key the current records mention, before aliases (``name_index.raw_entities``), as input for
+    """Every name key the current records mention, before aliases (``mention_index.raw_entities``), as input for
     ``find_alias_candidates``. Not the merged entities: an alias decided earlier must not hide the names that
     would make it ambiguous now ("J. Smith" once merged into "John Smith" is still a name when "Jane Smith"
     arrives)."""

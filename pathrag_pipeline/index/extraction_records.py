@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from pathrag_pipeline.index.extraction_models import ChunkExtraction
-from pathrag_pipeline.index.name_index import forget_names, refresh_names
+from pathrag_pipeline.index.mention_index import ensure_mentions, forget_mentions, refresh_mentions
 from pathrag_pipeline.storage.store import utc_now
 
 STATUSES = ("ok", "failed", "empty")  # empty: nothing extracted from a chunk with content (see extraction_stage)
@@ -60,6 +60,7 @@ def write_records(con: duckdb.DuckDBPyConnection, records: Iterable[ExtractionRe
     if not latest:
         return 0
     recs = list(latest.values())
+    ensure_mentions(con)   # a home made before the mention tables gets them whole before they change
     batch = pa.table({
         "chunk_id": [r.chunk_id for r in recs],
         "chunk_hash": [r.chunk_hash for r in recs],
@@ -87,7 +88,7 @@ def write_records(con: duckdb.DuckDBPyConnection, records: Iterable[ExtractionRe
         )
     finally:
         con.unregister("_extraction_batch")
-    refresh_names(con, {r.chunk_id: r.result if r.status == "ok" else None for r in recs})
+    refresh_mentions(con, {r.chunk_id: (r.document_id, r.result if r.status == "ok" else None) for r in recs})
     return len(recs)
 
 
@@ -96,7 +97,8 @@ def delete_records(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> 
     ids = sorted(set(chunk_ids))
     if not ids:
         return 0
-    forget_names(con, ids)
+    ensure_mentions(con)
+    forget_mentions(con, ids)
     return con.execute("DELETE FROM extractions WHERE chunk_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchone()[0]
 
 

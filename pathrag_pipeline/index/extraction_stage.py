@@ -56,7 +56,6 @@ from pathrag_pipeline.index.graph_merge import (
     make_summaries,
     merge_keys,
     store_summaries,
-    stored_keys_for_chunks,
 )
 from pathrag_pipeline.llm.client import LLMClient, LLMError, LLMStoppedError, LLMUnavailableError, Usage
 from pathrag_pipeline.storage.store import Store, get_meta, set_meta, transaction, utc_now
@@ -216,18 +215,15 @@ def persist_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: list[str]
                     records: list[ExtractionRecord]) -> None:
     """Write records and delete stale ones in one transaction, remembering the graph keys this makes stale.
 
-    The keys the old records mentioned are captured before they are overwritten (for deleted records, from the
-    graph tables, without reading the records); the chunks are remembered so the keys of their new records can
-    be found at merge time. ``merge_dirty`` consumes both.
+    The keys the old records mentioned are captured before they are overwritten (from the mention tables, so
+    no record is parsed: a record too large to load can still be deleted); the chunks are remembered so the keys
+    of their new records can be found at merge time. ``merge_dirty`` consumes both.
     """
     touched = set(removed_chunk_ids) | {r.chunk_id for r in records}
     if not touched:
         return
     with transaction(con):
-        before_e, before_r = keys_for_chunks(con, {r.chunk_id for r in records})
-        # records about to be deleted are not read: the graph tables say what they contributed
-        gone_e, gone_r = stored_keys_for_chunks(con, removed_chunk_ids)
-        before_e, before_r = before_e | gone_e, before_r | gone_r
+        before_e, before_r = keys_for_chunks(con, touched)
         delete_records(con, removed_chunk_ids)
         write_records(con, records)
         mark_dirty(con, chunks=touched, entities=before_e, relations=before_r)

@@ -11,8 +11,9 @@ deleting the ones no longer mentioned, so an incremental update gives the same t
     merge_keys(con, before_entities | after_entities, before_relations | after_relations,
                changed_chunk_ids=changed)
 
-An incremental merge reads only the records of the chunks that can mention the touched keys (those the
-stored rows name, plus the changed chunks), so an edit costs what it touches, not the corpus.
+An incremental merge reads only the mentions of the touched keys, from the mention tables that
+``write_records`` keeps in step with the records (``mention_index``), so an edit parses only its own records
+and aggregates only the keys it touches, not the corpus (issue 23).
 ``apply_chunk_changes`` does this in one transaction. Deleting a document removes exactly its contributions;
 an entity it shared with other documents is re-aggregated from the remaining records without LLM calls.
 
@@ -25,18 +26,18 @@ Descriptions merge like LightRAG's: the distinct sentences of all mentions by fr
 and the summary is cached in ``description_summaries`` by a hash of its input, so re-aggregating unchanged
 input never calls it again. Offline (no summarise and no cached summary) the sentences are cut to the budget.
 
-Aggregation runs in DuckDB over the unnested JSON; Python only touches each distinct name once (to compute
-its key) and each recomputed key once (display name, type vote, description and keyword merge).
+Aggregation runs in DuckDB over the mention tables, key batch by key batch: it counts names, types, sentences
+and keywords and lists the chunks and documents; Python sees each recomputed key once, with its distinct
+names and types and at most ``max_description_tokens + 1`` ranked sentences (display name, type vote,
+description within budget). Memory is bounded by the batch, whatever the corpus.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import math
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -51,9 +52,12 @@ import pyarrow as pa
 from pathrag_pipeline.index.aliases import (
     AliasStats, alias_map, decide_aliases, find_alias_candidates, pending_alias_changes, read_alias_inputs,
 )
-from pathrag_pipeline.index.name_index import FALLBACK_TYPE, type_vote
+from pathrag_pipeline.index.mention_index import (
+    ENTITY_DESCRIPTION, FALLBACK_TYPE, RELATION_DESCRIPTION, RELATION_KEYWORDS, ensure_mentions, fold, keyword_parts,
+    sentences, type_vote,
+)
 from pathrag_pipeline.index.extraction_records import ExtractionRecord, delete_records, write_records
-from pathrag_pipeline.text.names import display_name, name_key
+from pathrag_pipeline.text.names import display_name_counts
 from pathrag_pipeline.storage.store import transaction, utc_now
 from pathrag_pipeline.text.tokenizer import count_tokens, truncate_to_tokens
 
@@ -62,15 +66,6 @@ DEFAULT_MAX_DESCRIPTION_TOKENS = 500
 
 Summarise = Callable[[str, str, list[str]], str]
 """summarise(kind, name, descriptions) -> summary; kind is 'entity' or 'relation'."""
-
-_RESULT_SHAPE = json.dumps({
-    "entities": [{"name": "VARCHAR", "type": "VARCHAR", "description": "VARCHAR"}],
-    "relations": [{"source": "VARCHAR", "target": "VARCHAR", "keywords": "VARCHAR",
-                   "description": "VARCHAR", "strength": "DOUBLE"}],
-})
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_KEYWORD_SPLIT = re.compile(r"[,;\n]")
-
 
 
 @dataclass
@@ -87,7 +82,10 @@ class MergeStats:
     summaries_cached: int = 0
     seconds: float = 0.0
     chunks_read: int = 0
-    """Chunks whose records the merge read: the corpus for a full rebuild, the touched keys' chunks otherwise."""
+    """Chunks whose mentions the merge aggregated: the corpus for a full rebuild, the touched keys' chunks
+    otherwise. No extraction record is parsed by a merge (the mention tables hold what they say)."""
+    mentions_read: int = 0
+    """Entity and relation mention rows the merge read."""
 
 
 def relation_key(a: str, b: str) -> str:
@@ -98,137 +96,117 @@ def relation_key(a: str, b: str) -> str:
 
 # ---- mentions --------------------------------------------------------------------------------------------
 
-_RM_SCOPE = f"""AND (least(s.key, t.key) || '{KEY_SEPARATOR}' || greatest(s.key, t.key) IN (SELECT key FROM _gm_scope_r)
-                   OR s.key IN (SELECT key FROM _gm_scope_e) OR t.key IN (SELECT key FROM _gm_scope_e))"""
-
-
-def _load_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str] | str | None, *,
-                   scoped: bool = False) -> None:
-    """Fill temp tables _gm_em (entity mentions) and _gm_rm (relation mentions) with resolved keys.
-
-    ``chunk_ids``: None loads every record of the corpus; a string names a temp table with a ``chunk_id``
-    column (for chunk sets too large for a parameter); otherwise the chunk ids themselves. ``scoped`` keeps
-    only the mentions a merge of the keys in _gm_scope_e / _gm_scope_r needs: entity mentions of those
-    entities, relation mentions of those relations or touching those entities (their implicit mentions)."""
-    if chunk_ids is None:
-        where, params = "", []
-    elif isinstance(chunk_ids, str):
-        where, params = f"AND chunk_id IN (SELECT chunk_id FROM {chunk_ids})", []
-    else:
-        where, params = "AND chunk_id IN (SELECT unnest(?::VARCHAR[]))", [sorted(set(chunk_ids))]
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _gm_rec AS
-            SELECT chunk_id, document_id, json_transform(result, '{_RESULT_SHAPE}') AS r
-            FROM extractions WHERE status = 'ok' AND result IS NOT NULL {where}""",
-        params,
-    )
-    con.execute(
-        """CREATE OR REPLACE TEMP TABLE _gm_ent AS
-           SELECT chunk_id, document_id, o AS ord, e.name AS name, e.type AS type, e.description AS description
-           FROM (SELECT chunk_id, document_id, unnest(r.entities) AS e, generate_subscripts(r.entities, 1) AS o
-                 FROM _gm_rec)
-           WHERE e.name IS NOT NULL AND trim(e.name) <> ''"""
-    )
-    con.execute(
-        """CREATE OR REPLACE TEMP TABLE _gm_rel AS
-           SELECT chunk_id, document_id, o AS ord, x.source AS source, x.target AS target, x.keywords AS keywords,
-                  x.description AS description, coalesce(x.strength, 1.0) AS strength
-           FROM (SELECT chunk_id, document_id, unnest(r.relations) AS x, generate_subscripts(r.relations, 1) AS o
-                 FROM _gm_rec)
-           WHERE x.source IS NOT NULL AND trim(x.source) <> '' AND x.target IS NOT NULL AND trim(x.target) <> ''"""
-    )
-    names = [n for (n,) in con.execute(
-        "SELECT name FROM _gm_ent UNION SELECT source FROM _gm_rel UNION SELECT target FROM _gm_rel"
-    ).fetchall()]
+def _load_aliases(con: duckdb.DuckDBPyConnection) -> None:
+    """Temp table _gm_alias (raw, key): every raw name key an active alias merges into another key."""
     aliases = alias_map(con)
-    keys = [name_key(n) for n in names]
-    keys = [aliases.get(k, k) for k in keys]
-    con.register("_gm_names_arrow", pa.table({"name": pa.array(names, pa.string()), "key": pa.array(keys, pa.string())}))
+    con.register("_gm_alias_arrow", pa.table({"raw": pa.array(list(aliases), pa.string()),
+                                              "key": pa.array(list(aliases.values()), pa.string())}))
     try:
-        con.execute("CREATE OR REPLACE TEMP TABLE _gm_names AS SELECT * FROM _gm_names_arrow")
+        con.execute("CREATE OR REPLACE TEMP TABLE _gm_alias AS SELECT * FROM _gm_alias_arrow")
     finally:
-        con.unregister("_gm_names_arrow")
+        con.unregister("_gm_alias_arrow")
+
+
+def _load_mentions(con: duckdb.DuckDBPyConnection, *, scoped: bool = False, chunks: str | None = None) -> None:
+    """Fill temp tables _gm_em (entity mentions) and _gm_rm (relation mentions) with resolved keys, from the
+    mention tables (``mention_index``): no extraction record is parsed here.
+
+    ``scoped`` keeps only the mentions a merge of the keys in _gm_scope_e / _gm_scope_r needs: entity
+    mentions of those entities, relation mentions touching them (a relation's own mentions, and the implicit
+    mentions of its endpoints). ``chunks`` names a temp table with a ``chunk_id`` column to read only those
+    chunks' mentions; neither reads every mention (a full rebuild)."""
+    ensure_mentions(con)
+    _load_aliases(con)
+    if scoped:
+        con.execute(
+            """CREATE OR REPLACE TEMP TABLE _gm_raw AS
+               SELECT key AS raw FROM _gm_scope_e UNION SELECT raw FROM _gm_alias WHERE key IN (SELECT key FROM _gm_scope_e)"""
+        )
+        e_where = "WHERE m.name_key IN (SELECT raw FROM _gm_raw)"
+        r_where = "WHERE (m.source_key IN (SELECT raw FROM _gm_raw) OR m.target_key IN (SELECT raw FROM _gm_raw))"
+    elif chunks is not None:
+        e_where = r_where = f"WHERE m.chunk_id IN (SELECT chunk_id FROM {chunks})"
+    else:
+        e_where = r_where = ""
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _gm_rm AS
-           SELECT r.chunk_id, r.document_id, r.ord,
-                  CASE WHEN s.key < t.key THEN s.key ELSE t.key END AS src_key,
-                  CASE WHEN s.key < t.key THEN t.key ELSE s.key END AS tgt_key,
-                  CASE WHEN s.key < t.key THEN r.source ELSE r.target END AS src_name,
-                  CASE WHEN s.key < t.key THEN r.target ELSE r.source END AS tgt_name,
-                  r.keywords, r.description, r.strength,
-                  least(s.key, t.key) || '{KEY_SEPARATOR}' || greatest(s.key, t.key) AS relation_key
-           FROM _gm_rel r JOIN _gm_names s ON s.name = r.source JOIN _gm_names t ON t.name = r.target
-           WHERE s.key <> t.key {_RM_SCOPE if scoped else ""}"""
+            SELECT chunk_id, document_id, ord, least(s, t) AS src_key, greatest(s, t) AS tgt_key,
+                   CASE WHEN s < t THEN source ELSE target END AS src_name,
+                   CASE WHEN s < t THEN target ELSE source END AS tgt_name,
+                   strength, least(s, t) || '{KEY_SEPARATOR}' || greatest(s, t) AS relation_key
+            FROM (SELECT m.chunk_id, m.document_id, m.ord, m.source, m.target, m.strength,
+                         coalesce(a.key, m.source_key) AS s, coalesce(b.key, m.target_key) AS t
+                  FROM relation_mentions m LEFT JOIN _gm_alias a ON a.raw = m.source_key
+                  LEFT JOIN _gm_alias b ON b.raw = m.target_key {r_where})
+            WHERE s <> t"""
     )
+    in_scope = "WHERE key IN (SELECT key FROM _gm_scope_e)" if scoped else ""
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _gm_em AS
             WITH explicit AS (
-                SELECT e.chunk_id, e.document_id, e.ord, k.key, e.name,
-                       nullif(lower(trim(e.type)), '') AS type, e.description
-                FROM _gm_ent e JOIN _gm_names k ON k.name = e.name
-                {"WHERE k.key IN (SELECT key FROM _gm_scope_e)" if scoped else ""}
+                SELECT * FROM (SELECT m.chunk_id, m.document_id, m.ord, coalesce(a.key, m.name_key) AS key, m.name,
+                                      m.type
+                               FROM entity_mentions m LEFT JOIN _gm_alias a ON a.raw = m.name_key {e_where})
+                {in_scope}
             ), endpoints AS (
                 SELECT chunk_id, document_id, ord, src_key AS key, src_name AS name FROM _gm_rm
                 UNION ALL
                 SELECT chunk_id, document_id, ord, tgt_key, tgt_name FROM _gm_rm
             ), implicit AS (
                 SELECT chunk_id, any_value(document_id) AS document_id, 1000000 + min(ord) AS ord, key,
-                       arg_min(name, ord) AS name, '{FALLBACK_TYPE}' AS type, NULL::VARCHAR AS description
-                FROM endpoints p
-                WHERE {"p.key IN (SELECT key FROM _gm_scope_e) AND" if scoped else ""} NOT EXISTS (SELECT 1 FROM explicit x WHERE x.chunk_id = p.chunk_id AND x.key = p.key)
+                       arg_min(name, ord) AS name, '{FALLBACK_TYPE}' AS type
+                FROM (SELECT * FROM endpoints {in_scope}) p
+                WHERE NOT EXISTS (SELECT 1 FROM explicit x WHERE x.chunk_id = p.chunk_id AND x.key = p.key)
                 GROUP BY chunk_id, key
             )
             SELECT * FROM explicit UNION ALL SELECT * FROM implicit"""
     )
 
 
-def _load_scope_mentions(con: duckdb.DuckDBPyConnection, changed_chunk_ids: Iterable[str]) -> int:
-    """Load the mentions that the keys in scope (_gm_scope_e, _gm_scope_r) can have, and widen the entity
-    scope by the endpoints of the relations in scope; returns how many chunks' records were read.
+def _mentions_read(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """(chunks, mention rows) the loaded mentions come from."""
+    return con.execute(
+        """SELECT count(DISTINCT chunk_id), count(*) FROM (SELECT chunk_id FROM _gm_em UNION ALL
+                                                           SELECT chunk_id FROM _gm_rm)"""
+    ).fetchall()[0]
 
-    Every current mention of a key lives either in a chunk its stored row names (the tables are a function
-    of the records at the last merge) or in a chunk written since (``changed_chunk_ids``). Endpoints are
-    added before reading (stored relations) and after (relations the changed chunks now produce); the
-    chunks of endpoints added after are read in a second pass."""
+
+def _load_scope_mentions(con: duckdb.DuckDBPyConnection) -> None:
+    """Widen the entity scope by the endpoints of the relations in scope (a relation's mentions are found
+    through its endpoints' raw keys), then load the mentions the keys in scope have.
+
+    Endpoints come from the stored relations; a relation not stored yet has them in its key, which splits
+    unambiguously unless a key holds the separator itself (a name made of '<|>'): those few are found by
+    resolving every relation mention."""
     con.execute(
         """INSERT INTO _gm_scope_e
            SELECT DISTINCT k FROM (SELECT unnest([src_key, tgt_key]) AS k FROM relations
                                    WHERE relation_key IN (SELECT key FROM _gm_scope_r))
            WHERE k NOT IN (SELECT key FROM _gm_scope_e)"""
     )
-    con.register("_gm_chunks_arrow", pa.table({"chunk_id": pa.array(sorted(set(changed_chunk_ids)), pa.string())}))
-    try:
-        con.execute(
-            """CREATE OR REPLACE TEMP TABLE _gm_chunks AS
-               SELECT chunk_id FROM _gm_chunks_arrow
-               UNION SELECT unnest(source_chunk_ids) FROM entities WHERE entity_key IN (SELECT key FROM _gm_scope_e)
-               UNION SELECT unnest(source_chunk_ids) FROM relations WHERE relation_key IN (SELECT key FROM _gm_scope_r)"""
-        )
-    finally:
-        con.unregister("_gm_chunks_arrow")
-    _load_mentions(con, "_gm_chunks", scoped=True)
-    con.execute(
-        """CREATE OR REPLACE TEMP TABLE _gm_more AS
-           SELECT DISTINCT k AS key FROM (SELECT unnest([src_key, tgt_key]) AS k FROM _gm_rm
-                                          WHERE relation_key IN (SELECT key FROM _gm_scope_r))
-           WHERE k NOT IN (SELECT key FROM _gm_scope_e)"""
-    )
-    if con.execute("SELECT count(*) FROM _gm_more").fetchone()[0]:
-        # rare: callers pass the endpoints of the relations they touch (keys_for_chunks includes them)
-        con.execute("INSERT INTO _gm_scope_e SELECT key FROM _gm_more")
-        con.execute(
-            """INSERT INTO _gm_chunks
-               SELECT DISTINCT c FROM (SELECT unnest(source_chunk_ids) AS c FROM entities
-                                       WHERE entity_key IN (SELECT key FROM _gm_more))
-               WHERE c NOT IN (SELECT chunk_id FROM _gm_chunks)"""
-        )
-        _load_mentions(con, "_gm_chunks", scoped=True)
-    return con.execute("SELECT count(*) FROM _gm_rec").fetchone()[0]
+    new = [k for (k,) in con.execute(
+        "SELECT key FROM _gm_scope_r WHERE key NOT IN (SELECT relation_key FROM relations)").fetchall()]
+    ends, unclear = set(), []
+    for key in new:
+        parts = key.split(KEY_SEPARATOR)
+        if len(parts) == 2 and all(parts):
+            ends.update(parts)
+        else:
+            unclear.append(key)
+    if unclear:
+        _load_mentions(con)
+        ends.update(k for (k,) in con.execute(
+            """SELECT DISTINCT unnest([src_key, tgt_key]) FROM _gm_rm
+               WHERE relation_key IN (SELECT unnest(?::VARCHAR[]))""", [unclear]).fetchall())
+    if ends:
+        _set_scope(con, "_gm_more", ends)
+        con.execute("INSERT INTO _gm_scope_e SELECT key FROM _gm_more WHERE key NOT IN (SELECT key FROM _gm_scope_e)")
+    _load_mentions(con, scoped=True)
 
 
 def _drop_temp(con: duckdb.DuckDBPyConnection) -> None:
-    for table in ("_gm_rec", "_gm_ent", "_gm_rel", "_gm_names", "_gm_rm", "_gm_em", "_gm_scope_e", "_gm_scope_r",
-                  "_gm_new", "_gm_changed", "_gm_batch", "_gm_gone", "_gm_gone_e", "_gm_chunks", "_gm_more"):
+    for table in ("_gm_alias", "_gm_raw", "_gm_rm", "_gm_em", "_gm_scope_e", "_gm_scope_r", "_gm_new",
+                  "_gm_changed", "_gm_batch", "_gm_bm", "_gm_gone", "_gm_gone_e", "_gm_chunks", "_gm_more"):
         con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
@@ -248,7 +226,8 @@ def _temp_tables(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 
 
 def keys_for_chunks(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> tuple[set[str], set[str]]:
-    """Entity and relation keys the current ok records of these chunks mention (aliases applied).
+    """Entity and relation keys the current ok records of these chunks mention (aliases applied), read from
+    the mention tables, so even a record too large to parse again costs nothing here.
 
     Call it before replacing or deleting the records of changed chunks and again after writing the new
     ones; merging the union of both answers updates the graph for exactly those changes.
@@ -257,30 +236,11 @@ def keys_for_chunks(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) ->
     if not ids:
         return set(), set()
     with _temp_tables(con):
-        _load_mentions(con, ids)
+        _set_scope(con, "_gm_chunks", ids, column="chunk_id")
+        _load_mentions(con, chunks="_gm_chunks")
         entity_keys = {k for (k,) in con.execute("SELECT DISTINCT key FROM _gm_em").fetchall()}
         relation_keys = {k for (k,) in con.execute("SELECT DISTINCT relation_key FROM _gm_rm").fetchall()}
     return entity_keys, relation_keys
-
-
-def stored_keys_for_chunks(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> tuple[set[str], set[str]]:
-    """Entity and relation keys whose stored rows name these chunks (``source_chunk_ids``): what the last merge
-    took from their records, read from the graph tables instead of the records.
-
-    For records about to be deleted this is all ``keys_for_chunks`` would be needed for, and it never parses
-    them: a record too large to load (the huge_line.txt report) can still be deleted. A record written since
-    the last merge contributed nothing to the tables yet, so there is nothing of it to undo."""
-    ids = sorted(set(chunk_ids))
-    if not ids:
-        return set(), set()
-    found = []
-    for table, key in (("entities", "entity_key"), ("relations", "relation_key")):
-        found.append({k for (k,) in con.execute(
-            f"""SELECT DISTINCT {key} FROM (SELECT {key}, unnest(source_chunk_ids) AS chunk_id FROM {table})
-                WHERE chunk_id IN (SELECT unnest(?::VARCHAR[]))""",
-            [ids],
-        ).fetchall()})
-    return found[0], found[1]
 
 
 # ---- merging text ------------------------------------------------------------------------------------------
@@ -299,17 +259,12 @@ def _ranked(items: Sequence[str], fold: Callable[[str], str]) -> list[str]:
     return [first[k][1] for k in order]
 
 
-def _fold(text: str) -> str:
-    return " ".join(text.split()).casefold()
+def fit_sentences(ranked: Sequence[str], max_tokens: int) -> tuple[str, bool]:
+    """Distinct sentences, already ranked, joined within ``max_tokens``.
 
-
-def merge_sentences(descriptions: Sequence[str], max_tokens: int) -> tuple[str, bool]:
-    """Distinct sentences of the descriptions by frequency, within ``max_tokens``.
-
-    Returns (text, complete): complete is False when sentences had to be dropped or cut to fit.
-    """
-    sentences = [" ".join(s.split()) for d in descriptions if d for s in _SENTENCE_END.split(d) if s.strip()]
-    ranked = _ranked(sentences, _fold)
+    Returns (text, complete): complete is False when sentences had to be dropped or cut to fit. A sentence
+    costs at least one token, so the first ``max_tokens + 1`` of the ranking decide the result: the merge
+    never needs more of them."""
     text = " ".join(ranked)
     if len(text) <= max_tokens:  # a token is at least one character: no need to count
         return text, True
@@ -328,10 +283,15 @@ def merge_sentences(descriptions: Sequence[str], max_tokens: int) -> tuple[str, 
     return text, True
 
 
+def merge_sentences(descriptions: Sequence[str | None], max_tokens: int) -> tuple[str, bool]:
+    """Distinct sentences of the descriptions by frequency (case-insensitive), then first appearance, within
+    ``max_tokens``: what a merged description is. The merge ranks the same way in SQL over ``mention_texts``."""
+    return fit_sentences(_ranked([s for d in descriptions for s in sentences(d)], fold), max_tokens)
+
+
 def merge_keywords(keywords: Sequence[str | None]) -> str:
     """Distinct comma/semicolon-separated keywords by frequency (case-insensitive), joined with ', '."""
-    parts = [" ".join(p.split()) for k in keywords if k for p in _KEYWORD_SPLIT.split(k) if p.strip()]
-    return ", ".join(_ranked(parts, _fold))
+    return ", ".join(_ranked([p for k in keywords for p in keyword_parts(k)], fold))
 
 
 def _summary_hash(kind: str, name: str, descriptions: list[str], max_tokens: int) -> str:
@@ -398,40 +358,42 @@ class _Descriptions:
     def __init__(self, con: duckdb.DuckDBPyConnection, summarise: Summarise | None, max_tokens: int,
                  model: str | None, stats: MergeStats):
         self.con, self.summarise, self.max_tokens, self.model, self.stats = con, summarise, max_tokens, model, stats
-        self.pending: dict[int, tuple[str, str, str, list[str], str]] = {}   # slot -> (hash, kind, name, distinct, key)
+        self.pending: dict[int, tuple[str, str, str]] = {}   # slot -> (kind, name, key)
 
-    def merge(self, slot: int, kind: str, name_of: Callable[[], str], descriptions: list[str | None],
-              key: str = "") -> str:
-        """The merged text of one key; over budget, the slot is queued for ``resolve``. ``name_of`` gives the
-        name the summariser sees; it is only computed when a summary is needed."""
-        descriptions = [d for d in descriptions if d and not d.isspace()]
-        text, complete = merge_sentences(descriptions, self.max_tokens)
+    def merge(self, slot: int, kind: str, name: str, ranked: list[str], key: str) -> str:
+        """The merged text of one key from its ranked distinct sentences; over budget, the slot is queued
+        for ``resolve``. ``name`` is what the summariser sees."""
+        text, complete = fit_sentences(ranked, self.max_tokens)
         if not complete:
-            distinct = _ranked([" ".join(d.split()) for d in descriptions], _fold)
-            name = name_of()
-            self.pending[slot] = (_summary_hash(kind, name, distinct, self.max_tokens), kind, name, distinct, key)
+            self.pending[slot] = (kind, name, key)
         return text
 
-    def resolve(self) -> dict[int, str]:
-        """Summaries for the over-budget slots: cached, freshly made, or (offline) none, keeping the cut text."""
+    def resolve(self, distinct_of: Callable[[list[str]], dict[str, list[str]]]) -> dict[int, str]:
+        """Summaries for the over-budget slots: cached, freshly made, or (offline) none, keeping the cut text.
+        ``distinct_of(keys)`` gives each key's distinct whole descriptions, ranked: the summariser's input."""
         if not self.pending:
             return {}
-        hashes = sorted({p[0] for p in self.pending.values()})
+        distinct = distinct_of(sorted({key for _, _, key in self.pending.values()}))
+        pending = {slot: (_summary_hash(kind, name, distinct.get(key, []), self.max_tokens), kind, name,
+                          distinct.get(key, []), key)
+                   for slot, (kind, name, key) in self.pending.items()}
+        self.pending.clear()
+        hashes = sorted({p[0] for p in pending.values()})
         cached = dict(self.con.execute(
             "SELECT input_hash, summary FROM description_summaries WHERE input_hash IN (SELECT unnest(?::VARCHAR[]))",
             [hashes],
         ).fetchall())
         fresh = []
         out = {}
-        for slot, (h, kind, name, distinct, key) in sorted(self.pending.items()):
+        for slot, (h, kind, name, texts, key) in sorted(pending.items()):
             if h in cached:
                 self.stats.summaries_cached += 1
             elif isinstance(self.summarise, DeferredSummaries):
-                self.summarise.requests[h] = (kind, name, distinct)
+                self.summarise.requests[h] = (kind, name, texts)
                 self.summarise.keys_of.setdefault(h, set()).add((kind, key))
                 continue
             elif self.summarise is not None:
-                summary = self.summarise(kind, name, distinct)
+                summary = self.summarise(kind, name, texts)
                 if not isinstance(summary, str) or not summary.strip():
                     raise ValueError(f"summarise returned {summary!r} for {kind} {name!r}; it must return non-empty text")
                 cached[h] = truncate_to_tokens(" ".join(summary.split()), self.max_tokens)
@@ -447,15 +409,10 @@ class _Descriptions:
 
 # ---- aggregation ------------------------------------------------------------------------------------------
 
-def _type_vote(types: Iterable[str | None]) -> str:
-    """Majority type; the endpoint filler 'other' only wins when nothing else was said; ties go A-Z."""
-    return type_vote(Counter(types))
-
-
-def _set_scope(con: duckdb.DuckDBPyConnection, table: str, keys: Iterable[str]) -> None:
-    con.register("_gm_scope_arrow", pa.table({"key": pa.array(sorted(set(keys)), pa.string())}))
+def _set_scope(con: duckdb.DuckDBPyConnection, table: str, keys: Iterable[str], column: str = "key") -> None:
+    con.register("_gm_scope_arrow", pa.table({column: pa.array(sorted(set(keys)), pa.string())}))
     try:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT key FROM _gm_scope_arrow")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {column} FROM _gm_scope_arrow")
     finally:
         con.unregister("_gm_scope_arrow")
 
@@ -468,8 +425,9 @@ _COMPARED = {
 
 
 MERGE_BATCH_ROWS = 200_000
-"""Mentions aggregated in Python at a time: the merge walks the keys in batches of about this many mention
-rows, so its Python memory is bounded by the batch, not the corpus (DuckDB spills the rest to disk)."""
+"""Mentions aggregated at a time: the merge walks the keys in batches of about this many mention rows. DuckDB
+counts, ranks and lists them; Python sees per key its distinct names and types and at most
+``max_description_tokens + 1`` ranked sentences, so its memory is bounded by the batch, not the corpus."""
 
 
 def _write(con: duckdb.DuckDBPyConnection, table: str, key_col: str, rows: pa.Table) -> int:
@@ -486,7 +444,7 @@ def _write(con: duckdb.DuckDBPyConnection, table: str, key_col: str, rows: pa.Ta
             SELECT n.* FROM _gm_new n LEFT JOIN {table} o ON o.{key_col} = n.{key_col}
             WHERE o.{key_col} IS NULL OR {differs}"""
     )
-    written = con.execute("SELECT count(*) FROM _gm_changed").fetchone()[0]
+    written = con.execute("SELECT count(*) FROM _gm_changed").fetchall()[0][0]
     con.execute(f"DELETE FROM {table} WHERE {key_col} IN (SELECT {key_col} FROM _gm_changed)")
     con.execute(f"INSERT INTO {table} SELECT *, ?::TIMESTAMP FROM _gm_changed", [utc_now()])
     con.execute("DROP TABLE _gm_changed")
@@ -523,127 +481,150 @@ def _key_batches(con: duckdb.DuckDBPyConnection, source: str, source_key: str, f
     return [b for (b,) in con.execute("SELECT DISTINCT b FROM _gm_batch ORDER BY b").fetchall()]
 
 
-def _groups(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[dict[str, list], list[tuple[int, int]]]:
-    """Run ``sql`` (rows sorted by their first column, the key) and return its columns as lists plus the
-    [start, end) row range of each key. One sorted scan is much cheaper than ordered list aggregates."""
-    table = con.sql(sql).to_arrow_table()
-    cols = {name: table.column(name).to_pylist() for name in table.column_names}
-    del table
-    keys = cols["key"]
-    bounds, start = [], 0
-    for i in range(1, len(keys) + 1):
-        if i == len(keys) or keys[i] != keys[start]:
-            bounds.append((start, i))
-            start = i
-    return cols, bounds
+def _by_key(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> dict[str, list[tuple]]:
+    """Rows of ``sql`` (key first) grouped by key, in the query's order."""
+    out: dict[str, list[tuple]] = {}
+    for row in con.execute(sql, params or []).fetchall():
+        out.setdefault(row[0], []).append(row[1:])
+    return out
 
 
-def _distinct_sorted(values: list[str]) -> list[str]:
-    return sorted(set(values))
+def _ranked_parts(con: duckdb.DuckDBPyConnection, field: str, limit: int | None) -> dict[str, list[str]]:
+    """Per key of the batch's mentions (_gm_bm), its distinct ``field`` parts (``mention_texts``) by count,
+    then first appearance in (chunk, entry, position) order; at most ``limit`` of them."""
+    cut = f"WHERE rn <= {int(limit)}" if limit is not None else ""
+    rows = _by_key(con, f"""
+        WITH g AS (
+            SELECT m.key, t.fold, count(*) AS n, arg_min(t.text, (t.chunk_id, t.ord, t.pos)) AS text,
+                   min((t.chunk_id, t.ord, t.pos)) AS first
+            FROM _gm_bm m JOIN mention_texts t ON t.chunk_id = m.chunk_id AND t.ord = m.ord AND t.field = '{field}'
+            GROUP BY m.key, t.fold
+        )
+        SELECT key, text FROM (SELECT key, text, n, first,
+                                      row_number() OVER (PARTITION BY key ORDER BY n DESC, first) AS rn FROM g)
+        {cut} ORDER BY key, rn""")
+    return {k: [r[0] for r in v] for k, v in rows.items()}
 
 
-def _merge_batched(con, full: bool, *, mentions: str, key: str, scope: str, columns: str, table: str,
-                   table_key: str, to_rows: Callable[[dict[str, list], list[tuple[int, int]]], pa.Table]
-                   ) -> tuple[int, int, int, set[str]]:
+def _distinct_descriptions(con: duckdb.DuckDBPyConnection, field: str, keys: list[str]) -> dict[str, list[str]]:
+    """Per key, its mentions' distinct whole descriptions (whitespace-normalised; compared case-folded) by
+    count, then first appearance: what a summary is made from."""
+    return {k: [r[0] for r in v] for k, v in _by_key(con, f"""
+        WITH d AS (
+            SELECT m.key, m.chunk_id, m.ord, string_agg(t.text, ' ' ORDER BY t.pos) AS text,
+                   string_agg(t.fold, ' ' ORDER BY t.pos) AS fold
+            FROM _gm_bm m JOIN mention_texts t ON t.chunk_id = m.chunk_id AND t.ord = m.ord AND t.field = '{field}'
+            WHERE m.key IN (SELECT unnest(?::VARCHAR[]))
+            GROUP BY m.key, m.chunk_id, m.ord
+        ), g AS (
+            SELECT key, fold, count(*) AS n, arg_min(text, (chunk_id, ord)) AS text, min((chunk_id, ord)) AS first
+            FROM d GROUP BY key, fold
+        )
+        SELECT key, text FROM g ORDER BY key, n DESC, first""", [keys]).items()}
+
+
+def _counts(con: duckdb.DuckDBPyConnection, column: str) -> dict[str, dict]:
+    """Per key of the batch's mentions, how often each value of ``column`` occurs."""
+    return {k: dict(v) for k, v in _by_key(
+        con, f"SELECT key, {column}, count(*) FROM _gm_bm GROUP BY ALL ORDER BY key").items()}
+
+
+def _provenance(con: duckdb.DuckDBPyConnection, extra: str = "") -> pa.Table:
+    """Per key of the batch's mentions, sorted by key: mention count, distinct chunks and documents (sorted)."""
+    return con.sql(
+        f"""SELECT key, count(*)::INTEGER AS mention_count,
+                   list_sort(list_distinct(list(chunk_id))) AS source_chunk_ids,
+                   list_sort(list_distinct(list(document_id))) AS document_ids {extra}
+            FROM _gm_bm GROUP BY key ORDER BY key"""
+    ).to_arrow_table()
+
+
+def _merge_batched(con, full: bool, descriptions: _Descriptions, *, mentions: str, key: str, scope: str,
+                   table: str, table_key: str, to_rows: Callable[[], pa.Table]) -> tuple[int, int, int, set[str]]:
     """Recompute ``table`` from its ``mentions`` key batch by key batch (bounded memory), then drop rows no
     mention names any more. Returns (written, deleted, unchanged, deleted keys)."""
     written = total = 0
     for b in _key_batches(con, mentions, key, full, scope):
-        cols, bounds = _groups(con, f"""SELECT {columns} FROM {mentions}
-                                        WHERE {key} IN (SELECT key FROM _gm_batch WHERE b = {b})
-                                        ORDER BY {key}, chunk_id, ord""")
-        rows = to_rows(cols, bounds)
-        del cols, bounds
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _gm_bm AS SELECT *, {key} AS key FROM {mentions}
+                        WHERE {key} IN (SELECT key FROM _gm_batch WHERE b = {b})""" if key != "key" else
+                    f"""CREATE OR REPLACE TEMP TABLE _gm_bm AS SELECT * FROM {mentions}
+                        WHERE key IN (SELECT key FROM _gm_batch WHERE b = {b})""")
+        rows = to_rows()
         written += _write(con, table, table_key, rows)
         total += rows.num_rows
     deleted = _delete_unmentioned(con, table, table_key, mentions, key, full, scope)
     return written, len(deleted), total - written, deleted
 
 
-def _merge_entities(con, full: bool, descriptions: _Descriptions) -> tuple[int, int, int, set[str]]:
-    return _merge_batched(con, full, mentions="_gm_em", key="key", scope="_gm_scope_e",
-                          columns="key, name, type, description, chunk_id, document_id",
-                          table="entities", table_key="entity_key",
-                          to_rows=lambda cols, bounds: _entity_rows(cols, bounds, descriptions))
+def _with_descriptions(out: dict[str, list], descriptions: _Descriptions, field: str) -> list[str]:
+    """The description column: the cut text, or the summary resolved for an over-budget key."""
+    for slot, summary in descriptions.resolve(lambda keys: _distinct_descriptions(descriptions.con, field, keys)).items():
+        out["description"][slot] = summary
+    return out["description"]
 
 
-def _entity_rows(cols: dict[str, list], bounds: list[tuple[int, int]], descriptions: _Descriptions) -> pa.Table:
-    out: dict[str, list] = {c: [] for c in ("entity_key", "name", "type", "description", "mention_count",
-                                            "source_chunk_ids", "document_ids")}
-    for slot, (a, b) in enumerate(bounds):
-        names = cols["name"][a:b]
-        name = display_name(names) if b - a > 1 else " ".join(names[0].split())
-        out["entity_key"].append(cols["key"][a])
+def _entity_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions) -> pa.Table:
+    base = _provenance(con)
+    keys = base.column("key").to_pylist()
+    names, types = _counts(con, "name"), _counts(con, "type")
+    ranked = _ranked_parts(con, ENTITY_DESCRIPTION, descriptions.max_tokens + 1)
+    out: dict[str, list] = {"name": [], "type": [], "description": []}
+    for slot, key in enumerate(keys):
+        name = display_name_counts(names[key])
         out["name"].append(name)
-        out["type"].append(_type_vote(cols["type"][a:b]))
-        out["description"].append(descriptions.merge(slot, "entity", lambda: name, cols["description"][a:b],
-                                                    cols["key"][a]))
-        _append_provenance(out, cols, a, b)
-    _apply_summaries(out, descriptions)
+        out["type"].append(type_vote(types[key]))
+        out["description"].append(descriptions.merge(slot, "entity", name, ranked.get(key, []), key))
+    description = _with_descriptions(out, descriptions, ENTITY_DESCRIPTION)
     return pa.table({
-        "entity_key": pa.array(out["entity_key"], pa.string()),
+        "entity_key": base.column("key"),
         "name": pa.array(out["name"], pa.string()),
         "type": pa.array(out["type"], pa.string()),
-        "description": pa.array(out["description"], pa.string()),
-        "description_tokens": pa.array([count_tokens(d) for d in out["description"]], pa.int32()),
-        "mention_count": pa.array(out["mention_count"], pa.int32()),
-        "source_chunk_ids": pa.array(out["source_chunk_ids"], pa.list_(pa.string())),
-        "document_ids": pa.array(out["document_ids"], pa.list_(pa.string())),
+        "description": pa.array(description, pa.string()),
+        "description_tokens": pa.array([count_tokens(d) for d in description], pa.int32()),
+        "mention_count": base.column("mention_count"),
+        "source_chunk_ids": base.column("source_chunk_ids"),
+        "document_ids": base.column("document_ids"),
     })
 
 
-def _append_provenance(out: dict[str, list], cols: dict[str, list], a: int, b: int) -> None:
-    """The columns every merged entity and relation carries: how often it was extracted, and from where."""
-    out["mention_count"].append(b - a)
-    out["source_chunk_ids"].append(_distinct_sorted(cols["chunk_id"][a:b]))
-    out["document_ids"].append(_distinct_sorted(cols["document_id"][a:b]))
+def _merge_entities(con, full: bool, descriptions: _Descriptions) -> tuple[int, int, int, set[str]]:
+    return _merge_batched(con, full, descriptions, mentions="_gm_em", key="key", scope="_gm_scope_e",
+                          table="entities", table_key="entity_key",
+                          to_rows=lambda: _entity_rows(con, descriptions))
 
 
-def _apply_summaries(out: dict[str, list], descriptions: _Descriptions) -> None:
-    """Put the summaries resolved for this merge's over-budget descriptions in place of the cut text."""
-    for slot, summary in descriptions.resolve().items():
-        out["description"][slot] = summary
-    descriptions.pending.clear()
-
-
-def _relation_label(src_names: list[str], tgt_names: list[str]) -> str:
-    return f"{display_name(src_names)} <-> {display_name(tgt_names)}"
+def _relation_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions) -> pa.Table:
+    base = _provenance(con, ", any_value(src_key) AS src_key, any_value(tgt_key) AS tgt_key, list(strength) AS strengths")
+    keys = base.column("key").to_pylist()
+    strengths = base.column("strengths").to_pylist()
+    src_names, tgt_names = _counts(con, "src_name"), _counts(con, "tgt_name")
+    keywords = _ranked_parts(con, RELATION_KEYWORDS, None)
+    ranked = _ranked_parts(con, RELATION_DESCRIPTION, descriptions.max_tokens + 1)
+    out: dict[str, list] = {"keywords": [], "description": [], "strength": []}
+    for slot, key in enumerate(keys):
+        out["keywords"].append(", ".join(keywords.get(key, [])))
+        label = f"{display_name_counts(src_names[key])} <-> {display_name_counts(tgt_names[key])}"
+        out["description"].append(descriptions.merge(slot, "relation", label, ranked.get(key, []), key))
+        out["strength"].append(math.fsum(strengths[slot]))
+    description = _with_descriptions(out, descriptions, RELATION_DESCRIPTION)
+    return pa.table({
+        "relation_key": base.column("key"),
+        "src_key": base.column("src_key"),
+        "tgt_key": base.column("tgt_key"),
+        "keywords": pa.array(out["keywords"], pa.string()),
+        "description": pa.array(description, pa.string()),
+        "description_tokens": pa.array([count_tokens(d) for d in description], pa.int32()),
+        "strength": pa.array(out["strength"], pa.float64()),
+        "mention_count": base.column("mention_count"),
+        "source_chunk_ids": base.column("source_chunk_ids"),
+        "document_ids": base.column("document_ids"),
+    })
 
 
 def _merge_relations(con, full: bool, descriptions: _Descriptions) -> tuple[int, int, int, set[str]]:
-    return _merge_batched(con, full, mentions="_gm_rm", key="relation_key", scope="_gm_scope_r",
-                          columns="relation_key AS key, src_key, tgt_key, src_name, tgt_name, keywords, "
-                                  "description, strength, chunk_id, document_id",
+    return _merge_batched(con, full, descriptions, mentions="_gm_rm", key="relation_key", scope="_gm_scope_r",
                           table="relations", table_key="relation_key",
-                          to_rows=lambda cols, bounds: _relation_rows(cols, bounds, descriptions))
-
-
-def _relation_rows(cols: dict[str, list], bounds: list[tuple[int, int]], descriptions: _Descriptions) -> pa.Table:
-    out: dict[str, list] = {c: [] for c in ("relation_key", "src_key", "tgt_key", "keywords", "description",
-                                            "strength", "mention_count", "source_chunk_ids", "document_ids")}
-    for slot, (a, b) in enumerate(bounds):
-        out["relation_key"].append(cols["key"][a])
-        out["src_key"].append(cols["src_key"][a])
-        out["tgt_key"].append(cols["tgt_key"][a])
-        out["keywords"].append(merge_keywords(cols["keywords"][a:b]))
-        label = functools.partial(_relation_label, cols["src_name"][a:b], cols["tgt_name"][a:b])
-        out["description"].append(descriptions.merge(slot, "relation", label, cols["description"][a:b],
-                                                    cols["key"][a]))
-        out["strength"].append(math.fsum(cols["strength"][a:b]))
-        _append_provenance(out, cols, a, b)
-    _apply_summaries(out, descriptions)
-    return pa.table({
-        "relation_key": pa.array(out["relation_key"], pa.string()),
-        "src_key": pa.array(out["src_key"], pa.string()),
-        "tgt_key": pa.array(out["tgt_key"], pa.string()),
-        "keywords": pa.array(out["keywords"], pa.string()),
-        "description": pa.array(out["description"], pa.string()),
-        "description_tokens": pa.array([count_tokens(d) for d in out["description"]], pa.int32()),
-        "strength": pa.array(out["strength"], pa.float64()),
-        "mention_count": pa.array(out["mention_count"], pa.int32()),
-        "source_chunk_ids": pa.array(out["source_chunk_ids"], pa.list_(pa.string())),
-        "document_ids": pa.array(out["document_ids"], pa.list_(pa.string())),
-    })
+                          to_rows=lambda: _relation_rows(con, descriptions))
 
 
 def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, relation_keys: set[str] | None, *,
@@ -658,10 +639,9 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
     relation is ever left without its endpoints. Runs in the caller's transaction, if any; wrap it in
     ``store.transaction`` for atomicity. ``summary_model`` is recorded with new summaries for inspection.
 
-    An incremental merge reads only the records of the chunks that can mention the keys: the chunks the
-    stored rows of those keys name (``source_chunk_ids``, i.e. what the last merge saw) plus
-    ``changed_chunk_ids``, every chunk whose records were written since the tables were last merged (chunks
-    whose records were only deleted need not be listed). So its cost follows the touched keys, not the corpus.
+    An incremental merge reads only the mentions of the touched keys from the mention tables
+    (``mention_index``), never an extraction record, so its cost follows the touched keys, not the corpus.
+    ``changed_chunk_ids`` is accepted for callers written before the mention tables and not needed.
     """
     if max_description_tokens < 1:
         raise ValueError(f"max_description_tokens={max_description_tokens} must be at least 1")
@@ -673,12 +653,12 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
     descriptions = _Descriptions(con, summarise, max_description_tokens, summary_model, stats)
     with _temp_tables(con):
         if full:
-            _load_mentions(con, None)
-            stats.chunks_read = con.execute("SELECT count(*) FROM _gm_rec").fetchone()[0]
+            _load_mentions(con)
         else:
             _set_scope(con, "_gm_scope_r", relation_keys)
             _set_scope(con, "_gm_scope_e", entity_keys)
-            stats.chunks_read = _load_scope_mentions(con, changed_chunk_ids)
+            _load_scope_mentions(con)
+        stats.chunks_read, stats.mentions_read = _mentions_read(con)
         stats.entities_written, stats.entities_deleted, stats.entities_unchanged, gone = \
             _merge_entities(con, full, descriptions)
         if not full and gone:
@@ -698,8 +678,7 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
 def relation_keys_touching(con: duckdb.DuckDBPyConnection, entity_keys: Iterable[str]) -> set[str]:
     """Stored relations with an endpoint among these keys, plus those the current records would produce.
 
-    A relation mention always comes with a mention of both endpoints in the same chunk, so the records
-    that can produce such a relation are those of the chunks the stored entities of these keys name."""
+    Read from the mention tables: the relation mentions whose endpoints resolve to one of these keys."""
     keys = sorted(set(entity_keys))
     if not keys:
         return set()
@@ -708,18 +687,12 @@ def relation_keys_touching(con: duckdb.DuckDBPyConnection, entity_keys: Iterable
            WHERE src_key IN (SELECT unnest(?::VARCHAR[])) OR tgt_key IN (SELECT unnest(?::VARCHAR[]))""",
         [keys, keys],
     ).fetchall()}
-    chunks = [c for (c,) in con.execute(
-        "SELECT DISTINCT unnest(source_chunk_ids) FROM entities WHERE entity_key IN (SELECT unnest(?::VARCHAR[]))",
-        [keys],
-    ).fetchall()]
-    if not chunks:
-        return stored
     with _temp_tables(con):
-        _load_mentions(con, chunks)
+        _set_scope(con, "_gm_scope_e", keys)
+        _load_mentions(con, scoped=True)
         produced = {k for (k,) in con.execute(
             """SELECT DISTINCT relation_key FROM _gm_rm
-               WHERE src_key IN (SELECT unnest(?::VARCHAR[])) OR tgt_key IN (SELECT unnest(?::VARCHAR[]))""",
-            [keys, keys],
+               WHERE src_key IN (SELECT key FROM _gm_scope_e) OR tgt_key IN (SELECT key FROM _gm_scope_e)"""
         ).fetchall()}
     return stored | produced
 

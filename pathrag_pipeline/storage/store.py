@@ -158,6 +158,38 @@ DDL = [
     )
     """,
     """
+    CREATE TABLE IF NOT EXISTS entity_mentions (
+        chunk_id      VARCHAR NOT NULL,      -- extractions.chunk_id of the ok record the entry is in
+        document_id   VARCHAR NOT NULL,      -- extractions.document_id
+        ord           INTEGER NOT NULL,      -- 1-based position of the entry in the record's entity list
+        name_key      VARCHAR NOT NULL,      -- names.name_key of the name, before any alias
+        name          VARCHAR NOT NULL,      -- the name as extracted
+        type          VARCHAR                -- lower-cased extracted type; NULL when empty
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS relation_mentions (
+        chunk_id      VARCHAR NOT NULL,      -- extractions.chunk_id of the ok record the entry is in
+        document_id   VARCHAR NOT NULL,
+        ord           INTEGER NOT NULL,      -- 1-based position of the entry in the record's relation list
+        source_key    VARCHAR NOT NULL,      -- names.name_key of the source as extracted, before any alias
+        target_key    VARCHAR NOT NULL,      -- names.name_key of the target (never equal to source_key: such entries are dropped)
+        source        VARCHAR NOT NULL,      -- the source name as extracted
+        target        VARCHAR NOT NULL,      -- the target name as extracted
+        strength      DOUBLE NOT NULL        -- the entry's strength (1.0 when it gave none)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS mention_texts (
+        chunk_id      VARCHAR NOT NULL,      -- the mention's chunk (entity_mentions / relation_mentions.chunk_id)
+        ord           INTEGER NOT NULL,      -- the mention's ord
+        field         VARCHAR NOT NULL,      -- 'entity_description', 'relation_description' or 'relation_keywords'
+        pos           INTEGER NOT NULL,      -- 0-based position of the part within its field
+        fold          VARCHAR NOT NULL,      -- the part case-folded: what merging compares
+        text          VARCHAR NOT NULL       -- a description sentence or a keyword, whitespace-normalised
+    )
+    """,
+    """
     CREATE TABLE IF NOT EXISTS entity_aliases (
         alias_key     VARCHAR PRIMARY KEY,   -- a name key whose mentions are merged into another entity
         canonical_key VARCHAR NOT NULL,      -- the key they are merged into (chains a->b->c resolve to c)

@@ -1,0 +1,228 @@
+"""The mention tables: what every ok extraction record says, one row per mention, kept in step with the
+records so the graph merge never parses a record (issue 23: "an edit adds and subtracts its own chunks'
+contributions instead of re-reading every chunk that mentions a touched key").
+
+- ``entity_mentions``: one row per entity entry of an ok record whose name has a key (raw ``names.name_key``,
+  before aliases), with its position in the record, its name and its cleaned type.
+- ``relation_mentions``: one row per relation entry whose endpoints have two different raw keys.
+- ``mention_texts``: the description sentences of both and the keyword parts of relations, split, whitespace-
+  normalised and case-folded once, here in Python, so the merge can count and rank them in SQL.
+- ``entity_names``: every surface form per chunk and raw key with its mention count, the merge's counting at
+  the level of raw keys (each entity entry, plus once per chunk a relation endpoint that no entity entry of
+  the chunk names, type 'other', named as in its first relation). Alias detection reads it, so the aliases are
+  a function of the current records, not of the order documents arrived in ("J. Smith" merged into "John
+  Smith" must come apart when a "Jane Smith" arrives, as in a fresh build of the same folder).
+
+``write_records`` and ``delete_records`` call ``refresh_mentions`` / ``forget_mentions`` in the same transaction
+as the records they change, so a record's contribution is added and removed exactly. A home made before
+these tables existed, or under other name-key or splitting rules (``MENTION_RULES``), has them rebuilt from
+the stored records by ``ensure_mentions`` (streamed in batches of chunks) before anything reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+import duckdb
+import pyarrow as pa
+
+from pathrag_pipeline.storage.store import get_meta, set_meta
+from pathrag_pipeline.text.names import NAME_KEY_VERSION, display_name_counts, name_key
+
+if TYPE_CHECKING:
+    from pathrag_pipeline.index.extraction_models import ChunkExtraction
+
+MENTIONS_META = "mention_tables"
+"""pathrag_meta key: the MENTION_RULES the mention tables were built under (absent: never built whole)."""
+MENTION_RULES = f"{NAME_KEY_VERSION}/split-1"
+"""Name-key rules and sentence/keyword splitting: a change of either rebuilds the tables from the records."""
+FALLBACK_TYPE = "other"
+REBUILD_BATCH_CHUNKS = 5_000
+ENTITY_DESCRIPTION, RELATION_DESCRIPTION, RELATION_KEYWORDS = "entity_description", "relation_description", \
+    "relation_keywords"
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_KEYWORD_SPLIT = re.compile(r"[,;\n]")
+_RESULT_SHAPE = json.dumps({
+    "entities": [{"name": "VARCHAR", "type": "VARCHAR", "description": "VARCHAR"}],
+    "relations": [{"source": "VARCHAR", "target": "VARCHAR", "keywords": "VARCHAR",
+                   "description": "VARCHAR", "strength": "DOUBLE"}],
+})
+
+
+def fold(text: str) -> str:
+    """What two description sentences or keywords are compared by: whitespace-normalised and case-folded."""
+    return " ".join(text.split()).casefold()
+
+
+def sentences(description: str | None) -> list[str]:
+    """The whitespace-normalised sentences of a description (none for an empty or blank one). Joined with
+    single spaces they give the description whitespace-normalised."""
+    if not description or description.isspace():
+        return []
+    return [" ".join(s.split()) for s in _SENTENCE_END.split(description) if s.strip()]
+
+
+def keyword_parts(keywords: str | None) -> list[str]:
+    """The whitespace-normalised comma/semicolon/newline-separated parts of a keywords string."""
+    if not keywords:
+        return []
+    return [" ".join(p.split()) for p in _KEYWORD_SPLIT.split(keywords) if p.strip()]
+
+
+def type_vote(counts: Mapping[str | None, int]) -> str:
+    """Majority type; the endpoint filler 'other' only wins when nothing else was said; ties go A-Z."""
+    counts = {t: n for t, n in counts.items() if t and n > 0}
+    if not counts:
+        return FALLBACK_TYPE
+    return min(counts, key=lambda t: (t == FALLBACK_TYPE, -counts[t], t))
+
+
+def _clean_type(kind: str | None) -> str | None:
+    kind = (kind or "").strip().lower()
+    return kind or None
+
+
+def _key(name: str | None) -> str:
+    return name_key(name) if name and name.strip() else ""
+
+
+@dataclass
+class _Rows:
+    """Rows for the four tables, columns as lists."""
+
+    names: dict[str, list] = field(default_factory=lambda: {c: [] for c in ("chunk_id", "name_key", "name", "type", "mentions")})
+    entities: dict[str, list] = field(default_factory=lambda: {c: [] for c in ("chunk_id", "document_id", "ord", "name_key", "name", "type")})
+    relations: dict[str, list] = field(default_factory=lambda: {c: [] for c in ("chunk_id", "document_id", "ord", "source_key", "target_key", "source", "target", "strength")})
+    texts: dict[str, list] = field(default_factory=lambda: {c: [] for c in ("chunk_id", "ord", "field", "pos", "fold", "text")})
+
+    def text(self, chunk_id: str, ord_: int, field_: str, parts: list[str]) -> None:
+        for pos, part in enumerate(parts):
+            for col, value in zip(("chunk_id", "ord", "field", "pos", "fold", "text"),
+                                  (chunk_id, ord_, field_, pos, part.casefold(), part)):
+                self.texts[col].append(value)
+
+    def add(self, chunk_id: str, document_id: str, entities: Iterable[tuple], relations: Iterable[tuple]) -> None:
+        """One record's rows, from its (name, type, description) entities and (source, target, keywords,
+        description, strength) relations; ``ord`` is the 1-based position of the entry in its list."""
+        counts: Counter = Counter()
+        explicit: set[str] = set()
+        for i, (name, kind, description) in enumerate(entities, 1):
+            if not (k := _key(name)):
+                continue
+            kind = _clean_type(kind)
+            counts[(k, name, kind)] += 1
+            explicit.add(k)
+            for col, value in zip(self.entities, (chunk_id, document_id, i, k, name, kind)):
+                self.entities[col].append(value)
+            self.text(chunk_id, i, ENTITY_DESCRIPTION, sentences(description))
+        implicit: dict[str, str] = {}
+        for i, (source, target, keywords, description, strength) in enumerate(relations, 1):
+            ks, kt = _key(source), _key(target)
+            if not ks or not kt or ks == kt:
+                continue
+            for col, value in zip(self.relations, (chunk_id, document_id, i, ks, kt, source, target,
+                                                   1.0 if strength is None else float(strength))):
+                self.relations[col].append(value)
+            self.text(chunk_id, i, RELATION_KEYWORDS, keyword_parts(keywords))
+            self.text(chunk_id, i, RELATION_DESCRIPTION, sentences(description))
+            for k, name in ((ks, source), (kt, target)):
+                if k not in explicit:
+                    implicit.setdefault(k, name)
+        for k, name in implicit.items():
+            counts[(k, name, FALLBACK_TYPE)] += 1
+        for (k, name, kind), n in counts.items():
+            for col, value in zip(self.names, (chunk_id, k, name, kind, n)):
+                self.names[col].append(value)
+
+    def insert(self, con: duckdb.DuckDBPyConnection) -> None:
+        types = {"ord": pa.int32(), "mentions": pa.int32(), "pos": pa.int32(), "strength": pa.float64()}
+        for table, cols in (("entity_names", self.names), ("entity_mentions", self.entities),
+                            ("relation_mentions", self.relations), ("mention_texts", self.texts)):
+            if not next(iter(cols.values())):
+                continue
+            batch = pa.table({c: pa.array(v, types.get(c, pa.string())) for c, v in cols.items()})
+            con.register("_mentions_batch", batch)
+            try:
+                names = ", ".join(cols)
+                con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _mentions_batch")
+            finally:
+                con.unregister("_mentions_batch")
+
+
+MENTION_TABLES = ("entity_names", "entity_mentions", "relation_mentions", "mention_texts")
+
+
+def forget_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> None:
+    """Remove what these chunks' records contributed."""
+    ids = sorted(set(chunk_ids))
+    if ids:
+        for table in MENTION_TABLES:
+            con.execute(f"DELETE FROM {table} WHERE chunk_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
+
+
+def refresh_mentions(con: duckdb.DuckDBPyConnection,
+                     results: Mapping[str, tuple[str, "ChunkExtraction | None"]]) -> None:
+    """Replace the rows of these chunks (chunk id -> (document id, result)) by what their new records say
+    (result None: a record that is not ok)."""
+    forget_mentions(con, results)
+    rows = _Rows()
+    for chunk_id, (document_id, result) in results.items():
+        if result is not None:
+            rows.add(chunk_id, document_id, ((e.name, e.type, e.description) for e in result.entities),
+                     ((r.source, r.target, r.keywords, r.description, r.strength) for r in result.relations))
+    rows.insert(con)
+
+
+def rebuild_mentions(con: duckdb.DuckDBPyConnection) -> None:
+    """All four tables again from the ok records, in batches of chunks (bounded memory)."""
+    for table in MENTION_TABLES:
+        con.execute(f"DELETE FROM {table}")
+    chunk_ids = [c for (c,) in con.execute(
+        "SELECT chunk_id FROM extractions WHERE status = 'ok' AND result IS NOT NULL ORDER BY chunk_id").fetchall()]
+    for start in range(0, len(chunk_ids), REBUILD_BATCH_CHUNKS):
+        batch = chunk_ids[start:start + REBUILD_BATCH_CHUNKS]
+        records = con.execute(
+            f"""SELECT chunk_id, document_id, r.entities, r.relations
+                FROM (SELECT chunk_id, document_id, json_transform(result, '{_RESULT_SHAPE}') AS r FROM extractions
+                      WHERE chunk_id IN (SELECT unnest(?::VARCHAR[])))""",
+            [batch],
+        ).fetchall()
+        rows = _Rows()
+        for chunk_id, document_id, entities, relations in records:
+            rows.add(chunk_id, document_id,
+                     ((e["name"], e["type"], e["description"]) for e in entities or []),
+                     ((r["source"], r["target"], r["keywords"], r["description"], r["strength"])
+                      for r in relations or []))
+        rows.insert(con)
+    set_meta(con, MENTIONS_META, MENTION_RULES)
+
+
+def ensure_mentions(con: duckdb.DuckDBPyConnection) -> None:
+    """Rebuild the tables when they were never built whole under the current rules."""
+    if get_meta(con, MENTIONS_META) != MENTION_RULES:
+        rebuild_mentions(con)
+
+
+def raw_entities(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int, str]]:
+    """(name_key, display name, mentions, type vote) of every name key the current records mention, by key."""
+    ensure_mentions(con)
+    rows = con.execute(
+        """SELECT name_key, name, type, sum(mentions)::BIGINT FROM entity_names
+           GROUP BY ALL ORDER BY name_key, name, type NULLS FIRST"""
+    ).fetchall()
+    out = []
+    by_name: dict[str, int] = defaultdict(int)
+    by_type: dict[str | None, int] = defaultdict(int)
+    for i, (key, name, kind, n) in enumerate(rows):
+        by_name[name] += n
+        by_type[kind] += n
+        if i + 1 == len(rows) or rows[i + 1][0] != key:
+            out.append((key, display_name_counts(by_name), sum(by_name.values()), type_vote(by_type)))
+            by_name.clear()
+            by_type.clear()
+    return out
