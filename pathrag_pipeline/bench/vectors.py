@@ -1,8 +1,8 @@
 """`pathrag bench vectors`: the LanceDB folder's size over repeated index runs.
 
 Every LanceDB write (an embedding batch, a delete) makes a new table version whose files stay until old versions
-are removed; the embedding stage removes versions older than ``vector_store.VERSION_RETENTION`` after each sync
-that wrote. This benchmark indexes a generated corpus offline once, then re-indexes it ``runs - 1`` times in two
+are removed; once a table keeps ``vector_store.TIDY_VERSIONS`` versions, the embedding stage compacts it and removes
+versions older than ``vector_store.VERSION_RETENTION`` after a sync that wrote. This benchmark indexes a generated corpus offline once, then re-indexes it ``runs - 1`` times in two
 series on the same home, measuring the folder's bytes and the versions each table keeps after every run:
 
 - touched: every file's modification time changes, no content does (what a backup restore or ``touch -r``
@@ -59,7 +59,7 @@ def run_vectors_bench(n_docs: int = 1000, runs: int = 10, pause: float | None = 
                       log: Log = _quiet) -> dict[str, Any]:
     """Size and versions of the LanceDB folder after a first build and after ``runs - 1`` more runs in each
     series (touched, edited). ``pause``: seconds before each edited run (default: the retention + 5 s)."""
-    from pathrag_pipeline.storage.vector_store import VERSION_RETENTION
+    from pathrag_pipeline.storage.vector_store import TIDY_VERSIONS, VERSION_RETENTION
 
     if n_docs < 1 or runs < 2:
         raise ValueError(f"n_docs={n_docs} must be at least 1 and runs={runs} at least 2")
@@ -74,7 +74,8 @@ def run_vectors_bench(n_docs: int = 1000, runs: int = 10, pause: float | None = 
     _, stages = timed_index(settings, folder)
     first = {**_state(settings), "embeddings_s": stages["embeddings"]}
     result: dict[str, Any] = {"documents": n_docs, "runs": runs, "pause_s": pause,
-                              "retention_s": VERSION_RETENTION.total_seconds(), "first": first, "series": {}}
+                              "retention_s": VERSION_RETENTION.total_seconds(), "tidy_versions": TIDY_VERSIONS,
+                              "first": first, "series": {}}
     clock = time.time()
     for series in ("touched", "edited"):
         rows = []
@@ -121,8 +122,10 @@ def markdown_section(r: dict[str, Any]) -> str:
         f"A generated corpus of {r['documents']} documents indexed offline once, then re-indexed on the same home "
         f"{r['runs'] - 1} times with every file touched (modification time changed, content not), then "
         f"{r['runs'] - 1} times with one document edited before each run and a pause of {r['pause_s']:.0f} s (scheduled "
-        f"runs are minutes apart). After every sync that writes, the embedding stage compacts the table and removes "
-        f"versions older than {r['retention_s']:.0f} s (younger ones stay: a reader may still use them). Size: the "
+        f"runs are minutes apart). After a sync that writes and leaves a table with {r.get('tidy_versions', 16)} versions "
+        f"or more, the embedding stage compacts it and removes versions older than {r['retention_s']:.0f} s (younger "
+        "ones stay: a reader may still use them); compacting rewrites the table, so it is not done for every small "
+        "write. Size: the "
         "LanceDB folder after the series' last run; ratio: against the first build (the largest after any run of "
         "the series in brackets); versions: kept per table (entities, relations, chunks) after the last run; "
         "embeddings s: median wall time of the embedding stage, compaction and cleanup included.",

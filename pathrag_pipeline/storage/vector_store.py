@@ -41,6 +41,13 @@ RESERVED_COLUMNS = frozenset({"key", "text", "text_hash", "vector", "_distance",
 # older than this are removed. A reader loads a table version whole (``_Snapshot``) in well under this, so none
 # is cut off; the last few versions of the run stay until the next sync that writes.
 VERSION_RETENTION = timedelta(minutes=1)
+# Tidying (``optimize``) compacts too, and compaction rewrites every fragment under LanceDB's target size (a million
+# rows): the whole table, once per run, however small the change (the relations of a 10 MB corpus are 220 MB of
+# vectors; an edit of one file rewrote them all, a cost that grows with the corpus: issue 23). So a sync tidies
+# only once the table keeps this many versions: a writing run adds two or three (upsert, delete), so a table is
+# compacted and its old versions removed every five to eight writing runs, and in between the folder holds only
+# those runs' small writes more (versions share their unchanged files).
+TIDY_VERSIONS = 16
 DELETE_BATCH = 2000  # keys per ``key IN (...)`` filter, to keep predicates a reasonable size
 
 Payload = Mapping[str, Any]
@@ -365,7 +372,7 @@ class VectorStore:
 
     @staticmethod
     def _tidy(tbl: Any) -> None:
-        """After a sync that wrote: compact the fragments its writes added and remove versions older than
+        """After a sync that wrote and left ``TIDY_VERSIONS`` versions: compact the table and remove versions older than
         ``VERSION_RETENTION``. LanceDB's pruning alone (``cleanup_old_versions``) needs the separate ``pylance``
         package, so this is ``optimize``, which also compacts: it rewrites the fragments smaller than LanceDB's
         target (a million rows), i.e. a table of that size or less once per index run that changed it, which
@@ -553,7 +560,7 @@ class VectorStore:
             write_rows = to_embed + payload_only
             if stale:
                 self._delete_keys(tbl, stale)
-            if tbl is not None and (write_rows or stale):
+            if tbl is not None and (write_rows or stale) and len(tbl.list_versions()) >= TIDY_VERSIONS:
                 self._tidy(tbl)
             total = tbl.count_rows() if tbl is not None else 0
             return SyncStats(
