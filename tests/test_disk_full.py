@@ -58,7 +58,7 @@ def test_disk_full_is_one_line_and_the_next_run_ends_like_a_clean_build(tmp_path
     monkeypatch.setenv("PATHRAG_HOME", str(home))
     with monkeypatch.context() as patch:
         if where == "lancedb":
-            patch.setattr(VectorStore, "sync", _lance_full)
+            patch.setattr(VectorStore, "upsert", _lance_full)
         else:
             patch.setattr(assets.graph, "graph_stage", _duckdb_full)
         result = CliRunner().invoke(main, ["index", str(folder)])

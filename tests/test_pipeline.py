@@ -107,7 +107,7 @@ def test_chunk_vectors_embed_the_title_with_the_text_and_an_older_home_reembeds_
     from pathrag_pipeline.index.pipeline import describe_mode
 
     settings, docs = setup
-    old_sql = "SELECT id, text, document_id FROM chunks"
+    old_sql = "SELECT id AS key, text, document_id FROM chunks"
     monkeypatch.setattr(embedding_stage, "CHUNK_SQL", old_sql)
     monkeypatch.setitem(embedding_stage.SOURCES, "chunks", old_sql)
     old = run_indexing(settings)

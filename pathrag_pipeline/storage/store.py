@@ -190,6 +190,14 @@ DDL = [
     )
     """,
     """
+    CREATE TABLE IF NOT EXISTS vector_rows (
+        table_name    VARCHAR NOT NULL,      -- the LanceDB table: 'entities', 'relations' or 'chunks'
+        key           VARCHAR NOT NULL,      -- the row's key there (entity_key, relation_key, chunks.id)
+        fingerprint   VARCHAR NOT NULL,      -- md5 of the row (key, embedded text, payload) the embedding stage last wrote
+        PRIMARY KEY (table_name, key)
+    )
+    """,
+    """
     CREATE TABLE IF NOT EXISTS entity_aliases (
         alias_key     VARCHAR PRIMARY KEY,   -- a name key whose mentions are merged into another entity
         canonical_key VARCHAR NOT NULL,      -- the key they are merged into (chains a->b->c resolve to c)

@@ -196,6 +196,21 @@ class VectorStore:
             rows=tbl.count_rows(),
         )
 
+    def identity(self, table: str) -> tuple[str, int] | None:
+        """(table id, rows) of ``table``, None without it. The id is new for every created table, so a table that
+        was dropped, re-embedded or replaced by another folder's is never mistaken for the one a caller saw."""
+        tbl = self._open(table)
+        if tbl is None:
+            return None
+        return (tbl.schema.metadata or {}).get(META_TABLE_ID, b"").decode(), tbl.count_rows()
+
+    def key_table(self, table: str) -> pa.Table:
+        """The keys of ``table`` as one Arrow column ``key`` (empty without the table)."""
+        tbl = self._open(table)
+        if tbl is None:
+            return pa.table({"key": pa.array([], pa.string())})
+        return tbl.search().select(["key"]).limit(None).to_arrow()
+
     def count(self, table: str) -> int:
         tbl = self._open(table)
         return 0 if tbl is None else tbl.count_rows()
@@ -333,9 +348,22 @@ class VectorStore:
         """Make ``table`` hold exactly ``rows``: embed new or changed texts, delete absent keys."""
         return self._write(table, rows, embedder, delete_missing=True)
 
-    def upsert(self, table: str, rows: Rows, embedder: Embedder) -> SyncStats:
-        """Add or update ``rows`` (unchanged texts are not re-embedded); other keys stay as they are."""
-        return self._write(table, rows, embedder, delete_missing=False)
+    def upsert(self, table: str, rows: Rows, embedder: Embedder, *,
+               known: Mapping[str, tuple[str, tuple]] | None = None) -> SyncStats:
+        """Add or update ``rows`` (unchanged texts are not re-embedded); other keys stay as they are. The rows'
+        stored hashes are looked up by key, or taken from ``known`` (``stored_state``, read once by a caller
+        that sends a whole table in batches: one scan instead of one lookup per batch)."""
+        return self._write(table, rows, embedder, delete_missing=False, known=known)
+
+    def stored_state(self, table: str) -> dict[str, tuple[str, tuple]]:
+        """key -> (text hash, payload values in the table's column order) of every row of ``table``."""
+        tbl = self._open(table)
+        if tbl is None:
+            return {}
+        columns = ["key", "text_hash", *self._payload_columns(tbl.schema)]
+        current = tbl.search().select(columns).limit(None).to_arrow()
+        cols = [current.column(n).to_pylist() for n in columns]
+        return {k: (h, tuple(p)) for k, h, *p in zip(*cols)}
 
     def delete(self, table: str, keys: Iterable[str]) -> int:
         """Delete ``keys`` from ``table``; returns how many rows were removed."""
@@ -485,7 +513,8 @@ class VectorStore:
         metadata = {META_EMBEDDER: identity.encode(), META_DIM: str(dim).encode(), META_TABLE_ID: uuid.uuid4().hex.encode()}
         return pa.schema(fields, metadata=metadata)
 
-    def _write(self, table: str, rows: Rows, embedder: Embedder, *, delete_missing: bool) -> SyncStats:
+    def _write(self, table: str, rows: Rows, embedder: Embedder, *, delete_missing: bool,
+               known: Mapping[str, tuple[str, tuple]] | None = None) -> SyncStats:
         wanted = self._normalise_rows(rows)
         with self._lock:
             tbl = self._open(table)
@@ -502,9 +531,19 @@ class VectorStore:
                         f"rows carry payload columns {unknown} that table {table!r} lacks (it has "
                         f"{payload_cols}); rebuild it with `pathrag index --reembed`"
                     )
-                current = tbl.search().select(["key", "text_hash", *payload_cols]).limit(None).to_arrow()
-                cols = [current.column(n).to_pylist() for n in ["key", "text_hash", *payload_cols]]
-                existing = {k: (h, tuple(p)) for k, h, *p in zip(*cols)}
+                columns = ["key", "text_hash", *payload_cols]
+                if known is not None:
+                    existing = {r.key: known[r.key] for r in wanted if r.key in known}
+                else:
+                    if delete_missing:
+                        parts = [tbl.search().select(columns).limit(None).to_arrow()]
+                    else:   # an upsert looks up only its own keys: its cost follows the rows given, not the table
+                        keys = [r.key for r in wanted]
+                        parts = [tbl.search().where(f"key IN ({_sql_list(keys[i:i + DELETE_BATCH])})")
+                                 .select(columns).limit(None).to_arrow() for i in range(0, len(keys), DELETE_BATCH)]
+                    for current in parts:
+                        cols = [current.column(n).to_pylist() for n in columns]
+                        existing.update((k, (h, tuple(p))) for k, h, *p in zip(*cols))
 
             def payload_tuple(row: _Row) -> tuple:
                 return tuple(row.payload.get(n) for n in payload_cols)

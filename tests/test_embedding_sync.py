@@ -1,0 +1,123 @@
+"""The embedding stage syncs LanceDB by difference (issue 23): an edit sends only the rows it changed, the result
+always equals DuckDB's rows, and a ledger that no longer describes the LanceDB table is never trusted."""
+
+import shutil
+
+import pytest
+
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.index import embedding_stage
+from pathrag_pipeline.index.embedding_stage import embedding_rows, sync_embeddings
+from pathrag_pipeline.index.pipeline import run_indexing
+from pathrag_pipeline.llm.embedding import HashingEmbedder
+from pathrag_pipeline.storage.store import Store
+from pathrag_pipeline.storage.vector_store import VectorStore, text_hash
+
+DOCS = {
+    f"doc{i}.md": f"# Doc {i}\n\nAgnes Morrow{i} visited Hesketh Mill{i % 3}. The Varne Railway{i % 2} reached "
+                  f"Corran Ford{i}. Thomas Greaves{i % 4} wrote to Agnes Morrow{i}.\n"
+    for i in range(12)
+}
+
+
+@pytest.fixture()
+def home(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text)
+    settings = Settings.from_env(home=tmp_path / "home", docs=docs)
+    run_indexing(settings)
+    return settings, docs
+
+
+def lance_equals_duckdb(settings) -> bool:
+    """Every LanceDB table holds exactly DuckDB's rows: same keys, same text (by hash), same payload."""
+    vectors = VectorStore(settings.lancedb_path)
+    for table, rows in embedding_rows(Store(settings.duckdb_path)).items():
+        tbl = vectors._open(table)
+        held = tbl.search().select(["key", "text_hash", *sorted(rows[0][2])]).limit(None).to_arrow().to_pylist()
+        got = {r["key"]: (r["text_hash"], {k: v for k, v in r.items() if k not in ("key", "text_hash")}) for r in held}
+        want = {k: (text_hash(t), p) for k, t, p in rows}
+        if got != want:
+            return False
+    return True
+
+
+def sent_rows(monkeypatch) -> list[int]:
+    sent: list[int] = []
+    real = VectorStore.upsert
+
+    def counting(self, table, rows, embedder, **kwargs):
+        sent.append(len(rows))
+        return real(self, table, rows, embedder, **kwargs)
+
+    monkeypatch.setattr(VectorStore, "upsert", counting)
+    return sent
+
+
+def test_an_edit_sends_only_the_rows_it_changed(home, monkeypatch):
+    settings, docs = home
+    assert lance_equals_duckdb(settings)
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        total = sum(con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in ("entities", "relations", "chunks"))
+    sent = sent_rows(monkeypatch)
+    (docs / "doc3.md").write_text(DOCS["doc3.md"] + "Agnes Morrow3 founded the Lode Society.\n")
+    report = run_indexing(settings)
+    assert report.embeddings.embedded > 0
+    assert 0 < sum(sent) < total / 4                 # the edit's rows, not the tables
+    assert lance_equals_duckdb(settings)
+    sent.clear()
+    again = run_indexing(settings)                   # nothing changed: nothing sent
+    assert sum(sent) == 0 and again.embeddings.embedded == 0
+
+
+def test_deleting_a_document_deletes_its_vectors(home):
+    settings, docs = home
+    (docs / "doc5.md").unlink()
+    report = run_indexing(settings)
+    assert sum(s.deleted for s in report.embeddings.tables.values()) > 0
+    assert lance_equals_duckdb(settings)
+
+
+def test_a_ledger_that_does_not_describe_the_table_is_not_trusted(home, monkeypatch):
+    """LanceDB changed behind the ledger's back (a table deleted by hand, a crash after a LanceDB write): every
+    row is sent again and the tables end equal to DuckDB's, embedding only what LanceDB lacks."""
+    settings, docs = home
+    shutil.rmtree(settings.lancedb_path / "chunks.lance")
+    VectorStore(settings.lancedb_path).delete("entities", ["agnes morrow3"])
+    sent = sent_rows(monkeypatch)
+    store = Store(settings.duckdb_path)
+    report = sync_embeddings(store, VectorStore(settings.lancedb_path), HashingEmbedder())
+    assert report.tables["chunks"].embedded == len(DOCS)          # the lost table, whole
+    assert report.tables["entities"].embedded == 1                # the one missing row, not the table
+    # the two changed tables are sent whole; relations, whose ledger still describes its table, not at all
+    assert report.tables["relations"].embedded == 0
+    assert sorted(sent) == sorted([report.tables["entities"].total, len(DOCS)])
+    assert lance_equals_duckdb(settings)
+
+
+def test_a_batch_that_fails_is_sent_again_next_run(home, monkeypatch):
+    settings, docs = home
+    for i in range(12):
+        (docs / f"doc{i}.md").write_text(DOCS[f"doc{i}.md"] + f"Mira Holt{i} joined them.\n")
+    real = VectorStore.upsert
+    calls = {"n": 0}
+
+    def failing_second(self, table, rows, embedder, **kwargs):
+        stats = real(self, table, rows, embedder, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 2:      # as if the embedder failed on this batch: nothing of it may be recorded
+            return type(stats)(embedded=0, unchanged=0, deleted=0, total=stats.total, failed=len(rows),
+                               errors=("stand-in failure",))
+        return stats
+
+    monkeypatch.setattr(embedding_stage, "SYNC_BATCH_ROWS", 5)
+    monkeypatch.setattr(VectorStore, "upsert", failing_second)
+    report = run_indexing(settings)
+    assert report.embeddings.failed > 0
+    monkeypatch.setattr(VectorStore, "upsert", real)
+    sent = sent_rows(monkeypatch)
+    run_indexing(settings)
+    assert sum(sent) >= 5                            # the failed batch's rows went again
+    assert lance_equals_duckdb(settings)
