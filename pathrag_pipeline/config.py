@@ -37,6 +37,7 @@ ENV_NAMES = {
     "llm_mode": "PATHRAG_LLM_MODE",
     "llm_timeout": "PATHRAG_LLM_TIMEOUT",
     "llm_max_concurrency": "PATHRAG_LLM_MAX_CONCURRENCY",
+    "extract_processes": "PATHRAG_EXTRACT_PROCESSES",
     "llm_max_tokens": "PATHRAG_LLM_MAX_TOKENS",
     "llm_answer_max_tokens": "PATHRAG_LLM_ANSWER_MAX_TOKENS",
     "embed_timeout": "PATHRAG_EMBED_TIMEOUT",
@@ -126,6 +127,7 @@ class Settings:
     llm_mode: str = "json"
     llm_timeout: int = 120
     llm_max_concurrency: int = 4
+    extract_processes: int = 0          # offline extraction worker processes; 0: one per usable core
     llm_max_tokens: int = 4096          # output cap of extraction calls (first pass and gleaning)
     llm_answer_max_tokens: int = 1024   # output cap of answers, summaries, keywords, judgements
     embed_timeout: int = 120            # per-request timeout of the embeddings endpoint
@@ -170,6 +172,7 @@ class Settings:
             llm_mode=(env.get("PATHRAG_LLM_MODE") or "json").strip().lower(),
             llm_timeout=_int_env(env, "llm_timeout", 120, minimum=1),
             llm_max_concurrency=_int_env(env, "llm_max_concurrency", 4, minimum=1),
+            extract_processes=_int_env(env, "extract_processes", 0, minimum=0),
             llm_max_tokens=_int_env(env, "llm_max_tokens", 4096, minimum=16),
             llm_answer_max_tokens=_int_env(env, "llm_answer_max_tokens", 1024, minimum=16),
             embed_timeout=_int_env(env, "embed_timeout", _int_env(env, "llm_timeout", 120, minimum=1), minimum=1),

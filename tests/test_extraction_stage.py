@@ -466,3 +466,24 @@ def test_a_failed_summary_is_asked_again_next_run_and_ends_as_a_rebuild(corpus: 
     assert corpus.query(sql) == reference.query(sql)
     sql = "SELECT relation_key, description FROM relations ORDER BY 1"
     assert corpus.query(sql) == reference.query(sql)
+
+
+def test_offline_extraction_in_worker_processes_writes_the_same_tables_as_one_process(tmp_path, monkeypatch) -> None:
+    """The offline rules are CPU-bound: threads would hold them to one core, so a large enough run extracts in
+    worker processes (issue 23, both cores). Records and graph equal those of a run in this process."""
+    from pathrag_pipeline.index import extraction_stage
+
+    monkeypatch.setattr(extraction_stage, "PROCESS_MIN_TEXTS", 2)    # the sample is small: use the processes anyway
+    tables = ("SELECT chunk_id, status, result FROM extractions ORDER BY 1",
+              "SELECT * EXCLUDE (updated_at) FROM entities ORDER BY 1",
+              "SELECT * EXCLUDE (updated_at) FROM relations ORDER BY 1")
+    out = {}
+    for processes in (1, 2):
+        corpus = Corpus(tmp_path / f"p{processes}")
+        for name, text in DOCS.items():
+            corpus.write(name, text)
+        corpus.sync()
+        stats = run_extraction(corpus.store, OfflineExtractor(), processes=processes)
+        assert stats.processes == processes and stats.extracted == len(DOCS) and stats.failed == 0
+        out[processes] = [corpus.query(q) for q in tables]
+    assert out[1] == out[2] and out[1][1]

@@ -22,6 +22,10 @@ Why it is shaped this way:
 - LLM usage is written to ``llm_usage`` as the calls are made (the run's row is rewritten with each batch of
   results, at least every ``min_flush_seconds``), so a killed run's calls are not missing from it.
 - Each failed chunk gives one warning line on the ``pathrag_pipeline.index`` logger, no more.
+- A CPU-bound extractor (the offline rules: ``cpu_bound``) runs in ``processes`` worker processes instead of
+  threads, which the GIL would hold to one core (issue 23), once a run has ``PROCESS_MIN_TEXTS`` texts per
+  process to extract (a smaller run would spend longer starting them). Records, cache and graph are written by
+  this process as with threads, so the tables are the same as one process gives.
 - What one chunk stores is capped, whatever the extractor (``extraction_models.result_cap``): a larger result
   keeps its first entities and relations that fit, the record says so in its ``error`` column (status stays
   'ok'), the chunk is counted in ``ExtractionStats.trimmed`` and one warning names the chunk and its document.
@@ -33,7 +37,8 @@ import json
 import logging
 import time
 import uuid
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+import multiprocessing
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
@@ -115,6 +120,7 @@ class ExtractionStats:
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)   # the first few failure messages, chunk id first
     given_up: int = 0                              # chunks left alone: failed MAX_FAILED_RUNS runs in a row
+    processes: int = 1                             # processes the extractor ran in (1: this one, with threads)
 
     @property
     def cache_hit_rate(self) -> float:
@@ -335,11 +341,39 @@ def summariser_for(extractor: Extractor, max_description_tokens: int = DEFAULT_M
     return None
 
 
+PROCESS_MIN_TEXTS = 32
+"""Texts to extract per worker process below which a CPU-bound extractor runs in threads instead: starting a
+process (spawned, importing the package) costs about a second."""
+
+_WORKER_EXTRACTOR: Extractor | None = None
+
+
+def _start_worker(extractor: Extractor) -> None:
+    global _WORKER_EXTRACTOR
+    _WORKER_EXTRACTOR = extractor
+
+
+def _extract_in_worker(text: str, title: str | None) -> ExtractionOutcome:
+    assert _WORKER_EXTRACTOR is not None
+    return _WORKER_EXTRACTOR.extract(text, title)
+
+
+def _executor(extractor: Extractor, texts: int, max_concurrency: int, processes: int
+              ) -> tuple[ThreadPoolExecutor | ProcessPoolExecutor, int, bool]:
+    """(pool, calls in flight it runs at once, whether it is a process pool) for this extractor and run size."""
+    workers = min(processes, texts // PROCESS_MIN_TEXTS) if getattr(extractor, "cpu_bound", False) else 1
+    if workers > 1:
+        # spawn, not fork: the parent holds threads (Dagster's, DuckDB's) that a forked child would inherit locked
+        return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_start_worker, initargs=(extractor,)), workers, True
+    return ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="extract"), max_concurrency, False
+
+
 def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int = 4, batch_size: int = 16,
                    progress: Progress | None = None, summarise: Summarise | None | Literal["auto"] = "auto",
                    max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS,
                    abort_after_unavailable: int = 8, min_flush_seconds: float = 1.0,
-                   run_id: str | None = None, retry_failed: bool = False) -> ExtractionStats:
+                   run_id: str | None = None, retry_failed: bool = False, processes: int = 1) -> ExtractionStats:
     """Extract every pending chunk, write the records in batches, merge the touched graph keys, log usage.
 
     ``summarise`` condenses descriptions past ``max_description_tokens``; "auto" uses the extractor's LLM
@@ -348,6 +382,7 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
     the run with ``LLMUnavailableError`` (finished chunks are kept). A batch is written once it holds
     ``batch_size`` records and ``min_flush_seconds`` passed since the last write: each write costs a DuckDB
     open and checkpoint (~0.1-0.3 s), negligible next to LLM calls but dominant for the offline extractor.
+    ``processes``: worker processes for a CPU-bound extractor (see the module docstring).
     """
     if max_concurrency < 1 or batch_size < 1:
         raise ValueError(f"max_concurrency={max_concurrency} and batch_size={batch_size} must both be at least 1")
@@ -388,7 +423,7 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
     if by_hash:
         abort = _extract_all(store, extractor, by_hash, stats, max_concurrency=max_concurrency,
                              batch_size=batch_size, progress=progress, abort_after_unavailable=abort_after_unavailable,
-                             min_flush_seconds=min_flush_seconds, meter=meter)
+                             min_flush_seconds=min_flush_seconds, meter=meter, processes=processes)
 
     merge_started = time.perf_counter()
     summary_meter = _SummaryMeter(summarise, stats, merge_started)
@@ -537,7 +572,7 @@ class _SummaryMeter:
 def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[PendingChunk]],
                  stats: ExtractionStats, *, max_concurrency: int, batch_size: int, progress: Progress | None,
                  abort_after_unavailable: int, min_flush_seconds: float,
-                 meter: _UsageMeter | None = None) -> LLMUnavailableError | None:
+                 meter: _UsageMeter | None = None, processes: int = 1) -> LLMUnavailableError | None:
     """Run the extractor over each distinct text with bounded concurrency; write results every batch.
 
     Returns the endpoint error that stopped the run early, if one did. An exception from the extractor on
@@ -570,21 +605,25 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
             meter.write(con)
         last_flush = time.monotonic()
 
-    def call(chunk: PendingChunk) -> ExtractionOutcome:
-        return extractor.extract(chunk.text, chunk.title)
+    pool, in_flight, in_processes = _executor(extractor, total, max_concurrency, processes)
+    stats.processes = in_flight if in_processes else 1
 
-    pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="extract")
+    def submit(chunk: PendingChunk) -> Future[ExtractionOutcome]:
+        if in_processes:
+            return pool.submit(_extract_in_worker, chunk.text, chunk.title)
+        return pool.submit(extractor.extract, chunk.text, chunk.title)
+
     try:
-        # Submit lazily (at most 2 x max_concurrency in flight) so an abort or crash leaves little work running.
+        # Submit lazily (at most 2 x the pool's width in flight) so an abort or crash leaves little work running.
         queue = iter(by_hash.values())
         running: dict[Future[ExtractionOutcome], list[PendingChunk]] = {}
 
         def refill() -> None:
-            while abort is None and len(running) < 2 * max_concurrency:
+            while abort is None and len(running) < 2 * in_flight:
                 group = next(queue, None)
                 if group is None:
                     return
-                running[pool.submit(call, group[0])] = group
+                running[submit(group[0])] = group
 
         refill()
         stopped = False

@@ -280,6 +280,7 @@ class OfflineExtractor:
     """Rule-based extraction with no model: the default when no LLM endpoint is configured."""
 
     identity = OFFLINE_EXTRACTOR_ID
+    cpu_bound = True    # pure Python: the extraction stage runs it in worker processes (one per core), not threads
 
     def extract(self, text: str, title: str | None) -> ExtractionOutcome:
         return ExtractionOutcome(extract_offline(text, title).normalised())

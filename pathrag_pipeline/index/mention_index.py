@@ -91,24 +91,25 @@ def _key(name: str | None) -> str:
     return name_key(name) if name and name.strip() else ""
 
 
+_COLUMNS = {
+    "entity_names": ("chunk_id", "name_key", "name", "type", "mentions"),
+    "entity_mentions": ("chunk_id", "document_id", "ord", "name_key", "name", "type"),
+    "relation_mentions": ("chunk_id", "document_id", "ord", "source_key", "target_key", "source", "target", "strength"),
+    "mention_texts": ("chunk_id", "ord", "field", "pos", "fold", "text"),
+}
+_TYPES = {"ord": pa.int32(), "mentions": pa.int32(), "pos": pa.int32(), "strength": pa.float64()}
+
+
 @dataclass
 class _Rows:
-    """Rows for the four tables, columns as lists."""
+    """Rows for the four tables, as tuples in ``_COLUMNS`` order (one tuple per row: the cheapest to build)."""
 
-    names: dict[str, list] = field(default_factory=lambda: {c: [] for c in ("chunk_id", "name_key", "name", "type", "mentions")})
-    entities: dict[str, list] = field(default_factory=lambda: {c: [] for c in ("chunk_id", "document_id", "ord", "name_key", "name", "type")})
-    relations: dict[str, list] = field(default_factory=lambda: {c: [] for c in ("chunk_id", "document_id", "ord", "source_key", "target_key", "source", "target", "strength")})
-    texts: dict[str, list] = field(default_factory=lambda: {c: [] for c in ("chunk_id", "ord", "field", "pos", "fold", "text")})
-
-    def text(self, chunk_id: str, ord_: int, field_: str, parts: list[str]) -> None:
-        for pos, part in enumerate(parts):
-            for col, value in zip(("chunk_id", "ord", "field", "pos", "fold", "text"),
-                                  (chunk_id, ord_, field_, pos, part.casefold(), part)):
-                self.texts[col].append(value)
+    rows: dict[str, list[tuple]] = field(default_factory=lambda: {t: [] for t in _COLUMNS})
 
     def add(self, chunk_id: str, document_id: str, entities: Iterable[tuple], relations: Iterable[tuple]) -> None:
         """One record's rows, from its (name, type, description) entities and (source, target, keywords,
         description, strength) relations; ``ord`` is the 1-based position of the entry in its list."""
+        names, ents, rels, texts = (self.rows[t] for t in _COLUMNS)
         counts: Counter = Counter()
         explicit: set[str] = set()
         for i, (name, kind, description) in enumerate(entities, 1):
@@ -117,38 +118,36 @@ class _Rows:
             kind = _clean_type(kind)
             counts[(k, name, kind)] += 1
             explicit.add(k)
-            for col, value in zip(self.entities, (chunk_id, document_id, i, k, name, kind)):
-                self.entities[col].append(value)
-            self.text(chunk_id, i, ENTITY_DESCRIPTION, sentences(description))
+            ents.append((chunk_id, document_id, i, k, name, kind))
+            texts.extend((chunk_id, i, ENTITY_DESCRIPTION, pos, part.casefold(), part)
+                         for pos, part in enumerate(sentences(description)))
         implicit: dict[str, str] = {}
         for i, (source, target, keywords, description, strength) in enumerate(relations, 1):
             ks, kt = _key(source), _key(target)
             if not ks or not kt or ks == kt:
                 continue
-            for col, value in zip(self.relations, (chunk_id, document_id, i, ks, kt, source, target,
-                                                   1.0 if strength is None else float(strength))):
-                self.relations[col].append(value)
-            self.text(chunk_id, i, RELATION_KEYWORDS, keyword_parts(keywords))
-            self.text(chunk_id, i, RELATION_DESCRIPTION, sentences(description))
+            rels.append((chunk_id, document_id, i, ks, kt, source, target, 1.0 if strength is None else float(strength)))
+            texts.extend((chunk_id, i, RELATION_KEYWORDS, pos, part.casefold(), part)
+                         for pos, part in enumerate(keyword_parts(keywords)))
+            texts.extend((chunk_id, i, RELATION_DESCRIPTION, pos, part.casefold(), part)
+                         for pos, part in enumerate(sentences(description)))
             for k, name in ((ks, source), (kt, target)):
                 if k not in explicit:
                     implicit.setdefault(k, name)
         for k, name in implicit.items():
             counts[(k, name, FALLBACK_TYPE)] += 1
-        for (k, name, kind), n in counts.items():
-            for col, value in zip(self.names, (chunk_id, k, name, kind, n)):
-                self.names[col].append(value)
+        names.extend((chunk_id, k, name, kind, n) for (k, name, kind), n in counts.items())
 
     def insert(self, con: duckdb.DuckDBPyConnection) -> None:
-        types = {"ord": pa.int32(), "mentions": pa.int32(), "pos": pa.int32(), "strength": pa.float64()}
-        for table, cols in (("entity_names", self.names), ("entity_mentions", self.entities),
-                            ("relation_mentions", self.relations), ("mention_texts", self.texts)):
-            if not next(iter(cols.values())):
+        for table, columns in _COLUMNS.items():
+            rows = self.rows[table]
+            if not rows:
                 continue
-            batch = pa.table({c: pa.array(v, types.get(c, pa.string())) for c, v in cols.items()})
+            values = list(zip(*rows))
+            batch = pa.table({c: pa.array(v, _TYPES.get(c, pa.string())) for c, v in zip(columns, values)})
             con.register("_mentions_batch", batch)
             try:
-                names = ", ".join(cols)
+                names = ", ".join(columns)
                 con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _mentions_batch")
             finally:
                 con.unregister("_mentions_batch")

@@ -28,7 +28,7 @@ from pathrag_pipeline.index.extraction_stage import ExtractionStats, run_extract
 from pathrag_pipeline.ingest.folder_sync import SyncReport, sync_folder
 from pathrag_pipeline.llm.client import llm_from_settings
 from pathrag_pipeline.storage.run_lock import index_lock
-from pathrag_pipeline.storage.store import Store
+from pathrag_pipeline.storage.store import Store, usable_cores
 from pathrag_pipeline.index.triples_import import ImportStats, import_triples
 
 
@@ -115,6 +115,7 @@ def _graph_stage(settings: Settings, store: Store, *, triples: Path | None, run_
     llm = llm_from_settings(settings)
     extractor = extractor_from_settings(settings, llm, gleaning=settings.gleaning)
     extraction = run_extraction(store, extractor, max_concurrency=settings.llm_max_concurrency,
+                                processes=settings.extract_processes or usable_cores(),
                                 progress=progress, run_id=run_id, retry_failed=retry_failed)
     return GraphStage({"mode": "llm" if llm else "offline", "extractor": extractor.identity}, extraction, None)
 

@@ -497,7 +497,8 @@ LockNotice = Callable[[str], None]
 SQL_SESSION_PREFIX = "sql-"
 
 
-def _usable_cores() -> int:
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity), at least 1."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
@@ -671,7 +672,7 @@ class Store:
         if sandboxed:
             _remove_dead_sessions(self.temp_directory)
             spill = self.temp_directory / f"{SQL_SESSION_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            config.update(enable_external_access=False, temp_directory=str(spill), threads=_usable_cores())
+            config.update(enable_external_access=False, temp_directory=str(spill), threads=usable_cores())
         else:
             config["temp_directory"] = str(self.temp_directory)
         con = self._open(read_only, config, wait=wait)
