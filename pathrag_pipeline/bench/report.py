@@ -405,6 +405,9 @@ def scale_section(r: dict[str, Any]) -> str:
 
     for size in r.get("sizes", []):
         add(f"full index, {size['files']} files", size["size_mb"], size["full"], size.get("throughput"))
+        if size.get("one_process"):
+            add(f"full index, {size['files']} files, extraction in one process", size["size_mb"],
+                size["one_process"], None)
         if size.get("edit"):
             add(f"re-index after editing 1 file ({size['edit'].get('file')})", size["size_mb"], size["edit"], None)
     for name, label in (("big_txt", "one .txt file"), ("big_jsonl", "one JSONL file")):
@@ -425,6 +428,19 @@ def scale_section(r: dict[str, Any]) -> str:
         "to `PATHRAG_HOME/duckdb_tmp` past it.",
         md_table(cols, rows),
     ]
+    for size in r.get("sizes", []):
+        one, full = size.get("one_process") or {}, size["full"]
+        if one and "error" not in one and "error" not in full:
+            parts.append(
+                f"Both cores ({size['size_mb']} MB): the offline extractor ran in {full.get('extract_processes')} worker "
+                f"processes; the extraction stage took {full['seconds']['extraction']:.1f} s against "
+                f"{one['seconds']['extraction']:.1f} s in one process "
+                f"({one['seconds']['extraction'] / max(full['seconds']['extraction'], 1e-9):.2f}x), the whole build "
+                f"{full['seconds']['total']:.1f} s against {one['seconds']['total']:.1f} s "
+                f"({one['seconds']['total'] / max(full['seconds']['total'], 1e-9):.2f}x), with identical tables "
+                f"({full['graph'].get('entities')} / {full['graph'].get('relations')} entities / relations both ways). "
+                f"The largest worker peaked at {full.get('worker_peak_rss_mib', 0):.0f} MiB, outside the peak RSS column "
+                "(the indexing process).")
     for size in r.get("sizes", []):
         edit = size.get("edit") or {}
         if edit.get("merge_chunks_read") and not edit.get("error"):

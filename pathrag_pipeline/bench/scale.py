@@ -81,16 +81,19 @@ def generate_big_jsonl(path: Path, lines: int, seed: int = 17) -> int:
 
 # ---- one measurement in a child process ------------------------------------------------------------
 
-def _child(home: str, folder: str, queue) -> None:
+def _child(home: str, folder: str, queue, processes: int = 0) -> None:
     try:
         from pathrag_pipeline.bench.indexing import _settings, timed_index
 
-        settings = _settings(Path(home), Path(folder))
+        settings = _settings(Path(home), Path(folder), extract_processes=processes)
         report, seconds = timed_index(settings, Path(folder))
         x = report.extraction
         queue.put({
             "seconds": seconds,
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            # the largest extraction worker process (children of this one), 0 without workers
+            "worker_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
+            "extract_processes": x.processes if x else 0,
             "files": len(report.sync.plan.new) + len(report.sync.plan.changed),
             "files_failed": len(report.sync.failed),
             "documents_written": report.sync.documents_written,
@@ -110,11 +113,12 @@ def _child(home: str, folder: str, queue) -> None:
                    "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
 
 
-def measure_index(home: Path, folder: Path, timeout_s: float = 4 * 3600) -> dict[str, Any]:
-    """``run_indexing`` of ``folder`` into ``home`` in a fresh process: stage seconds, peak RSS, counts."""
+def measure_index(home: Path, folder: Path, timeout_s: float = 4 * 3600, processes: int = 0) -> dict[str, Any]:
+    """``run_indexing`` of ``folder`` into ``home`` in a fresh process: stage seconds, peak RSS, counts.
+    ``processes``: offline extraction worker processes (0: one per usable core, the default)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(str(home), str(folder), queue))
+    proc = ctx.Process(target=_child, args=(str(home), str(folder), queue, processes))
     proc.start()
     try:
         result = queue.get(timeout=timeout_s)
@@ -172,6 +176,13 @@ def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction:
         results["sizes"].append(entry)
         save()
         log(f"  {json.dumps({k: full.get(k) for k in ('seconds', 'peak_rss_mib', 'error')})}")
+        if mb != size_mb and "error" not in full and full.get("extract_processes", 1) > 1:
+            # the same build in one process: the speedup the worker processes give (issue 23)
+            log(f"the same build with extraction in one process (load {_load()})")
+            shutil.rmtree(home, ignore_errors=True)
+            entry["one_process"] = measure_index(home, folder, processes=1)
+            results["loads"].append(_load())
+            save()
         if mb == size_mb and "error" not in full:
             victim = sorted(folder.rglob("*.txt"))[0]
             victim.write_text(victim.read_text() + "\nAn added line: Vera Quist moved to Carrick in 1901.\n")
