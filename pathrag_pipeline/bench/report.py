@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import statistics
 import platform
 import tempfile
 import time
@@ -408,8 +409,8 @@ def scale_section(r: dict[str, Any]) -> str:
         if size.get("one_process"):
             add(f"full index, {size['files']} files, extraction in one process", size["size_mb"],
                 size["one_process"], None)
-        if size.get("edit"):
-            add(f"re-index after editing 1 file ({size['edit'].get('file')})", size["size_mb"], size["edit"], None)
+        for edit in size.get("edits") or ([size["edit"]] if size.get("edit") else []):
+            add(f"re-index after editing 1 file ({edit.get('file')})", size["size_mb"], edit, None)
     for name, label in (("big_txt", "one .txt file"), ("big_jsonl", "one JSONL file")):
         if r.get(name):
             extra = f", {r[name]['jsonl_lines']:,} lines" if r[name].get("jsonl_lines") else ""
@@ -442,6 +443,12 @@ def scale_section(r: dict[str, Any]) -> str:
                 f"The largest worker peaked at {full.get('worker_peak_rss_mib', 0):.0f} MiB, outside the peak RSS column "
                 "(the indexing process).")
     for size in r.get("sizes", []):
+        edits = [e for e in size.get("edits") or [] if "error" not in e]
+        if edits:
+            totals = sorted(e["seconds"]["total"] for e in edits)
+            parts.append(f"One-file edits at {size['size_mb']} MB / {size['files']:,} files, {len(edits)} in a row: "
+                         f"median **{statistics.median(totals):.2f} s** total (each: "
+                         f"{', '.join(f'{t:.2f}' for t in (e['seconds']['total'] for e in edits))} s).")
         edit = size.get("edit") or {}
         if edit.get("merge_chunks_read") and not edit.get("error"):
             parts.append(

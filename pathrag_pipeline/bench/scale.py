@@ -28,6 +28,7 @@ from pathrag_pipeline.bench.ingest import _document
 Log = Callable[[str], None]
 MB = 1_000_000
 STAGES = ("ingest", "extraction", "merge", "embeddings")
+EDITS = 3
 
 
 def _quiet(_: str) -> None:
@@ -184,13 +185,17 @@ def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction:
             results["loads"].append(_load())
             save()
         if mb == size_mb and "error" not in full:
-            victim = sorted(folder.rglob("*.txt"))[0]
-            victim.write_text(victim.read_text() + "\nAn added line: Vera Quist moved to Carrick in 1901.\n")
-            log(f"re-index after editing {victim.relative_to(folder)} (load {_load()})")
-            entry["edit"] = measure_index(home, folder)
-            entry["edit"]["file"] = victim.relative_to(folder).as_posix()
-            results["loads"].append(_load())
-            save()
+            # EDITS one-file edits in a row, each its own run: the first is reported in the table, all in "edits"
+            entry["edits"] = []
+            for i, victim in enumerate(sorted(folder.rglob("*.txt"))[:EDITS]):
+                victim.write_text(victim.read_text() + f"\nAn added line: Vera Quist moved to Carrick in {1901 + i}.\n")
+                log(f"re-index after editing {victim.relative_to(folder)} (load {_load()})")
+                edit = measure_index(home, folder)
+                edit["file"] = victim.relative_to(folder).as_posix()
+                entry["edits"].append(edit)
+                entry.setdefault("edit", edit)
+                results["loads"].append(_load())
+                save()
         if not keep:
             shutil.rmtree(home, ignore_errors=True)
             shutil.rmtree(folder, ignore_errors=True)
