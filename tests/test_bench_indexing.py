@@ -179,11 +179,18 @@ def test_cli_indexing_prints_json_and_rejects_bad_sizes(tmp_path: Path) -> None:
     from pathrag_pipeline.cli.bench import indexing, query
 
     runner = CliRunner()
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text("# Benchmarks\n\n## Key figures\n\n- Offline full index of 9 documents: 1.00 s; old.\n- Other.\n\n"
+                    "## Indexing, offline\n\nold figures\n\n## Next\n\nkept\n")
     result = runner.invoke(indexing, ["--docs", "12", "--repeats", "1", "--edits", "1", "--llm-docs", "0",
-                                      "--no-musique", "--workdir", str(tmp_path), "--json"])
+                                      "--no-musique", "--workdir", str(tmp_path / "w"), "--json",
+                                      "--update-docs", str(docs)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert set(data) == {"offline"} and data["offline"]["documents"] == 12
+    text = docs.read_text()   # the section and its key figure replaced, the rest kept
+    assert "old figures" not in text and "- Offline full index of 12 documents:" in text and "old." not in text
+    assert "- Other." in text and text.index("## Indexing, offline") < text.index("## Next") and "kept" in text
     bad = runner.invoke(indexing, ["--docs", "0"])
     assert bad.exit_code == 2 and "--docs 0" in bad.output
     assert runner.invoke(query, ["--rounds", "0"]).exit_code == 2

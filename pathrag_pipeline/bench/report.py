@@ -151,6 +151,11 @@ def ingest_section(result: dict[str, Any], sizes: ReportSizes) -> str:
     ])
 
 
+def offline_key_figure(offline: dict[str, Any]) -> str:
+    return (f"Offline full index of {offline['documents']} documents: {_s(offline['full_s']['total'])} s; re-index "
+            f"after one edit {_s(offline['incremental_s']['total'])} s ({offline['ratio_full_to_incremental']}x).")
+
+
 def offline_section(r: dict[str, Any], sizes: ReportSizes) -> str:
     full, inc = r["full_s"], r["incremental_s"]
     rows = [[stage, _s(full[stage]), _s(inc[stage])] for stage in ("ingest", "extraction", "merge", "embeddings", "total")]
@@ -862,8 +867,7 @@ def _summary(ingest: dict, offline: dict, llm: dict, query: dict | None, paper: 
     items = [
         f"Ingest of {ingest['rows'][0]['documents']} documents: {ingest['rows'][0]['median s']} s; "
         f"re-ingest after one change {ingest['rows'][1]['median s']} s ({ingest['ratio_full_to_incremental']}x).",
-        f"Offline full index of {offline['documents']} documents: {_s(offline['full_s']['total'])} s; re-index after "
-        f"one edit {_s(offline['incremental_s']['total'])} s ({offline['ratio_full_to_incremental']}x).",
+        offline_key_figure(offline),
     ]
     if llm["builds"]:
         b = llm["builds"][0]

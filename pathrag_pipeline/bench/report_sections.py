@@ -52,3 +52,10 @@ def splice(markdown_path: Path, heading: str, section: str, before: str | None =
     else:
         text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + body
     markdown_path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+
+
+def replace_key_figure(markdown_path: Path, starts_with: str, line: str) -> None:
+    """Replace the "Key figures" bullet that starts with ``starts_with`` by ``line`` (nothing when absent)."""
+    text = markdown_path.read_text(encoding="utf-8")
+    text = re.sub(rf"^- {re.escape(starts_with)}.*$", lambda _: f"- {line}", text, count=1, flags=re.M)
+    markdown_path.write_text(text, encoding="utf-8")

@@ -97,15 +97,18 @@ def _print_indexing(result: dict) -> None:
 @click.option("--no-musique", is_flag=True, help="Skip the musique-100 triples import.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where to generate corpora and indexes (default: a temp dir).")
+@_update_docs_option
 @click.option("--json", "as_json", is_flag=True)
 def indexing(n_docs: int, llm_docs: int | None, repeats: int, edits: int, musique_dir: Path, no_musique: bool,
-             workdir: Path | None, as_json: bool) -> None:
-    """Full and incremental indexing: offline stage times, LLM call accounting, musique-100 triples import."""
+             workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
+    """Full and incremental indexing: offline stage times, LLM call accounting, musique-100 triples import.
+    ``--update-docs`` replaces the report's "Indexing, offline" section and its key-figures line with this run's."""
     if n_docs < 1 or repeats < 1 or edits < 1:
         raise click.UsageError(f"--docs {n_docs}, --repeats {repeats} and --edits {edits} must be at least 1")
     from pathrag_pipeline.bench.indexing import llm_bench, musique_bench, offline_bench
 
     log = _log(as_json)
+    started = time.perf_counter()
     base = Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-indexing-"))
     result = {"offline": offline_bench(n_docs, repeats=repeats, edits=edits, workdir=base / "offline", log=log)}
     if llm_docs != 0:
@@ -114,6 +117,18 @@ def indexing(n_docs: int, llm_docs: int | None, repeats: int, edits: int, musiqu
         result["musique"] = musique_bench(musique_dir, workdir=base / "musique", log=log)
         if result["musique"] is None:
             log(f"musique-100 not found at {musique_dir}: skipped")
+    if update_docs is not None:
+        from pathrag_pipeline.bench.report import ReportSizes, offline_key_figure, offline_section
+        from pathrag_pipeline.bench.report_sections import replace_key_figure, splice
+
+        from pathrag_pipeline.bench.report import machine_info
+
+        sizes = ReportSizes(index_docs=n_docs, index_repeats=repeats, index_edits=edits)
+        m = machine_info()
+        stamp = (f"_Measured {m['date']}, {m['cpu']}, {m['usable_cores']} cores, {m['memory_gib']} GiB, Python "
+                 f"{m['python']}; `pathrag bench indexing` ran {time.perf_counter() - started:.0f} s._")
+        splice(update_docs, "Indexing, offline", offline_section(result["offline"], sizes) + "\n\n" + stamp)
+        replace_key_figure(update_docs, "Offline full index of", offline_key_figure(result["offline"]))
     if as_json:
         click.echo(json.dumps(result, indent=1))
     else:
