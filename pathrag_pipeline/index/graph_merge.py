@@ -563,6 +563,17 @@ def _with_descriptions(out: dict[str, list], descriptions: _Descriptions, field:
     return out["description"]
 
 
+def _described(base: pa.Table, description: list[str], **between: pa.Array) -> dict[str, pa.Array]:
+    """The columns every merged entity and relation ends with: its description, then (after ``between``) how
+    often it was extracted and from where."""
+    return {"description": pa.array(description, pa.string()),
+            "description_tokens": pa.array([count_tokens(d) for d in description], pa.int32()),
+            **between,
+            "mention_count": base.column("mention_count"),
+            "source_chunk_ids": base.column("source_chunk_ids"),
+            "document_ids": base.column("document_ids")}
+
+
 def _entity_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions) -> pa.Table:
     base = _provenance(con)
     keys = base.column("key").to_pylist()
@@ -579,11 +590,7 @@ def _entity_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions) ->
         "entity_key": base.column("key"),
         "name": pa.array(out["name"], pa.string()),
         "type": pa.array(out["type"], pa.string()),
-        "description": pa.array(description, pa.string()),
-        "description_tokens": pa.array([count_tokens(d) for d in description], pa.int32()),
-        "mention_count": base.column("mention_count"),
-        "source_chunk_ids": base.column("source_chunk_ids"),
-        "document_ids": base.column("document_ids"),
+        **_described(base, description),
     })
 
 
@@ -612,12 +619,7 @@ def _relation_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions) 
         "src_key": base.column("src_key"),
         "tgt_key": base.column("tgt_key"),
         "keywords": pa.array(out["keywords"], pa.string()),
-        "description": pa.array(description, pa.string()),
-        "description_tokens": pa.array([count_tokens(d) for d in description], pa.int32()),
-        "strength": pa.array(out["strength"], pa.float64()),
-        "mention_count": base.column("mention_count"),
-        "source_chunk_ids": base.column("source_chunk_ids"),
-        "document_ids": base.column("document_ids"),
+        **_described(base, description, strength=pa.array(out["strength"], pa.float64())),
     })
 
 
