@@ -426,8 +426,9 @@ def scale_section(r: dict[str, Any]) -> str:
         "## Scale",
         _reproduce(cmd),
         "A deterministic generated corpus (the English-like prose with named entities of `pathrag bench ingest`, "
-        ".txt and .md files of about equal size) indexed offline from scratch by `run_indexing` at two sizes; then "
-        "one file of the larger corpus edited and re-indexed; then one large .txt file and one large JSONL file on "
+        ".txt and .md files of about equal size) indexed offline from scratch by `run_indexing` at two sizes (the smaller "
+        "also with its extraction in one process); then three files of the larger corpus edited and re-indexed one at "
+        "a time; then one large .txt file and one large JSONL file on "
         "their own. Each measurement runs in a fresh child process and reports that process's peak resident "
         "memory (`ru_maxrss`). Per stage: seconds, MB of input text per second and chunks per second (chunks "
         "written by the ingest). DuckDB runs with `PATHRAG_DUCKDB_MEMORY_LIMIT` at its default (2GB) and spills "
@@ -443,8 +444,9 @@ def scale_section(r: dict[str, Any]) -> str:
                 f"{one['seconds']['extraction']:.1f} s in one process "
                 f"({one['seconds']['extraction'] / max(full['seconds']['extraction'], 1e-9):.2f}x), the whole build "
                 f"{full['seconds']['total']:.1f} s against {one['seconds']['total']:.1f} s "
-                f"({one['seconds']['total'] / max(full['seconds']['total'], 1e-9):.2f}x), with identical tables "
-                f"({full['graph'].get('entities')} / {full['graph'].get('relations')} entities / relations both ways). "
+                f"({one['seconds']['total'] / max(full['seconds']['total'], 1e-9):.2f}x); the same "
+                f"{full['graph'].get('entities')} / {full['graph'].get('relations')} entities / relations both ways (that "
+                "the tables are identical is checked by tests/test_extraction_stage.py). "
                 f"The largest worker peaked at {full.get('worker_peak_rss_mib', 0):.0f} MiB, outside the peak RSS column "
                 "(the indexing process).")
     for size in r.get("sizes", []):
