@@ -424,10 +424,12 @@ _COMPARED = {
 }
 
 
-MERGE_BATCH_ROWS = 200_000
+MERGE_BATCH_ROWS = 2_000_000
 """Mentions aggregated at a time: the merge walks the keys in batches of about this many mention rows. DuckDB
-counts, ranks and lists them; Python sees per key its distinct names and types and at most
-``max_description_tokens + 1`` ranked sentences, so its memory is bounded by the batch, not the corpus."""
+counts, ranks and lists them (within its memory limit, spilling past it); Python sees per key its distinct
+names and types and at most ``max_description_tokens + 1`` ranked sentences, plus one float per relation mention
+(strengths, summed exactly), so its memory is bounded by the batch, not the corpus. Each batch scans the mention
+tables again, so fewer, larger batches are faster: 200,000 made a one-file edit at 100 MB walk 15 batches."""
 
 
 def _write(con: duckdb.DuckDBPyConnection, table: str, key_col: str, rows: pa.Table) -> int:
