@@ -59,7 +59,7 @@ def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: 
                 "completion_tokens": x.completion_tokens, "cache_hits": x.cache_hits,
                 "cache_hit_rate": round(x.cache_hit_rate, 3), "failed_chunks": x.failed,
                 "empty_chunks": x.empty, "trimmed_chunks": x.trimmed, "summary_calls": x.summary_calls,
-                "given_up_chunks": x.given_up}
+                "given_up_chunks": x.given_up, "extract_processes": x.processes}
         for err in x.errors:
             context.log.warning(f"extraction failed: {err}")
     with store.connect(read_only=True) as con:

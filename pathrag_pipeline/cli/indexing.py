@@ -54,6 +54,7 @@ def _print_index(report, settings: Settings) -> None:
                                    + (f", {x.trimmed} trimmed to the per-chunk cap" if x.trimmed else "")
                                    + (f", {x.given_up} left alone after failing 3 runs in a row (--retry-failed "
                                       "retries them)" if x.given_up else "")
+                                   + (f" in {x.processes} worker processes" if x.processes > 1 else "")
                                    + f"; {x.calls} LLM calls, {x.prompt_tokens + x.completion_tokens} tokens"))
         if x.failed:
             # each failure was printed once as it happened (the extraction stage's warning line); not again here
