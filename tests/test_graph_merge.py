@@ -151,6 +151,9 @@ def test_summaries_are_cached_by_input(con):
     apply_chunk_changes(con, [], [records[0]], summarise, max_description_tokens=40)   # back to the old input
     assert len(summarise.calls) == 4
     assert entity(con, "port aster")["description"] == "Summary of Port Aster: 6 descriptions."
+    # offline (no summariser) the cached summaries still apply: the merge looks them up whenever any exist
+    merge_keys(con, None, None, max_description_tokens=40)
+    assert entity(con, "port aster")["description"] == "Summary of Port Aster: 6 descriptions."
 
 
 def test_offline_descriptions_are_cut_to_the_budget(con):

@@ -359,6 +359,13 @@ class _Descriptions:
                  model: str | None, stats: MergeStats):
         self.con, self.summarise, self.max_tokens, self.model, self.stats = con, summarise, max_tokens, model, stats
         self.pending: dict[int, tuple[str, str, str]] = {}   # slot -> (kind, name, key)
+        self._summaries_exist: bool | None = None
+
+    def _any_summary(self) -> bool:
+        if self._summaries_exist is None:
+            self._summaries_exist = bool(self.con.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM description_summaries LIMIT 1)").fetchall()[0][0])
+        return self._summaries_exist
 
     def merge(self, slot: int, kind: str, name: str, ranked: list[str], key: str) -> str:
         """The merged text of one key from its ranked distinct sentences; over budget, the slot is queued
@@ -372,6 +379,11 @@ class _Descriptions:
         """Summaries for the over-budget slots: cached, freshly made, or (offline) none, keeping the cut text.
         ``distinct_of(keys)`` gives each key's distinct whole descriptions, ranked: the summariser's input."""
         if not self.pending:
+            return {}
+        if self.summarise is None and not self._any_summary():
+            # offline, in a home no summary was ever made for: no summary can apply, so the cut text stays and
+            # the summariser's input (every distinct description of the key) is not gathered
+            self.pending.clear()
             return {}
         distinct = distinct_of(sorted({key for _, _, key in self.pending.values()}))
         pending = {slot: (_summary_hash(kind, name, distinct.get(key, []), self.max_tokens), kind, name,
