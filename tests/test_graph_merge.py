@@ -221,7 +221,7 @@ def test_a_failure_inside_keys_for_chunks_is_not_masked_by_the_temp_table_cleanu
             keys_for_chunks(con, ["c1"])
     with pytest.raises(duckdb.InvalidInputException, match="out of memory stand-in"):
         with transaction(con):
-            merge_keys(con, {"a"}, set(), changed_chunk_ids=["c1"])
+            merge_keys(con, {"a"}, set())
     # after the rollback the connection works and no temp table is left behind
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name LIKE '_gm_%'").fetchone()[0] == 0
 

@@ -283,7 +283,7 @@ def merge_dirty(con: duckdb.DuckDBPyConnection, summarise: Summarise | None = No
         if isinstance(summarise, DeferredSummaries):
             summarise.entity_keys |= entity_keys
             summarise.relation_keys |= relation_keys
-        stats = merge_keys(con, entity_keys, relation_keys, changed_chunk_ids=dirty["chunks"], summarise=summarise,
+        stats = merge_keys(con, entity_keys, relation_keys, summarise=summarise,
                            max_description_tokens=max_description_tokens, summary_model=summary_model)
         con.execute("DELETE FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])
     return stats

@@ -8,8 +8,7 @@ deleting the ones no longer mentioned, so an incremental update gives the same t
     before = keys_for_chunks(con, changed)     # what the old records of the changed chunks mentioned
     ... delete / replace those records ...
     after = keys_for_chunks(con, changed)      # what their new records mention
-    merge_keys(con, before_entities | after_entities, before_relations | after_relations,
-               changed_chunk_ids=changed)
+    merge_keys(con, before_entities | after_entities, before_relations | after_relations)
 
 An incremental merge reads only the mentions of the touched keys, from the mention tables that
 ``write_records`` keeps in step with the records (``mention_index``), so an edit parses only its own records
@@ -644,7 +643,7 @@ def _merge_relations(con, full: bool, descriptions: _Descriptions) -> tuple[int,
 
 
 def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, relation_keys: set[str] | None, *,
-               changed_chunk_ids: Iterable[str] = (), summarise: Summarise | None = None,
+               summarise: Summarise | None = None,
                max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS,
                summary_model: str | None = None) -> MergeStats:
     """Recompute these entity and relation keys from the current ok extraction records.
@@ -657,7 +656,6 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
 
     An incremental merge reads only the mentions of the touched keys from the mention tables
     (``mention_index``), never an extraction record, so its cost follows the touched keys, not the corpus.
-    ``changed_chunk_ids`` is accepted for callers written before the mention tables and not needed.
     """
     if max_description_tokens < 1:
         raise ValueError(f"max_description_tokens={max_description_tokens} must be at least 1")
@@ -736,8 +734,8 @@ def apply_chunk_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: Itera
         write_records(con, upsert_records)
         written = {r.chunk_id for r in upsert_records}
         after_e, after_r = keys_for_chunks(con, written)
-        return merge_keys(con, before_e | after_e, before_r | after_r, changed_chunk_ids=written,
-                          summarise=summarise, max_description_tokens=max_description_tokens)
+        return merge_keys(con, before_e | after_e, before_r | after_r, summarise=summarise,
+                          max_description_tokens=max_description_tokens)
 
 
 def new_alias_candidates(store, *, string_threshold: float = 0.95,
