@@ -151,6 +151,12 @@ def ingest_section(result: dict[str, Any], sizes: ReportSizes) -> str:
     ])
 
 
+def machine_stamp(machine: dict[str, Any]) -> str:
+    """When and on what a section was measured (its _Measured_ line)."""
+    return (f"{machine['date']}, {machine['cpu']}, {machine['usable_cores']} cores, {machine['memory_gib']} GiB, "
+            f"Python {machine['python']}")
+
+
 def offline_key_figure(offline: dict[str, Any]) -> str:
     return (f"Offline full index of {offline['documents']} documents: {_s(offline['full_s']['total'])} s; re-index "
             f"after one edit {_s(offline['incremental_s']['total'])} s ({offline['ratio_full_to_incremental']}x).")
@@ -948,8 +954,7 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
 
     end_load = _load_average()
     minutes = (time.perf_counter() - started) / 60
-    stamp = (f"{machine['date']}, {machine['cpu']}, {machine['usable_cores']} cores, {machine['memory_gib']} GiB, "
-             f"Python {machine['python']}")
+    stamp = machine_stamp(machine)
 
     def measured(text: str, seconds: float) -> str:
         return f"{text}\n\n_Measured {stamp}; this section ran {seconds:.0f} s._"

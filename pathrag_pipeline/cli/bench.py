@@ -35,6 +35,12 @@ _update_docs_option = click.option(
 _json_option = click.option("--json", "as_json", is_flag=True)
 
 
+def _dataset_option(files: str):
+    """``--dataset``: an existing dataset folder holding ``files``, musique-100 by default."""
+    return click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+                        default=MUSIQUE, show_default=True, help=f"Dataset folder ({files}).")
+
+
 def _publish(section: str, heading: str, update_docs: Path | None, as_json: bool, json_text: str,
              before: str | None = None) -> None:
     """A long benchmark's output: its ``## heading`` section spliced into ``update_docs`` (when given), then
@@ -118,15 +124,14 @@ def indexing(n_docs: int, llm_docs: int | None, repeats: int, edits: int, musiqu
         if result["musique"] is None:
             log(f"musique-100 not found at {musique_dir}: skipped")
     if update_docs is not None:
-        from pathrag_pipeline.bench.report import ReportSizes, offline_key_figure, offline_section
+        from pathrag_pipeline.bench.report import (
+            ReportSizes, machine_info, machine_stamp, offline_key_figure, offline_section,
+        )
         from pathrag_pipeline.bench.report_sections import replace_key_figure, splice
 
-        from pathrag_pipeline.bench.report import machine_info
-
         sizes = ReportSizes(index_docs=n_docs, index_repeats=repeats, index_edits=edits)
-        m = machine_info()
-        stamp = (f"_Measured {m['date']}, {m['cpu']}, {m['usable_cores']} cores, {m['memory_gib']} GiB, Python "
-                 f"{m['python']}; `pathrag bench indexing` ran {time.perf_counter() - started:.0f} s._")
+        stamp = (f"_Measured {machine_stamp(machine_info())}; `pathrag bench indexing` ran "
+                 f"{time.perf_counter() - started:.0f} s._")
         splice(update_docs, "Indexing, offline", offline_section(result["offline"], sizes) + "\n\n" + stamp)
         replace_key_figure(update_docs, "Offline full index of", offline_key_figure(result["offline"]))
     if as_json:
@@ -561,8 +566,7 @@ def bench_kills(n_docs: int, workdir: Path | None, update_docs: Path | None, as_
 
 
 @bench.command("offline-width")
-@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
-              show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl with gold_ids).")
+@_dataset_option("corpus.jsonl, questions.jsonl with gold_ids")
 @_update_docs_option
 @_json_option
 def bench_offline_width(dataset_dir: Path, update_docs: Path | None, as_json: bool) -> None:
@@ -574,8 +578,7 @@ def bench_offline_width(dataset_dir: Path, update_docs: Path | None, as_json: bo
 
 
 @bench.command("quantized")
-@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
-              show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl with gold_ids).")
+@_dataset_option("corpus.jsonl, questions.jsonl with gold_ids")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the ONNX export and its int8 file go (default: a temp dir).")
 @_update_docs_option
@@ -600,8 +603,7 @@ def bench_quantized(dataset_dir: Path, cache: Path | None, update_docs: Path | N
               help="`pathrag ask` processes started at once.")
 @click.option("--single", type=click.IntRange(min=1), default=5, show_default=True,
               help="Asks run one at a time for the reference median.")
-@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
-              show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl, triples.jsonl).")
+@_dataset_option("corpus.jsonl, questions.jsonl, triples.jsonl")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the index lives (default: a temp dir).")
 @_update_docs_option
@@ -644,8 +646,7 @@ def bench_local_extraction(workdir: Path, modes: str, files: str, update_docs: P
 
 
 @bench.command("retrieval")
-@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
-              show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl, triples.jsonl).")
+@_dataset_option("corpus.jsonl, questions.jsonl, triples.jsonl")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Evaluate only the first N questions.")
 @click.option("--no-hop-check", is_flag=True,
               help="Skip the second check on the rows' single-hop sub-questions (an ORACLE decomposition: "
@@ -675,8 +676,7 @@ def bench_retrieval(dataset_dir: Path, limit: int | None, no_hop_check: bool, wo
 
 
 @bench.command("neuropath")
-@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=MUSIQUE,
-              show_default=True, help="Dataset folder (corpus.jsonl, questions.jsonl).")
+@_dataset_option("corpus.jsonl, questions.jsonl")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Evaluate only the first N questions.")
 @click.option("--minilm/--no-minilm", default=None,
               help="Also run with the MiniLM embedder (default: when the local-embeddings extra is installed).")

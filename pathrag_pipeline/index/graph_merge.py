@@ -558,10 +558,9 @@ def _merge_batched(con, full: bool, descriptions: _Descriptions, *, mentions: st
     mention names any more. Returns (written, deleted, unchanged, deleted keys)."""
     written = total = 0
     for b in _key_batches(con, mentions, key, full, scope):
-        con.execute(f"""CREATE OR REPLACE TEMP TABLE _gm_bm AS SELECT *, {key} AS key FROM {mentions}
-                        WHERE {key} IN (SELECT key FROM _gm_batch WHERE b = {b})""" if key != "key" else
-                    f"""CREATE OR REPLACE TEMP TABLE _gm_bm AS SELECT * FROM {mentions}
-                        WHERE key IN (SELECT key FROM _gm_batch WHERE b = {b})""")
+        alias = "" if key == "key" else f", {key} AS key"      # the batch's mentions always carry a ``key``
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _gm_bm AS SELECT *{alias} FROM {mentions}
+                        WHERE {key} IN (SELECT key FROM _gm_batch WHERE b = {b})""")
         rows = to_rows()
         written += _write(con, table, table_key, rows)
         total += rows.num_rows
