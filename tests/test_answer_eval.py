@@ -29,8 +29,10 @@ def reader(request: dict) -> str:
     the first gold answer that occurs in the prompt it was sent, else "unknown"."""
     system = request["messages"][0]["content"]
     user = request["messages"][-1]["content"]
-    if "keywords" in system.lower() and "Question:" in user:
+    if ("keywords" in system.lower() or "named entities" in system) and "Question:" in user:
         words = re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*", user.split("Question:", 1)[1])
+        if "named entities" in system:   # NeuroPath's key-entity prompt (the paper's Figure 13)
+            return json.dumps({"named_entities": words[:3]})
         return json.dumps({"low_level": words[:3], "high_level": ["location"]})
     line = re.search(r"Question: (.*)", user).group(1).strip()
     gold = next(q for q in QUESTIONS if q["question"] == line)["answers"][0]

@@ -28,6 +28,10 @@ def reader_and_judge(request: dict) -> str:
         first = re.search(r"^\[(\d+)\] ", request["messages"][-1]["content"], re.M)
         return json.dumps({"reasoning_chain": "the first path", "valid_paths": [int(first.group(1))] if first else [],
                            "paths_to_expand": [], "expansion_requirement": "", "continue_tracking": False})
+    if "select a set of valid clue paths" in request["messages"][0]["content"]:   # the paper's prompt, ids from 0
+        first = re.search(r"^(\d+): ", request["messages"][1]["content"], re.M)
+        return json.dumps({"current_chain": "the first path", "valid_ids": [int(first.group(1))] if first else [],
+                           "expansion_requirements": "", "need_expand_ids": [], "continue": 0})
     return reader(request)
 
 

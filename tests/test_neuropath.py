@@ -20,6 +20,7 @@ from pathrag_pipeline.query.neuropath_tracker import OFFLINE_TRACKER, TrackerSte
 from pathrag_pipeline.query.params import QueryParams
 from pathrag_pipeline.storage.store import Store
 from pathrag_pipeline.testing.openai_server import _word_count
+from pathrag_pipeline.text.names import name_key
 from tests.query_fixtures import build_tiny_index, chunk_id
 
 QUESTION = "Where was the founder of Aldermere University born?"
@@ -44,16 +45,20 @@ def _llm_settings(settings: Settings, server) -> Settings:
 
 def _kind(request) -> str:
     text = json.dumps(request["messages"])
-    if "tracking reasoning paths" in text:
+    if "tracking reasoning paths" in text or "select a set of valid clue paths" in text:
         return "tracker"
     if "keywords of a user" in text:
         return "keywords"
+    if "extract all named entities" in text:
+        return "entities"
     return "answer"
 
 
 def _candidates(request) -> dict[int, str]:
-    user = request["messages"][-1]["content"]
-    return {int(i): line for i, line in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)}
+    """The numbered paths of a tracker request: ``[1] ...`` (ours) or ``0: ...`` (the paper's)."""
+    user = request["messages"][1]["content"]
+    ours = {int(i): line for i, line in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)}
+    return ours or {int(i): line for i, line in re.findall(r"^(\d+): (.*)$", user, re.M)}
 
 
 def _id_of(request, *names: str) -> int:
@@ -78,6 +83,8 @@ class Scripted:
         self.kinds.append(kind)
         if kind == "keywords":
             reply = Keywords(low_level=self.keywords, high_level=["founder"]).model_dump_json()
+        elif kind == "entities":
+            reply = json.dumps({"named_entities": self.keywords})
         elif kind == "tracker":
             reply = self.steps.pop(0)(request)
         else:
@@ -91,6 +98,17 @@ def _step(valid, expand, requirement, go, chain="chain") -> Callable[[dict], str
         return json.dumps({"reasoning_chain": chain, "valid_paths": valid(request), "paths_to_expand": expand(request),
                            "expansion_requirement": requirement, "continue_tracking": go})
     return make
+
+
+def _paper_step(valid, expand, requirement, go, chain="chain") -> Callable[[dict], str]:
+    """A reply in the paper's JSON object (Figure 14): ids from 0."""
+    def make(request) -> str:
+        return json.dumps({"current_chain": chain, "valid_ids": valid(request), "expansion_requirements": requirement,
+                           "need_expand_ids": expand(request), "continue": int(go)})
+    return make
+
+
+OURS = {"np_variant": "ours"}   # the tests of our earlier tracker prompt (np_variant="ours")
 
 
 # ---- offline ------------------------------------------------------------------------------------------
@@ -128,7 +146,7 @@ def test_passage_ablations_rank_one_side_of_the_merge(settings):
     rag = PathRAG(settings, record=False)
     tracked = rag.query(QUESTION, "neuropath", np_passages="tracked")
     completion = rag.query(QUESTION, "neuropath", np_passages="completion")
-    fused = rag.query(QUESTION, "neuropath")
+    fused = rag.query(QUESTION, "neuropath", np_passages="fused")
     # the tracked paths never reach the bakery; the completion retrieval ranks every passage sharing a word
     assert chunk_id("kettle.md") not in tracked.chunk_ids and set(tracked.chunk_ids) <= set(fused.chunk_ids)
     assert set(completion.chunk_ids) <= set(fused.chunk_ids) and completion.params["np_passages"] == "completion"
@@ -173,7 +191,7 @@ def test_scripted_two_hop_tracking_stops_when_told_and_counts_match_the_server(s
               "Helena Voss founded Aldermere University and was born in Lindenholm"),
     ])
     openai_server.chat_responder = script
-    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath")
+    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath", **OURS)
 
     assert script.kinds == ["keywords", "tracker", "tracker", "answer"]
     assert openai_server.count("chat") == 4 and result.error is None
@@ -208,7 +226,7 @@ def test_a_tracker_asking_to_continue_past_the_cap_is_stopped_at_the_cap(setting
     go_on = _step(lambda r: [1], lambda r: list(_candidates(r)), "more", True)
     script = Scripted([go_on, go_on, go_on])
     openai_server.chat_responder = script
-    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath", np_max_hops=2)
+    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath", np_max_hops=2, **OURS)
     assert script.kinds.count("tracker") == 2 and len(script.steps) == 1
     assert result.tracking["stop_reason"] == "hop_cap" and len(result.tracking["hops"]) == 2
     assert result.tracking["hops"][-1]["continue"] is True
@@ -218,7 +236,7 @@ def test_token_budget_stops_tracking_before_the_next_call(settings, openai_serve
     script = Scripted([_step(lambda r: [1], lambda r: [1], "more", True)] * 3)
     openai_server.chat_responder = script
     # the keyword call alone spends more than 5 tokens: no tracker call is made
-    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath", np_token_budget=5)
+    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath", np_token_budget=5, **OURS)
     assert script.kinds == ["keywords", "answer"]
     assert result.tracking["stop_reason"] == "token_budget" and result.tracking["hops"] == []
     assert result.chunk_ids  # the completion retrieval still ranks passages
@@ -231,7 +249,7 @@ def test_malformed_tracker_output_is_reasked_once_then_fails_that_query_only(set
     script = Scripted([*bad, good])
     openai_server.chat_responder = script
     rag = PathRAG(_llm_settings(settings, openai_server))
-    failed, ok = rag.query_many([QUESTION, OTHER], "neuropath")
+    failed, ok = rag.query_many([QUESTION, OTHER], "neuropath", **OURS)
 
     assert script.kinds == ["keywords", "tracker", "tracker", "keywords", "tracker", "answer"]
     assert failed.answer_kind == "failed" and failed.answer == "" and failed.chunk_ids == []
@@ -250,7 +268,7 @@ def test_cli_ask_neuropath_json_and_failure_exit(settings, openai_server, monkey
     data = json.loads(out.output)
     assert data["tracking"]["tracker"] == OFFLINE_TRACKER and data["params"]["np_max_hops"] == 1
     text = CliRunner().invoke(ask, [QUESTION, "--mode", "neuropath"])
-    assert text.exit_code == 0 and "NeuroPath tracker offline:embedder+bm25" in text.output
+    assert text.exit_code == 0 and f"NeuroPath tracker {OFFLINE_TRACKER}" in text.output
 
     openai_server.chat_responder = Scripted([lambda r: "nope", lambda r: "still nope"])
     monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
@@ -300,7 +318,7 @@ def test_eval_retrieval_runs_neuropath_and_stores_its_cost(tmp_path):
     run = {**evaluation.to_dict(), "command": "pathrag eval retrieval --modes neuropath,path,bm25",
            "load_average": [1.0, 2.0]}
     section = markdown_section([run])
-    assert section.startswith("## NeuroPath retrieval") and "neuropath (offline tracker)" in section
+    assert section.startswith("## NeuroPath retrieval") and "neuropath (heuristic tracker)" in section
     assert "load average 1.0 at start, 2.0 at end" in section and "vs" in section
     report = tmp_path / "benchmarks.md"
     report.write_text("# Benchmarks\n\n## NeuroPath retrieval\n\nold figures\n\n## Other\n\nkept\n")
@@ -338,7 +356,8 @@ def test_union_merge_puts_every_tracked_passage_before_the_completion(settings):
     union = rag.query(QUESTION, "neuropath", np_passages="union")
     assert tracked.chunk_ids and completion.chunk_ids
     assert union.chunk_ids == list(dict.fromkeys([*tracked.chunk_ids, *completion.chunk_ids]))
-    fused = rag.query(QUESTION, "neuropath")   # our RRF merge interleaves them instead
+    assert union.params["np_passages"] == "union"   # the paper variant's own merge, the default
+    fused = rag.query(QUESTION, "neuropath", np_passages="fused")   # our RRF merge interleaves them instead
     assert set(fused.chunk_ids) == set(union.chunk_ids)
 
 
@@ -348,7 +367,7 @@ def test_a_tracker_answer_cut_at_the_cap_is_asked_again_briefly_and_counted(sett
     long = _step(lambda r: [1], lambda r: [], "", False, chain="because " * 1100)   # past the 1024-token cap
     script = Scripted([long, _step(lambda r: [1], lambda r: [], "", False)])
     openai_server.chat_responder = script
-    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath")
+    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath", **OURS)
 
     assert result.error is None and result.answer_kind == "llm"
     assert script.kinds == ["keywords", "tracker", "tracker", "answer"]
@@ -357,3 +376,125 @@ def test_a_tracker_answer_cut_at_the_cap_is_asked_again_briefly_and_counted(sett
     assert "at most 40 words" in trackers[1]["messages"][-1]["content"]
     hop = result.tracking["hops"][0]
     assert hop["calls"] == 2 and hop["completion_tokens"] >= 1024
+
+
+# ---- the paper's NeuroPath (np_variant="paper", the default; issue 24) ------------------------------------
+
+def _paper_request(openai_server, hop: int) -> str:
+    return [r.body for r in openai_server.requests_for("chat") if _kind(r.body) == "tracker"][hop - 1]["messages"][1]["content"]
+
+
+def test_paper_prompts_are_sent_verbatim_and_ids_count_from_zero(settings, openai_server):
+    from pathrag_pipeline.query.prompting import NEUROPATH_NER_PROMPT, NEUROPATH_PAPER_TRACKER_PROMPT
+
+    script = Scripted([_paper_step(lambda r: [_id_of(r, "Helena Voss")], lambda r: [], "", False)])
+    openai_server.chat_responder = script
+    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath")
+    assert script.kinds == ["entities", "tracker", "answer"] and result.error is None
+    requests = openai_server.requests_for("chat")
+    # instructor's JSON mode appends the response schema to the system message, after the paper's text
+    assert requests[0].body["messages"][0]["content"].startswith(NEUROPATH_NER_PROMPT)
+    assert requests[0].body["messages"][1]["content"] == f"Question: {QUESTION}\nOutput:"
+    tracker = requests[1].body["messages"]
+    assert tracker[0]["content"].startswith(NEUROPATH_PAPER_TRACKER_PROMPT)
+    user = tracker[1]["content"]
+    assert user.startswith(f"Query: {QUESTION}\nPaths:\n0: ") and user.endswith("\nOutput:\n")
+    # every hop-1 path is new, so expandable, its tag naming the path's far end
+    lines = _candidates(requests[1].body)
+    assert min(lines) == 0 and all("<expandable>: [" in line for line in lines.values())
+    founded = lines[_id_of(requests[1].body, "Helena Voss")]
+    assert "Aldermere University->" in founded and founded.endswith("<expandable>: [Helena Voss]")
+    assert result.params["np_variant"] == "paper" and result.keywords["low_level"] == ["Aldermere University"]
+    assert [p.nodes for p in result.paths] == [("Aldermere University", "Helena Voss")]
+
+
+def test_paper_tracker_rejudges_earlier_paths_and_keeps_only_the_last_valid_set(settings, openai_server):
+    """Eq. 4: the kept paths are shown again (first, untagged) with the new ones; a path the tracker does not
+    mark valid again at hop 2 is dropped, and the path documents are the last hop's valid paths'."""
+    script = Scripted([
+        _paper_step(lambda r: [_id_of(r, "Helena Voss"), _id_of(r, "Brackwater")], lambda r: [_id_of(r, "Helena Voss")],
+                    "where Helena Voss was born", True, "Aldermere University was founded by Helena Voss"),
+        _paper_step(lambda r: [_id_of(r, "Lindenholm")], lambda r: [], "", False, "born in Lindenholm"),
+    ])
+    openai_server.chat_responder = script
+    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath", np_passages="tracked")
+    assert script.kinds == ["entities", "tracker", "tracker", "answer"] and result.error is None
+    hop2 = _candidates(openai_server.requests_for("chat")[2].body)
+    # the two kept paths come first, without a tag; the new ones extend the path marked to expand, tagged
+    assert "<expandable>" not in hop2[0] and "<expandable>" not in hop2[1]
+    assert any("Brackwater" in line for line in (hop2[0], hop2[1]))
+    assert all("<expandable>" in line and line.startswith("Aldermere University->") for i, line in hop2.items() if i > 1)
+    # Brackwater was valid at hop 1 and not marked at hop 2: gone from the paths and the path documents
+    assert [p.nodes for p in result.paths] == [("Aldermere University", "Helena Voss", "Lindenholm")]
+    assert chunk_id("brackwater.md") not in result.chunk_ids
+    assert set(result.chunk_ids) == {chunk_id("aldermere.md"), chunk_id("voss.md")}
+    assert result.tracking["completion_query"] == f"{QUESTION} born in Lindenholm"
+
+
+def test_paper_expands_the_coreference_set_of_an_expandable_node_at_hop_2():
+    """Eq. 3: at hop 2 the expandable node's coreferent entities (name cosine >= threshold) are expanded too."""
+    from types import SimpleNamespace
+
+    # 0 Aldermere -(r0)- 1 Helena Voss ; 2 "H. Voss" -(r1)- 3 Lindenholm ; 1 -(r2)- 4 Tomas
+    src, tgt = [0, 2, 1], [1, 3, 4]
+    incident = {0: [0], 1: [0, 2], 2: [1], 3: [1], 4: [2]}
+    snapshot = SimpleNamespace(relation_src=src, relation_tgt=tgt, incident_relations=lambda n: incident[n])
+    names = neuropath._unit(np.array([[1, 0, 0], [0, 1, 0], [0, 0.99, 0.1], [0, 0, 1], [1, 1, 1]], dtype=np.float32))
+    start = neuropath._paper_start(snapshot, [0])
+    assert [p.steps for p in start] == [((0, 0, 1),)]
+    grown = neuropath._paper_expand(snapshot, start, names, 0.9, {p.rows for p in start})
+    assert {p.steps for p in grown} == {((0, 0, 1), (2, 1, 4)), ((0, 0, 1), (1, 2, 3))}
+    # without the coreference set (threshold above the pair's cosine) the join through "H. Voss" is not made
+    alone = neuropath._paper_expand(snapshot, start, names, 0.999, set())
+    assert {p.steps for p in alone} == {((0, 0, 1), (2, 1, 4))}
+
+
+def test_paper_pruning_ranks_new_paths_by_whole_path_similarity(settings, monkeypatch):
+    """Eq. 5: the top-k new paths by the cosine of the embedded whole path (not its newest triple) with the
+    requirement: a relation vector table that favours other triples must not change what is shown."""
+    from pathrag_pipeline.query import neuropath as np_mod
+
+    seen = []
+
+    class Spy(np_mod.OfflineTracker):
+        def judge(self, question, hop, reasoning, requirement, candidates, covered=()):
+            seen.append((requirement, list(candidates)))
+            return super().judge(question, hop, reasoning, requirement, candidates, covered)
+
+    monkeypatch.setattr(np_mod, "OfflineTracker", Spy)
+    monkeypatch.setattr(np_mod, "relation_vectors", lambda snap, keys, matrix, identity:
+                        np.random.default_rng(0).normal(size=(len(snap.relation_keys), matrix.shape[1])).astype(np.float32))
+    result = PathRAG(settings, record=False).query(QUESTION, "neuropath", np_candidates=1)
+    assert result.error is None and seen
+    rag = PathRAG(settings, record=False)
+
+    def similarities(requirement, texts):
+        vectors = np_mod._unit(np.asarray(rag.embedder.embed([requirement, *texts]), dtype=np.float32))
+        return vectors[1:] @ vectors[0]
+
+    for requirement, shown in seen:
+        new = [c for c in shown if c.expandable]
+        assert len(new) == 1
+        assert np.allclose(similarities(requirement, [c.text.replace("->", " ") for c in new]),
+                           [c.requirement_similarity for c in new], atol=1e-5)
+    # hop 1 had more new paths than the one shown: it is the most similar of all of them, path as a whole
+    hop1 = result.tracking["hops"][0]
+    assert hop1["candidates"] > 1 and hop1["shown"] == 1
+    snapshot = graph_cache.load_graph(Store(settings.duckdb_path))
+    seeds = [snapshot.node_of(name_key(n)) for n in result.tracking["seeds"]]
+    every = np_mod._paper_start(snapshot, seeds)
+    sims = similarities(QUESTION, [np_mod._similarity_text(snapshot, p) for p in every])
+    assert len(every) == hop1["candidates"]
+    assert seen[0][1][0].text == np_mod._paper_text(snapshot, every[int(np.argmax(sims))])
+
+
+def test_ours_variant_stays_reachable_with_its_own_defaults(settings):
+    rag = PathRAG(settings, record=False)
+    ours = rag.query(QUESTION, "neuropath", np_variant="ours")
+    paper = rag.query(QUESTION, "neuropath")
+    assert ours.params["np_variant"] == "ours" and ours.params["np_passages"] == "fused"
+    assert paper.params["np_variant"] == "paper" and paper.params["np_passages"] == "union"
+    # ours keeps every hop's valid paths (1- and 2-hop); the paper's keeps the last hop's valid set
+    assert {p.hops for p in ours.paths} == {1, 2}
+    with pytest.raises(ValueError, match="np_variant"):
+        QueryParams(np_variant="neuro").resolved()

@@ -84,18 +84,22 @@ def markdown_section(runs: list[dict[str, Any]] | None) -> str:
     first = runs[0]
     parts.append(
         f"{first['dataset']}, {first['questions']} questions; recall@k as in \"Retrieval recall\". `neuropath` is "
-        "NeuroPath (README, \"Query modes\"): key-entity seeds expanded by coreference sets, 2-hop path tracking "
-        "with 30 candidates per hop, post-retrieval completion. **With no LLM configured the tracker is the "
-        "offline one** (`offline:embedder+bm25`: the model's judgements replaced by the embedder's cosine and BM25 "
-        "support against the question, fused by RRF), so these rows measure the offline tracker, not the paper's "
-        "LLM tracker; its LLM calls and tokens are 0 by construction. `LLM tokens/q` counts keyword and tracking "
-        "calls (evaluation makes no answer call). Times are medians per query, end to end (keywords, seeds, "
-        "tracking, completion retrieval, passage fetch), not counting the one-off name embedding of the graph. "
-        "Nothing was tuned on musique-100: the paper's constants (2 hops, 30 candidates) and the offline "
-        "tracker's (5 valid paths, 3 expanded, 100 BM25 hits, RRF k=60, coreference cosine 0.8) were fixed "
-        "before the first run and not changed after it. Ablations: `neuropath:tracked` ranks only the tracked "
-        "paths' passages, `neuropath:completion` only the post-retrieval completion (question + reasoning chain + "
-        "requirement), `neuropath:1hop` stops tracking after one hop.")
+        "NeuroPath as its paper defines it (README, \"Query modes\"; `np_variant=\"paper\"`): key-entity seeds "
+        "expanded by coreference sets, 2-hop path tracking with the coreference sets of expandable nodes, 30 new "
+        "candidates per hop pruned by whole-path similarity, the valid paths re-judged every hop, and the union of "
+        "the last valid paths' passages with a dense completion. `neuropath:ours` is our earlier variant (seed-only "
+        "coreference, every hop's paths kept, newest-triple pruning, RRF merge with a BM25+dense completion). "
+        "**With no LLM configured the tracker is a heuristic, not NeuroPath's LLM** (`heuristic:embedder+bm25`: "
+        "the model's judgements replaced by the embedder's cosine and BM25 support against the question, fused "
+        "by RRF), and every such row says `(heuristic tracker)`; its LLM calls and tokens are 0 by construction. "
+        "`LLM tokens/q` counts key-entity and tracking calls (evaluation makes no answer call). Times are medians "
+        "per query, end to end (keywords, seeds, tracking, completion retrieval, passage fetch), not counting the "
+        "one-off name embedding of the graph. Nothing was tuned on musique-100: the paper's constants (2 hops, 30 "
+        "candidates, coreference cosine 0.8, top 5) and the heuristic tracker's (5 valid paths, 3 expanded, 100 "
+        "BM25 hits, RRF k=60) were fixed before the first run and not changed after it. Ablations: "
+        "`neuropath:tracked` ranks only the tracked paths' passages, `neuropath:completion` only the "
+        "post-retrieval completion (question + reasoning chain + requirement), `neuropath:fused` merges them by "
+        "RRF instead of the union, `neuropath:1hop` stops tracking after one hop.")
     for run in runs:
         graph = "triples (gpt-3.5 OpenIE)" if run["use_triples"] else f"offline extraction ({run['index'].get('extractor')})"
         loads = run.get("load_average") or []
@@ -105,10 +109,11 @@ def markdown_section(runs: list[dict[str, Any]] | None) -> str:
         rows = []
         for mode in [m for m in COMPARED if m in run["modes"]] + [m for m in run["modes"] if m not in COMPARED]:
             m = run["modes"][mode]
-            label = mode + (" (offline tracker)" if mode == "neuropath" and run["llm"] == "offline" else "")
-            rows.append([label, *[m.get(k) for k in keys], _f(m.get("median_ms"), 1),
+            label = mode + (f" ({m['note']})" if m.get("note") else "")
+            rows.append([label, *[m.get(k) for k in keys], m.get("mean_recall"), _delta(m), _f(m.get("median_ms"), 1),
                          _f(m.get("llm_calls", 0.0), 2), _f(m.get("llm_tokens", 0.0), 0), m.get("failed", 0)])
-        parts.append(md_table(["mode", *keys, "median ms", "LLM calls/q", "LLM tokens/q", "failed"], rows))
+        parts.append(md_table(["mode", *keys, "mean R", "Δ mean R [95% CI]", "median ms", "LLM calls/q",
+                               "LLM tokens/q", "failed"], rows))
         hop_rows = [[mode, f"{hops} ({f['questions']} q)", *[f.get(k) for k in keys]]
                     for mode in COMPARED for hops, f in run["modes"].get(mode, {}).get("by_hops", {}).items()]
         if hop_rows:
@@ -119,6 +124,16 @@ def markdown_section(runs: list[dict[str, Any]] | None) -> str:
         "passages) with GPT-4o-mini as tracker, against 41.8/55.5 for HippoRAG 2; musique-100 pools 1,890 "
         "passages and no LLM tracked paths here, so compare only like with like.")
     return "\n\n".join(parts)
+
+
+def _delta(m: dict[str, Any]) -> str:
+    """A row's paired difference in mean recall (over k) from its reference row (a neuropath ablation's: the
+    default ``neuropath``), with its 95% bootstrap interval and outcome."""
+    from pathrag_pipeline.evaluation.bootstrap import format_figures
+    from pathrag_pipeline.evaluation.retrieval_eval import MEAN_KEY
+
+    d = (m.get("delta") or {}).get(MEAN_KEY)
+    return f"{format_figures(d)} {d['outcome']} vs `{m['vs']}`" if d and m.get("vs") else ""
 
 
 def comparison(run: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ from pathrag_pipeline.query.params import (
     DEFAULT_TOKEN_BUDGET,
     DEFAULT_TOP_N,
     MODES,
+    NP_VARIANTS,
     ORDERINGS,
     PATH_POOLINGS,
     POOL_VARIANTS,
@@ -168,12 +169,15 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
               help="neuropath: LLM tokens for keywords and tracking of one query.")
 @click.option("--np-coref-threshold", type=click.FloatRange(0, 1, min_open=True), default=DEFAULT_NP_COREF_THRESHOLD,
               show_default=True, help="neuropath: name-embedding similarity of coreferent entities.")
+@click.option("--np-variant", type=click.Choice(NP_VARIANTS), default=QueryParams.np_variant, show_default=True,
+              help="neuropath: the paper's method (per-hop coreference, re-judged paths, whole-path pruning, "
+                   "union with a dense completion, its prompts) or our earlier variant.")
 @click.option("--local", is_flag=True,
               help="Answer in this process even when a query service (`pathrag serve`) runs for the home.")
 def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: float, theta: float | None,
         max_hops: int | None, variant: str, ordering: str, prompt_style: str, token_budget: int,
         excerpts: bool, path_pooling: str, pool_variant: str, np_max_hops: int, np_candidates: int,
-        np_token_budget: int, np_coref_threshold: float, local: bool) -> None:
+        np_token_budget: int, np_coref_threshold: float, np_variant: str, local: bool) -> None:
     """Answer QUESTION from the index; the query is logged in the queries/path_traces tables.
 
     When `pathrag serve` runs for the home with the same settings, the question goes to it (no start-up cost)."""
@@ -193,7 +197,7 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
                    ordering=ordering, prompt=prompt_style, token_budget=token_budget, excerpts=excerpts,
                    path_pooling=path_pooling, pool_variant=pool_variant, np_max_hops=np_max_hops,
                    np_candidates=np_candidates, np_token_budget=np_token_budget,
-                   np_coref_threshold=np_coref_threshold)
+                   np_coref_threshold=np_coref_threshold, np_variant=np_variant)
     if not local and _ask_service(settings, question, mode, options, as_json):
         return
     from pathrag_pipeline.llm.client import LLMError

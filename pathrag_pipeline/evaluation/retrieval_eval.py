@@ -83,11 +83,20 @@ BASELINES = {
 SAME_OFFLINE = {"bm25+dense": "bm25", "path:bm25_text": "path"}
 
 
+# A NeuroPath row whose paths the offline tracker judged: a heuristic, not the paper's LLM tracker (issue 24)
+HEURISTIC_TRACKER = "heuristic tracker"
+
+
 def offline_note(mode: str, semantic: bool, llm: bool = True) -> str:
     """'<mode> = <row> offline (embedder not semantic)' for a SAME_OFFLINE row without a semantic embedder; for an
-    LLM ablation without an LLM, that it equals its query mode."""
+    LLM ablation without an LLM, that it equals its query mode; for a NeuroPath row tracked without an LLM,
+    "heuristic tracker" (its tables read ``neuropath (heuristic tracker)``)."""
+    heuristic = mode.split(":")[0] == "neuropath" and (not llm or mode == "neuropath:offline_tracker")
     if not llm and mode in LLM_ABLATIONS:
-        return f"{mode} " + WITHOUT_LLM.format(mode=LLM_ABLATIONS[mode][0])
+        same = f"{mode} " + WITHOUT_LLM.format(mode=LLM_ABLATIONS[mode][0])
+        return f"{HEURISTIC_TRACKER}; {same}" if heuristic else same
+    if heuristic:
+        return HEURISTIC_TRACKER
     if semantic or mode not in SAME_OFFLINE:
         return ""
     return f"{mode} = {SAME_OFFLINE[mode]} offline (embedder not semantic)"
@@ -154,7 +163,8 @@ ABLATIONS = {
 }
 # NeuroPath ablations: what each half of its passage merge gives alone, and tracking cut to one hop.
 NEUROPATH_ABLATIONS = {
-    "neuropath:union": {"np_passages": "union"},             # the paper's merge: path documents, then completion
+    "neuropath:ours": {"np_variant": "ours"},                # our earlier variant (query/neuropath.py _track_ours)
+    "neuropath:fused": {"np_passages": "fused"},             # our RRF merge instead of the paper's union
     "neuropath:tracked": {"np_passages": "tracked"},         # the tracked paths' passages only
     "neuropath:completion": {"np_passages": "completion"},   # the post-retrieval completion only
     "neuropath:1hop": {"np_max_hops": 1},                    # one hop of tracking

@@ -41,10 +41,11 @@ from pathrag_pipeline.query.answering import Answer, Evidence, answer_with_llm, 
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.llm.embedding import Embedder, embedder_from_settings
 from pathrag_pipeline.query.graph_cache import GraphSnapshot, load_graph
-from pathrag_pipeline.query.keywords import Keywords, extract_keywords_offline
+from pathrag_pipeline.query.keywords import Keywords, NamedEntities, extract_keywords_offline
 from pathrag_pipeline.llm.client import LLMClient, LLMOutputError, Usage, llm_from_settings
 from pathrag_pipeline.index.offline_extraction import text_sentences
 from pathrag_pipeline.query.prompting import (
+    NEUROPATH_NER_PROMPT,
     PATH_SHARE,
     Excerpt,
     Passage,
@@ -53,6 +54,7 @@ from pathrag_pipeline.query.prompting import (
     Section,
     flat_prompt,
     lightrag_prompt,
+    neuropath_ner_message,
     neuropath_prompt,
     node_line,
     path_prompt,
@@ -245,7 +247,7 @@ class PathRAG:
         self.record = record
         self._vectors: VectorStore | None = None
         self._relation_rows: tuple[object, dict[str, int]] | None = None
-        self._keyword_memo: dict[str, tuple[Keywords, Usage]] = {}
+        self._keyword_memo: dict[str | tuple[str, str], tuple[Keywords, Usage]] = {}
 
     @property
     def vectors(self) -> VectorStore:
@@ -329,6 +331,31 @@ class PathRAG:
         if len(self._keyword_memo) >= KEYWORD_MEMO:
             self._keyword_memo.pop(next(iter(self._keyword_memo)))
         self._keyword_memo[question] = (keywords, result.usage)
+        return keywords, result.usage, False
+
+    def _key_entities(self, question: str, source: str = "auto") -> tuple[Keywords, Usage, bool]:
+        """NeuroPath's key entities (``np_variant="paper"``): with an LLM, the paper's NER prompt (Figure 13),
+        its ``named_entities`` as the low-level keywords; without one (or ``keywords="offline"``), the offline
+        keyword rules' low-level keywords stand in (a heuristic, like the offline tracker). Memoised per question
+        as the keywords are; an invalid answer falls back to the offline rules with a warning."""
+        if self.llm is None or source == "offline":
+            return extract_keywords_offline(question), Usage(), False
+        memo = self._keyword_memo.get(("ner", question))
+        if memo is not None:
+            return memo[0], memo[1], True
+        try:
+            result = self.llm.structured(
+                [{"role": "system", "content": NEUROPATH_NER_PROMPT},
+                 {"role": "user", "content": neuropath_ner_message(question)}], NamedEntities, stage="keywords")
+        except LLMOutputError as exc:
+            log.warning("NeuroPath key entities failed (%s); the offline keyword rules are used for this question",
+                        " ".join(str(exc).split())[:300])
+            return extract_keywords_offline(question), exc.usage, False
+        entities = [e.strip() for e in result.value.named_entities if e and e.strip()]
+        keywords = Keywords(low_level=entities, high_level=[]) if entities else extract_keywords_offline(question)
+        if len(self._keyword_memo) >= KEYWORD_MEMO:
+            self._keyword_memo.pop(next(iter(self._keyword_memo)))
+        self._keyword_memo[("ner", question)] = (keywords, result.usage)
         return keywords, result.usage, False
 
     def _check_vectors(self, table: str) -> None:
@@ -476,8 +503,12 @@ class PathRAG:
 
         text = question.strip()
         tokens: dict[str, dict[str, int]] = {}
+        paper = params.np_variant == "paper"
         with clock.stage("keywords"):
-            keywords, usage, memo = self._keywords(text, params.keywords)
+            if paper:   # the paper's key entities: its NER prompt (Figure 13) with an LLM
+                keywords, usage, memo = self._key_entities(text, params.keywords)
+            else:       # ours: LightRAG's low-level keywords
+                keywords, usage, memo = self._keywords(text, params.keywords)
         tokens["keywords"] = _usage(usage, memo)
         with clock.stage("graph"):
             snapshot = load_graph(self.store)
@@ -487,8 +518,11 @@ class PathRAG:
             rel_keys, rel_matrix = self.vectors.matrix("relations")
             relations = neuropath.relation_vectors(snapshot, rel_keys, rel_matrix, self.embedder.identity)
             lexical = chunk_index(self.store)
-            how = params.chunk_search_for("path")
-            semantic = how != "bm25" and is_semantic(self.embedder)
+            # the paper's completion is a dense retrieval (its reference code: the query + thought against the
+            # passage embeddings), with whatever embedder is configured (offline: the hashing one, a lexical
+            # cosine); ours: path mode's text search (BM25, fused with the embedder when it is semantic)
+            how = "vector" if paper and params.chunk_search == "auto" else params.chunk_search_for("path")
+            semantic = how == "vector" or (how != "bm25" and is_semantic(self.embedder))
             if semantic:
                 self._check_vectors("chunks")
             search = neuropath.completion_search(self.vectors if semantic else None, self.embedder, lexical, how)

@@ -29,6 +29,12 @@ class Keywords(BaseModel):
     )
 
 
+class NamedEntities(BaseModel):
+    """The JSON object of NeuroPath's key-entity prompt (its Figure 13): the named entities of the question."""
+
+    named_entities: list[str] = Field(default_factory=list)
+
+
 # Words that carry no content in a question: wh-words, auxiliaries, pronouns, determiners, prepositions.
 _STOPWORDS = frozenset("""
 a an the this that these those what which who whom whose when where why how is was are were be been being

@@ -1,29 +1,39 @@
 """NeuroPath (Li et al., 2025): goal-directed path tracking over the graph, then post-retrieval completion.
 
-One ``neuropath`` query (``PathRAG.query(q, "neuropath")``) runs:
+One ``neuropath`` query (``PathRAG.query(q, "neuropath")``) runs one of two variants (``np_variant``):
 
-1. **Seeds.** The question's key entities (the LLM's low-level keywords, or the offline keyword extractor's)
-   are matched to entities by *name-only* embeddings (an exact name match first), and each match is expanded by
-   its **coreference set**: the entities whose name embedding has cosine >= ``np_coref_threshold`` with it (at
-   most ``COREF_MAX``). Name vectors are computed once per graph version and embedder and cached in memory
-   and under ``PATHRAG_HOME/cache``.
-2. **Dynamic path tracking**, up to ``np_max_hops`` hops (2 by default): the kept paths (at hop 1 the seeds)
-   are expanded by their adjacent triples; the candidates are pruned to the top ``np_candidates`` (30) by the
-   cosine between the new triple's vector (the ``relations`` vectors of the index) and the previous hop's
-   expansion requirement (at hop 1 the question); the tracker (``neuropath_tracker``: the LLM, or offline
-   the embedder + BM25 scorer) returns the reasoning chain, the valid paths, the paths to expand, the expansion
-   requirement and whether to continue. Tracking stops when the tracker says so, when nothing is left to
-   expand, at the hop cap, or when the query's LLM tokens reach ``np_token_budget`` (checked before each
-   tracker call; a call in flight is never cut).
-3. **Post-retrieval completion**: a second text retrieval (BM25, fused with the embedder when it is semantic)
-   for the question plus the last reasoning chain and expansion requirement, merged by reciprocal rank fusion
-   (k=60) with the tracked paths' passages (deepest paths first, each path's triples in order). The RRF merge
-   is **our departure** (``np_passages="fused"``, the default the published figures measured): the paper takes
-   the union ``D_ret = D_p ∪ D_e`` (002_0d443a49977e0766.txt, Sec. 3.4 and Algorithm 1 lines 28-32), which for a
-   ranked list we read as the path documents first, then the completion's (``np_passages="union"``).
+**"paper" (the default, issue 24): the method of the paper** (``../shared/papers/002_0d443a49977e0766.txt``,
+Sec. 3.3-3.4, Algorithm 1, Appendix I), read against its reference code where the text leaves a choice open
+(:func:`_track_paper` says where):
 
-Every hop's judgement (reasoning chain, expansion requirement, ids, calls and tokens) is returned for the query
-log (``queries.tracking``); the tracked paths become the query's ``path_traces``.
+1. **Key entities** from the paper's NER prompt (Figure 13) with an LLM; without one, the offline keyword rules'
+   low-level keywords stand in. Each is matched to its nearest entity by *name-only* embeddings (an exact name
+   match first) and expanded by its **coreference set** (Eq. 1-2: the at most ``COREF_MAX`` = 5 entities whose
+   name cosine is >= ``np_coref_threshold`` = 0.8).
+2. **Dynamic path tracking**, up to ``np_max_hops`` (2) hops: hop 1's candidates are the triples touching the
+   seeds; at hop h > 1 the paths marked to expand grow through their expandable node *and its coreference set*
+   (Eq. 3). The new candidates are pruned to the top ``np_candidates`` (30) by the cosine between the *whole
+   path*, embedded, and the previous hop's expansion requirement (the question at hop 1) (Eq. 5). The tracker
+   (Figure 14's prompt, verbatim) sees the kept paths (the previous hop's valid and to-expand paths, Eq. 4) with
+   the new ones, and re-judges them all: valid paths (sorted by helpfulness), paths to expand, reasoning chain,
+   expansion requirement, continue flag.
+3. **Post-retrieval completion**: the last judged hop's valid paths give the path documents D_p; a dense
+   retrieval for q' = q + c_last + g_last gives D_e; D_ret = D_p ∪ D_e, the path documents first
+   (``np_passages="union"``).
+
+**"ours"**: the variant the figures before issue 24 measured (:func:`_track_ours`): coreference sets at the
+seeds only; every hop's valid paths kept (deepest first); pruning by the cosine of the *newest* triple's index
+vector (the ``relations`` vectors); LightRAG's low-level keywords as key entities; our tracker prompt (which
+also shows the triple's description); the completion by path mode's text search (BM25, fused with the embedder
+when semantic) merged with the tracked paths' passages by reciprocal rank fusion (k=60, ``np_passages="fused"``).
+
+Without an LLM the tracker is a heuristic (``neuropath_tracker.OfflineTracker``, ``heuristic:embedder+bm25``),
+not NeuroPath's LLM: every output and evaluation row says so. Tracking stops when the tracker says so, when
+nothing is left to expand, at the hop cap, or when the query's LLM tokens reach ``np_token_budget`` (checked
+before each tracker call; a call in flight is never cut). Every hop's judgement (reasoning chain, expansion
+requirement, ids, calls and tokens) is returned for the query log (``queries.tracking``); the tracked paths
+become the query's ``path_traces``. Name vectors are computed once per graph version and embedder and cached in
+memory and under ``PATHRAG_HOME/cache``.
 """
 
 from __future__ import annotations
@@ -58,6 +68,7 @@ COREF_MAX = 5                 # coreferent entities added per matched key entity
 LEXICAL_HITS = 100            # BM25 passage hits of the question that count as lexical support
 MAX_EXPANSIONS_PER_NODE = 500  # adjacent triples read per expanded entity (bounds hub entities)
 DESCRIPTION_TOKENS = 40       # the new triple's description, as shown to the tracker
+PATH_EMBED_CAP = 1000         # paper variant: new paths embedded whole per hop (preselected beyond; see _track_paper)
 
 
 @dataclass(frozen=True)
@@ -70,7 +81,7 @@ class _Path:
 class NeuroPathRun:
     """What the tracking loop produced for one question."""
 
-    tracker: str                          # 'llm:<model>' or 'offline:embedder+bm25'
+    tracker: str                          # 'llm:<model>' or 'heuristic:embedder+bm25' (no LLM: a heuristic tracker, not NeuroPath's)
     seeds: list[RetrievedNode]
     traces: list[PathTrace]               # tracked (valid) paths, deepest hop first
     chunk_ids: list[str]                  # ranked passages: tracked paths' passages fused with the completion
@@ -236,32 +247,238 @@ def _expand(snapshot: GraphSnapshot, paths: Sequence[_Path]) -> list[_Path]:
     return out
 
 
-def _trace(snapshot: GraphSnapshot, rank: int, score: float, path: _Path) -> PathTrace:
-    lines = [node_line(snapshot, path.nodes[0])]
-    for i, row in enumerate(path.rows):
-        lines.append(edge_line(snapshot, row, path.nodes[i], path.nodes[i + 1]))
-        lines.append(node_line(snapshot, path.nodes[i + 1]))
-    chunks = list(dict.fromkeys(c for r in path.rows for c in snapshot.relation_chunks[r]))
-    chunks += [c for n in path.nodes for c in snapshot.entity_chunks[n] if c not in chunks]
-    docs = list(dict.fromkeys([d for r in path.rows for d in snapshot.relation_documents[r]]
-                              + [d for n in path.nodes for d in snapshot.entity_documents[n]]))
-    return PathTrace(rank=rank, reliability=round(float(score), 6), hops=len(path.rows),
-                     nodes=tuple(snapshot.entity_names[n] for n in path.nodes),
-                     node_keys=tuple(snapshot.entity_keys[n] for n in path.nodes),
-                     edge_ids=tuple(snapshot.relation_keys[r] for r in path.rows),
+def _trace(snapshot: GraphSnapshot, rank: int, score: float, path: "_Path | _Chain") -> PathTrace:
+    steps = path.steps if isinstance(path, _Chain) else tuple(
+        (row, path.nodes[i], path.nodes[i + 1]) for i, row in enumerate(path.rows))
+    nodes = _chain_nodes(steps) if steps else path.nodes
+    lines = [node_line(snapshot, nodes[0])]
+    for i, (row, a, b) in enumerate(steps):
+        if i and a != steps[i - 1][2]:        # the paper's coreference join: the next triple starts at a coreferent
+            lines.append(node_line(snapshot, a))
+        lines.append(edge_line(snapshot, row, a, b))
+        lines.append(node_line(snapshot, b))
+    rows = [row for row, _, _ in steps]
+    chunks = list(dict.fromkeys(c for r in rows for c in snapshot.relation_chunks[r]))
+    chunks += [c for n in nodes for c in snapshot.entity_chunks[n] if c not in chunks]
+    docs = list(dict.fromkeys([d for r in rows for d in snapshot.relation_documents[r]]
+                              + [d for n in nodes for d in snapshot.entity_documents[n]]))
+    return PathTrace(rank=rank, reliability=round(float(score), 6), hops=len(rows),
+                     nodes=tuple(snapshot.entity_names[n] for n in nodes),
+                     node_keys=tuple(snapshot.entity_keys[n] for n in nodes),
+                     edge_ids=tuple(snapshot.relation_keys[r] for r in rows),
                      text="\n".join(lines), chunk_ids=tuple(chunks), document_ids=tuple(docs))
+
+
+# ---- the paper's variant (np_variant="paper") ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Chain:
+    """A path of the paper's variant: its triples as (relation row, from, to). Consecutive triples meet at the
+    same entity or, through the per-hop coreference expansion (Eq. 3), at a coreferent of it."""
+
+    steps: tuple[tuple[int, int, int], ...]
+
+    @property
+    def rows(self) -> tuple[int, ...]:
+        return tuple(row for row, _, _ in self.steps)
+
+    @property
+    def last(self) -> int:
+        return self.steps[-1][2]
+
+
+def _chain_nodes(steps: Sequence[tuple[int, int, int]]) -> tuple[int, ...]:
+    nodes = [steps[0][1]]
+    for _, a, b in steps:
+        if a != nodes[-1]:
+            nodes.append(a)
+        nodes.append(b)
+    return tuple(nodes)
+
+
+def _triple(snapshot: GraphSnapshot, row: int, sep: str = "->") -> str:
+    """One triple as the paper's reference code writes it: ``head->relation->tail; ``. Our graph's relations are
+    LightRAG's (keywords and a description, no relation phrase): the keywords stand in the relation's place, and
+    the description is not shown (the paper's triples carry none). Head and tail keep the stored direction."""
+    names = snapshot.entity_names
+    relation = clip(snapshot.relation_keywords[row], 12) or "related to"
+    return f"{names[snapshot.relation_src[row]]}{sep}{relation}{sep}{names[snapshot.relation_tgt[row]]}; "
+
+
+def _paper_text(snapshot: GraphSnapshot, path: _Chain) -> str:
+    return "".join(_triple(snapshot, row) for row in path.rows).rstrip()
+
+
+def _similarity_text(snapshot: GraphSnapshot, path: _Chain) -> str:
+    """What pruning embeds: the whole path, its arrows as spaces (the reference code's ``path.replace("->", " ")``)."""
+    return "".join(_triple(snapshot, row, " ") for row in path.rows).rstrip()
+
+
+def _paper_start(snapshot: GraphSnapshot, seeds: Sequence[int]) -> list[_Chain]:
+    """Hop 1 (Algorithm 1, lines 11-12): every triple touching a seed node, once."""
+    out: list[_Chain] = []
+    seen: set[int] = set()
+    for seed in dict.fromkeys(seeds):
+        for row in snapshot.incident_relations(seed)[:MAX_EXPANSIONS_PER_NODE]:
+            if row in seen:
+                continue
+            seen.add(row)
+            src, tgt = snapshot.relation_src[row], snapshot.relation_tgt[row]
+            out.append(_Chain(((row, seed, tgt if src == seed else src),)))
+    return out
+
+
+def _paper_expand(snapshot: GraphSnapshot, paths: Sequence[_Chain], names: np.ndarray, threshold: float,
+                  known: set[tuple[int, ...]]) -> list[_Chain]:
+    """Hops 2+ (Eq. 3-4, Algorithm 1 line 15): each path to expand is extended by every triple touching its
+    expandable node or a member of that node's coreference set. Ours on top: a path never revisits one of its
+    nodes (the reference code does not check; it only skips a triple already kept as a path of its own)."""
+    out: list[_Chain] = []
+    seen = set(known)
+    for path in paths:
+        nodes = set(_chain_nodes(path.steps))
+        link = path.last
+        starts = [link, *(n for n in coreference_set(names, link, threshold) if n not in nodes)]
+        for start in starts:
+            for row in snapshot.incident_relations(start)[:MAX_EXPANSIONS_PER_NODE]:
+                src, tgt = snapshot.relation_src[row], snapshot.relation_tgt[row]
+                other = tgt if src == start else src
+                if other in nodes or other == start:
+                    continue
+                key = (*path.rows, row)
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append(_Chain((*path.steps, (row, start, other))))
+    return out
+
+
+def _track_paper(question: str, params: QueryParams, *, snapshot: GraphSnapshot, embedder: Embedder,
+                 names: np.ndarray, relations: np.ndarray, key_entities: Sequence[str], llm: LLMClient | None,
+                 lexical: BM25Index, text_search: Any, tokens_spent: int = 0) -> NeuroPathRun:
+    """NeuroPath as its paper defines it (002_0d443a49977e0766.txt, Sec. 3.3-3.4, Algorithm 1; the reference
+    code, github.com/KennyCaty/NeuroPath ``src/neuropath.py``, where the text leaves a choice open):
+
+    - hop 1: the seeds (each key entity's nearest entity plus its coreference set) give every triple touching
+      them; hop h > 1: the paths the tracker marked to expand are extended through their expandable node *and its
+      coreference set* (Eq. 3);
+    - the new candidates are pruned to the top ``np_candidates`` (30) by the cosine between the embedded *whole
+      path* and the previous hop's expansion requirement (the question at hop 1) (Eq. 5). Reading: Eq. 5 ranges
+      over all of P_cur, the reference code prunes only the new paths and always shows the kept ones; we follow
+      the code, so the tracker, not the pruning, decides whether an earlier path stays;
+    - the tracker sees the kept paths (the previous hop's valid and to-expand paths, P_val + P_exp, Eq. 4) first,
+      without a tag, then the new ones with ``<expandable>: [their last entity]``, and re-judges all of them: a
+      path it does not mark again is dropped;
+    - the path documents D_p are the source passages of the *last* judged hop's valid paths, in the tracker's
+      order; the completion query is q + c_last + g_last (Sec. 3.4), and D_ret = D_p ∪ D_e (``np_passages``
+      "union" unless overridden).
+
+    Bound (ours): when more than ``PATH_EMBED_CAP`` new paths appear at a hop, only that many, preselected by
+    their newest triple's index vector against the requirement, are embedded whole (a hub entity can give
+    thousands; the paper embeds them all on a GPU)."""
+    tracker: LLMTracker | OfflineTracker = (LLMTracker(llm, style="paper") if llm is not None
+                                            else OfflineTracker(embedder.identity, style="paper"))
+    seeds = key_entity_seeds(snapshot, names, embedder, key_entities, params.np_coref_threshold)
+    run = NeuroPathRun(tracker=tracker.identity, seeds=seeds, traces=[], chunk_ids=[], reasoning_chain="",
+                       expansion_requirement="", completion_query=question, stop_reason="no_seeds")
+    q_vec = _unit(np.asarray(embedder.embed([question]), dtype=np.float32))[0]
+    lex_rank = {c: r for r, (c, _) in enumerate(lexical.search(question, LEXICAL_HITS), start=1)}
+    vectors: dict[tuple[int, ...], np.ndarray] = {}
+    kept: list[_Chain] = []                       # P_val + P_exp of the last judged hop, the tracker's order
+    frontier: list[_Chain] = []                   # P_exp
+    valid: list[tuple[float, _Chain]] = []        # P_val of the last judged hop, with the tracker's scores
+    spent = tokens_spent
+    hop = 0
+    while seeds:
+        hop += 1
+        if hop > params.np_max_hops:
+            run.stop_reason = "hop_cap"
+            break
+        new = (_paper_start(snapshot, [s.node for s in seeds]) if hop == 1 else
+               _paper_expand(snapshot, frontier, names, params.np_coref_threshold, {p.rows for p in kept}))
+        if not new:
+            run.stop_reason = "no_candidates"
+            break
+        if spent >= params.np_token_budget:
+            run.stop_reason = "token_budget"
+            break
+        started = time.perf_counter()
+        requirement = question if hop == 1 else (run.expansion_requirement or question)
+        r_vec = q_vec if requirement == question else _unit(np.asarray(embedder.embed([requirement]),
+                                                                      dtype=np.float32))[0]
+        if len(new) > PATH_EMBED_CAP:
+            newest = np.fromiter((p.rows[-1] for p in new), dtype=np.int64, count=len(new))
+            pre = np.argsort(-(relations[newest] @ r_vec), kind="stable")[:PATH_EMBED_CAP]
+            new = [new[i] for i in sorted(pre)]
+        fresh = [p for p in new if p.rows not in vectors]
+        if fresh:
+            embedded = _unit(np.asarray(embedder.embed([_similarity_text(snapshot, p) for p in fresh]),
+                                        dtype=np.float32))
+            vectors.update((p.rows, v) for p, v in zip(fresh, embedded))
+        req_sims = np.array([float(vectors[p.rows] @ r_vec) for p in new])
+        # the reference code prunes only when more than k new paths appeared, keeping their order otherwise
+        order = (range(len(new)) if len(new) <= params.np_candidates
+                 else np.argsort(-req_sims, kind="stable")[:params.np_candidates])
+        shown = [*kept, *(new[i] for i in order)]
+        fresh_from = len(kept)
+        candidates = [Candidate(
+            id=n, text=_paper_text(snapshot, p), new_text=_similarity_text(snapshot, p).replace(";", " "),
+            requirement_similarity=float(vectors[p.rows] @ r_vec), question_similarity=float(vectors[p.rows] @ q_vec),
+            lexical_rank=min((lex_rank[c] for r in p.rows for c in snapshot.relation_chunks[r] if c in lex_rank),
+                             default=None),
+            expandable=n > fresh_from, link=snapshot.entity_names[p.last])
+            for n, p in enumerate(shown, start=1)]
+        try:
+            judgement = tracker.judge(question, hop, run.reasoning_chain, requirement, candidates)
+        except TrackerOutputError as exc:
+            run.usage = run.usage + exc.usage
+            run.hops.append(_hop_record(hop, len(new), len(shown), None, exc.usage, started))
+            run.stop_reason, run.error = "failed", str(exc)
+            return run
+        step, usage = judgement.step, judgement.usage
+        run.usage = run.usage + usage
+        spent += usage.total_tokens
+        run.hops.append(_hop_record(hop, len(new), len(shown), step, usage, started,
+                                    [candidates[i - 1].text for i in step.valid_paths]))
+        valid = [(judgement.scores.get(cid, 0.0), shown[cid - 1]) for cid in step.valid_paths]
+        frontier = [shown[cid - 1] for cid in step.paths_to_expand]
+        kept = list({p.rows: p for p in [*(p for _, p in valid), *frontier]}.values())
+        run.reasoning_chain = step.reasoning_chain
+        run.expansion_requirement = step.expansion_requirement
+        if not step.continue_tracking:
+            run.stop_reason = "tracker_stop"
+            break
+        if not frontier:
+            run.stop_reason = "nothing_to_expand"
+            break
+
+    run.traces = [_trace(snapshot, rank, score, path) for rank, (score, path) in enumerate(valid, start=1)]
+    tracked_chunks = list(dict.fromkeys(c for _, p in valid for r in p.rows for c in snapshot.relation_chunks[r]))
+    _complete(run, question, params, tracked_chunks, text_search)
+    return run
 
 
 def track(question: str, params: QueryParams, *, snapshot: GraphSnapshot, embedder: Embedder,
           names: np.ndarray, relations: np.ndarray, key_entities: Sequence[str], llm: LLMClient | None,
           lexical: BM25Index, text_search: Any, tokens_spent: int = 0) -> NeuroPathRun:
-    """Run seeds -> path tracking -> post-retrieval completion for one question.
+    """Run seeds -> path tracking -> post-retrieval completion for one question, as ``params.np_variant`` says.
 
     ``relations`` = :func:`relation_vectors`; ``lexical`` = BM25 over the chunks; ``text_search(query, k)`` =
     the completion retriever (ranked chunk ids); ``tokens_spent`` = LLM tokens the query already used
-    (keywords), counted against ``params.np_token_budget``.
+    (keywords or key entities), counted against ``params.np_token_budget``.
     """
-    tracker: LLMTracker | OfflineTracker = LLMTracker(llm) if llm is not None else OfflineTracker(embedder.identity)
+    run_variant = _track_paper if params.np_variant == "paper" else _track_ours
+    return run_variant(question, params, snapshot=snapshot, embedder=embedder, names=names, relations=relations,
+                       key_entities=key_entities, llm=llm, lexical=lexical, text_search=text_search,
+                       tokens_spent=tokens_spent)
+
+
+def _track_ours(question: str, params: QueryParams, *, snapshot: GraphSnapshot, embedder: Embedder,
+                names: np.ndarray, relations: np.ndarray, key_entities: Sequence[str], llm: LLMClient | None,
+                lexical: BM25Index, text_search: Any, tokens_spent: int = 0) -> NeuroPathRun:
+    """``np_variant="ours"``: the tracking loop the figures before issue 24 measured (module docstring)."""
+    tracker: LLMTracker | OfflineTracker = (LLMTracker(llm, style="ours") if llm is not None
+                                            else OfflineTracker(embedder.identity))
     seeds = key_entity_seeds(snapshot, names, embedder, key_entities, params.np_coref_threshold)
     run = NeuroPathRun(tracker=tracker.identity, seeds=seeds, traces=[], chunk_ids=[], reasoning_chain="",
                        expansion_requirement=question, completion_query=question, stop_reason="no_seeds")
@@ -329,6 +546,14 @@ def track(question: str, params: QueryParams, *, snapshot: GraphSnapshot, embedd
     kept = sorted(tracked.values(), key=lambda t: (-t[0], -t[1]))
     run.traces = [_trace(snapshot, rank, score, path) for rank, (_, score, path) in enumerate(kept, start=1)]
     tracked_chunks = list(dict.fromkeys(c for _, _, p in kept for r in p.rows for c in snapshot.relation_chunks[r]))
+    _complete(run, question, params, tracked_chunks, text_search)
+    return run
+
+
+def _complete(run: NeuroPathRun, question: str, params: QueryParams, tracked_chunks: list[str],
+              text_search: Any) -> None:
+    """Post-retrieval completion (Sec. 3.4): the query q' = q + c_last + g_last retrieves D_e, merged with the
+    tracked paths' documents D_p as ``params.np_passages`` says."""
     parts = [question]
     if run.reasoning_chain:
         parts.append(run.reasoning_chain)
@@ -344,7 +569,6 @@ def track(question: str, params: QueryParams, *, snapshot: GraphSnapshot, embedd
         run.chunk_ids = list(dict.fromkeys([*tracked_chunks, *completion]))
     else:
         run.chunk_ids = rrf([tracked_chunks, completion])
-    return run
 
 
 def _hop_record(hop: int, generated: int, shown: int, step: Any, usage: Usage, started: float,

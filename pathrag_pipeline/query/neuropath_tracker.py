@@ -5,11 +5,16 @@ graph triples, pruned to the top N by similarity to the previous hop's expansion
 returns a :class:`TrackerStep`: the reasoning chain, the valid paths, the paths to expand, the expansion
 requirement (what the next hop must find) and whether to continue.
 
-- :class:`LLMTracker` asks the model (instructor, response model :class:`TrackerStep` with the candidate ids
-  checked: an id not on the list fails validation and is re-asked once with the error, then the query fails
-  with ``TrackerOutputError``). Its calls and tokens are counted per hop.
-- :class:`OfflineTracker` replaces the model's judgement when no LLM is configured, and says so in every output
-  (``identity`` starts with ``offline``). Each candidate is scored against the *question* by two signals fused
+- :class:`LLMTracker` asks the model (instructor, with the candidate ids checked: an id not on the list fails
+  validation and is re-asked once with the error, then the query fails with ``TrackerOutputError``). Its calls
+  and tokens are counted per hop. ``style="paper"`` (the default ``np_variant``) sends the paper's Figure 14
+  prompt verbatim and reads its JSON object (:class:`PaperTrackerStep`: ``current_chain``, ``valid_ids``,
+  ``expansion_requirements``, ``need_expand_ids``, ``continue``; ids from 0, as in its reference code);
+  ``style="ours"`` sends our earlier prompt (:class:`TrackerStep`, ids from 1). Both become a :class:`TrackerStep`
+  with ids from 1 for the loop.
+- :class:`OfflineTracker` replaces the model's judgement when no LLM is configured: a **heuristic tracker, not
+  NeuroPath's LLM**, and every output says so (``identity`` = ``heuristic:embedder+bm25``; evaluation tables
+  label its rows ``neuropath (heuristic tracker)``). Each candidate is scored against the *question* by two signals fused
   by reciprocal rank (RRF, k=60): the configured embedder's cosine between the question and the path's newest
   triple, and BM25 (``query/lexical.py``) support: the best rank, among the question's BM25 passage hits, of a
   passage stating that triple. The ``OFFLINE_VALID`` best candidates are valid, the ``OFFLINE_EXPAND`` best of
@@ -24,12 +29,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from pathrag_pipeline.errors import PipelineError
 from pathrag_pipeline.llm.client import LLMClient, LLMOutputError, LLMTruncatedError, Usage
 from pathrag_pipeline.query.lexical import tokenize
-from pathrag_pipeline.query.prompting import NEUROPATH_TRACKER_PROMPT, neuropath_tracker_message
+from pathrag_pipeline.query.prompting import (
+    NEUROPATH_PAPER_TRACKER_PROMPT,
+    NEUROPATH_TRACKER_PROMPT,
+    neuropath_paper_tracker_message,
+    neuropath_tracker_message,
+)
 from pathrag_pipeline.query.ranking import RRF_K
 
 OFFLINE_VALID = 5
@@ -40,8 +50,8 @@ TRACKER_REASKS = 1
 # reasoning chain and the query failed. The field descriptions ask for at most 60 / 25 words, and an answer cut
 # at the cap is asked again once, for the same judgement in fewer words, before the query fails.
 BRIEF_REASK = ("Your answer was cut at the output limit before the JSON was complete. Answer again with the same "
-               "judgement, the reasoning_chain in at most 40 words and the expansion_requirement in at most 15.")
-OFFLINE_TRACKER = "offline:embedder+bm25"
+               "judgement, the {chain} in at most 40 words and the {requirement} in at most 15.")
+OFFLINE_TRACKER = "heuristic:embedder+bm25"
 
 
 class TrackerStep(BaseModel):
@@ -63,6 +73,40 @@ class TrackerStep(BaseModel):
     continue_tracking: bool = Field(
         description="true if the question cannot be answered yet and expanding the paths can find the missing "
                     "knowledge; false if the reasoning chain already answers it or nothing is worth expanding.")
+
+
+class PaperTrackerStep(BaseModel):
+    """The JSON object of the paper's tracking prompt (Figure 14), field for field; ids from 0."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    current_chain: str = ""
+    valid_ids: list[int] = Field(default_factory=list)
+    expansion_requirements: str = ""
+    need_expand_ids: list[int] = Field(default_factory=list)
+    continue_: int = Field(0, alias="continue", ge=0, le=1)
+
+    def as_step(self) -> TrackerStep:
+        """The loop's form: ids from 1."""
+        return TrackerStep(reasoning_chain=self.current_chain, valid_paths=[i + 1 for i in self.valid_ids],
+                           paths_to_expand=[i + 1 for i in self.need_expand_ids],
+                           expansion_requirement=self.expansion_requirements,
+                           continue_tracking=bool(self.continue_))
+
+
+def paper_step_model(candidates: int) -> type[PaperTrackerStep]:
+    """``PaperTrackerStep`` whose ids must be between 0 and ``candidates - 1`` (re-asked when not)."""
+
+    def check(cls: Any, ids: list[int]) -> list[int]:
+        bad = [i for i in ids if not 0 <= i < candidates]
+        if bad:
+            raise ValueError(f"ids {bad} are not path ids; use ids between 0 and {candidates - 1}")
+        return list(dict.fromkeys(ids))
+
+    return create_model(  # type: ignore[call-overload]
+        "PaperTrackerStep", __base__=PaperTrackerStep,
+        __validators__={"ids_on_the_list": field_validator("valid_ids", "need_expand_ids")(check)},
+    )
 
 
 def step_model(candidates: int) -> type[TrackerStep]:
@@ -89,8 +133,10 @@ class Candidate:
     text: str                     # the chain as shown: A --[keywords]--> B --[...]--> C, with the new triple's description
     new_text: str                 # entity names and keywords of the newest triple (for the offline requirement)
     requirement_similarity: float  # cosine of the newest triple to the previous expansion requirement (pruning)
-    question_similarity: float    # cosine of the newest triple to the question (offline tracker)
+    question_similarity: float    # cosine to the question: newest triple (ours), whole path (paper); heuristic tracker
     lexical_rank: int | None      # best rank (from 1) of a passage stating the newest triple in the question's BM25 hits
+    expandable: bool = True       # the loop may expand it (paper variant: the paths new at this hop)
+    link: str = ""                # paper variant: the phrase its <expandable> tag names (the path's last entity)
 
 
 @dataclass(frozen=True)
@@ -109,21 +155,34 @@ class TrackerOutputError(PipelineError, RuntimeError):
 
 
 class LLMTracker:
-    """The paper's tracker: the LLM judges every hop's candidates."""
+    """The paper's tracker: the LLM judges every hop's candidates. ``style``: "paper" (Figure 14 verbatim) or
+    "ours" (our earlier prompt and field names)."""
 
-    def __init__(self, client: LLMClient) -> None:
+    def __init__(self, client: LLMClient, style: str = "paper") -> None:
         self.client = client
+        self.style = style
         self.identity = f"llm:{client.model}"
+
+    def _ask(self, question: str, hop: int, reasoning: str, requirement: str,
+             candidates: Sequence[Candidate]) -> tuple[list[dict[str, Any]], Any, str]:
+        if self.style == "paper":
+            lines = [c.text + (f" <expandable>: [{c.link}]" if c.expandable and c.link else "") for c in candidates]
+            message = neuropath_paper_tracker_message(question, lines)
+            brief = BRIEF_REASK.format(chain="current_chain", requirement="expansion_requirements")
+            return ([{"role": "system", "content": NEUROPATH_PAPER_TRACKER_PROMPT},
+                     {"role": "user", "content": message}], paper_step_model(len(candidates)), brief)
+        message = neuropath_tracker_message(question, hop, reasoning, requirement, [c.text for c in candidates])
+        brief = BRIEF_REASK.format(chain="reasoning_chain", requirement="expansion_requirement")
+        return ([{"role": "system", "content": NEUROPATH_TRACKER_PROMPT}, {"role": "user", "content": message}],
+                step_model(len(candidates)), brief)
 
     def judge(self, question: str, hop: int, reasoning: str, requirement: str,
               candidates: Sequence[Candidate], covered: Sequence[str] = ()) -> Judgement:
-        messages = [{"role": "system", "content": NEUROPATH_TRACKER_PROMPT},
-                    {"role": "user", "content": neuropath_tracker_message(question, hop, reasoning, requirement,
-                                                                          [c.text for c in candidates])}]
+        messages, model, brief = self._ask(question, hop, reasoning, requirement, candidates)
         spent = Usage()
         for attempt in range(2):
             try:
-                result = self.client.structured(messages, step_model(len(candidates)), stage="neuropath-tracking",
+                result = self.client.structured(messages, model, stage="neuropath-tracking",
                                                 validation_retries=TRACKER_REASKS)
                 break
             except LLMTruncatedError as exc:
@@ -133,12 +192,14 @@ class LLMTracker:
                         f"NeuroPath tracker output at hop {hop} was cut at the output cap twice (the second time "
                         f"asked for fewer words): {exc.last_error}; raise PATHRAG_LLM_ANSWER_MAX_TOKENS", spent) \
                         from exc
-                messages = messages + [{"role": "user", "content": BRIEF_REASK}]
+                messages = messages + [{"role": "user", "content": brief}]
             except LLMOutputError as exc:
                 raise TrackerOutputError(
                     f"NeuroPath tracker output at hop {hop} stayed invalid after {exc.usage.calls} request(s) "
                     f"({TRACKER_REASKS} re-ask): {exc.last_error}", spent + exc.usage) from exc
-        step = result.value
+        value = result.value
+        step = value.as_step() if isinstance(value, PaperTrackerStep) else value
+        # the tracker's order is its judgement ("sort by helpfulness to query"): valid paths, then those to expand
         order = list(dict.fromkeys([*step.valid_paths, *step.paths_to_expand]))
         return Judgement(step, spent + result.usage, {cid: 1.0 / (i + 1) for i, cid in enumerate(order)})
 
@@ -146,17 +207,23 @@ class LLMTracker:
 class OfflineTracker:
     """The tracker without an LLM: embedder cosine and BM25 support against the question, fused by RRF."""
 
-    def __init__(self, embedder_identity: str) -> None:
+    def __init__(self, embedder_identity: str, style: str = "ours") -> None:
         self.identity = OFFLINE_TRACKER
         self.embedder_identity = embedder_identity
+        self.style = style
 
     def judge(self, question: str, hop: int, reasoning: str, requirement: str,
               candidates: Sequence[Candidate], covered: Sequence[str] = ()) -> Judgement:
         scores = offline_scores(candidates)
         ranked = sorted(candidates, key=lambda c: (-scores[c.id], c.id))
         valid = [c.id for c in ranked[:OFFLINE_VALID]]
-        expand = valid[:OFFLINE_EXPAND]
         by_id = {c.id: c for c in candidates}
+        if self.style == "paper":
+            # The paper's prompt asks the tracker to filter out redundant paths; the heuristic's reading: a valid
+            # path that another valid path extends is redundant (the longer one states it and more).
+            valid = [i for i in valid if not any(j != i and by_id[j].text.startswith(by_id[i].text + " ")
+                                                 for j in valid)]
+        expand = [i for i in valid if by_id[i].expandable][:OFFLINE_EXPAND]
         kept_text = " ".join([*covered, *(by_id[i].new_text for i in valid)])
         missing = remaining_terms(question, kept_text)
         # The chain is the best paths themselves (the offline label is in the tracker identity of every output,

@@ -56,10 +56,19 @@ DEFAULT_NP_MAX_HOPS = 2
 DEFAULT_NP_CANDIDATES = 30
 DEFAULT_NP_TOKEN_BUDGET = 30_000
 DEFAULT_NP_COREF_THRESHOLD = 0.8
-# How neuropath ranks the passages it returns: "fused" (our merge: tracked paths' passages and the post-retrieval
-# completion, by RRF; the published figures' default), "union" (the paper's D_p ∪ D_e: the tracked paths' passages
-# first, then the completion's), or one side alone ("tracked", "completion") for ablations.
-NP_PASSAGES = ("fused", "union", "tracked", "completion")
+# How neuropath ranks the passages it returns: "auto" (the variant's own: "union" for the paper's, "fused" for
+# ours), "fused" (our merge: tracked paths' passages and the post-retrieval completion, by RRF), "union" (the
+# paper's D_p ∪ D_e: the tracked paths' passages first, then the completion's), or one side alone ("tracked",
+# "completion") for ablations.
+NP_PASSAGES = ("auto", "fused", "union", "tracked", "completion")
+# Which NeuroPath (query/neuropath.py): "paper" (the default, issue 24: the paper's Sec. 3.3-3.4 and Algorithm 1 with
+# its reference code's reading: coreference sets at every hop, the valid paths re-judged each hop, pruning by the
+# whole path's similarity, the union merge with a dense completion, the NER and tracker prompts of Appendix I) or
+# "ours" (what the figures before issue 24 measured: coreference at the seeds only, every hop's valid paths kept,
+# pruning by the newest triple, the RRF merge with a BM25+dense completion, LightRAG's keywords as key entities).
+NP_VARIANTS = ("paper", "ours")
+# np_passages="auto": each variant's own merge
+NP_DEFAULT_PASSAGES = {"paper": "union", "ours": "fused"}
 # Tuned path-mode choices an evaluation ablation reverts to the simpler or the paper's rule (docs/benchmarks.md,
 # "How a tuned choice is adopted"): "question_seed" drops the whole question as an extra seed query (the keywords
 # alone, as in PathRAG); "exact_name" drops the exact-name head of a keyword's seeds (retriever order alone);
@@ -108,7 +117,8 @@ class QueryParams:
     np_candidates: int = DEFAULT_NP_CANDIDATES        # neuropath: candidate paths per hop shown to the tracker
     np_token_budget: int = DEFAULT_NP_TOKEN_BUDGET    # neuropath: LLM tokens for keywords + tracking per query
     np_coref_threshold: float = DEFAULT_NP_COREF_THRESHOLD  # neuropath: name-embedding similarity of coreference
-    np_passages: str = "fused"                        # NP_PASSAGES: neuropath's passage ranking (ablations)
+    np_passages: str = "auto"                         # NP_PASSAGES: neuropath's passage ranking (ablations)
+    np_variant: str = "paper"                         # NP_VARIANTS: the paper's NeuroPath, or our earlier variant
     revert: tuple[str, ...] = DEFAULT_REVERT          # REVERTIBLE: tuned path-mode choices set back to the simpler rule
     keywords: str = "auto"            # KEYWORD_SOURCES: the LLM's keywords when configured, or the offline rules
     np_tracker: str = "auto"          # NP_TRACKERS: neuropath's tracker, the LLM when configured, or the offline one
@@ -128,6 +138,7 @@ class QueryParams:
                                      ("path_pooling", self.path_pooling, PATH_POOLINGS),
                                      ("pool_variant", self.pool_variant, POOL_VARIANTS),
                                      ("np_passages", self.np_passages, NP_PASSAGES),
+                                     ("np_variant", self.np_variant, NP_VARIANTS),
                                      ("keywords", self.keywords, KEYWORD_SOURCES),
                                      ("np_tracker", self.np_tracker, NP_TRACKERS),
                                      ("response", self.response, RESPONSES)):
@@ -159,7 +170,8 @@ class QueryParams:
                              f"(default {DEFAULT_NP_COREF_THRESHOLD})")
         if any(r not in REVERTIBLE for r in self.revert):
             raise ValueError(f"revert={self.revert!r}: each must be one of {', '.join(REVERTIBLE)}")
-        return replace(self, theta=theta, max_hops=max_hops, revert=tuple(self.revert))
+        np_passages = NP_DEFAULT_PASSAGES[self.np_variant] if self.np_passages == "auto" else self.np_passages
+        return replace(self, theta=theta, max_hops=max_hops, revert=tuple(self.revert), np_passages=np_passages)
 
     def chunk_search_for(self, mode: str) -> str:
         """The chunk retriever a mode uses: ``auto`` is "vector" for naive, "hybrid" otherwise."""
@@ -174,7 +186,7 @@ class QueryParams:
 PATH_ONLY = ("top_k", "alpha", "theta", "max_hops", "variant", "ordering", "prompt", "excerpts", "passages",
              "seed_pass", "path_pooling", "pool_variant", "revert")
 NEUROPATH_ONLY = ("np_max_hops", "np_candidates", "np_token_budget", "np_coref_threshold", "np_passages",
-                  "np_tracker")
+                  "np_tracker", "np_variant")
 
 
 def mode_params(mode: str, params: QueryParams) -> dict:

@@ -422,11 +422,53 @@ def lightrag_prompt(question: str, sections: Sequence[Section], *, token_budget:
 
 
 # ---- NeuroPath (query/neuropath.py) ------------------------------------------------------------------
-# The tracker and answer prompts follow the structure NeuroPath (Li et al., 2025) describes: at each hop the
-# model sees the question, the reasoning so far and the candidate paths, and returns the reasoning chain, the
-# valid paths, the paths to expand, the expansion requirement and whether to continue; the answer is written
-# from the tracked paths, the last reasoning chain and the retrieved passages. The paper's verbatim prompt text
-# was not available offline here: the wording below is ours and keeps the paper's terms for each output.
+# The paper's prompts (np_variant="paper", the default), verbatim from its Appendix I (002_0d443a49977e0766.txt,
+# Figure 14: path tracking; Figure 13: key entities of a query), as its reference code sends them: the tracking
+# prompt as the system message, the query and the numbered paths (ids from 0) as the user message. Zero-shot, as
+# in the paper's experiments (Sec. 4.1, "use a Zero-Shot prompting setup"; Figure 15's one-shot example is not sent).
+NEUROPATH_PAPER_TRACKER_PROMPT = """To answer a given query, you need to select a set of valid clue paths to form a chain of reasoning and determine whether some paths need to be expanded with more information to help answer the query.
+# Explanation
+Valid paths can provide intermediate reasoning steps or evidence to help answer the query. Paths may be redundant, filter them out.
+A path that contains the <expandable> tag is an expandable path, which identifies a phrase that can be expanded with additional information.
+If information is sufficient or no more valid information can be added, stop expanding.
+Return the required JSON object.
+# JSON object format
+{
+    "current_chain": "A string. You should think step by step. Try to form the current chain of reasoning.",
+    "valid_ids": [List of valid path IDs (int) (sort by helpfulness to query)],
+    "expansion_requirements": "A string. If need expand, provide the specific requirements of the expansion. Otherwise set to an empty string.",
+    "need_expand_ids": [List of path IDs (int) that need to be expanded. (if any)],
+    "continue": 0 or 1 (0 = stop expanding, 1 = continue expanding)
+}"""
+
+NEUROPATH_NER_PROMPT = """Please extract all named entities that are important for solving the questions below. Place the named entities in json format.
+# Example 1
+Question: Who wrote the book that was published earlier, "The Great Gatsby" or "To Kill a Mockingbird"?
+Output:
+{
+    "named_entities": ["The Great Gatsby", "To Kill a Mockingbird"]
+}
+# Example 2
+Question: Are the cities of Paris and Berlin located in the same country?
+Output:
+{
+    "named_entities": ["Paris", "Berlin"]
+}"""
+
+
+def neuropath_paper_tracker_message(question: str, lines: Sequence[str]) -> str:
+    """The paper's tracking user message (its reference code): the query, then the paths numbered from 0."""
+    return f"Query: {question.strip()}\nPaths:\n" + "".join(f"{i}: {line}\n" for i, line in enumerate(lines)) + "\nOutput:\n"
+
+
+def neuropath_ner_message(question: str) -> str:
+    """Figure 13's last lines, with the question filled in."""
+    return f"Question: {question.strip()}\nOutput:"
+
+
+# np_variant="ours": our tracker prompt, written before the paper's text was at hand (issue 24 keeps it reachable
+# and measured): the same outputs under our field names, candidates numbered from 1, the previous hop's reasoning
+# and requirement shown to the model.
 NEUROPATH_TRACKER_PROMPT = """You are tracking reasoning paths through a knowledge graph to answer a multi-hop question.
 A path is a chain of (subject, relation, object) triples. At each step you are given the question, the reasoning
 chain so far, the expansion requirement of the previous step, and numbered candidate paths.
