@@ -203,7 +203,6 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
     model as judge, answers at the same budget (not resumable: answered and judged again on every call).
     ``on_partial(result)``: called with the figures so far before the win rates (they take most of an hour)."""
     from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
-    from pathrag_pipeline.config import Settings
 
     if (base_url is None) != (model is None):
         raise BenchSetupError("give --base-url and --model together (a running endpoint), or neither (the bench "
@@ -229,16 +228,8 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
                     + " --update-docs docs/benchmarks.md")}
 
     def run(url: str, name: str) -> None:
-        env = {"PATHRAG_LLM_BASE_URL": url, "PATHRAG_LLM_MODEL": name,
-               **({"PATHRAG_EMBED_MODEL": embed_model} if embed_model else {})}
-        if base_url is None:
-            # our own llama.cpp server answers one request at a time (STACK-NOTES): the judge's parallel calls
-            # queued there past the 120 s timeout and stopped the client; one at a time, with room for a long
-            # judgement on a busy machine (the caller's own settings win)
-            env = {"PATHRAG_LLM_MAX_CONCURRENCY": "1", "PATHRAG_LLM_TIMEOUT": str(LOCAL_TIMEOUT), **env}
-        settings = Settings.from_env(env={**env, **os.environ, **{k: v for k, v in env.items() if k in (
-            "PATHRAG_LLM_BASE_URL", "PATHRAG_LLM_MODEL", "PATHRAG_EMBED_MODEL")}},
-            home=workdir / "answers" / "home")
+        settings = bench_settings(url, name, embed_model, own_server=base_url is None,
+                                  home=workdir / "answers" / "home")
         grid = answer_all(settings, dataset, index, limit, budget, modes, time_limit, log)
         result["evaluation"] = grid.to_dict()
         detail = grid.verdict_detail()
@@ -269,6 +260,22 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
                                 "threads": running.threads, "context": CONTEXT}
             run(running.base_url, path.name)
     return result
+
+
+def bench_settings(url: str, name: str, embed_model: str | None, *, own_server: bool, home: Path) -> Any:
+    """Settings of a bench that talks to ``url``/``name`` (and embeds with ``embed_model`` when given); the
+    caller's own environment wins, except for the endpoint, the model and the embedder."""
+    from pathrag_pipeline.config import Settings
+
+    env = {"PATHRAG_LLM_BASE_URL": url, "PATHRAG_LLM_MODEL": name,
+           **({"PATHRAG_EMBED_MODEL": embed_model} if embed_model else {})}
+    if own_server:
+        # our own llama.cpp server answers one request at a time (STACK-NOTES): the judge's parallel calls
+        # queued there past the 120 s timeout and stopped the client; one at a time, with room for a long
+        # judgement on a busy machine (the caller's own settings win)
+        env = {"PATHRAG_LLM_MAX_CONCURRENCY": "1", "PATHRAG_LLM_TIMEOUT": str(LOCAL_TIMEOUT), **env}
+    return Settings.from_env(env={**env, **os.environ, **{k: v for k, v in env.items() if k in (
+        "PATHRAG_LLM_BASE_URL", "PATHRAG_LLM_MODEL", "PATHRAG_EMBED_MODEL")}}, home=home)
 
 
 def answer_all(settings: Any, dataset: Path, index: Path, limit: int, budget: int, modes: list[str] | None,

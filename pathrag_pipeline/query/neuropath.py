@@ -182,7 +182,10 @@ def coreference_set(names: np.ndarray, node: int, threshold: float, limit: int =
 def key_entity_seeds(snapshot: GraphSnapshot, names: np.ndarray, embedder: Embedder, keywords: Sequence[str],
                      threshold: float) -> list[RetrievedNode]:
     """Each key entity's best-matching entity by name (an exact name-key match first, else the nearest name
-    vector), then its coreference set; recorded with the keyword and the name similarity."""
+    vector), then its coreference set; recorded with the keyword and the name similarity. The paper (Sec. 3.3,
+    "select a set of the most similar nodes by Sim(·,·)") and its code take the nearest name vector alone; the
+    exact-name head is ours (the nearest vector is that entity anyway whenever the embedder is deterministic, and
+    a name-key match survives case and punctuation differences the hashing embedder does not)."""
     out: list[RetrievedNode] = []
     seen: set[int] = set()
 

@@ -76,7 +76,12 @@ class TrackerStep(BaseModel):
 
 
 class PaperTrackerStep(BaseModel):
-    """The JSON object of the paper's tracking prompt (Figure 14), field for field; ids from 0."""
+    """The JSON object of the paper's tracking prompt (Figure 14), field for field; ids from 0.
+
+    Readings: a missing ``continue`` is 0 (stop), as the prompt says to stop when nothing more can be added. An
+    answer that does not parse is re-asked once with the error and then fails the query (``TrackerOutputError``);
+    the reference code instead drops every path and stops tracking, answering from the completion alone, which
+    would hide a broken tracker inside the recall figures."""
 
     model_config = ConfigDict(populate_by_name=True)
 

@@ -1,0 +1,48 @@
+"""`pathrag bench neuropath-llm` against the OpenAI-compatible test server: recall and answers of the paper's
+NeuroPath, our variant and the heuristic tracker, rendered as their own section."""
+
+from __future__ import annotations
+
+import re
+
+from click.testing import CliRunner
+
+from pathrag_pipeline.cli.bench import bench
+from pathrag_pipeline.query import graph_cache, neuropath
+from tests.test_bench_llm_answers import reader_and_judge
+from tests.test_evaluation import write_dataset
+
+
+def test_neuropath_llm_bench_measures_both_variants_on_the_same_questions(tmp_path, openai_server, monkeypatch):
+    graph_cache.clear_cache()
+    neuropath.clear_cache()
+    monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
+    openai_server.chat_responder = reader_and_judge
+    dataset = write_dataset(tmp_path / "tiny-qa")
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text("# Benchmarks\n\n## Scale\n\nold scale text\n")
+    result = CliRunner().invoke(bench, ["neuropath-llm", "--dataset", str(dataset), "--workdir", str(tmp_path / "b"),
+                                        "--base-url", openai_server.base_url, "--model", "fake-reader", "--limit", "2",
+                                        "--update-docs", str(docs)])
+    assert result.exit_code == 0, result.output
+    text = docs.read_text()
+    assert text.index("## NeuroPath with an LLM tracker") < text.index("## Scale") and "old scale text" in text
+    section = text.split("## NeuroPath with an LLM tracker", 1)[1].split("## Scale", 1)[0]
+    assert "fake-reader" in section and "tiny-qa, the first 2 questions" in section
+
+    def row(table: str, mode: str) -> list[str]:
+        line = next(li for li in table.splitlines() if li.startswith(f"| `{mode}`"))
+        return [c.strip() for c in line.strip("|").split("|")]
+
+    recall, answers = section.split("**Answers**", 1)
+    # the LLM tracks: calls beyond the key-entity call; the heuristic tracker's row calls the LLM for entities only
+    paper, ours, heuristic = row(recall, "neuropath"), row(recall, "neuropath:ours"), row(recall, "neuropath:offline_tracker")
+    assert float(paper[-3]) >= 2.0 and float(ours[-3]) >= 2.0 and float(heuristic[-3]) == 1.0
+    assert "heuristic tracker" in heuristic[0] and "heuristic" not in paper[0]
+    assert "vs `neuropath`" in ours[5] and "vs `neuropath`" in heuristic[5]
+    for mode in ("path", "neuropath", "neuropath:ours", "neuropath:offline_tracker"):
+        assert re.match(r"\d\.\d{3}$", row(answers, mode)[1])
+    # the paper's prompts went to the server: its NER prompt and its tracking prompt, ids from 0
+    bodies = [r.body["messages"] for r in openai_server.requests_for("chat")]
+    assert any("extract all named entities" in m[0]["content"] for m in bodies)
+    assert any("select a set of valid clue paths" in m[0]["content"] and "\n0: " in m[1]["content"] for m in bodies)
