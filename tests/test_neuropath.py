@@ -498,3 +498,25 @@ def test_ours_variant_stays_reachable_with_its_own_defaults(settings):
     assert {p.hops for p in ours.paths} == {1, 2}
     with pytest.raises(ValueError, match="np_variant"):
         QueryParams(np_variant="neuro").resolved()
+
+
+def test_the_path_embedding_cap_preselects_by_the_newest_triple_and_counts_every_candidate(settings, monkeypatch):
+    """Beyond PATH_EMBED_CAP new paths at a hop, only that many (by their newest triple's index vector) are
+    embedded whole; the hop record still counts every path generated."""
+    embedded = []
+    real = neuropath._similarity_text
+
+    def spy(snapshot, path):
+        embedded.append(path.rows)
+        return real(snapshot, path)
+
+    monkeypatch.setattr(neuropath, "_similarity_text", spy)
+    full = PathRAG(settings, record=False).query(QUESTION, "neuropath", np_max_hops=1)
+    generated = full.tracking["hops"][0]["candidates"]
+    assert generated > 1 and len(set(embedded)) == generated   # (the heuristic tracker reads the same text)
+    embedded.clear()
+    monkeypatch.setattr(neuropath, "PATH_EMBED_CAP", 1)
+    neuropath.clear_cache()
+    capped = PathRAG(settings, record=False).query(QUESTION, "neuropath", np_max_hops=1)
+    assert capped.tracking["hops"][0]["candidates"] == generated and len(set(embedded)) == 1
+    assert capped.tracking["hops"][0]["shown"] == 1

@@ -409,6 +409,7 @@ def _track_paper(question: str, params: QueryParams, *, snapshot: GraphSnapshot,
         requirement = question if hop == 1 else (run.expansion_requirement or question)
         r_vec = q_vec if requirement == question else _unit(np.asarray(embedder.embed([requirement]),
                                                                       dtype=np.float32))[0]
+        generated = len(new)
         if len(new) > PATH_EMBED_CAP:
             newest = np.fromiter((p.rows[-1] for p in new), dtype=np.int64, count=len(new))
             pre = np.argsort(-(relations[newest] @ r_vec), kind="stable")[:PATH_EMBED_CAP]
@@ -435,13 +436,13 @@ def _track_paper(question: str, params: QueryParams, *, snapshot: GraphSnapshot,
             judgement = tracker.judge(question, hop, run.reasoning_chain, requirement, candidates)
         except TrackerOutputError as exc:
             run.usage = run.usage + exc.usage
-            run.hops.append(_hop_record(hop, len(new), len(shown), None, exc.usage, started))
+            run.hops.append(_hop_record(hop, generated, len(shown), None, exc.usage, started))
             run.stop_reason, run.error = "failed", str(exc)
             return run
         step, usage = judgement.step, judgement.usage
         run.usage = run.usage + usage
         spent += usage.total_tokens
-        run.hops.append(_hop_record(hop, len(new), len(shown), step, usage, started,
+        run.hops.append(_hop_record(hop, generated, len(shown), step, usage, started,
                                     [candidates[i - 1].text for i in step.valid_paths]))
         valid = [(judgement.scores.get(cid, 0.0), shown[cid - 1]) for cid in step.valid_paths]
         frontier = [shown[cid - 1] for cid in step.paths_to_expand]
