@@ -728,6 +728,12 @@ def bench_neuropath(dataset_dir: Path, limit: int | None, minilm: bool | None, t
     """NeuroPath recall@k, LLM tokens and ms per query beside path mode and the BM25/dense baselines."""
     from pathrag_pipeline.bench.neuropath import markdown_section, run_neuropath_bench
 
+    from pathrag_pipeline.bench.report import machine_info, machine_stamp
+
+    started = time.perf_counter()
     runs = run_neuropath_bench(dataset_dir, workdir or Path(tempfile.mkdtemp(prefix="pathrag-neuropath-")),
                                limit=limit, minilm=minilm, triples=triples, log=_log(as_json))
-    _publish(markdown_section(runs), "NeuroPath retrieval", update_docs, as_json, json.dumps(runs, indent=1))
+    section = (markdown_section(runs) + f"\n\n_Measured {machine_stamp(machine_info())} with `pathrag bench neuropath"
+               f"{' --triples' if triples else ''}`, {(time.perf_counter() - started) / 60:.1f} min; recall figures "
+               "are deterministic, times are not (each table's load average says how busy the cores were)._")
+    _publish(section, "NeuroPath retrieval", update_docs, as_json, json.dumps(runs, indent=1))
