@@ -160,6 +160,13 @@ def extractor(dataset_dir: Path, as_json: bool) -> None:
             "chunks/s", "hubs (passages)"], rows, title=f"Offline extractor on {dataset_dir.name}")
 
 
+def _endpoint_options(f):
+    """--base-url and --model: a running OpenAI-compatible endpoint instead of the bench's own llama.cpp server."""
+    f = click.option("--model", default=None, help="The model the --base-url endpoint serves.")(f)
+    return click.option("--base-url", default=None, help="Use this running OpenAI-compatible endpoint instead of "
+                                                         "starting the local server (with --model).")(f)
+
+
 @bench.command("answers")
 @click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=MUSIQUE, show_default=True, help="QA dataset with triples.jsonl (its graph).")
@@ -174,9 +181,7 @@ def extractor(dataset_dir: Path, as_json: bool) -> None:
 @click.option("--verdict-limit", type=click.IntRange(min=1), default=100, show_default=True,
               help="Then answer path, the best flat prompt and the best path layout on this many questions and "
                    "state the verdict there too (the grid's answers are reused; at most the dataset's size).")
-@click.option("--base-url", default=None, help="Use this running OpenAI-compatible endpoint instead of starting "
-                                               "the local server (with --model).")
-@click.option("--model", default=None, help="The model the --base-url endpoint serves.")
+@_endpoint_options
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Bench folder: index, runs (resumable) and the joined model (default: a temporary folder).")
 @click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -220,9 +225,7 @@ def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_
               help="Token budget of every mode's answer prompt.")
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=None,
               help="Minutes: start no new answer after this; the same command resumes the answers.")
-@click.option("--base-url", default=None, help="Use this running OpenAI-compatible endpoint instead of starting "
-                                               "the local server (with --model).")
-@click.option("--model", default=None, help="The model the --base-url endpoint serves.")
+@_endpoint_options
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Bench folder: index (shared with `bench answers`), runs and the joined model.")
 @click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,

@@ -399,11 +399,7 @@ def _track_paper(question: str, params: QueryParams, *, snapshot: GraphSnapshot,
             break
         new = (_paper_start(snapshot, [s.node for s in seeds]) if hop == 1 else
                _paper_expand(snapshot, frontier, names, params.np_coref_threshold, {p.rows for p in kept}))
-        if not new:
-            run.stop_reason = "no_candidates"
-            break
-        if spent >= params.np_token_budget:
-            run.stop_reason = "token_budget"
+        if _stops_before_judging(run, params, new, spent):
             break
         started = time.perf_counter()
         requirement = question if hop == 1 else (run.expansion_requirement or question)
@@ -432,18 +428,11 @@ def _track_paper(question: str, params: QueryParams, *, snapshot: GraphSnapshot,
                              default=None),
             expandable=n > fresh_from, link=snapshot.entity_names[p.last])
             for n, p in enumerate(shown, start=1)]
-        try:
-            judgement = tracker.judge(question, hop, run.reasoning_chain, requirement, candidates)
-        except TrackerOutputError as exc:
-            run.usage = run.usage + exc.usage
-            run.hops.append(_hop_record(hop, generated, len(shown), None, exc.usage, started))
-            run.stop_reason, run.error = "failed", str(exc)
+        judgement = _judge(run, tracker, question, hop, requirement, candidates, generated, started)
+        if judgement is None:
             return run
-        step, usage = judgement.step, judgement.usage
-        run.usage = run.usage + usage
-        spent += usage.total_tokens
-        run.hops.append(_hop_record(hop, generated, len(shown), step, usage, started,
-                                    [candidates[i - 1].text for i in step.valid_paths]))
+        step = judgement.step
+        spent += judgement.usage.total_tokens
         valid = [(judgement.scores.get(cid, 0.0), shown[cid - 1]) for cid in step.valid_paths]
         frontier = [shown[cid - 1] for cid in step.paths_to_expand]
         kept = list({p.rows: p for p in [*(p for _, p in valid), *frontier]}.values())
@@ -499,11 +488,7 @@ def _track_ours(question: str, params: QueryParams, *, snapshot: GraphSnapshot, 
             run.stop_reason = "hop_cap"
             break
         expanded = _expand(snapshot, frontier)
-        if not expanded:
-            run.stop_reason = "no_candidates"
-            break
-        if spent >= params.np_token_budget:
-            run.stop_reason = "token_budget"
+        if _stops_before_judging(run, params, expanded, spent):
             break
         started = time.perf_counter()
         r_vec = q_vec if hop == 1 else _unit(np.asarray(embedder.embed([run.expansion_requirement]),
@@ -518,19 +503,12 @@ def _track_ours(question: str, params: QueryParams, *, snapshot: GraphSnapshot, 
                                 lexical_rank=min((lex_rank[c] for c in snapshot.relation_chunks[p.rows[-1]]
                                                   if c in lex_rank), default=None))
                       for n, (i, p) in enumerate(zip(order, shown), start=1)]
-        try:
-            judgement = tracker.judge(question, hop, run.reasoning_chain, run.expansion_requirement, candidates,
-                                      covered=covered)
-        except TrackerOutputError as exc:
-            run.usage = run.usage + exc.usage
-            run.hops.append(_hop_record(hop, len(expanded), len(shown), None, exc.usage, started))
-            run.stop_reason, run.error = "failed", str(exc)
+        judgement = _judge(run, tracker, question, hop, run.expansion_requirement, candidates, len(expanded),
+                           started, covered=covered)
+        if judgement is None:
             return run
-        step, usage = judgement.step, judgement.usage
-        run.usage = run.usage + usage
-        spent += usage.total_tokens
-        run.hops.append(_hop_record(hop, len(expanded), len(shown), step, usage, started,
-                                    [candidates[i - 1].text.split("\n", 1)[0] for i in step.valid_paths]))
+        step = judgement.step
+        spent += judgement.usage.total_tokens
         for cid in step.valid_paths:
             path = shown[cid - 1]
             if path.rows not in tracked:
@@ -573,6 +551,37 @@ def _complete(run: NeuroPathRun, question: str, params: QueryParams, tracked_chu
         run.chunk_ids = list(dict.fromkeys([*tracked_chunks, *completion]))
     else:
         run.chunk_ids = rrf([tracked_chunks, completion])
+
+
+def _stops_before_judging(run: NeuroPathRun, params: QueryParams, candidates: Sequence[Any], spent: int) -> bool:
+    """Whether tracking ends before this hop's tracker call (no candidate, or the token budget spent); sets
+    ``run.stop_reason`` when it does."""
+    if not candidates:
+        run.stop_reason = "no_candidates"
+    elif spent >= params.np_token_budget:
+        run.stop_reason = "token_budget"
+    else:
+        return False
+    return True
+
+
+def _judge(run: NeuroPathRun, tracker: Any, question: str, hop: int, requirement: str,
+           candidates: Sequence[Candidate], generated: int, started: float,
+           covered: Sequence[str] = ()) -> Any:
+    """One hop's judgement, recorded in ``run`` (usage, hop record); None when the tracker's output stayed
+    invalid, which fails the query (``run.error``)."""
+    try:
+        judgement = tracker.judge(question, hop, run.reasoning_chain, requirement, candidates, covered=covered)
+    except TrackerOutputError as exc:
+        run.usage = run.usage + exc.usage
+        run.hops.append(_hop_record(hop, generated, len(candidates), None, exc.usage, started))
+        run.stop_reason, run.error = "failed", str(exc)
+        return None
+    step = judgement.step
+    run.usage = run.usage + judgement.usage
+    run.hops.append(_hop_record(hop, generated, len(candidates), step, judgement.usage, started,
+                                [candidates[i - 1].text.split("\n", 1)[0] for i in step.valid_paths]))
+    return judgement
 
 
 def _hop_record(hop: int, generated: int, shown: int, step: Any, usage: Usage, started: float,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
@@ -41,6 +41,8 @@ from pathrag_pipeline.query.prompting import (
     neuropath_tracker_message,
 )
 from pathrag_pipeline.query.ranking import RRF_K
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 OFFLINE_VALID = 5
 OFFLINE_EXPAND = 3
@@ -99,35 +101,29 @@ class PaperTrackerStep(BaseModel):
                            continue_tracking=bool(self.continue_))
 
 
-def paper_step_model(candidates: int) -> type[PaperTrackerStep]:
-    """``PaperTrackerStep`` whose ids must be between 0 and ``candidates - 1`` (re-asked when not)."""
+def _ids_checked(base: type[ModelT], fields: tuple[str, str], first: int, candidates: int) -> type[ModelT]:
+    """``base`` whose id ``fields`` must lie between ``first`` and ``first + candidates - 1`` (a wrong id is a
+    validation error, which instructor sends back to the model as a re-ask); repeated ids are kept once."""
+    last = first + candidates - 1
 
     def check(cls: Any, ids: list[int]) -> list[int]:
-        bad = [i for i in ids if not 0 <= i < candidates]
+        bad = [i for i in ids if not first <= i <= last]
         if bad:
-            raise ValueError(f"ids {bad} are not path ids; use ids between 0 and {candidates - 1}")
+            raise ValueError(f"ids {bad} are not candidate path ids; use ids between {first} and {last}")
         return list(dict.fromkeys(ids))
 
     return create_model(  # type: ignore[call-overload]
-        "PaperTrackerStep", __base__=PaperTrackerStep,
-        __validators__={"ids_on_the_list": field_validator("valid_ids", "need_expand_ids")(check)},
-    )
+        base.__name__, __base__=base, __validators__={"ids_on_the_list": field_validator(*fields)(check)})
+
+
+def paper_step_model(candidates: int) -> type[PaperTrackerStep]:
+    """``PaperTrackerStep`` whose ids must be between 0 and ``candidates - 1``."""
+    return _ids_checked(PaperTrackerStep, ("valid_ids", "need_expand_ids"), 0, candidates)
 
 
 def step_model(candidates: int) -> type[TrackerStep]:
-    """``TrackerStep`` whose ids must be between 1 and ``candidates`` (a wrong id is a validation error, which
-    instructor sends back to the model as a re-ask)."""
-
-    def check(cls: Any, ids: list[int]) -> list[int]:
-        bad = [i for i in ids if not 1 <= i <= candidates]
-        if bad:
-            raise ValueError(f"ids {bad} are not candidate path ids; use ids between 1 and {candidates}")
-        return list(dict.fromkeys(ids))
-
-    return create_model(  # type: ignore[call-overload]
-        "TrackerStep", __base__=TrackerStep,
-        __validators__={"ids_on_the_list": field_validator("valid_paths", "paths_to_expand")(check)},
-    )
+    """``TrackerStep`` whose ids must be between 1 and ``candidates``."""
+    return _ids_checked(TrackerStep, ("valid_paths", "paths_to_expand"), 1, candidates)
 
 
 @dataclass(frozen=True)
