@@ -34,3 +34,12 @@ def test_published_reproduce_lines_use_relative_paths():
         for line in doc.read_text(encoding="utf-8").splitlines():
             if "Reproduce" in line or "pathrag eval retrieval" in line:
                 assert not re.search(r"(?:^|[\s=`])/(?:work|home|tmp|Users)/", line), line
+
+
+def test_offline_sections_label_neuropath_rows_as_the_heuristic_tracker():
+    """Issue 24: a NeuroPath row measured without an LLM says its tracker is a heuristic, in every table."""
+    from pathrag_pipeline.bench.report import offline_label
+
+    assert offline_label("neuropath") == "neuropath (heuristic tracker)"
+    assert offline_label("neuropath:ours") == "neuropath:ours (heuristic tracker)"
+    assert offline_label("path") == "path" and offline_label("bm25+dense") == "bm25+dense"

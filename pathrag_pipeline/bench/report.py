@@ -218,7 +218,7 @@ def extractor_section(r: dict[str, Any] | None) -> str:
 def answers_section(r: dict[str, Any]) -> str:
     """Sample questions answered offline, per mode (``pathrag bench sample-answers``)."""
     n = len(r["questions"])
-    rows = [[run, f"{m['answered']}/{m['of']}", *["yes" if w else "-" for w in m["which"]]]
+    rows = [[offline_label(run), f"{m['answered']}/{m['of']}", *["yes" if w else "-" for w in m["which"]]]
             for run, m in r["modes"].items()]
     leads = "; ".join(f"q{i + 1} \"{q['lead']}\"" for i, q in enumerate(r["questions"]))
     return "\n\n".join([
@@ -240,7 +240,7 @@ def answers_section(r: dict[str, Any]) -> str:
 def docs_answers_section(r: dict[str, Any], docs: Path, key: Path) -> str:
     """A folder of real documents and its own answer key (``pathrag bench sample-answers --docs --questions``)."""
     n = len(r["questions"])
-    rows = [[run, f"{m['answered']}/{m['of']}", *["yes" if w else "-" for w in m["which"]]]
+    rows = [[offline_label(run), f"{m['answered']}/{m['of']}", *["yes" if w else "-" for w in m["which"]]]
             for run, m in r["modes"].items()]
     return "\n\n".join([
         "## Questions about the papers, answered offline",
@@ -260,7 +260,7 @@ def _dataset_answers_parts(d: dict[str, Any] | None) -> list[str]:
             f"{d['dataset']}, indexed offline from its corpus and triples, counted when a gold answer or alias "
             "appears in the extract.",
             md_table(["mode", "gold answer in the extract"],
-                     [[run, f"{n}/{d['questions']}"] for run, n in d["modes"].items()])]
+                     [[offline_label(run), f"{n}/{d['questions']}"] for run, n in d["modes"].items()])]
 
 
 def embedder_section(r: dict[str, Any]) -> str:
@@ -356,9 +356,17 @@ def musique_section(r: dict[str, Any] | None, sizes: ReportSizes) -> str:
     ])
 
 
+def offline_label(mode: str) -> str:
+    """A mode's row label in an offline section: NeuroPath's rows say their tracker is the heuristic one."""
+    from pathrag_pipeline.evaluation.retrieval_eval import offline_note
+
+    note = offline_note(mode, semantic=False, llm=False)
+    return f"{mode} ({note})" if note.startswith("heuristic") else mode
+
+
 def query_section(r: dict[str, Any], sizes: ReportSizes) -> str:
     stages = [s for s in STAGE_ORDER if any(s in m["median_ms"] for m in r["modes"].values())]
-    rows = [[mode, m["queries"], *[_ms(m["median_ms"].get(s)) for s in stages], _ms(m["total_median_ms"]),
+    rows = [[offline_label(mode), m["queries"], *[_ms(m["median_ms"].get(s)) for s in stages], _ms(m["total_median_ms"]),
              _ms(m["total_p95_ms"]), m["mean_paths"]] for mode, m in r["modes"].items()]
     first = r["first_query"]
     return "\n\n".join([
