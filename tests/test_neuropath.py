@@ -520,3 +520,24 @@ def test_the_path_embedding_cap_preselects_by_the_newest_triple_and_counts_every
     capped = PathRAG(settings, record=False).query(QUESTION, "neuropath", np_max_hops=1)
     assert capped.tracking["hops"][0]["candidates"] == generated and len(set(embedded)) == 1
     assert capped.tracking["hops"][0]["shown"] == 1
+
+
+def test_an_invalid_key_entity_answer_falls_back_to_the_offline_rules(settings, openai_server, caplog):
+    """The paper's NER call (Figure 13) answered with something that is not its JSON: the query keeps going with
+    the offline keyword rules' entities, says so in a warning, and counts the calls the NER stage spent."""
+    from pathrag_pipeline.query.keywords import extract_keywords_offline
+
+    def responder(request) -> str:
+        kind = _kind(request)
+        if kind == "entities":
+            return "Aldermere University, I think"
+        if kind == "tracker":
+            return _paper_step(lambda r: [0], lambda r: [], "", False)(request)
+        return "Helena Voss was born in Lindenholm."
+
+    openai_server.chat_responder = responder
+    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath")
+    assert result.error is None and result.answer_kind == "llm"
+    assert result.keywords["low_level"] == extract_keywords_offline(QUESTION).low_level
+    assert result.tokens["keywords"]["calls"] >= 2          # the call and its re-ask(s), all counted
+    assert "NeuroPath key entities failed" in caplog.text

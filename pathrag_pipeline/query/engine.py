@@ -310,52 +310,48 @@ class PathRAG:
         hit reports the usage of the call that produced it, so every mode counts what it would spend alone."""
         if self.llm is None or source == "offline":
             return extract_keywords_offline(question), Usage(), False
-        memo = self._keyword_memo.get(question)
-        if memo is not None:
-            return memo[0], memo[1], True
-        try:
-            result = self.llm.structured(
-                [{"role": "system", "content": KEYWORD_PROMPT}, {"role": "user", "content": f"Question: {question}"}],
-                Keywords, stage="keywords",
-            )
-        except LLMOutputError as exc:
-            # Our departure from LightRAG (which answers "fail" when its keyword JSON does not parse): a small model's
-            # keyword answer cut at the cap or invalid costs the query its LLM keywords, not its answer. The offline
-            # rules stand in, and the warning says so (issue 27: a tools-mode keyword call ran to its 1024-token cap).
-            log.warning("LLM keywords failed (%s); the offline keyword rules are used for this question",
-                        " ".join(str(exc).split())[:300])
-            return extract_keywords_offline(question), exc.usage, False
-        keywords = result.value
-        if not keywords.low_level and not keywords.high_level:
-            keywords = extract_keywords_offline(question)
-        if len(self._keyword_memo) >= KEYWORD_MEMO:
-            self._keyword_memo.pop(next(iter(self._keyword_memo)))
-        self._keyword_memo[question] = (keywords, result.usage)
-        return keywords, result.usage, False
+        return self._llm_keywords(
+            question, question, "LLM keywords",
+            [{"role": "system", "content": KEYWORD_PROMPT}, {"role": "user", "content": f"Question: {question}"}],
+            Keywords, lambda k: k if k.low_level or k.high_level else None)
 
     def _key_entities(self, question: str, source: str = "auto") -> tuple[Keywords, Usage, bool]:
         """NeuroPath's key entities (``np_variant="paper"``): with an LLM, the paper's NER prompt (Figure 13),
         its ``named_entities`` as the low-level keywords; without one (or ``keywords="offline"``), the offline
         keyword rules' low-level keywords stand in (a heuristic, like the offline tracker). Memoised per question
-        as the keywords are; an invalid answer falls back to the offline rules with a warning."""
+        as the keywords are."""
         if self.llm is None or source == "offline":
             return extract_keywords_offline(question), Usage(), False
-        memo = self._keyword_memo.get(("ner", question))
+
+        def entities(answer: NamedEntities) -> Keywords | None:
+            names = [e.strip() for e in answer.named_entities if e and e.strip()]
+            return Keywords(low_level=names, high_level=[]) if names else None
+
+        return self._llm_keywords(
+            question, ("ner", question), "NeuroPath key entities",
+            [{"role": "system", "content": NEUROPATH_NER_PROMPT},
+             {"role": "user", "content": neuropath_ner_message(question)}], NamedEntities, entities)
+
+    def _llm_keywords(self, question: str, memo_key: str | tuple[str, str], what: str, messages: list[dict],
+                      model: type, to_keywords: Any) -> tuple[Keywords, Usage, bool]:
+        """One memoised keyword-stage LLM call: ``to_keywords(answer)``, or the offline rules when it gives None."""
+        memo = self._keyword_memo.get(memo_key)
         if memo is not None:
             return memo[0], memo[1], True
+        assert self.llm is not None
         try:
-            result = self.llm.structured(
-                [{"role": "system", "content": NEUROPATH_NER_PROMPT},
-                 {"role": "user", "content": neuropath_ner_message(question)}], NamedEntities, stage="keywords")
+            result = self.llm.structured(messages, model, stage="keywords")
         except LLMOutputError as exc:
-            log.warning("NeuroPath key entities failed (%s); the offline keyword rules are used for this question",
+            # Our departure from LightRAG (which answers "fail" when its keyword JSON does not parse): a small model's
+            # keyword answer cut at the cap or invalid costs the query its LLM keywords, not its answer. The offline
+            # rules stand in, and the warning says so (issue 27: a tools-mode keyword call ran to its 1024-token cap).
+            log.warning("%s failed (%s); the offline keyword rules are used for this question", what,
                         " ".join(str(exc).split())[:300])
             return extract_keywords_offline(question), exc.usage, False
-        entities = [e.strip() for e in result.value.named_entities if e and e.strip()]
-        keywords = Keywords(low_level=entities, high_level=[]) if entities else extract_keywords_offline(question)
+        keywords = to_keywords(result.value) or extract_keywords_offline(question)
         if len(self._keyword_memo) >= KEYWORD_MEMO:
             self._keyword_memo.pop(next(iter(self._keyword_memo)))
-        self._keyword_memo[("ner", question)] = (keywords, result.usage)
+        self._keyword_memo[memo_key] = (keywords, result.usage)
         return keywords, result.usage, False
 
     def _check_vectors(self, table: str) -> None:
