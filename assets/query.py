@@ -44,6 +44,7 @@ Ordering = Literal["reliability", "hop_first", "random"]
 PromptStyle = Literal["paths", "paths_passages", "passages_last", "public", "passages", "flat"]
 PathPooling = Literal["off", "rerank", "reselect"]
 PoolVariant = Literal["ours", "paper"]
+NpVariant = Literal["paper", "ours"]
 # The Literal types are Dagster config enums: the Launchpad and `dagster job launch` reject `mode: "pathh"`
 # before a run is created. tests/test_dagster.py checks they list exactly MODES, VARIANTS, ORDERINGS and
 # PROMPT_STYLES of pathrag_pipeline/query/params.py. Dagster's config schema has no numeric ranges: the job
@@ -76,6 +77,8 @@ class QuestionsConfig(dg.Config):
                                  description="neuropath: LLM tokens for keywords and tracking per query")
     np_coref_threshold: float = Field(default=DEFAULT_NP_COREF_THRESHOLD, gt=0.0, le=1.0,
                                       description="neuropath: name similarity of coreferent entities in (0, 1]")
+    np_variant: NpVariant = Field(default=QueryParams.np_variant,
+                                  description="neuropath: paper (the paper's method) or ours (our earlier variant)")
 
     @pydantic.model_validator(mode="after")
     def _some_question(self) -> "QuestionsConfig":
@@ -111,7 +114,7 @@ class QuestionsConfig(dg.Config):
 def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig, pathrag: PathragResource):
     params = {k: getattr(config, k) for k in ("top_n", "top_k", "alpha", "theta", "max_hops", "variant",
                                               "ordering", "prompt", "token_budget", "path_pooling", "pool_variant", "np_max_hops",
-                                              "np_candidates", "np_token_budget", "np_coref_threshold")}
+                                              "np_candidates", "np_token_budget", "np_coref_threshold", "np_variant")}
     results = run_questions(pathrag.settings(), config.all_questions(), config.mode, params)
     lines = [f"**{r.question}** ({r.mode}, {r.answer_kind}): {r.answer[:300]}" for r in results]
     for r in results:
