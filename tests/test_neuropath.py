@@ -270,11 +270,15 @@ def test_cli_ask_neuropath_json_and_failure_exit(settings, openai_server, monkey
     text = CliRunner().invoke(ask, [QUESTION, "--mode", "neuropath"])
     assert text.exit_code == 0 and f"NeuroPath tracker {OFFLINE_TRACKER}" in text.output
 
-    openai_server.chat_responder = Scripted([lambda r: "nope", lambda r: "still nope"])
+    openai_server.chat_responder = Scripted([lambda r: "nope", lambda r: "still nope"] * 2)
     monkeypatch.setenv("PATHRAG_LLM_BASE_URL", openai_server.base_url)
     monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
-    failed = CliRunner().invoke(ask, [QUESTION, "--mode", "neuropath"])
+    failed = CliRunner().invoke(ask, [QUESTION, "--mode", "neuropath", "--np-variant", "ours"])
     assert failed.exit_code == 1 and "failed: NeuroPath tracker output at hop 1" in failed.output
+    # the paper's variant goes on as its reference code does: no path, the completion's passages, an answer
+    paper = CliRunner().invoke(ask, [QUESTION, "--mode", "neuropath"])
+    assert paper.exit_code == 0, paper.output
+    assert "(stopped: tracker_invalid)" in paper.output and "stayed invalid" in paper.output
 
 
 # ---- the log tables of older homes --------------------------------------------------------------------
@@ -541,3 +545,23 @@ def test_an_invalid_key_entity_answer_falls_back_to_the_offline_rules(settings, 
     assert result.keywords["low_level"] == extract_keywords_offline(QUESTION).low_level
     assert result.tokens["keywords"]["calls"] >= 2          # the call and its re-ask(s), all counted
     assert "NeuroPath key entities failed" in caplog.text
+
+
+def test_paper_variant_answers_from_the_completion_when_the_tracker_stays_invalid(settings, openai_server):
+    """The reference code's failure path: an answer that does not parse (here ids that are years, as a 0.5B model
+    wrote) drops every path and the chain; the completion retrieval alone ranks the passages, the query answers,
+    and the log keeps the error. Earlier hops' valid paths go too."""
+    script = Scripted([
+        _paper_step(lambda r: [_id_of(r, "Helena Voss")], lambda r: [_id_of(r, "Helena Voss")], "born", True, "c1"),
+        lambda r: json.dumps({"current_chain": "x", "valid_ids": [1852], "continue": 0}),
+        lambda r: json.dumps({"current_chain": "x", "valid_ids": [1852, 1901], "continue": 0}),
+    ])
+    openai_server.chat_responder = script
+    result = PathRAG(_llm_settings(settings, openai_server)).query(QUESTION, "neuropath")
+    assert script.kinds == ["entities", "tracker", "tracker", "tracker", "answer"]
+    assert result.error is None and result.answer_kind == "llm" and result.chunk_ids
+    assert result.paths == [] and result.tracking["stop_reason"] == "tracker_invalid"
+    assert "not candidate path ids" in result.tracking["tracker_error"] and result.tracking["error"] is None
+    assert result.tracking["completion_query"] == QUESTION and result.tracking["hops"][1]["calls"] == 2
+    stored = _rows(settings, "SELECT error IS NULL, tracking->>'stop_reason' FROM queries")
+    assert stored == [(True, "tracker_invalid")]

@@ -88,6 +88,9 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
                          for h in tracking["hops"])
         console.print(f"NeuroPath tracker {tracking['tracker']} (stopped: {tracking['stop_reason']}); "
                       f"{hops or 'no hop'}", highlight=False, markup=False)
+        if tracking.get("tracker_error"):
+            console.print(f"The tracker's answer stayed invalid, so no path was tracked and the passages come from "
+                          f"the completion retrieval alone: {tracking['tracker_error']}", highlight=False, markup=False)
     if result.document_ids:
         console.print("Sources: " + ", ".join(result.document_ids[:10]), highlight=False, markup=False)
     stages = ", ".join(f"{k} {v:.0f}" for k, v in result.timings_ms.items())

@@ -39,6 +39,7 @@ memory and under ``PATHRAG_HOME/cache``.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -64,6 +65,8 @@ from pathrag_pipeline.query.ranking import rrf
 from pathrag_pipeline.query.retrieval import RetrievedNode, is_semantic
 from pathrag_pipeline.text.names import name_key
 
+log = logging.getLogger(__name__)
+
 COREF_MAX = 5                 # coreferent entities added per matched key entity
 LEXICAL_HITS = 100            # BM25 passage hits of the question that count as lexical support
 MAX_EXPANSIONS_PER_NODE = 500  # adjacent triples read per expanded entity (bounds hub entities)
@@ -88,17 +91,18 @@ class NeuroPathRun:
     reasoning_chain: str
     expansion_requirement: str
     completion_query: str
-    stop_reason: str                      # tracker_stop, hop_cap, token_budget, nothing_to_expand, no_candidates, no_seeds, failed
+    stop_reason: str                      # tracker_stop, hop_cap, token_budget, nothing_to_expand, no_candidates, no_seeds, failed, tracker_invalid
     hops: list[dict[str, Any]] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)   # the tracking calls
-    error: str | None = None
+    error: str | None = None              # ours: the tracker's output stayed invalid, so the query fails
+    tracker_error: str | None = None      # paper: the same, but tracking ends with no path (see _track_paper)
 
     def record(self) -> dict[str, Any]:
         """The ``queries.tracking`` JSON."""
         return {"tracker": self.tracker, "stop_reason": self.stop_reason, "hops": self.hops,
                 "seeds": [s.entity_name for s in self.seeds], "reasoning_chain": self.reasoning_chain,
                 "expansion_requirement": self.expansion_requirement, "completion_query": self.completion_query,
-                "error": self.error}
+                "error": self.error, "tracker_error": self.tracker_error}
 
 
 # ---- cached vectors ---------------------------------------------------------------------------------
@@ -376,6 +380,12 @@ def _track_paper(question: str, params: QueryParams, *, snapshot: GraphSnapshot,
       order; the completion query is q + c_last + g_last (Sec. 3.4), and D_ret = D_p ∪ D_e (``np_passages``
       "union" unless overridden).
 
+    A tracker answer that stays invalid (after one re-ask with the validation error, ours) ends tracking as the
+    reference code's failure path does: no valid path, no reasoning chain, so D_ret is the completion's alone;
+    the query still answers, and ``queries.tracking`` keeps ``stop_reason`` "tracker_invalid" and the error
+    (``tracker_error``). Small models hit it (a 0.5B model wrote years from the paths as ids); our variant fails
+    the query instead.
+
     Bound (ours): when more than ``PATH_EMBED_CAP`` new paths appear at a hop, only that many, preselected by
     their newest triple's index vector against the requirement, are embedded whole (a hub entity can give
     thousands; the paper embeds them all on a GPU)."""
@@ -428,9 +438,11 @@ def _track_paper(question: str, params: QueryParams, *, snapshot: GraphSnapshot,
                              default=None),
             expandable=n > fresh_from, link=snapshot.entity_names[p.last])
             for n, p in enumerate(shown, start=1)]
-        judgement = _judge(run, tracker, question, hop, requirement, candidates, generated, started)
-        if judgement is None:
-            return run
+        judgement = _judge(run, tracker, question, hop, requirement, candidates, generated, started,
+                           fail_query=False)
+        if judgement is None:   # the reference code's failure path: no path, no chain; the completion answers
+            valid, run.reasoning_chain, run.expansion_requirement = [], "", ""
+            break
         step = judgement.step
         spent += judgement.usage.total_tokens
         valid = [(judgement.scores.get(cid, 0.0), shown[cid - 1]) for cid in step.valid_paths]
@@ -567,15 +579,21 @@ def _stops_before_judging(run: NeuroPathRun, params: QueryParams, candidates: Se
 
 def _judge(run: NeuroPathRun, tracker: Any, question: str, hop: int, requirement: str,
            candidates: Sequence[Candidate], generated: int, started: float,
-           covered: Sequence[str] = ()) -> Any:
+           covered: Sequence[str] = (), fail_query: bool = True) -> Any:
     """One hop's judgement, recorded in ``run`` (usage, hop record); None when the tracker's output stayed
-    invalid, which fails the query (``run.error``)."""
+    invalid: with ``fail_query`` that fails the query (``run.error``, stop reason "failed"); without, it is
+    recorded (``run.tracker_error``, stop reason "tracker_invalid") and the caller goes on without paths."""
     try:
         judgement = tracker.judge(question, hop, run.reasoning_chain, requirement, candidates, covered=covered)
     except TrackerOutputError as exc:
         run.usage = run.usage + exc.usage
         run.hops.append(_hop_record(hop, generated, len(candidates), None, exc.usage, started))
-        run.stop_reason, run.error = "failed", str(exc)
+        if fail_query:
+            run.stop_reason, run.error = "failed", str(exc)
+        else:
+            run.stop_reason, run.tracker_error = "tracker_invalid", str(exc)
+            log.warning("NeuroPath tracker output stayed invalid (%s); this query goes on without tracked paths, "
+                        "from the post-retrieval completion alone", " ".join(str(exc).split())[:300])
         return None
     step = judgement.step
     run.usage = run.usage + judgement.usage

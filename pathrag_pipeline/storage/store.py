@@ -239,7 +239,7 @@ DDL = [
         answer        VARCHAR NOT NULL,
         chunk_ids     VARCHAR[] NOT NULL,    -- passages ranked by the retrieved paths/nodes/edges (evaluation: recall@k)
         document_ids  VARCHAR[] NOT NULL,    -- documents of those passages, in first-appearance order
-        tracking      JSON,                  -- neuropath only: {"tracker": 'llm:<model>' or 'heuristic:embedder+bm25' (no LLM: a heuristic tracker, not NeuroPath's), "stop_reason", "hops": [{hop, candidates, shown, reasoning_chain, expansion_requirement, valid_paths, valid, expand, continue, calls, prompt_tokens, completion_tokens, ms}], "seeds", "reasoning_chain", "expansion_requirement", "completion_query", "error"}; NULL for other modes
+        tracking      JSON,                  -- neuropath only: {"tracker": 'llm:<model>' or 'heuristic:embedder+bm25' (no LLM: a heuristic tracker, not NeuroPath's), "stop_reason", "hops": [{hop, candidates, shown, reasoning_chain, expansion_requirement, valid_paths, valid, expand, continue, calls, prompt_tokens, completion_tokens, ms}], "seeds", "reasoning_chain", "expansion_requirement", "completion_query", "error", "tracker_error" (the paper's variant: the tracker's answer stayed invalid and the query went on from the completion alone, stop_reason 'tracker_invalid')}; NULL for other modes
         llm_calls     INTEGER,               -- LLM requests over every stage of the query (re-asks and retries included; 0 offline)
         llm_tokens    INTEGER,               -- LLM prompt + completion tokens over every stage of the query (0 offline)
         error         VARCHAR                -- why the query failed (e.g. the neuropath tracker's output stayed invalid after its re-ask); NULL when it succeeded
