@@ -121,3 +121,28 @@ def test_a_batch_that_fails_is_sent_again_next_run(home, monkeypatch):
     run_indexing(settings)
     assert sum(sent) >= 5                            # the failed batch's rows went again
     assert lance_equals_duckdb(settings)
+
+
+def test_the_remembered_no_op_state_from_the_ledger_equals_the_tables(home):
+    """The state recorded at the end of a run comes from the ledger (no md5 pass over every row); it must equal
+    what the next no-op check computes from the tables, after a build, an edit and a deletion."""
+    settings, docs = home
+
+    def states() -> tuple[str, str, str]:
+        with Store(settings.duckdb_path).connect(read_only=True) as con:
+            kw = {"embedder": HashingEmbedder().identity, "alias_threshold": settings.alias_embedding_threshold}
+            return (embedding_stage.stored_synced_state(con), embedding_stage.synced_state(con, **kw),
+                    embedding_stage.ledger_synced_state(con, **kw))
+
+    stored, tables, ledger = states()
+    assert stored == tables == ledger
+    (docs / "doc3.md").write_text(DOCS["doc3.md"] + "\nAgnes Morrow3 met Corran Ford9 at Hesketh Mill1.\n")
+    (docs / "doc5.md").unlink()
+    run_indexing(settings)
+    after = states()
+    assert after[0] == after[1] == after[2] and after[1] != tables
+    # a row changed behind the ledger's back: the tables' state no longer matches the one remembered
+    with Store(settings.duckdb_path).connect() as con:
+        con.execute("UPDATE entities SET description = description || ' (edited)' WHERE rowid = 0")
+    moved = states()
+    assert moved[1] != moved[0] and moved[2] == moved[0]

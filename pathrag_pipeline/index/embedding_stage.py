@@ -202,14 +202,34 @@ part-way leaves none."""
 def synced_state(con: duckdb.DuckDBPyConnection, *, embedder: str, alias_threshold: float | None) -> str:
     """A fingerprint of everything the embedding stage reads: every column of the rows each LanceDB table must
     hold (``SOURCES``, the same SQL ``embedding_rows`` runs), the alias table, the embedder identity and the
-    alias setting. Equal fingerprints: the stage would embed nothing, delete nothing and find no new alias."""
+    alias setting. Equal fingerprints: the stage would embed nothing, delete nothing and find no new alias.
+    Per table: the row count and the XOR of md5_number over each row's fingerprint (the md5 ``vector_rows``
+    records), so :func:`ledger_synced_state` can compute the same value from the ledger alone."""
+    return _state(con, embedder, alias_threshold, {
+        name: f"SELECT count(*), coalesce(bit_xor(md5_number(md5(CAST(t AS VARCHAR)))), 0)::VARCHAR FROM ({sql}) t"
+        for name, sql in SOURCES.items()})
+
+
+def ledger_synced_state(con: duckdb.DuckDBPyConnection, *, embedder: str, alias_threshold: float | None) -> str:
+    """:func:`synced_state` computed from the ``vector_rows`` ledger instead of the tables' rows (one md5 pass
+    over every row saved at the end of each run, issue 23). Equal to it whenever the ledger holds exactly the
+    fingerprints of the current rows: right after a sync that sent every changed row without failure, the only
+    time it is called (``remember_synced_state``). Were it ever wrong, the next no-op check, computed from the
+    tables, would differ and run the stage again: never a skipped change."""
+    return _state(con, embedder, alias_threshold, {
+        name: ("SELECT count(*), coalesce(bit_xor(md5_number(fingerprint)), 0)::VARCHAR FROM vector_rows "
+               f"WHERE table_name = '{name}'") for name in SOURCES})
+
+
+def _state(con: duckdb.DuckDBPyConnection, embedder: str, alias_threshold: float | None,
+           digests: dict[str, str]) -> str:
     state: dict[str, object] = {"embedder": embedder, "alias_embedding_threshold": alias_threshold,
                                 "alias_detection": DETECTION_VERSION}
-    for name, sql in {**SOURCES, "entity_aliases": ALIAS_SQL}.items():
-        # XOR of the rows' 128-bit md5: order-free, so no sort of the whole table (keys make rows distinct)
-        rows, digest = con.execute(
-            f"SELECT count(*), coalesce(bit_xor(md5_number(CAST(t AS VARCHAR))), 0)::VARCHAR FROM ({sql}) t"
-        ).fetchall()[0]
+    # XOR of the rows' 128-bit md5: order-free, so no sort of the whole table (keys make rows distinct)
+    digests = {**digests, "entity_aliases": (f"SELECT count(*), coalesce(bit_xor(md5_number(md5(CAST(t AS VARCHAR)))), "
+                                             f"0)::VARCHAR FROM ({ALIAS_SQL}) t")}
+    for name, sql in digests.items():
+        rows, digest = con.execute(sql).fetchall()[0]
         state[name] = [rows, digest]
     return json.dumps(state, sort_keys=True)
 
@@ -226,5 +246,6 @@ def forget_synced_state(store: Store) -> None:
 
 
 def remember_synced_state(store: Store, *, embedder: str, alias_threshold: float | None) -> None:
+    """Called after a sync that failed nowhere and left no alias to add: the ledger then describes the rows."""
     with store.connect() as con:
-        set_meta(con, SYNCED_STATE_META, synced_state(con, embedder=embedder, alias_threshold=alias_threshold))
+        set_meta(con, SYNCED_STATE_META, ledger_synced_state(con, embedder=embedder, alias_threshold=alias_threshold))
