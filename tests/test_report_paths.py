@@ -43,3 +43,18 @@ def test_offline_sections_label_neuropath_rows_as_the_heuristic_tracker():
     assert offline_label("neuropath") == "neuropath (heuristic tracker)"
     assert offline_label("neuropath:ours") == "neuropath:ours (heuristic tracker)"
     assert offline_label("path") == "path" and offline_label("bm25+dense") == "bm25+dense"
+
+
+def test_bench_query_replaces_its_own_section_and_key_figure(tmp_path):
+    from click.testing import CliRunner
+
+    from pathrag_pipeline.cli.bench import bench
+
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text("# Benchmarks\n\n## Key figures\n\n- Offline `path` query on the sample corpus: median 1 ms end "
+                    "to end.\n\n## Query latency per stage (sample corpus, offline)\n\nold\n\n## Other\n\nkept\n")
+    out = CliRunner().invoke(bench, ["query", "--rounds", "1", "--update-docs", str(docs)])
+    assert out.exit_code == 0, out.output
+    text = docs.read_text()
+    assert "\nold\n" not in text and "## Other\n\nkept" in text and "median 1 ms" not in text
+    assert "| neuropath (heuristic tracker) |" in text and "_Measured " in text

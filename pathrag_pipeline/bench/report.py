@@ -852,8 +852,9 @@ def _header(machine: dict[str, Any], end_load: list[float] | None, section_loads
         "`## Quantized local embedder` (`pathrag bench quantized ...`), "
         "`## Concurrent asks` (`pathrag bench concurrency ...`), `## Questions about the papers, answered offline` "
         "(`pathrag bench sample-answers --docs ../shared/papers ...`), `## Small local models extracting a graph` "
-        "(`pathrag bench local-extraction ...`) and `## Answers through a local LLM` (over an "
-        "hour through a local LLM server: `pathrag bench answers ...`, see docs/llm-endpoints.md). A section this "
+        "(`pathrag bench local-extraction ...`), `## Answers through a local LLM` (over an "
+        "hour through a local LLM server: `pathrag bench answers ...`, see docs/llm-endpoints.md) and "
+        "`## NeuroPath with an LLM tracker` (the same server: `pathrag bench neuropath-llm ...`). A section this "
         "run measures may also be rerun on its own since (`--update-docs`): it then ends with its own "
         "_Measured_ line, which dates its figures. Rerun the command to regenerate this file.",
     ]
@@ -1004,6 +1005,10 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         unmeasured_section("Answers through a local LLM", "pathrag bench answers --update-docs docs/benchmarks.md",
                            "it runs a local LLM server for over an hour and needs the optional server and model "
                            "installs of docs/llm-endpoints.md"),
+        unmeasured_section("NeuroPath with an LLM tracker",
+                           "HF_HUB_OFFLINE=1 pathrag bench neuropath-llm --update-docs docs/benchmarks.md",
+                           "it runs a local LLM server for half an hour or more and needs the optional server and "
+                           "model installs of docs/llm-endpoints.md"),
         unmeasured_section("Scale", "pathrag bench scale --update-docs docs/benchmarks.md",
                            "its benchmark runs for about half an hour on its own"),
         measured(retrieval_section(retrieval), secs["retrieval"]) if retrieval else

@@ -327,14 +327,32 @@ def embedder(texts: int, runs: int, threads: int, mix: int, update_docs: Path | 
 
 @bench.command("query")
 @click.option("--rounds", default=3, show_default=True, help="Times each question is asked per mode.")
+@_update_docs_option
 @click.option("--json", "as_json", is_flag=True)
-def query(rounds: int, as_json: bool) -> None:
+def query(rounds: int, update_docs: Path | None, as_json: bool) -> None:
     """Query latency per stage on the sample corpus, offline, for every mode (medians)."""
     if rounds < 1:
         raise click.UsageError(f"--rounds {rounds} must be at least 1")
     from pathrag_pipeline.bench.query import STAGE_ORDER, run_query_bench
 
+    started = time.perf_counter()
     result = run_query_bench(rounds=rounds, log=_log(as_json))
+    if update_docs is not None:
+        from dataclasses import replace
+
+        from pathrag_pipeline.bench.report import FULL, machine_info, machine_stamp, query_section
+        from pathrag_pipeline.bench.report_sections import splice
+
+        section = (query_section(result, replace(FULL, query_rounds=rounds))
+                   + f"\n\n_Measured {machine_stamp(machine_info())}; this section ran "
+                     f"{time.perf_counter() - started:.0f} s._")
+        splice(update_docs, "Query latency per stage (sample corpus, offline)", section)
+        if "path" in result["modes"]:
+            from pathrag_pipeline.bench.report_sections import replace_key_figure
+
+            replace_key_figure(update_docs, "Offline `path` query on the sample corpus:",
+                               f"Offline `path` query on the sample corpus: median "
+                               f"{result['modes']['path']['total_median_ms']} ms end to end.")
     if as_json:
         click.echo(json.dumps(result, indent=1))
         return
