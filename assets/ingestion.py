@@ -14,7 +14,7 @@ import dagster as dg
 from assets.failures import one_line_failures
 
 from assets.resources import PathragResource, RunReports
-from pathrag_pipeline.index.pipeline import ingest_stage, prefetch_lancedb
+from pathrag_pipeline.index.pipeline import ingest_stage
 
 DUCKDB_POOL = "duckdb"
 TRIGGER_TAG = "pathrag/trigger"
@@ -79,7 +79,6 @@ class IngestConfig(dg.Config):
 @one_line_failures
 def ingest(context: dg.AssetExecutionContext, config: IngestConfig, pathrag: PathragResource,
            reports: dg.ResourceParam[RunReports]):
-    prefetch_lancedb()   # the embeddings step runs later in this process (in-process executor)
     settings = pathrag.settings()
     store = pathrag.store()
     sync = ingest_stage(settings, store, trigger=trigger_of(context.run.tags),

@@ -173,17 +173,3 @@ def test_a_failed_reembed_keeps_the_previous_vectors_and_a_good_one_replaces_the
     assert {t: vectors.count(t) for t in before} == before and vectors.meta("chunks").embedder == "openai:fake-embed"
     assert not settings.lancedb_path.with_name("lancedb.reembed").exists()
     assert not settings.lancedb_path.with_name("lancedb.replaced").exists()
-
-
-def test_run_indexing_imports_lancedb_in_the_background():
-    """Issue 23: LanceDB's import (about 1.4 s) overlaps the ingest and graph stages instead of delaying the
-    embedding stage of a small edit. In a fresh interpreter the prefetch imports it; once imported, nothing runs."""
-    import subprocess
-    import sys
-
-    code = ("import sys; from pathrag_pipeline.index.pipeline import prefetch_lancedb; "
-            "assert 'lancedb' not in sys.modules; t = prefetch_lancedb(); t.join(60); "
-            "assert 'lancedb' in sys.modules and t.name == 'pathrag-prefetch-lancedb'; "
-            "assert prefetch_lancedb() is None; print('ok')")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -10,8 +10,6 @@ folder does no parsing, no LLM calls and no embedding.
 from __future__ import annotations
 
 import shutil
-import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,26 +194,6 @@ def assemble_report(sync: SyncReport, graph: GraphStage, embed: EmbeddingStage, 
                        graph_counts(store))
 
 
-def prefetch_lancedb() -> threading.Thread | None:
-    """Import LanceDB in a background thread (issue 23): the import takes about 1.4 s, which a one-file edit of a
-    large home otherwise waits for at the start of its embedding stage; the ingest and graph stages run
-    meanwhile (their DuckDB work releases the GIL). Every module LanceDB shares with them is imported by then.
-    The embedding stage's own import waits for this one to finish (Python's import lock) and reports any error
-    itself. Returns the thread, or None when LanceDB is imported already."""
-    if "lancedb" in sys.modules:
-        return None
-
-    def load() -> None:
-        try:
-            import lancedb  # noqa: F401
-        except Exception:  # noqa: BLE001 - the embedding stage imports it again and says what is wrong
-            pass
-
-    thread = threading.Thread(target=load, name="pathrag-prefetch-lancedb", daemon=True)
-    thread.start()
-    return thread
-
-
 def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str = "cli",
                  triples: Path | None = None, reembed: bool = False, progress=None,
                  run_id: str | None = None, replace_folder: bool = False,
@@ -225,7 +203,6 @@ def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str
     ``replace_folder``: index ``folder`` in place of the one the home holds (see ``ingest_stage``).
     Holds the home's indexing lock for the whole run."""
     with index_lock(settings.home):
-        prefetch_lancedb()
         store = Store.for_settings(settings)
         sync = ingest_stage(settings, store, folder=folder, trigger=trigger, run_id=run_id,
                             replace_folder=replace_folder)
