@@ -299,7 +299,7 @@ def answer_all(settings: Any, dataset: Path, index: Path, limit: int, budget: in
 
 def llm_use_recall(settings: Any, dataset: Path, index: Path, limit: int, log: Log) -> dict[str, Any]:
     """Recall of path and hybrid with the LLM's keywords against the offline keyword rules, and of NeuroPath
-    with its LLM tracker against its offline tracker, same questions (``eval retrieval --modes`` LLM_USE_MODES;
+    with its LLM tracker against its heuristic (offline) tracker, same questions (``eval retrieval --modes`` LLM_USE_MODES;
     stored in eval_runs)."""
     from pathrag_pipeline.evaluation.retrieval_eval import evaluate_retrieval, save_evaluation
     from pathrag_pipeline.storage.store import Store
@@ -361,13 +361,13 @@ def _llm_use_parts(k: dict[str, Any] | None) -> list[str]:
         on, off = modes["neuropath"], modes["neuropath:offline_tracker"]
         tracker = (f" NeuroPath's LLM tracker costs {on['llm_calls'] - off['llm_calls']:.1f} calls and "
                    f"{on['llm_tokens'] - off['llm_tokens']:.0f} tokens per question beyond the keyword call both "
-                   "NeuroPath rows make (the offline tracker makes none).")
+                   "NeuroPath rows make (the heuristic tracker makes none).")
     return [
         f"**What the LLM adds besides the answer** (`pathrag eval retrieval --dataset ... --use-triples "
         f"--budgets '' --modes {','.join(modes)} --limit {k['questions']}`, the same model): recall of the "
         f"passages each mode ranks, {k['questions']} questions. `*:offline_keywords` rows take the keywords from "
         "the offline rules, as without an LLM, the rest from LightRAG's keyword prompt (one call per question); "
-        "`neuropath:offline_tracker` tracks paths with the offline tracker instead of the LLM. Δ is the row "
+        "`neuropath:offline_tracker` tracks paths with the heuristic (offline) tracker instead of the LLM. Δ is the row "
         "without the LLM minus the row with it." + tracker,
         md_table(["mode", *[key.replace("recall", "R") for key in keys], "mean R", "LLM calls/q", "LLM tokens/q",
                   "Δ mean R (without − with the LLM)"], rows),
@@ -440,7 +440,7 @@ def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
 
 
 def _against(m: dict[str, Any]) -> str:
-    """A delta cell's reference when it is not ``path`` (NeuroPath's offline tracker is compared with neuropath)."""
+    """A delta cell's reference when it is not ``path`` (NeuroPath's heuristic tracker is compared with neuropath)."""
     return f" vs `{m['vs']}`" if m.get("vs") and m["vs"] != "path" else ""
 
 
@@ -462,7 +462,7 @@ def llm_answers_section(r: dict[str, Any]) -> str:
         "(a short phrase); EM and F1 are SQuAD's, against every gold answer and alias. \"in context\": a gold "
         "answer occurs in the prompt the model read; \"F1 if in context\": the mean F1 over those questions alone, "
         "how well the model reads what retrieval gave it. LLM calls and tokens count what each query spends on its "
-        "own (keywords, NeuroPath tracking, the answer). Δ: paired difference from `path` (the offline tracker's from `neuropath`) over the "
+        "own (keywords, NeuroPath tracking, the answer). Δ: paired difference from `path` (the heuristic tracker's from `neuropath`) over the "
         "same questions with its 95% bootstrap interval (10,000 resamples, seed 0): \"beats\" only when the interval "
         f"lies above zero.{stopped}",
         md_table(MODE_COLUMNS, _mode_rows(e)),

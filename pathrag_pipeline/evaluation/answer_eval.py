@@ -80,7 +80,7 @@ class EndpointDown(RuntimeError):
 
 def default_answer_modes(llm: bool) -> list[str]:
     """path and its prompt layouts, hybrid, neuropath, naive (= dense) and the other flat chunk prompts; with an
-    LLM also neuropath with its offline tracker (what the LLM tracker adds)."""
+    LLM also neuropath with its heuristic (offline) tracker (what the LLM tracker adds)."""
     modes = ["path", *LAYOUT_MODES, "hybrid", "neuropath", "naive", "bm25", "bm25+dense"]
     return modes + (["neuropath:offline_tracker"] if llm else [])
 
