@@ -533,3 +533,15 @@ def test_rst_sphinx_roles_read_as_the_rendered_text(tmp_path):
     path.write_text("Guide\n=====\n\nSee :ref:`results`, :ref:`the setup <setup>`, :func:`~pkg.mod.run` and "
                     ":class:`pkg.Thing`.\n", encoding="utf-8")
     assert _one(path).text == "Guide\n\nSee results, the setup, run and pkg.Thing."
+
+
+def test_rst_sphinx_container_directives_keep_their_body(tmp_path):
+    path = tmp_path / "dataset.rst"
+    path.write_text("Wine\n====\n\nThe data.\n\n.. dropdown:: References\n   :open:\n\n"
+                    "   Aeberhard, S. of James Cook University.\n\n"
+                    ".. versionadded:: 1.2\n   Added by Ada Halden.\n\n"
+                    ".. toctree::\n   api\n", encoding="utf-8")
+    text = _one(path).text
+    assert "References\n\nAeberhard, S. of James Cook University." in text
+    assert "Added by Ada Halden." in text
+    assert "dropdown" not in text and ":open:" not in text and "api" not in text

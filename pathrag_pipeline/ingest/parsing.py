@@ -272,6 +272,51 @@ def _register_sphinx_roles() -> None:
     _roles_registered = True
 
 
+# Sphinx (and sphinx-design) directives whose body is prose a rendered page shows; plain docutils reports them
+# as unknown and the body would be lost with the error message ("References" in a `.. dropdown::`). Each is
+# read as a container: its arguments as a line (a dropdown's or a function's title), its body parsed as RST.
+SPHINX_CONTAINERS = ("dropdown", "tab-set", "tab-item", "tabs", "tab", "card", "grid", "grid-item",
+                     "grid-item-card", "seealso", "versionadded", "versionchanged", "versionremoved", "deprecated",
+                     "todo", "only", "centered", "hlist", "glossary", "function", "method", "attribute",
+                     "exception", "py:function", "py:method", "py:class", "py:attribute", "py:data",
+                     "py:exception", "py:module", "autolink-preface")
+_directives_registered = False
+
+
+def _register_sphinx_directives() -> None:
+    global _directives_registered
+    if _directives_registered:
+        return
+    from docutils import nodes
+    from docutils.parsers.rst import Directive, directives
+
+    class AsContainer(Directive):
+        optional_arguments = 1
+        final_argument_whitespace = True
+        has_content = True
+        option_spec = None  # any option is accepted and ignored (:open:, :class-container:, :noindex:)
+
+        def run(self):
+            node = nodes.container()
+            if self.arguments:
+                node += nodes.paragraph(text=self.arguments[0])
+            if self.content:
+                self.state.nested_parse(self.content, self.content_offset, node)
+            return [node]
+
+    class AnyOptions(dict):  # docutils looks options up here; an empty (falsy) spec would mean "no options"
+        def __missing__(self, key):
+            return directives.unchanged
+
+        def __bool__(self):
+            return True
+
+    AsContainer.option_spec = AnyOptions()
+    for name in SPHINX_CONTAINERS:
+        directives.register_directive(name, AsContainer)
+    _directives_registered = True
+
+
 def _parse_rst(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
     """reStructuredText through docutils: the text without its markup (section adornments, directives,
     roles, link targets), paragraphs separated by blank lines; the title is the document's title."""
@@ -279,6 +324,7 @@ def _parse_rst(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDo
     from docutils.core import publish_doctree  # imported here: only .rst needs it
 
     _register_sphinx_roles()
+    _register_sphinx_directives()
     source = _decode_utf8(data, rel_path)
     try:
         tree = publish_doctree(source, source_path=rel_path, settings_overrides=_RST_SETTINGS)
