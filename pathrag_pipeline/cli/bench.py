@@ -143,15 +143,38 @@ def indexing(n_docs: int, llm_docs: int | None, repeats: int, edits: int, musiqu
 @bench.command("extractor")
 @click.option("--dataset", "dataset_dir", type=click.Path(file_okay=False, path_type=Path), default=MUSIQUE,
               show_default=True, help="Dataset folder with corpus.jsonl and entities.jsonl.")
+@click.option("--real-docs", "real_docs", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=None, help="Real documents in subfolders (dev/, heldout/) with hand labels in entities.tsv "
+                                 "[default: data/eval/real-docs].")
+@_update_docs_option
 @click.option("--json", "as_json", is_flag=True)
-def extractor(dataset_dir: Path, as_json: bool) -> None:
-    """The offline extractor against an LLM's entity lists: precision/recall, relations per 1,000 passages,
-    entity types and hubs, with the current rules and with the v2 rules (dates as nodes, 2 neighbours)."""
+def extractor(dataset_dir: Path, real_docs: Path | None, update_docs: Path | None, as_json: bool) -> None:
+    """The offline extractor: entity precision on real documentation against hand labels, and against an LLM's
+    entity lists on a QA corpus (precision/recall, relations per 1,000 passages, entity types and hubs, with the
+    current rules and with the v2 rules: dates as nodes, 2 neighbours)."""
+    from pathrag_pipeline.bench import entity_precision
     from pathrag_pipeline.bench.offline_extraction import compare_rules
+    from pathrag_pipeline.bench.report import ENTITY_PRECISION_HEADING, entity_precision_section, machine_info
 
-    result = compare_rules(dataset_dir / "corpus.jsonl", dataset_dir / "entities.jsonl")
+    try:
+        precision = entity_precision.measure(real_docs or entity_precision.REAL_DOCS)
+    except (FileNotFoundError, entity_precision.LabelError) as exc:
+        raise click.ClickException(str(exc)) from None
+    have_dataset = (dataset_dir / "corpus.jsonl").is_file() and (dataset_dir / "entities.jsonl").is_file()
+    result = compare_rules(dataset_dir / "corpus.jsonl", dataset_dir / "entities.jsonl") if have_dataset else None
+    m = machine_info()
+    section = (entity_precision_section(precision) + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores "
+               f"({m['cpu']}, Python {m['python']})._")
+    if update_docs is not None:
+        from pathrag_pipeline.bench.report_sections import splice
+
+        splice(update_docs, ENTITY_PRECISION_HEADING, section, before="Offline extractor rules")
     if as_json:
-        click.echo(json.dumps(result, indent=1))
+        click.echo(json.dumps({"real_docs": precision, "dataset": result}, indent=1))
+        return
+    console.print(section, highlight=False, markup=False)
+    if result is None:
+        console.print(f"(no {dataset_dir}/corpus.jsonl and entities.jsonl: the LLM-list comparison is skipped)")
         return
     rows = [[r["extractor"], r["relations_per_1000_passages"], r["predicted_entities"], r["strict_precision"],
              r["strict_recall"], r["lenient_precision"], r["lenient_recall"], r["chunks_per_second"],
