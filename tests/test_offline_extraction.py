@@ -242,3 +242,39 @@ def test_an_over_long_sentence_is_read_as_windows_and_a_long_real_one_stays_whol
     long_list = "The cast includes " + ", ".join(f"Actor Number{i}" for i in range(100)) + "."
     assert len(long_list) <= MAX_SENTENCE_CHARS
     assert split_sentences(long_list + " It ran for years.") == [long_list, "It ran for years."]
+
+
+def _types(text: str, title: str | None = None) -> dict[str, str]:
+    return {e.name: e.type for e in extract_offline(text, title).entities}
+
+
+def test_instruction_verbs_opening_a_sentence_are_not_names_or_part_of_one():
+    found = _types("Storage notes\n\nPlease read the guide first. See Duda & Hart for the method. "
+                   "Copy the file to the folder. Build Valmere with the flag. Paris is large.")
+    assert "Duda & Hart" in found and "Valmere" in found and "Paris" in found
+    assert not {"Please", "See", "See Duda & Hart", "Copy", "Build Valmere"} & set(found)
+
+
+def test_heading_and_field_label_lines_are_not_entities_but_name_lines_are():
+    text = ("Iris plants dataset\n\nData Set Characteristics:\n\nNumber of Instances: 150\n\nWriting Database "
+            "Migrations\n\nA migration is written by hand here.\n\nAldermere University\n\nIt was founded in "
+            "Carrick by Ada Halden.\n\nReferences\n\nFisher, R.A. wrote the paper.")
+    found = _types(text, "Iris plants dataset")
+    assert {"Aldermere University", "Carrick", "Ada Halden", "Iris plants dataset"} <= set(found)
+    assert not {"Data Set Characteristics", "Number of Instances", "Writing Database Migrations",
+                "References"} & set(found)
+
+
+def test_citation_initials_are_not_names_and_type_the_surname_as_a_person():
+    found = _types("The data was described by Fisher, R.A. in a journal. The office is in Washington, D.C. "
+                   "since then.")
+    assert found.get("Fisher") == "person"
+    assert "R.A." not in found and "D.C." in found
+
+
+def test_names_listed_with_a_person_are_people_and_an_address_types_its_town():
+    found = _types("I'd like to thank Paul Dubois, Travis Oliphant and Reggie Dugard for their help. "
+                   "The institute is at Via Roma, Genoa, Italy. True False True")
+    assert found.get("Paul Dubois") == "person" and found.get("Travis Oliphant") == "person"
+    assert found.get("Reggie Dugard") == "person" and found.get("Genoa") == "location"
+    assert "I'd" not in found and not any("True" in name for name in found)

@@ -30,7 +30,10 @@ from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Re
 # The windows of over-long runs (MAX_SENTENCE_CHARS) came without a bump: every text without such a run extracts
 # byte for byte as before (checked on musique-100, the sample and the generated benchmark corpora), so indexes
 # need no re-extraction; records of text with one, made before, stay until their document changes or goes.
-OFFLINE_EXTRACTOR_ID = "offline-rules-v3"
+# v4: documentation text: heading and field-label lines, instruction verbs ("See", "Please"), citation initials
+# and literals ("True", "API") are not names; names listed with a person, citation surnames and towns of an
+# address are typed (measured on hand-labelled real docs, `pathrag bench extractor`).
+OFFLINE_EXTRACTOR_ID = "offline-rules-v4"
 
 DESCRIPTION_MAX_CHARS = 400
 # A "sentence" longer than MAX_SENTENCE_CHARS is not one: a word list, an unpunctuated transcript or dump, a
@@ -218,6 +221,36 @@ _SPECIFIC_HEADS = frozenset("congress parliament senate congresswoman".split())
 _NOT_NAMES = frozenset("""
 fm am bc ad bce ce tv mw kw gw mhz khz ghz zip cd cds dvd ep lp lps gdp hdtv ko pc id ok usd inc ltd jr sr
 mph rpm cdp pm
+api apis sdk sdks db dbs ids url urls ui cpu gpu ram kb mb gb tb isbn issn doi pp true false none null nan
+i'd i'll i'm i've you'd you'll you're you've we'd we'll we're we've he'd he'll she'd she'll they'd they'll
+they're they've it'll
+""".split())
+# Verbs that open an instruction in documentation ("See the guide", "Please note", "Build ORT with ...");
+# one of them opening a sentence is not part of the name after it, unless the text capitalises it mid-sentence.
+_IMPERATIVES = frozenset("""
+see set build use run add install make create call pass click open read check note copy write load start
+stop fill assert switch try import define configure enable disable remove replace update change select
+choose enter type find follow visit refer consult download keep avoid ensure let please thanks thank
+test deploy upgrade migrate debug develop contribute get
+""".split())
+# A lowercase word right after a lone capitalised sentence opener that marks the opener as a verb
+# ("Fill in", "Copy the", "Make sure", "Assert that"), not a name ("Ethiopia is", "Dagster runs").
+_VERB_OBJECTS = frozenset("a an the your this that these those my our its their it them sure all any each every".split())
+# Words of documentation layout: section headings and field labels ("References", "Data Set
+# Characteristics:", "Number of Instances:"). A heading or label line made only of these, of words the text
+# also writes in lower case, and of function words, is not an entity (see ``_is_layout_label``). Written from
+# common conventions (numpydoc and Google docstring sections, README sections, paper sections, dataset cards).
+_LAYOUT_WORDS = frozenset("""
+abstract acknowledgements acknowledgments appendix attribute attributes author authors background
+bibliography build builds changelog changes characteristics citation class classes collection comments
+conclusion conclusions configuration considerations contents contributing contributors copyright creator
+credits data date description details discussion distribution donor download evaluation example examples
+experiments faq features further getting glossary guide history index information installation instances
+introduction issues license licence limitations links method methods methodology missing motivation note
+notes number official options original overview owners parameters prerequisites private raises reading
+reference references related release requirements results returns sample samples see set setup source
+sources started statistics structure summary support table technical thanks todo troubleshooting tutorial
+usage values version warning warnings yields
 """.split())
 _MONTH_WORDS = frozenset(m for m in _MONTHS.split("|") if not m.endswith("."))
 
@@ -460,11 +493,17 @@ class NameContext:
         lower = word.lower()
         if lower in _PLACES:
             return True
-        if not self.lowercase or lower in self.lowercase or lower in _COMMON_OPENERS or _COMMON_SUFFIX.search(lower):
+        if (not self.lowercase or lower in self.lowercase or lower in _COMMON_OPENERS or _COMMON_SUFFIX.search(lower)
+                or (lower.endswith("s") and lower[:-1] in self.lowercase)):  # "Migrations" where "migration" is
             return False
         return not word.isupper() or len(word) >= 3
 
 
+# Initials that name places or legal forms after a comma ("Washington, D.C.", "Georgia, U.S.A.", "Fiat, S.A.").
+_PLACE_INITIALS = frozenset("U.S. U.S.A. U.K. D.C. S.A. U.N. E.U. N.Y. L.A. N.Z. U.A.E. P.R.C. U.S.S.R.".split())
+_CITED_INITIALS = re.compile(r", ((?:[A-Z]\.\s?){1,3})(?=[\s,;:()]|$)")
+_PLACE_AFTER = re.compile(r", ([A-Z][a-z]+)\b")
+_CITED_SURNAME = re.compile(r"(?:^|[\s(\[;])[A-Z][a-z][\w'-]*, $")
 _CAPITAL_BEFORE = re.compile(r"([A-Z][\w'-]*)(?:\s+(?:of|the|and|de|for|on))*\s+$")
 _CAPITAL_AFTER = re.compile(r"\s+(?:(?:of|the|and|de|for|on)\s+)*[A-Z]")
 
@@ -584,12 +623,26 @@ def _capitalised_runs(sentence: str, tokens: list[_Token], context: NameContext)
             parts.pop(0)
             while parts and tokens[parts[0]].kind != "cap":
                 parts.pop(0)
+        if parts and parts[0] == first_word and _opens_instruction(tokens, parts, context):
+            parts.pop(0)
+            while parts and tokens[parts[0]].kind != "cap":
+                parts.pop(0)
         if not parts:
             continue
         if len(parts) == 1:
             word = _bare(tokens[parts[0]].text)
             if not _single_word_name(word) or (parts[0] == first_word and not context.opens_with_name(word)):
                 continue
+            if parts[0] == first_word and word not in context.capitalised and _verb_follows(tokens, parts[0]):
+                continue  # "Fill in the parts", "Copy the file": an instruction's verb
+        words = [tokens[k].text for k in parts if tokens[k].kind == "cap"]
+        if all(w.lower().rstrip(".") in _NOT_NAMES for w in words):
+            continue  # "True False True", "APIs"
+        if (all(_INITIAL.fullmatch(w) for w in words) and " ".join(words) not in _PLACE_INITIALS
+                and _CITED_SURNAME.search(sentence, 0, tokens[parts[0]].start)):
+            continue  # "R.A." of "Fisher, R.A." (a citation's initials), not a name of its own like "U.S."
+        if _is_layout_label(sentence, tokens, parts, context):
+            continue
         s, e = tokens[parts[0]].start, tokens[parts[-1]].end
         name = sentence[s:e]
         if name.endswith(("'s", "\u2019s")):
@@ -602,6 +655,54 @@ def _capitalised_runs(sentence: str, tokens: list[_Token], context: NameContext)
         if name:
             runs.append(Candidate(name, "person" if person_cue else "", s, e))
     return runs
+
+
+def _opens_instruction(tokens: list[_Token], parts: list[int], context: NameContext) -> bool:
+    """Whether the run's first word is an instruction verb opening the sentence ("See Duda & Hart",
+    "Build ORT with ...") rather than part of the name: an imperative the text never capitalises mid-sentence."""
+    word = tokens[parts[0]].text
+    return word.lower() in _IMPERATIVES and word not in context.capitalised
+
+
+def _verb_follows(tokens: list[_Token], k: int) -> bool:
+    nxt = tokens[k + 1] if k + 1 < len(tokens) else None
+    return nxt is not None and nxt.kind == "lower" and nxt.start == tokens[k].end + 1 and nxt.text in _VERB_OBJECTS
+
+
+def _is_layout_label(sentence: str, tokens: list[_Token], parts: list[int], context: NameContext) -> bool:
+    """A heading or field label ("Data Set Characteristics:", "Technical Details", "Writing Database
+    Migrations"): the run is its whole line (the extractor reads such a line as a sentence of its own) or opens
+    it before a colon, and it
+    is an action heading (a first word in -ing) or every word is a layout word, a word the text also writes in
+    lower case, or a function word. A line naming something keeps a word that is none of these
+    ("Aldermere University", "ONNX Runtime"); the document title is matched before and never reaches here."""
+    start, end = tokens[parts[0]].start, tokens[parts[-1]].end
+    if sentence[:start].strip(" #*-") or (sentence[end:].strip(" :.") and not sentence[end:].startswith(":")):
+        return False  # neither its whole line nor a field label ("Number of Instances: 150")
+    words = [tokens[k].text for k in parts]
+    if len(words) >= 2 and _is_gerund(words[0], context):
+        return True
+    for word in words:
+        lower = word.lower()
+        if not word.isalpha():
+            return False
+        if lower in _FUNCTION_WORDS or lower in _CONNECTORS or lower in _LAYOUT_WORDS or lower in context.lowercase:
+            continue
+        if lower.endswith("s") and (lower[:-1] in _LAYOUT_WORDS or lower[:-1] in context.lowercase):
+            continue
+        return False
+    return True
+
+
+def _is_gerund(word: str, context: NameContext) -> bool:
+    """"Writing", "Getting", "Disabling": an -ing form whose verb is an instruction verb or a word the text
+    writes in lower case (so "Beijing" and "Reading" as a town are not, unless the text says "reading")."""
+    lower = word.lower()
+    if not lower.endswith("ing") or len(lower) <= 5:
+        return False
+    stem = lower[:-3]
+    stems = {stem, stem + "e", stem[:-1] if len(stem) > 2 and stem[-1] == stem[-2] else stem}
+    return lower in context.lowercase or any(x in _IMPERATIVES or x in context.lowercase for x in stems)
 
 
 def _possessive_continues(tokens: list[_Token], k: int) -> bool:
@@ -670,6 +771,13 @@ def classify(name: str, sentence: str, start: int) -> str:
     """
     words = name.split()
     lower = [w.lower().strip(".,'") for w in words]
+    after = sentence[start + len(name):start + len(name) + 40]
+    cited = _CITED_INITIALS.match(after)
+    if cited and cited.group(1).replace(" ", "") not in _PLACE_INITIALS and len(words) <= 2:
+        return "person"  # "Fisher, R.A.", "Duda, R.O., & Hart, P.E.": a citation's surname
+    place_after = _PLACE_AFTER.match(after)
+    if place_after and place_after.group(1).lower() in _PLACES and len(words) <= 3 and words[0].lower() not in _ORG_FIRST:
+        return "location"  # "Genoa, Italy", "Amherst, Massachusetts": an address
     cut = next((i for i, w in enumerate(lower) if w in ("of", "on", "for", "in") and i > 0), len(lower))
     heads = (lower[cut - 1], lower[-1]) if cut < len(lower) else (lower[-1],)
     first = lower[0]
@@ -754,6 +862,7 @@ def extract_offline(text: str, title: str | None = None) -> ChunkExtraction:
             mentions.append(_Mention(key, cand.start, cand.end))
         per_sentence.append(mentions)
 
+    _type_coordinated_people(per_sentence, sentences, entities)
     aliases = _person_aliases(entities, order)
     if aliases:
         for mentions in per_sentence:
@@ -778,6 +887,34 @@ def extract_offline(text: str, title: str | None = None) -> ChunkExtraction:
     ]
     relations = _relations(per_sentence, sentences, entities, title_key)
     return ChunkExtraction(entities=out_entities, relations=relations)
+
+
+_COORDINATION = re.compile(r"^(?:,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)$")
+
+
+def _type_coordinated_people(per_sentence: list[list[_Mention]], sentences: list[str],
+                             entities: dict[str, dict]) -> None:
+    """Names listed with a person ("Paul Dubois, Travis Oliphant and Reggie Dugard") are people too, when they
+    are shaped like a personal name (2-3 capitalised words, no head noun) and were typed only by default."""
+    for mentions, sentence in zip(per_sentence, sentences):
+        changed = True
+        while changed:
+            changed = False
+            for a, b in zip(mentions, mentions[1:]):
+                if not _COORDINATION.match(sentence[a.end:b.start]):
+                    continue
+                ta, tb = entities[a.key]["type"], entities[b.key]["type"]
+                for key, other in ((a.key, tb), (b.key, ta)):
+                    record = entities[key]
+                    if other == "person" and record["type"] in ("concept", "location") and _personal_shape(record["name"]):
+                        record["type"] = "person"
+                        changed = True
+
+
+def _personal_shape(name: str) -> bool:
+    words = name.split()
+    return (2 <= len(words) <= 3 and all(w[:1].isupper() and w.replace("-", "").replace("'", "").isalpha() for w in words)
+            and not any(w.lower() in _GENERIC_HEADS or w.lower() in _PLACES for w in words))
 
 
 def _key(name: str) -> str:
