@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -81,8 +82,9 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
                     if outer:
                         wait_for_pool(instance, index_lock_held=True)
                     try:
-                        result = job.execute_in_process(instance=instance, run_config=run_config,
-                                                        tags={**RUN_TAGS, TRIGGER_TAG: trigger, **own_tags()})
+                        with runs_recorded_from_code_location(instance, job.name):
+                            result = job.execute_in_process(instance=instance, run_config=run_config,
+                                                            tags={**RUN_TAGS, TRIGGER_TAG: trigger, **own_tags()})
                     except dg.Failure as failure:   # a step's one-line failure: the caller gets the original
                         raise original_error(failure) from None
                     break
@@ -94,6 +96,50 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
                              Store.for_settings(settings))
     report.dagster_run_id = result.run_id
     return report
+
+
+CODE_LOCATION = "pathrag"   # workspace.yaml's location_name and [tool.dg.project] code_location_name
+
+
+def code_location_origin(job_name: str):
+    """The origin the UI (`pathrag dev`) gives a run of ``job_name`` launched from its code location."""
+    from dagster._core.remote_origin import (
+        ManagedGrpcPythonEnvCodeLocationOrigin,
+        RemoteJobOrigin,
+        RemoteRepositoryOrigin,
+    )
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+    from pathrag_pipeline.config import PACKAGE_ROOT
+
+    location = ManagedGrpcPythonEnvCodeLocationOrigin(
+        LoadableTargetOrigin(executable_path=sys.executable, module_name="assets.definitions",
+                             working_directory=str(PACKAGE_ROOT)), location_name=CODE_LOCATION)
+    return RemoteJobOrigin(RemoteRepositoryOrigin(location, "__repository__"), job_name)
+
+
+@contextmanager
+def runs_recorded_from_code_location(instance: dg.DagsterInstance, job_name: str):
+    """Record the in-process run with the code location's origin, so the UI can re-execute it.
+
+    `execute_in_process` records a run without one, and the UI's Re-execute of such a run fails with a raw
+    `CheckError: Expected non-None value` (it looks the job up in the code location the parent run came from).
+    The run is created by this instance's `create_run_for_job`; for the duration of the call that method adds
+    the origin. Re-execution resolves the job by location and job name in the live workspace, which holds the
+    same `index_folder` job (its resources read PATHRAG_HOME / PATHRAG_DOCS from the UI's environment).
+    """
+    create = instance.create_run_for_job
+    origin = code_location_origin(job_name)
+
+    def with_origin(*args, **kwargs):
+        kwargs.setdefault("remote_job_origin", origin)
+        return create(*args, **kwargs)
+
+    instance.create_run_for_job = with_origin
+    try:
+        yield
+    finally:
+        del instance.create_run_for_job
 
 
 class PoolWaitInterrupted(PipelineError):

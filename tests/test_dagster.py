@@ -181,6 +181,43 @@ def test_cli_runner_records_the_run_in_the_persistent_instance(tmp_path, folder)
         "document_folder_sensor": "STOPPED (default)", "reconcile_documents_nightly": "STOPPED (default)"}
 
 
+def test_the_ui_can_re_execute_a_run_the_cli_made(tmp_path, folder):
+    """The UI's Re-execute (its GraphQL mutation, against the code location `pathrag dev` serves) on a run of
+    `pathrag index`: it used to fail with `CheckError: Expected non-None value` (no code-location origin)."""
+    from dagster._core.remote_origin import InProcessCodeLocationOrigin
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
+    from dagster_graphql.client.query import LAUNCH_PIPELINE_REEXECUTION_MUTATION
+    from dagster_graphql.test.utils import execute_dagster_graphql
+
+    from assets.runs import CODE_LOCATION, index_folder
+    from pathrag_pipeline.config import Settings
+
+    settings = Settings.from_env(home=tmp_path / "home", docs=folder)
+    report = index_folder(settings, trigger="cli")
+    instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
+    origin = InProcessCodeLocationOrigin(
+        loadable_target_origin=LoadableTargetOrigin(module_name="assets.definitions", attribute="defs"),
+        location_name=CODE_LOCATION)
+    try:
+        parent = instance.get_run_by_id(report.dagster_run_id)
+        assert parent.remote_job_origin.location_name == CODE_LOCATION
+        with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget([origin])) as workspace:
+            result = execute_dagster_graphql(workspace.create_request_context(), LAUNCH_PIPELINE_REEXECUTION_MUTATION,
+                                             variables={"reexecutionParams": {"parentRunId": parent.run_id,
+                                                                              "strategy": "ALL_STEPS"}})
+            launched = result.data["launchPipelineReexecution"]
+            assert launched["__typename"] == "LaunchRunSuccess", launched
+            assert launched["run"]["parentRunId"] == parent.run_id
+            assert launched["run"]["pipeline"]["name"] == "index_folder"
+    finally:
+        for run in instance.get_runs():
+            if run.run_id != report.dagster_run_id and not run.is_finished:
+                instance.report_run_canceled(run)
+        instance.dispose()
+
+
 @pytest.mark.slow
 def test_status_shows_a_sensor_turned_on(tmp_path, folder):
     """Turn the sensor on with Dagster's own CLI, then read its state the Dagster-free way."""
