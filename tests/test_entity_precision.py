@@ -53,3 +53,20 @@ def test_the_bundled_labels_cover_every_name_the_extractor_finds():
     r = measure()
     assert r["unlabelled_names"] == []
     assert set(r["splits"]) == {"dev", "heldout"} and set(r["formats"]) == {"html", "md", "rst"}
+
+
+def test_bench_extractor_publishes_the_precision_section(tmp_path):
+    from click.testing import CliRunner
+
+    from pathrag_pipeline.cli.main import main as cli
+
+    report = tmp_path / "benchmarks.md"
+    report.write_text("# Benchmarks\n\n## Offline extractor rules\n\nold\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["bench", "extractor", "--dataset", str(tmp_path / "none"),
+                                      "--update-docs", str(report)])
+    assert result.exit_code == 0, result.output
+    text = report.read_text(encoding="utf-8")
+    assert text.index("## Entity precision on real documentation") < text.index("## Offline extractor rules")
+    held = measure()["splits"]["heldout"]
+    assert f"| heldout | {held['entities']} | {held['labelled']} | {held['name_precision']} |" in text
+    assert "old" in text   # no dataset: the LLM-list section is left as it was

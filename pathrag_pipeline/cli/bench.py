@@ -154,7 +154,12 @@ def extractor(dataset_dir: Path, real_docs: Path | None, update_docs: Path | Non
     current rules and with the v2 rules: dates as nodes, 2 neighbours)."""
     from pathrag_pipeline.bench import entity_precision
     from pathrag_pipeline.bench.offline_extraction import compare_rules
-    from pathrag_pipeline.bench.report import ENTITY_PRECISION_HEADING, entity_precision_section, machine_info
+    from pathrag_pipeline.bench.report import (
+        ENTITY_PRECISION_HEADING,
+        entity_precision_section,
+        extractor_section,
+        machine_info,
+    )
 
     try:
         precision = entity_precision.measure(real_docs or entity_precision.REAL_DOCS)
@@ -169,6 +174,9 @@ def extractor(dataset_dir: Path, real_docs: Path | None, update_docs: Path | Non
         from pathrag_pipeline.bench.report_sections import splice
 
         splice(update_docs, ENTITY_PRECISION_HEADING, section, before="Offline extractor rules")
+        if result is not None:
+            splice(update_docs, "Offline extractor rules", extractor_section(result) + f"\n\n_Measured {m['date']} "
+                   f"on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']})._")
     if as_json:
         click.echo(json.dumps({"real_docs": precision, "dataset": result}, indent=1))
         return
