@@ -545,3 +545,29 @@ def test_rst_sphinx_container_directives_keep_their_body(tmp_path):
     assert "References\n\nAeberhard, S. of James Cook University." in text
     assert "Added by Ada Halden." in text
     assert "dropdown" not in text and ":open:" not in text and "api" not in text
+
+
+def test_a_notebook_reads_its_markdown_and_code_cells_but_not_outputs(tmp_path):
+    path = tmp_path / "tour.ipynb"
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# Valmere tour\n", "\n", "Ada **Halden** built it."]},
+        {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": "print('Carrick')",
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": ["SECRET OUTPUT\n"]}]},
+        {"cell_type": "markdown", "metadata": {}, "source": ""}]}), encoding="utf-8")
+    doc = _one(path)
+    assert doc.title == "Valmere tour" and doc.format == "ipynb"
+    assert doc.text == "Valmere tour\n\nAda Halden built it.\n\nprint('Carrick')"
+
+
+def test_a_broken_notebook_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "broken.ipynb"
+    path.write_text('{"cells": ', encoding="utf-8")
+    with pytest.raises(ParseError, match=r"broken.ipynb is not a Jupyter notebook"):
+        parse_file(path, "broken.ipynb", max_bytes=10**6)
+
+
+def test_mdx_reads_as_markdown(tmp_path):
+    path = tmp_path / "page.mdx"
+    path.write_text("# Page\n\n<Note>Valmere is *old*.</Note>\n\nText with `code`.\n", encoding="utf-8")
+    doc = _one(path)
+    assert doc.title == "Page" and "#" not in doc.text and "*" not in doc.text and "Text with code." in doc.text

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-SUPPORTED = frozenset({".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", ".docx", ".jsonl"})
+SUPPORTED = frozenset({".txt", ".md", ".markdown", ".mdx", ".rst", ".html", ".htm", ".pdf", ".docx", ".jsonl",
+                       ".ipynb"})
 
 TITLE_MAX_CHARS = 200
 BINARY_SNIFF_BYTES = 8192
@@ -179,7 +180,7 @@ _MD_LEADING_HASHES = re.compile(r"^#{1,6}[ \t]+")
 def _parse_text(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
     text = _require_text(normalise_text(_decode_utf8(data, rel_path)), rel_path, "file")
     title = ""
-    if fmt in ("md", "markdown"):
+    if fmt in ("md", "markdown", "mdx"):
         heading = _MD_H1.search(text)
         title = heading.group(1).strip()[:TITLE_MAX_CHARS] if heading else ""
         if not title:
@@ -230,6 +231,40 @@ def markdown_text(source: str) -> str:
             if stripped.strip():
                 blocks.append(" ".join(stripped.split()))
     return "\n\n".join(blocks)
+
+
+# ---- Jupyter notebooks -----------------------------------------------------------------------------------
+
+def _parse_notebook(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
+    """A Jupyter notebook (nbformat 4): its Markdown cells read as Markdown, its code and raw cells as code
+    blocks, in cell order; outputs (images, tables, tracebacks) are not read. The title is the first Markdown
+    heading."""
+    source = _decode_utf8(data, rel_path)
+    try:
+        notebook = json.loads(source)
+        cells = notebook["cells"]
+        if not isinstance(cells, list):
+            raise TypeError("cells is not a list")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ParseError(f"{rel_path} is not a Jupyter notebook (nbformat 4 JSON with a cells list: {exc}); fix "
+                         "the file or remove it") from None
+    blocks: list[str] = []
+    title = ""
+    for cell in cells:
+        if not isinstance(cell, dict):
+            continue
+        text = cell.get("source", "")
+        text = "".join(text) if isinstance(text, list) else str(text)
+        if not text.strip():
+            continue
+        if cell.get("cell_type") == "markdown":
+            heading = _MD_H1.search(text)
+            title = title or (heading.group(1).strip() if heading else "")
+            blocks.append(markdown_text(text) or text)
+        else:
+            blocks.append(text.rstrip())
+    text = _require_text(normalise_text("\n\n".join(blocks)), rel_path, "notebook")
+    return [ParsedDocument(rel_path, (title or _first_line(text) or stem)[:TITLE_MAX_CHARS], text, fmt, _sha256(data))]
 
 
 # ---- reStructuredText ------------------------------------------------------------------------------------
@@ -588,6 +623,8 @@ _PARSERS: dict[str, Callable[[bytes, str, str, str], list[ParsedDocument]]] = {
     ".txt": _parse_text,
     ".md": _parse_text,
     ".markdown": _parse_text,
+    ".mdx": _parse_text,
+    ".ipynb": _parse_notebook,
     ".rst": _parse_rst,
     ".html": _parse_html,
     ".htm": _parse_html,
