@@ -248,38 +248,53 @@ def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_
     _publish(llm_answers_section(result), HEADING, update_docs, as_json, to_json(result), before="Scale")
 
 
-@bench.command("neuropath-llm")
-@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              default=MUSIQUE, show_default=True, help="QA dataset with triples.jsonl (its graph).")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Questions.")
-@click.option("--budget", type=click.IntRange(min=200), default=1000, show_default=True,
-              help="Token budget of every mode's answer prompt.")
-@click.option("--time-limit", type=click.FloatRange(min=0.1), default=None,
-              help="Minutes: start no new answer after this; the same command resumes the answers.")
-@_endpoint_options
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Bench folder: index (shared with `bench answers`), runs and the joined model.")
-@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Splice the results into this report as its `## NeuroPath with an LLM tracker` section.")
-@click.option("--json", "as_json", is_flag=True)
-def neuropath_llm(dataset_dir: Path, limit: int, budget: int, time_limit: float | None, base_url: str | None,
-                  model: str | None, workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
-    """NeuroPath's LLM tracker through a real local LLM (as `bench answers`): recall and answer F1 of the
-    paper's NeuroPath, our variant and the heuristic tracker on the same questions, with paired intervals."""
-    from pathrag_pipeline.bench.llm_answers import BenchSetupError
-    from pathrag_pipeline.bench.neuropath_llm import HEADING, neuropath_llm_section, run_neuropath_llm_bench
-    from pathrag_pipeline.evaluation.answer_eval import EndpointDown
-    from pathrag_pipeline.llm.client import LLMError
+def _llm_modes_command(suite_name: str, what: str):
+    """`pathrag bench neuropath-llm` / `pooling-llm`: one suite of modes through a local LLM (bench/llm_modes.py)."""
+    from pathrag_pipeline.bench.llm_modes import SUITES
 
-    try:
-        result = run_neuropath_llm_bench(
-            dataset_dir, Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-neuropath-llm-")), limit=limit,
-            budget=budget, base_url=base_url, model=model, time_limit=time_limit * 60 if time_limit else None,
-            log=_log(as_json))
-    except (BenchSetupError, EndpointDown, LLMError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
-    _publish(neuropath_llm_section(result), HEADING, update_docs, as_json, json.dumps(result, indent=1, default=str),
-             before="Scale")
+    suite = SUITES[suite_name]
+
+    @bench.command(suite_name, help=what)
+    @click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+                  default=MUSIQUE, show_default=True, help="QA dataset with triples.jsonl (its graph).")
+    @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Questions.")
+    @click.option("--budget", type=click.IntRange(min=200), default=1000, show_default=True,
+                  help="Token budget of every mode's answer prompt.")
+    @click.option("--time-limit", type=click.FloatRange(min=0.1), default=None,
+                  help="Minutes: start no new answer after this; the same command resumes the answers.")
+    @_endpoint_options
+    @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                  help="Bench folder: index (shared with `bench answers`), runs and the joined model.")
+    @click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                  help=f"Splice the results into this report as its `## {suite.heading}` section.")
+    @click.option("--json", "as_json", is_flag=True)
+    def command(dataset_dir: Path, limit: int, budget: int, time_limit: float | None, base_url: str | None,
+                model: str | None, workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
+        from pathrag_pipeline.bench.llm_answers import BenchSetupError
+        from pathrag_pipeline.bench.llm_modes import modes_llm_section, run_modes_llm_bench
+        from pathrag_pipeline.evaluation.answer_eval import EndpointDown
+        from pathrag_pipeline.llm.client import LLMError
+
+        try:
+            result = run_modes_llm_bench(
+                dataset_dir, Path(workdir or tempfile.mkdtemp(prefix=f"pathrag-bench-{suite_name}-")), suite=suite,
+                limit=limit, budget=budget, base_url=base_url, model=model,
+                time_limit=time_limit * 60 if time_limit else None, log=_log(as_json))
+        except (BenchSetupError, EndpointDown, LLMError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from None
+        _publish(modes_llm_section(result), suite.heading, update_docs, as_json,
+                 json.dumps(result, indent=1, default=str), before="Scale")
+
+    return command
+
+
+neuropath_llm = _llm_modes_command(
+    "neuropath-llm", "NeuroPath's LLM tracker through a real local LLM (as `bench answers`): recall and answer F1 of "
+    "the paper's NeuroPath, our variant and the heuristic tracker on the same questions, with paired intervals.")
+pooling_llm = _llm_modes_command(
+    "pooling-llm", "Path Pooling through a real local LLM (as `bench answers`): recall and answer F1 of path mode "
+    "with the paper's pooling and our earlier formula, rerank and reselect, on the same questions, with paired "
+    "intervals.")
 
 
 @bench.command("sample-answers")

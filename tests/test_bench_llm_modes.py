@@ -1,5 +1,5 @@
-"""`pathrag bench neuropath-llm` against the OpenAI-compatible test server: recall and answers of the paper's
-NeuroPath, our variant and the heuristic tracker, rendered as their own section."""
+"""`pathrag bench neuropath-llm` and `pooling-llm` against the OpenAI-compatible test server: recall and answers
+of the paper's method and our variant, each suite rendered as its own section."""
 
 from __future__ import annotations
 
@@ -46,3 +46,24 @@ def test_neuropath_llm_bench_measures_both_variants_on_the_same_questions(tmp_pa
     bodies = [r.body["messages"] for r in openai_server.requests_for("chat")]
     assert any("extract all named entities" in m[0]["content"] for m in bodies)
     assert any("select a set of valid clue paths" in m[0]["content"] and "\n0: " in m[1]["content"] for m in bodies)
+
+
+def test_pooling_llm_bench_compares_each_pooling_variant_with_path(tmp_path, openai_server, monkeypatch):
+    graph_cache.clear_cache()
+    monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
+    openai_server.chat_responder = reader_and_judge
+    dataset = write_dataset(tmp_path / "tiny-qa")
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text("# Benchmarks\n\n## Scale\n\nold scale text\n")
+    result = CliRunner().invoke(bench, ["pooling-llm", "--dataset", str(dataset), "--workdir", str(tmp_path / "b"),
+                                        "--base-url", openai_server.base_url, "--model", "fake-reader", "--limit", "2",
+                                        "--update-docs", str(docs)])
+    assert result.exit_code == 0, result.output
+    text = docs.read_text()
+    section = text.split("## Path Pooling through a local LLM", 1)[1].split("## Scale", 1)[0]
+    assert "pathrag bench pooling-llm --limit 2" in section and "NeuroPath" not in section
+    recall, answers = section.split("**Answers**", 1)
+    for mode in ("path:pool_rerank", "path:pool_reselect", "path:pool_rerank_ours", "path:pool_reselect_ours"):
+        line = next(li for li in recall.splitlines() if li.startswith(f"| `{mode}`"))
+        assert "vs `path`" in line
+        assert re.search(rf"^\| `{re.escape(mode)}` \| \d\.\d{{3}} \|", answers, re.M)
