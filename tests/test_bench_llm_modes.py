@@ -13,7 +13,8 @@ from tests.test_bench_llm_answers import reader_and_judge
 from tests.test_evaluation import write_dataset
 
 
-def test_neuropath_llm_bench_measures_both_variants_on_the_same_questions(tmp_path, openai_server, monkeypatch):
+def _run_suite(command: str, tmp_path, openai_server, monkeypatch) -> str:
+    """`pathrag bench COMMAND` on a tiny dataset against the scripted server; the report it updated."""
     graph_cache.clear_cache()
     neuropath.clear_cache()
     monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
@@ -21,11 +22,15 @@ def test_neuropath_llm_bench_measures_both_variants_on_the_same_questions(tmp_pa
     dataset = write_dataset(tmp_path / "tiny-qa")
     docs = tmp_path / "benchmarks.md"
     docs.write_text("# Benchmarks\n\n## Scale\n\nold scale text\n")
-    result = CliRunner().invoke(bench, ["neuropath-llm", "--dataset", str(dataset), "--workdir", str(tmp_path / "b"),
+    result = CliRunner().invoke(bench, [command, "--dataset", str(dataset), "--workdir", str(tmp_path / "b"),
                                         "--base-url", openai_server.base_url, "--model", "fake-reader", "--limit", "2",
                                         "--update-docs", str(docs)])
     assert result.exit_code == 0, result.output
-    text = docs.read_text()
+    return docs.read_text()
+
+
+def test_neuropath_llm_bench_measures_both_variants_on_the_same_questions(tmp_path, openai_server, monkeypatch):
+    text = _run_suite("neuropath-llm", tmp_path, openai_server, monkeypatch)
     assert text.index("## NeuroPath with an LLM tracker") < text.index("## Scale") and "old scale text" in text
     section = text.split("## NeuroPath with an LLM tracker", 1)[1].split("## Scale", 1)[0]
     assert "fake-reader" in section and "tiny-qa, the first 2 questions" in section
@@ -49,17 +54,7 @@ def test_neuropath_llm_bench_measures_both_variants_on_the_same_questions(tmp_pa
 
 
 def test_pooling_llm_bench_compares_each_pooling_variant_with_path(tmp_path, openai_server, monkeypatch):
-    graph_cache.clear_cache()
-    monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
-    openai_server.chat_responder = reader_and_judge
-    dataset = write_dataset(tmp_path / "tiny-qa")
-    docs = tmp_path / "benchmarks.md"
-    docs.write_text("# Benchmarks\n\n## Scale\n\nold scale text\n")
-    result = CliRunner().invoke(bench, ["pooling-llm", "--dataset", str(dataset), "--workdir", str(tmp_path / "b"),
-                                        "--base-url", openai_server.base_url, "--model", "fake-reader", "--limit", "2",
-                                        "--update-docs", str(docs)])
-    assert result.exit_code == 0, result.output
-    text = docs.read_text()
+    text = _run_suite("pooling-llm", tmp_path, openai_server, monkeypatch)
     section = text.split("## Path Pooling through a local LLM", 1)[1].split("## Scale", 1)[0]
     assert "pathrag bench pooling-llm --limit 2" in section and "NeuroPath" not in section
     recall, answers = section.split("**Answers**", 1)
