@@ -14,6 +14,7 @@ from assets.resources import PathragResource
 from assets.stale_runs import release_dead_runs
 from pathrag_pipeline.dagster_home import DUCKDB_TAG
 from pathrag_pipeline.ingest import folder_sync as ingest
+from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.storage.store import Store, StoreLockedError
 
 RUN_TAGS = {DUCKDB_TAG: "write"}
@@ -55,7 +56,8 @@ def document_folder_sensor(context: dg.SensorEvaluationContext, pathrag: Pathrag
     for line in release_dead_runs(context.instance):
         context.log.warning(line)
     settings = pathrag.settings()
-    scan = ingest.scan_folder(settings.docs, max_bytes=settings.max_file_bytes)
+    scan = ingest.scan_folder(settings.docs, max_bytes=settings.max_file_bytes,
+                              cache=HashCache.for_home(settings.home, settings.docs))
     queued = bool(context.instance.get_run_ids(
         dg.RunsFilter(job_name=index_job.name, statuses=PENDING), limit=1))
     state = json.loads(context.cursor) if context.cursor else {}

@@ -52,6 +52,7 @@ from pathrag_pipeline.ingest.folder_sync import (
     stored_file_hashes,
 )
 from pathrag_pipeline.ingest.home_folder import check_plan, folder_key, recorded_folder, require_folder
+from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.storage.store import Store, StoreLockedError
 from pathrag_pipeline.storage.vector_store import SyncStats
 
@@ -79,7 +80,7 @@ def find_pending_work(settings: Settings, folder: Path, extractor_id: str, embed
     Raises ``home_folder.FolderRefused`` / ``FolderMissing`` where the run would refuse the folder."""
     store = Store.for_settings(settings)
     require_folder(store, folder, settings.home)
-    scan = scan_folder(folder, max_bytes=settings.max_file_bytes)
+    scan = scan_folder(folder, max_bytes=settings.max_file_bytes, cache=HashCache.for_home(settings.home, folder))
     if not store.path.exists():
         return PendingWork(scan, plan_changes(scan, {}), ["no index yet"])
     try:
@@ -97,7 +98,8 @@ def check_folder(settings: Settings, folder: Path, *, replace_folder: bool = Fal
     require_folder(store, folder, settings.home)
     if store.path.exists():
         with store.connect(read_only=True) as con:
-            _checked_plan(con, settings, folder, scan_folder(folder, max_bytes=settings.max_file_bytes),
+            _checked_plan(con, settings, folder, scan_folder(folder, max_bytes=settings.max_file_bytes,
+                                                             cache=HashCache.for_home(settings.home, folder)),
                           replace_folder)
 
 

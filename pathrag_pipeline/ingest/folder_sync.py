@@ -34,6 +34,7 @@ import pyarrow as pa
 from pathrag_pipeline.ingest.chunking import chunk_text
 from pathrag_pipeline.ingest.home_folder import check_plan, record_folder, require_folder
 from pathrag_pipeline.config import Settings
+from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.ingest.parsing import ParsedDocument, ParseError, is_supported, parse_file
 from pathrag_pipeline.storage.store import Store, bump_chunks_version, get_meta, set_meta, transaction, utc_now
 from pathrag_pipeline.text.tokenizer import TOKENIZER_NAME
@@ -123,11 +124,12 @@ class FolderScan(dict):
         return any(d == "." or rel_path.startswith(d + "/") for d in self.unreadable_dirs)
 
 
-def scan_folder(root: Path, *, max_bytes: int) -> FolderScan:
+def scan_folder(root: Path, *, max_bytes: int, cache: HashCache | None = None) -> FolderScan:
     """Supported files under ``root`` (hidden files and folders skipped), keyed by POSIX relative path.
 
     Never raises for what it finds inside the folder: symlink loops, FIFOs, sockets and devices become
-    entries with a ``problem`` (never opened), unreadable subfolders are listed in ``unreadable_dirs``."""
+    entries with a ``problem`` (never opened), unreadable subfolders are listed in ``unreadable_dirs``.
+    ``cache`` (ingest/hash_cache.py): a file whose stat signature it holds is not read again; saved at the end."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"document folder {root} does not exist or is not a folder; set PATHRAG_DOCS or pass a PATH")
@@ -155,7 +157,9 @@ def scan_folder(root: Path, *, max_bytes: int) -> FolderScan:
                 if len(scan.unsupported) < UNSUPPORTED_EXAMPLES:
                     scan.unsupported.append(rel)
                 continue
-            scan[rel] = _entry(abs_path, rel, root_real, max_bytes)
+            scan[rel] = _entry(abs_path, rel, root_real, max_bytes, cache)
+    if cache is not None:
+        cache.save()
     return scan
 
 
@@ -171,7 +175,7 @@ _SPECIAL_KINDS = ((stat_module.S_ISFIFO, "a FIFO (named pipe)"), (stat_module.S_
                   (stat_module.S_ISCHR, "a character device"), (stat_module.S_ISBLK, "a block device"))
 
 
-def _entry(abs_path: Path, rel: str, root_real: Path, max_bytes: int) -> FileEntry:
+def _entry(abs_path: Path, rel: str, root_real: Path, max_bytes: int, cache: HashCache | None = None) -> FileEntry:
     if abs_path.is_symlink():
         try:
             target = abs_path.resolve(strict=True)
@@ -202,8 +206,14 @@ def _entry(abs_path: Path, rel: str, root_real: Path, max_bytes: int) -> FileEnt
     if stat.st_size > max_bytes:
         # Too large to parse, so no need to hash all of it: size and mtime identify the version.
         return FileEntry(rel, abs_path, stat.st_size, f"oversize:{stat.st_size}:{stat.st_mtime_ns}")
+    known = cache.lookup(rel, stat) if cache is not None else None
+    if known is not None:
+        return FileEntry(rel, abs_path, stat.st_size, known)
     try:
-        return FileEntry(rel, abs_path, stat.st_size, file_sha256(abs_path))
+        digest = file_sha256(abs_path)
+        if cache is not None:
+            cache.record(rel, stat, digest)
+        return FileEntry(rel, abs_path, stat.st_size, digest)
     except OSError as exc:
         return FileEntry(rel, abs_path, stat.st_size, f"unreadable:{stat.st_mtime_ns}",
                          f"cannot read {rel}: {exc.strerror or exc}; check its permissions")
@@ -498,7 +508,7 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
     store = store or Store.for_settings(settings)
     root = Path(folder or settings.docs)
     require_folder(store, root, settings.home)
-    scan = scan_folder(root, max_bytes=settings.max_file_bytes)
+    scan = scan_folder(root, max_bytes=settings.max_file_bytes, cache=HashCache.for_home(settings.home, root))
     with store.connect() as con:
         plan = plan_changes(scan, stored_file_hashes(con))
         check_plan(con, scan, plan, root, settings.home, replace=replace_folder)
