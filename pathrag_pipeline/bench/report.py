@@ -890,7 +890,8 @@ def _header(machine: dict[str, Any], end_load: list[float] | None, section_loads
         "(`pathrag bench sample-answers --docs ../shared/papers ...`), `## Small local models extracting a graph` "
         "(`pathrag bench local-extraction ...`), `## Answers through a local LLM` (over an "
         "hour through a local LLM server: `pathrag bench answers ...`, see docs/llm-endpoints.md) and "
-        "`## NeuroPath with an LLM tracker` (the same server: `pathrag bench neuropath-llm ...`). A section this "
+        "`## NeuroPath with an LLM tracker` and `## Path Pooling through a local LLM` (the same server: "
+        "`pathrag bench neuropath-llm ...`, `pathrag bench pooling-llm ...`). A section this "
         "run measures may also be rerun on its own since (`--update-docs`): it then ends with its own "
         "_Measured_ line, which dates its figures. Rerun the command to regenerate this file.",
     ]
@@ -1047,6 +1048,10 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         unmeasured_section("NeuroPath with an LLM tracker",
                            "HF_HUB_OFFLINE=1 pathrag bench neuropath-llm --update-docs docs/benchmarks.md",
                            "it runs a local LLM server for half an hour or more and needs the optional server and "
+                           "model installs of docs/llm-endpoints.md"),
+        unmeasured_section("Path Pooling through a local LLM",
+                           "HF_HUB_OFFLINE=1 pathrag bench pooling-llm --update-docs docs/benchmarks.md",
+                           "it runs a local LLM server for most of an hour and needs the optional server and "
                            "model installs of docs/llm-endpoints.md"),
         unmeasured_section("Scale", "pathrag bench scale --update-docs docs/benchmarks.md",
                            "its benchmark runs for about half an hour on its own"),
