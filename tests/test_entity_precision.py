@@ -11,6 +11,7 @@ def _folder(tmp_path: Path, labels: str) -> Path:
     (tmp_path / "heldout").mkdir(exist_ok=True)
     (tmp_path / "heldout" / "note.md").write_text(
         "# Notes\n\nAda Halden founded Valmere University in Port Aster.\n", encoding="utf-8")
+    (tmp_path / "heldout" / "empty.md").write_text("")   # a file the pipeline refuses: skipped, not a crash
     (tmp_path / "README.md").write_text("Zebedee Quill is not read: top-level files describe the folder.\n")
     (tmp_path / "entities.tsv").write_text(labels, encoding="utf-8")
     return tmp_path

@@ -21,7 +21,7 @@ from pathlib import Path
 from pathrag_pipeline.config import PACKAGE_ROOT, Settings
 from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID, extract_offline
 from pathrag_pipeline.ingest.chunking import chunk_text
-from pathrag_pipeline.ingest.parsing import is_supported, parse_file
+from pathrag_pipeline.ingest.parsing import ParseError, is_supported, parse_file
 
 REAL_DOCS = PACKAGE_ROOT / "data" / "eval" / "real-docs"
 LABELS_FILE = "entities.tsv"
@@ -55,7 +55,11 @@ def extracted_entities(folder: Path, settings: Settings | None = None) -> dict[t
     found: dict[tuple[str, str], str] = {}
     for path in sorted(p for p in folder.glob("*/**/*") if p.is_file() and is_supported(p)):
         rel = path.relative_to(folder).as_posix()
-        for doc in parse_file(path, rel, max_bytes=MAX_FILE_BYTES):
+        try:
+            docs = parse_file(path, rel, max_bytes=MAX_FILE_BYTES)
+        except ParseError:
+            continue   # a file the pipeline would not index has no entities to score
+        for doc in docs:
             if doc.error:
                 continue
             for chunk in chunk_text(doc.id, doc.text, max_tokens=settings.chunk_tokens,

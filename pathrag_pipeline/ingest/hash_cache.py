@@ -74,12 +74,12 @@ class HashCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".file_hashes.", dir=self.path.parent)
+        except OSError:
+            return   # a read-only home: the next scan hashes again
+        try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump({"version": VERSION, "root": self.root, "entries": self._new}, fh,
                           separators=(",", ":"))
             os.replace(tmp, self.path)
-        except OSError:
-            try:
-                os.unlink(tmp)  # type: ignore[possibly-undefined]
-            except (OSError, NameError):
-                pass
+        except OSError:   # disk full: keep the previous cache, leave no partial file
+            Path(tmp).unlink(missing_ok=True)
