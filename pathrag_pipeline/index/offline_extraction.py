@@ -672,9 +672,8 @@ def _verb_follows(tokens: list[_Token], k: int) -> bool:
 def _is_layout_label(sentence: str, tokens: list[_Token], parts: list[int], context: NameContext) -> bool:
     """A heading or field label ("Data Set Characteristics:", "Technical Details", "Writing Database
     Migrations"): the run is its whole line (the extractor reads such a line as a sentence of its own) or opens
-    it before a colon, and it
-    is an action heading (a first word in -ing) or every word is a layout word, a word the text also writes in
-    lower case, or a function word. A line naming something keeps a word that is none of these
+    it before a colon, and it is an action heading (a first word in -ing) or every word is a layout word, a word
+    the text also writes in lower case, or a function word. A line naming something keeps a word that is none of these
     ("Aldermere University", "ONNX Runtime"); the document title is matched before and never reaches here."""
     start, end = tokens[parts[0]].start, tokens[parts[-1]].end
     if sentence[:start].strip(" #*-") or (sentence[end:].strip(" :.") and not sentence[end:].startswith(":")):
