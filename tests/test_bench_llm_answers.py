@@ -53,6 +53,12 @@ def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_serve
     monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
     openai_server.chat_responder = reader_and_judge
     dataset = write_dataset(tmp_path / "tiny-qa")
+    # MuSiQue-style hops (the last hop's passage holds the answer), so the section carries the hop diagnosis
+    rows = [json.loads(line) for line in (dataset / "questions.jsonl").read_text().splitlines()]
+    for row in rows:
+        row["hops"] = [{"answer": f"bridge {i}", "gold_id": g} for i, g in enumerate(row["gold_ids"][:-1])] + [
+            {"answer": row["answers"][0], "gold_id": row["gold_ids"][-1]}]
+    (dataset / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     docs = tmp_path / "benchmarks.md"
     docs.write_text("# Benchmarks\n\n## Scale\n\nold scale text\n")
     args = ["answers", "--dataset", str(dataset), "--workdir", str(tmp_path / "bench"), "--base-url",
@@ -73,6 +79,10 @@ def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_serve
     # the verdict again on every question: path and the best flat prompt, the grid's answers reused
     study = section.split("**The verdict on 3 questions.**", 1)[1]
     assert "| `path` |" in study and "**Verdict on 3 questions:**" in study and "picked on the first 2" in study
+    # where the evidence went, over the verdict's questions: one row per mode and the sentence path vs its baseline
+    diagnosis = study.split("**Where the evidence went** (3 questions", 1)[1].split("**What the LLM adds", 1)[0]
+    assert "| `path` | 3 |" in diagnosis and "| `naive` | 3 |" in diagnosis
+    assert re.search(r"`path`'s prompts quoted [\d.]+ passages per question against `\w+`'s [\d.]+", diagnosis)
     # win rates: path against hybrid and naive, judged by the model that answered, which the section says
     assert "| `path` vs `hybrid` | 2 | 2 | 0 |" in section and "| `path` vs `naive` | 2 | 2 | 0 |" in section
     assert "The judge is fake-reader, the same small model that wrote both answers: a weak judge" in section

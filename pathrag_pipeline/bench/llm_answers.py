@@ -409,6 +409,27 @@ def _verdict_study_parts(v: dict[str, Any] | None) -> list[str]:
     ]
 
 
+def _diagnosis_parts(e: dict[str, Any] | None) -> list[str]:
+    """The hop diagnosis of a run (its ``diagnosis`` and ``verdict_detail``): where each mode's evidence went."""
+    from pathrag_pipeline.bench.report import md_table
+    from pathrag_pipeline.evaluation.answer_diagnosis import DIAGNOSIS_COLUMNS, diagnosis_row, diagnosis_sentence
+
+    if not e or not e.get("diagnosis"):
+        return []
+    d = e["diagnosis"]
+    detail = e.get("verdict_detail") or {}
+    return [
+        f"**Where the evidence went** ({e['questions']} questions; `evaluation/answer_diagnosis.py` reads the stored "
+        "prompts and answers against MuSiQue's hops, no LLM involved): passages each prompt quoted; whether it "
+        "quoted the last hop's passage (the one holding the final answer) and where the mode ranked it (the median "
+        "rank over the questions where it is among the mode's first 20); whether "
+        "the prompt opens with the first hop's passage; and the kind of answer: right (F1 > 0), a bridge (the "
+        "answer of an earlier hop: the chain stopped half way), a refusal, or other.",
+        md_table(list(DIAGNOSIS_COLUMNS), [[f"`{m}`", *diagnosis_row(m, x)[1:]] for m, x in d.items()]),
+        diagnosis_sentence(d, "path", detail["baseline"]) if detail.get("baseline") else "",
+    ]
+
+
 def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
     from pathrag_pipeline.bench.report import md_table
     from pathrag_pipeline.evaluation.judging import DIMENSIONS, OVERALL
@@ -468,6 +489,7 @@ def llm_answers_section(r: dict[str, Any]) -> str:
         md_table(MODE_COLUMNS, _mode_rows(e)),
         f"**Verdict on {e['questions']} questions:** {e['verdict']}" if e.get("verdict") else "",
         *_verdict_study_parts(r.get("verdict_study")),
+        *_diagnosis_parts(r.get("verdict_study") or e),
         *_llm_use_parts(r.get("keywords")),
         *_winrate_parts(r.get("winrate") or [], e["budget"]),
         f"_Measured {mach['date']} with {r['model']} on {mach['usable_cores']} cores ({mach['cpu']}, "

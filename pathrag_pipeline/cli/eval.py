@@ -388,10 +388,25 @@ def _print_answers(e, console: Console) -> None:
     verdict = e.verdict()
     if verdict:
         console.print(plain(verdict), highlight=False)
+    _print_diagnosis(e.diagnosis(), console)
     if e.stopped:
         console.print(f"[yellow]stopped early: {esc(e.stopped)}; run the same command again to resume[/yellow]")
     console.print(f"[dim]run {esc(e.run_id)} | {e.resumed} answers resumed, {e.reused} reused, {e.answered} new | {e.seconds:.1f} s | "
                   "stored in eval_answers/eval_answer_runs[/dim]", highlight=False)
+
+
+def _print_diagnosis(diagnosis: dict, console: Console) -> None:
+    """The hop diagnosis (evaluation/answer_diagnosis.py), when the dataset names its hops."""
+    if not diagnosis:
+        return
+    from pathrag_pipeline.evaluation.answer_diagnosis import DIAGNOSIS_COLUMNS, diagnosis_row
+
+    table = Table(title="Where the evidence went (questions with MuSiQue hops)")
+    for col in DIAGNOSIS_COLUMNS:
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    for mode, d in diagnosis.items():
+        table.add_row(*(plain(str(c)) for c in diagnosis_row(mode, d)))
+    console.print(table)
 
 
 @eval_group.command()

@@ -154,6 +154,16 @@ class AnswerEvaluation:
     stopped: str = ""                # why the invocation stopped before every question was answered
     reused: int = 0                  # rows this invocation copied from earlier runs with the same answer key
     answer_keys: dict[str, str] = field(default_factory=dict)   # mode -> its answer key (``answer_key``)
+    dataset_path: str = ""           # the dataset folder (the diagnosis reads its hops and passages)
+
+    def diagnosis(self) -> dict[str, dict[str, Any]]:
+        """Where each mode's evidence went and what kind of wrong answers it gave, over the questions every mode
+        answered (``answer_diagnosis.py``); empty unless the dataset names each question's hops (MuSiQue)."""
+        if not self.dataset_path or not self.complete_questions:
+            return {}
+        from pathrag_pipeline.evaluation.answer_diagnosis import diagnose_run
+
+        return diagnose_run(Path(self.dataset_path), {m: self.rows[m] for m in self.modes}, self.complete_questions)
 
     @property
     def complete_questions(self) -> list[str]:
@@ -259,7 +269,7 @@ class AnswerEvaluation:
             "run_seconds": round(self.earlier_seconds + self.seconds, 3), "query_seconds": round(self.query_seconds, 1),
             "workdir": self.workdir, "modes": modes,
             "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "level": 0.95, "unit": "question"},
-            "verdict": self.verdict(), "verdict_detail": self.verdict_detail(),
+            "verdict": self.verdict(), "verdict_detail": self.verdict_detail(), "diagnosis": self.diagnosis(),
         }
 
 
@@ -380,7 +390,7 @@ def evaluate_answers(settings: Settings, dataset_dir: Path | str, *, modes: Sequ
         config_hash=config_hash, budget=budget, llm=llm_name,
         embedder=embedder_runtime(rag.embedder) or embedder, extractor=extractor, modes=modes,
         planned=len(questions), rows={m: {} for m in modes}, question_order=[q.id for q in questions],
-        params=asdict(params), workdir=str(workdir))
+        params=asdict(params), workdir=str(workdir), dataset_path=str(dataset.path))
     evaluation.answer_keys = {m: answer_key(config, m) for m in modes}
     wanted = {q.id for q in questions}
     for (mode, qid), row in previous.items():
