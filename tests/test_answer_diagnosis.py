@@ -50,9 +50,10 @@ def test_answer_kinds():
 
 
 def test_diagnose_run_over_a_dataset_folder(tmp_path):
-    (tmp_path / "corpus.jsonl").write_text("\n".join(json.dumps(p) for p in CORPUS) + "\n")
+    # a malformed or non-object line is skipped, never stops the diagnosis
+    (tmp_path / "corpus.jsonl").write_text("[1, 2]\n{broken\n" + "\n".join(json.dumps(p) for p in CORPUS) + "\n")
     no_hops = {"id": "q2", "question": "x?", "answers": ["y"], "gold_ids": ["p3"]}
-    (tmp_path / "questions.jsonl").write_text(json.dumps(QUESTION) + "\n" + json.dumps(no_hops) + "\n")
+    (tmp_path / "questions.jsonl").write_text(json.dumps(QUESTION) + "\n\n" + json.dumps(no_hops) + "\n")
     path_prompt = f"[Dai Jitao] {CORPUS[0]['text']}\n\n[Steel] {CORPUS[2]['text']}\n\nQuestion"
     flat_prompt = f"[Debt] {CORPUS[1]['text']}\n\n[Dai Jitao] {CORPUS[0]['text']}"
     rows = {"path": {"q1": {"answer": "China", "f1": 0.0, "passage_ids": ["p1", "p3", "p2"], "prompt": path_prompt},

@@ -60,14 +60,22 @@ def _words(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
+def _json_object(line: str) -> dict | None:
+    """A JSON Lines row as a dict; None for a blank, malformed or non-object line (the evaluation validated the
+    files it used; a diagnosis never stops on what it cannot read)."""
+    try:
+        row = json.loads(line) if line.strip() else None
+    except json.JSONDecodeError:
+        return None
+    return row if isinstance(row, dict) else None
+
+
 def load_hops(questions_file: Path) -> dict[str, Hops]:
     """Question id -> its hops, for the rows of ``questions.jsonl`` that carry MuSiQue-style ``hops``."""
     out: dict[str, Hops] = {}
     for line in questions_file.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        hops = row.get("hops") if isinstance(row, dict) else None
+        row = _json_object(line)
+        hops = row.get("hops") if row else None
         if not isinstance(hops, list) or not hops or not all(isinstance(h, dict) for h in hops):
             continue
         passages = tuple(str(h.get("gold_id", "")) for h in hops)
@@ -85,9 +93,9 @@ def passage_signatures(corpus_file: Path, ids: Iterable[str]) -> dict[str, str]:
         for line in f:
             if not wanted - out.keys():
                 break
-            if not line.strip():
+            row = _json_object(line)
+            if not row:
                 continue
-            row = json.loads(line)
             pid = str(row.get("id"))
             if pid in wanted:
                 out[pid] = " ".join(_words(str(row.get("text", ""))).split()[:SIGNATURE_WORDS])
