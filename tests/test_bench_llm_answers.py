@@ -159,3 +159,7 @@ def test_win_rates_are_not_published_when_no_judgment_succeeded():
     table = next(p for p in parts if p.startswith("| pair"))
     assert "| 60% |" in table and "n/a" in table
     assert any("left out of the rates: 10 of 30" in p for p in parts)
+    # a criterion only some judgments decided shows how many did
+    partly = {**some, "win_rates": {**some["win_rates"], "diversity": {"a": 0.75, "b": 0.25, "wins_a": 3, "wins_b": 1}}}
+    table = next(p for p in _winrate_parts([partly], 1000) if p.startswith("| pair"))
+    assert "| 75% of 4 |" in table and "| 60% |" in table

@@ -114,6 +114,49 @@ def test_dimensions_are_counted_separately_and_loose_winner_spellings_accepted(j
     assert DimensionVerdict(winner="answer 1").winner == "Answer 1"
 
 
+def test_small_model_sentences_count_where_they_name_one_answer_and_are_undecided_otherwise(judge, openai_server):
+    """Qwen2.5-Coder-0.5B through llama.cpp answered the judging prompt with a sentence per criterion instead of
+    an object (every one of 60 judgments failed validation). A sentence naming one answer is that answer's win;
+    one naming neither or both is undecided, counted for neither side; the overall winner stays required."""
+    def responder(request):
+        first, _ = _answers(request)
+        good = "Answer 1" if "GOOD" in first else "Answer 2"
+        other = "Answer 2" if good == "Answer 1" else "Answer 1"
+        return json.dumps({
+            "Comprehensiveness": f"Comprehensiveness: {good} covers the question in more detail.",
+            "Diversity": "Diversity: The answer is brief and names the association.",          # neither
+            "Logicality": f"{good} is more logical than {other}.",                              # both: undecided
+            "Relevance": {"Winner": f"{good} (GraphRAG)", "Explanation": "on topic"},          # the papers' shape
+            "Coherence": f'"Winner": "{good}", "Explanation": "{other} is shorter"',
+            "Overall Winner": f"{good} is better on the whole.",
+        })
+    openai_server.chat_responder = responder
+    run = judge_pairs(judge, _pairs(4))
+    assert run.failed == 0 and run.judged == 4
+    for dim in ("comprehensiveness", "relevance", "coherence", "overall"):
+        assert (run.rates[dim].wins_a, run.rates[dim].wins_b) == (4, 0), dim
+    for dim in ("diversity", "logicality"):
+        assert (run.rates[dim].wins_a, run.rates[dim].wins_b) == (0, 0), dim
+    assert run.judgments[0].verdict.undecided == ("diversity", "logicality")
+
+
+def test_a_single_verdict_without_criteria_is_the_overall_winner(judge, openai_server):
+    def responder(request):
+        first, _ = _answers(request)
+        return json.dumps({"winner": "Answer 1" if "GOOD" in first else "Answer 2", "explanation": "more detail"})
+    openai_server.chat_responder = responder
+    run = judge_pairs(judge, _pairs(2))
+    assert run.judged == 2 and (run.rates["overall"].wins_a, run.rates["overall"].wins_b) == (2, 0)
+    assert all((run.rates[d].wins_a, run.rates[d].wins_b) == (0, 0) for d in DIMENSIONS)
+
+
+def test_a_verdict_without_an_overall_winner_is_still_invalid(judge, openai_server):
+    openai_server.chat_responder = lambda request: json.dumps(
+        {dim: "Both answers are fine." for dim in ALL})
+    run = judge_pairs(judge, _pairs(1))
+    assert run.failed == 1 and "overall" in run.judgments[0].error
+
+
 def test_invalid_verdicts_are_recorded_as_failed_and_left_out(judge, openai_server):
     good = prefers("GOOD")
 

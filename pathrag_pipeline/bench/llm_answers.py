@@ -438,9 +438,15 @@ def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
         return []
     dims = [*DIMENSIONS, OVERALL]
     # a pair with no successful judgment has no rate (a 0% there once read as "path loses everything")
+    def cell(r: dict[str, Any], dim: str) -> str:
+        w = r["win_rates"][dim]
+        decided = w["wins_a"] + w["wins_b"]
+        if not decided:
+            return "n/a"
+        return f"{100 * w['a']:.0f}%" + (f" of {decided}" if decided < r["judgments"] else "")
+
     rows = [[f"`{r['a'].removeprefix('mode:')}` vs `{r['b'].removeprefix('mode:')}`", r["questions"], r["judgments"],
-             r["failed"], *[f"{100 * r['win_rates'][d]['a']:.0f}%" if r["judgments"] else "n/a" for d in dims]]
-            for r in runs]
+             r["failed"], *[cell(r, d) for d in dims]] for r in runs]
     judge = runs[0]["judge"]
     failures = [f"{r['failed']} of {r['questions']} judgments of `{r['a'].removeprefix('mode:')}` vs "
                 f"`{r['b'].removeprefix('mode:')}` failed" + (f" (first: {' '.join(str(r['first_error']).split())[:200]})"
@@ -452,7 +458,9 @@ def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
         f"**Win rates** (`pathrag eval winrate --dataset ... --use-triples --mode-a path --mode-b hybrid,naive "
         f"--limit {runs[0]['questions']} --budget {budget}`): each mode's default answer (concise, not the short "
         "phrase above) to the same questions, judged with the papers' prompt on PathRAG's five dimensions and "
-        "overall, the answers' order alternated by question. Cells: the share of judgments path wins.",
+        "overall, the answers' order alternated by question. Cells: the share of judgments path wins; \"of N\": "
+        "only N judgments decided that criterion (the judge wrote a sentence naming neither answer, or both: "
+        "undecided, counted for neither side; `evaluation/judging.py`).",
         md_table(["pair", "questions", "judgments", "failed", *dims], rows),
         *([f"Failed judgments are left out of the rates: {'; '.join(failures)}."] if failures else []),
         f"**The judge is {judge}, the same small model that wrote both answers: a weak judge.** Read these "

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from pathrag_pipeline.config import ENV_NAMES, Settings
 from pathrag_pipeline.llm.client import LLMClient, LLMOutputError
@@ -72,7 +72,33 @@ Evaluate both answers using the five criteria and explain each choice. Reply wit
 comprehensiveness, diversity, logicality, relevance, coherence and overall, an object {{"winner": "Answer 1" or
 "Answer 2", "explanation": "..."}}."""
 
-_ANSWER_NUMBER = re.compile(r"^\s*(?:answer)?\s*([12])\s*$", re.I)
+_ANSWER_MENTION = re.compile(r"\banswer\s*([12])\b", re.I)
+_BARE_NUMBER = re.compile(r"^\s*([12])\s*$")
+_NAMED_WINNER = re.compile(r"winner\W{0,6}(?:is\s+)?answer\s*([12])\b", re.I)
+
+
+def named_answer(text: Any) -> str | None:
+    """"Answer 1" or "Answer 2" when ``text`` names exactly one of them as the better one, else None.
+
+    Small judges write the winner in many shapes: "answer 1", "1", "Answer2", "Answer 2 (LightRAG)" (the
+    papers' own example), or a sentence instead of the object asked for ("Answer 1 is better on ..."). A text
+    that says "Winner: Answer N" names N; otherwise it must mention one answer only: a sentence that names both
+    ("Answer 1 is longer than Answer 2") or neither decides nothing, and is not guessed."""
+    if isinstance(text, bool) or not isinstance(text, (str, int)):
+        return None
+    text = str(text)
+    bare = _BARE_NUMBER.match(text)
+    if bare:
+        return f"Answer {bare.group(1)}"
+    named = {m.group(1) for m in _NAMED_WINNER.finditer(text)}
+    mentioned = named or {m.group(1) for m in _ANSWER_MENTION.finditer(text)}
+    return f"Answer {mentioned.pop()}" if len(mentioned) == 1 else None
+
+
+def _key(name: Any) -> str:
+    """A verdict key as the model wrote it ("Comprehensiveness", "Overall Winner", "Winner") -> ours."""
+    key = re.sub(r"[^a-z]+", " ", str(name).casefold()).strip()
+    return key.removesuffix(" winner").strip() or key
 
 
 class JudgingError(ValueError):
@@ -85,23 +111,55 @@ class DimensionVerdict(BaseModel):
     winner: Literal["Answer 1", "Answer 2"] = Field(description='"Answer 1" or "Answer 2"')
     explanation: str = Field(default="", description="why this answer is better on the criterion")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shapes(cls, value: Any) -> Any:
+        """The papers' capitalised keys ("Winner", "Explanation") read as ours; a bare sentence that names one
+        answer is that answer's win with the sentence as the reason (what Qwen2.5-0.5B writes)."""
+        if isinstance(value, dict):
+            return {_key(k): v for k, v in value.items()}
+        if isinstance(value, str) and named_answer(value) is not None:
+            return {"winner": named_answer(value), "explanation": value}
+        return value
+
     @field_validator("winner", mode="before")
     @classmethod
     def _normalise(cls, value: Any) -> Any:
         """Small models write "answer 1", "1" or "Answer1"; all mean the same, so accept them."""
-        match = _ANSWER_NUMBER.match(str(value)) if isinstance(value, (str, int)) else None
-        return f"Answer {match.group(1)}" if match else value
+        return named_answer(value) or value
 
 
 class Verdict(BaseModel):
-    """The judge's answer for one question: a winner per PathRAG dimension and overall."""
+    """The judge's answer for one question: a winner per PathRAG dimension and overall.
 
-    comprehensiveness: DimensionVerdict
-    diversity: DimensionVerdict
-    logicality: DimensionVerdict
-    relevance: DimensionVerdict
-    coherence: DimensionVerdict
+    The overall winner is required. A criterion the judge answered without naming one answer (a sentence about
+    the answers, the habit of small models) is undecided (None): left out of that criterion's rate, never
+    guessed; ``undecided`` counts them."""
+
+    comprehensiveness: DimensionVerdict | None = None
+    diversity: DimensionVerdict | None = None
+    logicality: DimensionVerdict | None = None
+    relevance: DimensionVerdict | None = None
+    coherence: DimensionVerdict | None = None
     overall: DimensionVerdict
+
+    @model_validator(mode="before")
+    @classmethod
+    def _criteria(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        out = {_key(k): v for k, v in value.items()}
+        if "winner" in out and OVERALL not in out and not any(d in out for d in DIMENSIONS):
+            # one verdict with no criteria ({"winner": ..., "explanation": ...}): the overall winner alone
+            out = {OVERALL: {k: out[k] for k in ("winner", "explanation") if k in out}}
+        for dim in DIMENSIONS:
+            if isinstance(out.get(dim), str) and named_answer(out[dim]) is None:
+                out[dim] = None      # a sentence naming neither answer (or both): undecided
+        return out
+
+    @property
+    def undecided(self) -> tuple[str, ...]:
+        return tuple(d for d in DIMENSIONS if getattr(self, d) is None)
 
 
 @dataclass(frozen=True)
@@ -300,14 +358,16 @@ def unswap(verdict: Verdict, a_position: str) -> dict[str, str]:
     """Winner per dimension (and overall) as side "A" or "B", given where A was shown."""
     if a_position not in (FIRST, SECOND):
         raise ValueError(f"a_position={a_position!r} must be {FIRST!r} or {SECOND!r}")
-    return {dim: "A" if getattr(verdict, dim).winner == a_position else "B" for dim in (*DIMENSIONS, OVERALL)}
+    return {dim: "A" if getattr(verdict, dim).winner == a_position else "B" for dim in (*DIMENSIONS, OVERALL)
+            if getattr(verdict, dim) is not None}
 
 
 def win_rates(judgments: Sequence[Judgment]) -> dict[str, DimensionRate]:
-    """Wins of each side per dimension and overall, over the judgments that returned a verdict."""
+    """Wins of each side per dimension and overall, over the judgments that returned a verdict and decided that
+    dimension (an undecided criterion counts for neither side)."""
     rates: dict[str, DimensionRate] = {}
     for dim in (*DIMENSIONS, OVERALL):
-        wins = [j.winners[dim] for j in judgments if j.winners is not None]
+        wins = [j.winners[dim] for j in judgments if j.winners is not None and dim in j.winners]
         rates[dim] = DimensionRate(wins.count("A"), wins.count("B"))
     return rates
 
