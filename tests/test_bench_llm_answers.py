@@ -64,7 +64,7 @@ def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_serve
     args = ["answers", "--dataset", str(dataset), "--workdir", str(tmp_path / "bench"), "--base-url",
             openai_server.base_url, "--model", "fake-reader", "--modes", "path,naive,bm25", "--limit", "2",
             "--update-docs", str(docs)]
-    result = CliRunner().invoke(bench, [*args, "--winrate", "2"])
+    result = CliRunner().invoke(bench, args)
     assert result.exit_code == 0, result.output
     text = docs.read_text()
     section = text.split("## Answers through a local LLM", 1)[1].split("## Scale", 1)[0]
@@ -83,15 +83,13 @@ def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_serve
     diagnosis = study.split("**Where the evidence went** (3 questions", 1)[1].split("**What the LLM adds", 1)[0]
     assert "| `path` | 3 |" in diagnosis and "| `naive` | 3 |" in diagnosis
     assert re.search(r"`path`'s prompts quoted [\d.]+ passages per question against `\w+`'s [\d.]+", diagnosis)
-    # win rates: path against hybrid and naive, judged by the model that answered, which the section says
-    assert "| `path` vs `hybrid` | 2 | 2 | 0 |" in section and "| `path` vs `naive` | 2 | 2 | 0 |" in section
-    assert "The judge is fake-reader, the same small model that wrote both answers: a weak judge" in section
+    assert "Win rates" not in section      # `pathrag bench winrate`'s own section
     # the same command again resumes: no answer is asked twice (the keyword recall is measured again)
     def answers_asked() -> int:
         return sum(SHORT_ANSWER in body["messages"][0]["content"] for e, body in openai_server.calls if e == "chat")
 
     asked = answers_asked()
-    again = CliRunner().invoke(bench, [*args, "--winrate", "0"])
+    again = CliRunner().invoke(bench, args)
     assert again.exit_code == 0, again.output
     assert answers_asked() == asked
     assert "(6 from earlier invocations of the run, 0 in the last)" in docs.read_text()
@@ -144,7 +142,7 @@ def test_its_own_server_is_asked_one_request_at_a_time_with_a_long_timeout(tmp_p
 
 def test_win_rates_are_not_published_when_no_judgment_succeeded():
     """The 30-question rerun once had every judgment fail and printed 0% everywhere; now it says why instead."""
-    from pathrag_pipeline.bench.llm_answers import _winrate_parts
+    from pathrag_pipeline.bench.llm_winrate import _winrate_parts
     from pathrag_pipeline.evaluation.judging import DIMENSIONS, OVERALL
 
     zero = {d: {"a": 0.0, "b": 0.0, "wins_a": 0, "wins_b": 0} for d in [*DIMENSIONS, OVERALL]}
@@ -163,3 +161,27 @@ def test_win_rates_are_not_published_when_no_judgment_succeeded():
     partly = {**some, "win_rates": {**some["win_rates"], "diversity": {"a": 0.75, "b": 0.25, "wins_a": 3, "wins_b": 1}}}
     table = next(p for p in _winrate_parts([partly], 1000) if p.startswith("| pair"))
     assert "| 75% of 4 |" in table and "| 60% |" in table
+
+
+def test_winrate_against_a_running_endpoint_writes_its_own_section(tmp_path, openai_server, monkeypatch):
+    """`pathrag bench winrate`: path, hybrid and naive answer; path is judged against each by the same model,
+    which the section says; the rates sit in their own section before Scale."""
+    graph_cache.clear_cache()
+    monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
+    openai_server.chat_responder = reader_and_judge
+    dataset = write_dataset(tmp_path / "tiny-qa")
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text("# Benchmarks\n\n## Scale\n\nold scale text\n")
+    result = CliRunner().invoke(bench, ["winrate", "--dataset", str(dataset), "--workdir", str(tmp_path / "bench"),
+                                        "--base-url", openai_server.base_url, "--model", "fake-reader",
+                                        "--questions", "2", "--update-docs", str(docs)])
+    assert result.exit_code == 0, result.output
+    text = docs.read_text()
+    section = text.split("## Win rates through a local LLM", 1)[1].split("## Scale", 1)[0]
+    assert "Reproduce: `pathrag bench winrate --questions 2 --dataset" in section and "old scale text" in text
+    # always_first prefers "Answer 1", and path is Answer 1 on every other question: half of each pair
+    assert "| `path` vs `hybrid` | 2 | 2 | 0 | 50% |" in section and "| `path` vs `naive` | 2 | 2 | 0 | 50% |" in section
+    assert "The judge is fake-reader, the same small model that wrote both answers: a weak judge" in section
+    judged = sum("evaluating two answers" in body["messages"][0]["content"] for e, body in openai_server.calls
+                 if e == "chat")
+    assert judged == 4

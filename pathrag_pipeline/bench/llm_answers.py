@@ -56,13 +56,11 @@ GGUF_MAGIC = b"GGUF"
 CONTEXT = 8192
 DEFAULT_LIMIT = 50
 DEFAULT_BUDGET = 1000
-DEFAULT_WINRATE = 30
 LOCAL_TIMEOUT = 600   # seconds per request to the bench's own server (a judgement of two long answers)
 # The verdict (default path mode against the best flat prompt, and the best path layout) is decided on more
 # questions than the grid of every mode: musique-100's hundred. A 0.5B model's F1 is noisy; at 50 questions
 # neither difference could be told from zero.
 DEFAULT_VERDICT_LIMIT = 100
-WINRATE_PAIRS = (("path", "hybrid"), ("path", "naive"))
 HEADING = "Answers through a local LLM"
 
 
@@ -188,20 +186,16 @@ LLM_USE_MODES = ("path", "path:offline_keywords", "hybrid", "hybrid:offline_keyw
 def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_LIMIT, budget: int = DEFAULT_BUDGET,
                           modes: list[str] | None = None, time_limit: float | None = None,
                           base_url: str | None = None, model: str | None = None, embed_model: str | None = None,
-                          winrate: int = DEFAULT_WINRATE, verdict_limit: int = DEFAULT_VERDICT_LIMIT,
-                          log: Log = print,
-                          on_partial: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                          verdict_limit: int = DEFAULT_VERDICT_LIMIT, log: Log = print) -> dict[str, Any]:
     """Start the local server (unless ``base_url``/``model`` name a running endpoint), run the answer
     evaluation of ``dataset`` with its triples graph, then recall with the LLM's keywords against the offline
-    rules on the same questions, then the win rates; return the figures with the model, the machine and the
+    rules on the same questions; return the figures with the model, the machine and the
     time. ``workdir``: ``<workdir>/answers/home`` keeps the runs (resumable), ``<workdir>/retrieval/triples[-minilm]``
     the dataset's index (the same folder ``pathrag bench retrieval`` uses), ``<workdir>/models`` the joined GGUF.
     ``embed_model``: the embedder (default: MiniLM when its extra is installed, else the offline hashing one).
     ``verdict_limit``: then answer ``path``, the flat prompt and the path layout with the best F1 on the grid on
     that many questions (the grid's answers are reused) and state the verdict there too.
-    ``winrate``: judge path against hybrid and naive on that many questions (0: no judging) with the same
-    model as judge, answers at the same budget (not resumable: answered and judged again on every call).
-    ``on_partial(result)``: called with the figures so far before the win rates (they take most of an hour)."""
+    The judged win rates are ``pathrag bench winrate`` (bench/llm_winrate.py), a run of their own."""
     from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
 
     if (base_url is None) != (model is None):
@@ -217,12 +211,11 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
     started = time.perf_counter()
     result: dict[str, Any] = {
         "model": model or MODEL_NAME, "server": {}, "embedder": embed_model or "offline hashing",
-        "dataset": dataset.name, "winrate": [],
+        "dataset": dataset.name,
         "command": (("HF_HUB_OFFLINE=1 " if embed_model else "") + "pathrag bench answers"
                     + (f" --limit {limit}" if limit != DEFAULT_LIMIT else "")
                     + (f" --budget {budget}" if budget != DEFAULT_BUDGET else "")
                     + (f" --dataset {repo_path(dataset)}" if dataset.name != "musique-100" else "")
-                    + (f" --winrate {winrate}" if winrate != DEFAULT_WINRATE else "")
                     + (f" --verdict-limit {verdict_limit}" if verdict_limit != DEFAULT_VERDICT_LIMIT else "")
                     + (f" --modes {','.join(modes)}" if modes else "")
                     + " --update-docs docs/benchmarks.md")}
@@ -242,11 +235,6 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
             wider = answer_all(settings, dataset, index, verdict_limit, budget, picked, time_limit, log)
             result["verdict_study"] = {**wider.to_dict(), "picked_on": limit}
         result["keywords"] = llm_use_recall(settings, dataset, index, limit, log)
-        result.update(machine=machine(), seconds=round(time.perf_counter() - started, 1))
-        if on_partial is not None and winrate:
-            on_partial(dict(result))
-        if winrate:
-            result["winrate"] = judge_modes(settings, dataset, index, winrate, budget, log)
         result.update(machine=machine(), seconds=round(time.perf_counter() - started, 1))
 
     if base_url is not None:
@@ -309,38 +297,6 @@ def llm_use_recall(settings: Any, dataset: Path, index: Path, limit: int, log: L
                            workdir=index, budgets=())
     save_evaluation(Store.for_settings(settings), e)
     return e.to_dict()
-
-
-def judge_modes(settings: Any, dataset: Path, index: Path, questions: int, budget: int,
-                log: Log) -> list[dict[str, Any]]:
-    """Win rates of path against hybrid and naive on the first ``questions`` of ``dataset``: each mode answers
-    (default response, ``budget``-token prompts) over the dataset's index, the configured LLM judges with the
-    papers' prompt, order alternated; stored in the bench home's winrate tables."""
-    from pathrag_pipeline.evaluation.judging import answer_modes, judge_pairs, pair_modes, save_winrate
-    from pathrag_pipeline.evaluation.retrieval_eval import load_dataset, prepare_index
-    from pathrag_pipeline.llm.client import llm_from_settings
-    from pathrag_pipeline.query.params import QueryParams
-    from pathrag_pipeline.storage.store import Store
-
-    loaded = load_dataset(dataset)
-    rows = [(q.id, q.question) for q in loaded.questions[:questions]]
-    answer_settings, _ = prepare_index(settings, loaded, index, use_triples=True)
-    modes = list(dict.fromkeys(m for pair in WINRATE_PAIRS for m in pair))
-    log(f"win rates: answering {len(rows)} questions in {', '.join(modes)}")
-    params = QueryParams(token_budget=budget)
-    answers = answer_modes(answer_settings, rows, modes, params=params)
-    judge = llm_from_settings(settings)
-    assert judge is not None
-    out = []
-    for a, b in WINRATE_PAIRS:
-        log(f"win rates: judging {a} against {b}")
-        run = judge_pairs(judge, pair_modes(rows, answers, a, b), label_a=f"mode:{a}", label_b=f"mode:{b}",
-                          params={"dataset": dataset.name, "token_budget": budget}, answered_by=judge.model)
-        save_winrate(Store.for_settings(settings), run)
-        out.append(run.to_dict())
-    return out
-
-
 
 
 def _llm_use_parts(k: dict[str, Any] | None) -> list[str]:
@@ -430,44 +386,6 @@ def _diagnosis_parts(e: dict[str, Any] | None) -> list[str]:
     ]
 
 
-def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
-    from pathrag_pipeline.bench.report import md_table
-    from pathrag_pipeline.evaluation.judging import DIMENSIONS, OVERALL
-
-    if not runs:
-        return []
-    dims = [*DIMENSIONS, OVERALL]
-    # a pair with no successful judgment has no rate (a 0% there once read as "path loses everything")
-    def cell(r: dict[str, Any], dim: str) -> str:
-        w = r["win_rates"][dim]
-        decided = w["wins_a"] + w["wins_b"]
-        if not decided:
-            return "n/a"
-        return f"{100 * w['a']:.0f}%" + (f" of {decided}" if decided < r["judgments"] else "")
-
-    rows = [[f"`{r['a'].removeprefix('mode:')}` vs `{r['b'].removeprefix('mode:')}`", r["questions"], r["judgments"],
-             r["failed"], *[cell(r, d) for d in dims]] for r in runs]
-    judge = runs[0]["judge"]
-    failures = [f"{r['failed']} of {r['questions']} judgments of `{r['a'].removeprefix('mode:')}` vs "
-                f"`{r['b'].removeprefix('mode:')}` failed" + (f" (first: {' '.join(str(r['first_error']).split())[:200]})"
-                                                            if r.get("first_error") else "")
-                for r in runs if r["failed"]]
-    if not any(r["judgments"] for r in runs):
-        return [f"**Win rates:** no judgment succeeded, so no rate is given: {'; '.join(failures)}."]
-    return [
-        f"**Win rates** (`pathrag eval winrate --dataset ... --use-triples --mode-a path --mode-b hybrid,naive "
-        f"--limit {runs[0]['questions']} --budget {budget}`): each mode's default answer (concise, not the short "
-        "phrase above) to the same questions, judged with the papers' prompt on PathRAG's five dimensions and "
-        "overall, the answers' order alternated by question. Cells: the share of judgments path wins; \"of N\": "
-        "only N judgments decided that criterion (the judge wrote a sentence naming neither answer, or both: "
-        "undecided, counted for neither side; `evaluation/judging.py`).",
-        md_table(["pair", "questions", "judgments", "failed", *dims], rows),
-        *([f"Failed judgments are left out of the rates: {'; '.join(failures)}."] if failures else []),
-        f"**The judge is {judge}, the same small model that wrote both answers: a weak judge.** Read these "
-        "rates as evidence that the chain runs end to end, not as a ranking of the modes.",
-    ]
-
-
 def _against(m: dict[str, Any]) -> str:
     """A delta cell's reference when it is not ``path`` (NeuroPath's heuristic tracker is compared with neuropath)."""
     return f" vs `{m['vs']}`" if m.get("vs") and m["vs"] != "path" else ""
@@ -499,7 +417,6 @@ def llm_answers_section(r: dict[str, Any]) -> str:
         *_verdict_study_parts(r.get("verdict_study")),
         *_diagnosis_parts(r.get("verdict_study") or e),
         *_llm_use_parts(r.get("keywords")),
-        *_winrate_parts(r.get("winrate") or [], e["budget"]),
         f"_Measured {mach['date']} with {r['model']} on {mach['usable_cores']} cores ({mach['cpu']}, "
         f"{mach['memory_gib']} GiB, Python {mach['python']}, 1-min load {(mach['load_average'] or ['?'])[0]} at the "
         f"end). The {e['resumed'] + e.get('reused', 0) + e['answered']} answers took "

@@ -889,7 +889,8 @@ def _header(machine: dict[str, Any], end_load: list[float] | None, section_loads
         "`## Concurrent asks` (`pathrag bench concurrency ...`), `## Questions about the papers, answered offline` "
         "(`pathrag bench sample-answers --docs ../shared/papers ...`), `## Small local models extracting a graph` "
         "(`pathrag bench local-extraction ...`), `## Answers through a local LLM` (over an "
-        "hour through a local LLM server: `pathrag bench answers ...`, see docs/llm-endpoints.md) and "
+        "hour through a local LLM server: `pathrag bench answers ...`, see docs/llm-endpoints.md), "
+        "`## Win rates through a local LLM` (the same server: `pathrag bench winrate ...`) and "
         "`## NeuroPath with an LLM tracker` and `## Path Pooling through a local LLM` (the same server: "
         "`pathrag bench neuropath-llm ...`, `pathrag bench pooling-llm ...`). A section this "
         "run measures may also be rerun on its own since (`--update-docs`): it then ends with its own "
@@ -1045,6 +1046,10 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         unmeasured_section("Answers through a local LLM", "pathrag bench answers --update-docs docs/benchmarks.md",
                            "it runs a local LLM server for over an hour and needs the optional server and model "
                            "installs of docs/llm-endpoints.md"),
+        unmeasured_section("Win rates through a local LLM",
+                           "HF_HUB_OFFLINE=1 pathrag bench winrate --update-docs docs/benchmarks.md",
+                           "it runs a local LLM server for most of an hour and needs the optional server and "
+                           "model installs of docs/llm-endpoints.md"),
         unmeasured_section("NeuroPath with an LLM tracker",
                            "HF_HUB_OFFLINE=1 pathrag bench neuropath-llm --update-docs docs/benchmarks.md",
                            "it runs a local LLM server for half an hour or more and needs the optional server and "

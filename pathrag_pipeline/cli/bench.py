@@ -207,8 +207,6 @@ def _endpoint_options(f):
 @click.option("--modes", default=None, help="Comma-separated modes (default: as `pathrag eval answers`).")
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=None,
               help="Minutes: start no new question after this; the same command resumes.")
-@click.option("--winrate", type=click.IntRange(min=0), default=30, show_default=True,
-              help="Then judge path against hybrid and naive on this many questions (0: skip; not resumable).")
 @click.option("--verdict-limit", type=click.IntRange(min=1), default=100, show_default=True,
               help="Then answer path, the best flat prompt and the best path layout on this many questions and "
                    "state the verdict there too (the grid's answers are reused; at most the dataset's size).")
@@ -219,7 +217,7 @@ def _endpoint_options(f):
               help="Rewrite the 'Answers through a local LLM' section of this markdown file (docs/benchmarks.md).")
 @click.option("--json", "as_json", is_flag=True)
 def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_limit: float | None,
-            winrate: int, verdict_limit: int, base_url: str | None, model: str | None, workdir: Path | None,
+            verdict_limit: int, base_url: str | None, model: str | None, workdir: Path | None,
             update_docs: Path | None, as_json: bool) -> None:
     """Answers end to end through a real local LLM: starts llama-cpp-python's server with a small GGUF model
     (Qwen2.5-Coder-0.5B-Instruct from the [local-llm-model] extra), runs `pathrag eval answers` on musique-100
@@ -231,21 +229,47 @@ def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_
     from pathrag_pipeline.evaluation.retrieval_eval import EVAL_MODES, parse_csv
     from pathrag_pipeline.llm.client import LLMError
 
-    def partial(result: dict) -> None:   # the section so far, before the hour of judging
-        if update_docs is not None:
-            from pathrag_pipeline.bench.report_sections import splice
-
-            splice(update_docs, HEADING, llm_answers_section(result), before="Scale")
-
     try:
         result = run_llm_answers_bench(
             dataset_dir, Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-llm-answers-")), limit=limit,
             budget=budget, modes=parse_csv(modes, "mode", EVAL_MODES) if modes else None,
             time_limit=time_limit * 60 if time_limit else None, base_url=base_url, model=model,
-            winrate=winrate, verdict_limit=verdict_limit, log=_log(as_json), on_partial=partial)
+            verdict_limit=verdict_limit, log=_log(as_json))
     except (BenchSetupError, EndpointDown, LLMError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     _publish(llm_answers_section(result), HEADING, update_docs, as_json, to_json(result), before="Scale")
+
+
+@bench.command("winrate")
+@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=MUSIQUE, show_default=True, help="QA dataset with triples.jsonl (its graph).")
+@click.option("--questions", type=click.IntRange(min=1), default=30, show_default=True,
+              help="The first N questions: path, hybrid and naive answer each; path is judged against the other two.")
+@click.option("--budget", type=click.IntRange(min=200), default=1000, show_default=True,
+              help="Token budget of every mode's answer prompt.")
+@_endpoint_options
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Bench folder of `bench answers` (index, home, joined model; default: a temporary folder).")
+@click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Splice the results into this report as its `## Win rates through a local LLM` section.")
+@click.option("--json", "as_json", is_flag=True)
+def winrate(dataset_dir: Path, questions: int, budget: int, base_url: str | None, model: str | None,
+            workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
+    """Judged win rates through a real local LLM (as `bench answers`): path against hybrid and naive, the
+    papers' judging prompt, answers' order alternated, the same small model as judge (a weak judge, said so)."""
+    from pathrag_pipeline.bench.llm_answers import BenchSetupError
+    from pathrag_pipeline.bench.llm_winrate import HEADING, run_winrate_bench, winrate_section
+    from pathrag_pipeline.evaluation.answer_eval import EndpointDown
+    from pathrag_pipeline.llm.client import LLMError
+
+    try:
+        result = run_winrate_bench(dataset_dir, Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-winrate-")),
+                                   questions=questions, budget=budget, base_url=base_url, model=model,
+                                   log=_log(as_json))
+    except (BenchSetupError, EndpointDown, LLMError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    _publish(winrate_section(result), HEADING, update_docs, as_json, json.dumps(result, indent=1, default=str),
+             before="Scale")
 
 
 def _llm_modes_command(suite_name: str, what: str):
