@@ -237,17 +237,26 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
         result["keywords"] = llm_use_recall(settings, dataset, index, limit, log)
         result.update(machine=machine(), seconds=round(time.perf_counter() - started, 1))
 
+    result["server"] = on_endpoint(workdir, base_url, model, run, log)
+    return result
+
+
+def on_endpoint(workdir: Path, base_url: str | None, model: str | None, run: Callable[[str, str], None],
+                log: Log) -> dict[str, Any]:
+    """``run(url, model name)`` against the running endpoint ``base_url``/``model``, or against the bench's own
+    llama.cpp server started for the call with the joined model in ``workdir/models``; the server's facts for the
+    report (empty for an endpoint given)."""
     if base_url is not None:
         assert model is not None
         run(base_url, model)
-    else:
-        path = assemble_model(workdir / "models")
-        log(f"starting llama.cpp server with {path.name}")
-        with LocalServer(path, workdir / "models" / "server.log") as running:
-            result["server"] = {"command": " ".join(running.command[1:]).replace(str(path), path.name),
-                                "threads": running.threads, "context": CONTEXT}
-            run(running.base_url, path.name)
-    return result
+        return {}
+    path = assemble_model(workdir / "models")
+    log(f"starting llama.cpp server with {path.name}")
+    with LocalServer(path, workdir / "models" / "server.log") as running:
+        server = {"command": " ".join(running.command[1:]).replace(str(path), path.name),
+                  "threads": running.threads, "context": CONTEXT}
+        run(running.base_url, path.name)
+    return server
 
 
 def bench_settings(url: str, name: str, embed_model: str | None, *, own_server: bool, home: Path) -> Any:

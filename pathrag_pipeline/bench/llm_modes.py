@@ -109,15 +109,7 @@ def run_modes_llm_bench(dataset: Path, workdir: Path, *, suite: Suite = NEUROPAT
                                       log)
         result["answers"] = grid.to_dict()
 
-    if base_url is not None:
-        assert model is not None
-        run(base_url, model)
-    else:
-        path = llm_answers.assemble_model(workdir / "models")
-        log(f"starting llama.cpp server with {path.name}")
-        with llm_answers.LocalServer(path, workdir / "models" / "server.log") as running:
-            result["server"] = {"threads": running.threads, "context": llm_answers.CONTEXT}
-            run(running.base_url, path.name)
+    result["server"] = llm_answers.on_endpoint(workdir, base_url, model, run, log)
     result.update(machine=llm_answers.machine(), seconds=round(time.perf_counter() - started, 1))
     return result
 
