@@ -182,6 +182,8 @@ def test_winrate_against_a_running_endpoint_writes_its_own_section(tmp_path, ope
     # always_first prefers "Answer 1", and path is Answer 1 on every other question: half of each pair
     assert "| `path` vs `hybrid` | 2 | 2 | 0 | 50% |" in section and "| `path` vs `naive` | 2 | 2 | 0 | 50% |" in section
     assert "The judge is fake-reader, the same small model that wrote both answers: a weak judge" in section
+    assert ("`path` vs `naive`: the overall winner was the answer shown first in 2 of 2 judgments. Every verdict "
+            "went to the same position") in section
     judged = sum("evaluating two answers" in body["messages"][0]["content"] for e, body in openai_server.calls
                  if e == "chat")
     assert judged == 4

@@ -87,6 +87,7 @@ def test_content_preference_survives_alternation(judge, openai_server, good_side
     for dim in ALL:
         rate = run.rates[dim]
         assert (rate.rate_a, rate.rate_b) == ((1.0, 0.0) if good_side == "a" else (0.0, 1.0))
+    assert run.first_shown_wins == (3 if good_side == "a" else 2)   # content, not position, decided
     # The judge saw GOOD in both positions, so un-swapping did real work.
     seen_first = {"GOOD" in _answers(r.body)[0] for r in openai_server.requests if r.endpoint == "chat"}
     assert seen_first == {True, False}
@@ -96,6 +97,7 @@ def test_position_bias_cancels_to_half(judge, openai_server):
     openai_server.chat_responder = always_first
     run = judge_pairs(judge, _pairs(4))
     assert all((r.wins_a, r.wins_b) == (2, 2) for r in run.rates.values())
+    assert run.to_dict()["first_shown_wins"] == 4       # and the run says the judge only ever read position
     both = judge_pairs(judge, _pairs(3), both_orders=True)
     assert len(both.judgments) == 6 and both.orders == "both"
     assert all(r.rate_a == 0.5 == r.rate_b for r in both.rates.values())

@@ -131,9 +131,20 @@ def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
         "undecided, counted for neither side; `evaluation/judging.py`).",
         md_table(["pair", "questions", "judgments", "failed", *dims], rows),
         *([f"Failed judgments are left out of the rates: {'; '.join(failures)}."] if failures else []),
+        *[position_bias(r) for r in runs if r["judgments"] and "first_shown_wins" in r],
         f"**The judge is {judge}, the same small model that wrote both answers: a weak judge.** Read these "
         "rates as evidence that the chain runs end to end, not as a ranking of the modes.",
     ]
+
+
+def position_bias(r: dict[str, Any]) -> str:
+    """How often the judge's overall winner was the answer it read first; all or none means the rates measure
+    the alternation of the order, not the answers."""
+    first, n = r["first_shown_wins"], r["judgments"]
+    pair = f"`{r['a'].removeprefix('mode:')}` vs `{r['b'].removeprefix('mode:')}`"
+    verdict = (" Every verdict went to the same position, so the overall rate is the alternation's 50%, not a "
+               "judgment of the answers." if first in (0, n) else "")
+    return f"{pair}: the overall winner was the answer shown first in {first} of {n} judgments.{verdict}"
 
 
 def winrate_section(r: dict[str, Any]) -> str:

@@ -225,6 +225,11 @@ class WinRateRun:
     def failed(self) -> int:
         return sum(1 for j in self.judgments if j.winners is None)
 
+    @property
+    def first_shown_wins(self) -> int:
+        """Judgments whose overall winner is the answer shown first, whichever side that was."""
+        return sum(1 for j in self.judgments if j.verdict is not None and j.verdict.overall.winner == FIRST)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
@@ -243,6 +248,9 @@ class WinRateRun:
             "judge_note": self.judge_note or None,
             # why judgments failed: the first failure's error, so a report never shows rates without saying
             "first_error": next((j.error for j in self.judgments if j.winners is None and j.error), None),
+            # position bias: how often the overall winner was the answer shown first (a judge that always names
+            # "Answer 1" gives exactly 50% under alternation, which says nothing about the answers)
+            "first_shown_wins": self.first_shown_wins,
         }
 
 
