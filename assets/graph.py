@@ -147,7 +147,7 @@ def graph_has_provenance(store) -> dg.AssetCheckResult:
 def embedding_keys_match(pathrag: PathragResource) -> dg.AssetCheckResult:
     """LanceDB keys equal DuckDB keys for entities, relations and chunks."""
     settings = pathrag.settings()
-    vectors = VectorStore(settings.lancedb_path)
+    vectors = VectorStore.for_settings(settings)
     expected = embedding_rows(pathrag.store())
     meta, passed = {}, True
     for table, rows in expected.items():

@@ -1,0 +1,172 @@
+"""The services a cluster run leans on, run on 127.0.0.1 as their own processes: a Redis broker for
+dagster-celery and an S3-compatible object store (moto's server) for shard data and LanceDB tables.
+
+Each is started on a free port, waited for until it answers, and stopped (terminate, then kill) on exit; its
+output goes to a log file in the given folder. When the program is missing, ``ServiceUnavailable`` says what
+to install, so a test can skip with that reason. Standard library only (moto and redis-server are programs
+here, not imports).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+S3_KEY_ID = "pathrag-test-key-id"
+S3_SECRET = "pathrag-test-secret-key"      # moto accepts any credentials; never a real key
+S3_REGION = "us-east-1"
+
+
+class ServiceUnavailable(RuntimeError):
+    """A backing service could not be started here; the message says what to install or check."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _program(name: str) -> str | None:
+    """``name`` on PATH or beside this Python (a virtualenv's scripts are not always on PATH)."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else shutil.which(name)
+
+
+class _ServiceProcess:
+    """One server process on a free port of 127.0.0.1."""
+
+    name = "service"
+    start_timeout = 20.0
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = Path(workdir)
+        self.port = 0
+        self.process: subprocess.Popen | None = None
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    def start(self):
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        log = open(self.workdir / f"{self.name}.log", "wb")
+        try:
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                            cwd=self.workdir, start_new_session=True)
+        finally:
+            log.close()
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                tail = (self.workdir / f"{self.name}.log").read_text(errors="replace")[-300:]
+                raise ServiceUnavailable(f"{self.name} exited at start (code {self.process.returncode}): {tail}")
+            if self.ready():
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise ServiceUnavailable(f"{self.name} did not answer on 127.0.0.1:{self.port} within "
+                                 f"{self.start_timeout:.0f} s (see {self.workdir / (self.name + '.log')})")
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.process = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class RedisServer(_ServiceProcess):
+    """``redis-server`` with no persistence: the dagster-celery broker and result backend."""
+
+    name = "redis-server"
+
+    def command(self) -> list[str]:
+        program = _program("redis-server")
+        if program is None:
+            raise ServiceUnavailable("redis-server is not installed: install redis-server "
+                                     "(apt-get install redis-server)")
+        return [program, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(self.workdir)]
+
+    def ready(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+
+class S3Server(_ServiceProcess):
+    """moto's S3-compatible server (``moto_server`` from ``moto[server]``, the ``distributed`` extra)."""
+
+    name = "moto_server"
+
+    def command(self) -> list[str]:
+        program = _program("moto_server")
+        if program is None:
+            raise ServiceUnavailable("moto_server is not installed: pip install -e '.[distributed]' "
+                                     "(it brings moto[server])")
+        return [program, "-H", "127.0.0.1", "-p", str(self.port)]
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.endpoint + "/", timeout=1):
+                return True
+        except urllib.error.HTTPError:
+            return True     # it answers: an error status is still a running server
+        except OSError:
+            return False
+
+    def create_bucket(self, bucket: str) -> None:
+        """Create ``bucket`` (moto does not check signatures: a plain PUT does it)."""
+        request = urllib.request.Request(f"{self.endpoint}/{bucket}", method="PUT", data=b"")
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+
+    def env(self) -> dict[str, str]:
+        """The standard AWS_* variables that point boto3 (Dagster's S3 IO manager) and LanceDB at this server."""
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": S3_KEY_ID,
+                "AWS_SECRET_ACCESS_KEY": S3_SECRET, "AWS_REGION": S3_REGION, "AWS_DEFAULT_REGION": S3_REGION,
+                "AWS_ALLOW_HTTP": "true"}
+
+    def storage_options(self) -> dict[str, str]:
+        """The same as LanceDB storage options (PATHRAG_LANCEDB_STORAGE_OPTIONS), for a process without AWS_*."""
+        return {"aws_endpoint": self.endpoint, "aws_access_key_id": S3_KEY_ID,
+                "aws_secret_access_key": S3_SECRET, "aws_region": S3_REGION, "allow_http": "true"}
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment plus ``extra``: what a started worker process gets."""
+    env = dict(os.environ)
+    env.update(extra or {})
+    return env
