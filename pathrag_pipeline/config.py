@@ -47,6 +47,7 @@ ENV_NAMES = {
     "sql_max_temp": "PATHRAG_SQL_MAX_TEMP",
     "lancedb_uri": "PATHRAG_LANCEDB_URI",
     "lancedb_storage_options": "PATHRAG_LANCEDB_STORAGE_OPTIONS",
+    "shard_storage": "PATHRAG_SHARD_STORAGE",
 }
 
 LLM_MODES = ("json", "json_schema", "tools", "md_json")
@@ -154,10 +155,10 @@ def parse_storage_options(raw: str | None) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out.items()))
 
 
-def parse_lancedb_uri(raw: str | None) -> str | None:
-    """PATHRAG_LANCEDB_URI as LanceDB opens it: None (the home's folder), an absolute folder, or an object-store
-    URI without a trailing slash."""
-    name = ENV_NAMES["lancedb_uri"]
+def parse_storage_uri(key: str, raw: str | None, schemes: tuple[str, ...] = OBJECT_STORE_SCHEMES) -> str | None:
+    """A folder-or-object-store setting (``ENV_NAMES[key]``): None when unset, an absolute folder, or a URI of one
+    of ``schemes`` naming a bucket, without credentials or a trailing slash."""
+    name = ENV_NAMES[key]
     if raw is None or not raw.strip():
         return None
     raw = raw.strip()
@@ -167,16 +168,22 @@ def parse_lancedb_uri(raw: str | None) -> str | None:
     scheme, rest = match.group(1).lower(), match.group(2)
     if scheme == "file":
         return str(Path(rest).expanduser().resolve())
-    if scheme not in OBJECT_STORE_SCHEMES:
+    if scheme not in schemes:
         raise ConfigError(
             f"{name}={raw!r}: scheme {scheme!r} is not supported; give a folder or an "
-            f"{', '.join(s + '://' for s in OBJECT_STORE_SCHEMES)} URI (e.g. s3://bucket/pathrag/lancedb)")
+            f"{', '.join(s + '://' for s in schemes)} URI (e.g. {schemes[0]}://bucket/pathrag)")
     bucket = rest.split("/", 1)[0]
     if not bucket or "@" in bucket or "?" in rest:
         raise ConfigError(
-            f"{name} must name a bucket and carry no credentials (e.g. {scheme}://bucket/pathrag/lancedb); "
-            f"give keys in the AWS_* variables or {ENV_NAMES['lancedb_storage_options']}")
+            f"{name} must name a bucket and carry no credentials (e.g. {scheme}://bucket/pathrag); give keys in "
+            "the AWS_* variables" + (f" or {ENV_NAMES['lancedb_storage_options']}" if key == "lancedb_uri" else ""))
     return f"{scheme}://{rest.rstrip('/')}"
+
+
+def parse_lancedb_uri(raw: str | None) -> str | None:
+    """PATHRAG_LANCEDB_URI as LanceDB opens it: None (the home's folder), an absolute folder, or an object-store
+    URI (s3://, gs://, az://)."""
+    return parse_storage_uri("lancedb_uri", raw)
 
 
 @dataclass(frozen=True)
@@ -207,6 +214,7 @@ class Settings:
     sql_max_temp: str = DEFAULT_SQL_MAX_TEMP        # spill cap of `pathrag sql` (DuckDB max_temp_directory_size)
     lancedb_uri: str | None = None                  # None: the home's lancedb/ folder; else a folder or s3:// URI
     lancedb_storage_options: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may hold keys
+    shard_storage: str | None = None    # extract_fanout's step data: None = the Dagster home; a shared folder or s3://
 
     # ---- derived locations -------------------------------------------------------------------
     @property
@@ -261,6 +269,7 @@ class Settings:
             sql_max_temp=_memory_env(env, "sql_max_temp", DEFAULT_SQL_MAX_TEMP),
             lancedb_uri=parse_lancedb_uri(env.get(ENV_NAMES["lancedb_uri"])),
             lancedb_storage_options=parse_storage_options(env.get(ENV_NAMES["lancedb_storage_options"])),
+            shard_storage=parse_storage_uri("shard_storage", env.get(ENV_NAMES["shard_storage"]), ("s3",)),
         )
         if overrides:
             settings = replace(settings, **overrides)

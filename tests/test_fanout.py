@@ -91,7 +91,7 @@ def test_fanout_over_worker_processes_writes_the_tables_one_process_writes(setup
         result = dg.execute_job(
             dg.reconstructable(fanout_job), instance=instance,
             run_config={"ops": {"plan_extraction_shards": {"config": {"shards": 4}}},
-                        "execution": {"config": {"max_concurrent": 4}}})
+                        "execution": {"config": {"multiprocess": {"max_concurrent": 4}}}})
         assert result.success
         meta = [e for e in result.all_events if e.is_successful_output and e.step_key == "write_extraction_shards"]
         [mat] = [e.event_specific_data.metadata for e in meta]

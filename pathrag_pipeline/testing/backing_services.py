@@ -165,8 +165,80 @@ class S3Server(_ServiceProcess):
                 "aws_secret_access_key": S3_SECRET, "aws_region": S3_REGION, "allow_http": "true"}
 
 
-def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """This process's environment plus ``extra``: what a started worker process gets."""
-    env = dict(os.environ)
-    env.update(extra or {})
-    return env
+class CeleryWorker:
+    """One dagster-celery worker process, as it would be started on another host: ``celery -A dagster_celery.app
+    worker`` serving ``queues``, one task at a time in its own main process (``--pool solo``), so the pid a step
+    reports is this process's. Broker and result backend come from CELERY_BROKER_URL / CELERY_RESULT_BACKEND;
+    the worker gets ``env`` (DAGSTER_HOME, PATHRAG_*, AWS_*) on top of this process's environment."""
+
+    start_timeout = 120.0   # a loaded 2-core machine takes a while to import celery + dagster
+
+    def __init__(self, name: str, queues: list[str], broker: str, env: dict[str, str], workdir: Path) -> None:
+        self.name, self.queues, self.broker = name, list(queues), broker
+        self.env = {**os.environ, **env, "CELERY_BROKER_URL": broker, "CELERY_RESULT_BACKEND": broker}
+        self.log_path = Path(workdir) / f"celery-{name}.log"
+        self.process: subprocess.Popen | None = None
+        self._pid = 0
+
+    def command(self) -> list[str]:
+        program = _program("celery")
+        if program is None:
+            raise ServiceUnavailable("celery is not installed: pip install -e '.[distributed]'")
+        return [program, "-A", "dagster_celery.app", "worker", "--pool", "solo", "--prefetch-multiplier", "1",
+                "-Q", ",".join(self.queues), "-n", f"{self.name}@%h", "--loglevel", "INFO",
+                "--without-gossip", "--without-mingle", "--without-heartbeat"]
+
+    def start(self) -> "CeleryWorker":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                            start_new_session=True)
+        self._pid = self.process.pid
+        return self
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+            if self.process.poll() is not None:
+                raise ServiceUnavailable(f"celery worker {self.name} exited at start: {text[-400:]}")
+            if " ready." in text:
+                return
+            time.sleep(0.2)
+        raise ServiceUnavailable(f"celery worker {self.name} not ready within {self.start_timeout:.0f} s "
+                                 f"(see {self.log_path})")
+
+    @property
+    def pid(self) -> int:
+        """The worker's process id (kept after it stops)."""
+        return self._pid
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.terminate()   # celery's warm shutdown: finishes the task in hand
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.process = None
+
+
+def start_workers(specs: list[tuple[str, list[str]]], broker: str, env: dict[str, str],
+                  workdir: Path) -> list[CeleryWorker]:
+    """Start every worker of ``specs`` ((name, queues)) at once, then wait until all are ready; on any failure
+    the started ones are stopped."""
+    workers = [CeleryWorker(name, queues, broker, env, workdir) for name, queues in specs]
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.wait_ready()
+    except BaseException:
+        for worker in workers:
+            worker.stop()
+        raise
+    return workers
