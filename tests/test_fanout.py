@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
+from pathrag_pipeline.bench.fanout import TABLES  # what "the same tables" means, as the benchmark checks it
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.index.extraction_shards import plan_shards
 from pathrag_pipeline.index.extraction_stage import run_extraction
@@ -14,14 +15,6 @@ from tests.extraction_fakes import Corpus, FakeExtractionModel
 DOCS = {
     f"doc{i}.txt": f"Person{i} Halden founded the Institute{i} in City{i % 3} with Partner{(i + 1) % 8} Morrow."
     for i in range(8)
-}
-TABLES = {
-    "extractions": "SELECT chunk_id, chunk_hash, document_id, extractor, status, result::VARCHAR, calls, "
-                   "prompt_tokens, completion_tokens FROM extractions ORDER BY chunk_id",
-    "entities": "SELECT * EXCLUDE (updated_at) FROM entities ORDER BY entity_key",
-    "relations": "SELECT * EXCLUDE (updated_at) FROM relations ORDER BY relation_key",
-    "llm_usage": "SELECT stage, extractor, items, calls, prompt_tokens, completion_tokens, cache_hits, failed "
-                 "FROM llm_usage ORDER BY stage",
 }
 
 
