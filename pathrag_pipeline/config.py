@@ -170,7 +170,7 @@ def parse_storage_uri(key: str, raw: str | None, schemes: tuple[str, ...] = OBJE
         return str(Path(rest).expanduser().resolve())
     if scheme not in schemes:
         raise ConfigError(
-            f"{name}={raw!r}: scheme {scheme!r} is not supported; give a folder or an "
+            f"{name}: scheme {scheme!r} is not supported; give a folder or an "
             f"{', '.join(s + '://' for s in schemes)} URI (e.g. {schemes[0]}://bucket/pathrag)")
     bucket = rest.split("/", 1)[0]
     if not bucket or "@" in bucket or "?" in rest:

@@ -44,7 +44,7 @@ def test_shard_storage_is_a_shared_folder_or_s3(tmp_path):
     assert Settings.from_env({}).shard_storage is None
     assert Settings.from_env({"PATHRAG_SHARD_STORAGE": str(tmp_path)}).shard_storage == str(tmp_path)
     assert Settings.from_env({"PATHRAG_SHARD_STORAGE": "s3://bucket/fanout/"}).shard_storage == "s3://bucket/fanout"
-    with pytest.raises(ConfigError, match="PATHRAG_SHARD_STORAGE='gs://b/x': scheme 'gs' is not supported"):
+    with pytest.raises(ConfigError, match="PATHRAG_SHARD_STORAGE: scheme 'gs' is not supported"):
         Settings.from_env({"PATHRAG_SHARD_STORAGE": "gs://b/x"})
 
 

@@ -34,6 +34,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _stop(process: subprocess.Popen, grace: float) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
 def _program(name: str) -> str | None:
     """``name`` on PATH or beside this Python (a virtualenv's scripts are not always on PATH)."""
     beside = Path(sys.executable).parent / name
@@ -79,15 +90,8 @@ class _ServiceProcess:
                                  f"{self.start_timeout:.0f} s (see {self.workdir / (self.name + '.log')})")
 
     def stop(self) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        if self.process is not None:
+            _stop(self.process, grace=10)
         self.process = None
 
     def __enter__(self):
@@ -215,15 +219,8 @@ class CeleryWorker:
         return self._pid
 
     def stop(self) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.terminate()   # celery's warm shutdown: finishes the task in hand
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        if self.process is not None:
+            _stop(self.process, grace=30)   # SIGTERM is celery's warm shutdown: it finishes the task in hand
         self.process = None
 
 
