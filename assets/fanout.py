@@ -16,6 +16,7 @@ from assets.failures import one_line_failures
 from pydantic import Field
 
 from assets.executors import HOME_QUEUE, QUEUE_TAG, fanout_executor
+from assets.graph import extraction_cost, graph_metadata
 from assets.ingestion import DUCKDB_POOL
 from assets.resources import PathragResource
 from assets.run_config import bounded_run_config
@@ -79,13 +80,14 @@ def write_extraction_shards(context: dg.OpExecutionContext, pathrag: PathragReso
     stats = run_extraction(pathrag.store(), replay, summarise=summariser_for(extractor),
                            max_concurrency=settings.llm_max_concurrency, run_id=context.run_id)
     workers = sorted({shard["worker"] for shard in shards})
-    # the tables this step writes are the index assets' tables: record them, so lineage and the asset pages show
-    # a fan-out run like any other writer of them
-    for key in ("extractions", "entities", "relations"):
+    # the tables this step writes are the index assets' tables: recorded with the metadata index_folder's `graph`
+    # asset records (assets/graph.py), so lineage and the asset pages show a fan-out run like any other writer
+    cost = {**extraction_cost({"mode": "llm" if extractor.identity.startswith("llm:") else "offline",
+                               "extractor": extractor.identity}, stats), "shards": len(shards)}
+    for key, metadata in graph_metadata(pathrag.store(), cost).items():
         context.log_event(dg.AssetMaterialization(
             asset_key=key, description="written by extract_fanout (the fanned-out extraction's write step)",
-            metadata={"pending_chunks": stats.pending, "failed_chunks": stats.failed, "llm_calls": stats.calls,
-                      "shards": len(shards)}))
+            metadata=metadata))
     return dg.Output(None, metadata={"shards": len(shards), "worker_processes": len(workers),
                                      "workers": dg.MetadataValue.json(workers),
                                      "pending_chunks": stats.pending, "llm_calls": stats.calls,

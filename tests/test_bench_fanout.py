@@ -29,7 +29,7 @@ def test_fanout_bench_measures_every_worker_count_and_writes_its_section(tmp_pat
                                         "--query-rounds", "1", "--workdir", str(tmp_path / "w"),
                                         "--update-docs", str(docs), "--json"])
     assert result.exit_code == 0, result.output
-    r = json.loads(result.output[result.output.index("{\n"):])
+    r, _ = json.JSONDecoder().raw_decode(result.stdout[result.stdout.index("{\n"):])  # warnings may follow it
     assert [run["workers"] for run in r["runs"]] == [1, 2]
     assert all(run["tables_equal"] for run in r["runs"])
     assert [run["shard_processes"] for run in r["runs"]] == [1, 2]

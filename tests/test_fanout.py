@@ -68,8 +68,11 @@ def test_fanout_job_writes_the_tables_one_process_writes(setup, openai_server):
     assert result.success
     assert openai_server.count("chat") == calls_single  # every text extracted once, in the shard step
     assert tables(fanned) == tables(single)
-    written = {m.asset_key.path[-1] for m in result.asset_materializations_for_node("write_extraction_shards")}
-    assert written == {"extractions", "entities", "relations"}   # the fan-out's writes are in the lineage
+    written = {m.asset_key.path[-1]: m.metadata for m in result.asset_materializations_for_node("write_extraction_shards")}
+    assert set(written) == {"extractions", "entities", "relations"}   # the fan-out's writes are in the lineage
+    # with the metadata index_folder's graph asset records (row counts, previews, calls), not a bare event
+    assert written["entities"]["dagster/row_count"].value == len(tables(fanned)["entities"])
+    assert written["extractions"]["llm_calls"].value > 0 and "preview" in written["relations"]
 
 
 @pytest.mark.slow

@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from pathrag_pipeline.testing.backing_services import ServiceUnavailable  # noqa: F401 - what the CLI reports
+
 Log = Callable[[str], None]
 HEADING = "Extraction on celery workers, vectors on an object store"
 TABLES = {
@@ -264,9 +266,11 @@ def markdown_section(r: dict[str, Any]) -> str:
         f"**Queries with LanceDB on an object store.** The sample corpus indexed offline with its vectors in the "
         "home's folder and on moto's S3 server on 127.0.0.1 (`PATHRAG_LANCEDB_URI=s3://vectors/pathrag/lancedb`), "
         f"then {q['questions']} sample questions asked {q['rounds']} times each in path mode (one `PathRAG`, not "
-        "logged): the first query (opens the tables) and the median of the rest. The query engine reads a table "
-        "version whole into memory once and searches there, so past the first query the store is read only to "
-        "check the table's version. moto is a local Python server: a real object store's round trips are longer.",
+        "logged): the first query (opens the tables and reads their vectors into memory) and the median of the "
+        "rest. Past the first query the search runs in memory, but every search still lists and opens its table "
+        "to check its version: a few HTTP round trips to the store per search, the likely cause of the difference "
+        "(not profiled). moto is a local Python server: a real object store's round trips are longer. Index s: "
+        "the first row also pays this process's first imports of the indexing stages.",
         md_table(["vectors in", "index s", "first query ms", "query p50 ms"], qrows),
         f"Query p50 on S3 / home folder: **{q['p50_ratio']}x**.",
         f"_Measured {machine_stamp(r['machine'])}; 1-min load average {load['before']} at the start, "

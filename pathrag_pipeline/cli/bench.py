@@ -692,8 +692,7 @@ def bench_fanout(n_docs: int, workers: str, shards: int, delay: float, query_rou
         raise click.UsageError(f"--workers {workers!r} must be whole numbers separated by commas, e.g. 1,2,4") from None
     if not counts or min(counts) < 1:
         raise click.UsageError(f"--workers {workers!r}: every count must be at least 1")
-    from pathrag_pipeline.bench.fanout import HEADING, markdown_section, run_fanout_bench, to_json
-    from pathrag_pipeline.testing.backing_services import ServiceUnavailable
+    from pathrag_pipeline.bench.fanout import HEADING, ServiceUnavailable, markdown_section, run_fanout_bench, to_json
 
     try:
         result = run_fanout_bench(n_docs=n_docs, workers=counts, shards=shards, delay=delay,
