@@ -45,10 +45,14 @@ def _stop(process: subprocess.Popen, grace: float) -> None:
             process.wait(timeout=10)
 
 
-def _program(name: str) -> str | None:
-    """``name`` on PATH or beside this Python (a virtualenv's scripts are not always on PATH)."""
+def _program(name: str, install: str) -> str:
+    """``name`` on PATH or beside this Python (a virtualenv's scripts are not always on PATH); missing,
+    ``ServiceUnavailable`` saying how to ``install`` it."""
     beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else shutil.which(name)
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if found is None:
+        raise ServiceUnavailable(f"{name} is not installed: {install}")
+    return found
 
 
 class _ServiceProcess:
@@ -107,10 +111,7 @@ class RedisServer(_ServiceProcess):
     name = "redis-server"
 
     def command(self) -> list[str]:
-        program = _program("redis-server")
-        if program is None:
-            raise ServiceUnavailable("redis-server is not installed: install redis-server "
-                                     "(apt-get install redis-server)")
+        program = _program("redis-server", "install redis-server (apt-get install redis-server)")
         return [program, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                 "--dir", str(self.workdir)]
 
@@ -132,10 +133,7 @@ class S3Server(_ServiceProcess):
     name = "moto_server"
 
     def command(self) -> list[str]:
-        program = _program("moto_server")
-        if program is None:
-            raise ServiceUnavailable("moto_server is not installed: pip install -e '.[distributed]' "
-                                     "(it brings moto[server])")
+        program = _program("moto_server", "pip install -e '.[distributed]' (it brings moto[server])")
         return [program, "-H", "127.0.0.1", "-p", str(self.port)]
 
     @property
@@ -185,9 +183,7 @@ class CeleryWorker:
         self._pid = 0
 
     def command(self) -> list[str]:
-        program = _program("celery")
-        if program is None:
-            raise ServiceUnavailable("celery is not installed: pip install -e '.[distributed]'")
+        program = _program("celery", "pip install -e '.[distributed]'")
         return [program, "-A", "dagster_celery.app", "worker", "--pool", "solo", "--prefetch-multiplier", "1",
                 "-Q", ",".join(self.queues), "-n", f"{self.name}@%h", "--loglevel", "INFO",
                 "--without-gossip", "--without-mingle", "--without-heartbeat"]
