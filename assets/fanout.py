@@ -1,10 +1,13 @@
-"""`extract_fanout`: extraction spread over worker processes, DuckDB written by one step.
+"""`extract_fanout`: extraction spread over worker processes or machines, DuckDB written by one step.
 
-plan (reads DuckDB) → extract one shard per worker process (LLM calls only, no DuckDB) → write (the
-ordinary extraction stage replaying the shards' results: records, cache, graph merge, summaries, usage).
-Runs with the multiprocess executor; `max_concurrent` bounds the workers. On a cluster, swap the executor
-(dagster-k8s, dagster-celery, dagster-docker) and the shard step runs on other machines: see docs/scaling.md.
-The result is the same tables one process writes (tests/test_dagster.py checks it against the test LLM server).
+plan (reads DuckDB) → extract one shard per worker (LLM calls only, no DuckDB) → write (the ordinary
+extraction stage replaying the shards' results: records, cache, graph merge, summaries, usage).
+The executor (assets/executors.py) is chosen by run config: step subprocesses on this machine (`multiprocess`,
+`max_concurrent` bounds them) or dagster-celery workers on any host (`celery`); the plan and write steps are
+tagged for the celery queue of the host that holds the home. Shards and results travel through the
+`shard_io` IO manager (assets/shard_storage.py: PATHRAG_SHARD_STORAGE, a shared folder or s3://), never a
+worker's local disk. See docs/scaling.md. The result is the same tables one process writes
+(tests/test_fanout.py checks it against the test LLM server, on both executors).
 """
 
 import dagster as dg
@@ -12,9 +15,12 @@ import dagster as dg
 from assets.failures import one_line_failures
 from pydantic import Field
 
+from assets.executors import HOME_QUEUE, QUEUE_TAG, fanout_executor
+from assets.graph import extraction_cost, graph_metadata
 from assets.ingestion import DUCKDB_POOL
 from assets.resources import PathragResource
 from assets.run_config import bounded_run_config
+from assets.shard_storage import SHARD_IO
 from pathrag_pipeline.index.extraction_shards import ReplayExtractor, ShardItem, extract_shard, plan_shards
 from pathrag_pipeline.index.extraction_stage import run_extraction, summariser_for
 from pathrag_pipeline.index.llm_extraction import extractor_from_settings
@@ -29,27 +35,43 @@ def _extractor(pathrag: PathragResource):
     return settings, extractor_from_settings(settings, gleaning=settings.gleaning)
 
 
-@dg.op(out=dg.DynamicOut(list), pool=DUCKDB_POOL, description="Split the texts that need the extractor into shards.")
+ON_HOME_HOST = {QUEUE_TAG: HOME_QUEUE}
+"""Steps that open DuckDB: on celery, only the workers of the host that holds PATHRAG_HOME take them."""
+
+
+def _where() -> dict:
+    """The process a step ran in, for its output metadata (which worker did what)."""
+    import os
+    import socket
+
+    return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+@dg.op(out=dg.DynamicOut(list, io_manager_key=SHARD_IO), pool=DUCKDB_POOL, tags=ON_HOME_HOST,
+       description="Split the texts that need the extractor into shards.")
 @one_line_failures
 def plan_extraction_shards(context: dg.OpExecutionContext, config: FanoutConfig, pathrag: PathragResource):
     _, extractor = _extractor(pathrag)
     shards = plan_shards(pathrag.store(), extractor.identity, config.shards)
     context.log.info(f"{sum(map(len, shards))} texts to extract in {len(shards)} shards")
     for i, shard in enumerate(shards):
-        yield dg.DynamicOutput([(item.text, item.title) for item in shard], mapping_key=f"shard_{i}")
+        yield dg.DynamicOutput([(item.text, item.title) for item in shard], mapping_key=f"shard_{i}",
+                               metadata={"texts": len(shard), **_where()})
 
 
-@dg.op(description="Extract one shard: LLM (or offline) calls only, no DuckDB access.")
+@dg.op(out=dg.Out(dict, io_manager_key=SHARD_IO),
+       description="Extract one shard: LLM (or offline) calls only, no DuckDB access.")
 @one_line_failures
-def extract_extraction_shard(context: dg.OpExecutionContext, pathrag: PathragResource, shard: list) -> dict:
-    import os
-
+def extract_extraction_shard(context: dg.OpExecutionContext, pathrag: PathragResource, shard: list) -> dg.Output:
     _, extractor = _extractor(pathrag)
     results = extract_shard(extractor, [ShardItem(text, title) for text, title in shard])
-    return {"pid": os.getpid(), "results": results}
+    where = _where()
+    return dg.Output({"worker": f"{where['host']}:{where['pid']}", "results": results},
+                     metadata={"texts": len(shard), **where})
 
 
-@dg.op(pool=DUCKDB_POOL, description="Write the shards' results as one extraction run: records, graph merge, usage.")
+@dg.op(out=dg.Out(io_manager_key=SHARD_IO), pool=DUCKDB_POOL, tags=ON_HOME_HOST,
+       description="Write the shards' results as one extraction run: records, graph merge, usage.")
 @one_line_failures
 def write_extraction_shards(context: dg.OpExecutionContext, pathrag: PathragResource, shards: list) -> dg.Output:
     settings, extractor = _extractor(pathrag)
@@ -57,24 +79,26 @@ def write_extraction_shards(context: dg.OpExecutionContext, pathrag: PathragReso
     replay = ReplayExtractor(extractor, results)
     stats = run_extraction(pathrag.store(), replay, summarise=summariser_for(extractor),
                            max_concurrency=settings.llm_max_concurrency, run_id=context.run_id)
-    workers = sorted({shard["pid"] for shard in shards})
-    # the tables this step writes are the index assets' tables: record them, so lineage and the asset pages show
-    # a fan-out run like any other writer of them
-    for key in ("extractions", "entities", "relations"):
+    workers = sorted({shard["worker"] for shard in shards})
+    # the tables this step writes are the index assets' tables: recorded with the metadata index_folder's `graph`
+    # asset records (assets/graph.py), so lineage and the asset pages show a fan-out run like any other writer
+    cost = {**extraction_cost({"mode": "llm" if extractor.identity.startswith("llm:") else "offline",
+                               "extractor": extractor.identity}, stats), "shards": len(shards)}
+    for key, metadata in graph_metadata(pathrag.store(), cost).items():
         context.log_event(dg.AssetMaterialization(
             asset_key=key, description="written by extract_fanout (the fanned-out extraction's write step)",
-            metadata={"pending_chunks": stats.pending, "failed_chunks": stats.failed, "llm_calls": stats.calls,
-                      "shards": len(shards)}))
+            metadata=metadata))
     return dg.Output(None, metadata={"shards": len(shards), "worker_processes": len(workers),
-                                     "worker_pids": dg.MetadataValue.json(workers),
+                                     "workers": dg.MetadataValue.json(workers),
                                      "pending_chunks": stats.pending, "llm_calls": stats.calls,
-                                     "replayed": replay.replayed, "failed_chunks": stats.failed})
+                                     "replayed": replay.replayed, "failed_chunks": stats.failed, **_where()})
 
 
-@dg.job(executor_def=dg.multiprocess_executor, tags={"pathrag/duckdb": "write"},
+@dg.job(executor_def=fanout_executor, tags={"pathrag/duckdb": "write"},
         config=bounded_run_config({"plan_extraction_shards": FanoutConfig}),  # shards' bounds checked at launch
-        description="Extraction fanned out over worker processes (see docs/scaling.md); writes like index_graph's "
-                    "extraction step. Run `index_folder` or `index_graph` afterwards for the embeddings.")
+        description="Extraction fanned out over worker processes or dagster-celery workers (see docs/scaling.md); "
+                    "writes like index_graph's extraction step. Run `index_folder` or `index_graph` afterwards "
+                    "for the embeddings.")
 def extract_fanout():
     shards = plan_extraction_shards().map(extract_extraction_shard)
     write_extraction_shards(shards.collect())

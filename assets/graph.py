@@ -21,6 +21,40 @@ def _md_table(con, sql: str) -> dg.MetadataValue:
     return md_table([d[0] for d in cursor.description], cursor.fetchall(), width=100)
 
 
+def extraction_cost(mode: dict, x) -> dict:
+    """What an extraction run cost, as the `extractions` materialisation shows it (also extract_fanout's)."""
+    return {**mode, "pending_chunks": x.pending, "llm_calls": x.calls, "prompt_tokens": x.prompt_tokens,
+            "completion_tokens": x.completion_tokens, "cache_hits": x.cache_hits,
+            "cache_hit_rate": round(x.cache_hit_rate, 3), "failed_chunks": x.failed,
+            "empty_chunks": x.empty, "trimmed_chunks": x.trimmed, "summary_calls": x.summary_calls,
+            "given_up_chunks": x.given_up, "extract_processes": x.processes}
+
+
+def graph_metadata(store, cost: dict) -> dict[str, dict]:
+    """The metadata of the `extractions`, `entities` and `relations` materialisations after a write: row counts,
+    previews and, on `extractions`, ``cost``. index_folder's `graph` asset and extract_fanout's write step record
+    the same, so both show alike in the assets' history."""
+    with store.connect(read_only=True) as con:
+        counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                  for t in ("extractions", "entities", "relations")}
+        undescribed = con.execute(
+            "SELECT count(*) FROM entities WHERE coalesce(trim(description), '') = ''").fetchone()[0]
+        previews = {
+            "entities": _md_table(con, "SELECT name, type, mention_count, left(description, 80) AS description "
+                                       "FROM entities ORDER BY mention_count DESC, name LIMIT 10"),
+            "relations": _md_table(con, "SELECT s.name AS source, t.name AS target, r.keywords, r.strength "
+                                        "FROM relations r JOIN entities s ON s.entity_key = r.src_key "
+                                        "JOIN entities t ON t.entity_key = r.tgt_key "
+                                        "ORDER BY r.strength DESC LIMIT 10"),
+        }
+    return {
+        "extractions": {**cost, "dagster/row_count": counts["extractions"]},
+        "entities": {"dagster/row_count": counts["entities"], "preview": previews["entities"],
+                     "entities_without_description": undescribed},
+        "relations": {"dagster/row_count": counts["relations"], "preview": previews["relations"]},
+    }
+
+
 @dg.multi_asset(
     specs=[
         dg.AssetSpec("extractions", deps=["chunks"], group_name="graph", kinds={"duckdb"},
@@ -54,33 +88,11 @@ def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: 
         t = stage.triples
         cost = {**stage.mode, "records_written": t.records_written, "malformed_lines": t.malformed, "llm_calls": 0}
     else:
-        x = stage.extraction
-        cost = {**stage.mode, "pending_chunks": x.pending, "llm_calls": x.calls, "prompt_tokens": x.prompt_tokens,
-                "completion_tokens": x.completion_tokens, "cache_hits": x.cache_hits,
-                "cache_hit_rate": round(x.cache_hit_rate, 3), "failed_chunks": x.failed,
-                "empty_chunks": x.empty, "trimmed_chunks": x.trimmed, "summary_calls": x.summary_calls,
-                "given_up_chunks": x.given_up, "extract_processes": x.processes}
-        for err in x.errors:
+        cost = extraction_cost(stage.mode, stage.extraction)
+        for err in stage.extraction.errors:
             context.log.warning(f"extraction failed: {err}")
-    with store.connect(read_only=True) as con:
-        counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                  for t in ("extractions", "entities", "relations")}
-        undescribed = con.execute(
-            "SELECT count(*) FROM entities WHERE coalesce(trim(description), '') = ''").fetchone()[0]
-        previews = {
-            "entities": _md_table(con, "SELECT name, type, mention_count, left(description, 80) AS description "
-                                       "FROM entities ORDER BY mention_count DESC, name LIMIT 10"),
-            "relations": _md_table(con, "SELECT s.name AS source, t.name AS target, r.keywords, r.strength "
-                                        "FROM relations r JOIN entities s ON s.entity_key = r.src_key "
-                                        "JOIN entities t ON t.entity_key = r.tgt_key "
-                                        "ORDER BY r.strength DESC LIMIT 10"),
-        }
-    yield dg.MaterializeResult(asset_key="extractions", metadata={**cost, "dagster/row_count": counts["extractions"]})
-    yield dg.MaterializeResult(asset_key="entities", metadata={
-        "dagster/row_count": counts["entities"], "preview": previews["entities"],
-        "entities_without_description": undescribed})
-    yield dg.MaterializeResult(asset_key="relations", metadata={
-        "dagster/row_count": counts["relations"], "preview": previews["relations"]})
+    for key, metadata in graph_metadata(store, cost).items():
+        yield dg.MaterializeResult(asset_key=key, metadata=metadata)
     yield relations_have_entities(store)
     yield graph_has_provenance(store)
 
@@ -147,7 +159,7 @@ def graph_has_provenance(store) -> dg.AssetCheckResult:
 def embedding_keys_match(pathrag: PathragResource) -> dg.AssetCheckResult:
     """LanceDB keys equal DuckDB keys for entities, relations and chunks."""
     settings = pathrag.settings()
-    vectors = VectorStore(settings.lancedb_path)
+    vectors = VectorStore.for_settings(settings)
     expected = embedding_rows(pathrag.store())
     meta, passed = {}, True
     for table, rows in expected.items():

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from assets.executors import is_celery_run
 from pathrag_pipeline.storage.process_identity import describe, identity, is_alive
 
 PROCESS_TAG = "pathrag/process"
@@ -66,6 +67,8 @@ def tag_run(instance: dg.DagsterInstance | None, run_id: str | None) -> None:
     try:
         value = run_worker_identity()
         run = instance.get_run_by_id(run_id)
+        if run is not None and is_celery_run(run.run_config):
+            return   # its steps run in celery workers, possibly on other hosts: none of them is the run's process
         if run is not None and run.tags.get(PROCESS_TAG) != value:
             instance.add_run_tags(run_id, {PROCESS_TAG: value})
     except Exception:  # noqa: BLE001 - a storage hiccup must not fail the step; the run is only not recoverable

@@ -7,6 +7,7 @@ rendered: ``Settings.public()`` is what goes into logs, tables and run metadata.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field, fields, replace
@@ -44,11 +45,15 @@ ENV_NAMES = {
     "gleaning": "PATHRAG_GLEANING",
     "sql_timeout": "PATHRAG_SQL_TIMEOUT",
     "sql_max_temp": "PATHRAG_SQL_MAX_TEMP",
+    "lancedb_uri": "PATHRAG_LANCEDB_URI",
+    "lancedb_storage_options": "PATHRAG_LANCEDB_STORAGE_OPTIONS",
+    "shard_storage": "PATHRAG_SHARD_STORAGE",
 }
 
 LLM_MODES = ("json", "json_schema", "tools", "md_json")
 
 SECRET_FIELDS = {"llm_api_key", "embed_api_key"}
+REDACTED_FIELDS = {"lancedb_storage_options"}   # shown with credential values masked (redacted_options)
 
 
 class ConfigError(PipelineError, ValueError):
@@ -109,6 +114,78 @@ def _memory_env(env: dict[str, str], key: str = "duckdb_memory_limit",
     return raw.strip()
 
 
+# ---- where the vector tables live (PATHRAG_LANCEDB_URI, PATHRAG_LANCEDB_STORAGE_OPTIONS) ----------------------
+OBJECT_STORE_SCHEMES = ("s3", "gs", "az")
+"""URI schemes LanceDB opens as object stores (Amazon S3 and compatible servers, Google Cloud Storage, Azure)."""
+_MASK = "***"
+_SECRET_OPTION = re.compile(r"secret|key|token|password|credential|sas|signature|session", re.IGNORECASE)
+_URI_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$")
+
+
+def is_secret_option(key: str) -> bool:
+    """Whether a storage option's value is a credential (never printed)."""
+    return bool(_SECRET_OPTION.search(key))
+
+
+def redacted_options(options: dict[str, str] | tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """Storage options safe to print, log or store: every credential-like key's value replaced by ``***``."""
+    items = options.items() if isinstance(options, dict) else options
+    return {k: (_MASK if is_secret_option(k) else v) for k, v in items}
+
+
+def parse_storage_options(raw: str | None) -> tuple[tuple[str, str], ...]:
+    """PATHRAG_LANCEDB_STORAGE_OPTIONS (a JSON object) as sorted (key, value) string pairs, as LanceDB takes them.
+    An error never quotes the value: it may hold a key."""
+    name = ENV_NAMES["lancedb_storage_options"]
+    if raw is None or not raw.strip():
+        return ()
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{name} is not valid JSON ({exc.msg} at character {exc.pos}); give a JSON object such as "
+            '{"aws_endpoint": "http://127.0.0.1:9000", "allow_http": "true"} or unset it') from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{name} must be a JSON object of option names to values, not a {type(data).__name__}")
+    out: dict[str, str] = {}
+    for key, value in data.items():
+        if isinstance(value, (dict, list)) or value is None:
+            raise ConfigError(f"{name}: option {key!r} must be a string, number or boolean")
+        out[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+    return tuple(sorted(out.items()))
+
+
+def parse_storage_uri(key: str, raw: str | None, schemes: tuple[str, ...] = OBJECT_STORE_SCHEMES) -> str | None:
+    """A folder-or-object-store setting (``ENV_NAMES[key]``): None when unset, an absolute folder, or a URI of one
+    of ``schemes`` naming a bucket, without credentials or a trailing slash."""
+    name = ENV_NAMES[key]
+    if raw is None or not raw.strip():
+        return None
+    raw = raw.strip()
+    match = _URI_SCHEME.match(raw)
+    if match is None:
+        return str(Path(raw).expanduser().resolve())
+    scheme, rest = match.group(1).lower(), match.group(2)
+    if scheme == "file":
+        return str(Path(rest).expanduser().resolve())
+    if scheme not in schemes:
+        raise ConfigError(
+            f"{name}: scheme {scheme!r} is not supported; give a folder or an "
+            f"{', '.join(s + '://' for s in schemes)} URI (e.g. {schemes[0]}://bucket/pathrag)")
+    bucket = rest.split("/", 1)[0]
+    if not bucket or "@" in bucket or "?" in rest:
+        raise ConfigError(
+            f"{name} must name a bucket and carry no credentials (e.g. {scheme}://bucket/pathrag); give keys in "
+            "the AWS_* variables" + (f" or {ENV_NAMES['lancedb_storage_options']}" if key == "lancedb_uri" else ""))
+    return f"{scheme}://{rest.rstrip('/')}"
+
+
+def parse_lancedb_uri(raw: str | None) -> str | None:
+    """PATHRAG_LANCEDB_URI as LanceDB opens it: None (the home's folder), an absolute folder, or an object-store
+    URI (s3://, gs://, az://)."""
+    return parse_storage_uri("lancedb_uri", raw)
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=_default_home)
@@ -135,6 +212,9 @@ class Settings:
     alias_embedding_threshold: float | None = None
     sql_timeout: int = DEFAULT_SQL_TIMEOUT          # seconds per `pathrag sql` statement (0: no limit)
     sql_max_temp: str = DEFAULT_SQL_MAX_TEMP        # spill cap of `pathrag sql` (DuckDB max_temp_directory_size)
+    lancedb_uri: str | None = None                  # None: the home's lancedb/ folder; else a folder or s3:// URI
+    lancedb_storage_options: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may hold keys
+    shard_storage: str | None = None    # extract_fanout's step data: None = the Dagster home; a shared folder or s3://
 
     # ---- derived locations -------------------------------------------------------------------
     @property
@@ -143,7 +223,14 @@ class Settings:
 
     @property
     def lancedb_path(self) -> Path:
+        """The home's vector folder: where the tables live unless PATHRAG_LANCEDB_URI names another place
+        (``storage.vector_location.VectorLocation.for_settings`` is what opens them)."""
         return self.home / "lancedb"
+
+    @property
+    def lancedb_location(self) -> str:
+        """Where the vector tables are, for messages: PATHRAG_LANCEDB_URI or the home's folder (no secret)."""
+        return self.lancedb_uri or str(self.lancedb_path)
 
     @property
     def dagster_home(self) -> Path:
@@ -180,6 +267,9 @@ class Settings:
             alias_embedding_threshold=_float_env(env, "PATHRAG_ALIAS_EMBEDDING_THRESHOLD"),
             sql_timeout=_int_env(env, "sql_timeout", DEFAULT_SQL_TIMEOUT, minimum=0),
             sql_max_temp=_memory_env(env, "sql_max_temp", DEFAULT_SQL_MAX_TEMP),
+            lancedb_uri=parse_lancedb_uri(env.get(ENV_NAMES["lancedb_uri"])),
+            lancedb_storage_options=parse_storage_options(env.get(ENV_NAMES["lancedb_storage_options"])),
+            shard_storage=parse_storage_uri("shard_storage", env.get(ENV_NAMES["shard_storage"]), ("s3",)),
         )
         if overrides:
             settings = replace(settings, **overrides)
@@ -205,6 +295,8 @@ class Settings:
             value = getattr(self, f.name)
             if f.name in SECRET_FIELDS:
                 out[f.name] = "set" if value else "unset"
+            elif f.name in REDACTED_FIELDS:
+                out[f.name] = redacted_options(value)
             else:
                 out[f.name] = str(value) if isinstance(value, Path) else value
         return out

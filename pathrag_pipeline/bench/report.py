@@ -885,6 +885,7 @@ def _header(machine: dict[str, Any], end_load: list[float] | None, section_loads
         "`pathrag bench scale --update-docs docs/benchmarks.md`), `## Vector store size over re-index runs` (ten "
         "minutes of pauses between runs: `pathrag bench vectors ...`), `## Kill -9 during an index run` "
         "(`pathrag bench kills ...`), `## Offline embedder width` (`pathrag bench offline-width ...`), "
+        "`## Extraction on celery workers, vectors on an object store` (`pathrag bench fanout ...`), "
         "`## Quantized local embedder` (`pathrag bench quantized ...`), "
         "`## Concurrent asks` (`pathrag bench concurrency ...`), `## Questions about the papers, answered offline` "
         "(`pathrag bench sample-answers --docs ../shared/papers ...`), `## Small local models extracting a graph` "
@@ -1058,6 +1059,9 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
                            "HF_HUB_OFFLINE=1 pathrag bench pooling-llm --update-docs docs/benchmarks.md",
                            "it runs a local LLM server for most of an hour and needs the optional server and "
                            "model installs of docs/llm-endpoints.md"),
+        unmeasured_section("Extraction on celery workers, vectors on an object store",
+                           "pathrag bench fanout --update-docs docs/benchmarks.md",
+                           "it runs 25 minutes of celery workers and needs the distributed extra and redis-server"),
         unmeasured_section("Scale", "pathrag bench scale --update-docs docs/benchmarks.md",
                            "its benchmark runs for about half an hour on its own"),
         measured(retrieval_section(retrieval), secs["retrieval"]) if retrieval else

@@ -692,6 +692,40 @@ def bench_kills(n_docs: int, workdir: Path | None, update_docs: Path | None, as_
     _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Offline embedder width")
 
 
+@bench.command("fanout")
+@click.option("--docs", "n_docs", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Documents in the generated corpus.")
+@click.option("--workers", default="1,2,4", show_default=True, help="Shard worker counts, comma-separated.")
+@click.option("--shards", type=click.IntRange(min=1, max=1024), default=4, show_default=True,
+              help="Shards of every run.")
+@click.option("--delay", type=click.FloatRange(min=0), default=0.2, show_default=True,
+              help="Seconds the scripted LLM server waits before each answer.")
+@click.option("--query-rounds", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Times each sample question is asked per vector store.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the corpus, the homes and the logs go (default: a temp dir).")
+@_update_docs_option
+@_json_option
+def bench_fanout(n_docs: int, workers: str, shards: int, delay: float, query_rounds: int, workdir: Path | None,
+                 update_docs: Path | None, as_json: bool) -> None:
+    """extract_fanout on 1, 2, 4 dagster-celery workers (Redis, moto S3) against one process; query p50 with LanceDB
+    on moto's S3 server against the home folder (the distributed extra and redis-server)."""
+    try:
+        counts = tuple(int(w) for w in workers.split(","))
+    except ValueError:
+        raise click.UsageError(f"--workers {workers!r} must be whole numbers separated by commas, e.g. 1,2,4") from None
+    if not counts or min(counts) < 1:
+        raise click.UsageError(f"--workers {workers!r}: every count must be at least 1")
+    from pathrag_pipeline.bench.fanout import HEADING, ServiceUnavailable, markdown_section, run_fanout_bench, to_json
+
+    try:
+        result = run_fanout_bench(n_docs=n_docs, workers=counts, shards=shards, delay=delay,
+                                  query_rounds=query_rounds, workdir=workdir, log=_log(as_json))
+    except ServiceUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
+    _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Scale")
+
+
 @bench.command("offline-width")
 @_dataset_option("corpus.jsonl, questions.jsonl with gold_ids")
 @_update_docs_option

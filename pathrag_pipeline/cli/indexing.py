@@ -217,7 +217,7 @@ def index(path: Path, triples: Path | None, reembed: bool, runless: bool, replac
     settings = load_settings(docs=path.resolve())
     _run_index(settings, path.resolve(), "cli", triples=triples, reembed=reembed, runless=runless,
                replace_folder=replace_folder, retry_failed=retry_failed)
-    console.print(f"Stored in {settings.duckdb_path} and {settings.lancedb_path}. "
+    console.print(f"Stored in {settings.duckdb_path} and {settings.lancedb_location}. "
                   "Query it with: pathrag sql \"SELECT name, type FROM entities LIMIT 10\"", highlight=False, markup=False)
 
 
@@ -243,7 +243,7 @@ def quickstart(replace_folder: bool) -> None:
     console.print(f"\n[bold]Sample question[/bold] (mode path): {esc(SAMPLE_QUESTION)}", highlight=False)
     print_result(PathRAG(settings).query(SAMPLE_QUESTION), console, max_paths=5)
     console.print(
-        f"\nWhere things are: DuckDB {settings.duckdb_path}, LanceDB {settings.lancedb_path}, "
+        f"\nWhere things are: DuckDB {settings.duckdb_path}, LanceDB {settings.lancedb_location}, "
         f"Dagster home {settings.dagster_home}.\n"
         "Next: `pathrag ask \"...\" [--mode naive|local|global|hybrid|neuropath]`, "
         "`pathrag sql \"SELECT question, total_ms FROM queries\"`, `pathrag status`, or `pathrag dev` for the Dagster UI.",

@@ -54,6 +54,7 @@ from pathrag_pipeline.ingest.folder_sync import (
 from pathrag_pipeline.ingest.home_folder import check_plan, folder_key, recorded_folder, require_folder
 from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.storage.store import Store, StoreLockedError
+from pathrag_pipeline.storage.vector_location import VectorLocation
 from pathrag_pipeline.storage.vector_store import SyncStats
 
 
@@ -140,7 +141,8 @@ def _pending(con: duckdb.DuckDBPyConnection, settings: Settings, folder: Path, s
         return work
     state = json.loads(current)
     work.rows = {name: state[name][0] for name in SOURCES}
-    missing = [name for name, n in work.rows.items() if n and not (settings.lancedb_path / f"{name}.lance").is_dir()]
+    location = VectorLocation.for_settings(settings)
+    missing = [name for name, n in work.rows.items() if n and not location.has_table(name)]
     if missing:
         reasons.append(f"LanceDB table(s) missing: {', '.join(missing)}")
     work.graph = count_graph(con)

@@ -140,7 +140,7 @@ def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> Embe
     forget_synced_state(store)
     if reembed:
         embeddings = _reembed(settings, store, embedder)
-    vectors = VectorStore(settings.lancedb_path)
+    vectors = VectorStore.for_settings(settings)
     if not reembed:
         embeddings = sync_embeddings(store, vectors, embedder)
     # Near-duplicate names: string rules always; the embedding method too when a threshold is configured
@@ -164,28 +164,45 @@ def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> Embe
 
 
 def _reembed(settings: Settings, store: Store, embedder) -> EmbeddingReport:
-    """Every row embedded again into a folder beside the vector store, which replaces it only once complete: a
-    re-embed that fails (an endpoint down half-way, a killed run) leaves the previous vectors in place."""
+    """Every row embedded again into a store beside the vector store, which replaces it only once complete: a
+    re-embed that fails (an endpoint down half-way, a killed run) leaves the previous vectors in place. A folder
+    is renamed into place; on an object store (PATHRAG_LANCEDB_URI) each table is overwritten in one commit."""
+    from pathrag_pipeline.storage.vector_location import VectorLocation
     from pathrag_pipeline.storage.vector_store import VectorStore
 
-    live = settings.lancedb_path
-    staging = live.with_name(live.name + ".reembed")
-    shutil.rmtree(staging, ignore_errors=True)          # a killed re-embed's leftovers
-    report = sync_embeddings(store, VectorStore(staging), embedder)
+    location = VectorLocation.for_settings(settings)
+    if not location.is_local:
+        staging = VectorStore(location.sibling(".reembed"))
+        staging.drop_all()                              # a killed re-embed's leftovers
+        report = sync_embeddings(store, staging, embedder)
+        if not report.failed:
+            VectorStore(location).replace_all(staging)
+        staging.drop_all()
+        if report.failed:
+            raise _reembed_failed(report, embedder, location.uri)
+        return report
+    live = location.path
+    staging_path = live.with_name(live.name + ".reembed")
+    shutil.rmtree(staging_path, ignore_errors=True)          # a killed re-embed's leftovers
+    report = sync_embeddings(store, VectorStore(staging_path), embedder)
     if report.failed:
-        shutil.rmtree(staging, ignore_errors=True)
-        first = report.errors[0] if report.errors else "see the log"
-        raise EmbeddingError(
-            f"re-embedding with {embedder.identity} left {report.failed} rows without vectors ({first}); the "
-            f"previous vectors in {live} are kept unchanged: fix the embedder and run `pathrag index --reembed` "
-            "again")
+        shutil.rmtree(staging_path, ignore_errors=True)
+        raise _reembed_failed(report, embedder, live)
     retired = live.with_name(live.name + ".replaced")
     shutil.rmtree(retired, ignore_errors=True)
     if live.exists():
         live.rename(retired)
-    staging.rename(live)
+    staging_path.rename(live)
     shutil.rmtree(retired, ignore_errors=True)
     return report
+
+
+def _reembed_failed(report: EmbeddingReport, embedder, live) -> EmbeddingError:
+    first = report.errors[0] if report.errors else "see the log"
+    return EmbeddingError(
+        f"re-embedding with {embedder.identity} left {report.failed} rows without vectors ({first}); the "
+        f"previous vectors in {live} are kept unchanged: fix the embedder and run `pathrag index --reembed` "
+        "again")
 
 
 def assemble_report(sync: SyncReport, graph: GraphStage, embed: EmbeddingStage, store: Store) -> IndexReport:

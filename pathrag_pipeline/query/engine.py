@@ -90,6 +90,7 @@ from pathrag_pipeline.query.lexical import chunk_index, entity_index
 from pathrag_pipeline.query.ranking import HIPPORAG_DAMPING, PPR_DAMPING, graph_passages, rrf
 from pathrag_pipeline.query.path_pooling import RESELECT_POOL, apply_pooling, relation_scores
 from pathrag_pipeline.storage.store import Store
+from pathrag_pipeline.storage.vector_location import VectorLocation
 from pathrag_pipeline.storage.vector_store import VectorStore
 
 # Passages ranked per query: enough for recall@k at any k an evaluation reports, bounded so a hub entity
@@ -252,12 +253,13 @@ class PathRAG:
     @property
     def vectors(self) -> VectorStore:
         if self._vectors is None:
-            if not self.settings.lancedb_path.exists():
+            location = VectorLocation.for_settings(self.settings)
+            if not location.exists():
                 raise FileNotFoundError(
-                    f"no vector store at {self.settings.lancedb_path}: run `pathrag index PATH` or "
+                    f"no vector store at {location}: run `pathrag index PATH` or "
                     "`pathrag quickstart` first"
                 )
-            self._vectors = VectorStore(self.settings.lancedb_path)
+            self._vectors = VectorStore(location)
         return self._vectors
 
     # ---- public API ------------------------------------------------------------------------------
@@ -358,7 +360,7 @@ class PathRAG:
         meta = self.vectors.meta(table)
         if meta is None or meta.rows == 0:
             raise FileNotFoundError(
-                f"the vector table {table!r} in {self.settings.lancedb_path} is empty: index documents "
+                f"the vector table {table!r} in {self.settings.lancedb_location} is empty: index documents "
                 "(`pathrag index PATH`) so entities, relations and chunks are embedded"
             )
         if meta.embedder != self.embedder.identity:

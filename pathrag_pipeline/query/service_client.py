@@ -23,7 +23,8 @@ from urllib.parse import urlsplit
 SERVICE_FILE = "query_service.json"
 # Settings a query depends on: a service started with other values would answer differently from the client
 QUERY_SETTINGS = ("llm_base_url", "llm_model", "llm_api_key", "llm_mode", "llm_timeout", "llm_answer_max_tokens",
-                  "embed_base_url", "embed_model", "embed_api_key", "embed_timeout", "duckdb_memory_limit")
+                  "embed_base_url", "embed_model", "embed_api_key", "embed_timeout", "duckdb_memory_limit",
+                  "lancedb_uri")
 MAX_REQUEST_BYTES = 1 << 20   # a question plus its options; larger bodies are refused (413)
 
 

@@ -91,8 +91,9 @@ def markdown() -> str:
         "",
         "All tables live in the DuckDB file `$PATHRAG_HOME/pathrag.duckdb` (default `data/pathrag.duckdb`); query",
         "them read-only with `pathrag sql \"...\"`. Names and columns are a public interface: they are only ever",
-        "added to. Logs are append-only. Vectors live in LanceDB (`$PATHRAG_HOME/lancedb`), tables `entities`,",
-        "`relations` and `chunks` keyed like their DuckDB namesakes, each recording its embedding model and dimension.",
+        "added to. Logs are append-only. Vectors live in LanceDB (`$PATHRAG_HOME/lancedb`, or the folder or object",
+        "store `PATHRAG_LANCEDB_URI` names), tables `entities`, `relations` and `chunks` keyed like their DuckDB",
+        "namesakes, each recording its embedding model and dimension.",
     ]
     for name, columns in tables():
         lines += ["", f"## {name}", ""]

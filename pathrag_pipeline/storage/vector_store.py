@@ -24,12 +24,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 import pyarrow as pa
 
 from pathrag_pipeline.llm.embedding import Embedder, EmbeddingError, l2_normalise
+from pathrag_pipeline.storage.vector_location import VectorLocation
+
+if TYPE_CHECKING:
+    from pathrag_pipeline.config import Settings
 
 META_EMBEDDER = b"pathrag.embedder"
 META_DIM = b"pathrag.dim"
@@ -122,9 +126,9 @@ _PATH_LOCKS: dict[str, threading.RLock] = {}
 _PATH_LOCKS_GUARD = threading.Lock()
 
 
-def _lock_for(path: Path) -> threading.RLock:
+def _lock_for(where: str) -> threading.RLock:
     with _PATH_LOCKS_GUARD:
-        return _PATH_LOCKS.setdefault(str(path), threading.RLock())
+        return _PATH_LOCKS.setdefault(where, threading.RLock())
 
 
 def longest_first(texts: Iterable[str]) -> list[str]:
@@ -159,20 +163,25 @@ EMBED_BATCH_ROWS = 4096
 
 
 class VectorStore:
-    """Embedding tables in one LanceDB folder (``Settings.lancedb_path``)."""
+    """Embedding tables in one LanceDB database: a folder (``Settings.lancedb_path``) or an object-store URI
+    (``PATHRAG_LANCEDB_URI``; see ``vector_location``)."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path).expanduser().resolve()
-        self.path.mkdir(parents=True, exist_ok=True)
-        import lancedb  # here, not at module level: importing it costs about a second, and `SyncStats` or
-        # `text_hash` users (the no-op check of `pathrag index`) never open a table
-
-        self._db = lancedb.connect(str(self.path))
-        self._lock = _lock_for(self.path)
+    def __init__(self, where: "str | Path | VectorLocation") -> None:
+        self.location = VectorLocation.of(where)
+        # a folder keeps its resolved path (messages, the leftover clean-up of `reset`); an object store has none
+        self.path: Path | None = self.location.path if self.location.is_local else None
+        self._db = self.location.connect()   # imports lancedb here, not at module level: about a second, and
+        # `SyncStats` or `text_hash` users (the no-op check of `pathrag index`) never open a table
+        self._lock = _lock_for(self.location.uri)
         self._snapshots: dict[str, _Snapshot] = {}
 
+    @classmethod
+    def for_settings(cls, settings: "Settings") -> "VectorStore":
+        """The store PATHRAG_LANCEDB_URI names (default: the home's ``lancedb/`` folder)."""
+        return cls(VectorLocation.for_settings(settings))
+
     def __repr__(self) -> str:
-        return f"VectorStore({str(self.path)!r})"
+        return f"VectorStore({self.location.uri!r})"
 
     # ---- reading -------------------------------------------------------------------------------
     def tables(self) -> list[str]:
@@ -307,7 +316,7 @@ class VectorStore:
             vectors = l2_normalise(np.asarray(queries, dtype=np.float32).reshape(len(queries), -1))
         if vectors.shape[1] != stored[1]:
             raise EmbeddingMismatchError(
-                f"query vector has {vectors.shape[1]} dimensions but table {table!r} in {self.path} holds "
+                f"query vector has {vectors.shape[1]} dimensions but table {table!r} in {self.location} holds "
                 f"{stored[1]}-dimensional vectors from {stored[0]}"
             )
         return tbl, vectors
@@ -381,9 +390,28 @@ class VectorStore:
         with self._lock:
             if self._open(table) is not None:
                 self._db.drop_table(table)
-            leftover = self.path / f"{table}.lance"
-            if leftover.exists():
+            leftover = self.path / f"{table}.lance" if self.path is not None else None
+            if leftover is not None and leftover.exists():
                 shutil.rmtree(leftover)
+
+    def replace_all(self, source: "VectorStore") -> None:
+        """Make this store hold exactly ``source``'s tables (their rows, vectors and schema metadata), each table
+        replaced in one commit (LanceDB's overwrite: a reader sees the old version or the new one). For an object
+        store, where a folder cannot be renamed into place; a table is read into memory whole to be copied."""
+        with self._lock:
+            wanted = source.tables()
+            for table in wanted:
+                data = source._db.open_table(table).to_arrow()
+                self._db.create_table(table, data=data, schema=data.schema, mode="overwrite")
+                self._snapshots.pop(table, None)
+            for table in set(self.tables()) - set(wanted):
+                self._db.drop_table(table)
+
+    def drop_all(self) -> None:
+        """Drop every table (the staging store of a finished or failed re-embed on an object store)."""
+        with self._lock:
+            for table in self.tables():
+                self._db.drop_table(table)
 
     def optimize(self, table: str, cleanup_older_than: timedelta = VERSION_RETENTION) -> None:
         """Compact the small fragments incremental writes leave behind and drop versions older than
@@ -419,9 +447,9 @@ class VectorStore:
 
     def _mismatch(self, table: str, stored: tuple[str, int], identity: str, dim: int | str) -> EmbeddingMismatchError:
         return EmbeddingMismatchError(
-            f"table {table!r} in {self.path} holds vectors from {stored[0]} (dim {stored[1]}), but the "
+            f"table {table!r} in {self.location} holds vectors from {stored[0]} (dim {stored[1]}), but the "
             f"configured embedder is {identity} (dim {dim}). Vectors of different models cannot be "
-            f"compared: re-embed with `pathrag index --reembed`, delete {self.path / (table + '.lance')}, "
+            f"compared: re-embed with `pathrag index --reembed`, delete {self.location.table_uri(table)}, "
             f"or set PATHRAG_EMBED_MODEL / PATHRAG_EMBED_BASE_URL back to the model that built it."
         )
 
