@@ -96,8 +96,6 @@ def judge_modes(settings: Any, dataset: Path, index: Path, questions: int, budge
     return out
 
 
-
-
 def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
     from pathrag_pipeline.bench.report import md_table
     from pathrag_pipeline.evaluation.judging import DIMENSIONS, OVERALL
@@ -105,11 +103,11 @@ def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
     if not runs:
         return []
     dims = [*DIMENSIONS, OVERALL]
-    # a pair with no successful judgment has no rate (a 0% there once read as "path loses everything")
+
     def cell(r: dict[str, Any], dim: str) -> str:
         w = r["win_rates"][dim]
         decided = w["wins_a"] + w["wins_b"]
-        if not decided:
+        if not decided:   # no rate without a judgment (a 0% there once read as "path loses everything")
             return "n/a"
         return f"{100 * w['a']:.0f}%" + (f" of {decided}" if decided < r["judgments"] else "")
 
@@ -125,7 +123,7 @@ def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
     return [
         f"**Win rates** (`pathrag eval winrate --dataset ... --use-triples --mode-a path --mode-b hybrid,naive "
         f"--limit {runs[0]['questions']} --budget {budget}`): each mode's default answer (concise, not the short "
-        "phrase above) to the same questions, judged with the papers' prompt on PathRAG's five dimensions and "
+        "phrase the F1 bench asks for) to the same questions, judged with the papers' prompt on PathRAG's five dimensions and "
         "overall, the answers' order alternated by question. Cells: the share of judgments path wins; \"of N\": "
         "only N judgments decided that criterion (the judge wrote a sentence naming neither answer, or both: "
         "undecided, counted for neither side; `evaluation/judging.py`).",
