@@ -41,7 +41,8 @@ from pathrag_pipeline.query.params import (
 Mode = Literal["path", "naive", "local", "global", "hybrid", "neuropath"]
 Variant = Literal["paper", "reference"]
 Ordering = Literal["reliability", "hop_first", "random"]
-PromptStyle = Literal["paths", "paths_passages", "passages_last", "public", "passages", "flat"]
+PromptStyle = Literal["paths", "paths_passages", "passages_last", "public", "passages", "flat", "passages_paths"]
+PassageOrder = Literal["rank", "question"]
 PathPooling = Literal["off", "rerank", "reselect"]
 PoolVariant = Literal["ours", "paper"]
 NpVariant = Literal["paper", "ours"]
@@ -66,6 +67,9 @@ class QuestionsConfig(dg.Config):
     variant: Variant = "paper"
     ordering: Ordering = "reliability"
     prompt: PromptStyle = QueryParams.prompt      # the API's default layout, one place
+    passage_order: PassageOrder = Field(default=QueryParams.passage_order,
+                                        description="order of the prompt's passages: rank (the ranker's) or "
+                                                    "question (most similar to the question first)")
     token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=200, le=200_000, description="prompt tokens (200-200000)")
     path_pooling: PathPooling = Field(default="off", description="Path Pooling of path mode's paths: off, rerank, reselect")
     pool_variant: PoolVariant = Field(default=QueryParams.pool_variant,
@@ -113,7 +117,7 @@ class QuestionsConfig(dg.Config):
 @one_line_failures
 def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig, pathrag: PathragResource):
     params = {k: getattr(config, k) for k in ("top_n", "top_k", "alpha", "theta", "max_hops", "variant",
-                                              "ordering", "prompt", "token_budget", "path_pooling", "pool_variant", "np_max_hops",
+                                              "ordering", "prompt", "passage_order", "token_budget", "path_pooling", "pool_variant", "np_max_hops",
                                               "np_candidates", "np_token_budget", "np_coref_threshold", "np_variant")}
     results = run_questions(pathrag.settings(), config.all_questions(), config.mode, params)
     lines = [f"**{r.question}** ({r.mode}, {r.answer_kind}): {r.answer[:300]}" for r in results]

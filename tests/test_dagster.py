@@ -310,13 +310,13 @@ def test_query_run_config_is_rejected_at_launch(key, value):
 def test_query_config_enums_are_the_query_params_values():
     from typing import get_args
 
-    from assets.query import Mode, NpVariant, Ordering, PathPooling, PoolVariant, PromptStyle, Variant
-    from pathrag_pipeline.query.params import (MODES, NP_VARIANTS, ORDERINGS, PATH_POOLINGS, POOL_VARIANTS,
-                                               PROMPT_STYLES, VARIANTS)
+    from assets.query import Mode, NpVariant, Ordering, PassageOrder, PathPooling, PoolVariant, PromptStyle, Variant
+    from pathrag_pipeline.query.params import (MODES, NP_VARIANTS, ORDERINGS, PASSAGE_ORDERS, PATH_POOLINGS,
+                                               POOL_VARIANTS, PROMPT_STYLES, VARIANTS)
 
     assert get_args(Mode) == MODES and get_args(Variant) == VARIANTS
     assert get_args(Ordering) == ORDERINGS and get_args(PromptStyle) == PROMPT_STYLES
-    assert get_args(PathPooling) == PATH_POOLINGS
+    assert get_args(PathPooling) == PATH_POOLINGS and get_args(PassageOrder) == PASSAGE_ORDERS
     assert get_args(PoolVariant) == POOL_VARIANTS and get_args(NpVariant) == NP_VARIANTS
     assert _query_config_error({"np_variant": "ours"}) is None and _query_config_error({"np_variant": "x"})
     assert _query_config_error({"path_pooling": "reselect"}) is None

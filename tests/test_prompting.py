@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -10,6 +11,7 @@ from pathrag_pipeline.query import graph_cache
 from pathrag_pipeline.query.graph_cache import load_graph
 from pathrag_pipeline.query.prompting import (
     Excerpt,
+    PATHS_LT,
     Passage,
     Section,
     flat_prompt,
@@ -202,6 +204,21 @@ def test_paths_passages_gives_paths_their_share_when_passages_are_plentiful(snap
     assert prompt.tokens <= 700
     assert 1 in prompt.included          # the most reliable path is never crowded out by passages
     assert prompt.quoted                 # and passages still get the rest
+
+
+def test_passages_paths_shows_at_most_the_light_configurations_paths_and_no_path_weighting(snapshot, paths):
+    traces = render_paths(snapshot, paths)
+    many = [*traces, *[dataclasses.replace(t, rank=t.rank + 3 * k) for k in (1, 2) for t in traces]]   # 9 paths
+    prompt = path_prompt(QUESTION, many, token_budget=4000, passages=_passages(5), max_paths=PATHS_LT)
+    assert prompt.included == tuple(range(1, PATHS_LT + 1))      # the most reliable K, best last
+    ranks = [int(r) for r in re.findall(r"Path rank (\d+) ", prompt.user)]
+    assert ranks == list(range(PATHS_LT, 0, -1))
+    assert prompt.user.index("[Title 4]") < prompt.user.index("Path rank")   # the passages come first
+    assert prompt.user.endswith(f"using the passages and the paths above.\n\nQuestion: {QUESTION}")
+    # the paths' unused share goes to the passages: more of them fit than beside all nine paths
+    tight = dict(token_budget=700, passages=_passages(60))
+    assert len(path_prompt(QUESTION, many, max_paths=PATHS_LT, **tight).quoted) > len(
+        path_prompt(QUESTION, many, **tight).quoted)
 
 
 def test_excerpt_sources_count_as_quoted(snapshot, paths):

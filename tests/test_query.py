@@ -156,6 +156,27 @@ def test_prompt_layouts_and_prompts_at_budgets(settings, layout):
     assert set(small.document_ids) <= set(large.document_ids)
 
 
+@pytest.mark.parametrize("layout", ["passages", "passages_paths"])
+def test_question_order_shows_the_ranked_passages_most_similar_to_the_question_first(settings, layout):
+    """``passage_order="question"`` changes the order the prompt shows its passages in, never which ones: the
+    ranker's choice, laid out by cosine to the question."""
+    rag = PathRAG(settings)
+    question = "What is Lindenholm known for?"    # a question whose ranking and cosine order differ here
+    by_rank = rag.query_many([question], "path", prompt=layout, budgets=(300, 2000))[0]
+    by_question = rag.query_many([question], "path", prompt=layout, passage_order="question", budgets=(300, 2000))[0]
+    assert by_question.document_ids == by_rank.document_ids           # the ranking (and so recall) is unchanged
+    for budget in (300, 2000):
+        assert set(by_question.prompts[budget].document_ids) == set(by_rank.prompts[budget].document_ids)
+    shown = list(by_question.prompts[2000].document_ids)
+    assert shown != list(by_rank.prompts[2000].document_ids)
+    sims = rag.vectors.similarities("chunks", rag.embedder.embed([question])[0], [chunk_id(d) for d in shown])
+    assert [sims[chunk_id(d)] for d in shown] == sorted((sims[chunk_id(d)] for d in shown), reverse=True)
+    if layout == "passages_paths":
+        assert 0 < len(_path_ranks_in_prompt(by_question.prompt)) <= 5
+    with pytest.raises(ValueError, match="passage_order='best'"):
+        rag.query(QUESTION, passage_order="best")
+
+
 def test_flat_baseline_prompts_at_budgets_quote_their_chunks(settings):
     result = PathRAG(settings).query_many([QUESTION], "naive", chunk_search="bm25", budgets=(2000,))[0]
     prompt = result.prompts[2000]

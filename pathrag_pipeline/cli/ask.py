@@ -25,6 +25,7 @@ from pathrag_pipeline.query.params import (
     MODES,
     NP_VARIANTS,
     ORDERINGS,
+    PASSAGE_ORDERS,
     PATH_POOLINGS,
     POOL_VARIANTS,
     PROMPT_STYLES,
@@ -155,7 +156,13 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
                    "ascending reliability (5:4 budget split as the public code); passages_last = the same paths, then "
                    "the passages best last; paths = the paper's (paths only); "
                    "public = the public code's entities + paths + sources; passages = passages only (ablation); "
-                   "flat = deduplicated nodes and edges without path structure (the paper's ablation).")
+                   "flat = deduplicated nodes and edges without path structure (the paper's ablation); "
+                   "passages_paths = the passages with the budget they need, then the 5 most reliable paths "
+                   "(PathRAG-lt's K).")
+@click.option("--passage-order", type=click.Choice(PASSAGE_ORDERS), default=QueryParams.passage_order,
+              show_default=True,
+              help="Order of the passages a path prompt quotes: rank = the ranker's; question = most similar to "
+                   "the question first (which passages is the ranker's choice either way).")
 @click.option("--token-budget", type=click.IntRange(min=200), default=DEFAULT_TOKEN_BUDGET, show_default=True,
               help="Tokens of retrieved context in the answer prompt; the least reliable paths are dropped first.")
 @click.option("--excerpts", is_flag=True, help="Quote source sentences under each path in the prompt.")
@@ -178,14 +185,15 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
 @click.option("--local", is_flag=True,
               help="Answer in this process even when a query service (`pathrag serve`) runs for the home.")
 def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: float, theta: float | None,
-        max_hops: int | None, variant: str, ordering: str, prompt_style: str, token_budget: int,
-        excerpts: bool, path_pooling: str, pool_variant: str, np_max_hops: int, np_candidates: int,
+        max_hops: int | None, variant: str, ordering: str, prompt_style: str, passage_order: str,
+        token_budget: int, excerpts: bool, path_pooling: str, pool_variant: str, np_max_hops: int, np_candidates: int,
         np_token_budget: int, np_coref_threshold: float, np_variant: str, local: bool) -> None:
     """Answer QUESTION from the index; the query is logged in the queries/path_traces tables.
 
     When `pathrag serve` runs for the home with the same settings, the question goes to it (no start-up cost)."""
     path_only = {"--variant": variant != "paper", "--ordering": ordering != "reliability",
-                 "--prompt": prompt_style != QueryParams.prompt, "--theta": theta is not None, "--max-hops": max_hops is not None,
+                 "--prompt": prompt_style != QueryParams.prompt,
+                 "--passage-order": passage_order != QueryParams.passage_order, "--theta": theta is not None, "--max-hops": max_hops is not None,
                  "--path-pooling": path_pooling != "off", "--pool-variant": pool_variant != QueryParams.pool_variant}
     if mode != "path" and any(path_only.values()):
         given = ", ".join(name for name, set_ in path_only.items() if set_)
@@ -197,7 +205,8 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     options = dict(top_n=top_n, top_k=top_k, alpha=alpha, theta=theta, max_hops=max_hops, variant=variant,
-                   ordering=ordering, prompt=prompt_style, token_budget=token_budget, excerpts=excerpts,
+                   ordering=ordering, prompt=prompt_style, passage_order=passage_order, token_budget=token_budget,
+                   excerpts=excerpts,
                    path_pooling=path_pooling, pool_variant=pool_variant, np_max_hops=np_max_hops,
                    np_candidates=np_candidates, np_token_budget=np_token_budget,
                    np_coref_threshold=np_coref_threshold, np_variant=np_variant)

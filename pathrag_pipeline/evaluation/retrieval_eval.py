@@ -123,6 +123,7 @@ PROMPT_LAYOUT_MODES = {
     "public": "path:public_prompt",                 # the public code's entities + paths + sources
     "passages": "path:passages_prompt",             # the ranked passages alone, no paths (ablation)
     "flat": "path:flat_prompt",                     # the paper's ablation: nodes and edges, no paths
+    "passages_paths": "path:passages_paths_prompt",  # the passages with the budget they need, then PathRAG-lt's 5 paths
 }
 
 
@@ -160,6 +161,9 @@ ABLATIONS = {
     # The answer prompt's layouts (query/params.py PROMPT_STYLES): the same ranking, so the same recall; they
     # differ in what the LLM reads (the prompt measurement: answer in context, quoted passages)
     **{mode: {"prompt": style} for style, mode in PROMPT_LAYOUT_MODES.items()},
+    # the passage-quoting layouts with their quoted passages shown most similar to the question first
+    **{f"{mode}:question_order": {"prompt": style, "passage_order": "question"}
+       for style, mode in PROMPT_LAYOUT_MODES.items() if style in ("paths_passages", "passages", "passages_paths")},
 }
 # NeuroPath ablations: what each half of its passage merge gives alone, and tracking cut to one hop.
 NEUROPATH_ABLATIONS = {

@@ -47,6 +47,7 @@ from pathrag_pipeline.index.offline_extraction import text_sentences
 from pathrag_pipeline.query.prompting import (
     NEUROPATH_NER_PROMPT,
     PATH_SHARE,
+    PATHS_LT,
     Excerpt,
     Passage,
     PathTrace,
@@ -212,6 +213,8 @@ def _passages(chunk_ids: Sequence[str], sources: dict[str, ChunkSource]) -> list
 # paths at 5000 and sources at 4000 tokens and the entities only by count (top 40); we give the entities the
 # quarter our LightRAG modes give them and split the rest 5:4, as prompting.PATH_SHARE does.
 PUBLIC_SHARES = (0.25, 0.75 * PATH_SHARE, 0.75 * (1 - PATH_SHARE))
+# the path layouts that quote passages through path_prompt
+PASSAGE_LAYOUTS = ("paths_passages", "passages_last", "passages_paths")
 
 
 def _public_sections(snapshot: GraphSnapshot, retrieved: Sequence[RetrievedNode], traces: Sequence[PathTrace],
@@ -470,9 +473,11 @@ class PathRAG:
         reads.close()
 
         with clock.stage("prompt"):
-            prompt = self._prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources, chunk_ids)
-            prompts = {b: _at_budget(self._prompt(text, mode, dataclasses.replace(params, token_budget=b), snapshot,
-                                                  scored, traces, retrieved, ctx, sources, chunk_ids), b, sources)
+            prompt = self._ordered_prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources,
+                                          chunk_ids)
+            prompts = {b: _at_budget(self._ordered_prompt(text, mode, dataclasses.replace(params, token_budget=b),
+                                                          snapshot, scored, traces, retrieved, ctx, sources, chunk_ids),
+                                     b, sources)
                        for b in budgets}
         tokens["prompt"] = {"prompt_tokens": prompt.tokens, "dropped_items": prompt.dropped}
 
@@ -646,9 +651,31 @@ class PathRAG:
         quoted = {t.rank: _path_excerpts(t, sources) for t in traces} if params.excerpts else None
         return path_prompt(text, traces, token_budget=budget, excerpts=quoted,
                            fallback_nodes=[node_line(snapshot, n.node) for n in retrieved],
-                           passages=(_passages(chunk_ids, sources)
-                                     if params.prompt in ("paths_passages", "passages_last") else ()),
-                           passages_last=params.prompt == "passages_last")
+                           passages=(_passages(chunk_ids, sources) if params.prompt in PASSAGE_LAYOUTS else ()),
+                           passages_last=params.prompt == "passages_last",
+                           max_paths=PATHS_LT if params.prompt == "passages_paths" else None)
+
+    def _ordered_prompt(self, text: str, mode: str, params: QueryParams, snapshot: GraphSnapshot | None,
+                        scored: list, traces: list[PathTrace], retrieved: list[RetrievedNode], ctx: ModeContext,
+                        sources: dict[str, ChunkSource], chunk_ids: Sequence[str]) -> Prompt:
+        """``_prompt``, with ``params.passage_order == "question"`` showing the passages it quotes most similar to
+        the question first. The ranker still chooses which passages: the prompt is laid out once in rank order,
+        the quoted ones (a prefix of ``chunk_ids``) are sorted by cosine to the question, and the prompt is laid
+        out again from that order. The same passages fit, since they cost the same tokens in any order."""
+        prompt = self._prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources, chunk_ids)
+        if mode != "path" or params.passage_order == "rank":
+            return prompt
+        quoted = set(prompt.quoted)
+        shown = 0
+        while shown < len(chunk_ids) and chunk_ids[shown] in quoted:
+            shown += 1
+        if shown < 2:
+            return prompt
+        self._check_vectors("chunks")
+        sims = self.vectors.similarities("chunks", self.embedder.embed([text])[0], chunk_ids[:shown])
+        head = sorted(chunk_ids[:shown], key=lambda c: -sims.get(c, -1.0))   # stable: ties keep rank order
+        return self._prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources,
+                            [*head, *chunk_ids[shown:]])
 
     @staticmethod
     def _evidence(mode: str, snapshot: GraphSnapshot | None, traces: list[PathTrace],

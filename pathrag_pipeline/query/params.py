@@ -18,8 +18,14 @@ MODES = ("path", "naive", "local", "global", "hybrid", "neuropath")
 # relations before sources, with the paper's best-last principle applied to the passages); "public", the public
 # code's three sections (entities, relations as paths, sources); "passages", the ranked passages alone (an
 # ablation: the ranker without paths); "flat", the paper's ablation (the paths' nodes and edges without path
-# structure).
-PROMPT_STYLES = ("paths", "paths_passages", "passages_last", "public", "passages", "flat")
+# structure); "passages_paths", the top-ranked passages first with the budget they need, then the paper's light
+# configuration's K = 5 most reliable paths (PathRAG-lt, Sec. 4.5) in ascending reliability, best last.
+PROMPT_STYLES = ("paths", "paths_passages", "passages_last", "public", "passages", "flat", "passages_paths")
+# In what order a layout shows the passages it quotes (which passages it quotes is the ranker's choice either way):
+# "rank", the ranker's order; "question", most similar to the question first (the embedder's cosine, as the flat
+# chunk prompts order theirs): the walk ranks the passages of the question's own entities first, and those name
+# the bridge entity, not the answer (docs/benchmarks.md, "Why path trails naive").
+PASSAGE_ORDERS = ("rank", "question")
 VARIANTS = ("paper", "reference")
 ORDERINGS = ("reliability", "hop_first", "random")
 DEFAULT_THETA = {"paper": 0.05, "reference": 0.3}
@@ -109,6 +115,7 @@ class QueryParams:
     chunk_search: str = "auto"        # CHUNK_SEARCHES: naive mode's chunks, path mode's text evidence
     seed_search: str = "vector"       # SEED_SEARCHES: entities per keyword by vector (the paper), or fused with BM25
     passages: str = "no_paths"        # PASSAGE_RANKINGS: how path mode ranks returned passages (see above)
+    passage_order: str = "rank"       # PASSAGE_ORDERS: the order the prompt shows its quoted passages in
     seed_pass: bool = False           # False: the paper's literal early stop; True: seeds always pass their
                                       # first hop (our departure, query/pruning.py says why it is not the default)
     path_pooling: str = "off"         # PATH_POOLINGS: Path Pooling of the kept paths (rerank / reselect)
@@ -135,6 +142,7 @@ class QueryParams:
         for name, value, allowed in (("chunk_search", self.chunk_search, CHUNK_SEARCHES),
                                      ("seed_search", self.seed_search, SEED_SEARCHES),
                                      ("passages", self.passages, PASSAGE_RANKINGS),
+                                     ("passage_order", self.passage_order, PASSAGE_ORDERS),
                                      ("path_pooling", self.path_pooling, PATH_POOLINGS),
                                      ("pool_variant", self.pool_variant, POOL_VARIANTS),
                                      ("np_passages", self.np_passages, NP_PASSAGES),
@@ -184,7 +192,7 @@ class QueryParams:
 # alone its tracking knobs. A query's logged params and an answer evaluation's per-mode key keep only these, so
 # changing a knob (or a default) that a mode does not read never makes its results look different.
 PATH_ONLY = ("top_k", "alpha", "theta", "max_hops", "variant", "ordering", "prompt", "excerpts", "passages",
-             "seed_pass", "path_pooling", "pool_variant", "revert")
+             "passage_order", "seed_pass", "path_pooling", "pool_variant", "revert")
 NEUROPATH_ONLY = ("np_max_hops", "np_candidates", "np_token_budget", "np_coref_threshold", "np_passages",
                   "np_tracker", "np_variant")
 
@@ -199,4 +207,6 @@ def mode_params(mode: str, params: QueryParams) -> dict:
         record.pop(key)
     if record.get("path_pooling") == "off":
         record.pop("pool_variant", None)   # read only when pooling is on: keys of unpooled queries stay as before
+    if record.get("passage_order") == "rank":
+        record.pop("passage_order")        # the order before the option existed: those keys stay as before
     return record

@@ -208,6 +208,9 @@ def _budgeted(question_head: str, tail: str, blocks_best_first: list[str], token
 # at max_token_for_local_context = 5000 tokens and its source text at max_token_for_text_unit = 4000
 # (PathRAG/base.py QueryParam): we keep that 5:4 ratio rather than tune a share of our own.
 PATH_SHARE = 5 / 9
+# The ``passages_paths`` layout shows at most this many paths: PathRAG-lt's K, the paper's configuration for a
+# smaller prompt (Sec. 4.5: N = 20 nodes, K = 5 paths), against the K = 15 of its full prompt.
+PATHS_LT = 5
 
 
 def _path_block(trace: PathTrace, excerpts: dict[int, Sequence[Excerpt]] | None, chain: bool = False) -> str:
@@ -246,7 +249,8 @@ def _prefix_cost(blocks: Sequence[str], budget: int) -> tuple[int, int]:
 def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int = DEFAULT_TOKEN_BUDGET,
                 excerpts: dict[int, Sequence[Excerpt]] | None = None,
                 fallback_nodes: Sequence[str] = (), passages: Sequence[Passage] = (),
-                path_share: float = PATH_SHARE, passages_last: bool = False) -> Prompt:
+                path_share: float = PATH_SHARE, passages_last: bool = False,
+                max_paths: int | None = None) -> Prompt:
     """PathRAG's prompt: the paths in ascending reliability (most reliable last), then the question.
 
     ``traces`` are best first; paths that do not fit ``token_budget`` (counted over the whole prompt) are
@@ -265,17 +269,24 @@ def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int
     and swaps the two sections: the paths first, then the passages in ascending rank, so the best passage sits
     last, next to the question (the public code puts its relations before its sources; best-last is the paper's
     ordering principle applied to the passages).
+
+    ``max_paths`` (the ``passages_paths`` layout: ``PATHS_LT``) shows only that many of the most reliable paths,
+    the share they leave passing to the passages, and its closing instruction does not ask the model to weigh the
+    paths above the passages.
     """
     if not passages:
         return _paths_only_prompt(question, traces, token_budget, excerpts, fallback_nodes)
+    if max_paths is not None:
+        traces, fallback_nodes = traces[:max_paths], fallback_nodes[:max_paths]
     if traces:
         path_blocks = [_path_block(t, excerpts, chain=True) for t in traces]
         paths_head = ("Relational paths between the entities of the question follow, as chains of entities and "
                       "relations, in ascending order of reliability: the last path is the most reliable.")
         tail = _asking(question, "Answer the question using the paths and the passages above, giving most "
                                  "weight to the most relevant (last) passages."
-                       if passages_last else "Answer the question using the passages and the paths above, giving "
-                                             "most weight to the most reliable (last) paths.")
+                       if passages_last else "Answer the question using the passages and the paths above."
+                       if max_paths is not None else "Answer the question using the passages and the paths above, "
+                                                     "giving most weight to the most reliable (last) paths.")
     else:
         path_blocks = [f"Entity: {line}" for line in fallback_nodes]
         paths_head = "Entities from the knowledge graph follow, least relevant first."
