@@ -802,8 +802,8 @@ at most 5/9 of the budget for the paths as the public PathRAG code caps its path
 and 4,000 tokens) and the rest, with whatever the paths leave, for the passages; `path:passages_last_prompt` is the same paths and
 passages with the paths first and the passages after them, best last; `path:paper_prompt` is the paper's paths-only prompt, `path:public_prompt` the public code's
 entities + paths + sources, `path:passages_prompt` the ranked passages alone (no paths), `path:flat_prompt`
-the paper's flat ablation and `path:passages_paths_prompt` the passages with the budget they need, then PathRAG-lt's
-5 most reliable paths; a `:question_order` row shows the same passages most similar to the question first. The paths-only prompt quotes no passage; its answers can only come from the
+the paper's flat ablation and `path:passages_paths_prompt` the passages, then only PathRAG-lt's 5 most reliable
+paths; a `:question_order` row shows the same passages most similar to the question first. The paths-only prompt quotes no passage; its answers can only come from the
 entity and relation descriptions along the paths. Answer in context is necessary for a right answer, not
 sufficient: whether paths help a model use what it reads is measured with an LLM (`pathrag eval answers`)."""
 

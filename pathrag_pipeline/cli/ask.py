@@ -157,7 +157,7 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
                    "the passages best last; paths = the paper's (paths only); "
                    "public = the public code's entities + paths + sources; passages = passages only (ablation); "
                    "flat = deduplicated nodes and edges without path structure (the paper's ablation); "
-                   "passages_paths = the passages with the budget they need, then the 5 most reliable paths "
+                   "passages_paths = the passages, then only the 5 most reliable paths "
                    "(PathRAG-lt's K).")
 @click.option("--passage-order", type=click.Choice(PASSAGE_ORDERS), default=QueryParams.passage_order,
               show_default=True,

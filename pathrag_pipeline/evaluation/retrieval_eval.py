@@ -123,7 +123,7 @@ PROMPT_LAYOUT_MODES = {
     "public": "path:public_prompt",                 # the public code's entities + paths + sources
     "passages": "path:passages_prompt",             # the ranked passages alone, no paths (ablation)
     "flat": "path:flat_prompt",                     # the paper's ablation: nodes and edges, no paths
-    "passages_paths": "path:passages_paths_prompt",  # the passages with the budget they need, then PathRAG-lt's 5 paths
+    "passages_paths": "path:passages_paths_prompt",  # the passages, then PathRAG-lt's 5 paths only
 }
 
 

@@ -18,13 +18,15 @@ MODES = ("path", "naive", "local", "global", "hybrid", "neuropath")
 # relations before sources, with the paper's best-last principle applied to the passages); "public", the public
 # code's three sections (entities, relations as paths, sources); "passages", the ranked passages alone (an
 # ablation: the ranker without paths); "flat", the paper's ablation (the paths' nodes and edges without path
-# structure); "passages_paths", the top-ranked passages first with the budget they need, then the paper's light
-# configuration's K = 5 most reliable paths (PathRAG-lt, Sec. 4.5) in ascending reliability, best last.
+# structure); "passages_paths", the top-ranked passages, then only the paper's light configuration's
+# K = 5 most reliable paths (PathRAG-lt, Sec. 4.5) in ascending reliability, best last (their unused share goes to
+# the passages).
 PROMPT_STYLES = ("paths", "paths_passages", "passages_last", "public", "passages", "flat", "passages_paths")
 # In what order a layout shows the passages it quotes (which passages it quotes is the ranker's choice either way):
 # "rank", the ranker's order; "question", most similar to the question first (the embedder's cosine, as the flat
 # chunk prompts order theirs): the walk ranks the passages of the question's own entities first, and those name
-# the bridge entity, not the answer (docs/benchmarks.md, "Why path trails naive").
+# the bridge entity, not the answer. Measured with a 0.5B reader it tied the default on answer F1, as did
+# "passages_paths", so neither is the default (docs/benchmarks.md, "Two more layouts against the same diagnosis").
 PASSAGE_ORDERS = ("rank", "question")
 VARIANTS = ("paper", "reference")
 ORDERINGS = ("reliability", "hop_first", "random")
