@@ -473,10 +473,14 @@ class PathRAG:
         reads.close()
 
         with clock.stage("prompt"):
+            # passage_order="question": the question's cosine to every ranked passage, once for all the budgets
+            cosines = (self._question_cosines(text, chunk_ids)
+                       if mode == "path" and params.passage_order == "question" else None)
             prompt = self._ordered_prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources,
-                                          chunk_ids)
+                                          chunk_ids, cosines)
             prompts = {b: _at_budget(self._ordered_prompt(text, mode, dataclasses.replace(params, token_budget=b),
-                                                          snapshot, scored, traces, retrieved, ctx, sources, chunk_ids),
+                                                          snapshot, scored, traces, retrieved, ctx, sources, chunk_ids,
+                                                          cosines),
                                      b, sources)
                        for b in budgets}
         tokens["prompt"] = {"prompt_tokens": prompt.tokens, "dropped_items": prompt.dropped}
@@ -655,15 +659,21 @@ class PathRAG:
                            passages_last=params.prompt == "passages_last",
                            max_paths=PATHS_LT if params.prompt == "passages_paths" else None)
 
+    def _question_cosines(self, text: str, chunk_ids: Sequence[str]) -> dict[str, float]:
+        """The question's cosine to each of these passages (those with a stored vector)."""
+        self._check_vectors("chunks")
+        return self.vectors.similarities("chunks", self.embedder.embed([text])[0], chunk_ids)
+
     def _ordered_prompt(self, text: str, mode: str, params: QueryParams, snapshot: GraphSnapshot | None,
                         scored: list, traces: list[PathTrace], retrieved: list[RetrievedNode], ctx: ModeContext,
-                        sources: dict[str, ChunkSource], chunk_ids: Sequence[str]) -> Prompt:
-        """``_prompt``, with ``params.passage_order == "question"`` showing the passages it quotes most similar to
-        the question first. The ranker still chooses which passages: the prompt is laid out once in rank order,
-        the quoted ones (a prefix of ``chunk_ids``) are sorted by cosine to the question, and the prompt is laid
-        out again from that order. The same passages fit, since they cost the same tokens in any order."""
+                        sources: dict[str, ChunkSource], chunk_ids: Sequence[str],
+                        cosines: dict[str, float] | None) -> Prompt:
+        """``_prompt``; with ``cosines`` (``params.passage_order == "question"``) the passages it quotes are shown
+        most similar to the question first. The ranker still chooses which passages: the prompt is laid out once in
+        rank order, the quoted ones (a prefix of ``chunk_ids``) are sorted by cosine, and the prompt is laid out
+        again from that order. The same passages fit, since they cost the same tokens in any order."""
         prompt = self._prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources, chunk_ids)
-        if mode != "path" or params.passage_order == "rank":
+        if cosines is None:
             return prompt
         quoted = set(prompt.quoted)
         shown = 0
@@ -671,9 +681,7 @@ class PathRAG:
             shown += 1
         if shown < 2:
             return prompt
-        self._check_vectors("chunks")
-        sims = self.vectors.similarities("chunks", self.embedder.embed([text])[0], chunk_ids[:shown])
-        head = sorted(chunk_ids[:shown], key=lambda c: -sims.get(c, -1.0))   # stable: ties keep rank order
+        head = sorted(chunk_ids[:shown], key=lambda c: -cosines.get(c, -1.0))   # stable: ties keep rank order
         return self._prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources,
                             [*head, *chunk_ids[shown:]])
 
