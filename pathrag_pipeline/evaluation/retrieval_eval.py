@@ -156,7 +156,7 @@ ABLATIONS = {
     "path:no_seed_gate": _reverting("seed_gate"),               # the top-N seeds even when none stands out (the paper's)
     "path:bm25_text": {"chunk_search": "bm25"},                 # text hits by BM25 alone, no dense fused in
     "path:text_fused": {"passages": "text_fused"},  # the walk's ranking fused with the question's text ranking
-    # PathRAG-lt, the paper's light configuration for a smaller prompt (N=20 nodes, K=5 paths; Sec. 4.5)
+    # PathRAG-lt, the paper's light configuration for a smaller prompt (N=20 nodes, K=5 paths; Sec. 5.5)
     "path:lt": {"top_n": 20, "top_k": 5},
     # The answer prompt's layouts (query/params.py PROMPT_STYLES): the same ranking, so the same recall; they
     # differ in what the LLM reads (the prompt measurement: answer in context, quoted passages)

@@ -19,7 +19,7 @@ MODES = ("path", "naive", "local", "global", "hybrid", "neuropath")
 # code's three sections (entities, relations as paths, sources); "passages", the ranked passages alone (an
 # ablation: the ranker without paths); "flat", the paper's ablation (the paths' nodes and edges without path
 # structure); "passages_paths", the top-ranked passages, then only the paper's light configuration's
-# K = 5 most reliable paths (PathRAG-lt, Sec. 4.5) in ascending reliability, best last (their unused share goes to
+# K = 5 most reliable paths (PathRAG-lt, Sec. 5.5) in ascending reliability, best last (their unused share goes to
 # the passages).
 PROMPT_STYLES = ("paths", "paths_passages", "passages_last", "public", "passages", "flat", "passages_paths")
 # In what order a layout shows the passages it quotes (which passages it quotes is the ranker's choice either way):

@@ -209,7 +209,7 @@ def _budgeted(question_head: str, tail: str, blocks_best_first: list[str], token
 # (PathRAG/base.py QueryParam): we keep that 5:4 ratio rather than tune a share of our own.
 PATH_SHARE = 5 / 9
 # The ``passages_paths`` layout shows at most this many paths: PathRAG-lt's K, the paper's configuration for a
-# smaller prompt (Sec. 4.5: N = 20 nodes, K = 5 paths), against the K = 15 of its full prompt.
+# smaller prompt (Sec. 5.5, token cost: N = 20 nodes, K = 5 paths), against the K = 15 of its full prompt.
 PATHS_LT = 5
 
 
