@@ -240,10 +240,15 @@ def _disk_bytes(path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def test_old_versions_are_removed_after_each_write_so_disk_follows_the_data(store, monkeypatch):
-    """Each batch and delete makes a table version; LanceDB kept every old version's files, so the folder grew
-    with the number of runs. Once a table has TIDY_FRAGMENTS fragments, the sync compacts it and removes the
-    versions past the retention: versions, fragments and disk stay bounded however many runs there are."""
+def _fragments(store, table: str) -> int:
+    return store._open(table).stats()["fragment_stats"]["num_fragments"]
+
+
+def test_old_versions_are_removed_once_writes_accumulate_so_disk_follows_the_data(store, monkeypatch):
+    """Each batch and delete makes a table version and each write a fragment; LanceDB kept every old version's
+    files, so the folder grew with the number of runs. Once TIDY_FRAGMENTS fragments were written since the last
+    compaction, the sync compacts the table and removes the versions past the retention: versions, fragments and
+    disk stay bounded however many runs there are."""
     from datetime import timedelta
 
     from pathrag_pipeline.storage import vector_store
@@ -254,17 +259,20 @@ def test_old_versions_are_removed_after_each_write_so_disk_follows_the_data(stor
     monkeypatch.setattr(vector_store, "VERSION_RETENTION", timedelta(milliseconds=1))
     store.sync("entities", {**rows, "k0": "changed"}, e)
     after_one = _disk_bytes(store.path)
-    seen = []
-    for run in range(30):
-        store.sync("entities", {**rows, "k0": f"changed again {run}", f"new{run}": "one more"}, e)
+    seen, fragments = [], []
+    for run in range(40):         # every run changes one row and adds one: a fragment more each time
+        rows[f"new{run}"] = "one more"
+        store.sync("entities", {**rows, "k0": f"changed again {run}"}, e)
         seen.append(store.versions("entities"))
+        fragments.append(_fragments(store, "entities"))
     # small writes are not compacted one by one (that rewrote the whole table every run)...
-    assert any(b > a for a, b in zip(seen, seen[1:]))
-    # ...until the table keeps TIDY_VERSIONS versions: then it is compacted and its old versions go
-    assert any(b < a for a, b in zip(seen, seen[1:]))
-    assert max(seen) <= vector_store.TIDY_VERSIONS + 3
+    assert any(b > a for a, b in zip(fragments, fragments[1:]))
+    # ...until TIDY_FRAGMENTS accumulated: then it is compacted and its old versions go
+    assert any(b < a for a, b in zip(fragments, fragments[1:])) and any(b < a for a, b in zip(seen, seen[1:]))
+    assert max(fragments) <= vector_store.TIDY_FRAGMENTS + 2
+    assert max(seen) <= 2 * vector_store.TIDY_FRAGMENTS + 4
     assert _disk_bytes(store.path) <= 2.5 * after_one
-    assert store.count("entities") == 301
+    assert store.count("entities") == 340
 
     # and with a retention no version reaches, every version stays (what the folder did before)
     monkeypatch.setattr(vector_store, "VERSION_RETENTION", timedelta(days=1))
@@ -272,3 +280,36 @@ def test_old_versions_are_removed_after_each_write_so_disk_follows_the_data(stor
     for run in range(3):
         store.sync("entities", {**rows, "k0": f"kept {run}"}, e)
     assert store.versions("entities") > kept
+
+
+def test_a_write_just_after_a_compaction_does_not_compact_again(store, monkeypatch):
+    """Versions younger than the retention survive a compaction; counting them made the next run compact again:
+    a one-file edit just after a build rewrote every table (issue 23). The rule counts what was written since."""
+    from pathrag_pipeline.storage import vector_store
+
+    monkeypatch.setattr(vector_store, "EMBED_BATCH_ROWS", 10)     # the build writes 30 fragments
+    e = HashingEmbedder(dim=16)
+    rows = {f"k{i}": f"entity number {i}" for i in range(300)}
+    store.sync("entities", rows, e)
+    assert _fragments(store, "entities") == 1                     # the build compacted what it wrote
+    assert store.versions("entities") > vector_store.TIDY_FRAGMENTS   # its young versions are all kept
+    for run in range(3):
+        store.sync("entities", {**rows, "k1": f"edit {run}"}, e)
+    assert _fragments(store, "entities") == 2                     # one run's row beside the untouched rest
+
+
+def test_deleting_a_large_share_of_a_table_compacts_it(store, monkeypatch):
+    """Dead rows stay on disk until a compaction: past TIDY_DEAD_SHARE of the rows on disk the sync compacts."""
+    from pathrag_pipeline.storage import vector_store
+
+    e = HashingEmbedder(dim=16)
+    rows = {f"k{i}": f"entity number {i}" for i in range(100)}
+    store.sync("entities", rows, e)
+    store.sync("entities", {k: v for k, v in rows.items() if k not in {"k1", "k2"}}, e)   # 2% dead: kept
+    stats = store._open("entities").list_versions()[-1]["metadata"]
+    assert int(stats["total_deletion_file_rows"]) == 2
+    keep = {k: v for i, (k, v) in enumerate(rows.items()) if i >= 30}
+    store.sync("entities", keep, e)                                                    # 30% dead: compacted
+    stats = store._open("entities").list_versions()[-1]["metadata"]
+    assert int(stats["total_deletion_file_rows"]) == 0 and int(stats["total_data_file_rows"]) == 70
+    assert store.count("entities") == 70

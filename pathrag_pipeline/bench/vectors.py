@@ -1,8 +1,9 @@
 """`pathrag bench vectors`: the LanceDB folder's size over repeated index runs.
 
 Every LanceDB write (an embedding batch, a delete) makes a new table version whose files stay until old versions
-are removed; once a table keeps ``vector_store.TIDY_VERSIONS`` versions, the embedding stage compacts it and removes
-versions older than ``vector_store.VERSION_RETENTION`` after a sync that wrote. This benchmark indexes a generated corpus offline once, then re-indexes it ``runs - 1`` times in two
+are removed; once a table has accumulated enough since its last compaction (``vector_store.TIDY_FRAGMENTS`` fragments
+written, dead rows reaching ``TIDY_DEAD_SHARE`` of its rows on disk, or ``TIDY_VERSIONS`` removable versions), a sync
+that wrote compacts it and removes versions older than ``vector_store.VERSION_RETENTION``. This benchmark indexes a generated corpus offline once, then re-indexes it ``runs - 1`` times in two
 series on the same home, measuring the folder's bytes and the versions each table keeps after every run:
 
 - touched: every file's modification time changes, no content does (what a backup restore or ``touch -r``
@@ -59,7 +60,7 @@ def run_vectors_bench(n_docs: int = 1000, runs: int = 10, pause: float | None = 
                       log: Log = _quiet) -> dict[str, Any]:
     """Size and versions of the LanceDB folder after a first build and after ``runs - 1`` more runs in each
     series (touched, edited). ``pause``: seconds before each edited run (default: the retention + 5 s)."""
-    from pathrag_pipeline.storage.vector_store import TIDY_VERSIONS, VERSION_RETENTION
+    from pathrag_pipeline.storage.vector_store import TIDY_DEAD_SHARE, TIDY_FRAGMENTS, TIDY_VERSIONS, VERSION_RETENTION
 
     if n_docs < 1 or runs < 2:
         raise ValueError(f"n_docs={n_docs} must be at least 1 and runs={runs} at least 2")
@@ -75,6 +76,7 @@ def run_vectors_bench(n_docs: int = 1000, runs: int = 10, pause: float | None = 
     first = {**_state(settings), "embeddings_s": stages["embeddings"]}
     result: dict[str, Any] = {"documents": n_docs, "runs": runs, "pause_s": pause,
                               "retention_s": VERSION_RETENTION.total_seconds(), "tidy_versions": TIDY_VERSIONS,
+                              "tidy_fragments": TIDY_FRAGMENTS, "tidy_dead_share": TIDY_DEAD_SHARE,
                               "first": first, "series": {}}
     clock = time.time()
     for series in ("touched", "edited"):
@@ -122,10 +124,11 @@ def markdown_section(r: dict[str, Any]) -> str:
         f"A generated corpus of {r['documents']} documents indexed offline once, then re-indexed on the same home "
         f"{r['runs'] - 1} times with every file touched (modification time changed, content not), then "
         f"{r['runs'] - 1} times with one document edited before each run and a pause of {r['pause_s']:.0f} s (scheduled "
-        f"runs are minutes apart). After a sync that writes and leaves a table with {r.get('tidy_versions', 16)} versions "
-        f"or more, the embedding stage compacts it and removes versions older than {r['retention_s']:.0f} s (younger "
-        "ones stay: a reader may still use them); compacting rewrites the table, so it is not done for every small "
-        "write. Size: the "
+        f"runs are minutes apart). A sync that writes compacts a table and removes its versions older than "
+        f"{r['retention_s']:.0f} s (younger ones stay: a reader may still use them) once it has accumulated, since "
+        f"it was last compacted, {r['tidy_fragments']} written fragments, dead rows reaching "
+        f"{r['tidy_dead_share']:.0%} of its rows on disk, or {r['tidy_versions']} removable versions; compacting "
+        "rewrites the table, so it is not done for every small write. Size: the "
         "LanceDB folder after the series' last run; ratio: against the first build (the largest after any run of "
         "the series in brackets); versions: kept per table (entities, relations, chunks) after the last run; "
         "embeddings s: median wall time of the embedding stage, compaction and cleanup included.",

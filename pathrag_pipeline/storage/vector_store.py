@@ -17,12 +17,13 @@ from __future__ import annotations
 import functools
 
 import hashlib
+import math
 import shutil
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -46,12 +47,19 @@ RESERVED_COLUMNS = frozenset({"key", "text", "text_hash", "vector", "_distance",
 # is cut off; the last few versions of the run stay until the next sync that writes.
 VERSION_RETENTION = timedelta(minutes=1)
 # Tidying (``optimize``) compacts too, and compaction rewrites every fragment under LanceDB's target size (a million
-# rows): the whole table, once per run, however small the change (the relations of a 10 MB corpus are 220 MB of
-# vectors; an edit of one file rewrote them all, a cost that grows with the corpus: issue 23). So a sync tidies
-# only once the table keeps this many versions: a writing run adds two or three (upsert, delete), so a table is
-# compacted and its old versions removed every five to eight writing runs, and in between the folder holds only
-# those runs' small writes more (versions share their unchanged files).
-TIDY_VERSIONS = 16
+# rows): the whole table, however small the change (the relations of a 10 MB corpus are 220 MB of vectors; an edit
+# of one file rewrote them all, a cost that grows with the corpus: issue 23). So a sync tidies a table only when
+# what accumulated since it was last compacted is worth a rewrite (``_needs_tidy``): TIDY_FRAGMENTS fragments
+# written since (each add or upsert writes one per batch), dead rows (deleted or replaced, still on disk) reaching
+# TIDY_DEAD_SHARE of the rows on disk, or TIDY_VERSIONS versions old enough to remove. The dead-row share bounds
+# the disk at 1 / (1 - share) of the live rows and makes the rewrite amortised: a table of T rows is rewritten
+# after at least share x T rows changed, about 1 / share rows rewritten per row changed, whatever the corpus.
+# Counting versions alone (the rule before) fired again on the run after a compaction, because the versions younger
+# than VERSION_RETENTION survive it: a one-file edit just after a build rewrote every table.
+TIDY_FRAGMENTS = 16
+TIDY_DEAD_SHARE = 0.2
+TIDY_VERSIONS = 64
+LANCE_FRAGMENT_ROWS = 1024 * 1024  # LanceDB's compaction target: a compacted table has one fragment per this many rows
 DELETE_BATCH = 2000  # keys per ``key IN (...)`` filter, to keep predicates a reasonable size
 
 Payload = Mapping[str, Any]
@@ -427,12 +435,27 @@ class VectorStore:
         return len(tbl.list_versions()) if tbl is not None else 0
 
     @staticmethod
+    def _needs_tidy(tbl: Any) -> bool:
+        """Whether what the table accumulated since its last compaction is worth compacting it (see TIDY_FRAGMENTS):
+        read from its latest version's manifest statistics and the versions' times, no data file is read."""
+        versions = tbl.list_versions()
+        stats = versions[-1]["metadata"]
+        on_disk, dead = int(stats.get("total_data_file_rows", 0)), int(stats.get("total_deletion_file_rows", 0))
+        compacted = max(1, math.ceil((on_disk - dead) / LANCE_FRAGMENT_ROWS))
+        if int(stats.get("total_fragments", 0)) - compacted >= TIDY_FRAGMENTS:
+            return True
+        if on_disk and dead >= TIDY_DEAD_SHARE * on_disk:
+            return True
+        old = [v["timestamp"] for v in versions[:-1]]
+        cutoff = datetime.now(old[0].tzinfo) - VERSION_RETENTION if old else None   # naive local times in 0.40
+        return sum(1 for t in old if t < cutoff) >= TIDY_VERSIONS
+
+    @staticmethod
     def _tidy(tbl: Any) -> None:
-        """After a sync that wrote and left ``TIDY_VERSIONS`` versions: compact the table and remove versions older than
-        ``VERSION_RETENTION``. LanceDB's pruning alone (``cleanup_old_versions``) needs the separate ``pylance``
-        package, so this is ``optimize``, which also compacts: it rewrites the fragments smaller than LanceDB's
-        target (a million rows), i.e. a table of that size or less once per index run that changed it, which
-        `pathrag bench vectors` measures."""
+        """Compact the table and remove versions older than ``VERSION_RETENTION`` (when ``_needs_tidy``). LanceDB's
+        pruning alone (``cleanup_old_versions``) needs the separate ``pylance`` package, so this is ``optimize``,
+        which also compacts: it rewrites the fragments smaller than LanceDB's target (a million rows), i.e. a
+        table of that size or less, which `pathrag bench vectors` measures."""
         tbl.optimize(cleanup_older_than=VERSION_RETENTION)
 
     # ---- internals -----------------------------------------------------------------------------
@@ -627,7 +650,7 @@ class VectorStore:
             write_rows = to_embed + payload_only
             if stale:
                 self._delete_keys(tbl, stale)
-            if tbl is not None and (write_rows or stale) and len(tbl.list_versions()) >= TIDY_VERSIONS:
+            if tbl is not None and (write_rows or stale) and self._needs_tidy(tbl):
                 self._tidy(tbl)
             total = tbl.count_rows() if tbl is not None else 0
             return SyncStats(
