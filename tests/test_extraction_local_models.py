@@ -242,7 +242,7 @@ def test_calls_are_in_llm_usage_while_the_run_is_still_going(corpus: Corpus, ope
 
     extractor = extractor_for(openai_server, responder, timeout=60)
     runner = threading.Thread(target=run_extraction, args=(corpus.store, extractor),
-                              kwargs={"max_concurrency": 1, "min_flush_seconds": 0})
+                              kwargs={"max_concurrency": 1, "min_flush_seconds": 0, "write_share": None})
     runner.start()
     try:
         calls = 0
@@ -276,7 +276,7 @@ def test_summary_calls_are_in_llm_usage_while_summaries_are_still_being_made(
 
     extractor = extractor_for(openai_server, responder, timeout=60)
     runner = threading.Thread(target=run_extraction, args=(corpus.store, extractor),
-                              kwargs={"max_concurrency": 1, "min_flush_seconds": 0, "max_description_tokens": 3})
+                              kwargs={"max_concurrency": 1, "min_flush_seconds": 0, "write_share": None, "max_description_tokens": 3})
     runner.start()
     try:
         calls = 0

@@ -254,7 +254,7 @@ def test_crash_after_first_batch_resumes_without_repeating_finished_chunks(corpu
 
     with pytest.raises(RuntimeError, match="simulated crash"):
         run_extraction(corpus.store, extractor, max_concurrency=1, batch_size=2, progress=crash,
-                       min_flush_seconds=0)
+                       min_flush_seconds=0, write_share=None)
 
     finished = corpus.query("SELECT count(*) FROM extractions WHERE status = 'ok'")[0][0]
     assert finished == 2

@@ -303,6 +303,32 @@ def test_parse_batches_are_bounded_by_bytes_and_files():
     assert ["f1"] in batches                                                  # a big file is a batch alone
 
 
+def test_parsed_batches_wait_for_a_costly_write_up_to_a_byte_cap(env, monkeypatch):
+    """Parsed batches are written together while the next write is not due (its fixed cost is high next to
+    parsing), never more than WRITE_BATCH_BYTES of input at once, and every file is stored either way."""
+    from pathrag_pipeline.ingest import folder_sync
+    from pathrag_pipeline.storage.write_pacing import WritePacer
+
+    settings, docs, store = env
+    for i in range(6):
+        (docs / f"extra{i}.txt").write_text(f"Extra file {i} about Kessel Bay and Ostrava.")
+    files = sum(1 for f in docs.rglob("*") if f.is_file())
+    monkeypatch.setattr(folder_sync, "PARSE_BATCH_FILES", 2)
+    monkeypatch.setattr(folder_sync, "WritePacer", lambda _min: WritePacer(3600.0, share=None))   # never due
+    writes: list[int] = []
+    sync_folder(settings, store, progress=lambda done, total: writes.append(done))
+    assert writes == [files]                                   # one write, after the last batch
+    assert rows(store, "SELECT count(*) FROM documents")[0][0] == files + 1   # the JSONL file holds two
+
+    store2 = Store(env[0].home / "second.duckdb")
+    monkeypatch.setattr(folder_sync, "WRITE_BATCH_BYTES", 1)   # the cap: every parsed batch is written
+    writes.clear()
+    sync_folder(settings, store2, progress=lambda done, total: writes.append(done))
+    assert len(writes) == -(-files // 2) and writes[-1] == files
+    assert rows(store2, "SELECT id, content_hash, status FROM documents ORDER BY id") == \
+        rows(store, "SELECT id, content_hash, status FROM documents ORDER BY id")
+
+
 def test_chunks_of_a_big_document_are_written_in_slices(env, monkeypatch):
     from pathrag_pipeline.ingest import folder_sync
 

@@ -64,6 +64,7 @@ from pathrag_pipeline.index.graph_merge import (
 )
 from pathrag_pipeline.llm.client import LLMClient, LLMError, LLMStoppedError, LLMUnavailableError, Usage
 from pathrag_pipeline.storage.store import Store, get_meta, set_meta, transaction, utc_now
+from pathrag_pipeline.storage.write_pacing import WRITE_OVERHEAD_SHARE, WritePacer
 from pathrag_pipeline.text.names import NAME_KEY_VERSION
 
 GRAPH_DIRTY_META = "graph_dirty"
@@ -135,6 +136,8 @@ class ExtractionStats:
 # with this extractor and retry key ($give_up: the limit, or never with --retry-failed). A record is stale
 # when its chunk is gone.
 MAX_FAILED_RUNS = 3
+MAX_BATCH_RECORDS = 4096
+"""A batch is written once it holds this many records, however cheap its last write was: bounded memory."""
 _SAME_FAILURE = """e.status IN ('failed', 'empty') AND e.extractor = $extractor AND e.chunk_hash = c.content_hash
                    AND coalesce(e.retry_key, '') = $retry_key"""
 _GIVEN_UP = f"coalesce({_SAME_FAILURE} AND coalesce(e.failed_runs, 0) >= $give_up, false)"
@@ -373,15 +376,18 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
                    progress: Progress | None = None, summarise: Summarise | None | Literal["auto"] = "auto",
                    max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS,
                    abort_after_unavailable: int = 8, min_flush_seconds: float = 1.0,
-                   run_id: str | None = None, retry_failed: bool = False, processes: int = 1) -> ExtractionStats:
+                   run_id: str | None = None, retry_failed: bool = False, processes: int = 1,
+                   write_share: float | None = WRITE_OVERHEAD_SHARE) -> ExtractionStats:
     """Extract every pending chunk, write the records in batches, merge the touched graph keys, log usage.
 
     ``summarise`` condenses descriptions past ``max_description_tokens``; "auto" uses the extractor's LLM
     (``summariser_for``), None cuts them to the budget instead. ``progress(done, total)`` is called after each
     written batch. ``abort_after_unavailable`` consecutive chunks failing with an unreachable endpoint stop
     the run with ``LLMUnavailableError`` (finished chunks are kept). A batch is written once it holds
-    ``batch_size`` records and ``min_flush_seconds`` passed since the last write: each write costs a DuckDB
-    open and checkpoint (~0.1-0.3 s), negligible next to LLM calls but dominant for the offline extractor.
+    ``batch_size`` records and ``min_flush_seconds`` passed since the last write, or longer when writes are
+    costly, so their fixed cost stays about ``write_share`` of the time (``storage.write_pacing``; None: never
+    longer); a batch of MAX_BATCH_RECORDS is written at once. Each write costs a DuckDB open and checkpoint,
+    negligible next to LLM calls but dominant for the offline extractor.
     ``processes``: worker processes for a CPU-bound extractor (see the module docstring).
     """
     if max_concurrency < 1 or batch_size < 1:
@@ -423,7 +429,8 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
     if by_hash:
         abort = _extract_all(store, extractor, by_hash, stats, max_concurrency=max_concurrency,
                              batch_size=batch_size, progress=progress, abort_after_unavailable=abort_after_unavailable,
-                             min_flush_seconds=min_flush_seconds, meter=meter, processes=processes)
+                             min_flush_seconds=min_flush_seconds, meter=meter, processes=processes,
+                             write_share=write_share)
 
     merge_started = time.perf_counter()
     summary_meter = _SummaryMeter(summarise, stats, merge_started)
@@ -572,7 +579,8 @@ class _SummaryMeter:
 def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[PendingChunk]],
                  stats: ExtractionStats, *, max_concurrency: int, batch_size: int, progress: Progress | None,
                  abort_after_unavailable: int, min_flush_seconds: float,
-                 meter: _UsageMeter | None = None, processes: int = 1) -> LLMUnavailableError | None:
+                 meter: _UsageMeter | None = None, processes: int = 1,
+                 write_share: float | None = WRITE_OVERHEAD_SHARE) -> LLMUnavailableError | None:
     """Run the extractor over each distinct text with bounded concurrency; write results every batch.
 
     Returns the endpoint error that stopped the run early, if one did. An exception from the extractor on
@@ -585,25 +593,22 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
     batch: list[ExtractionRecord] = []
     unavailable_streak = 0
     abort: LLMUnavailableError | None = None
-    last_flush = time.monotonic()
+    pacer = WritePacer(min_flush_seconds, write_share)   # larger batches when writes are costly (storage/write_pacing.py)
 
     def flush() -> None:
-        nonlocal last_flush
         if batch or (meter is not None and meter.changed()):
-            with store.connect() as con:
+            with pacer.write(store) as con:
                 persist_changes(con, [], batch)
                 if meter is not None:
                     meter.write(con)
             batch.clear()
-        last_flush = time.monotonic()
+        pacer.last = time.monotonic()
 
     def write_usage() -> None:
         """Only the run's llm_usage row: calls are on record while the records wait for a full batch."""
-        nonlocal last_flush
         assert meter is not None
-        with store.connect() as con:
+        with pacer.write(store) as con:
             meter.write(con)
-        last_flush = time.monotonic()
 
     pool, in_flight, in_processes = _executor(extractor, total, max_concurrency, processes)
     stats.processes = in_flight if in_processes else 1
@@ -697,12 +702,11 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                                      completion_tokens=outcome.completion_tokens if i == 0 else 0)
                              for i, c in enumerate(group))
             done += sum(1 for f in finished if not f.cancelled())
-            due = time.monotonic() - last_flush >= min_flush_seconds
-            if len(batch) >= batch_size and due:
+            if (len(batch) >= batch_size and pacer.due()) or len(batch) >= MAX_BATCH_RECORDS:
                 flush()
                 if progress:
                     progress(done, total)
-            elif due and meter is not None and meter.changed():
+            elif pacer.due() and meter is not None and meter.changed():
                 write_usage()
             refill()
         flush()

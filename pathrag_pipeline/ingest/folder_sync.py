@@ -37,6 +37,7 @@ from pathrag_pipeline.config import Settings
 from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.ingest.parsing import ParsedDocument, ParseError, is_supported, parse_file
 from pathrag_pipeline.storage.store import Store, bump_chunks_version, get_meta, set_meta, transaction, utc_now
+from pathrag_pipeline.storage.write_pacing import WritePacer
 from pathrag_pipeline.text.tokenizer import TOKENIZER_NAME
 
 
@@ -477,6 +478,8 @@ def store_files(con: duckdb.DuckDBPyConnection, files: list[ParsedFile], setting
 
 PARSE_BATCH_FILES = 64
 PARSE_BATCH_BYTES = 16 * 1024 * 1024
+WRITE_BATCH_BYTES = 2 * PARSE_BATCH_BYTES
+"""Parsed input waiting for a write is written once it reaches this many bytes, however cheap writes are."""
 
 
 def _parse_batches(paths: list[str], scan: dict[str, FileEntry]):
@@ -516,19 +519,25 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
     todo = plan.new + plan.changed
     results: list[FileResult] = [FileResult(rel, "error", errors=[message])
                                  for rel, message in sorted(scan.unreadable_dirs.items())]
-    # Parse in batches outside the connection, write each batch in one short connection. A batch holds at
-    # most PARSE_BATCH_FILES files and PARSE_BATCH_BYTES of input (a big file is a batch of its own), so
-    # memory stays bounded by the largest file, not by the folder.
+    # Parse in batches outside the connection, write them in short connections. A batch holds at most
+    # PARSE_BATCH_FILES files and PARSE_BATCH_BYTES of input (a big file is a batch of its own); parsed batches
+    # wait for the next write while writing is cheap next to parsing (``WritePacer``), at most WRITE_BATCH_BYTES
+    # of input, so memory stays bounded by the largest file and that cap, not by the folder.
     done = 0
+    pacer = WritePacer(0.0)
+    parsed: list = []
+    pending_bytes = 0
     for batch in _parse_batches(todo, scan):
-        parsed = [parse_entry(scan[p], max_bytes=settings.max_file_bytes, max_text_bytes=settings.max_text_bytes)
-                  for p in batch]
-        with store.connect() as con:
-            results.extend(store_files(con, parsed, settings))
-        del parsed
+        parsed += [parse_entry(scan[p], max_bytes=settings.max_file_bytes, max_text_bytes=settings.max_text_bytes)
+                   for p in batch]
+        pending_bytes += sum(scan[p].size for p in batch)
         done += len(batch)
-        if progress:
-            progress(done, len(todo))
+        if pacer.due() or pending_bytes >= WRITE_BATCH_BYTES or done == len(todo):
+            with pacer.write(store) as con:
+                results.extend(store_files(con, parsed, settings))
+            parsed, pending_bytes = [], 0
+            if progress:
+                progress(done, len(todo))
     if plan.deleted:
         with store.connect() as con, transaction(con):
             for p in plan.deleted:
