@@ -602,7 +602,8 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                 if meter is not None:
                     meter.write(con)
             batch.clear()
-        pacer.last = time.monotonic()
+        else:
+            pacer.last = time.monotonic()   # nothing to write: the next batch waits from now, as after a write
 
     def write_usage() -> None:
         """Only the run's llm_usage row: calls are on record while the records wait for a full batch."""

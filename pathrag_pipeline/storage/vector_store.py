@@ -447,7 +447,9 @@ class VectorStore:
         if on_disk and dead >= TIDY_DEAD_SHARE * on_disk:
             return True
         old = [v["timestamp"] for v in versions[:-1]]
-        cutoff = datetime.now(old[0].tzinfo) - VERSION_RETENTION if old else None   # naive local times in 0.40
+        if not old:
+            return False
+        cutoff = datetime.now(old[0].tzinfo) - VERSION_RETENTION   # LanceDB 0.40 gives naive local times
         return sum(1 for t in old if t < cutoff) >= TIDY_VERSIONS
 
     @staticmethod
