@@ -8,7 +8,10 @@ import re
 
 from click.testing import CliRunner
 
+import pytest
+
 from pathrag_pipeline.bench import llm_answers
+from pathrag_pipeline.bench.local_models import BenchSetupError, LocalModel, assemble_model
 from pathrag_pipeline.cli.bench import bench
 from pathrag_pipeline.query import graph_cache
 from pathrag_pipeline.query.answering import SHORT_ANSWER
@@ -37,10 +40,38 @@ def reader_and_judge(request: dict) -> str:
 
 def test_without_the_server_or_model_it_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setattr(llm_answers, "server_installed", lambda: False)
-    monkeypatch.setattr(llm_answers, "model_parts", lambda: None)
+    monkeypatch.setattr(LocalModel, "parts", lambda self: None)
     result = CliRunner().invoke(bench, ["answers", "--workdir", str(tmp_path)])
     assert result.exit_code != 0
     assert "llama_cpp_python-0.3.36" in result.output and "[local-llm-model]" in result.output
+    larger = CliRunner().invoke(bench, ["answers", "--workdir", str(tmp_path), "--local-model", "qwen2.5-coder-1.5b"])
+    assert larger.exit_code != 0 and "[local-llm-model-1-5b]" in larger.output and "1.5B" in larger.output
+
+
+def test_a_model_is_joined_from_its_installed_parts_in_order(tmp_path, monkeypatch):
+    """Parts found as packages on the path, joined in package order (not name order: part10 after part9), checked
+    for GGUF's magic bytes, and reused while its size matches."""
+    site = tmp_path / "site"
+    chunks = [b"GGUF" + b"a" * 6] + [bytes([65 + i]) * 10 for i in range(1, 11)]
+    for i, chunk in enumerate(chunks, start=1):
+        data = site / f"fakepart{i}" / "data"
+        data.mkdir(parents=True)
+        (data.parent / "__init__.py").write_text("")
+        (data / f"part{i:02d}.bin").write_bytes(chunk)
+    monkeypatch.syspath_prepend(str(site))
+    fake = LocalModel("fake", "Fake 1B", "fake.gguf", tuple(f"fakepart{i}" for i in range(1, 12)), "fake-extra")
+    joined = assemble_model(tmp_path / "models", fake)
+    assert joined.read_bytes() == b"".join(chunks)
+    joined.write_bytes(b"GGUF" + b"z" * (len(b"".join(chunks)) - 4))   # same size: reused, not joined again
+    assert assemble_model(tmp_path / "models", fake).read_bytes().startswith(b"GGUFzzz")
+    (site / "fakepart1" / "data" / "part01.bin").write_bytes(b"XXXX" + b"a" * 7)   # a wrong part 1
+    joined.unlink()
+    with pytest.raises(BenchSetupError, match="magic bytes"):
+        assemble_model(tmp_path / "models", fake)
+    (site / "fakepart5" / "data" / "part05.bin").unlink()
+    assert fake.parts() is None
+    with pytest.raises(BenchSetupError, match=r"fake-extra"):
+        assemble_model(tmp_path / "models", fake)
 
 
 def test_base_url_and_model_go_together(tmp_path):
@@ -120,16 +151,14 @@ def test_its_own_server_is_asked_one_request_at_a_time_with_a_long_timeout(tmp_p
         seen["settings"] = settings
         raise Stop()
 
-    monkeypatch.setattr(llm_answers, "missing", lambda: None)
-    monkeypatch.setattr(llm_answers, "assemble_model", lambda folder: tmp_path / "model.gguf")
+    monkeypatch.setattr(llm_answers, "missing", lambda local: None)
+    monkeypatch.setattr(llm_answers, "assemble_model", lambda folder, local: tmp_path / local.file)
     monkeypatch.setattr(llm_answers, "LocalServer", FakeServer)
     monkeypatch.setattr(llm_answers, "answer_all", capture)
     monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
     monkeypatch.delenv("PATHRAG_LLM_TIMEOUT", raising=False)
     monkeypatch.delenv("PATHRAG_LLM_MAX_CONCURRENCY", raising=False)
     dataset = write_dataset(tmp_path / "tiny-qa")
-    import pytest
-
     with pytest.raises(Stop):
         llm_answers.run_llm_answers_bench(dataset, tmp_path / "w", log=lambda _: None)
     s = seen["settings"]
@@ -138,6 +167,10 @@ def test_its_own_server_is_asked_one_request_at_a_time_with_a_long_timeout(tmp_p
     with pytest.raises(Stop):
         llm_answers.run_llm_answers_bench(dataset, tmp_path / "w", log=lambda _: None)
     assert seen["settings"].llm_timeout == 900
+    assert seen["settings"].llm_model == "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    with pytest.raises(Stop):   # --local-model: the server serves the other model, under its own file name
+        llm_answers.run_llm_answers_bench(dataset, tmp_path / "w", local="qwen2.5-coder-1.5b", log=lambda _: None)
+    assert seen["settings"].llm_model == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 
 
 def test_win_rates_are_not_published_when_no_judgment_succeeded():

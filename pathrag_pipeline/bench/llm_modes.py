@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from pathrag_pipeline.bench.local_models import DEFAULT_LOCAL_MODEL
 from pathrag_pipeline.bench.neuropath import md_table
 from pathrag_pipeline.bench.report_sections import repo_path
 
@@ -68,7 +69,8 @@ SUITES = {s.command: s for s in (NEUROPATH, POOLING)}
 
 def run_modes_llm_bench(dataset: Path, workdir: Path, *, suite: Suite = NEUROPATH, limit: int = DEFAULT_LIMIT,
                        budget: int = DEFAULT_BUDGET, base_url: str | None = None, model: str | None = None,
-                       time_limit: float | None = None, log: Log = print) -> dict[str, Any]:
+                       time_limit: float | None = None, local: str = DEFAULT_LOCAL_MODEL,
+                       log: Log = print) -> dict[str, Any]:
     """Start the local server (unless ``base_url``/``model``), then recall and answers of the suite's modes.
     ``workdir``: ``retrieval/triples[-minilm]`` the dataset's index (shared with ``pathrag bench answers``),
     ``neuropath-llm/home`` the runs (the answers resume; both suites), ``models`` the joined GGUF."""
@@ -77,21 +79,16 @@ def run_modes_llm_bench(dataset: Path, workdir: Path, *, suite: Suite = NEUROPAT
     from pathrag_pipeline.evaluation.retrieval_eval import evaluate_retrieval, save_evaluation
     from pathrag_pipeline.storage.store import Store
 
-    if (base_url is None) != (model is None):
-        raise llm_answers.BenchSetupError("give --base-url and --model together (a running endpoint), or neither")
-    if base_url is None:
-        need = llm_answers.missing()
-        if need:
-            raise llm_answers.BenchSetupError(f"pathrag bench {suite.command} starts a local llama.cpp server "
-                                              f"and needs {need}")
+    served = llm_answers.check_endpoint(suite.command, base_url, model, local)
     embed_model = minilm_model() if minilm_available() else None
     index = workdir / "retrieval" / ("triples" + ("-minilm" if embed_model else ""))
     started = time.perf_counter()
     result: dict[str, Any] = {
-        "model": model or llm_answers.MODEL_NAME, "embedder": embed_model or "offline hashing",
+        "model": model or served.name, "embedder": embed_model or "offline hashing",
         "dataset": dataset.name, "limit": limit, "budget": budget,
         "suite": suite.command,
         "command": (("HF_HUB_OFFLINE=1 " if embed_model else "") + f"pathrag bench {suite.command}"
+                    + llm_answers.local_model_flag(local)
                     + (f" --limit {limit}" if limit != DEFAULT_LIMIT else "")
                     + (f" --budget {budget}" if budget != DEFAULT_BUDGET else "")
                     + (f" --dataset {repo_path(dataset)}" if dataset.name != "musique-100" else "")
@@ -109,7 +106,7 @@ def run_modes_llm_bench(dataset: Path, workdir: Path, *, suite: Suite = NEUROPAT
                                       log)
         result["answers"] = grid.to_dict()
 
-    result["server"] = llm_answers.on_endpoint(workdir, base_url, model, run, log)
+    result["server"] = llm_answers.on_endpoint(workdir, base_url, model, run, log, served)
     result.update(machine=llm_answers.machine(), seconds=round(time.perf_counter() - started, 1))
     return result
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pathrag_pipeline.bench import llm_answers
+from pathrag_pipeline.bench.local_models import DEFAULT_LOCAL_MODEL
 from pathrag_pipeline.bench.report_sections import repo_path
 
 DEFAULT_QUESTIONS = 30
@@ -32,25 +33,19 @@ Log = Callable[[str], None]
 
 def run_winrate_bench(dataset: Path, workdir: Path, *, questions: int = DEFAULT_QUESTIONS,
                       budget: int = DEFAULT_BUDGET, base_url: str | None = None, model: str | None = None,
-                      log: Log = print) -> dict[str, Any]:
+                      local: str = DEFAULT_LOCAL_MODEL, log: Log = print) -> dict[str, Any]:
     """Start the local server (unless ``base_url``/``model``), answer and judge; the figures with the model, the
     machine and the time. ``workdir`` is ``pathrag bench answers``'s: the same index, home and joined model."""
     from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
 
-    if (base_url is None) != (model is None):
-        raise llm_answers.BenchSetupError("give --base-url and --model together (a running endpoint), or neither "
-                                          "(the bench starts its own llama.cpp server)")
-    if base_url is None:
-        need = llm_answers.missing()
-        if need:
-            raise llm_answers.BenchSetupError(f"pathrag bench winrate starts a local llama.cpp server and needs {need}")
+    served = llm_answers.check_endpoint("winrate", base_url, model, local)
     embed_model = minilm_model() if minilm_available() else None
     index = workdir / "retrieval" / ("triples" + ("-minilm" if embed_model else ""))
     started = time.perf_counter()
     result: dict[str, Any] = {
-        "model": model or llm_answers.MODEL_NAME, "server": {}, "embedder": embed_model or "offline hashing",
+        "model": model or served.name, "server": {}, "embedder": embed_model or "offline hashing",
         "dataset": dataset.name, "budget": budget,
-        "command": (("HF_HUB_OFFLINE=1 " if embed_model else "") + "pathrag bench winrate"
+        "command": (("HF_HUB_OFFLINE=1 " if embed_model else "") + "pathrag bench winrate" + llm_answers.local_model_flag(local)
                     + (f" --questions {questions}" if questions != DEFAULT_QUESTIONS else "")
                     + (f" --budget {budget}" if budget != DEFAULT_BUDGET else "")
                     + (f" --dataset {repo_path(dataset)}" if dataset.name != "musique-100" else "")
@@ -61,7 +56,7 @@ def run_winrate_bench(dataset: Path, workdir: Path, *, questions: int = DEFAULT_
                                               home=workdir / "answers" / "home")
         result["winrate"] = judge_modes(settings, dataset, index, questions, budget, log)
 
-    result["server"] = llm_answers.on_endpoint(workdir, base_url, model, run, log)
+    result["server"] = llm_answers.on_endpoint(workdir, base_url, model, run, log, served)
     result.update(machine=llm_answers.machine(), seconds=round(time.perf_counter() - started, 1))
     return result
 

