@@ -44,8 +44,10 @@ def test_without_the_server_or_model_it_says_what_to_install(tmp_path, monkeypat
     result = CliRunner().invoke(bench, ["answers", "--workdir", str(tmp_path)])
     assert result.exit_code != 0
     assert "llama_cpp_python-0.3.36" in result.output and "[local-llm-model]" in result.output
-    larger = CliRunner().invoke(bench, ["answers", "--workdir", str(tmp_path), "--local-model", "qwen2.5-coder-1.5b"])
-    assert larger.exit_code != 0 and "[local-llm-model-1-5b]" in larger.output and "1.5B" in larger.output
+    for command in ("answers", "winrate", "neuropath-llm", "pooling-llm"):   # every LLM bench passes the choice on
+        larger = CliRunner().invoke(bench, [command, "--workdir", str(tmp_path), "--local-model", "qwen2.5-coder-1.5b"])
+        assert larger.exit_code != 0, command
+        assert "[local-llm-model-1-5b]" in larger.output and "1.5B" in larger.output, (command, larger.output)
 
 
 def test_a_model_is_joined_from_its_installed_parts_in_order(tmp_path, monkeypatch):

@@ -45,7 +45,8 @@ def run_winrate_bench(dataset: Path, workdir: Path, *, questions: int = DEFAULT_
     result: dict[str, Any] = {
         "model": model or served.name, "server": {}, "embedder": embed_model or "offline hashing",
         "dataset": dataset.name, "budget": budget,
-        "command": (("HF_HUB_OFFLINE=1 " if embed_model else "") + "pathrag bench winrate" + llm_answers.local_model_flag(local)
+        "command": (("HF_HUB_OFFLINE=1 " if embed_model else "") + "pathrag bench winrate"
+                    + llm_answers.local_model_flag(local)
                     + (f" --questions {questions}" if questions != DEFAULT_QUESTIONS else "")
                     + (f" --budget {budget}" if budget != DEFAULT_BUDGET else "")
                     + (f" --dataset {repo_path(dataset)}" if dataset.name != "musique-100" else "")
