@@ -226,7 +226,7 @@ def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_
             verdict_limit: int, base_url: str | None, model: str | None, local: str, workdir: Path | None,
             update_docs: Path | None, as_json: bool) -> None:
     """Answers end to end through a real local LLM: starts llama-cpp-python's server with a small GGUF model
-    (Qwen2.5-Coder-0.5B-Instruct from the [local-llm-model] extra), runs `pathrag eval answers` on musique-100
+    (Qwen2.5-Coder-0.5B-Instruct from the [local-llm-model] extra, or the 1.5B with --local-model), runs `pathrag eval answers` on musique-100
     and reports EM/F1 per mode with paired intervals. Says what to install when the server or model is missing.
     """
     from pathrag_pipeline.bench.llm_answers import (HEADING, BenchSetupError, llm_answers_section,
