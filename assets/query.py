@@ -44,6 +44,8 @@ Ordering = Literal["reliability", "hop_first", "random"]
 PromptStyle = Literal["paths", "paths_passages", "passages_last", "public", "passages", "flat", "passages_paths"]
 PassageOrder = Literal["rank", "question"]
 PathPooling = Literal["off", "rerank", "reselect"]
+PathSeeds = Literal["all", "standing"]
+SeedQuery = Literal["each", "joined"]
 PoolVariant = Literal["ours", "paper"]
 NpVariant = Literal["paper", "ours"]
 # The Literal types are Dagster config enums: the Launchpad and `dagster job launch` reject `mode: "pathh"`
@@ -51,6 +53,10 @@ NpVariant = Literal["paper", "ours"]
 # PROMPT_STYLES of pathrag_pipeline/query/params.py. Dagster's config schema has no numeric ranges: the job
 # (assets/automation.py) checks the bounds below at launch through assets/run_config.bounded_run_config, so
 # `theta: 5` is refused before a run is created, naming the field and its range.
+
+
+# The config fields that are not QueryParams (every other field is passed to the query as it is).
+NOT_QUERY_PARAMS = ("question", "questions", "questions_file", "mode")
 
 
 class QuestionsConfig(dg.Config):
@@ -71,6 +77,11 @@ class QuestionsConfig(dg.Config):
                                         description="order of the prompt's passages: rank (the ranker's) or "
                                                     "question (most similar to the question first)")
     token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=200, le=200_000, description="prompt tokens (200-200000)")
+    path_seeds: PathSeeds = Field(default=QueryParams.path_seeds,
+                                  description="paths between all top-N seeds (the paper) or only the standing ones")
+    seed_query: SeedQuery = Field(default=QueryParams.seed_query,
+                                  description="seeds per keyword, merged round-robin (each), or one search for "
+                                              "the keywords joined (joined, as the public PathRAG code)")
     path_pooling: PathPooling = Field(default="off", description="Path Pooling of path mode's paths: off, rerank, reselect")
     pool_variant: PoolVariant = Field(default=QueryParams.pool_variant,
                                       description="Path Pooling formula: ours, or paper (the paper's Algorithm 1)")
@@ -116,9 +127,7 @@ class QuestionsConfig(dg.Config):
 )
 @one_line_failures
 def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig, pathrag: PathragResource):
-    params = {k: getattr(config, k) for k in ("top_n", "top_k", "alpha", "theta", "max_hops", "variant",
-                                              "ordering", "prompt", "passage_order", "token_budget", "path_pooling", "pool_variant", "np_max_hops",
-                                              "np_candidates", "np_token_budget", "np_coref_threshold", "np_variant")}
+    params = {k: getattr(config, k) for k in QuestionsConfig.model_fields if k not in NOT_QUERY_PARAMS}
     results = run_questions(pathrag.settings(), config.all_questions(), config.mode, params)
     lines = [f"**{r.question}** ({r.mode}, {r.answer_kind}): {r.answer[:300]}" for r in results]
     for r in results:

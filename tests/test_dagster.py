@@ -310,14 +310,24 @@ def test_query_run_config_is_rejected_at_launch(key, value):
 def test_query_config_enums_are_the_query_params_values():
     from typing import get_args
 
-    from assets.query import Mode, NpVariant, Ordering, PassageOrder, PathPooling, PoolVariant, PromptStyle, Variant
+    from dataclasses import fields
+
+    from assets.query import (NOT_QUERY_PARAMS, Mode, NpVariant, Ordering, PassageOrder, PathPooling, PathSeeds,
+                              PoolVariant, PromptStyle, QuestionsConfig, SeedQuery, Variant)
     from pathrag_pipeline.query.params import (MODES, NP_VARIANTS, ORDERINGS, PASSAGE_ORDERS, PATH_POOLINGS,
-                                               POOL_VARIANTS, PROMPT_STYLES, VARIANTS)
+                                               PATH_SEEDS, POOL_VARIANTS, PROMPT_STYLES, SEED_QUERIES, VARIANTS,
+                                               QueryParams)
 
     assert get_args(Mode) == MODES and get_args(Variant) == VARIANTS
     assert get_args(Ordering) == ORDERINGS and get_args(PromptStyle) == PROMPT_STYLES
     assert get_args(PathPooling) == PATH_POOLINGS and get_args(PassageOrder) == PASSAGE_ORDERS
     assert get_args(PoolVariant) == POOL_VARIANTS and get_args(NpVariant) == NP_VARIANTS
+    assert get_args(PathSeeds) == PATH_SEEDS and get_args(SeedQuery) == SEED_QUERIES
+    # every other config field is a QueryParams field, passed to the query under its own name
+    passed = set(QuestionsConfig.model_fields) - set(NOT_QUERY_PARAMS)
+    assert passed <= {f.name for f in fields(QueryParams)} and {"path_seeds", "seed_query", "prompt"} <= passed
+    assert _query_config_error({"path_seeds": "standing", "seed_query": "joined"}) is None
+    assert _query_config_error({"path_seeds": "some"}) is not None
     assert _query_config_error({"np_variant": "ours"}) is None and _query_config_error({"np_variant": "x"})
     assert _query_config_error({"path_pooling": "reselect"}) is None
     assert _query_config_error({"path_pooling": "pool"}) is not None

@@ -278,6 +278,35 @@ def test_offline_extraction_index_end_to_end(tmp_path):
     assert paper.paths and paper.retrieved
 
 
+    # path_seeds="standing": the paths run only between seeds that clear their own keyword's bar; the seeds and
+    # the ranked passages stay the paper's top N
+    import numpy as np
+    from pathrag_pipeline.query.retrieval import query_keywords, standing_seeds
+
+    rag = PathRAG(settings, record=False)
+    question = "Who was the first chancellor of Aldermere University?"
+    everyone, standing = rag.query(question), rag.query(question, path_seeds="standing")
+    assert standing.retrieved == everyone.retrieved and standing.chunk_ids == everyone.chunk_ids
+    low = query_keywords(everyone.keywords["low_level"], [], question)
+    bar_cleared = {n.entity_key for n in standing_seeds(rag.vectors, np.asarray(rag.embedder.embed(low)), low,
+                                                  everyone.retrieved)}
+    assert len(bar_cleared) < len(everyone.retrieved)
+    assert any(not {p.node_keys[0], p.node_keys[-1]} <= bar_cleared
+               for p in everyone.paths)
+    assert len(standing.paths) < len(everyone.paths)
+    assert all({p.node_keys[0], p.node_keys[-1]} <= bar_cleared
+               for p in standing.paths)
+
+    # seed_query="joined": one entity search for the keywords joined, as the public PathRAG code's kg_query
+    two = "Which river flows past Aldermere University and the Kestle Observatory?"
+    # (without the seed gate: offline, the joined string names no entity exactly and its hashed vector stands out
+    # of nothing, so the gate leaves no seed)
+    ungated = ("question_seed", "both_ends", "seed_gate")
+    each, joined = rag.query(two, revert=ungated), rag.query(two, seed_query="joined", revert=ungated)
+    assert {n.keyword for n in each.retrieved} == {"Aldermere University", "Kestle Observatory"}
+    assert {n.keyword for n in joined.retrieved} == {"Aldermere University, Kestle Observatory"}
+
+
 def test_run_questions_and_load_questions(settings, tmp_path):
     (tmp_path / "q.jsonl").write_text('{"id": "a", "question": "Who taught Helena Voss?"}\n\n"Where is Brackwater?"\n')
     (tmp_path / "q.csv").write_text('id,question\n1,"Who taught Helena Voss?"\n2,\n')

@@ -23,6 +23,7 @@ from pathrag_pipeline.query.retrieval import (
     retrieve_relations,
     round_robin,
     seeds_stand_out,
+    standing_seeds,
 )
 from pathrag_pipeline.storage.store import Store
 from pathrag_pipeline.storage.vector_store import VectorStore
@@ -237,3 +238,32 @@ def test_a_seed_must_stand_out_of_its_keywords_background_to_count():
     assert not seeds_stand_out(store, query[None, :], ["kw"], [])
     # too few entities to estimate a background: every seed passes
     assert seeds_stand_out(_Background(BACKGROUND_MIN - 1), query[None, :], ["kw"], [_node("kw", 0.01)])
+
+
+def test_standing_seeds_keeps_each_seed_that_clears_its_own_keywords_bar_in_order():
+    """path_seeds="standing": the paths run only between these (query/params.py PATH_SEEDS)."""
+    store = _Background(2000)
+    queries = np.stack([store.m[0], store.m[1]])         # two keywords, each naming one entity
+    sims = store.m @ queries.T
+    chance = [float(np.sort(sims[:, j])[-2]) for j in range(2)]
+    seeds = [RetrievedNode(0, "a", 0, "a0", "A0", float(sims[0, 0])),     # stands out for "a"
+             RetrievedNode(1, "b", 5, "b5", "B5", chance[1]),            # chance for "b"
+             RetrievedNode(2, "b", 1, "b1", "B1", float(sims[1, 1])),    # stands out for "b"
+             RetrievedNode(3, "a", 7, "a7", "A7", chance[0]),            # chance for "a"
+             RetrievedNode(4, "c", 9, "c9", "C9", 1.0)]                  # an exact name (keyword not embedded)
+    assert [n.entity_key for n in standing_seeds(store, queries, ["a", "b"], seeds)] == ["a0", "b1", "c9"]
+    assert standing_seeds(store, queries, ["a", "b"], []) == []
+    assert standing_seeds(_Background(BACKGROUND_MIN - 1), queries, ["a", "b"], seeds) == seeds
+
+
+def test_seed_options_keep_the_logged_params_of_queries_that_do_not_use_them():
+    """A stored answer's key is its mode's params: options added later must not change the keys of default runs."""
+    from pathrag_pipeline.query.params import QueryParams, mode_params
+
+    default = mode_params("path", QueryParams())
+    assert "path_seeds" not in default and "seed_query" not in default
+    assert mode_params("path", QueryParams(path_seeds="standing")) == {**default, "path_seeds": "standing"}
+    assert mode_params("path", QueryParams(seed_query="joined")) == {**default, "seed_query": "joined"}
+    assert "path_seeds" not in mode_params("naive", QueryParams(path_seeds="standing"))
+    with pytest.raises(ValueError, match="path_seeds='some' is not one of all, standing"):
+        QueryParams(path_seeds="some").resolved()

@@ -27,6 +27,8 @@ from pathrag_pipeline.query.params import (
     ORDERINGS,
     PASSAGE_ORDERS,
     PATH_POOLINGS,
+    PATH_SEEDS,
+    SEED_QUERIES,
     POOL_VARIANTS,
     PROMPT_STYLES,
     VARIANTS,
@@ -166,6 +168,12 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
 @click.option("--token-budget", type=click.IntRange(min=200), default=DEFAULT_TOKEN_BUDGET, show_default=True,
               help="Tokens of retrieved context in the answer prompt; the least reliable paths are dropped first.")
 @click.option("--excerpts", is_flag=True, help="Quote source sentences under each path in the prompt.")
+@click.option("--path-seeds", type=click.Choice(PATH_SEEDS), default=QueryParams.path_seeds, show_default=True,
+              help="Between which seeds the paths are pruned: all = the top-N (the paper); standing = only the "
+                   "seeds that stand out of their keyword's background (the passages are ranked from all N).")
+@click.option("--seed-query", type=click.Choice(SEED_QUERIES), default=QueryParams.seed_query, show_default=True,
+              help="How the keywords find the seed entities: each = one search per keyword, merged round-robin; "
+                   "joined = one search for the keywords joined, as the public PathRAG code does.")
 @click.option("--path-pooling", type=click.Choice(PATH_POOLINGS), default="off", show_default=True,
               help="Path Pooling (Wang et al. 2025) of path mode's paths: rerank them, or reselect the top-k from a "
                    "larger pruned pool, by pooled relation scores.")
@@ -186,7 +194,7 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
               help="Answer in this process even when a query service (`pathrag serve`) runs for the home.")
 def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: float, theta: float | None,
         max_hops: int | None, variant: str, ordering: str, prompt_style: str, passage_order: str,
-        token_budget: int, excerpts: bool, path_pooling: str, pool_variant: str, np_max_hops: int, np_candidates: int,
+        token_budget: int, excerpts: bool, path_seeds: str, seed_query: str, path_pooling: str, pool_variant: str, np_max_hops: int, np_candidates: int,
         np_token_budget: int, np_coref_threshold: float, np_variant: str, local: bool) -> None:
     """Answer QUESTION from the index; the query is logged in the queries/path_traces tables.
 
@@ -194,7 +202,8 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
     path_only = {"--variant": variant != "paper", "--ordering": ordering != "reliability",
                  "--prompt": prompt_style != QueryParams.prompt,
                  "--passage-order": passage_order != QueryParams.passage_order, "--theta": theta is not None, "--max-hops": max_hops is not None,
-                 "--path-pooling": path_pooling != "off", "--pool-variant": pool_variant != QueryParams.pool_variant}
+                 "--path-seeds": path_seeds != QueryParams.path_seeds,
+                 "--seed-query": seed_query != QueryParams.seed_query, "--path-pooling": path_pooling != "off", "--pool-variant": pool_variant != QueryParams.pool_variant}
     if mode != "path" and any(path_only.values()):
         given = ", ".join(name for name, set_ in path_only.items() if set_)
         raise click.UsageError(f"{given} shape path mode only (its pruning and prompt); drop them or use --mode path")
@@ -206,7 +215,7 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
         raise click.ClickException(str(exc)) from None
     options = dict(top_n=top_n, top_k=top_k, alpha=alpha, theta=theta, max_hops=max_hops, variant=variant,
                    ordering=ordering, prompt=prompt_style, passage_order=passage_order, token_budget=token_budget,
-                   excerpts=excerpts,
+                   excerpts=excerpts, path_seeds=path_seeds, seed_query=seed_query,
                    path_pooling=path_pooling, pool_variant=pool_variant, np_max_hops=np_max_hops,
                    np_candidates=np_candidates, np_token_budget=np_token_budget,
                    np_coref_threshold=np_coref_threshold, np_variant=np_variant)

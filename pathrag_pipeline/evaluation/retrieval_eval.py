@@ -154,6 +154,8 @@ ABLATIONS = {
     "path:no_exact_name": _reverting("exact_name"),             # no exact-name head: seeds in retriever order
     "path:damping_0.5": _reverting("damping"),                  # HippoRAG's PageRank damping 0.5, not 0.85
     "path:no_seed_gate": _reverting("seed_gate"),               # the top-N seeds even when none stands out (the paper's)
+    "path:standing_paths": {"path_seeds": "standing"},  # paths only between seeds that stand out (a prompt change)
+    "path:joined_keywords": {"seed_query": "joined"},  # the public code's seed query: the keywords joined, one search
     "path:bm25_text": {"chunk_search": "bm25"},                 # text hits by BM25 alone, no dense fused in
     "path:text_fused": {"passages": "text_fused"},  # the walk's ranking fused with the question's text ranking
     # PathRAG-lt, the paper's light configuration for a smaller prompt (N=20 nodes, K=5 paths; Sec. 5.5)

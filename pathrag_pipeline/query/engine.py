@@ -85,6 +85,7 @@ from pathrag_pipeline.query.retrieval import (
     retrieve_nodes,
     retrieve_relations,
     seeds_stand_out,
+    standing_seeds,
     text_chunks,
 )
 from pathrag_pipeline.query.lexical import chunk_index, entity_index
@@ -410,6 +411,7 @@ class PathRAG:
 
         traces: list[PathTrace] = []
         retrieved: list[RetrievedNode] = []
+        path_ends: list[RetrievedNode] = []     # with path_seeds="standing": the seeds the paths run between
         ctx = ModeContext()
         scored = []
         with clock.stage("retrieval"):
@@ -427,7 +429,10 @@ class PathRAG:
                     # Nodes come from the low-level (entity) keywords, as in PathRAG; path mode adds the whole
                     # question as one more query, so a question naming no entity still finds its nodes.
                     ask_question = mode == "path" and "question_seed" not in params.revert
-                    low = query_keywords(keywords.low_level, [text] if ask_question else [], text)
+                    low_level = keywords.low_level
+                    if mode == "path" and params.seed_query == "joined" and low_level:
+                        low_level = [", ".join(low_level)]    # SEED_QUERIES (query/params.py)
+                    low = query_keywords(low_level, [text] if ask_question else [], text)
                     low_vectors = np.asarray(self.embedder.embed(low))
                     retrieved = retrieve_nodes(snapshot, self.vectors, self.embedder, low, params.top_n,
                                                lexical=entity_index(snapshot) if params.seed_search == "hybrid" else None,
@@ -436,6 +441,8 @@ class PathRAG:
                     if (mode == "path" and "seed_gate" not in params.revert
                             and not seeds_stand_out(self.vectors, low_vectors, low, retrieved)):
                         retrieved = []   # nothing the question names is in the graph: no paths (issue 25)
+                    if mode == "path" and params.path_seeds == "standing":
+                        path_ends = standing_seeds(self.vectors, low_vectors, low, retrieved)
                 if mode in ("global", "hybrid"):
                     self._check_vectors("relations")
                     high = query_keywords([], keywords.high_level, text)
@@ -454,7 +461,8 @@ class PathRAG:
             assert snapshot is not None
             with clock.stage("pruning"):
                 pool = RESELECT_POOL if params.path_pooling == "reselect" else 1
-                scored = prune_paths(snapshot.view, [n.node for n in retrieved], alpha=params.alpha,
+                ends = retrieved if params.path_seeds == "all" else path_ends   # PATH_SEEDS (query/params.py)
+                scored = prune_paths(snapshot.view, [n.node for n in ends], alpha=params.alpha,
                                      theta=params.theta, max_hops=params.max_hops, top_k=params.top_k * pool,
                                      variant=params.variant, ordering=params.ordering, seed_pass=params.seed_pass)
                 if params.path_pooling != "off":

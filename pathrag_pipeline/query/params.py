@@ -91,6 +91,16 @@ NP_TRACKERS = ("auto", "offline")
 # What the answer should look like: "default", a concise free answer; "short", the answer alone as a short
 # phrase (a name, a date, a number), as QA benchmarks score it by exact match and token F1.
 RESPONSES = ("default", "short")
+# Between which seeds path mode prunes its paths: "all" the top-N seeds (the paper); "standing" only the seeds that
+# stand out of their own keyword's background (retrieval.standing_seeds, the bar ``seed_gate`` applies to the seeds
+# as a whole), our departure: a keyword such as "country" always has N nearest entities, and the paths between such
+# loosely matched seeds filled the prompt (docs/benchmarks.md, "Answers through a local LLM"). The passages are
+# ranked from all N seeds either way; only the paths shown change.
+PATH_SEEDS = ("all", "standing")
+# How path mode's keywords query the entities: "each" keyword on its own, the rankings merged round-robin (our
+# reading of the paper's node retrieval, query/retrieval.py); "joined": the low-level keywords joined by ", " into
+# one query, one search for the top N, as the public PathRAG code's kg_query does (and LightRAG's).
+SEED_QUERIES = ("each", "joined")
 REVERTIBLE = ("question_seed", "exact_name", "both_ends", "damping", "similarity", "seed_gate")
 # The tuned choices that failed the adoption rule when rechecked with paired bootstrap intervals on musique-100
 # (docs/benchmarks.md, "How a tuned choice is adopted"): reverted by default; their tuned rule stays reachable by
@@ -120,6 +130,8 @@ class QueryParams:
     passage_order: str = "rank"       # PASSAGE_ORDERS: the order the prompt shows its quoted passages in
     seed_pass: bool = False           # False: the paper's literal early stop; True: seeds always pass their
                                       # first hop (our departure, query/pruning.py says why it is not the default)
+    seed_query: str = "each"          # SEED_QUERIES: one entity search per keyword (ours) or all joined (public code)
+    path_seeds: str = "all"           # PATH_SEEDS: paths between all top-N seeds (the paper) or the standing ones
     path_pooling: str = "off"         # PATH_POOLINGS: Path Pooling of the kept paths (rerank / reselect)
     pool_variant: str = "paper"       # POOL_VARIANTS: the paper's Algorithm 1 (default, issue 24) or our formula
     np_max_hops: int = DEFAULT_NP_MAX_HOPS            # neuropath: hop cap of path tracking
@@ -145,6 +157,8 @@ class QueryParams:
                                      ("seed_search", self.seed_search, SEED_SEARCHES),
                                      ("passages", self.passages, PASSAGE_RANKINGS),
                                      ("passage_order", self.passage_order, PASSAGE_ORDERS),
+                                     ("path_seeds", self.path_seeds, PATH_SEEDS),
+                                     ("seed_query", self.seed_query, SEED_QUERIES),
                                      ("path_pooling", self.path_pooling, PATH_POOLINGS),
                                      ("pool_variant", self.pool_variant, POOL_VARIANTS),
                                      ("np_passages", self.np_passages, NP_PASSAGES),
@@ -194,7 +208,7 @@ class QueryParams:
 # alone its tracking knobs. A query's logged params and an answer evaluation's per-mode key keep only these, so
 # changing a knob (or a default) that a mode does not read never makes its results look different.
 PATH_ONLY = ("top_k", "alpha", "theta", "max_hops", "variant", "ordering", "prompt", "excerpts", "passages",
-             "passage_order", "seed_pass", "path_pooling", "pool_variant", "revert")
+             "passage_order", "seed_pass", "seed_query", "path_seeds", "path_pooling", "pool_variant", "revert")
 NEUROPATH_ONLY = ("np_max_hops", "np_candidates", "np_token_budget", "np_coref_threshold", "np_passages",
                   "np_tracker", "np_variant")
 
@@ -211,4 +225,7 @@ def mode_params(mode: str, params: QueryParams) -> dict:
         record.pop("pool_variant", None)   # read only when pooling is on: keys of unpooled queries stay as before
     if record.get("passage_order") == "rank":
         record.pop("passage_order")        # the order before the option existed: those keys stay as before
+    for key, before in (("path_seeds", "all"), ("seed_query", "each")):
+        if record.get(key) == before:
+            record.pop(key)                # likewise: as before these options existed
     return record

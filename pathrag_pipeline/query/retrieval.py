@@ -161,30 +161,39 @@ def retrieve_nodes(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Emb
     return out
 
 
-def seeds_stand_out(vectors: VectorSearch, keyword_vectors: np.ndarray, keywords: list[str],
-                    retrieved: Sequence[RetrievedNode]) -> bool:
-    """Whether some seed is more similar to its keyword than chance would make the best of all entities.
+def standing_seeds(vectors: VectorSearch, keyword_vectors: np.ndarray, keywords: list[str],
+                   retrieved: Sequence[RetrievedNode]) -> list[RetrievedNode]:
+    """The seeds more similar to their keyword than chance would make the best of all entities, in their order.
 
     The top-N neighbours always exist, related or not: an off-topic question got 15 paths between entities that
     merely came nearest (issue 25). Per keyword, the background is its cosine to every entity: a seed stands out
     when it reaches mean + std * sqrt(2 ln(n / NOISE_RISK)) of that background, the Gaussian tail bound under which
     the best of n draws of noise stays with probability 1 - NOISE_RISK (the bare expected maximum, sqrt(2 ln n),
     is exceeded by noise about half the time: a hashing collision passed it in the tests). The bar grows with the
-    graph and with the background's own spread instead of being a constant tuned to one embedder. An exact-name seed always stands
-    out; a graph of fewer than ``BACKGROUND_MIN`` entities is too small to estimate a background (everything
-    passes). Our departure from PathRAG, which always keeps the top N (``revert=("seed_gate",)`` restores it)."""
+    graph and with the background's own spread instead of being a constant tuned to one embedder. An exact-name
+    seed always stands out; in a graph of fewer than ``BACKGROUND_MIN`` entities, too small to estimate a
+    background, every seed does."""
     if not retrieved:
-        return False
-    if any(n.similarity >= 1.0 for n in retrieved):
-        return True
+        return []
     _, matrix = vectors.matrix("entities")
     count = matrix.shape[0]
     if count < BACKGROUND_MIN:
-        return True
+        return list(retrieved)
     sims = matrix @ np.asarray(keyword_vectors, dtype=np.float32).T    # (entities, keywords)
     bar = sims.mean(axis=0) + sims.std(axis=0) * math.sqrt(2.0 * math.log(count / NOISE_RISK))
     index = {k: i for i, k in enumerate(keywords)}
-    return any(n.similarity >= bar[index[n.keyword]] for n in retrieved if n.keyword in index)
+    return [n for n in retrieved
+            if n.similarity >= 1.0 or (n.keyword in index and n.similarity >= bar[index[n.keyword]])]
+
+
+def seeds_stand_out(vectors: VectorSearch, keyword_vectors: np.ndarray, keywords: list[str],
+                    retrieved: Sequence[RetrievedNode]) -> bool:
+    """Whether some seed stands out of its keyword's background (:func:`standing_seeds`): when none does, nothing
+    the question names is in the graph. Our departure from PathRAG, which always keeps the top N
+    (``revert=("seed_gate",)`` restores it)."""
+    if any(n.similarity >= 1.0 for n in retrieved):
+        return True
+    return bool(standing_seeds(vectors, keyword_vectors, keywords, retrieved))
 
 
 def retrieve_relations(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Embedder, keywords: list[str],
