@@ -341,6 +341,12 @@ def test_cli_ask(settings):
     assert bad.exit_code != 0 and "graph" in bad.output
     empty_home = runner.invoke(ask, [QUESTION], env={**env, "PATHRAG_HOME": str(settings.home / "nothing")})
     assert empty_home.exit_code == 1 and "pathrag index" in empty_home.output
+    standing = runner.invoke(ask, [QUESTION, "--json", "--path-seeds", "standing", "--seed-query", "joined"], env=env)
+    assert standing.exit_code == 0, standing.output
+    assert {k: json.loads(standing.output)["params"][k] for k in ("path_seeds", "seed_query")} == {
+        "path_seeds": "standing", "seed_query": "joined"}
+    naive = runner.invoke(ask, [QUESTION, "--mode", "naive", "--path-seeds", "standing"], env=env)
+    assert naive.exit_code == 2 and "--path-seeds shape path mode only" in naive.output
 
 
 def test_path_pooling_rerank_and_reselect(settings):

@@ -28,9 +28,9 @@ from pathrag_pipeline.query.params import (
     PASSAGE_ORDERS,
     PATH_POOLINGS,
     PATH_SEEDS,
-    SEED_QUERIES,
     POOL_VARIANTS,
     PROMPT_STYLES,
+    SEED_QUERIES,
     VARIANTS,
     QueryParams,
 )
@@ -194,16 +194,16 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
               help="Answer in this process even when a query service (`pathrag serve`) runs for the home.")
 def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: float, theta: float | None,
         max_hops: int | None, variant: str, ordering: str, prompt_style: str, passage_order: str,
-        token_budget: int, excerpts: bool, path_seeds: str, seed_query: str, path_pooling: str, pool_variant: str, np_max_hops: int, np_candidates: int,
-        np_token_budget: int, np_coref_threshold: float, np_variant: str, local: bool) -> None:
+        token_budget: int, excerpts: bool, path_seeds: str, seed_query: str, path_pooling: str, pool_variant: str,
+        np_max_hops: int, np_candidates: int, np_token_budget: int, np_coref_threshold: float, np_variant: str, local: bool) -> None:
     """Answer QUESTION from the index; the query is logged in the queries/path_traces tables.
 
     When `pathrag serve` runs for the home with the same settings, the question goes to it (no start-up cost)."""
     path_only = {"--variant": variant != "paper", "--ordering": ordering != "reliability",
                  "--prompt": prompt_style != QueryParams.prompt,
                  "--passage-order": passage_order != QueryParams.passage_order, "--theta": theta is not None, "--max-hops": max_hops is not None,
-                 "--path-seeds": path_seeds != QueryParams.path_seeds,
-                 "--seed-query": seed_query != QueryParams.seed_query, "--path-pooling": path_pooling != "off", "--pool-variant": pool_variant != QueryParams.pool_variant}
+                 "--path-seeds": path_seeds != QueryParams.path_seeds, "--seed-query": seed_query != QueryParams.seed_query,
+                 "--path-pooling": path_pooling != "off", "--pool-variant": pool_variant != QueryParams.pool_variant}
     if mode != "path" and any(path_only.values()):
         given = ", ".join(name for name, set_ in path_only.items() if set_)
         raise click.UsageError(f"{given} shape path mode only (its pruning and prompt); drop them or use --mode path")
