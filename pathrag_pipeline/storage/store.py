@@ -228,7 +228,7 @@ DDL = [
         asked_at      TIMESTAMP NOT NULL,    -- UTC
         question      VARCHAR NOT NULL,      -- verbatim, as asked
         mode          VARCHAR NOT NULL,      -- path, naive, local, global, hybrid or neuropath
-        params        JSON NOT NULL,         -- top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, chunk_search, seed_search, passages, seed_pass, revert (path ablations), embedder, graph_version ...
+        params        JSON NOT NULL,         -- top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, chunk_search, seed_search, passages, seed_pass, revert (path ablations), path_seeds and seed_query (only when not the default: all, each), embedder, graph_version ...
         keywords      JSON,                  -- {"low_level": [...], "high_level": [...]}
         provider      VARCHAR NOT NULL,      -- 'offline' or the LLM provider
         model         VARCHAR NOT NULL,      -- 'offline' or the LLM model
