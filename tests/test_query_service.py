@@ -157,7 +157,7 @@ def test_a_second_service_for_the_home_is_refused(settings, service):
 
 def test_sigterm_stops_the_service_with_one_line_and_removes_its_file(settings):
     env = {k: v for k, v in os.environ.items()}
-    proc = subprocess.Popen([sys.executable, "-m", "pathrag_pipeline.cli.main", "serve"], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "pathrag_pipeline.cli", "serve"], env=env,
                             stderr=subprocess.PIPE, text=True)
     try:
         info = wait_ready(settings.home, timeout=120)
@@ -190,3 +190,35 @@ def test_several_workers_answer_concurrent_asks_and_log_every_one(settings):
         thread.join(timeout=30)
     assert len({r["query_id"] for r in replies}) == 6
     assert {r["query_id"] for r in replies} <= logged_ids(settings)
+
+
+def test_waiting_offline_asks_are_answered_together_with_one_read_connection_and_one_log_write(settings,
+                                                                                                  monkeypatch):
+    """Asks queued while the worker is busy share one read-only DuckDB connection and one log transaction (the
+    service's shared work under load), and get the answers each would get alone."""
+    from pathrag_pipeline.query import query_log, service as service_module
+    from pathrag_pipeline.query.engine import PathRAG
+
+    questions = [QUESTION, "Where is Aldermere University?", "Who studied at Aldermere?"]
+    alone = [PathRAG(Settings.from_env(), record=False).query(q, "path") for q in questions]
+    svc = service_module.QueryService(Settings.from_env())
+    opened: list[bool] = []
+    real_open = Store._open
+    monkeypatch.setattr(Store, "_open", lambda self, read_only, *a, **k: opened.append(read_only) or
+                        real_open(self, read_only, *a, **k))
+    writes: list[int] = []
+    real_write = query_log.write_results
+    monkeypatch.setattr(query_log, "write_results", lambda store, results: writes.append(len(results)) or
+                        real_write(store, results))
+    futures = [svc.submit(q, "path", {}) for q in questions]   # queued before any worker runs: one batch
+    svc.start()
+    try:
+        served = [f.result(timeout=120) for f in futures]
+    finally:
+        svc.stop()
+    assert opened.count(True) == 1
+    assert writes == [len(questions)]
+    for one, batch in zip(alone, served):
+        assert (batch.answer, [p.text for p in batch.paths], batch.chunk_ids) == \
+            (one.answer, [p.text for p in one.paths], one.chunk_ids)
+    assert {r.query_id for r in served} <= logged_ids(settings)

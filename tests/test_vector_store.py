@@ -313,3 +313,26 @@ def test_deleting_a_large_share_of_a_table_compacts_it(store, monkeypatch):
     stats = store._open("entities").list_versions()[-1]["metadata"]
     assert int(stats["total_deletion_file_rows"]) == 0 and int(stats["total_data_file_rows"]) == 70
     assert store.count("entities") == 70
+
+
+def test_pinned_reads_open_each_table_once_and_keep_their_version(store, monkeypatch):
+    """Inside ``pinned()`` a thread opens a table once (the query service's batches); outside, every read opens the
+    latest version, so a write between two blocks is seen by the next."""
+    e = HashingEmbedder(dim=64)
+    store.sync("entities", [(k, v, {}) for k, v in NAMES.items()], e)
+    opened: list[str] = []
+    real = store._db.open_table
+    monkeypatch.setattr(store._db, "open_table", lambda name, *a, **k: opened.append(name) or real(name, *a, **k))
+    with store.pinned():
+        first = store.search("entities", "Copenhagen", k=2, embedder=e)
+        with store.pinned():
+            assert store.search("entities", "Copenhagen", k=2, embedder=e) == first
+        assert store.meta("entities").rows == len(NAMES)
+        assert store.meta("missing") is None
+    assert opened == ["entities"]
+    store.sync("entities", [(k, v, {}) for k, v in NAMES.items() if k != "uoc"], e)
+    before = len(opened)
+    with store.pinned():
+        assert "uoc" not in {h.key for h in store.search("entities", "Copenhagen", k=5, embedder=e)}
+        store.search("entities", "Denmark", k=1, embedder=e)
+    assert opened[before:] == ["entities"]

@@ -308,6 +308,23 @@ class PathRAG:
                 write_results(self.store, results)
         return results
 
+    @contextmanager
+    def shared_reads(self) -> Iterator[None]:
+        """Queries inside this block share one read-only DuckDB connection and one opening of each vector table
+        (``Store.reading``, ``VectorStore.pinned``): the query service answers a batch of queued offline asks in
+        one block, where each alone spends about half its CPU opening the DuckDB file and the LanceDB tables.
+        The block holds the DuckDB file's read lock, so an index run waits for its end: keep it to a few queries
+        and never hold it across an LLM call (``_run`` closes its reads before the answer for that reason; inside
+        this block they stay open). A home without an index yields without sharing, so each query reports that
+        in its own words."""
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(self.store.reading())
+                stack.enter_context(self.vectors.pinned())
+            except FileNotFoundError:
+                pass
+            yield
+
     # ---- stages ----------------------------------------------------------------------------------
     def _keywords(self, question: str, source: str = "auto") -> tuple[Keywords, Usage, bool]:
         """The question's keywords, what the LLM spent on them, and whether they came from this instance's

@@ -12,15 +12,19 @@ Every request carries ``Authorization: Bearer TOKEN``; the token is in ``PATHRAG
 readable by its owner only (``service_client``), so the service answers whoever can read the home and nobody
 else. Nothing of a request is logged but its query id, mode and time.
 
-Work: handler threads queue requests; ``workers`` threads (one offline, where queries are CPU-bound and share
-one interpreter; ``PATHRAG_LLM_MAX_CONCURRENCY`` with an LLM, where queries wait on the model) each take the next
-request in turn and, when the queue is empty or every ``FLUSH_EVERY`` answers, log them in one short transaction
-(``write_results``: the DuckDB file is never held between queries, and rows that find it held by an index run go
-to the query spool). Replies are sent once their rows are logged, so ``pathrag sql`` right after an ask sees them.
+Work: handler threads queue requests; ``workers`` threads take them. Offline (one worker: queries are CPU-bound
+and share one interpreter) the worker takes every request waiting, up to ``BATCH``, and answers them together:
+one read-only DuckDB connection and one opening of each vector table for the batch (``PathRAG.shared_reads``:
+alone, an ask spends about half its service CPU opening them), then one short transaction logs the batch's
+answers (``write_results``: the DuckDB file is never held between batches, and rows that find it held by an index
+run go to the query spool). With an LLM there are ``PATHRAG_LLM_MAX_CONCURRENCY`` workers, each answering one ask
+at a time (its reads are closed while the model thinks) and logging it. Replies are sent once their rows are
+logged, so ``pathrag sql`` right after an ask sees them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import secrets
@@ -45,7 +49,7 @@ from pathrag_pipeline.query.service_client import (
 )
 
 Log = Callable[[str], None]
-FLUSH_EVERY = 8   # answers logged together (and then replied to) while more requests wait
+BATCH = 8   # offline asks answered together (shared reads, one log write) when that many wait
 
 
 class ServiceStartError(RuntimeError):
@@ -115,28 +119,44 @@ class QueryService:
         return request.future
 
     def _work(self) -> None:
-        pending: list[tuple[_Request, Any]] = []
         while True:
-            try:
-                # with answers waiting to be logged, never block: another worker may take the request this one
-                # saw queued, and these answers must not wait for the next ask to arrive
-                req = self._queue.get(timeout=0.05) if pending else self._queue.get()
-            except queue.Empty:
-                self._flush(pending)
-                pending = []
-                continue
+            req = self._queue.get()
             if req is None:
-                break
-            try:
-                pending.append((req, self.rag.query(req.question, req.mode, **req.options)))
-            except BaseException as exc:  # noqa: BLE001 - one bad request never stops the others
-                req.future.set_exception(exc)
-            # log and reply when nothing else waits, or every FLUSH_EVERY answers under load: one short write
-            # for several answers, and no ask waits for more than a few others' queries
-            if pending and (self._queue.empty() or len(pending) >= FLUSH_EVERY):
-                self._flush(pending)
-                pending = []
-        self._flush(pending)
+                return
+            batch, stop = [req], False
+            # offline, the asks already waiting are answered together: one DuckDB connection and one opening of
+            # each vector table for all of them, and one log write (``PathRAG.shared_reads``). With an LLM each
+            # worker answers one ask at a time (its reads must not stay open while the model thinks)
+            while self.rag.llm is None and len(batch) < BATCH:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            self._answer(batch)
+            if stop:
+                return
+
+    def _answer(self, batch: list[_Request]) -> None:
+        """Answer ``batch``, then log its answers in one short transaction and reply to each."""
+        done: list[tuple[_Request, Any]] = []
+        shared = self.rag.shared_reads() if self.rag.llm is None else contextlib.nullcontext()
+        try:
+            with shared:
+                for req in batch:
+                    try:
+                        done.append((req, self.rag.query(req.question, req.mode, **req.options)))
+                    except BaseException as exc:  # noqa: BLE001 - one bad request never stops the others
+                        req.future.set_exception(exc)
+        except BaseException as exc:  # noqa: BLE001 - the shared reads could not be opened (the file held too
+            # long by a writer): every ask not yet answered gets that error, as it would alone
+            for req in batch:
+                if not req.future.done() and all(req is not r for r, _ in done):
+                    req.future.set_exception(exc)
+        self._flush(done)
 
     def _flush(self, done: list[tuple[_Request, Any]]) -> None:
         from pathrag_pipeline.query.query_log import write_results
