@@ -94,6 +94,11 @@ def test_queries_are_appended_to_the_log_tables(settings):
     assert [(n[1], n[2]) for n in nodes] == [(n.rank, n.entity_key) for n in first.retrieved]
     ms = json.loads(_rows(settings, "SELECT ms FROM queries WHERE query_id = ?", [first.query_id])[0][0])
     assert ms == first.timings_ms
+    asked_at, chunk_ids, reliability = _rows(
+        settings, "SELECT q.asked_at, q.chunk_ids, (SELECT max(reliability) FROM path_traces t WHERE t.query_id = "
+                  "q.query_id) FROM queries q WHERE query_id = ?", [first.query_id])[0]
+    assert (asked_at, chunk_ids) == (first.asked_at, list(first.chunk_ids))
+    assert reliability == max(p.reliability for p in first.paths)
 
 
 def test_injection_looking_question_is_stored_verbatim(settings):
