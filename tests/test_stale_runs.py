@@ -128,7 +128,7 @@ def test_index_killed_while_holding_the_pool_does_not_block_the_next_index(tmp_p
         (docs / f"d{i}.txt").write_text(f"Ada Lovelace met Charles Babbage in London, note {i}. " * 40)
     home = tmp_path / "home"
     env = {**os.environ, "PATHRAG_HOME": str(home)}
-    first = subprocess.Popen([sys.executable, "-m", "pathrag_pipeline.cli.main", "index", str(docs)], env=env,
+    first = subprocess.Popen([sys.executable, "-m", "pathrag_pipeline.cli", "index", str(docs)], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     settings = Settings.from_env(env={"PATHRAG_HOME": str(home)})
     index_db = settings.dagster_home / "history" / "runs" / "index.db"
@@ -150,7 +150,7 @@ def test_index_killed_while_holding_the_pool_does_not_block_the_next_index(tmp_p
         first.wait()
     assert claimed, "the first index never claimed the pool (it ended too fast to be killed inside a step)"
 
-    second = subprocess.run([sys.executable, "-m", "pathrag_pipeline.cli.main", "index", str(docs)], env=env,
+    second = subprocess.run([sys.executable, "-m", "pathrag_pipeline.cli", "index", str(docs)], env=env,
                             capture_output=True, text=True, timeout=300)
 
     assert second.returncode == 0, second.stderr[-2000:]
@@ -231,7 +231,7 @@ def test_index_waits_for_a_live_pool_holder_outside_the_index_lock_so_both_finis
     (docs / "a.md").write_text("Ada Halden founded Valmere University in 1851.\n")
     home = tmp_path / "home"
     env = {**os.environ, "PATHRAG_HOME": str(home)}
-    cli = [sys.executable, "-m", "pathrag_pipeline.cli.main", "index", str(docs)]
+    cli = [sys.executable, "-m", "pathrag_pipeline.cli", "index", str(docs)]
     assert subprocess.run(cli, env=env, capture_output=True).returncode == 0
     (docs / "b.md").write_text("The Drayton Railway reached Carrick in 1880.\n")   # so the next index has work
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(home)], stdin=subprocess.PIPE,

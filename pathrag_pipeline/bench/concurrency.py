@@ -51,7 +51,7 @@ def _env(home: Path) -> dict[str, str]:
 
 
 def _ask(question: str, env: dict[str, str], started: float, out: list[dict[str, Any]]) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pathrag_pipeline.cli.main", "ask", question, "--json"],
+    proc = subprocess.run([sys.executable, "-m", "pathrag_pipeline.cli", "ask", question, "--json"],
                           env=env, capture_output=True, text=True)
     out.append({"s": time.perf_counter() - started, "ok": proc.returncode == 0,
                 "waited": "waiting" in proc.stderr, "error": proc.stderr.strip().splitlines()[-1:] if
@@ -123,7 +123,7 @@ def _indexing_wave(questions: list[str], env: dict[str, str], docs: Path, triple
 
     def indexing() -> None:
         while not stop.is_set():
-            proc = subprocess.run([sys.executable, "-m", "pathrag_pipeline.cli.main", "index", str(docs),
+            proc = subprocess.run([sys.executable, "-m", "pathrag_pipeline.cli", "index", str(docs),
                                    "--triples", str(triples)], env=env, capture_output=True, text=True)
             index_runs.append(proc.returncode)
 
@@ -159,7 +159,7 @@ def _measure(questions: list[str], single: int, env: dict[str, str], docs: Path,
 def _start_service(env: dict[str, str], home: Path) -> subprocess.Popen:
     from pathrag_pipeline.query.service import wait_ready
 
-    server = subprocess.Popen([sys.executable, "-m", "pathrag_pipeline.cli.main", "serve"], env=env,
+    server = subprocess.Popen([sys.executable, "-m", "pathrag_pipeline.cli", "serve"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_ready(home, timeout=120)

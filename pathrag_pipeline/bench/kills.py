@@ -65,7 +65,7 @@ def fingerprint(home: Path) -> dict[str, str]:
 
 
 def _index(folder: Path) -> list[str]:
-    return [sys.executable, "-m", "pathrag_pipeline.cli.main", "index", str(folder)]
+    return [sys.executable, "-m", "pathrag_pipeline.cli", "index", str(folder)]
 
 
 def _step_holding_pool(home: Path) -> str:

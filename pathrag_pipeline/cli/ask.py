@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pathrag_pipeline.cli.terminal import make_console
 from pathrag_pipeline.cli.common import query_process_threads
 from pathrag_pipeline.config import ConfigError, Settings
 from pathrag_pipeline.query.params import (
@@ -124,6 +123,8 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
     if as_json:
         click.echo(json.dumps(data, indent=1, ensure_ascii=False))
     else:
+        from pathrag_pipeline.cli.terminal import make_console
+
         console = make_console()
         print_result(served_result(data), console)
         console.print("[dim]answered by the query service (`pathrag serve`); --local answers in this process[/dim]",
@@ -233,6 +234,8 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
     if as_json:
         click.echo(result.to_json(indent=1))
     else:
+        from pathrag_pipeline.cli.terminal import make_console
+
         print_result(result, make_console())
     if result.error:
         raise click.ClickException(f"query {result.query_id} failed: {result.error}")

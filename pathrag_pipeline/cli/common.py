@@ -8,13 +8,33 @@ objects, and data put into a marked-up message goes through ``esc`` (``rich.mark
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from pathrag_pipeline.cli.terminal import make_console
 from pathrag_pipeline.config import ConfigError, Settings
 
-console = make_console()
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    console: Console
+
+
+def _console() -> "Console":
+    """The shared console, made on first use: importing rich costs a light command (an ask handed to the query
+    service) a fifth of its start-up."""
+    if "console" not in globals():
+        from pathrag_pipeline.cli.terminal import make_console
+
+        globals()["console"] = make_console()
+    return globals()["console"]
+
+
+def __getattr__(name: str) -> Any:
+    """``common.console`` (and ``from ... import console``) without making it at import."""
+    if name == "console":
+        return _console()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_settings(**overrides) -> Settings:
@@ -46,7 +66,7 @@ def print_table(columns: list[str], rows: list[tuple], title: str | None = None)
         table.add_column(plain(col), overflow="fold")
     for row in rows:
         table.add_row(*[plain(v) for v in row])
-    console.print(table)
+    _console().print(table)
 
 
 def query_process_threads() -> None:
