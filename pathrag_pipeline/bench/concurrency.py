@@ -251,8 +251,9 @@ def markdown_section(r: dict[str, Any]) -> str:
         f"triples, offline defaults), first on an idle home, then while `pathrag index --triples` rewrote the graph "
         f"over and over ({runs} index runs during the two such waves, {failed_runs} failed); all of it twice: "
         "standalone (each ask loads the engine in its own process) and with `pathrag serve` running for the home "
-        "(each ask hands its question to the query service, which keeps the engine and the graph loaded and logs "
-        "each batch of answers in one short transaction). Wall seconds from the common start to each ask's exit; "
+        "(each ask hands its question to the query service, which keeps the engine and the graph loaded, answers the "
+        "asks waiting together, up to 8, on one DuckDB connection and one opening of each vector table, and logs "
+        "each batch in one short transaction). Wall seconds from the common start to each ask's exit; "
         f"the reference (\"single\") is the median of {r['single']} asks run one at a time in the same "
         "configuration, process start-up included. \"waited\": asks that printed a wait notice (for DuckDB's "
         "file lock).",
