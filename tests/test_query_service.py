@@ -192,10 +192,11 @@ def test_several_workers_answer_concurrent_asks_and_log_every_one(settings):
     assert {r["query_id"] for r in replies} <= logged_ids(settings)
 
 
-def test_waiting_offline_asks_are_answered_together_with_one_read_connection_and_one_log_write(settings,
-                                                                                                  monkeypatch):
-    """Asks queued while the worker is busy share one read-only DuckDB connection and one log transaction (the
-    service's shared work under load), and get the answers each would get alone."""
+def test_waiting_offline_asks_are_answered_together_on_one_read_connection_and_spooled_until_idle(settings,
+                                                                                                   monkeypatch):
+    """Asks queued while the worker is busy share one read-only DuckDB connection (the service's shared work under
+    load) and get the answers each would get alone. Each answer with more asks waiting is spooled and replied to at
+    once; the last one is written to the tables together with the spool, so every row is there afterwards."""
     from pathrag_pipeline.query import query_log, service as service_module
     from pathrag_pipeline.query.engine import PathRAG
 
@@ -206,10 +207,11 @@ def test_waiting_offline_asks_are_answered_together_with_one_read_connection_and
     real_open = Store._open
     monkeypatch.setattr(Store, "_open", lambda self, read_only, *a, **k: opened.append(read_only) or
                         real_open(self, read_only, *a, **k))
-    writes: list[int] = []
-    real_write = query_log.write_results
-    monkeypatch.setattr(query_log, "write_results", lambda store, results: writes.append(len(results)) or
-                        real_write(store, results))
+    logged: list[tuple[str, int]] = []
+    for name in ("write_results", "spool_results"):
+        real = getattr(query_log, name)
+        monkeypatch.setattr(query_log, name, lambda store, results, name=name, real=real:
+                            logged.append((name, len(results))) or real(store, results))
     futures = [svc.submit(q, "path", {}) for q in questions]   # queued before any worker runs: one batch
     svc.start()
     try:
@@ -217,8 +219,19 @@ def test_waiting_offline_asks_are_answered_together_with_one_read_connection_and
     finally:
         svc.stop()
     assert opened.count(True) == 1
-    assert writes == [len(questions)]
+    assert logged == [("spool_results", 1), ("spool_results", 1), ("write_results", 1)]
     for one, batch in zip(alone, served):
         assert (batch.answer, [p.text for p in batch.paths], batch.chunk_ids) == \
             (one.answer, [p.text for p in one.paths], one.chunk_ids)
     assert {r.query_id for r in served} <= logged_ids(settings)
+    assert query_log.spooled(Store(settings.duckdb_path)) == 0
+
+
+def test_an_http_ask_without_options_gets_what_pathrag_ask_gives(settings, service):
+    """Programs that POST a bare question get `pathrag ask`'s defaults (the CLI sends every option explicitly)."""
+    info, _ = service
+    bare = call(info, "/ask", {"question": QUESTION})
+    code, cli, err = ask(QUESTION)
+    assert code == 0, err
+    for key in ("params", "answer", "paths", "chunk_ids", "keywords"):
+        assert bare[key] == cli[key], key

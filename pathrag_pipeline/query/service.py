@@ -15,11 +15,14 @@ else. Nothing of a request is logged but its query id, mode and time.
 Work: handler threads queue requests; ``workers`` threads take them. Offline (one worker: queries are CPU-bound
 and share one interpreter) the worker takes every request waiting, up to ``BATCH``, and answers them together:
 one read-only DuckDB connection and one opening of each vector table for the batch (``PathRAG.shared_reads``:
-alone, an ask spends about half its service CPU opening them), then one short transaction logs the batch's
-answers (``write_results``: the DuckDB file is never held between batches, and rows that find it held by an index
-run go to the query spool). With an LLM there are ``PATHRAG_LLM_MAX_CONCURRENCY`` workers, each answering one ask
-at a time (its reads are closed while the model thinks) and logging it. Replies are sent once their rows are
-logged, so ``pathrag sql`` right after an ask sees them.
+alone, an ask spends about half its service CPU opening them). While more asks wait, an answer's log rows go to
+the query spool (``spool_results``: a file, no DuckDB transaction) and the ask is replied to at once; the last
+answer before the queue empties is written to the tables with the spool in one short transaction
+(``write_results``: the DuckDB file is never held between batches, and rows that find it held by an index run
+stay in the spool). With an LLM there are ``PATHRAG_LLM_MAX_CONCURRENCY`` workers, each answering one ask at a
+time (its reads are closed while the model thinks) and writing its rows. Replies are sent once their rows are in
+the tables or the spool, and `pathrag sql` and `pathrag status` merge the spool before they read, so they see
+every answered ask right after its reply.
 """
 
 from __future__ import annotations
@@ -141,30 +144,39 @@ class QueryService:
                 return
 
     def _answer(self, batch: list[_Request]) -> None:
-        """Answer ``batch``, then log its answers in one short transaction and reply to each."""
-        done: list[tuple[_Request, Any]] = []
+        """Answer ``batch`` (offline, on shared reads) and reply to each ask once its log rows are safe: an answer
+        with more asks waiting after it (in the batch or the queue) goes to the query spool and is replied to at
+        once, so no ask waits for the rest of its batch; the last one, when nothing waits, is written to the tables
+        with the spool (one short transaction) before its reply."""
+        last: tuple[_Request, Any] | None = None
         shared = self.rag.shared_reads() if self.rag.llm is None else contextlib.nullcontext()
         try:
             with shared:
-                for req in batch:
+                for i, req in enumerate(batch):
                     try:
-                        done.append((req, self.rag.query(req.question, req.mode, **req.options)))
+                        result = self.rag.query(req.question, req.mode, **req.options)
                     except BaseException as exc:  # noqa: BLE001 - one bad request never stops the others
                         req.future.set_exception(exc)
+                        continue
+                    if self.rag.llm is None and (i < len(batch) - 1 or not self._queue.empty()):
+                        self._flush([(req, result)], spool=True)
+                    else:
+                        last = (req, result)
         except BaseException as exc:  # noqa: BLE001 - the shared reads could not be opened (the file held too
             # long by a writer): every ask not yet answered gets that error, as it would alone
             for req in batch:
-                if not req.future.done() and all(req is not r for r, _ in done):
+                if not req.future.done() and (last is None or req is not last[0]):
                     req.future.set_exception(exc)
-        self._flush(done)
+        if last is not None:
+            self._flush([last])
 
-    def _flush(self, done: list[tuple[_Request, Any]]) -> None:
-        from pathrag_pipeline.query.query_log import write_results
+    def _flush(self, done: list[tuple[_Request, Any]], spool: bool = False) -> None:
+        from pathrag_pipeline.query.query_log import spool_results, write_results
 
         if not done:
             return
         try:
-            how = write_results(self.rag.store, [r for _, r in done])
+            how = (spool_results if spool else write_results)(self.rag.store, [r for _, r in done])
         except Exception as exc:  # noqa: BLE001 - the answers stand; say why they are not logged
             how = f"not logged ({type(exc).__name__}: {exc})"
         for req, result in done:
