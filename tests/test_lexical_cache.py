@@ -51,3 +51,28 @@ def test_a_store_without_the_token_falls_back_to_hashing_the_chunks(tmp_path):
         con.execute("DELETE FROM pathrag_meta WHERE key = ?", [CHUNKS_VERSION_META])
         con.execute("UPDATE chunks SET text = 'The Varne rises near Harrow Fell.', content_hash = 'changed'")
     assert [key for key, _ in lexical.chunk_index(store).search("Harrow", 5)]
+
+
+def test_one_read_block_checks_the_chunks_version_once_and_the_next_block_sees_changes(tmp_path, monkeypatch):
+    """Queries sharing a read block (the query service's batches) read the version token once; the file's read lock
+    keeps writers out meanwhile, and a change made after the block is seen by the next one."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("The Lode rises near Westry and flows to Saltmouth.\n", encoding="utf-8")
+    settings = Settings(home=tmp_path / "home", docs=docs)
+    store = Store.for_settings(settings)
+    lexical.clear_cache()
+    sync_folder(settings, store)
+    reads: list[int] = []
+    real = lexical._chunk_index
+    monkeypatch.setattr(lexical, "_chunk_index", lambda s: reads.append(1) or real(s))
+    with store.reading():
+        first = lexical.chunk_index(store)
+        assert lexical.chunk_index(store) is first and lexical.chunk_index(store) is first
+    assert len(reads) == 1
+    assert store.read_memo() is None                                  # outside a block: nothing is kept
+    (docs / "a.txt").write_text("The Tamsin rises near Marrowby.\n", encoding="utf-8")
+    sync_folder(settings, store)
+    with store.reading():
+        assert [key for key, _ in lexical.chunk_index(store).search("Marrowby", 5)]
+    assert len(reads) == 2

@@ -108,7 +108,18 @@ def chunk_index(store) -> BM25Index:
     """BM25 over every chunk of ``store`` (a ``storage.store.Store``), cached while the chunks are unchanged.
 
     Validity is the ``chunks_version`` token ingest writes whenever chunks or titles change (one row read);
-    a store without one (written by older code or by hand) falls back to hashing every chunk row."""
+    a store without one (written by older code or by hand) falls back to hashing every chunk row. Queries sharing
+    one read block (``Store.reading``: the query service's batches) check the version once."""
+    memo = store.read_memo()
+    if memo is not None and "chunk_index" in memo:
+        return memo["chunk_index"]
+    index = _chunk_index(store)
+    if memo is not None:
+        memo["chunk_index"] = index
+    return index
+
+
+def _chunk_index(store) -> BM25Index:
     with store.connect(read_only=True) as con:
         token = con.execute("SELECT value FROM pathrag_meta WHERE key = ?", [CHUNKS_VERSION_META]).fetchone()
         if token is not None:

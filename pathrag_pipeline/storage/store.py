@@ -713,12 +713,20 @@ class Store:
             )
         with _mode_lock(self.path).shared():
             con = self._open(True, {"memory_limit": self.memory_limit, "temp_directory": str(self.temp_directory)})
-            self._reading.con = con
+            self._reading.con, self._reading.memo = con, {}
             try:
                 yield
             finally:
-                self._reading.con = None
+                self._reading.con = self._reading.memo = None
                 con.close()
+
+    def read_memo(self) -> dict | None:
+        """Inside ``reading()``, a dict this thread's readers may keep what they read from the file in (the graph
+        snapshot, the lexical index: what a version check would only confirm), valid until the block ends: while
+        it is open this process holds the file's read lock, so no writer can change a row. None outside a block."""
+        if getattr(self._reading, "con", None) is None:
+            return None
+        return self._reading.memo
 
     def _open(self, read_only: bool, config: dict | None = None, wait: bool = True) -> duckdb.DuckDBPyConnection:
         started = time.monotonic()
