@@ -93,3 +93,19 @@ def test_streamed_windows_equal_the_list_based_definition():
         got = [(c.char_start, c.char_end, c.token_count)
                for c in chunk_text("d", text, max_tokens=max_tokens, overlap=overlap)]
         assert got == reference(text, max_tokens, overlap), (text, max_tokens, overlap)
+
+
+def test_truncate_to_tokens_equals_cutting_after_the_nth_token_span():
+    """Its shortcut for texts that fit (length or count within the cap) gives what walking the spans gives."""
+    import random
+
+    rng = random.Random(7)
+    pieces = ["a", "word", " Aldermere", "Universitätsbibliothek", "12345", "!!", "  ", "\n", "don't", "é", "x" * 25]
+    for _ in range(500):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        spans = list(token_spans(text))
+        for cap in (1, 2, 5, len(spans) - 1, len(spans), len(spans) + 1):
+            if cap <= 0:
+                continue
+            expected = text[:spans[cap - 1][1]] if cap <= len(spans) else text
+            assert truncate_to_tokens(text, cap) == expected, (text, cap)

@@ -50,6 +50,10 @@ def truncate_to_tokens(text: str, max_tokens: int) -> str:
     """The longest prefix of ``text`` with at most ``max_tokens`` tokens."""
     if max_tokens <= 0:
         return ""
+    # most texts fit (a query clips about a hundred descriptions): every token is at least one character, and
+    # ``count_tokens`` counts without a Python step per token
+    if len(text) <= max_tokens or count_tokens(text) <= max_tokens:
+        return text
     end = 0
     for i, (_, stop) in enumerate(token_spans(text)):
         if i >= max_tokens:
