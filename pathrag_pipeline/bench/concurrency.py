@@ -148,12 +148,15 @@ def _indexing_wave(questions: list[str], ask: Asker, env: dict[str, str], docs: 
                    single_p50: float) -> dict[str, Any]:
     stop = threading.Event()
     index_runs: list[int] = []
+    index_errors: list[str] = []
 
     def indexing() -> None:
         while not stop.is_set():
             proc = subprocess.run([sys.executable, "-m", "pathrag_pipeline.cli", "index", str(docs),
                                    "--triples", str(triples)], env=env, capture_output=True, text=True)
             index_runs.append(proc.returncode)
+            if proc.returncode:
+                index_errors.extend(proc.stderr.strip().splitlines()[-1:])
 
     writer = threading.Thread(target=indexing)
     writer.start()
@@ -164,7 +167,7 @@ def _indexing_wave(questions: list[str], ask: Asker, env: dict[str, str], docs: 
         stop.set()
         writer.join()
     return {**_summary(rows, single_p50), "index_runs": len(index_runs),
-            "index_runs_failed": sum(rc != 0 for rc in index_runs)}
+            "index_runs_failed": sum(rc != 0 for rc in index_runs), "index_errors": index_errors[:3]}
 
 
 def _measure(questions: list[str], single: int, ask: Asker, env: dict[str, str], docs: Path, triples: Path,
@@ -283,6 +286,8 @@ def markdown_section(r: dict[str, Any]) -> str:
     alone, svc, http = r["standalone"], r["service"], r["http"]
     runs = sum(r[c]["waves"]["indexing"]["index_runs"] for c, _ in CONFIGS)
     failed_runs = sum(r[c]["waves"]["indexing"]["index_runs_failed"] for c, _ in CONFIGS)
+    errors = [(label, e) for c, label in CONFIGS for e in r[c]["waves"]["indexing"].get("index_errors", [])]
+    failed_why = "".join(f"; during {label}: {e}" for label, e in errors[:2])
     per_ask = lambda c: c["client_cpu_s"] + c["service_cpu_s"]  # noqa: E731
     half = r["asks"] / 2
     return "\n\n".join([
@@ -290,7 +295,7 @@ def markdown_section(r: dict[str, Any]) -> str:
         f"Reproduce: `pathrag bench concurrency --asks {r['asks']} --update-docs docs/benchmarks.md`",
         f"{r['asks']} asks started at once on the {r['dataset']} index (corpus and triples, offline defaults), first "
         "on an idle home, then while `pathrag index --triples` rewrote the graph over and over "
-        f"({runs} index runs during the three such waves, {failed_runs} failed), in three configurations: "
+        f"({runs} index runs during the three such waves, {failed_runs} failed{failed_why}), in three configurations: "
         "`pathrag ask QUESTION --json` processes answering standalone (each loads the engine in its own process); "
         "the same processes with `pathrag serve` running for the home (each hands its question to the query "
         "service); and `POST /ask` requests to that service from threads of one program (no process per ask). The "
@@ -316,7 +321,9 @@ def markdown_section(r: dict[str, Any]) -> str:
         f"start-up: a single ask is the service's own work ({http['single_p50_s']} s wall, "
         f"{http['service_cpu_s']:.3f} CPU s in the service), and the median ask waits for the batches before its "
         f"own, {half:.0f} asks' worth; answered one by one that would be {half:.0f}x a single ask, and the shared "
-        "reads and spooled log rows of a batch are what bring it under. The service answered "
+        "reads and spooled log rows of a batch (what a lone ask pays for alone: opening DuckDB and the vector tables, "
+        f"a transaction) bring it to {http['waves']['idle']['ratio_to_single']}x idle and "
+        f"{http['waves']['indexing']['ratio_to_single']}x while an index run writes. The service answered "
         f"{r.get('service_answered', 0)} of the {2 * (r['single'] + 2 * r['asks'])} served asks.",
         f"Queries logged afterwards: {r['queries_logged']} of {r['queries_expected']} asked (rows that went to the "
         "query spool are merged by the next process that gets the database: the service when idle, `pathrag sql`, "
