@@ -13,14 +13,20 @@ def _token(store: Store) -> str | None:
         return get_meta(con, CHUNKS_VERSION_META)
 
 
-def test_ingest_changes_the_token_and_the_cached_index_follows(tmp_path):
+def _indexed(tmp_path, text: str):
+    """A home holding one document ``a.txt`` with ``text``, its chunk index cache cleared."""
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "a.txt").write_text("The Lode rises near Westry and flows to Saltmouth.\n", encoding="utf-8")
+    (docs / "a.txt").write_text(text, encoding="utf-8")
     settings = Settings(home=tmp_path / "home", docs=docs)
     store = Store.for_settings(settings)
     lexical.clear_cache()
     sync_folder(settings, store)
+    return docs, settings, store
+
+
+def test_ingest_changes_the_token_and_the_cached_index_follows(tmp_path):
+    docs, settings, store = _indexed(tmp_path, "The Lode rises near Westry and flows to Saltmouth.\n")
     first_token = _token(store)
     assert first_token
     index = lexical.chunk_index(store)
@@ -40,13 +46,7 @@ def test_ingest_changes_the_token_and_the_cached_index_follows(tmp_path):
 
 
 def test_a_store_without_the_token_falls_back_to_hashing_the_chunks(tmp_path):
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.txt").write_text("The Lode rises near Westry.\n", encoding="utf-8")
-    settings = Settings(home=tmp_path / "home", docs=docs)
-    store = Store.for_settings(settings)
-    lexical.clear_cache()
-    sync_folder(settings, store)
+    _, settings, store = _indexed(tmp_path, "The Lode rises near Westry.\n")
     with store.connect() as con, transaction(con):
         con.execute("DELETE FROM pathrag_meta WHERE key = ?", [CHUNKS_VERSION_META])
         con.execute("UPDATE chunks SET text = 'The Varne rises near Harrow Fell.', content_hash = 'changed'")
@@ -56,13 +56,7 @@ def test_a_store_without_the_token_falls_back_to_hashing_the_chunks(tmp_path):
 def test_one_read_block_checks_the_chunks_version_once_and_the_next_block_sees_changes(tmp_path, monkeypatch):
     """Queries sharing a read block (the query service's batches) read the version token once; the file's read lock
     keeps writers out meanwhile, and a change made after the block is seen by the next one."""
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.txt").write_text("The Lode rises near Westry and flows to Saltmouth.\n", encoding="utf-8")
-    settings = Settings(home=tmp_path / "home", docs=docs)
-    store = Store.for_settings(settings)
-    lexical.clear_cache()
-    sync_folder(settings, store)
+    docs, settings, store = _indexed(tmp_path, "The Lode rises near Westry and flows to Saltmouth.\n")
     reads: list[int] = []
     real = lexical._chunk_index
     monkeypatch.setattr(lexical, "_chunk_index", lambda s: reads.append(1) or real(s))
