@@ -235,3 +235,16 @@ def test_an_http_ask_without_options_gets_what_pathrag_ask_gives(settings, servi
     assert code == 0, err
     for key in ("params", "answer", "paths", "chunk_ids", "keywords"):
         assert bare[key] == cli[key], key
+
+
+def test_shared_reads_refuse_an_engine_that_logs_its_own_queries(settings):
+    """Logging writes the file a shared read block holds open: only a record=False engine (the service's) may share."""
+    from pathrag_pipeline.query.engine import PathRAG
+
+    with pytest.raises(ValueError, match="record=False"):
+        with PathRAG(Settings.from_env()).shared_reads():
+            pass
+    rag = PathRAG(Settings.from_env(), record=False)
+    with rag.shared_reads():
+        assert rag.store.read_memo() == {}
+    assert rag.store.read_memo() is None

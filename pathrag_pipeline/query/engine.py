@@ -316,7 +316,11 @@ class PathRAG:
         The block holds the DuckDB file's read lock, so an index run waits for its end: keep it to a few queries
         and never hold it across an LLM call (``_run`` closes its reads before the answer for that reason; inside
         this block they stay open). A home without an index yields without sharing, so each query reports that
-        in its own words."""
+        in its own words. Only for an engine made with ``record=False`` (its caller logs the results): logging
+        writes the DuckDB file, which this block holds open for reading."""
+        if self.record:
+            raise ValueError("shared_reads() needs PathRAG(..., record=False): a query that logs its own rows "
+                             "writes the database this block holds open for reading")
         with contextlib.ExitStack() as stack:
             try:
                 stack.enter_context(self.store.reading())

@@ -52,7 +52,7 @@ from pathrag_pipeline.query.service_client import (
 )
 
 Log = Callable[[str], None]
-BATCH = 8   # offline asks answered together (shared reads, one log write) when that many wait
+BATCH = 8   # offline asks answered together on shared reads when that many wait
 
 
 class ServiceStartError(RuntimeError):
@@ -128,8 +128,8 @@ class QueryService:
                 return
             batch, stop = [req], False
             # offline, the asks already waiting are answered together: one DuckDB connection and one opening of
-            # each vector table for all of them, and one log write (``PathRAG.shared_reads``). With an LLM each
-            # worker answers one ask at a time (its reads must not stay open while the model thinks)
+            # each vector table for all of them (``PathRAG.shared_reads``). With an LLM each worker answers one ask
+            # at a time (its reads must not stay open while the model thinks)
             while self.rag.llm is None and len(batch) < BATCH:
                 try:
                     nxt = self._queue.get_nowait()
