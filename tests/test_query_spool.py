@@ -112,7 +112,27 @@ def test_spool_files_that_are_not_spool_rows_are_set_aside_and_never_block_the_o
     (folder / "0-shape.json").write_text('{"queries": "not a list"}')
     (folder / "1-columns.json").write_text('{"queries": [["q-x", "not a time", "q"]], "path_traces": [], '
                                            '"retrieved_nodes": []}')
+    (folder / "2-short.json").write_text('{"queries": [["q-y", "2026-01-01T00:00:00", "q"]], "path_traces": [], '
+                                         '"retrieved_nodes": []}')
     with store.connect() as con:
         assert merge_spool(con, folder) == 1          # the real one
-    assert sorted(p.name for p in folder.iterdir()) == ["0-shape.bad", "1-columns.bad"]
+    assert sorted(p.name for p in folder.iterdir()) == ["0-shape.bad", "1-columns.bad", "2-short.bad"]
     assert logged(settings) == QUESTIONS[:1]
+
+
+def test_spooled_files_read_together_go_in_as_one_transaction(settings, monkeypatch):
+    """The query service spools one file per answer under load; merging them must not cost a transaction each."""
+    from pathrag_pipeline.query import query_log
+
+    store = Store.for_settings(settings)
+    results = PathRAG(settings, record=False).query_many(QUESTIONS * 3)
+    for result in results:
+        query_log.spool_results(store, [result])
+    assert spooled(store) == len(results)
+    inserts: list[int] = []
+    real = query_log._insert
+    monkeypatch.setattr(query_log, "_insert", lambda con, rows: inserts.append(len(rows["queries"])) or real(con, rows))
+    with store.connect() as con:
+        assert merge_spool(con, spool_dir(store)) == len(results)
+    assert inserts == [len(results)] and spooled(store) == 0
+    assert sorted(logged(settings)) == sorted(QUESTIONS * 3)

@@ -159,13 +159,13 @@ def _load(path: Path) -> dict[str, list[list]] | None:
 
 
 def merge_spool(con, folder: Path) -> int:
-    """Move the spooled rows into the log tables, oldest first, one transaction per file, and delete each file
-    once its rows are in; returns the queries merged. A query already in ``queries`` (a merge whose file was not
-    yet deleted when its process died) is not inserted twice. A file that is not a spool file, or whose rows the
-    tables refuse, is renamed ``.bad`` and left for the user: it never blocks the others or the ask that found
-    it. At most ``MERGE_BATCH`` files are read at a time (bounded memory)."""
-    import duckdb
-
+    """Move the spooled rows into the log tables, oldest first, and delete each file once its rows are in; returns
+    the queries merged. The files read together (at most ``MERGE_BATCH``: bounded memory) go in as one transaction
+    (the query service spools an answer per file under load: one transaction each made the next idle write wait
+    about a second for 50). A query already in ``queries`` (a merge whose file was not yet deleted when its
+    process died) is not inserted twice. A file that is not a spool file, or whose rows the tables refuse, is
+    renamed ``.bad`` and left for the user: it never blocks the others or the ask that found it (when the batch's
+    transaction is refused, its files are retried one by one to find it)."""
     if not folder.is_dir():
         return 0
     now = datetime.now().timestamp()
@@ -175,31 +175,52 @@ def merge_spool(con, folder: Path) -> int:
                 tmp.unlink(missing_ok=True)
         except OSError:
             pass
-    merged = 0
+    merged, refused = 0, _refused()
     while True:
         files = sorted(folder.glob("*.json"))[:MERGE_BATCH]
         if not files:
             return merged
+        loaded = []
         for path in files:
             rows = _load(path)
             if rows is None:
                 path.replace(path.with_suffix(".bad"))
-                continue
-            ids = [row[0] for row in rows["queries"]]
-            present = {r[0] for r in con.execute(
-                "SELECT query_id FROM queries WHERE query_id IN (SELECT unnest(?))", [ids]).fetchall()} if ids else set()
-            fresh = set(ids) - present
-            try:
-                if fresh:
-                    for row in rows["queries"]:
-                        row[1] = datetime.fromisoformat(row[1]) if isinstance(row[1], str) else row[1]
-                    with transaction(con):
-                        _insert(con, {t: [row for row in rows[t] if row[0] in fresh] for t in TABLES})
-            except (duckdb.Error, ValueError, TypeError):
-                path.replace(path.with_suffix(".bad"))
-                continue
-            merged += len(fresh)
-            path.unlink(missing_ok=True)
+            else:
+                loaded.append((path, rows))
+        try:
+            merged += _merge_files(con, loaded)
+        except refused:
+            for path, rows in loaded:
+                try:
+                    merged += _merge_files(con, [(path, rows)])
+                except refused:
+                    path.replace(path.with_suffix(".bad"))
+
+
+def _refused() -> tuple[type[BaseException], ...]:
+    import duckdb
+
+    # what malformed spooled rows raise on their way in: DuckDB's errors, Arrow's (ValueError / TypeError
+    # subclasses), a row too short for its table, a time that is not one
+    return (duckdb.Error, ValueError, TypeError, IndexError, KeyError)
+
+
+def _merge_files(con, loaded: list[tuple[Path, dict[str, list[list]]]]) -> int:
+    """Insert the rows of ``loaded`` spool files not already in ``queries`` in one transaction, then delete the
+    files; the number of queries inserted."""
+    ids = [row[0] for _, rows in loaded for row in rows["queries"]]
+    present = {r[0] for r in con.execute(
+        "SELECT query_id FROM queries WHERE query_id IN (SELECT unnest(?))", [ids]).fetchall()} if ids else set()
+    fresh = set(ids) - present
+    if fresh:
+        combined = {t: [row for _, rows in loaded for row in rows[t] if row[0] in fresh] for t in TABLES}
+        for row in combined["queries"]:
+            row[1] = datetime.fromisoformat(row[1]) if isinstance(row[1], str) else row[1]
+        with transaction(con):
+            _insert(con, combined)
+    for path, _ in loaded:
+        path.unlink(missing_ok=True)
+    return len(fresh)
 
 
 def merge_spool_now(store: Store) -> int | None:
