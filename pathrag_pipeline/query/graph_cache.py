@@ -82,22 +82,22 @@ def graph_version(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def load_graph(store: Store) -> GraphSnapshot:
-    """The current graph of ``store``: the cached snapshot while its version holds, else a fresh load."""
-    memo = store.read_memo()   # queries sharing one read block (the query service's batches) check the version once
-    if memo is not None and "graph" in memo:
-        return memo["graph"]
+    """The current graph of ``store``: the cached snapshot while its version holds, else a fresh load. Queries
+    sharing one read block (``Store.reading``: the query service's batches) check the version once."""
+    return store.read_once("graph", lambda: _load_graph(store))
+
+
+def _load_graph(store: Store) -> GraphSnapshot:
     key = str(Path(store.path).resolve())
     with _lock:
         with store.connect(read_only=True) as con:
             version = graph_version(con)
             cached = _cache.get(key)
             if cached is not None and cached.version == version:
-                snapshot = cached
-            else:
-                snapshot = _cache[key] = _read_snapshot(con, version)
-    if memo is not None:
-        memo["graph"] = snapshot
-    return snapshot
+                return cached
+            snapshot = _read_snapshot(con, version)
+        _cache[key] = snapshot
+        return snapshot
 
 
 def clear_cache() -> None:

@@ -110,13 +110,7 @@ def chunk_index(store) -> BM25Index:
     Validity is the ``chunks_version`` token ingest writes whenever chunks or titles change (one row read);
     a store without one (written by older code or by hand) falls back to hashing every chunk row. Queries sharing
     one read block (``Store.reading``: the query service's batches) check the version once."""
-    memo = store.read_memo()
-    if memo is not None and "chunk_index" in memo:
-        return memo["chunk_index"]
-    index = _chunk_index(store)
-    if memo is not None:
-        memo["chunk_index"] = index
-    return index
+    return store.read_once("chunk_index", lambda: _chunk_index(store))
 
 
 def _chunk_index(store) -> BM25Index:

@@ -19,12 +19,14 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import duckdb
 
 from pathrag_pipeline.config import DEFAULT_DUCKDB_MEMORY_LIMIT, DEFAULT_SQL_MAX_TEMP
 from pathrag_pipeline.errors import PipelineError
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 
@@ -727,6 +729,16 @@ class Store:
         if getattr(self._reading, "con", None) is None:
             return None
         return self._reading.memo
+
+    def read_once(self, key: str, load: Callable[[], T]) -> T:
+        """``load()``, kept under ``key`` in ``read_memo()`` for the rest of the read block (so its queries load or
+        check it once); outside a block, ``load()`` every time."""
+        memo = self.read_memo()
+        if memo is None:
+            return load()
+        if key not in memo:
+            memo[key] = load()
+        return memo[key]
 
     def _open(self, read_only: bool, config: dict | None = None, wait: bool = True) -> duckdb.DuckDBPyConnection:
         started = time.monotonic()
