@@ -222,7 +222,10 @@ def test_a_failing_chunk_logs_one_warning_line(corpus: Corpus, openai_server: Fa
     stats = run_extraction(corpus.store, extractor)
 
     assert stats.failed == 1
-    lines = [r for r in caplog.records if r.levelno >= logging.WARNING and not r.name.startswith("instructor")]
+    # sqlalchemy: an earlier test's Dagster (SQLite) connection finalised by the garbage collector during this one
+    # logs an error from another thread (seen once in CI); it is not a line this extraction wrote
+    lines = [r for r in caplog.records if r.levelno >= logging.WARNING
+             and not r.name.startswith(("instructor", "sqlalchemy"))]
     assert len(lines) == 1 and "failed" in lines[0].getMessage()
 
 
