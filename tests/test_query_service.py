@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -202,7 +203,7 @@ def test_waiting_offline_asks_are_answered_together_on_one_read_connection_and_s
 
     questions = [QUESTION, "Where is Aldermere University?", "Who studied at Aldermere?"]
     alone = [PathRAG(Settings.from_env(), record=False).query(q, "path") for q in questions]
-    svc = service_module.QueryService(Settings.from_env())
+    svc = service_module.QueryService(Settings.from_env(), workers=1)   # one worker takes the three queued asks
     opened: list[bool] = []
     real_open = Store._open
     monkeypatch.setattr(Store, "_open", lambda self, read_only, *a, **k: opened.append(read_only) or
@@ -225,6 +226,39 @@ def test_waiting_offline_asks_are_answered_together_on_one_read_connection_and_s
             (one.answer, [p.text for p in one.paths], one.chunk_ids)
     assert {r.query_id for r in served} <= logged_ids(settings)
     assert query_log.spooled(Store(settings.duckdb_path)) == 0
+
+
+def test_offline_workers_one_per_core_answer_a_burst_as_alone_and_leave_nothing_in_the_spool(settings):
+    """Offline the service runs a worker per core (most of a query's CPU is outside the GIL). Two workers answering
+    a burst at once give the answers each ask gets alone, and once both are done every row is in the tables: a
+    worker that spooled while the other was busy, and finds the service idle after, merges the spool (checked
+    before `stop`, which would merge it too)."""
+    from pathrag_pipeline.query import query_log, service as service_module
+    from pathrag_pipeline.query.engine import PathRAG
+
+    questions = [QUESTION, "Where is Aldermere University?", "Who studied at Aldermere?"] * 4
+    alone = PathRAG(Settings.from_env(), record=False)
+    expected = [alone.query(q, "path") for q in questions]
+    assert service_module.QueryService(Settings.from_env()).workers == service_module.offline_workers()
+    svc = service_module.QueryService(Settings.from_env(), workers=2)
+    # the hardest interleaving, made certain: each worker decides to spool every answer (as when each saw the
+    # other busy), so only the last worker out, finding the service idle, can bring the rows into the tables
+    svc._idle_after_this = lambda: False
+    futures = [svc.submit(q, "path", {}) for q in questions]
+    svc.start()
+    served = [f.result(timeout=120) for f in futures]
+    deadline = time.monotonic() + 60    # the replies precede each worker's idle check: let both finish theirs
+    while svc._busy and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for t in svc._threads:          # then end the workers without stop() and its own merge
+        svc._queue.put(None)
+    for t in svc._threads:
+        t.join(timeout=60)
+    for one, got in zip(expected, served):
+        assert (got.answer, [p.text for p in got.paths], got.chunk_ids) == \
+            (one.answer, [p.text for p in one.paths], one.chunk_ids)
+    assert query_log.spooled(Store(settings.duckdb_path)) == 0
+    assert {r.query_id for r in served} <= logged_ids(settings)
 
 
 def test_an_http_ask_without_options_gets_what_pathrag_ask_gives(settings, service):

@@ -21,7 +21,7 @@ query_process_threads()
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="Port to listen on (0: any free port; the chosen one is written to the service file).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Queries answered at once (default: 1 offline, PATHRAG_LLM_MAX_CONCURRENCY with an LLM).")
+              help="Queries answered at once (default: one per core offline, PATHRAG_LLM_MAX_CONCURRENCY with an LLM).")
 def serve(host: str, port: int, workers: int | None) -> None:
     """Answer `pathrag ask` (and HTTP POST /ask) for PATHRAG_HOME from one long-lived process."""
     from pathrag_pipeline.query.service import ServiceStartError
