@@ -234,7 +234,9 @@ def run_concurrency_bench(asks: int = 50, single: int = 5, dataset: Path = MUSIQ
         result["http"] = _measure(questions, single, _http_asker(home), env, docs, triples, cores, log,
                                   "service over HTTP", server_pid=server.pid)
         info = live_service(home)
-        result["service_answered"] = call(info, "/health")["answered"] if info else 0
+        health = call(info, "/health") if info else {}
+        result["service_answered"] = health.get("answered", 0)
+        result["service_workers"] = health.get("workers", 0)
     finally:
         server.terminate()
         server.wait(timeout=60)
@@ -299,9 +301,10 @@ def markdown_section(r: dict[str, Any]) -> str:
         "`pathrag ask QUESTION --json` processes answering standalone (each loads the engine in its own process); "
         "the same processes with `pathrag serve` running for the home (each hands its question to the query "
         "service); and `POST /ask` requests to that service from threads of one program (no process per ask). The "
-        "service keeps the engine and the graph loaded, answers the asks waiting together, up to 8, on one DuckDB "
-        "connection and one opening of each vector table, and logs a batch to the query spool while more asks wait, "
-        "to the tables when none does. Wall seconds from the common start to each ask's end; the reference "
+        f"service keeps the engine and the graph loaded and runs {r.get('service_workers', 0)} worker threads (one "
+        "per core); each answers the asks waiting together, up to 8, on one DuckDB connection and one opening of "
+        "each vector table, and logs a batch to the query spool while more asks wait, to the tables when none does. "
+        "Wall seconds from the common start to each ask's end; the reference "
         f"(\"single\") is the median of {r['single']} asks run one at a time in the same configuration, process "
         "start-up included. \"waited\": asks that printed a wait notice (for DuckDB's file lock).",
         md_table(["configuration", "wave", "asks", "p50 s", "p90 s", "max s", "single s", "p50 / single",
@@ -320,9 +323,11 @@ def markdown_section(r: dict[str, Any]) -> str:
         f"({r['asks'] / (2 * r['cores']):.1f}x here) once it is most of a single ask's time. Over HTTP there is no "
         f"start-up: a single ask is the service's own work ({http['single_p50_s']} s wall, "
         f"{http['service_cpu_s']:.3f} CPU s in the service), and the median ask waits for the batches before its "
-        f"own, {half:.0f} asks' worth; answered one by one that would be {half:.0f}x a single ask, and the shared "
-        "reads and spooled log rows of a batch (what a lone ask pays for alone: opening DuckDB and the vector tables, "
-        f"a transaction) bring it to {http['waves']['idle']['ratio_to_single']}x idle and "
+        f"own, {half:.0f} asks' worth; answered one by one on one core that would be {half:.0f}x a single ask. The "
+        "shared reads and spooled log rows of a batch (what a lone ask pays for alone: opening DuckDB and the vector "
+        "tables, a transaction) and a worker per core (most of a query's CPU is in DuckDB, LanceDB and numpy, "
+        "outside Python's lock, so two threads use two cores) bring it to "
+        f"{http['waves']['idle']['ratio_to_single']}x idle and "
         f"{http['waves']['indexing']['ratio_to_single']}x while an index run writes. The service answered "
         f"{r.get('service_answered', 0)} of the {2 * (r['single'] + 2 * r['asks'])} served asks.",
         f"Queries logged afterwards: {r['queries_logged']} of {r['queries_expected']} asked (rows that went to the "
