@@ -426,7 +426,40 @@ def test_a_graph_merged_under_older_name_key_rules_is_merged_again_in_full(tmp_p
     assert sorted(docs) == ["travel.txt", "turkey.txt"]             # one entity for both spellings
     stale = corpus.query("SELECT count(*) FROM relations WHERE src_key = 'i stanbul' OR tgt_key = 'i stanbul'")
     assert stale[0][0] == 0
-    assert corpus.query("SELECT value FROM pathrag_meta WHERE key = 'name_key_version'")[0][0] == NAME_KEY_VERSION
+    assert corpus.query("SELECT value FROM pathrag_meta WHERE key = 'name_key_version'")[0][0] == \
+        extraction_stage.graph_rules()
+    assert extraction_stage.graph_rules().startswith(NAME_KEY_VERSION + "/")
+    assert run_extraction(corpus.store, OfflineExtractor()).merge is None   # once only
+
+
+def test_a_new_provenance_cap_is_pending_work_and_merges_the_graph_again(tmp_path, monkeypatch) -> None:
+    """The provenance cap is one of the merge rules: a graph merged under another cap (or before it existed) is
+    reported as work by the pending-work check and merged again in full by the next run, without extracting."""
+    from pathrag_pipeline.index import extraction_stage, graph_merge
+    from pathrag_pipeline.storage.store import get_meta
+
+    corpus = Corpus(tmp_path)
+    for i in range(4):
+        corpus.write(f"doc{i}.txt", f"Ada Halden surveyed Port Aster in the year {1900 + i}. Port Aster grew.")
+    corpus.sync()
+    run_extraction(corpus.store, OfflineExtractor())
+    lists = lambda: dict(corpus.query("SELECT entity_key, source_chunk_ids FROM entities"))  # noqa: E731
+    assert len(lists()["ada halden"]) == 4
+    with corpus.store.connect(read_only=True) as con:
+        assert extraction_stage.extraction_backlog(con, OfflineExtractor().identity).empty
+
+    monkeypatch.setattr(graph_merge, "MAX_SOURCE_IDS", 2)
+    with corpus.store.connect(read_only=True) as con:
+        backlog = extraction_stage.extraction_backlog(con, OfflineExtractor().identity)
+        assert backlog.rules_stale and not backlog.empty and backlog.pending == 0
+    stats = run_extraction(corpus.store, OfflineExtractor())
+    assert stats.pending == 0 and stats.merge is not None
+    kept = lists()
+    assert kept["ada halden"] == sorted(kept["ada halden"]) and len(kept["ada halden"]) == 2
+    assert max(len(v) for v in kept.values()) <= 2
+    with corpus.store.connect(read_only=True) as con:
+        assert get_meta(con, extraction_stage.NAME_KEYS_META) == extraction_stage.graph_rules()
+        assert extraction_stage.extraction_backlog(con, OfflineExtractor().identity).empty
     assert run_extraction(corpus.store, OfflineExtractor()).merge is None   # once only
 
 

@@ -7,7 +7,7 @@ import pytest
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
 from pathrag_pipeline.index.extraction_records import ExtractionRecord, cached_extraction, delete_records, write_records
 from pathrag_pipeline.index.graph_merge import (
-    apply_chunk_changes, keys_for_chunks, merge_keys, merge_keywords, merge_sentences, relation_key,
+    MAX_SOURCE_IDS, apply_chunk_changes, keys_for_chunks, merge_keys, merge_keywords, merge_sentences, relation_key,
 )
 from pathrag_pipeline.storage.store import init_schema
 from pathrag_pipeline.text.tokenizer import count_tokens
@@ -103,6 +103,24 @@ def test_type_vote_ignores_endpoint_filler_and_breaks_ties_alphabetically(con):
     merge_keys(con, None, None)
     assert entity(con, "x")["type"] == "person"
     assert entity(con, "y")["type"] == "location"
+
+
+def test_provenance_lists_keep_the_smallest_chunk_ids_and_their_documents(con):
+    """A key in more chunks than the cap keeps its ``max_source_ids`` smallest chunk ids and the documents of
+    those; its mention count still counts every mention; 0 keeps every id (the papers' lists)."""
+    spots = [("c5", "d1"), ("c1", "d3"), ("c4", "d2"), ("c2", "d3"), ("c3", "d9")]
+    write_records(con, [rec(c, d, [{"name": "Ada Halden", "type": "person", "description": "A surveyor."}],
+                            [{"source": "Ada Halden", "target": "Port Aster", "strength": 1}]) for c, d in spots])
+    merge_keys(con, None, None, max_source_ids=2)
+    ada = entity(con, "ada halden")
+    assert (ada["source_chunk_ids"], ada["document_ids"], ada["mention_count"]) == (["c1", "c2"], ["d3"], 5)
+    rel = relation(con, "ada halden<|>port aster")
+    assert (rel["source_chunk_ids"], rel["document_ids"], rel["mention_count"]) == (["c1", "c2"], ["d3"], 5)
+    merge_keys(con, None, None, max_source_ids=0)
+    ada = entity(con, "ada halden")
+    assert (ada["source_chunk_ids"], ada["document_ids"]) == (["c1", "c2", "c3", "c4", "c5"], ["d1", "d2", "d3", "d9"])
+    with pytest.raises(ValueError, match="max_source_ids"):
+        merge_keys(con, None, None, max_source_ids=-1)
 
 
 def test_merge_helpers():
@@ -259,9 +277,10 @@ def random_record(rng, chunk_id, doc):
     return rec(chunk_id, doc, entities, relations, status)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_incremental_equals_full_rebuild(seed):
-    """After any sequence of record changes merged incrementally, the tables equal a from-scratch rebuild."""
+@pytest.mark.parametrize("seed,cap", [(1, MAX_SOURCE_IDS), (2, MAX_SOURCE_IDS), (3, 2)])
+def test_incremental_equals_full_rebuild(seed, cap):
+    """After any sequence of record changes merged incrementally, the tables equal a from-scratch rebuild; also
+    with the provenance lists capped (``cap`` 2: most keys of this history have more chunks than that)."""
     rng = random.Random(seed)
     live = duckdb.connect()
     init_schema(live)
@@ -273,22 +292,23 @@ def test_incremental_equals_full_rebuild(seed):
         if op < 0.45 or not chunks:
             cid, doc = f"c{rng.randrange(30)}", f"d{rng.randrange(6)}"
             chunks[cid] = doc
-            apply_chunk_changes(live, [], [random_record(rng, cid, doc)], summarise, max_description_tokens=4)
+            apply_chunk_changes(live, [], [random_record(rng, cid, doc)], summarise, max_description_tokens=4,
+                                max_source_ids=cap)
         elif op < 0.7:
             cid = rng.choice(sorted(chunks))
             chunks.pop(cid)
-            apply_chunk_changes(live, [cid], [], summarise, max_description_tokens=4)
+            apply_chunk_changes(live, [cid], [], summarise, max_description_tokens=4, max_source_ids=cap)
         elif op < 0.85:
             doc = rng.choice(sorted(set(chunks.values())))
             gone = [c for c, d in chunks.items() if d == doc]
             for c in gone:
                 chunks.pop(c)
-            apply_chunk_changes(live, gone, [], summarise, max_description_tokens=4)
+            apply_chunk_changes(live, gone, [], summarise, max_description_tokens=4, max_source_ids=cap)
         else:  # replace several chunks at once, one of them moving to another document
             cids = rng.sample(sorted(chunks), min(3, len(chunks)))
             new = [random_record(rng, c, f"d{rng.randrange(6)}") for c in cids]
             chunks.update({r.chunk_id: r.document_id for r in new})
-            apply_chunk_changes(live, [], new, summarise, max_description_tokens=4)
+            apply_chunk_changes(live, [], new, summarise, max_description_tokens=4, max_source_ids=cap)
         assert orphans(live) == 0
         fresh = duckdb.connect()
         init_schema(fresh)
@@ -298,7 +318,7 @@ def test_incremental_equals_full_rebuild(seed):
         if summaries:
             fresh.executemany("INSERT INTO description_summaries VALUES (?, ?, ?, ?)", summaries)
         calls = len(summarise.calls)
-        merge_keys(fresh, None, None, summarise=summarise, max_description_tokens=4)
+        merge_keys(fresh, None, None, summarise=summarise, max_description_tokens=4, max_source_ids=cap)
         assert len(summarise.calls) == calls          # every summary the rebuild needs was already made
         assert snapshot(live) == snapshot(fresh), f"step {step}"
         for table in ("entity_names", "entity_mentions", "relation_mentions", "mention_texts"):

@@ -70,7 +70,16 @@ from pathrag_pipeline.text.names import NAME_KEY_VERSION
 GRAPH_DIRTY_META = "graph_dirty"
 """pathrag_meta key: JSON {"chunks", "entities", "relations"} of records written but not yet merged."""
 NAME_KEYS_META = "name_key_version"
-"""pathrag_meta key: the ``names.NAME_KEY_VERSION`` the graph tables were last merged under."""
+"""pathrag_meta key: the merge rules the graph tables were last merged under (``graph_rules``: the
+``names.NAME_KEY_VERSION`` and the provenance cap)."""
+
+
+def graph_rules() -> str:
+    """The rules a merged row depends on beyond its records: the name-key version and ``MAX_SOURCE_IDS``. A graph
+    merged under other rules is merged again in full (homes made before the cap hold every chunk id)."""
+    from pathrag_pipeline.index import graph_merge
+
+    return f"{NAME_KEY_VERSION}/sources:{graph_merge.MAX_SOURCE_IDS}"
 
 Progress = Callable[[int, int], None]
 EXTRACT_STAGES = ("extract", "extract-gleaning")
@@ -195,10 +204,11 @@ class ExtractionBacklog:
     stale_records: int      # records whose chunk is gone
     graph_dirty: bool       # records written but not yet merged into entities/relations (a crashed run)
     given_up: int = 0       # chunks left alone after failing MAX_FAILED_RUNS runs in a row (not work)
+    rules_stale: bool = False   # the graph was merged under other merge rules (``graph_rules``): merged again
 
     @property
     def empty(self) -> bool:
-        return not (self.pending or self.stale_records or self.graph_dirty)
+        return not (self.pending or self.stale_records or self.graph_dirty or self.rules_stale)
 
 
 def extraction_backlog(con: duckdb.DuckDBPyConnection, extractor_id: str, retry_key: str = "",
@@ -209,7 +219,7 @@ def extraction_backlog(con: duckdb.DuckDBPyConnection, extractor_id: str, retry_
     pending = con.execute(f"SELECT count(*) {_PENDING_FROM}", params).fetchone()[0]
     given_up = con.execute(f"SELECT count(*) {_JOINS} WHERE {_GIVEN_UP}", params).fetchone()[0]
     stale = con.execute(f"SELECT count(*) {_STALE_RECORDS}").fetchone()[0]
-    return ExtractionBacklog(pending, stale, any(_load_dirty(con).values()), given_up)
+    return ExtractionBacklog(pending, stale, any(_load_dirty(con).values()), given_up, graph_rules_stale(con))
 
 
 # ---- persisting ---------------------------------------------------------------------------------------
@@ -249,15 +259,21 @@ def mark_dirty(con: duckdb.DuckDBPyConnection, *, chunks: set[str] = frozenset()
     set_meta(con, GRAPH_DIRTY_META, json.dumps({k: sorted(v) for k, v in dirty.items()}))
 
 
+def graph_rules_stale(con: duckdb.DuckDBPyConnection) -> bool:
+    """The graph was merged under other rules (``graph_rules``; none stored: before they were recorded). An
+    empty graph is never stale. Reads only (``pending_work`` asks it on a read-only connection)."""
+    if get_meta(con, NAME_KEYS_META) == graph_rules():
+        return False
+    return con.execute("SELECT count(*) FROM entities").fetchone()[0] > 0
+
+
 def _name_keys_stale(con: duckdb.DuckDBPyConnection) -> bool:
-    """The graph was merged under other name-key rules (``names.NAME_KEY_VERSION``; none stored: before it was
-    recorded). An empty graph is never stale: it only records the current version."""
-    if get_meta(con, NAME_KEYS_META) == NAME_KEY_VERSION:
-        return False
-    if con.execute("SELECT count(*) FROM entities").fetchone()[0] == 0:
-        set_meta(con, NAME_KEYS_META, NAME_KEY_VERSION)
-        return False
-    return True
+    """``graph_rules_stale``; an empty graph records the current rules."""
+    if graph_rules_stale(con):
+        return True
+    if get_meta(con, NAME_KEYS_META) != graph_rules():
+        set_meta(con, NAME_KEYS_META, graph_rules())
+    return False
 
 
 def merge_dirty(con: duckdb.DuckDBPyConnection, summarise: Summarise | None = None, *,
@@ -269,14 +285,15 @@ def merge_dirty(con: duckdb.DuckDBPyConnection, summarise: Summarise | None = No
     with transaction(con):
         dirty = _load_dirty(con)
         if _name_keys_stale(con):
-            log.info("entity name keys changed since this graph was merged (rules %s): merging the whole graph "
-                     "again from its extraction records", NAME_KEY_VERSION)
+            log.info("the merge rules changed since this graph was merged (name keys and provenance cap %s, were "
+                     "%s): merging the whole graph again from its extraction records", graph_rules(),
+                     get_meta(con, NAME_KEYS_META))
             stats = merge_keys(con, None, None, summarise=summarise, max_description_tokens=max_description_tokens,
                                summary_model=summary_model)
             if isinstance(summarise, DeferredSummaries):
                 summarise.entity_keys |= {k for (k,) in con.execute("SELECT entity_key FROM entities").fetchall()}
                 summarise.relation_keys |= {k for (k,) in con.execute("SELECT relation_key FROM relations").fetchall()}
-            set_meta(con, NAME_KEYS_META, NAME_KEY_VERSION)
+            set_meta(con, NAME_KEYS_META, graph_rules())
             con.execute("DELETE FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])
             return stats
         if not any(dirty.values()):

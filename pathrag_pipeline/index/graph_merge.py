@@ -62,6 +62,17 @@ from pathrag_pipeline.text.tokenizer import count_tokens, truncate_to_tokens
 
 KEY_SEPARATOR = "<|>"
 DEFAULT_MAX_DESCRIPTION_TOKENS = 500
+MAX_SOURCE_IDS = 300
+"""Chunk ids kept in an entity's or relation's ``source_chunk_ids`` (and its ``document_ids``: the documents of
+those chunks); 0 keeps them all. LightRAG caps the same lists at 300 per entity and per relation by default
+(``DEFAULT_MAX_SOURCE_IDS_PER_ENTITY`` / ``_PER_RELATION``) and PathRAG inherits its indexing; the papers keep
+them all. Without a cap a name found all over a corpus carries every chunk id in its row: at 100 MB of generated
+text an entity held 20,271, and a one-file edit rewrote about 2.4 million ids for the 113 keys it touched (merge,
+write and DuckDB checkpoint), and every query loads them. Which ids stay is our choice, not LightRAG's: its
+``FIFO`` keeps the newest (an order of arrival), which would make the table depend on the history of the home;
+here it is the ``MAX_SOURCE_IDS`` smallest chunk ids, a pure function of the current records (equal to a
+rebuild's, issue 23) and, chunk ids being hashes, an even sample over the documents. ``mention_count`` still counts
+every mention, and ``entity_mentions`` / ``relation_mentions`` keep the complete provenance."""
 
 Summarise = Callable[[str, str, list[str]], str]
 """summarise(kind, name, descriptions) -> summary; kind is 'entity' or 'relation'."""
@@ -542,13 +553,23 @@ def _counts(con: duckdb.DuckDBPyConnection, column: str) -> dict[str, dict]:
         con, f"SELECT key, {column}, count(*) FROM _gm_bm GROUP BY ALL ORDER BY key").items()}
 
 
-def _provenance(con: duckdb.DuckDBPyConnection, extra: str = "") -> pa.Table:
-    """Per key of the batch's mentions, sorted by key: mention count, distinct chunks and documents (sorted)."""
+def _provenance(con: duckdb.DuckDBPyConnection, max_source_ids: int, extra: str = "") -> pa.Table:
+    """Per key of the batch's mentions, sorted by key: mention count, its ``max_source_ids`` smallest distinct
+    chunk ids (all of them for 0) and the distinct documents of those chunks, both sorted."""
+    kept = f"WHERE rn <= {int(max_source_ids)}" if max_source_ids > 0 else ""
     return con.sql(
-        f"""SELECT key, count(*)::INTEGER AS mention_count,
-                   list_sort(list_distinct(list(chunk_id))) AS source_chunk_ids,
-                   list_sort(list_distinct(list(document_id))) AS document_ids {extra}
-            FROM _gm_bm GROUP BY key ORDER BY key"""
+        f"""WITH chunks AS (
+                SELECT key, chunk_id, any_value(document_id) AS document_id,
+                       row_number() OVER (PARTITION BY key ORDER BY chunk_id) AS rn
+                FROM _gm_bm GROUP BY key, chunk_id
+            ), sources AS (
+                SELECT key, list(chunk_id ORDER BY chunk_id) AS source_chunk_ids,
+                       list_sort(list_distinct(list(document_id))) AS document_ids
+                FROM chunks {kept} GROUP BY key
+            )
+            SELECT m.*, s.source_chunk_ids, s.document_ids
+            FROM (SELECT key, count(*)::INTEGER AS mention_count {extra} FROM _gm_bm GROUP BY key) m
+            JOIN sources s USING (key) ORDER BY m.key"""
     ).to_arrow_table()
 
 
@@ -586,8 +607,8 @@ def _described(base: pa.Table, description: list[str], **between: pa.Array) -> d
             "document_ids": base.column("document_ids")}
 
 
-def _entity_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions) -> pa.Table:
-    base = _provenance(con)
+def _entity_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions, max_source_ids: int) -> pa.Table:
+    base = _provenance(con, max_source_ids)
     keys = base.column("key").to_pylist()
     names, types = _counts(con, "name"), _counts(con, "type")
     ranked = _ranked_parts(con, ENTITY_DESCRIPTION, descriptions.max_tokens + 1)
@@ -606,14 +627,14 @@ def _entity_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions) ->
     })
 
 
-def _merge_entities(con, full: bool, descriptions: _Descriptions) -> tuple[int, int, int, set[str]]:
+def _merge_entities(con, full: bool, descriptions: _Descriptions, max_source_ids: int) -> tuple[int, int, int, set[str]]:
     return _merge_batched(con, full, descriptions, mentions="_gm_em", key="key", scope="_gm_scope_e",
                           table="entities", table_key="entity_key",
-                          to_rows=lambda: _entity_rows(con, descriptions))
+                          to_rows=lambda: _entity_rows(con, descriptions, max_source_ids))
 
 
-def _relation_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions) -> pa.Table:
-    base = _provenance(con, ", any_value(src_key) AS src_key, any_value(tgt_key) AS tgt_key, list(strength) AS strengths")
+def _relation_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions, max_source_ids: int) -> pa.Table:
+    base = _provenance(con, max_source_ids, ", any_value(src_key) AS src_key, any_value(tgt_key) AS tgt_key, list(strength) AS strengths")
     keys = base.column("key").to_pylist()
     strengths = base.column("strengths").to_pylist()
     src_names, tgt_names = _counts(con, "src_name"), _counts(con, "tgt_name")
@@ -635,16 +656,17 @@ def _relation_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions) 
     })
 
 
-def _merge_relations(con, full: bool, descriptions: _Descriptions) -> tuple[int, int, int, set[str]]:
+def _merge_relations(con, full: bool, descriptions: _Descriptions,
+                     max_source_ids: int) -> tuple[int, int, int, set[str]]:
     return _merge_batched(con, full, descriptions, mentions="_gm_rm", key="relation_key", scope="_gm_scope_r",
                           table="relations", table_key="relation_key",
-                          to_rows=lambda: _relation_rows(con, descriptions))
+                          to_rows=lambda: _relation_rows(con, descriptions, max_source_ids))
 
 
 def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, relation_keys: set[str] | None, *,
                summarise: Summarise | None = None,
                max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS,
-               summary_model: str | None = None) -> MergeStats:
+               summary_model: str | None = None, max_source_ids: int | None = None) -> MergeStats:
     """Recompute these entity and relation keys from the current ok extraction records.
 
     A key still mentioned is upserted (rows whose content did not change are left alone); a key no longer
@@ -652,10 +674,16 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
     relations are recomputed too, and so is every stored relation touching an entity that disappears, so no
     relation is ever left without its endpoints. Runs in the caller's transaction, if any; wrap it in
     ``store.transaction`` for atomicity. ``summary_model`` is recorded with new summaries for inspection.
+    ``max_source_ids`` caps each row's chunk and document lists (None: ``MAX_SOURCE_IDS``; 0: the papers' full
+    lists).
 
     An incremental merge reads only the mentions of the touched keys from the mention tables
     (``mention_index``), never an extraction record, so its cost follows the touched keys, not the corpus.
     """
+    if max_source_ids is None:
+        max_source_ids = MAX_SOURCE_IDS
+    if max_source_ids < 0:
+        raise ValueError(f"max_source_ids={max_source_ids} must be 0 (keep every chunk id) or more")
     if max_description_tokens < 1:
         raise ValueError(f"max_description_tokens={max_description_tokens} must be at least 1")
     if (entity_keys is None) != (relation_keys is None):
@@ -673,7 +701,7 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
             _load_scope_mentions(con)
         stats.chunks_read, stats.mentions_read = _mentions_read(con)
         stats.entities_written, stats.entities_deleted, stats.entities_unchanged, gone = \
-            _merge_entities(con, full, descriptions)
+            _merge_entities(con, full, descriptions, max_source_ids)
         if not full and gone:
             _set_scope(con, "_gm_gone_e", gone)
             con.execute(
@@ -683,7 +711,7 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
                      AND relation_key NOT IN (SELECT key FROM _gm_scope_r)"""
             )
         stats.relations_written, stats.relations_deleted, stats.relations_unchanged, _ = \
-            _merge_relations(con, full, descriptions)
+            _merge_relations(con, full, descriptions, max_source_ids)
     stats.seconds = time.perf_counter() - started
     return stats
 
@@ -722,7 +750,8 @@ def remerge_entities(con: duckdb.DuckDBPyConnection, entity_keys: Iterable[str],
 
 def apply_chunk_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: Iterable[str],
                         upsert_records: Sequence[ExtractionRecord], summarise: Summarise | None = None, *,
-                        max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS) -> MergeStats:
+                        max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS,
+                        max_source_ids: int | None = None) -> MergeStats:
     """Delete the records of removed chunks, write new or replaced records, and merge exactly the keys
     their old and new records mention, all in one transaction."""
     removed = set(removed_chunk_ids)
@@ -734,7 +763,7 @@ def apply_chunk_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: Itera
         written = {r.chunk_id for r in upsert_records}
         after_e, after_r = keys_for_chunks(con, written)
         return merge_keys(con, before_e | after_e, before_r | after_r, summarise=summarise,
-                          max_description_tokens=max_description_tokens)
+                          max_description_tokens=max_description_tokens, max_source_ids=max_source_ids)
 
 
 def new_alias_candidates(store, *, string_threshold: float = 0.95,

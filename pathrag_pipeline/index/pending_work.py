@@ -12,7 +12,8 @@ code, called on the same tables:
 - the chunk settings: ``chunking_current`` (what ``ensure_chunking`` checks before rechunking);
 - extraction and the graph merge: ``extraction_backlog``, the counts of ``plan_extraction``'s own conditions
   (chunks without an ok record by this extractor, failed and empty ones included, since a run retries them;
-  records of vanished chunks) plus records a crashed run left unmerged (``graph_dirty``);
+  records of vanished chunks) plus records a crashed run left unmerged (``graph_dirty``) and a graph merged under
+  other merge rules (``graph_rules``: name keys, provenance cap);
 - embeddings and aliases: the run's embedding stage records a fingerprint of every row it synced to LanceDB,
   the alias table, the embedder and the alias setting (``embedding_stage.synced_state``) when it ends with
   nothing failed and no alias left to add, and deletes it before it touches LanceDB. The check recomputes the
@@ -132,6 +133,8 @@ def _pending(con: duckdb.DuckDBPyConnection, settings: Settings, folder: Path, s
         reasons.append(f"{backlog.stale_records} extraction record(s) of removed chunks")
     if backlog.graph_dirty:
         reasons.append("extraction records not yet merged into the graph")
+    if backlog.rules_stale:
+        reasons.append("the graph was merged under other merge rules (name keys or provenance cap): merging it again")
     if reasons:
         return work
     synced = stored_synced_state(con)

@@ -122,7 +122,7 @@ DDL = [
         description   VARCHAR NOT NULL,      -- distinct description sentences by frequency, or an LLM summary past the token budget
         description_tokens INTEGER NOT NULL, -- tokenizer.count_tokens(description)
         mention_count INTEGER NOT NULL,      -- entity entries in ok extraction records (+1 per chunk naming it only as a relation endpoint)
-        source_chunk_ids VARCHAR[] NOT NULL, -- sorted distinct chunk ids whose records mention it
+        source_chunk_ids VARCHAR[] NOT NULL, -- the 300 smallest (graph_merge.MAX_SOURCE_IDS; LightRAG's cap) distinct chunk ids whose records mention it, sorted; every one: entity_mentions
         document_ids  VARCHAR[] NOT NULL,    -- sorted distinct document ids of those chunks
         updated_at    TIMESTAMP NOT NULL     -- last time the row's content changed
     )
@@ -137,8 +137,8 @@ DDL = [
         description_tokens INTEGER NOT NULL,
         strength      DOUBLE NOT NULL,       -- sum of the strengths of its mentions
         mention_count INTEGER NOT NULL,      -- relation entries in ok extraction records (either direction)
-        source_chunk_ids VARCHAR[] NOT NULL,
-        document_ids  VARCHAR[] NOT NULL,
+        source_chunk_ids VARCHAR[] NOT NULL, -- like entities.source_chunk_ids (at most 300); every one: relation_mentions
+        document_ids  VARCHAR[] NOT NULL,    -- sorted distinct document ids of those chunks
         updated_at    TIMESTAMP NOT NULL
     )
     """,
