@@ -34,3 +34,13 @@ def test_small_scale_run_and_its_section(tmp_path):
     section = scale_section(result)
     assert section.startswith("## Scale") and "peak RSS MiB" in section and "failed" not in section
     assert result["growth"] is not None and result["sizes"][-1]["edit"]["chunks_extracted"] >= 1
+
+
+@pytest.mark.slow
+def test_a_kept_workdir_is_built_again_from_scratch(tmp_path):
+    """A workdir an earlier ``--keep`` run left (homes and edited corpora) must not turn the full build into a
+    re-merge of the old home: the full build extracts every chunk again."""
+    first = run_scale_bench(size_mb=0.2, files=10, parts="corpus", workdir=tmp_path, keep=True)
+    again = run_scale_bench(size_mb=0.2, files=10, parts="corpus", workdir=tmp_path, keep=True)
+    for a, b in zip(first["sizes"], again["sizes"]):
+        assert b["full"]["chunks_extracted"] == a["full"]["chunks_extracted"] > 0

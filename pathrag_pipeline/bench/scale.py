@@ -166,10 +166,14 @@ def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction:
         sizes = []
     for mb, n in sizes:
         folder = base / f"corpus-{mb:g}MB"
+        home = base / f"home-{mb:g}MB"
+        # from scratch even in a workdir an earlier --keep run left: its home (and its edited files) would turn
+        # the full build into a re-merge
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
         log(f"generating {n} files, {mb:g} MB into {folder}")
         corpus = generate_scale_corpus(folder, mb, n)
         log(f"full offline index of {corpus['bytes'] / MB:.1f} MB in {n} files (load {_load()})")
-        home = base / f"home-{mb:g}MB"
         full = measure_index(home, folder)
         results["loads"].append(_load())
         entry = {"size_mb": round(corpus["bytes"] / MB, 2), "files": n, "full": full,
@@ -203,10 +207,12 @@ def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction:
     for name, make in () if parts == "corpus" else (("big_txt", lambda f: generate_big_txt(f / "chronicle.txt", big_txt_mb)),
                        ("big_jsonl", lambda f: generate_big_jsonl(f / "records.jsonl", jsonl_lines))):
         folder = base / name
-        folder.mkdir(exist_ok=True)
+        home = base / f"home-{name}"
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
         size = make(folder)
         log(f"{name}: one file of {size / MB:.1f} MB (load {_load()})")
-        home = base / f"home-{name}"
         result = measure_index(home, folder)
         results[name] = {"file_mb": round(size / MB, 2), "jsonl_lines": jsonl_lines if name == "big_jsonl" else None,
                          "full": result, "throughput": _throughput(result, size)}

@@ -627,14 +627,16 @@ def _entity_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions, ma
     })
 
 
-def _merge_entities(con, full: bool, descriptions: _Descriptions, max_source_ids: int) -> tuple[int, int, int, set[str]]:
+def _merge_entities(con, full: bool, descriptions: _Descriptions,
+                    max_source_ids: int) -> tuple[int, int, int, set[str]]:
     return _merge_batched(con, full, descriptions, mentions="_gm_em", key="key", scope="_gm_scope_e",
                           table="entities", table_key="entity_key",
                           to_rows=lambda: _entity_rows(con, descriptions, max_source_ids))
 
 
 def _relation_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions, max_source_ids: int) -> pa.Table:
-    base = _provenance(con, max_source_ids, ", any_value(src_key) AS src_key, any_value(tgt_key) AS tgt_key, list(strength) AS strengths")
+    base = _provenance(con, max_source_ids,
+                       ", any_value(src_key) AS src_key, any_value(tgt_key) AS tgt_key, list(strength) AS strengths")
     keys = base.column("key").to_pylist()
     strengths = base.column("strengths").to_pylist()
     src_names, tgt_names = _counts(con, "src_name"), _counts(con, "tgt_name")
