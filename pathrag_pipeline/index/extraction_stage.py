@@ -267,7 +267,7 @@ def graph_rules_stale(con: duckdb.DuckDBPyConnection) -> bool:
     return con.execute("SELECT count(*) FROM entities").fetchone()[0] > 0
 
 
-def _name_keys_stale(con: duckdb.DuckDBPyConnection) -> bool:
+def _rules_stale_or_recorded(con: duckdb.DuckDBPyConnection) -> bool:
     """``graph_rules_stale``; an empty graph records the current rules."""
     if graph_rules_stale(con):
         return True
@@ -284,7 +284,7 @@ def merge_dirty(con: duckdb.DuckDBPyConnection, summarise: Summarise | None = No
     extraction), so an entity keyed by the old rules is replaced by the one the current rules give."""
     with transaction(con):
         dirty = _load_dirty(con)
-        if _name_keys_stale(con):
+        if _rules_stale_or_recorded(con):
             log.info("the merge rules changed since this graph was merged (name keys and provenance cap %s, were "
                      "%s): merging the whole graph again from its extraction records", graph_rules(),
                      get_meta(con, NAME_KEYS_META))

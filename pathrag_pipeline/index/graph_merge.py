@@ -67,8 +67,8 @@ MAX_SOURCE_IDS = 300
 those chunks); 0 keeps them all. LightRAG caps the same lists at 300 per entity and per relation by default
 (``DEFAULT_MAX_SOURCE_IDS_PER_ENTITY`` / ``_PER_RELATION``) and PathRAG inherits its indexing; the papers keep
 them all. Without a cap a name found all over a corpus carries every chunk id in its row: at 100 MB of generated
-text an entity held 20,271, and a one-file edit rewrote about 2.4 million ids for the 113 keys it touched (merge,
-write and DuckDB checkpoint), and every query loads them. Which ids stay is our choice, not LightRAG's: its
+text an entity held up to 20,271 (2.4 million over 583 entities), a one-file edit rewrote such lists for the 113 keys
+it touched (merge, write and DuckDB checkpoint), and every query loads them. Which ids stay is our choice, not LightRAG's: its
 ``FIFO`` keeps the newest (an order of arrival), which would make the table depend on the history of the home;
 here it is the ``MAX_SOURCE_IDS`` smallest chunk ids, a pure function of the current records (equal to a
 rebuild's, issue 23) and, chunk ids being hashes, an even sample over the documents. ``mention_count`` still counts

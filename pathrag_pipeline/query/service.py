@@ -126,14 +126,11 @@ class QueryService:
             self._threads.append(t)
 
     def stop(self) -> None:
-        from pathrag_pipeline.query.query_log import merge_spool_now
-
         for _ in self._threads:
             self._queue.put(None)
         for t in self._threads:
             t.join(timeout=30)
-        with contextlib.suppress(Exception):   # the rows are safe in the spool either way; the next reader merges
-            merge_spool_now(self.rag.store)
+        self._merge_spool()
 
     def submit(self, question: str, mode: str, options: dict[str, Any]) -> Future:
         request = _Request(question, mode, options)
