@@ -28,6 +28,28 @@ def test_memory_growth_is_the_line_through_two_sizes():
     assert memory_growth([_entry(10, 1100, 50)]) is None
 
 
+def test_memory_growth_is_read_between_the_two_largest_sizes():
+    """With a third, larger build (--memory-mb) the slope is the upper range's: memory held by bounded batches
+    stops growing once the corpus fills them, which a line from the smallest size would hide."""
+    growth = memory_growth([_entry(300, 2100, 900), _entry(25, 1000, 60), _entry(100, 2000, 300)])
+    assert (growth["from_mb"], growth["to_mb"]) == (100, 300)
+    assert growth["mib_per_mb"] == 0.5 and growth["base_mib"] == 1950
+
+
+@pytest.mark.slow
+def test_a_third_size_is_built_for_the_memory_growth_and_not_edited(tmp_path):
+    result = run_scale_bench(size_mb=0.2, files=10, small_fraction=0.5, parts="corpus", workdir=tmp_path,
+                             memory_mb=0.4)
+    assert [round(s["size_mb"], 1) for s in result["sizes"]] == [0.1, 0.2, 0.4]
+    assert [s["files"] for s in result["sizes"]] == [5, 10, 20]
+    assert "edits" in result["sizes"][1] and "edits" not in result["sizes"][2]
+    assert (result["growth"]["from_mb"], result["growth"]["to_mb"]) == (result["sizes"][1]["size_mb"],
+                                                                        result["sizes"][2]["size_mb"])
+    assert "--memory-mb 0.4" in scale_section(result)
+    with pytest.raises(ValueError, match="memory_mb"):
+        run_scale_bench(size_mb=0.2, files=10, parts="corpus", workdir=tmp_path, memory_mb=0.1)
+
+
 @pytest.mark.slow
 def test_small_scale_run_and_its_section(tmp_path):
     result = run_scale_bench(size_mb=0.4, files=40, big_txt_mb=0.3, jsonl_lines=300, workdir=tmp_path)

@@ -521,3 +521,47 @@ def _rebuilt_with_aliases(live):
     out = snapshot(fresh)
     fresh.close()
     return out
+
+
+def test_mentions_inserted_and_parts_streamed_in_small_pieces_equal_one_piece(monkeypatch):
+    """Issue 23, flat memory: the mention rows of a write are inserted every ``INSERT_ROWS`` rows, ranked parts
+    are fetched ``STREAM_ROWS`` at a time, and the extraction stage holds results as JSON (``result_json``);
+    none of it may change a table."""
+    from pathrag_pipeline.index import graph_merge, mention_index
+
+    def build(records):
+        c = duckdb.connect()
+        init_schema(c)
+        write_records(c, records)
+        merge_keys(c, None, None, max_description_tokens=12)
+        tables = {t: c.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+                  for t in ("entity_names", "entity_mentions", "relation_mentions", "mention_texts")}
+        out = snapshot(c), tables
+        c.close()
+        return out
+
+    scratch = duckdb.connect()
+    init_schema(scratch)
+    records = _random_corpus(scratch)
+    scratch.close()
+    whole = build(records)
+    entities, relations = whole[0]
+    assert all(e[3] for e in entities) and all(r[3] and r[4] for r in relations)   # every key got its parts
+    held = []
+    real_insert = mention_index._Rows.insert
+
+    def counting(self):
+        held.append(sum(len(columns[0]) for columns in self.cols.values()))
+        real_insert(self)
+
+    monkeypatch.setattr(mention_index, "INSERT_ROWS", 10)
+    monkeypatch.setattr(mention_index._Rows, "insert", counting)
+    monkeypatch.setattr(graph_merge, "STREAM_ROWS", 2)
+    as_json = [ExtractionRecord(chunk_id=r.chunk_id, chunk_hash=r.chunk_hash, document_id=r.document_id,
+                                extractor=r.extractor, result_json=r.result.model_dump_json()) for r in records]
+    assert build(as_json) == whole and build(records) == whole
+    one_record = max(len(r.result.entities) * 3 + len(r.result.relations) * 4 for r in records)
+    assert len(held) > 20 and max(held) < 10 + one_record    # inserted as they came, not all at the end
+    with pytest.raises(ValueError, match="not both"):
+        ExtractionRecord(chunk_id="c", chunk_hash="h", document_id="d", extractor="x", result=records[0].result,
+                         result_json="{}")

@@ -444,7 +444,8 @@ def startup_section(r: dict[str, Any]) -> str:
 def scale_section(r: dict[str, Any]) -> str:
     """Scale: peak memory and per-stage throughput of full offline indexes at two sizes, an edit, huge files."""
     stages = ("ingest", "extraction", "merge", "embeddings", "total")
-    cmd = (f"pathrag bench scale --size-mb {r['size_mb']:g} --files {r['files']}")
+    cmd = (f"pathrag bench scale --size-mb {r['size_mb']:g} --files {r['files']}"
+           + (f" --memory-mb {r['memory_mb']:g}" if r.get("memory_mb") else ""))
     rows = []
 
     def add(label: str, mb: float | None, entry: dict[str, Any] | None, through: dict[str, Any] | None) -> None:
@@ -478,7 +479,8 @@ def scale_section(r: dict[str, Any]) -> str:
         "A deterministic generated corpus (the English-like prose with named entities of `pathrag bench ingest`, "
         ".txt and .md files of about equal size) indexed offline from scratch by `run_indexing` at two sizes (the smaller "
         "also with its extraction in one process); then three files of the larger corpus edited and re-indexed one at "
-        "a time; then one large .txt file and one large JSONL file on "
+        "a time" + (f"; a third corpus of {r['memory_mb']:g} MB built the same way, for the memory growth"
+                    if r.get("memory_mb") else "") + "; then one large .txt file and one large JSONL file on "
         "their own. Each measurement runs in a fresh child process and reports that process's peak resident "
         "memory (`ru_maxrss`). Per stage: seconds, MB of input text per second and chunks per second (chunks "
         "written by the ingest). DuckDB runs with `PATHRAG_DUCKDB_MEMORY_LIMIT` at its default (2GB) and spills "
@@ -519,7 +521,8 @@ def scale_section(r: dict[str, Any]) -> str:
     growth = r.get("growth")
     if growth:
         parts.append(
-            f"Memory growth between the two sizes: **{growth['mib_per_mb']} MiB of peak RSS per MB of text** on top of "
+            f"Memory growth between {growth.get('from_mb', 'the two')} and {growth.get('to_mb', 'sizes')} MB: "
+            f"**{growth['mib_per_mb']} MiB of peak RSS per MB of text** on top of "
             f"{growth['base_mib']} MiB; a straight line predicts **{growth['predicted_1gb_mib']:.0f} MiB for 1 GB** of "
             f"text (DuckDB's share is capped by its memory limit, so this is an upper estimate), and "
             f"{growth['seconds_per_mb']} s per MB, about {growth['predicted_1gb_hours']} h for 1 GB offline on this machine.")

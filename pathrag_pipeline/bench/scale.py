@@ -2,7 +2,8 @@
 
 A deterministic generated corpus (the English-like prose with named entities of ``bench.ingest``, in files
 of about ``size / files`` bytes) is indexed offline from scratch at two sizes, so the growth of peak memory
-with corpus size can be read off; then one file of the larger corpus is edited and re-indexed; then one
+with corpus size can be read off (``--memory-mb``: and at a third, larger size, built but not edited); then three
+files of the ``--size-mb`` corpus are edited and re-indexed one at a time; then one
 40 MB .txt file and one 200,000-line JSONL file are indexed on their own. Every measurement runs
 ``run_indexing`` in a fresh child process, whose own peak resident memory (``getrusage(RUSAGE_SELF)
 .ru_maxrss`` read in the child when it finishes) is reported, so one measurement's memory never hides
@@ -150,18 +151,26 @@ def _load() -> float:
 
 def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction: float = 0.25,
                     big_txt_mb: float = 40.0, jsonl_lines: int = 200_000, workdir: Path | None = None,
-                    log: Log = _quiet, keep: bool = False, parts: str = "all") -> dict[str, Any]:
+                    log: Log = _quiet, keep: bool = False, parts: str = "all", memory_mb: float = 0.0) -> dict[str, Any]:
     """The whole scale benchmark (see the module docstring); ``small_fraction`` sets the smaller size.
-    ``parts``: "all", "corpus" (the two sizes and the edit) or "files" (the large .txt and JSONL)."""
+    ``parts``: "all", "corpus" (the two sizes and the edit) or "files" (the large .txt and JSONL).
+    ``memory_mb`` > ``size_mb`` adds a third full build of that size (files in proportion), measured like the
+    others but not edited: the memory growth is then read between ``size_mb`` and it (issue 23 asks for the slope
+    between 100 MB and 300 MB)."""
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="pathrag-bench-scale-"))
     base.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"size_mb": size_mb, "files": files, "sizes": [], "loads": [_load()],
+    results: dict[str, Any] = {"size_mb": size_mb, "files": files, "memory_mb": memory_mb, "sizes": [], "loads": [_load()],
                                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
     def save() -> None:
         (base / "results.json").write_text(json.dumps(results, indent=1))
 
-    sizes = [(round(size_mb * small_fraction, 3), max(1, int(files * small_fraction))), (size_mb, files)]
+    small = round(size_mb * small_fraction, 3)
+    sizes = [(small, max(1, int(files * small_fraction))), (size_mb, files)]
+    if memory_mb:
+        if memory_mb <= size_mb:
+            raise ValueError(f"memory_mb={memory_mb:g} must be larger than size_mb={size_mb:g} (or 0: no third build)")
+        sizes.append((memory_mb, max(1, round(files * memory_mb / size_mb))))
     if parts == "files":
         sizes = []
     for mb, n in sizes:
@@ -181,7 +190,7 @@ def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction:
         results["sizes"].append(entry)
         save()
         log(f"  {json.dumps({k: full.get(k) for k in ('seconds', 'peak_rss_mib', 'error')})}")
-        if mb != size_mb and "error" not in full and full.get("extract_processes", 1) > 1:
+        if mb == small and "error" not in full and full.get("extract_processes", 1) > 1:
             # the same build in one process: the speedup the worker processes give (issue 23)
             log(f"the same build with extraction in one process (load {_load()})")
             shutil.rmtree(home, ignore_errors=True)
@@ -230,15 +239,19 @@ def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction:
 
 
 def memory_growth(sizes: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Peak RSS as a + b * MB through the two sizes, and what it predicts for 1 GB (1000 MB) of text."""
+    """Peak RSS as a + b * MB through the two largest sizes measured, and what it predicts for 1 GB (1000 MB)
+    of text. The largest two, not the smallest and the largest: memory that bounded batches and DuckDB's capped
+    share hold stops growing once a corpus fills them, which the upper range shows and a line from the smallest
+    size would blur."""
     ok = [s for s in sizes if "error" not in s["full"]]
     if len(ok) < 2:
         return None
+    ok = sorted(ok, key=lambda s: s["size_mb"])[-2:]
     (x0, y0), (x1, y1) = [(s["size_mb"], s["full"]["peak_rss_mib"]) for s in (ok[0], ok[-1])]
     slope = (y1 - y0) / (x1 - x0) if x1 != x0 else 0.0
     intercept = y0 - slope * x0
     seconds = [(s["size_mb"], s["full"]["seconds"]["total"]) for s in (ok[0], ok[-1])]
     time_slope = (seconds[1][1] - seconds[0][1]) / (seconds[1][0] - seconds[0][0]) if x1 != x0 else 0.0
-    return {"mib_per_mb": round(slope, 2), "base_mib": round(intercept, 1),
+    return {"from_mb": x0, "to_mb": x1, "mib_per_mb": round(slope, 2), "base_mib": round(intercept, 1),
             "predicted_1gb_mib": round(intercept + slope * 1000, 0),
             "seconds_per_mb": round(time_slope, 2), "predicted_1gb_hours": round(time_slope * 1000 / 3600, 1)}

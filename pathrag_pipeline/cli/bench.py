@@ -485,21 +485,27 @@ def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, as_json: bool)
 @click.option("--keep", is_flag=True, help="Keep the corpora and homes after each step.")
 @click.option("--parts", type=click.Choice(["all", "corpus", "files"]), default="all", show_default=True,
               help="corpus: the two corpus sizes and the edit; files: the large .txt and JSONL files.")
+@click.option("--memory-mb", default=0.0, show_default=True,
+              help="Also a full build of this size (files in proportion; larger than --size-mb), so the memory "
+                   "growth is read between --size-mb and it, e.g. 300.")
 @click.option("--markdown", "markdown_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the report section (## Scale) to this file.")
 @click.option("--update-docs", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Splice the results into this report (e.g. docs/benchmarks.md) as its `## Scale` section.")
 @click.option("--json", "as_json", is_flag=True)
 def bench_scale(size_mb: float, files: int, small_fraction: float, big_txt_mb: float, jsonl_lines: int,
-                workdir: Path | None, keep: bool, parts: str, markdown_out: Path | None, update_docs: Path | None,
-                as_json: bool) -> None:
+                workdir: Path | None, keep: bool, parts: str, memory_mb: float, markdown_out: Path | None,
+                update_docs: Path | None, as_json: bool) -> None:
     """Peak memory and throughput of full offline indexes at two corpus sizes, one edit, one huge file."""
     from pathrag_pipeline.bench.report import scale_section
     from pathrag_pipeline.bench.scale import run_scale_bench
 
+    if memory_mb and memory_mb <= size_mb:
+        raise click.BadParameter(f"{memory_mb:g} must be larger than --size-mb {size_mb:g} (or 0: no third build)",
+                                 param_hint="--memory-mb")
     result = run_scale_bench(size_mb=size_mb, files=files, small_fraction=small_fraction, big_txt_mb=big_txt_mb,
                              jsonl_lines=jsonl_lines, workdir=workdir, log=_log(as_json), keep=keep,
-                             parts=parts)
+                             parts=parts, memory_mb=memory_mb)
     section = scale_section(result)
     if markdown_out:
         markdown_out.write_text(section + "\n")

@@ -41,13 +41,27 @@ class ExtractionRecord:
     created_at: datetime = field(default_factory=utc_now)
     failed_runs: int | None = None   # failed/empty: runs in a row (this one included) with the same text, extractor, retry_key
     retry_key: str = ""
+    result_json: str | None = None
+    """The result already serialised (``ChunkExtraction.model_dump_json``), instead of ``result``: what the
+    extraction stage holds while a write batch fills. A parsed result of dense text (110 entities and 110
+    relations as pydantic models) costs ~0.5 MB of Python memory, its JSON ~34 KB: a batch of a thousand
+    records held as models raised a 25 MB build's peak RSS by ~500 MiB (issue 23, flat memory)."""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"extraction status {self.status!r} for chunk {self.chunk_id!r} must be one of {STATUSES}")
-        if self.status == "ok" and self.result is None:
+        if self.status == "ok" and self.result is None and self.result_json is None:
             raise ValueError(f"extraction record for chunk {self.chunk_id!r} has status 'ok' but no result; "
                              "pass result=ChunkExtraction(...) or status='failed' with an error")
+        if self.result is not None and self.result_json is not None:
+            raise ValueError(f"extraction record for chunk {self.chunk_id!r}: pass result or result_json, not both")
+
+    def serialised(self) -> str | None:
+        """The result as stored in ``extractions.result`` (JSON), or None."""
+        if self.result_json is not None:
+            return self.result_json
+        return self.result.model_dump_json() if self.result is not None else None
+
 
 
 def write_records(con: duckdb.DuckDBPyConnection, records: Iterable[ExtractionRecord]) -> int:
@@ -68,7 +82,7 @@ def write_records(con: duckdb.DuckDBPyConnection, records: Iterable[ExtractionRe
         "extractor": [r.extractor for r in recs],
         "status": [r.status for r in recs],
         "error": pa.array([r.error for r in recs], pa.string()),
-        "result": pa.array([r.result.model_dump_json() if r.result is not None else None for r in recs], pa.string()),
+        "result": pa.array([r.serialised() for r in recs], pa.string()),
         "calls": pa.array([r.calls for r in recs], pa.int32()),
         "prompt_tokens": pa.array([r.prompt_tokens for r in recs], pa.int32()),
         "completion_tokens": pa.array([r.completion_tokens for r in recs], pa.int32()),
@@ -88,7 +102,8 @@ def write_records(con: duckdb.DuckDBPyConnection, records: Iterable[ExtractionRe
         )
     finally:
         con.unregister("_extraction_batch")
-    refresh_mentions(con, {r.chunk_id: (r.document_id, r.result if r.status == "ok" else None) for r in recs})
+    refresh_mentions(con, {r.chunk_id: (r.document_id, (r.result if r.result is not None else r.result_json)
+                                        if r.status == "ok" else None) for r in recs})
     return len(recs)
 
 

@@ -333,7 +333,8 @@ def _record(chunk: PendingChunk, extractor_id: str, *, result: ChunkExtraction |
     failed_runs = None if status == "ok" else chunk.failed_runs + (1 if counts else 0)
     return ExtractionRecord(
         chunk_id=chunk.chunk_id, chunk_hash=chunk.chunk_hash, document_id=chunk.document_id,
-        extractor=extractor_id, status=status, result=result,
+        extractor=extractor_id, status=status,
+        result_json=result.model_dump_json() if result is not None else None,   # held as JSON until written
         error=error,
         calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
         failed_runs=failed_runs, retry_key=retry_key,

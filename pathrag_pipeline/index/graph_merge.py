@@ -513,11 +513,17 @@ def _by_key(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None
     return out
 
 
-def _ranked_parts(con: duckdb.DuckDBPyConnection, field: str, limit: int | None) -> dict[str, list[str]]:
+STREAM_ROWS = 50_000
+"""Rows fetched at a time from a merge query whose answer Python reduces key by key (``_ranked_parts``)."""
+
+
+def _ranked_parts(con: duckdb.DuckDBPyConnection, field: str, limit: int | None) -> Iterator[tuple[str, list[str]]]:
     """Per key of the batch's mentions (_gm_bm), its distinct ``field`` parts (``mention_texts``) by count,
-    then first appearance in (chunk, entry, position) order; at most ``limit`` of them."""
+    then first appearance in (chunk, entry, position) order; at most ``limit`` of them. Yields (key, parts) in
+    key order, fetching ``STREAM_ROWS`` rows at a time, so the caller can reduce each key's parts to its text
+    and Python never holds the batch's parts at once (a batch of relations has millions: issue 23)."""
     cut = f"WHERE rn <= {int(limit)}" if limit is not None else ""
-    rows = _by_key(con, f"""
+    result = con.execute(f"""
         WITH g AS (
             SELECT m.key, t.fold, count(*) AS n, arg_min(t.text, (t.chunk_id, t.ord, t.pos)) AS text,
                    min((t.chunk_id, t.ord, t.pos)) AS first
@@ -527,7 +533,16 @@ def _ranked_parts(con: duckdb.DuckDBPyConnection, field: str, limit: int | None)
         SELECT key, text FROM (SELECT key, text, n, first,
                                       row_number() OVER (PARTITION BY key ORDER BY n DESC, first) AS rn FROM g)
         {cut} ORDER BY key, rn""")
-    return {k: [r[0] for r in v] for k, v in rows.items()}
+    key, parts = None, []
+    while rows := result.fetchmany(STREAM_ROWS):
+        for k, text in rows:
+            if k != key:
+                if key is not None:
+                    yield key, parts
+                key, parts = k, []
+            parts.append(text)
+    if key is not None:
+        yield key, parts
 
 
 def _distinct_descriptions(con: duckdb.DuckDBPyConnection, field: str, keys: list[str]) -> dict[str, list[str]]:
@@ -610,14 +625,14 @@ def _described(base: pa.Table, description: list[str], **between: pa.Array) -> d
 def _entity_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions, max_source_ids: int) -> pa.Table:
     base = _provenance(con, max_source_ids)
     keys = base.column("key").to_pylist()
+    slot_of = {key: slot for slot, key in enumerate(keys)}
     names, types = _counts(con, "name"), _counts(con, "type")
-    ranked = _ranked_parts(con, ENTITY_DESCRIPTION, descriptions.max_tokens + 1)
-    out: dict[str, list] = {"name": [], "type": [], "description": []}
-    for slot, key in enumerate(keys):
-        name = display_name_counts(names[key])
-        out["name"].append(name)
-        out["type"].append(type_vote(types[key]))
-        out["description"].append(descriptions.merge(slot, "entity", name, ranked.get(key, []), key))
+    out: dict[str, list] = {"name": [display_name_counts(names[key]) for key in keys],
+                            "type": [type_vote(types[key]) for key in keys],
+                            "description": [""] * len(keys)}   # a key without a description sentence
+    for key, ranked in _ranked_parts(con, ENTITY_DESCRIPTION, descriptions.max_tokens + 1):
+        slot = slot_of[key]
+        out["description"][slot] = descriptions.merge(slot, "entity", out["name"][slot], ranked, key)
     description = _with_descriptions(out, descriptions, ENTITY_DESCRIPTION)
     return pa.table({
         "entity_key": base.column("key"),
@@ -638,16 +653,16 @@ def _relation_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions, 
     base = _provenance(con, max_source_ids,
                        ", any_value(src_key) AS src_key, any_value(tgt_key) AS tgt_key, list(strength) AS strengths")
     keys = base.column("key").to_pylist()
-    strengths = base.column("strengths").to_pylist()
+    slot_of = {key: slot for slot, key in enumerate(keys)}
     src_names, tgt_names = _counts(con, "src_name"), _counts(con, "tgt_name")
-    keywords = _ranked_parts(con, RELATION_KEYWORDS, None)
-    ranked = _ranked_parts(con, RELATION_DESCRIPTION, descriptions.max_tokens + 1)
-    out: dict[str, list] = {"keywords": [], "description": [], "strength": []}
-    for slot, key in enumerate(keys):
-        out["keywords"].append(", ".join(keywords.get(key, [])))
+    out: dict[str, list] = {"keywords": [""] * len(keys), "description": [""] * len(keys),
+                            "strength": [math.fsum(s) for s in base.column("strengths").to_pylist()]}
+    for key, parts in _ranked_parts(con, RELATION_KEYWORDS, None):
+        out["keywords"][slot_of[key]] = ", ".join(parts)
+    for key, ranked in _ranked_parts(con, RELATION_DESCRIPTION, descriptions.max_tokens + 1):
+        slot = slot_of[key]
         label = f"{display_name_counts(src_names[key])} <-> {display_name_counts(tgt_names[key])}"
-        out["description"].append(descriptions.merge(slot, "relation", label, ranked.get(key, []), key))
-        out["strength"].append(math.fsum(strengths[slot]))
+        out["description"][slot] = descriptions.merge(slot, "relation", label, ranked, key)
     description = _with_descriptions(out, descriptions, RELATION_DESCRIPTION)
     return pa.table({
         "relation_key": base.column("key"),

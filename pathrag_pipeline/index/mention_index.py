@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 import duckdb
@@ -100,16 +99,31 @@ _COLUMNS = {
 _TYPES = {"ord": pa.int32(), "mentions": pa.int32(), "pos": pa.int32(), "strength": pa.float64()}
 
 
-@dataclass
-class _Rows:
-    """Rows for the four tables, as tuples in ``_COLUMNS`` order (one tuple per row: the cheapest to build)."""
+INSERT_ROWS = 100_000
+"""Mention rows held in Python before they are inserted: ``refresh_mentions`` and ``rebuild_mentions`` write in
+sub-batches of about this many rows (issue 23, flat memory). An extraction record of the offline extractor on
+dense text gives ~700 rows (110 entities, 110 relations, 360 sentences and keywords); built for a whole write
+batch of 800 records at once, as row tuples and then copied into columns, they raised a 25 MB build's peak RSS by
+~600 MiB. Row counts here are a few hundred thousand per second of inserting, so the sub-batches cost nothing."""
 
-    rows: dict[str, list[tuple]] = field(default_factory=lambda: {t: [] for t in _COLUMNS})
+
+class _Rows:
+    """Rows for the four tables, as columns in ``_COLUMNS`` order, inserted into ``con`` whenever they
+    reach ``INSERT_ROWS`` (and by ``insert`` at the end): memory is bounded whatever the batch."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, limit: int | None = None) -> None:
+        self.con = con
+        self.limit = INSERT_ROWS if limit is None else limit
+        self.cols: dict[str, tuple[list, ...]] = {t: tuple([] for _ in c) for t, c in _COLUMNS.items()}
+
+    def _append(self, table: str, row: tuple) -> None:
+        for col, value in zip(self.cols[table], row):
+            col.append(value)
 
     def add(self, chunk_id: str, document_id: str, entities: Iterable[tuple], relations: Iterable[tuple]) -> None:
         """One record's rows, from its (name, type, description) entities and (source, target, keywords,
         description, strength) relations; ``ord`` is the 1-based position of the entry in its list."""
-        names, ents, rels, texts = (self.rows[t] for t in _COLUMNS)
+        append = self._append
         counts: Counter = Counter()
         explicit: set[str] = set()
         for i, (name, kind, description) in enumerate(entities, 1):
@@ -118,39 +132,45 @@ class _Rows:
             kind = _clean_type(kind)
             counts[(k, name, kind)] += 1
             explicit.add(k)
-            ents.append((chunk_id, document_id, i, k, name, kind))
-            texts.extend((chunk_id, i, ENTITY_DESCRIPTION, pos, part.casefold(), part)
-                         for pos, part in enumerate(sentences(description)))
+            append("entity_mentions", (chunk_id, document_id, i, k, name, kind))
+            for pos, part in enumerate(sentences(description)):
+                append("mention_texts", (chunk_id, i, ENTITY_DESCRIPTION, pos, part.casefold(), part))
         implicit: dict[str, str] = {}
         for i, (source, target, keywords, description, strength) in enumerate(relations, 1):
             ks, kt = _key(source), _key(target)
             if not ks or not kt or ks == kt:
                 continue
-            rels.append((chunk_id, document_id, i, ks, kt, source, target, 1.0 if strength is None else float(strength)))
-            texts.extend((chunk_id, i, RELATION_KEYWORDS, pos, part.casefold(), part)
-                         for pos, part in enumerate(keyword_parts(keywords)))
-            texts.extend((chunk_id, i, RELATION_DESCRIPTION, pos, part.casefold(), part)
-                         for pos, part in enumerate(sentences(description)))
+            append("relation_mentions",
+                   (chunk_id, document_id, i, ks, kt, source, target, 1.0 if strength is None else float(strength)))
+            for pos, part in enumerate(keyword_parts(keywords)):
+                append("mention_texts", (chunk_id, i, RELATION_KEYWORDS, pos, part.casefold(), part))
+            for pos, part in enumerate(sentences(description)):
+                append("mention_texts", (chunk_id, i, RELATION_DESCRIPTION, pos, part.casefold(), part))
             for k, name in ((ks, source), (kt, target)):
                 if k not in explicit:
                     implicit.setdefault(k, name)
         for k, name in implicit.items():
             counts[(k, name, FALLBACK_TYPE)] += 1
-        names.extend((chunk_id, k, name, kind, n) for (k, name, kind), n in counts.items())
+        for (k, name, kind), n in counts.items():
+            append("entity_names", (chunk_id, k, name, kind, n))
+        if sum(len(columns[0]) for columns in self.cols.values()) >= self.limit:
+            self.insert()
 
-    def insert(self, con: duckdb.DuckDBPyConnection) -> None:
+    def insert(self) -> None:
+        """Insert the rows held and let them go."""
         for table, columns in _COLUMNS.items():
-            rows = self.rows[table]
-            if not rows:
+            values = self.cols[table]
+            if not values[0]:
                 continue
-            values = list(zip(*rows))
             batch = pa.table({c: pa.array(v, _TYPES.get(c, pa.string())) for c, v in zip(columns, values)})
-            con.register("_mentions_batch", batch)
+            self.con.register("_mentions_batch", batch)
             try:
                 names = ", ".join(columns)
-                con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _mentions_batch")
+                self.con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _mentions_batch")
             finally:
-                con.unregister("_mentions_batch")
+                self.con.unregister("_mentions_batch")
+            for v in values:
+                v.clear()
 
 
 MENTION_TABLES = ("entity_names", "entity_mentions", "relation_mentions", "mention_texts")
@@ -164,17 +184,28 @@ def forget_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) ->
             con.execute(f"DELETE FROM {table} WHERE chunk_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
 
 
+def _entries(result: "ChunkExtraction | str") -> tuple[Iterable[tuple], Iterable[tuple]]:
+    """(name, type, description) entities and (source, target, keywords, description, strength) relations of a
+    result, parsed or as its stored JSON."""
+    if isinstance(result, str):
+        data = json.loads(result)
+        return (((e.get("name"), e.get("type"), e.get("description")) for e in data.get("entities") or []),
+                ((r.get("source"), r.get("target"), r.get("keywords"), r.get("description"), r.get("strength"))
+                 for r in data.get("relations") or []))
+    return (((e.name, e.type, e.description) for e in result.entities),
+            ((r.source, r.target, r.keywords, r.description, r.strength) for r in result.relations))
+
+
 def refresh_mentions(con: duckdb.DuckDBPyConnection,
-                     results: Mapping[str, tuple[str, "ChunkExtraction | None"]]) -> None:
+                     results: Mapping[str, tuple[str, "ChunkExtraction | str | None"]]) -> None:
     """Replace the rows of these chunks (chunk id -> (document id, result)) by what their new records say
-    (result None: a record that is not ok)."""
+    (result None: a record that is not ok; a string: the result's JSON)."""
     forget_mentions(con, results)
-    rows = _Rows()
+    rows = _Rows(con)
     for chunk_id, (document_id, result) in results.items():
         if result is not None:
-            rows.add(chunk_id, document_id, ((e.name, e.type, e.description) for e in result.entities),
-                     ((r.source, r.target, r.keywords, r.description, r.strength) for r in result.relations))
-    rows.insert(con)
+            rows.add(chunk_id, document_id, *_entries(result))
+    rows.insert()
 
 
 def rebuild_mentions(con: duckdb.DuckDBPyConnection) -> None:
@@ -191,13 +222,13 @@ def rebuild_mentions(con: duckdb.DuckDBPyConnection) -> None:
                       WHERE chunk_id IN (SELECT unnest(?::VARCHAR[])))""",
             [batch],
         ).fetchall()
-        rows = _Rows()
+        rows = _Rows(con)
         for chunk_id, document_id, entities, relations in records:
             rows.add(chunk_id, document_id,
                      ((e["name"], e["type"], e["description"]) for e in entities or []),
                      ((r["source"], r["target"], r["keywords"], r["description"], r["strength"])
                       for r in relations or []))
-        rows.insert(con)
+        rows.insert()
     set_meta(con, MENTIONS_META, MENTION_RULES)
 
 
