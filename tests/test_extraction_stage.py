@@ -533,3 +533,58 @@ def test_a_batch_is_written_at_its_record_cap_even_when_no_write_is_due(corpus: 
     # a write at the cap (2 records, or 3 when two chunks finish together) before the end, not one after the hour
     assert 2 <= written[0] < len(DOCS) and written[-1] == len(DOCS)
     assert corpus.query("SELECT count(*) FROM extractions WHERE status = 'ok'")[0][0] == len(DOCS)
+
+
+def test_texts_and_cached_results_are_read_in_bounded_batches_with_the_same_tables(tmp_path, monkeypatch) -> None:
+    """Issue 23, flat memory: the plan holds chunk ids, not texts; texts are read TEXT_BATCH groups at a time
+    and cached results written TEXT_BATCH records per transaction. Tables equal those of one batch."""
+    from pathrag_pipeline.index import extraction_stage
+
+    docs = {**DOCS, **{f"more-{i}.txt": f"Person{i} Smith visited City{i % 3} with Ada Lovelace in {1900 + i}."
+                       for i in range(7)}}
+    tables = ("SELECT chunk_id, status, result FROM extractions ORDER BY 1",
+              "SELECT * EXCLUDE (updated_at) FROM entities ORDER BY 1",
+              "SELECT * EXCLUDE (updated_at) FROM relations ORDER BY 1")
+
+    def build(name: str, batch: int) -> tuple[list, list, list]:
+        monkeypatch.setattr(extraction_stage, "TEXT_BATCH", batch)
+        corpus = Corpus(tmp_path / name)
+        for doc, text in docs.items():
+            corpus.write(doc, text)
+        corpus.sync()
+        with corpus.store.connect() as con:
+            plan = extraction_stage.plan_extraction(con, OfflineExtractor().identity, texts=False)
+        assert len(plan.pending) == len(docs) and all(c.text is None for c in plan.pending)
+        reads: list[int] = []
+        real = extraction_stage._with_texts
+
+        def counting(store, groups):
+            for group in real(store, groups):
+                assert group[0].text                      # read before it is submitted
+                reads.append(len(group))
+                yield group
+
+        monkeypatch.setattr(extraction_stage, "_with_texts", counting)
+        first = run_extraction(corpus.store, OfflineExtractor())
+        assert first.extracted == len(docs) and sum(reads) == len(docs)
+        fresh = [corpus.query(q) for q in tables]
+        # every document renamed: new chunk ids, the same texts, all from the cache
+        for doc, text in docs.items():
+            (corpus.docs / doc).rename(corpus.docs / f"renamed-{doc}")
+        corpus.sync()
+        second = run_extraction(corpus.store, OfflineExtractor())
+        assert (second.cache_hits, second.extracted) == (len(docs), 0)
+        renamed = [corpus.query(q) for q in tables]
+        return fresh, [len(renamed[0])], renamed[1]
+
+    with_one_batch = build("one", 10_000)
+    opened = []
+    real_connect = extraction_stage.Store.connect
+
+    def connect(self, *args, **kwargs):
+        opened.append(kwargs.get("read_only", args[0] if args else False))
+        return real_connect(self, *args, **kwargs)
+
+    monkeypatch.setattr(extraction_stage.Store, "connect", connect)
+    assert build("small", 2) == with_one_batch
+    assert opened.count(True) >= len(docs) // 2       # texts read two groups at a time

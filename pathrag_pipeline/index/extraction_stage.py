@@ -33,6 +33,8 @@ Why it is shaped this way:
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import logging
 import time
@@ -40,7 +42,7 @@ import uuid
 import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Callable, Iterator, Literal
 
 import duckdb
 
@@ -92,7 +94,7 @@ class PendingChunk:
     chunk_id: str
     chunk_hash: str
     document_id: str
-    text: str
+    text: str | None         # None until loaded: ``run_extraction`` reads texts batch by batch (``_with_texts``)
     title: str | None
     failed_runs: int = 0     # runs in a row this text already failed with this extractor and retry key
 
@@ -103,7 +105,7 @@ class ExtractionPlan:
 
     chunks: int                                 # chunks in the table
     pending: list[PendingChunk]
-    cached: dict[str, ChunkExtraction]           # chunk_hash -> cached result for the current extractor
+    cached: set[str]                             # chunk hashes with a cached result for the current extractor
     removed_chunk_ids: list[str]                 # records whose chunk no longer exists
     replaced: int                                # pending chunks whose old record came from another extractor
     given_up: int = 0                            # chunks not retried: failed MAX_FAILED_RUNS runs in a row
@@ -147,6 +149,10 @@ class ExtractionStats:
 MAX_FAILED_RUNS = 3
 MAX_BATCH_RECORDS = 4096
 """A batch is written once it holds this many records, however cheap its last write was: bounded memory."""
+TEXT_BATCH = 1024
+"""Pending chunks whose texts are read (``_with_texts``) or whose cached results are written at a time: a run
+holds the ids of every pending chunk, never the text of more than this many (issue 23, flat memory: the whole
+corpus's text, held from the plan to the end of a full build, was 300 MB of Python strings for 300 MB)."""
 _SAME_FAILURE = """e.status IN ('failed', 'empty') AND e.extractor = $extractor AND e.chunk_hash = c.content_hash
                    AND coalesce(e.retry_key, '') = $retry_key"""
 _GIVEN_UP = f"coalesce({_SAME_FAILURE} AND coalesce(e.failed_runs, 0) >= $give_up, false)"
@@ -165,14 +171,15 @@ def _params(extractor_id: str, retry_key: str, retry_failed: bool) -> dict:
 
 
 def plan_extraction(con: duckdb.DuckDBPyConnection, extractor_id: str, retry_key: str = "",
-                    retry_failed: bool = False) -> ExtractionPlan:
+                    retry_failed: bool = False, *, texts: bool = True) -> ExtractionPlan:
     """Find pending chunks, stale records and cache hits for ``extractor_id``; chunks whose text failed
     ``MAX_FAILED_RUNS`` runs in a row with this extractor and ``retry_key`` (the LLM mode and output cap) are
     left alone (counted in ``given_up``) unless ``retry_failed``: a model that cannot extract a chunk would
-    otherwise spend the same calls on it every run, forever."""
+    otherwise spend the same calls on it every run, forever. ``texts`` False leaves the chunks' texts unread
+    (None): ``run_extraction`` reads them batch by batch."""
     params = _params(extractor_id, retry_key, retry_failed)
     rows = con.execute(
-        f"""SELECT c.id, c.content_hash, c.document_id, c.text, d.title,
+        f"""SELECT c.id, c.content_hash, c.document_id, {'c.text' if texts else 'NULL'}, d.title,
                   e.chunk_id IS NOT NULL AS has_record, e.extractor,
                   CASE WHEN {_SAME_FAILURE} THEN coalesce(e.failed_runs, 0) ELSE 0 END
            {_PENDING_FROM}
@@ -184,14 +191,11 @@ def plan_extraction(con: duckdb.DuckDBPyConnection, extractor_id: str, retry_key
     replaced = sum(1 for r in rows if r[5] and r[6] != extractor_id)
     removed = [r[0] for r in con.execute(f"SELECT chunk_id {_STALE_RECORDS} ORDER BY chunk_id").fetchall()]
     hashes = sorted({p.chunk_hash for p in pending})
-    cached = {
-        h: ChunkExtraction.model_validate_json(result)
-        for h, result in con.execute(
-            """SELECT chunk_hash, result FROM extraction_cache
-               WHERE extractor = ? AND chunk_hash IN (SELECT unnest(?::VARCHAR[]))""",
-            [extractor_id, hashes],
-        ).fetchall()
-    } if hashes else {}
+    cached = {h for (h,) in con.execute(
+        """SELECT chunk_hash FROM extraction_cache
+           WHERE extractor = ? AND chunk_hash IN (SELECT unnest(?::VARCHAR[]))""",
+        [extractor_id, hashes],
+    ).fetchall()} if hashes else set()
     total = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
     return ExtractionPlan(total, pending, cached, removed, replaced, given_up)
 
@@ -326,15 +330,16 @@ def record_usage(con: duckdb.DuckDBPyConnection, *, run_id: str, stage: str, ext
 def _record(chunk: PendingChunk, extractor_id: str, *, result: ChunkExtraction | None = None,
             error: str | None = None, calls: int = 0, prompt_tokens: int = 0,
             completion_tokens: int = 0, status: str | None = None, retry_key: str = "",
-            counts: bool = True) -> ExtractionRecord:
+            counts: bool = True, result_json: str | None = None) -> ExtractionRecord:
     """The record of ``chunk``; a failed or empty one carries the runs in a row it failed (``counts``: False for
-    a failure that is not the chunk's, an unreachable or stopped endpoint, which keeps the count)."""
+    a failure that is not the chunk's, an unreachable or stopped endpoint, which keeps the count). The result
+    is held as JSON until written (``result_json``, as given for a cached one)."""
     status = status or ("failed" if error is not None else "ok")
     failed_runs = None if status == "ok" else chunk.failed_runs + (1 if counts else 0)
     return ExtractionRecord(
         chunk_id=chunk.chunk_id, chunk_hash=chunk.chunk_hash, document_id=chunk.document_id,
         extractor=extractor_id, status=status,
-        result_json=result.model_dump_json() if result is not None else None,   # held as JSON until written
+        result_json=result.model_dump_json() if result is not None else result_json,
         error=error,
         calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
         failed_runs=failed_runs, retry_key=retry_key,
@@ -421,7 +426,7 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
         meter.client.resume()  # a new run tries the endpoint again even if an earlier run stopped it
     retry_key = getattr(extractor, "retry_key", "")
     with store.connect() as con:
-        plan = plan_extraction(con, identity, retry_key, retry_failed)
+        plan = plan_extraction(con, identity, retry_key, retry_failed, texts=False)
     stats.chunks, stats.pending, stats.given_up = plan.chunks, len(plan.pending), plan.given_up
     if plan.given_up:
         log.warning("%d chunk(s) failed %d runs in a row with this model and settings and are not retried until "
@@ -429,12 +434,19 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
                     plan.given_up, MAX_FAILED_RUNS)
     stats.removed_chunks, stats.replaced = len(plan.removed_chunk_ids), plan.replaced
 
-    # Cache hits and stale records first, in one short write: no extractor call needed for them.
+    # Cache hits and stale records first, in one connection (a transaction per TEXT_BATCH records, the stored
+    # JSON passed through unparsed): no extractor call needed for them.
     hits = [c for c in plan.pending if c.chunk_hash in plan.cached]
     if hits or plan.removed_chunk_ids:
         with store.connect() as con:
-            persist_changes(con, plan.removed_chunk_ids,
-                            [_record(c, identity, result=plan.cached[c.chunk_hash]) for c in hits])
+            persist_changes(con, plan.removed_chunk_ids, [])
+            for start in range(0, len(hits), TEXT_BATCH):
+                batch = hits[start:start + TEXT_BATCH]
+                stored = dict(con.execute(
+                    """SELECT chunk_hash, result FROM extraction_cache
+                       WHERE extractor = ? AND chunk_hash IN (SELECT unnest(?::VARCHAR[]))""",
+                    [identity, sorted({c.chunk_hash for c in batch})]).fetchall())
+                persist_changes(con, [], [_record(c, identity, result_json=stored[c.chunk_hash]) for c in batch])
     stats.cache_hits = len(hits)
 
     # One extractor call per distinct text; its result serves every pending chunk with that text.
@@ -594,6 +606,19 @@ class _SummaryMeter:
         self.written = usage
 
 
+def _with_texts(store: Store, groups: Iterator[list[PendingChunk]]) -> Iterator[list[PendingChunk]]:
+    """The groups (chunks of one text) with their first chunk's text read, ``TEXT_BATCH`` groups per short
+    read-only connection. A chunk gone since the plan (none is, while this run holds the index lock) is skipped."""
+    while batch := list(itertools.islice(groups, TEXT_BATCH)):
+        with store.connect(read_only=True) as con:
+            texts = dict(con.execute("SELECT id, text FROM chunks WHERE id IN (SELECT unnest(?::VARCHAR[]))",
+                                     [[g[0].chunk_id for g in batch]]).fetchall())
+        for group in batch:
+            if group[0].chunk_id in texts:
+                yield [dataclasses.replace(group[0], text=texts[group[0].chunk_id]), *group[1:]]
+        del batch, texts
+
+
 def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[PendingChunk]],
                  stats: ExtractionStats, *, max_concurrency: int, batch_size: int, progress: Progress | None,
                  abort_after_unavailable: int, min_flush_seconds: float,
@@ -638,8 +663,9 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
         return pool.submit(extractor.extract, chunk.text, chunk.title)
 
     try:
-        # Submit lazily (at most 2 x the pool's width in flight) so an abort or crash leaves little work running.
-        queue = iter(by_hash.values())
+        # Submit lazily (at most 2 x the pool's width in flight) so an abort or crash leaves little work running;
+        # texts are read TEXT_BATCH groups ahead.
+        queue = _with_texts(store, iter(by_hash.values()))
         running: dict[Future[ExtractionOutcome], list[PendingChunk]] = {}
 
         def refill() -> None:
