@@ -66,3 +66,12 @@ def test_a_kept_workdir_is_built_again_from_scratch(tmp_path):
     again = run_scale_bench(size_mb=0.2, files=10, parts="corpus", workdir=tmp_path, keep=True)
     for a, b in zip(first["sizes"], again["sizes"]):
         assert b["full"]["chunks_extracted"] == a["full"]["chunks_extracted"] > 0
+
+
+def test_the_section_says_which_parts_ran():
+    corpus = scale_section({"size_mb": 100, "files": 10, "memory_mb": 300, "parts": "corpus", "sizes": []})
+    assert "--memory-mb 300 --parts corpus" in corpus and "JSONL" not in corpus and "300 MB built" in corpus
+    files = scale_section({"size_mb": 100, "files": 10, "parts": "files", "sizes": []})
+    assert "--parts files" in files and "One large .txt file" in files and "two sizes" not in files
+    whole = scale_section({"size_mb": 100, "files": 10, "sizes": []})
+    assert "--parts" not in whole and "two sizes" in whole and "JSONL" in whole

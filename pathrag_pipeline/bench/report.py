@@ -445,7 +445,10 @@ def scale_section(r: dict[str, Any]) -> str:
     """Scale: peak memory and per-stage throughput of full offline indexes at two sizes, an edit, huge files."""
     stages = ("ingest", "extraction", "merge", "embeddings", "total")
     cmd = (f"pathrag bench scale --size-mb {r['size_mb']:g} --files {r['files']}"
-           + (f" --memory-mb {r['memory_mb']:g}" if r.get("memory_mb") else ""))
+           + (f" --memory-mb {r['memory_mb']:g}" if r.get("memory_mb") else "")
+           + (f" --parts {r['parts']}" if r.get("parts", "all") != "all" else ""))
+    corpus_part = r.get("parts", "all") != "files"
+    files_part = r.get("parts", "all") != "corpus"
     rows = []
 
     def add(label: str, mb: float | None, entry: dict[str, Any] | None, through: dict[str, Any] | None) -> None:
@@ -476,12 +479,15 @@ def scale_section(r: dict[str, Any]) -> str:
     parts = [
         "## Scale",
         _reproduce(cmd),
-        "A deterministic generated corpus (the English-like prose with named entities of `pathrag bench ingest`, "
-        ".txt and .md files of about equal size) indexed offline from scratch by `run_indexing` at two sizes (the smaller "
-        "also with its extraction in one process); then three files of the larger corpus edited and re-indexed one at "
-        "a time" + (f"; a third corpus of {r['memory_mb']:g} MB built the same way, for the memory growth"
-                    if r.get("memory_mb") else "") + "; then one large .txt file and one large JSONL file on "
-        "their own. Each measurement runs in a fresh child process and reports that process's peak resident "
+        ("A deterministic generated corpus (the English-like prose with named entities of `pathrag bench ingest`, "
+         ".txt and .md files of about equal size) indexed offline from scratch by `run_indexing` at two sizes (the "
+         f"smaller also with its extraction in one process); then three files of the {r['size_mb']:g} MB corpus edited "
+         "and re-indexed one at a time"
+         + (f"; a third corpus of {r['memory_mb']:g} MB built the same way (not edited), for the memory growth"
+            if r.get("memory_mb") else "") + ("; then " if files_part else ". ") if corpus_part else "")
+        + (f"{'o' if corpus_part else 'O'}ne large .txt file and one large JSONL file indexed on their own. "
+           if files_part else "")
+        + "Each measurement runs in a fresh child process and reports that process's peak resident "
         "memory (`ru_maxrss`). Per stage: seconds, MB of input text per second and chunks per second (chunks "
         "written by the ingest). DuckDB runs with `PATHRAG_DUCKDB_MEMORY_LIMIT` at its default (2GB) and spills "
         "to `PATHRAG_HOME/duckdb_tmp` past it.",
