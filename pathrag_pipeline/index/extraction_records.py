@@ -63,7 +63,6 @@ class ExtractionRecord:
         return self.result.model_dump_json() if self.result is not None else None
 
 
-
 def write_records(con: duckdb.DuckDBPyConnection, records: Iterable[ExtractionRecord]) -> int:
     """Insert or replace the records (one per chunk id; the last wins) and cache the successful results.
 

@@ -111,9 +111,8 @@ class _Rows:
     """Rows for the four tables, as columns in ``_COLUMNS`` order, inserted into ``con`` whenever they
     reach ``INSERT_ROWS`` (and by ``insert`` at the end): memory is bounded whatever the batch."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, limit: int | None = None) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
-        self.limit = INSERT_ROWS if limit is None else limit
         self.cols: dict[str, tuple[list, ...]] = {t: tuple([] for _ in c) for t, c in _COLUMNS.items()}
 
     def _append(self, table: str, row: tuple) -> None:
@@ -153,7 +152,7 @@ class _Rows:
             counts[(k, name, FALLBACK_TYPE)] += 1
         for (k, name, kind), n in counts.items():
             append("entity_names", (chunk_id, k, name, kind, n))
-        if sum(len(columns[0]) for columns in self.cols.values()) >= self.limit:
+        if sum(len(columns[0]) for columns in self.cols.values()) >= INSERT_ROWS:
             self.insert()
 
     def insert(self) -> None:
