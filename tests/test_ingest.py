@@ -337,8 +337,8 @@ def test_chunks_of_a_big_document_are_written_in_slices(env, monkeypatch):
     real = folder_sync._insert
     monkeypatch.setattr(folder_sync, "CHUNK_INSERT_ROWS", 3)
     monkeypatch.setattr(folder_sync, "_insert",
-                        lambda con, table, schema, rows, upsert="": (inserted.append((table, len(rows))),
-                                                                     real(con, table, schema, rows, upsert)))
+                        lambda con, table, schema, rows, **kw: (inserted.append((table, len(rows))),
+                                                                 real(con, table, schema, rows, **kw)))
     sync_folder(settings, store)
     chunk_writes = [n for table, n in inserted if table == "chunks" and n]
     total = rows(store, "SELECT count(*) FROM chunks")[0][0]
@@ -372,3 +372,19 @@ def test_claimed_ids_of_malformed_lines():
     assert _claimed_id(b'{"title": "no id", "text": 5}', 7) == "line-7"
     assert _claimed_id(b'{"text": "cut', 3) is None
     assert _claimed_id(b'{"id": "a", "x": {"id": "b"', 3) is None     # ambiguous
+
+
+def test_an_edited_document_keeps_its_created_at_and_gets_its_new_text(env):
+    """Documents are replaced by delete + insert (not an update of the stored text, which makes DuckDB's next
+    checkpoint rewrite the whole text column of the row group): the row keeps when it was first indexed."""
+    settings, docs, store = env
+    sync_folder(settings, store)
+    victim = sorted(p for p in docs.rglob("*.txt"))[0]
+    rel = victim.relative_to(docs).as_posix()
+    (created, updated), = rows(store, "SELECT created_at, updated_at FROM documents WHERE path = ?", [rel])
+    victim.write_text(victim.read_text() + "\nA new closing line about Kessel Bay.\n")
+    sync_folder(settings, store)
+    (created2, updated2, text), = rows(store, "SELECT created_at, updated_at, text FROM documents WHERE path = ?", [rel])
+    assert created2 == created and updated2 > updated
+    assert text.rstrip().endswith("A new closing line about Kessel Bay.")
+    assert rows(store, "SELECT count(*) FROM documents WHERE path = ?", [rel])[0][0] == 1
