@@ -146,3 +146,24 @@ def test_the_remembered_no_op_state_from_the_ledger_equals_the_tables(home):
         con.execute("UPDATE entities SET description = description || ' (edited)' WHERE rowid = 0")
     moved = states()
     assert moved[1] != moved[0] and moved[2] == moved[0]
+
+
+def test_a_ledger_of_md5_fingerprints_is_converted_and_sends_only_what_changed(home, monkeypatch):
+    """Homes synced before the fingerprint became DuckDB's row hash hold md5 fingerprints: the first sync converts
+    those that still match their row (never sent again) and sends the rows that changed since."""
+    settings, docs = home
+    store = Store(settings.duckdb_path)
+    with store.connect() as con:
+        for name, sql in embedding_stage.SOURCES.items():   # the ledger as the md5 version wrote it
+            con.execute(f"""UPDATE vector_rows v SET fingerprint = n.md5 FROM (SELECT t.key, md5(CAST(t AS VARCHAR))
+                            AS md5 FROM ({sql}) t) n WHERE v.table_name = ? AND v.key = n.key""", [name])
+        con.execute("DELETE FROM pathrag_meta WHERE key = ?", [embedding_stage.FINGERPRINT_META])
+        assert con.execute("SELECT count(*) FROM vector_rows WHERE length(fingerprint) = 32").fetchone()[0] > 0
+    sent = sent_rows(monkeypatch)
+    (docs / "doc3.md").write_text(DOCS["doc3.md"] + "Agnes Morrow3 founded the Lode Society.\n")
+    run_indexing(settings)
+    with store.connect(read_only=True) as con:
+        total = sum(con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in ("entities", "relations", "chunks"))
+        assert con.execute("SELECT count(*) FROM vector_rows WHERE length(fingerprint) = 32").fetchone()[0] == 0
+    assert 0 < sum(sent) < total / 4
+    assert lance_equals_duckdb(settings)

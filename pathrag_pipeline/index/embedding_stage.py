@@ -5,7 +5,7 @@ description (LightRAG's choice); a chunk's document title and text, the passage 
 (``store.PASSAGE_TEXT_SQL``), so dense and lexical search rank the same text.
 
 Sync by difference (issue 23): the DuckDB table ``vector_rows`` remembers, per LanceDB table and key, a fingerprint
-(md5) of the row the stage last wrote there. A sync computes the fingerprints of the current rows in SQL, sends only
+(``FINGERPRINT_SQL``) of the row the stage last wrote there. A sync computes the fingerprints of the current rows in SQL, sends only
 the rows whose fingerprint changed (fetched and written in batches of ``SYNC_BATCH_ROWS``) and deletes the keys no
 longer present, so an edit costs what it changed and memory holds one batch, whatever the corpus. The ledger is
 trusted only while the LanceDB table is the one it was written for (same table id, row count and embedder); otherwise
@@ -89,7 +89,31 @@ SYNC_BATCH_ROWS = 20_000
 LEDGER_META = "vector_rows"
 """pathrag_meta key prefix ('vector_rows:entities', ...): JSON {table_id, rows, embedder} of the LanceDB table the
 ledger rows of ``vector_rows`` describe, as of their last update."""
-_FINGERPRINTED = "SELECT t.*, md5(CAST(t AS VARCHAR)) AS fingerprint FROM ({sql}) t"
+FINGERPRINT_SQL = "hash(t)::VARCHAR"
+"""A row's fingerprint: DuckDB's 64-bit hash of the whole row (key, embedded text, payload columns). It was the md5
+of the row cast to text, which made the plan of a one-file edit at 100 MB cost ~1 s (md5 of every chunk's text and
+every relation's row, issue 23); hashing the row is 4-7x faster. A change of row that keeps its hash is a 2^-64
+chance. DuckDB does not promise ``hash`` stays the same across its versions: if an upgrade changes it, every
+fingerprint differs once and the next sync sends every row again (the vector store re-embeds none whose text is
+unchanged), then the ledger holds the new values."""
+FINGERPRINT_META = "vector_rows_fingerprint"
+"""pathrag_meta key naming the fingerprint the ledger holds ('hash'); a ledger without it holds md5 fingerprints
+and is converted once, exactly (``_convert_ledger``)."""
+_FINGERPRINTED = "SELECT t.*, " + FINGERPRINT_SQL + " AS fingerprint FROM ({sql}) t"
+_MD5_FINGERPRINTED = "SELECT t.key, md5(CAST(t AS VARCHAR)) AS md5, " + FINGERPRINT_SQL + " AS fingerprint FROM ({sql}) t"
+
+
+def _convert_ledger(con: duckdb.DuckDBPyConnection) -> None:
+    """A ledger written with md5 fingerprints gets hash fingerprints for the rows that still match what it
+    recorded (so they are not sent again); a row that changed since keeps its md5, matches nothing, and is sent."""
+    if get_meta(con, FINGERPRINT_META) == "hash":
+        return
+    with transaction(con):
+        for name, sql in SOURCES.items():
+            con.execute(
+                f"""UPDATE vector_rows v SET fingerprint = n.fingerprint FROM ({_MD5_FINGERPRINTED.format(sql=sql)}) n
+                    WHERE v.table_name = ? AND v.key = n.key AND v.fingerprint = n.md5""", [name])
+        set_meta(con, FINGERPRINT_META, "hash")
 
 
 def sync_embeddings(store: Store, vectors: VectorStore, embedder: Embedder,
@@ -111,6 +135,7 @@ def _plan(store: Store, vectors: VectorStore, embedder: Embedder, name: str) -> 
     state = _ledger_state(vectors, name, embedder)
     current = _FINGERPRINTED.format(sql=SOURCES[name])
     with store.connect() as con:
+        _convert_ledger(con)
         stored = get_meta(con, meta_key)
         trusted = state is not None and stored is not None and json.loads(stored) == state
         rows = con.execute(f"SELECT count(*) FROM ({SOURCES[name]})").fetchall()[0][0]
@@ -203,21 +228,21 @@ def synced_state(con: duckdb.DuckDBPyConnection, *, embedder: str, alias_thresho
     """A fingerprint of everything the embedding stage reads: every column of the rows each LanceDB table must
     hold (``SOURCES``, the same SQL ``embedding_rows`` runs), the alias table, the embedder identity and the
     alias setting. Equal fingerprints: the stage would embed nothing, delete nothing and find no new alias.
-    Per table: the row count and the XOR of md5_number over each row's fingerprint (the md5 ``vector_rows``
+    Per table: the row count and the XOR of each row's fingerprint (``FINGERPRINT_SQL``, what ``vector_rows``
     records), so :func:`ledger_synced_state` can compute the same value from the ledger alone."""
     return _state(con, embedder, alias_threshold, {
-        name: f"SELECT count(*), coalesce(bit_xor(md5_number(md5(CAST(t AS VARCHAR)))), 0)::VARCHAR FROM ({sql}) t"
+        name: f"SELECT count(*), coalesce(bit_xor(({FINGERPRINT_SQL})::UBIGINT), 0)::VARCHAR FROM ({sql}) t"
         for name, sql in SOURCES.items()})
 
 
 def ledger_synced_state(con: duckdb.DuckDBPyConnection, *, embedder: str, alias_threshold: float | None) -> str:
-    """:func:`synced_state` computed from the ``vector_rows`` ledger instead of the tables' rows (one md5 pass
-    over every row saved at the end of each run, issue 23). Equal to it whenever the ledger holds exactly the
+    """:func:`synced_state` computed from the ``vector_rows`` ledger instead of the tables' rows (one pass over
+    every row saved at the end of each run, issue 23). Equal to it whenever the ledger holds exactly the
     fingerprints of the current rows: right after a sync that sent every changed row without failure, the only
     time it is called (``remember_synced_state``). Were it ever wrong, the next no-op check, computed from the
     tables, would differ and run the stage again: never a skipped change."""
     return _state(con, embedder, alias_threshold, {
-        name: ("SELECT count(*), coalesce(bit_xor(md5_number(fingerprint)), 0)::VARCHAR FROM vector_rows "
+        name: ("SELECT count(*), coalesce(bit_xor(TRY_CAST(fingerprint AS UBIGINT)), 0)::VARCHAR FROM vector_rows "
                f"WHERE table_name = '{name}'") for name in SOURCES})
 
 
