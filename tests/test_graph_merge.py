@@ -565,3 +565,127 @@ def test_mentions_inserted_and_parts_streamed_in_small_pieces_equal_one_piece(mo
     with pytest.raises(ValueError, match="not both"):
         ExtractionRecord(chunk_id="c", chunk_hash="h", document_id="d", extractor="x", result=records[0].result,
                          result_json="{}")
+
+
+# ---- description rankings kept by difference (issue 23) -----------------------------------------------
+
+POOL = [f"Fact {i} about the place." for i in range(30)]
+
+
+def _hot_record(rng, chunk_id, doc):
+    """Records naming a few hub keys with many distinct sentences (so their rankings are kept, at a budget of
+    4 tokens: 5 parts used, 10 kept) drawn unevenly (so counts differ and deletions reorder the top)."""
+    def text():
+        return " ".join(rng.choice(POOL[:rng.choice([3, 10, 30])]) for _ in range(rng.randint(1, 4)))
+    names = rng.sample(["Hub", "Port", "Mill", "Jane Smith", "J. Smith"], rng.randint(1, 3))
+    entities = [{"name": n, "type": "place", "description": text()} for n in names]
+    relations = [{"source": "Hub", "target": rng.choice(["Port", "Mill"]), "keywords": "k", "strength": 1.0,
+                  "description": text()} for _ in range(rng.randint(0, 2))]
+    return rec(chunk_id, doc, entities, relations)
+
+
+def _full_rankings(con, field):
+    """Every key's complete ranking of ``field`` parts from the live mention tables (the reference)."""
+    from pathrag_pipeline.index.graph_merge import _load_mentions
+
+    _load_mentions(con)
+    source = "_gm_em" if field == "entity_description" else "(SELECT *, relation_key AS key FROM _gm_rm)"
+    rows = con.execute(f"""
+        SELECT m.key, t.fold, count(*) AS n, min({{'c': t.chunk_id, 'o': t.ord, 'p': t.pos}}) AS first
+        FROM {source} m JOIN mention_texts t ON t.chunk_id = m.chunk_id AND t.ord = m.ord AND t.field = '{field}'
+        GROUP BY ALL ORDER BY m.key, n DESC, first""").fetchall()
+    out = {}
+    for key, fold_, n, first in rows:
+        out.setdefault(key, []).append((fold_, n, (first["c"], first["o"], first["p"])))
+    return out
+
+
+def _check_kept(con):
+    """Each kept ranking is the top of the key's full ranking, and every part it leaves out ranks below its bound
+    (or it leaves none out: complete). Returns how many complete and cut rankings it checked."""
+    checked = [0, 0]
+    for field in ("entity_description", "relation_description"):
+        full = _full_rankings(con, field)
+        for key, n, c, o, p, complete in con.execute(
+                "SELECT key, n, first_chunk, first_ord, first_pos, complete FROM ranked_parts_keys WHERE field = ?",
+                [field]).fetchall():
+            kept = [(f, m, (fc, fo, fp)) for f, m, fc, fo, fp in con.execute(
+                """SELECT fold, n, first_chunk, first_ord, first_pos FROM ranked_parts WHERE field = ? AND key = ?
+                   ORDER BY n DESC, first_chunk, first_ord, first_pos""", [field, key]).fetchall()]
+            assert kept == full.get(key, [])[:len(kept)], (field, key)
+            if complete:
+                assert len(kept) == len(full.get(key, [])), (field, key)
+            else:
+                assert all((-m, first) > (-n, (c, o, p)) for _, m, first in full[key][len(kept):]), (field, key)
+            checked[0 if complete else 1] += 1
+    return checked
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kept_rankings_updated_by_difference_equal_a_rebuild(seed, monkeypatch):
+    """Random adds, replacements (one or two before a merge), deletions and alias changes on keys whose
+    description rankings are kept: after each step the graph equals a rebuild, each kept ranking is the top of
+    the full one, and the by-difference update really ran (and sometimes fell back to a full ranking)."""
+    from pathrag_pipeline.index import part_rankings
+    from pathrag_pipeline.index.aliases import add_alias, set_alias_disabled
+    from pathrag_pipeline.index.extraction_stage import merge_dirty, persist_changes
+    from pathrag_pipeline.index.graph_merge import remerge_entities
+
+    updated, fallbacks = [], []
+    real_update = part_rankings._update_kept
+
+    def spying(con_, field, limit, size):
+        real_update(con_, field, limit, size)
+        kept = con_.execute("SELECT count(*) FROM ranked_parts_keys WHERE field = ? AND key IN "
+                            "(SELECT key FROM _gm_bm)", [field]).fetchall()[0][0]
+        done = con_.execute("SELECT count(*) FROM _pr_done").fetchall()[0][0]
+        updated.append(done)
+        fallbacks.append(kept - done)
+
+    monkeypatch.setattr(part_rankings, "_update_kept", spying)
+    rng = random.Random(seed)
+    live = duckdb.connect()
+    init_schema(live)
+    chunks: dict[str, str] = {}
+    apply_chunk_changes(live, [], [_hot_record(rng, f"c{i:02}", f"d{i % 4}") for i in range(30)],
+                        max_description_tokens=4)
+    for cid in (f"c{i:02}" for i in range(30)):
+        chunks[cid] = f"d{int(cid[1:]) % 4}"
+    seen = _check_kept(live)
+    assert sum(seen) >= 3                              # the hubs' rankings are kept
+    for step in range(30):
+        op = rng.random()
+        if op < 0.35:
+            cid = f"c{rng.randrange(40):02}"
+            chunks[cid] = f"d{rng.randrange(4)}"
+            apply_chunk_changes(live, [], [_hot_record(rng, cid, chunks[cid])], max_description_tokens=4)
+        elif op < 0.6 and chunks:
+            gone = rng.sample(sorted(chunks), min(len(chunks), rng.randint(1, 4)))
+            for cid in gone:
+                chunks.pop(cid)
+            apply_chunk_changes(live, gone, [], max_description_tokens=4)
+        elif op < 0.85 and chunks:       # the extraction stage's way: written (maybe twice), merged later
+            cid = rng.choice(sorted(chunks))
+            for _ in range(rng.randint(1, 2)):
+                persist_changes(live, [], [_hot_record(rng, cid, chunks[cid])])
+            merge_dirty(live, max_description_tokens=4)
+        else:                             # an alias change re-merges its keys in full, then edits go on
+            if rng.random() < 0.5:
+                remerge_entities(live, add_alias(live, "j. smith", rng.choice(["jane smith", "hub"])),
+                                 max_description_tokens=4)
+            else:
+                remerge_entities(live, set_alias_disabled(live, "j. smith", True) if live.execute(
+                    "SELECT count(*) FROM entity_aliases").fetchone()[0] else set(), max_description_tokens=4)
+        fresh = duckdb.connect()
+        init_schema(fresh)
+        _copy_extractions(live, fresh)
+        aliases = live.execute("SELECT * FROM entity_aliases").fetchall()
+        if aliases:
+            fresh.executemany("INSERT INTO entity_aliases VALUES (?, ?, ?, ?, ?, ?)", aliases)
+        merge_keys(fresh, None, None, max_description_tokens=4)
+        assert snapshot(live) == snapshot(fresh), f"step {step}"
+        fresh.close()
+        seen = [a + b for a, b in zip(seen, _check_kept(live))]
+    assert sum(updated) > 10 and sum(fallbacks) > 0
+    assert min(seen) > 0                               # complete rankings and cut ones
+    assert live.execute("SELECT count(*) FROM dirty_parts").fetchone()[0] == 0   # every change consumed

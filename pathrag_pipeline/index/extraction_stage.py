@@ -308,7 +308,8 @@ def merge_dirty(con: duckdb.DuckDBPyConnection, summarise: Summarise | None = No
             summarise.entity_keys |= entity_keys
             summarise.relation_keys |= relation_keys
         stats = merge_keys(con, entity_keys, relation_keys, summarise=summarise,
-                           max_description_tokens=max_description_tokens, summary_model=summary_model)
+                           max_description_tokens=max_description_tokens, summary_model=summary_model,
+                           by_difference=True)
         con.execute("DELETE FROM pathrag_meta WHERE key = ?", [GRAPH_DIRTY_META])
     return stats
 
@@ -487,7 +488,7 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
             store_summaries(con, summaries, getattr(summarise, "identity", None))
             with transaction(con):
                 second = merge_keys(con, deferred.entity_keys, deferred.relation_keys,
-                                    max_description_tokens=max_description_tokens)
+                                    max_description_tokens=max_description_tokens, by_difference=True)
                 # A key whose summary failed keeps the cut text for now and stays dirty, so the next run asks
                 # for its summary again and ends where a rebuild would (issue 23), not at the key's next change.
                 failed = [k for h in deferred.requests if h not in summaries for k in deferred.keys_of.get(h, ())]

@@ -56,6 +56,7 @@ from pathrag_pipeline.index.mention_index import (
     sentences, type_vote,
 )
 from pathrag_pipeline.index.extraction_records import ExtractionRecord, delete_records, write_records
+from pathrag_pipeline.index import part_rankings
 from pathrag_pipeline.text.names import display_name_counts
 from pathrag_pipeline.storage.store import transaction, utc_now
 from pathrag_pipeline.text.tokenizer import count_tokens, truncate_to_tokens
@@ -216,7 +217,8 @@ def _load_scope_mentions(con: duckdb.DuckDBPyConnection) -> None:
 
 def _drop_temp(con: duckdb.DuckDBPyConnection) -> None:
     for table in ("_gm_alias", "_gm_raw", "_gm_rm", "_gm_em", "_gm_scope_e", "_gm_scope_r", "_gm_new",
-                  "_gm_changed", "_gm_batch", "_gm_bm", "_gm_gone", "_gm_gone_e", "_gm_chunks", "_gm_more"):
+                  "_gm_changed", "_gm_batch", "_gm_bm", "_gm_gone", "_gm_gone_e", "_gm_chunks", "_gm_more",
+                  "_pr_dirty", "_pr_done", "_pr_c", "_pr_r", "_pr_k", "_pr_f", "_pr_hot", "_pr_m"):
         con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
@@ -366,8 +368,9 @@ class _Descriptions:
     cached summaries first, the summarise callable for the rest."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, summarise: Summarise | None, max_tokens: int,
-                 model: str | None, stats: MergeStats):
+                 model: str | None, stats: MergeStats, by_difference: bool = False):
         self.con, self.summarise, self.max_tokens, self.model, self.stats = con, summarise, max_tokens, model, stats
+        self.by_difference = by_difference   # kept part rankings are updated from dirty_parts (part_rankings)
         self.pending: dict[int, tuple[str, str, str]] = {}   # slot -> (kind, name, key)
         self._summaries_exist: bool | None = None
 
@@ -517,22 +520,27 @@ STREAM_ROWS = 50_000
 """Rows fetched at a time from a merge query whose answer Python reduces key by key (``_ranked_parts``)."""
 
 
-def _ranked_parts(con: duckdb.DuckDBPyConnection, field: str, limit: int | None) -> Iterator[tuple[str, list[str]]]:
+def _ranked_parts(con: duckdb.DuckDBPyConnection, field: str, limit: int | None,
+                  by_difference: bool = False) -> Iterator[tuple[str, list[str]]]:
     """Per key of the batch's mentions (_gm_bm), its distinct ``field`` parts (``mention_texts``) by count,
     then first appearance in (chunk, entry, position) order; at most ``limit`` of them. Yields (key, parts) in
     key order, fetching ``STREAM_ROWS`` rows at a time, so the caller can reduce each key's parts to its text
-    and Python never holds the batch's parts at once (a batch of relations has millions: issue 23)."""
-    cut = f"WHERE rn <= {int(limit)}" if limit is not None else ""
-    result = con.execute(f"""
-        WITH g AS (
-            SELECT m.key, t.fold, count(*) AS n, arg_min(t.text, (t.chunk_id, t.ord, t.pos)) AS text,
-                   min((t.chunk_id, t.ord, t.pos)) AS first
-            FROM _gm_bm m JOIN mention_texts t ON t.chunk_id = m.chunk_id AND t.ord = m.ord AND t.field = '{field}'
-            GROUP BY m.key, t.fold
-        )
-        SELECT key, text FROM (SELECT key, text, n, first,
-                                      row_number() OVER (PARTITION BY key ORDER BY n DESC, first) AS rn FROM g)
-        {cut} ORDER BY key, rn""")
+    and Python never holds the batch's parts at once (a batch of relations has millions: issue 23).
+    With a ``limit``, the rankings of keys with many parts are kept and, ``by_difference``, updated from the
+    parts that changed instead of ranked again (``part_rankings``)."""
+    if limit is not None:
+        result = con.execute(part_rankings.rank_batch(con, field, int(limit), by_difference))
+    else:
+        result = con.execute(f"""
+            WITH g AS (
+                SELECT m.key, t.fold, count(*) AS n, arg_min(t.text, (t.chunk_id, t.ord, t.pos)) AS text,
+                       min((t.chunk_id, t.ord, t.pos)) AS first
+                FROM _gm_bm m JOIN mention_texts t ON t.chunk_id = m.chunk_id AND t.ord = m.ord AND t.field = '{field}'
+                GROUP BY m.key, t.fold
+            )
+            SELECT key, text FROM (SELECT key, text, n, first,
+                                          row_number() OVER (PARTITION BY key ORDER BY n DESC, first) AS rn FROM g)
+            ORDER BY key, rn""")
     key, parts = None, []
     while rows := result.fetchmany(STREAM_ROWS):
         for k, text in rows:
@@ -630,7 +638,7 @@ def _entity_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions, ma
     out: dict[str, list] = {"name": [display_name_counts(names[key]) for key in keys],
                             "type": [type_vote(types[key]) for key in keys],
                             "description": [""] * len(keys)}   # a key without a description sentence
-    for key, ranked in _ranked_parts(con, ENTITY_DESCRIPTION, descriptions.max_tokens + 1):
+    for key, ranked in _ranked_parts(con, ENTITY_DESCRIPTION, descriptions.max_tokens + 1, descriptions.by_difference):
         slot = slot_of[key]
         out["description"][slot] = descriptions.merge(slot, "entity", out["name"][slot], ranked, key)
     description = _with_descriptions(out, descriptions, ENTITY_DESCRIPTION)
@@ -659,7 +667,8 @@ def _relation_rows(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions, 
                             "strength": [math.fsum(s) for s in base.column("strengths").to_pylist()]}
     for key, parts in _ranked_parts(con, RELATION_KEYWORDS, None):
         out["keywords"][slot_of[key]] = ", ".join(parts)
-    for key, ranked in _ranked_parts(con, RELATION_DESCRIPTION, descriptions.max_tokens + 1):
+    for key, ranked in _ranked_parts(con, RELATION_DESCRIPTION, descriptions.max_tokens + 1,
+                                     descriptions.by_difference):
         slot = slot_of[key]
         label = f"{display_name_counts(src_names[key])} <-> {display_name_counts(tgt_names[key])}"
         out["description"][slot] = descriptions.merge(slot, "relation", label, ranked, key)
@@ -683,7 +692,8 @@ def _merge_relations(con, full: bool, descriptions: _Descriptions,
 def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, relation_keys: set[str] | None, *,
                summarise: Summarise | None = None,
                max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS,
-               summary_model: str | None = None, max_source_ids: int | None = None) -> MergeStats:
+               summary_model: str | None = None, max_source_ids: int | None = None,
+               by_difference: bool = False) -> MergeStats:
     """Recompute these entity and relation keys from the current ok extraction records.
 
     A key still mentioned is upserted (rows whose content did not change are left alone); a key no longer
@@ -696,6 +706,9 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
 
     An incremental merge reads only the mentions of the touched keys from the mention tables
     (``mention_index``), never an extraction record, so its cost follows the touched keys, not the corpus.
+    ``by_difference``: the keys' description rankings kept in ``ranked_parts`` are updated from the parts that
+    records written since changed (``dirty_parts``) instead of ranked again; only for keys whose raw keys are
+    the same as when their rankings were kept (record changes, not alias changes: ``part_rankings``).
     """
     if max_source_ids is None:
         max_source_ids = MAX_SOURCE_IDS
@@ -708,17 +721,22 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
     started = time.perf_counter()
     stats = MergeStats()
     full = entity_keys is None
-    descriptions = _Descriptions(con, summarise, max_description_tokens, summary_model, stats)
+    descriptions = _Descriptions(con, summarise, max_description_tokens, summary_model, stats,
+                                 by_difference=by_difference and not full)
     with _temp_tables(con):
         if full:
+            part_rankings.forget_all(con)
             _load_mentions(con)
         else:
             _set_scope(con, "_gm_scope_r", relation_keys)
             _set_scope(con, "_gm_scope_e", entity_keys)
             _load_scope_mentions(con)
+            if by_difference:
+                part_rankings.load_dirty(con, KEY_SEPARATOR)
         stats.chunks_read, stats.mentions_read = _mentions_read(con)
         stats.entities_written, stats.entities_deleted, stats.entities_unchanged, gone = \
             _merge_entities(con, full, descriptions, max_source_ids)
+        part_rankings.forget_keys(con, ENTITY_DESCRIPTION, gone)
         if not full and gone:
             _set_scope(con, "_gm_gone_e", gone)
             con.execute(
@@ -727,8 +745,12 @@ def merge_keys(con: duckdb.DuckDBPyConnection, entity_keys: set[str] | None, rel
                    WHERE (src_key IN (SELECT key FROM _gm_gone_e) OR tgt_key IN (SELECT key FROM _gm_gone_e))
                      AND relation_key NOT IN (SELECT key FROM _gm_scope_r)"""
             )
-        stats.relations_written, stats.relations_deleted, stats.relations_unchanged, _ = \
+        stats.relations_written, stats.relations_deleted, stats.relations_unchanged, gone_r = \
             _merge_relations(con, full, descriptions, max_source_ids)
+        part_rankings.forget_keys(con, RELATION_DESCRIPTION, gone_r)
+        if not full:
+            part_rankings.consume_dirty(con, KEY_SEPARATOR, {ENTITY_DESCRIPTION: "_gm_scope_e",
+                                                            RELATION_DESCRIPTION: "_gm_scope_r"})
     stats.seconds = time.perf_counter() - started
     return stats
 
@@ -780,7 +802,8 @@ def apply_chunk_changes(con: duckdb.DuckDBPyConnection, removed_chunk_ids: Itera
         written = {r.chunk_id for r in upsert_records}
         after_e, after_r = keys_for_chunks(con, written)
         return merge_keys(con, before_e | after_e, before_r | after_r, summarise=summarise,
-                          max_description_tokens=max_description_tokens, max_source_ids=max_source_ids)
+                          max_description_tokens=max_description_tokens, max_source_ids=max_source_ids,
+                          by_difference=True)
 
 
 def new_alias_candidates(store, *, string_threshold: float = 0.95,

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 import duckdb
 import pyarrow as pa
 
+from pathrag_pipeline.index.mention_fields import ENTITY_DESCRIPTION, RELATION_DESCRIPTION, RELATION_KEYWORDS
+from pathrag_pipeline.index.part_rankings import forget_all, record_changed_parts
 from pathrag_pipeline.storage.store import get_meta, set_meta
 from pathrag_pipeline.text.names import NAME_KEY_VERSION, display_name_counts, name_key
 
@@ -41,8 +43,6 @@ MENTION_RULES = f"{NAME_KEY_VERSION}/split-1"
 """Name-key rules and sentence/keyword splitting: a change of either rebuilds the tables from the records."""
 FALLBACK_TYPE = "other"
 REBUILD_BATCH_CHUNKS = 5_000
-ENTITY_DESCRIPTION, RELATION_DESCRIPTION, RELATION_KEYWORDS = "entity_description", "relation_description", \
-    "relation_keywords"
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _KEYWORD_SPLIT = re.compile(r"[,;\n]")
@@ -179,6 +179,7 @@ def forget_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) ->
     """Remove what these chunks' records contributed."""
     ids = sorted(set(chunk_ids))
     if ids:
+        record_changed_parts(con, ids)   # what kept part rankings must count again (part_rankings)
         for table in MENTION_TABLES:
             con.execute(f"DELETE FROM {table} WHERE chunk_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
 
@@ -205,12 +206,14 @@ def refresh_mentions(con: duckdb.DuckDBPyConnection,
         if result is not None:
             rows.add(chunk_id, document_id, *_entries(result))
     rows.insert()
+    record_changed_parts(con, results)
 
 
 def rebuild_mentions(con: duckdb.DuckDBPyConnection) -> None:
     """All four tables again from the ok records, in batches of chunks (bounded memory)."""
     for table in MENTION_TABLES:
         con.execute(f"DELETE FROM {table}")
+    forget_all(con)   # kept part rankings describe the old rows
     chunk_ids = [c for (c,) in con.execute(
         "SELECT chunk_id FROM extractions WHERE status = 'ok' AND result IS NOT NULL ORDER BY chunk_id").fetchall()]
     for start in range(0, len(chunk_ids), REBUILD_BATCH_CHUNKS):

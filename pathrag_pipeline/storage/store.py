@@ -192,6 +192,38 @@ DDL = [
     )
     """,
     """
+    CREATE TABLE IF NOT EXISTS ranked_parts (
+        field         VARCHAR NOT NULL,      -- 'entity_description' or 'relation_description' (mention_texts.field)
+        key           VARCHAR NOT NULL,      -- entities.entity_key or relations.relation_key (aliases applied)
+        fold          VARCHAR NOT NULL,      -- the part case-folded (mention_texts.fold)
+        n             BIGINT NOT NULL,       -- how many mentions of the key hold the part
+        first_chunk   VARCHAR NOT NULL,      -- first appearance of the part among them: chunk id,
+        first_ord     INTEGER NOT NULL,      -- the entry's ord in that chunk's record,
+        first_pos     INTEGER NOT NULL,      -- and the part's position in the entry
+        text          VARCHAR NOT NULL       -- the part as it reads at its first appearance
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS ranked_parts_keys (
+        field         VARCHAR NOT NULL,      -- as in ranked_parts
+        key           VARCHAR NOT NULL,      -- a key whose ranking ranked_parts holds the top of
+        n             BIGINT NOT NULL,       -- the bound: every part of the key not in ranked_parts ranks strictly below
+        first_chunk   VARCHAR NOT NULL,      -- the bound part's first appearance: chunk id,
+        first_ord     INTEGER NOT NULL,      -- entry ord
+        first_pos     INTEGER NOT NULL,      -- and position in the entry (as in ranked_parts)
+        complete      BOOLEAN NOT NULL,      -- true: ranked_parts holds every part of the key (the bound is then its last)
+        PRIMARY KEY (field, key)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS dirty_parts (
+        field         VARCHAR NOT NULL,      -- as in ranked_parts
+        source_key    VARCHAR NOT NULL,      -- the mention's raw name key (entity) or source name key (relation), before aliases
+        target_key    VARCHAR,               -- the relation mention's raw target name key; NULL for an entity
+        fold          VARCHAR NOT NULL       -- a part whose count or first appearance a written or deleted record changed
+    )
+    """,
+    """
     CREATE TABLE IF NOT EXISTS vector_rows (
         table_name    VARCHAR NOT NULL,      -- the LanceDB table: 'entities', 'relations' or 'chunks'
         key           VARCHAR NOT NULL,      -- the row's key there (entity_key, relation_key, chunks.id)
