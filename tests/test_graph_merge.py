@@ -234,6 +234,7 @@ def test_a_failure_inside_keys_for_chunks_is_not_masked_by_the_temp_table_cleanu
         con_.execute("SELECT error('out of memory stand-in')")
 
     monkeypatch.setattr(graph_merge, "_load_mentions", failing_load)
+    monkeypatch.setattr(graph_merge, "_load_alias_free_scope", failing_load)
     with pytest.raises(duckdb.InvalidInputException, match="out of memory stand-in"):
         with transaction(con):
             keys_for_chunks(con, ["c1"])
@@ -689,3 +690,29 @@ def test_kept_rankings_updated_by_difference_equal_a_rebuild(seed, monkeypatch):
     assert sum(updated) > 10 and sum(fallbacks) > 0
     assert min(seen) > 0                               # complete rankings and cut ones
     assert live.execute("SELECT count(*) FROM dirty_parts").fetchone()[0] == 0   # every change consumed
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_alias_free_scope_loads_the_same_mentions_as_resolving_every_one(con, seed):
+    """Issue 23: a scope no alias touches builds _gm_em from entity_mentions and entity_names and _gm_rm from its
+    relations' own mentions; the rows the merge reads must be those that resolving every mention gives."""
+    from pathrag_pipeline.index.graph_merge import _load_alias_free_scope, _load_aliases, _load_mentions, _set_scope
+
+    rng = random.Random(seed)
+    write_records(con, [random_record(rng, f"c{i}", f"d{i % 5}") for i in range(60)])
+    merge_keys(con, None, None)
+    keys = [k for (k,) in con.execute("SELECT entity_key FROM entities ORDER BY 1").fetchall()]
+    relations = con.execute("SELECT relation_key, src_key, tgt_key FROM relations ORDER BY 1").fetchall()
+    em = "SELECT chunk_id, document_id, key, name, type, ord >= 1000000 AS implicit, CASE WHEN ord < 1000000 THEN ord END FROM _gm_em ORDER BY ALL"
+    rm = "SELECT * FROM _gm_rm WHERE relation_key IN (SELECT key FROM _gm_scope_r) ORDER BY ALL"
+    for _ in range(5):
+        scope_r = rng.sample(relations, min(len(relations), 4))
+        scope_e = set(rng.sample(keys, 4)) | {k for _, a, b in scope_r for k in (a, b)}
+        _set_scope(con, "_gm_scope_e", scope_e)
+        _set_scope(con, "_gm_scope_r", [r for r, _, _ in scope_r])
+        _load_mentions(con, scoped=True)
+        expected = con.execute(em).fetchall(), con.execute(rm).fetchall()
+        _load_aliases(con)
+        _load_alias_free_scope(con)
+        assert (con.execute(em).fetchall(), con.execute(rm).fetchall()) == expected
+        assert any(row[5] for row in expected[0]) and expected[1]     # implicit mentions and relations were compared
