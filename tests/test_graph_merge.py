@@ -512,13 +512,14 @@ def test_edit_touching_a_canonical_key_keeps_its_aliased_mentions(con):
     assert snapshot(con) == _rebuilt_with_aliases(con)
 
 
-def _rebuilt_with_aliases(live):
+def _rebuilt_with_aliases(live, **merge_options):
     fresh = duckdb.connect()
     init_schema(fresh)
     _copy_extractions(live, fresh)
-    fresh.executemany("INSERT INTO entity_aliases VALUES (?, ?, ?, ?, ?, ?)",
-                      live.execute("SELECT * FROM entity_aliases").fetchall())
-    merge_keys(fresh, None, None)
+    aliases = live.execute("SELECT * FROM entity_aliases").fetchall()
+    if aliases:
+        fresh.executemany("INSERT INTO entity_aliases VALUES (?, ?, ?, ?, ?, ?)", aliases)
+    merge_keys(fresh, None, None, **merge_options)
     out = snapshot(fresh)
     fresh.close()
     return out
@@ -677,15 +678,7 @@ def test_kept_rankings_updated_by_difference_equal_a_rebuild(seed, monkeypatch):
             else:
                 remerge_entities(live, set_alias_disabled(live, "j. smith", True) if live.execute(
                     "SELECT count(*) FROM entity_aliases").fetchone()[0] else set(), max_description_tokens=4)
-        fresh = duckdb.connect()
-        init_schema(fresh)
-        _copy_extractions(live, fresh)
-        aliases = live.execute("SELECT * FROM entity_aliases").fetchall()
-        if aliases:
-            fresh.executemany("INSERT INTO entity_aliases VALUES (?, ?, ?, ?, ?, ?)", aliases)
-        merge_keys(fresh, None, None, max_description_tokens=4)
-        assert snapshot(live) == snapshot(fresh), f"step {step}"
-        fresh.close()
+        assert snapshot(live) == _rebuilt_with_aliases(live, max_description_tokens=4), f"step {step}"
         seen = [a + b for a, b in zip(seen, _check_kept(live))]
     assert sum(updated) > 10 and sum(fallbacks) > 0
     assert min(seen) > 0                               # complete rankings and cut ones

@@ -624,21 +624,16 @@ def _counts(con: duckdb.DuckDBPyConnection, column: str) -> dict[str, dict]:
 def _provenance(con: duckdb.DuckDBPyConnection, max_source_ids: int, extra: str = "") -> pa.Table:
     """Per key of the batch's mentions, sorted by key: mention count, its ``max_source_ids`` smallest distinct
     chunk ids (all of them for 0) and the distinct documents of those chunks, both sorted."""
-    if max_source_ids > 0:
-        # the smallest chunks by the top-n aggregate, not a window numbering every chunk of the key (a place named
-        # in 20,000 chunks of the scale corpus: ~25% of this query for the keys of a one-file edit, issue 23)
-        lists = f"""list_sort(list_transform(first, lambda x: x.c)) AS source_chunk_ids,
-                    list_sort(list_distinct(list_transform(first, lambda x: x.d))) AS document_ids
-                    FROM (SELECT key, min({{'c': chunk_id, 'd': document_id}}, {int(max_source_ids)}) AS first
-                          FROM chunks GROUP BY key)"""
-    else:
-        lists = """list(chunk_id ORDER BY chunk_id) AS source_chunk_ids,
-                   list_sort(list_distinct(list(document_id))) AS document_ids FROM chunks GROUP BY key"""
+    kept = f"WHERE rn <= {int(max_source_ids)}" if max_source_ids > 0 else ""
     return con.sql(
         f"""WITH chunks AS (
-                SELECT key, chunk_id, any_value(document_id) AS document_id FROM _gm_bm GROUP BY key, chunk_id
+                SELECT key, chunk_id, any_value(document_id) AS document_id,
+                       row_number() OVER (PARTITION BY key ORDER BY chunk_id) AS rn
+                FROM _gm_bm GROUP BY key, chunk_id
             ), sources AS (
-                SELECT key, {lists}
+                SELECT key, list(chunk_id ORDER BY chunk_id) AS source_chunk_ids,
+                       list_sort(list_distinct(list(document_id))) AS document_ids
+                FROM chunks {kept} GROUP BY key
             )
             SELECT m.*, s.source_chunk_ids, s.document_ids
             FROM (SELECT key, count(*)::INTEGER AS mention_count {extra} FROM _gm_bm GROUP BY key) m
