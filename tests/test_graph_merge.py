@@ -1,3 +1,4 @@
+import dataclasses
 import math
 import random
 
@@ -9,6 +10,7 @@ from pathrag_pipeline.index.extraction_records import ExtractionRecord, cached_e
 from pathrag_pipeline.index.graph_merge import (
     MAX_SOURCE_IDS, apply_chunk_changes, keys_for_chunks, merge_keys, merge_keywords, merge_sentences, relation_key,
 )
+from pathrag_pipeline.index.mention_index import entries, prepare_mentions
 from pathrag_pipeline.storage.store import init_schema
 from pathrag_pipeline.text.tokenizer import count_tokens
 
@@ -553,7 +555,7 @@ def test_mentions_inserted_and_parts_streamed_in_small_pieces_equal_one_piece(mo
     real_insert = mention_index._Rows.insert
 
     def counting(self):
-        held.append(sum(len(columns[0]) for columns in self.cols.values()))
+        held.append(self.held)
         real_insert(self)
 
     monkeypatch.setattr(mention_index, "INSERT_ROWS", 10)
@@ -564,6 +566,12 @@ def test_mentions_inserted_and_parts_streamed_in_small_pieces_equal_one_piece(mo
     assert build(as_json) == whole and build(records) == whole
     one_record = max(len(r.result.entities) * 3 + len(r.result.relations) * 4 for r in records)
     assert len(held) > 20 and max(held) < 10 + one_record    # inserted as they came, not all at the end
+    # rows prepared beside the result (extraction workers: prepare_mentions) are the rows the result gives
+    held.clear()
+    prepared = [dataclasses.replace(r, result=None, result_json=r.result.model_dump_json(),
+                                    mentions=prepare_mentions(*entries(r.result))) for r in records]
+    assert build(prepared) == whole
+    assert len(held) > 20 and max(held) < 10 + one_record
     with pytest.raises(ValueError, match="not both"):
         ExtractionRecord(chunk_id="c", chunk_hash="h", document_id="d", extractor="x", result=records[0].result,
                          result_json="{}")

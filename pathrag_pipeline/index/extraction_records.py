@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from pathrag_pipeline.index.extraction_models import ChunkExtraction
-from pathrag_pipeline.index.mention_index import ensure_mentions, forget_mentions, refresh_mentions
+from pathrag_pipeline.index.mention_index import MentionRows, ensure_mentions, forget_mentions, refresh_mentions
 from pathrag_pipeline.storage.store import utc_now
 
 STATUSES = ("ok", "failed", "empty")  # empty: nothing extracted from a chunk with content (see extraction_stage)
@@ -46,6 +46,9 @@ class ExtractionRecord:
     extraction stage holds while a write batch fills. A parsed result of dense text (110 entities and 110
     relations as pydantic models) costs ~0.5 MB of Python memory, its JSON ~34 KB: a batch of a thousand
     records held as models raised a 25 MB build's peak RSS by ~500 MiB (issue 23, flat memory)."""
+    mentions: MentionRows | None = None
+    """The result's mention rows when they were made with it (``prepare_mentions``, in an extraction worker
+    process); else they are derived from the result when the record is written."""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -101,9 +104,15 @@ def write_records(con: duckdb.DuckDBPyConnection, records: Iterable[ExtractionRe
         )
     finally:
         con.unregister("_extraction_batch")
-    refresh_mentions(con, {r.chunk_id: (r.document_id, (r.result if r.result is not None else r.result_json)
-                                        if r.status == "ok" else None) for r in recs})
+    refresh_mentions(con, {r.chunk_id: (r.document_id, _mention_source(r) if r.status == "ok" else None)
+                           for r in recs})
     return len(recs)
+
+
+def _mention_source(record: ExtractionRecord) -> ChunkExtraction | str | MentionRows | None:
+    if record.mentions is not None:
+        return record.mentions
+    return record.result if record.result is not None else record.result_json
 
 
 def delete_records(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> int:

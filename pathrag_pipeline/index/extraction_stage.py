@@ -54,6 +54,7 @@ from pathrag_pipeline.index.extraction_models import (
     result_cap,
 )
 from pathrag_pipeline.index.extraction_records import ExtractionRecord, delete_records, write_records
+from pathrag_pipeline.index.mention_index import MentionRows, entries, prepare_mentions
 from pathrag_pipeline.index.graph_merge import (
     DEFAULT_MAX_DESCRIPTION_TOKENS,
     DeferredSummaries,
@@ -331,7 +332,8 @@ def record_usage(con: duckdb.DuckDBPyConnection, *, run_id: str, stage: str, ext
 def _record(chunk: PendingChunk, extractor_id: str, *, result: ChunkExtraction | None = None,
             error: str | None = None, calls: int = 0, prompt_tokens: int = 0,
             completion_tokens: int = 0, status: str | None = None, retry_key: str = "",
-            counts: bool = True, result_json: str | None = None) -> ExtractionRecord:
+            counts: bool = True, result_json: str | None = None,
+            mentions: MentionRows | None = None) -> ExtractionRecord:
     """The record of ``chunk``; a failed or empty one carries the runs in a row it failed (``counts``: False for
     a failure that is not the chunk's, an unreachable or stopped endpoint, which keeps the count). The result
     is held as JSON until written (``result_json``, as given for a cached one)."""
@@ -343,21 +345,49 @@ def _record(chunk: PendingChunk, extractor_id: str, *, result: ChunkExtraction |
         result_json=result.model_dump_json() if result is not None else result_json,
         error=error,
         calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-        failed_runs=failed_runs, retry_key=retry_key,
+        failed_runs=failed_runs, retry_key=retry_key, mentions=mentions,
     )
 
 
-def _within_cap(extraction: ChunkExtraction, chunk: PendingChunk) -> tuple[ChunkExtraction, str | None]:
-    """``extraction`` cut to the chunk's cap (``result_cap``: what one record may store, whatever the
-    extractor), and what was cut when it was (stored as the record's note and logged), else None."""
-    cap = result_cap(chunk.text)
-    kept, size = extraction.capped(cap)
-    if kept is extraction:
-        return extraction, None
-    return kept, (f"result trimmed to the per-chunk cap: {size:,} bytes of JSON for {len(chunk.text.encode()):,} "
-                  f"bytes of text, over {cap:,} ({RESULT_BYTES_PER_TEXT_BYTE} per byte of text, at least "
-                  f"{RESULT_MIN_CAP_BYTES:,}); kept the first {len(kept.entities)} of {len(extraction.entities)} "
-                  f"entities and {len(kept.relations)} of {len(extraction.relations)} relations")
+@dataclass(frozen=True)
+class PreparedOutcome:
+    """An extractor's outcome for one text made ready to write: the result cut to the chunk's cap, as JSON, with
+    its mention rows (``prepare_mentions``). Made where the extraction ran, so with worker processes the JSON and
+    the ~700 mention rows of a dense chunk are built on every core, not by the one process that writes (it spent
+    a third of a 10 MB build's extraction stage building them while the workers waited for it)."""
+
+    status: str                     # 'ok' or 'empty' (ExtractionOutcome.status)
+    note: str | None                # ExtractionOutcome.note
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    result_json: str
+    trimmed: str | None             # what the cap cut, when it cut
+    mentions: MentionRows | None    # for 'ok' results
+
+
+def _prepared(outcome: ExtractionOutcome, text: str) -> PreparedOutcome:
+    """``outcome`` cut to the cap of a chunk of ``text`` (``result_cap``: what one record may store, whatever the
+    extractor; what was cut becomes the record's note and is logged), serialised, with its mention rows."""
+    status = getattr(outcome, "status", "ok")
+    extraction = outcome.extraction
+    result_json = extraction.model_dump_json()
+    cap = result_cap(text)
+    trimmed = None
+    if len(result_json.encode("utf-8")) > cap:
+        kept, size = extraction.capped(cap)
+        trimmed = (f"result trimmed to the per-chunk cap: {size:,} bytes of JSON for {len(text.encode()):,} "
+                   f"bytes of text, over {cap:,} ({RESULT_BYTES_PER_TEXT_BYTE} per byte of text, at least "
+                   f"{RESULT_MIN_CAP_BYTES:,}); kept the first {len(kept.entities)} of {len(extraction.entities)} "
+                   f"entities and {len(kept.relations)} of {len(extraction.relations)} relations")
+        extraction, result_json = kept, kept.model_dump_json()
+    mentions = prepare_mentions(*entries(extraction)) if status == "ok" else None
+    return PreparedOutcome(status, outcome.note, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens,
+                           result_json, trimmed, mentions)
+
+
+def _extract_prepared(extractor: Extractor, text: str, title: str | None) -> PreparedOutcome:
+    return _prepared(extractor.extract(text, title), text)
 
 
 def summariser_for(extractor: Extractor, max_description_tokens: int = DEFAULT_MAX_DESCRIPTION_TOKENS
@@ -380,9 +410,9 @@ def _start_worker(extractor: Extractor) -> None:
     _WORKER_EXTRACTOR = extractor
 
 
-def _extract_in_worker(text: str, title: str | None) -> ExtractionOutcome:
+def _extract_in_worker(text: str, title: str | None) -> PreparedOutcome:
     assert _WORKER_EXTRACTOR is not None
-    return _WORKER_EXTRACTOR.extract(text, title)
+    return _extract_prepared(_WORKER_EXTRACTOR, text, title)
 
 
 def _executor(extractor: Extractor, texts: int, max_concurrency: int, processes: int
@@ -658,16 +688,16 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
     pool, in_flight, in_processes = _executor(extractor, total, max_concurrency, processes)
     stats.processes = in_flight if in_processes else 1
 
-    def submit(chunk: PendingChunk) -> Future[ExtractionOutcome]:
+    def submit(chunk: PendingChunk) -> Future[PreparedOutcome]:
         if in_processes:
             return pool.submit(_extract_in_worker, chunk.text, chunk.title)
-        return pool.submit(extractor.extract, chunk.text, chunk.title)
+        return pool.submit(_extract_prepared, extractor, chunk.text, chunk.title)
 
     try:
         # Submit lazily (at most 2 x the pool's width in flight) so an abort or crash leaves little work running;
         # texts are read TEXT_BATCH groups ahead.
         queue = _with_texts(store, iter(by_hash.values()))
-        running: dict[Future[ExtractionOutcome], list[PendingChunk]] = {}
+        running: dict[Future[PreparedOutcome], list[PendingChunk]] = {}
 
         def refill() -> None:
             while abort is None and len(running) < 2 * in_flight:
@@ -725,7 +755,7 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                     batch.extend(_record(c, identity, error=message, retry_key=retry_key) for c in group)
                     continue
                 unavailable_streak = 0
-                empty = getattr(outcome, "status", "ok") == "empty"
+                empty = outcome.status == "empty"
                 if empty:
                     stats.empty += len(group)
                     log.warning("extraction of chunk %s is empty: %s", group[0].chunk_id, outcome.note)
@@ -734,13 +764,13 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                 stats.calls += outcome.calls
                 stats.prompt_tokens += outcome.prompt_tokens
                 stats.completion_tokens += outcome.completion_tokens
-                result, trimmed = _within_cap(outcome.extraction, group[0])
+                trimmed = outcome.trimmed
                 if trimmed:
                     stats.trimmed += len(group)
                     log.warning("extraction of chunk %s (document %s): %s", group[0].chunk_id,
                                 group[0].document_id, trimmed)
                 note = outcome.note if empty else "; ".join(n for n in (outcome.note, trimmed) if n) or None
-                batch.extend(_record(c, identity, result=result,
+                batch.extend(_record(c, identity, result_json=outcome.result_json, mentions=outcome.mentions,
                                      status="empty" if empty else "ok",
                                      error=note, retry_key=retry_key,
                                      calls=outcome.calls if i == 0 else 0,

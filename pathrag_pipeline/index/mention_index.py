@@ -107,6 +107,101 @@ batch of 800 records at once, as row tuples and then copied into columns, they r
 ~600 MiB. Row counts here are a few hundred thousand per second of inserting, so the sub-batches cost nothing."""
 
 
+_ID_COLUMNS = {"entity_names": 1, "entity_mentions": 2, "relation_mentions": 2, "mention_texts": 1}
+"""How many leading columns of each table (``_COLUMNS``) say whose rows they are: chunk id, document id."""
+
+
+class MentionRows:
+    """One record's rows for the four tables without their id columns (``_ID_COLUMNS``), as Arrow tables:
+    built where the record is made (``prepare_mentions``: in an extraction worker process, beside the record's
+    JSON) so the writing process only adds the ids and inserts. Arrow, not Python rows: a write batch holds up
+    to thousands of records until it is written, and ~700 rows per record as Python objects are ~10x the bytes."""
+
+    __slots__ = ("tables",)
+
+    def __init__(self, tables: dict[str, pa.Table]) -> None:
+        self.tables = tables
+
+    def __len__(self) -> int:
+        return sum(t.num_rows for t in self.tables.values())
+
+
+def _mention_columns(entities: Iterable[tuple], relations: Iterable[tuple]) -> dict[str, tuple[list, ...]]:
+    """The rows of one record, as columns without the id columns (see ``_Rows.add``)."""
+    en_key, en_name, en_type, en_n = names = ([], [], [], [])
+    em_ord, em_key, em_name, em_type = entity_cols = ([], [], [], [])
+    rm_ord, rm_s, rm_t, rm_sname, rm_tname, rm_strength = relation_cols = ([], [], [], [], [], [])
+    mt_ord, mt_field, mt_pos, mt_fold, mt_text = text_cols = ([], [], [], [], [])
+    split: dict[tuple[str, str], tuple[list[str], list[str]]] = {}   # a record quotes one sentence many times
+
+    def texts(i: int, field: str, parts: list[str]) -> None:
+        n = len(parts)
+        if n:
+            mt_ord.extend([i] * n)
+            mt_field.extend([field] * n)
+            mt_pos.extend(range(n))
+            mt_fold.extend([part.casefold() for part in parts])
+            mt_text.extend(parts)
+
+    def parts_of(text: str | None, kind: str) -> list[str]:
+        if not text:
+            return []
+        hit = split.get((text, kind))
+        if hit is None:
+            hit = split[(text, kind)] = sentences(text) if kind == "s" else keyword_parts(text)
+        return hit
+
+    counts: Counter = Counter()
+    explicit: set[str] = set()
+    for i, (name, kind, description) in enumerate(entities, 1):
+        if not (k := _key(name)):
+            continue
+        kind = _clean_type(kind)
+        counts[(k, name, kind)] += 1
+        explicit.add(k)
+        em_ord.append(i)
+        em_key.append(k)
+        em_name.append(name)
+        em_type.append(kind)
+        texts(i, ENTITY_DESCRIPTION, parts_of(description, "s"))
+    implicit: dict[str, str] = {}
+    for i, (source, target, keywords, description, strength) in enumerate(relations, 1):
+        ks, kt = _key(source), _key(target)
+        if not ks or not kt or ks == kt:
+            continue
+        rm_ord.append(i)
+        rm_s.append(ks)
+        rm_t.append(kt)
+        rm_sname.append(source)
+        rm_tname.append(target)
+        rm_strength.append(1.0 if strength is None else float(strength))
+        texts(i, RELATION_KEYWORDS, parts_of(keywords, "k"))
+        texts(i, RELATION_DESCRIPTION, parts_of(description, "s"))
+        for k, name in ((ks, source), (kt, target)):
+            if k not in explicit:
+                implicit.setdefault(k, name)
+    for k, name in implicit.items():
+        counts[(k, name, FALLBACK_TYPE)] += 1
+    for (k, name, kind), n in counts.items():
+        en_key.append(k)
+        en_name.append(name)
+        en_type.append(kind)
+        en_n.append(n)
+    return {"entity_names": names, "entity_mentions": entity_cols, "relation_mentions": relation_cols,
+            "mention_texts": text_cols}
+
+
+def _arrow(table: str, columns: tuple[list, ...], skip: int = 0) -> pa.Table:
+    names = _COLUMNS[table][skip:]
+    return pa.table({c: pa.array(v, _TYPES.get(c, pa.string())) for c, v in zip(names, columns)})
+
+
+def prepare_mentions(entities: Iterable[tuple], relations: Iterable[tuple]) -> MentionRows:
+    """One record's mention rows, without ids, ready for ``_Rows.add_prepared`` (see ``MentionRows``)."""
+    columns = _mention_columns(entities, relations)
+    return MentionRows({t: _arrow(t, columns[t], _ID_COLUMNS[t]) for t in _COLUMNS})
+
+
 class _Rows:
     """Rows for the four tables, as columns in ``_COLUMNS`` order, inserted into ``con`` whenever they
     reach ``INSERT_ROWS`` (and by ``insert`` at the end): memory is bounded whatever the batch."""
@@ -114,54 +209,52 @@ class _Rows:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
         self.cols: dict[str, tuple[list, ...]] = {t: tuple([] for _ in c) for t, c in _COLUMNS.items()}
-
-    def _append(self, table: str, row: tuple) -> None:
-        for col, value in zip(self.cols[table], row):
-            col.append(value)
+        self.prepared: dict[str, list[pa.Table]] = {t: [] for t in _COLUMNS}
+        self.held = 0
 
     def add(self, chunk_id: str, document_id: str, entities: Iterable[tuple], relations: Iterable[tuple]) -> None:
         """One record's rows, from its (name, type, description) entities and (source, target, keywords,
         description, strength) relations; ``ord`` is the 1-based position of the entry in its list."""
-        append = self._append
-        counts: Counter = Counter()
-        explicit: set[str] = set()
-        for i, (name, kind, description) in enumerate(entities, 1):
-            if not (k := _key(name)):
+        for table, columns in _mention_columns(entities, relations).items():
+            n = len(columns[0])
+            if not n:
                 continue
-            kind = _clean_type(kind)
-            counts[(k, name, kind)] += 1
-            explicit.add(k)
-            append("entity_mentions", (chunk_id, document_id, i, k, name, kind))
-            for pos, part in enumerate(sentences(description)):
-                append("mention_texts", (chunk_id, i, ENTITY_DESCRIPTION, pos, part.casefold(), part))
-        implicit: dict[str, str] = {}
-        for i, (source, target, keywords, description, strength) in enumerate(relations, 1):
-            ks, kt = _key(source), _key(target)
-            if not ks or not kt or ks == kt:
+            target = self.cols[table]
+            target[0].extend([chunk_id] * n)
+            if _ID_COLUMNS[table] == 2:
+                target[1].extend([document_id] * n)
+            for into, values in zip(target[_ID_COLUMNS[table]:], columns):
+                into.extend(values)
+            self.held += n
+        self._maybe_insert()
+
+    def add_prepared(self, chunk_id: str, document_id: str, rows: MentionRows) -> None:
+        """One record's rows as ``prepare_mentions`` made them (the same rows ``add`` makes from its entries)."""
+        for table, part in rows.tables.items():
+            n = part.num_rows
+            if not n:
                 continue
-            append("relation_mentions",
-                   (chunk_id, document_id, i, ks, kt, source, target, 1.0 if strength is None else float(strength)))
-            for pos, part in enumerate(keyword_parts(keywords)):
-                append("mention_texts", (chunk_id, i, RELATION_KEYWORDS, pos, part.casefold(), part))
-            for pos, part in enumerate(sentences(description)):
-                append("mention_texts", (chunk_id, i, RELATION_DESCRIPTION, pos, part.casefold(), part))
-            for k, name in ((ks, source), (kt, target)):
-                if k not in explicit:
-                    implicit.setdefault(k, name)
-        for k, name in implicit.items():
-            counts[(k, name, FALLBACK_TYPE)] += 1
-        for (k, name, kind), n in counts.items():
-            append("entity_names", (chunk_id, k, name, kind, n))
-        if sum(len(columns[0]) for columns in self.cols.values()) >= INSERT_ROWS:
+            ids = [pa.array([chunk_id] * n, pa.string())]
+            if _ID_COLUMNS[table] == 2:
+                ids.append(pa.array([document_id] * n, pa.string()))
+            self.prepared[table].append(pa.Table.from_arrays([*ids, *part.columns], names=list(_COLUMNS[table])))
+            self.held += n
+        self._maybe_insert()
+
+    def _maybe_insert(self) -> None:
+        if self.held >= INSERT_ROWS:
             self.insert()
 
     def insert(self) -> None:
         """Insert the rows held and let them go."""
         for table, columns in _COLUMNS.items():
             values = self.cols[table]
-            if not values[0]:
+            parts = self.prepared[table]
+            if values[0]:
+                parts.append(_arrow(table, values))
+            if not parts:
                 continue
-            batch = pa.table({c: pa.array(v, _TYPES.get(c, pa.string())) for c, v in zip(columns, values)})
+            batch = pa.concat_tables(parts)
             self.con.register("_mentions_batch", batch)
             try:
                 names = ", ".join(columns)
@@ -170,6 +263,8 @@ class _Rows:
                 self.con.unregister("_mentions_batch")
             for v in values:
                 v.clear()
+            parts.clear()
+        self.held = 0
 
 
 MENTION_TABLES = ("entity_names", "entity_mentions", "relation_mentions", "mention_texts")
@@ -184,7 +279,7 @@ def forget_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) ->
             con.execute(f"DELETE FROM {table} WHERE chunk_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
 
 
-def _entries(result: "ChunkExtraction | str") -> tuple[Iterable[tuple], Iterable[tuple]]:
+def entries(result: "ChunkExtraction | str") -> tuple[Iterable[tuple], Iterable[tuple]]:
     """(name, type, description) entities and (source, target, keywords, description, strength) relations of a
     result, parsed or as its stored JSON."""
     if isinstance(result, str):
@@ -197,14 +292,16 @@ def _entries(result: "ChunkExtraction | str") -> tuple[Iterable[tuple], Iterable
 
 
 def refresh_mentions(con: duckdb.DuckDBPyConnection,
-                     results: Mapping[str, tuple[str, "ChunkExtraction | str | None"]]) -> None:
+                     results: Mapping[str, tuple[str, "ChunkExtraction | str | MentionRows | None"]]) -> None:
     """Replace the rows of these chunks (chunk id -> (document id, result)) by what their new records say
-    (result None: a record that is not ok; a string: the result's JSON)."""
+    (result None: a record that is not ok; a string: the result's JSON; MentionRows: its rows, prepared)."""
     forget_mentions(con, results)
     rows = _Rows(con)
     for chunk_id, (document_id, result) in results.items():
-        if result is not None:
-            rows.add(chunk_id, document_id, *_entries(result))
+        if isinstance(result, MentionRows):
+            rows.add_prepared(chunk_id, document_id, result)
+        elif result is not None:
+            rows.add(chunk_id, document_id, *entries(result))
     rows.insert()
     record_changed_parts(con, results)
 
