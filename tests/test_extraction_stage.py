@@ -535,6 +535,18 @@ def test_a_batch_is_written_at_its_record_cap_even_when_no_write_is_due(corpus: 
     assert corpus.query("SELECT count(*) FROM extractions WHERE status = 'ok'")[0][0] == len(DOCS)
 
 
+def test_a_batch_is_written_at_its_mention_row_cap_even_when_no_write_is_due(corpus: Corpus, monkeypatch) -> None:
+    """The records of a batch carry their prepared mention rows: MAX_BATCH_MENTION_ROWS bounds those too."""
+    from pathrag_pipeline.index import extraction_stage
+
+    monkeypatch.setattr(extraction_stage, "MAX_BATCH_MENTION_ROWS", 1)
+    written: list[int] = []
+    run_extraction(corpus.store, OfflineExtractor(), max_concurrency=1, batch_size=1, min_flush_seconds=3600,
+                   write_share=None, progress=lambda done, total: written.append(done))
+    assert 1 <= written[0] < len(DOCS) and written[-1] == len(DOCS)
+    assert corpus.query("SELECT count(*) FROM extractions WHERE status = 'ok'")[0][0] == len(DOCS)
+
+
 def test_texts_and_cached_results_are_read_in_bounded_batches_with_the_same_tables(tmp_path, monkeypatch) -> None:
     """Issue 23, flat memory: the plan holds chunk ids, not texts; texts are read TEXT_BATCH groups at a time
     and cached results written TEXT_BATCH records per transaction. Tables equal those of one batch."""

@@ -150,6 +150,9 @@ class ExtractionStats:
 MAX_FAILED_RUNS = 3
 MAX_BATCH_RECORDS = 4096
 """A batch is written once it holds this many records, however cheap its last write was: bounded memory."""
+MAX_BATCH_MENTION_ROWS = 300_000
+"""... or once its records' prepared mention rows (``PreparedOutcome.mentions``) reach this many (~40 MB as Arrow
+for the offline extractor's dense records, ~700 rows each)."""
 TEXT_BATCH = 1024
 """Pending chunks whose texts are read (``_with_texts``) or whose cached results are written at a time: a run
 holds the ids of every pending chunk, never the text of more than this many (issue 23, flat memory: the whole
@@ -665,6 +668,7 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
     total = len(by_hash)
     done = 0
     batch: list[ExtractionRecord] = []
+    batch_rows = [0]   # the batch's prepared mention rows
     unavailable_streak = 0
     abort: LLMUnavailableError | None = None
     pacer = WritePacer(min_flush_seconds, write_share)   # larger batches when writes are costly (storage/write_pacing.py)
@@ -676,6 +680,7 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                 if meter is not None:
                     meter.write(con)
             batch.clear()
+            batch_rows[0] = 0
         else:
             pacer.last = time.monotonic()   # nothing to write: the next batch waits from now, as after a write
 
@@ -770,6 +775,7 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                     log.warning("extraction of chunk %s (document %s): %s", group[0].chunk_id,
                                 group[0].document_id, trimmed)
                 note = outcome.note if empty else "; ".join(n for n in (outcome.note, trimmed) if n) or None
+                batch_rows[0] += len(outcome.mentions) * len(group) if outcome.mentions is not None else 0
                 batch.extend(_record(c, identity, result_json=outcome.result_json, mentions=outcome.mentions,
                                      status="empty" if empty else "ok",
                                      error=note, retry_key=retry_key,
@@ -778,7 +784,8 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                                      completion_tokens=outcome.completion_tokens if i == 0 else 0)
                              for i, c in enumerate(group))
             done += sum(1 for f in finished if not f.cancelled())
-            if (len(batch) >= batch_size and pacer.due()) or len(batch) >= MAX_BATCH_RECORDS:
+            if (len(batch) >= batch_size and pacer.due()) or len(batch) >= MAX_BATCH_RECORDS \
+                    or batch_rows[0] >= MAX_BATCH_MENTION_ROWS:
                 flush()
                 if progress:
                     progress(done, total)
