@@ -522,28 +522,19 @@ def test_offline_extraction_in_worker_processes_writes_the_same_tables_as_one_pr
     assert out[1] == out[2] and out[1][1]
 
 
-def test_a_batch_is_written_at_its_record_cap_even_when_no_write_is_due(corpus: Corpus, monkeypatch) -> None:
-    """Paced writes may wait long when checkpoints are costly; MAX_BATCH_RECORDS still bounds what waits in memory."""
+@pytest.mark.parametrize("cap, value, first", [("MAX_BATCH_RECORDS", 2, 2), ("MAX_BATCH_MENTION_ROWS", 1, 1)])
+def test_a_batch_is_written_at_its_cap_even_when_no_write_is_due(corpus: Corpus, monkeypatch, cap, value,
+                                                                 first) -> None:
+    """Paced writes may wait long when checkpoints are costly; MAX_BATCH_RECORDS still bounds what waits in memory,
+    and MAX_BATCH_MENTION_ROWS the prepared mention rows the waiting records carry."""
     from pathrag_pipeline.index import extraction_stage
 
-    monkeypatch.setattr(extraction_stage, "MAX_BATCH_RECORDS", 2)
+    monkeypatch.setattr(extraction_stage, cap, value)
     written: list[int] = []
     run_extraction(corpus.store, OfflineExtractor(), max_concurrency=1, batch_size=1, min_flush_seconds=3600,
                    write_share=None, progress=lambda done, total: written.append(done))
-    # a write at the cap (2 records, or 3 when two chunks finish together) before the end, not one after the hour
-    assert 2 <= written[0] < len(DOCS) and written[-1] == len(DOCS)
-    assert corpus.query("SELECT count(*) FROM extractions WHERE status = 'ok'")[0][0] == len(DOCS)
-
-
-def test_a_batch_is_written_at_its_mention_row_cap_even_when_no_write_is_due(corpus: Corpus, monkeypatch) -> None:
-    """The records of a batch carry their prepared mention rows: MAX_BATCH_MENTION_ROWS bounds those too."""
-    from pathrag_pipeline.index import extraction_stage
-
-    monkeypatch.setattr(extraction_stage, "MAX_BATCH_MENTION_ROWS", 1)
-    written: list[int] = []
-    run_extraction(corpus.store, OfflineExtractor(), max_concurrency=1, batch_size=1, min_flush_seconds=3600,
-                   write_share=None, progress=lambda done, total: written.append(done))
-    assert 1 <= written[0] < len(DOCS) and written[-1] == len(DOCS)
+    # a write at the cap (or one record more when two chunks finish together) before the end, not after the hour
+    assert first <= written[0] < len(DOCS) and written[-1] == len(DOCS)
     assert corpus.query("SELECT count(*) FROM extractions WHERE status = 'ok'")[0][0] == len(DOCS)
 
 
