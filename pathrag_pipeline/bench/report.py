@@ -541,6 +541,7 @@ def scale_section(r: dict[str, Any]) -> str:
     if loads:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         parts.append(f"Load average (1 min) during the run: {min(loads)} to {max(loads)} on {cores} cores"
+                     + (f" ({r['cpu']})" if r.get("cpu") else "")
                      + (" (other work shared the CPU: times are pessimistic, memory is not affected)"
                         if cores and max(loads) > cores else "")
                      + f". Run {r.get('started')} to {r.get('finished', 'unfinished')}.")

@@ -159,9 +159,12 @@ def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction:
     between 100 MB and 300 MB)."""
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="pathrag-bench-scale-"))
     base.mkdir(parents=True, exist_ok=True)
+    from pathrag_pipeline.bench.report import machine_info
+
     results: dict[str, Any] = {"size_mb": size_mb, "files": files, "memory_mb": memory_mb, "parts": parts,
                                "sizes": [], "loads": [_load()],
-                               "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+                               "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                               "cpu": machine_info()["cpu"]}
 
     def save() -> None:
         (base / "results.json").write_text(json.dumps(results, indent=1))
