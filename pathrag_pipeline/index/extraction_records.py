@@ -16,7 +16,8 @@ import duckdb
 import pyarrow as pa
 
 from pathrag_pipeline.index.extraction_models import ChunkExtraction
-from pathrag_pipeline.index.mention_index import MentionRows, ensure_mentions, forget_mentions, refresh_mentions
+from pathrag_pipeline.index.mention_index import (MentionRows, chunks_with_mentions, ensure_mentions, forget_mentions,
+                                                  refresh_mentions)
 from pathrag_pipeline.storage.store import utc_now
 
 STATUSES = ("ok", "failed", "empty")  # empty: nothing extracted from a chunk with content (see extraction_stage)
@@ -77,6 +78,7 @@ def write_records(con: duckdb.DuckDBPyConnection, records: Iterable[ExtractionRe
         return 0
     recs = list(latest.values())
     ensure_mentions(con)   # a home made before the mention tables gets them whole before they change
+    existing = chunks_with_mentions(con, latest)
     batch = pa.table({
         "chunk_id": [r.chunk_id for r in recs],
         "chunk_hash": [r.chunk_hash for r in recs],
@@ -105,7 +107,7 @@ def write_records(con: duckdb.DuckDBPyConnection, records: Iterable[ExtractionRe
     finally:
         con.unregister("_extraction_batch")
     refresh_mentions(con, {r.chunk_id: (r.document_id, _mention_source(r) if r.status == "ok" else None)
-                           for r in recs})
+                           for r in recs}, existing=existing)
     return len(recs)
 
 

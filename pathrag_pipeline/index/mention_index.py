@@ -30,7 +30,7 @@ import duckdb
 import pyarrow as pa
 
 from pathrag_pipeline.index.mention_fields import ENTITY_DESCRIPTION, RELATION_DESCRIPTION, RELATION_KEYWORDS
-from pathrag_pipeline.index.part_rankings import forget_all, record_changed_parts
+from pathrag_pipeline.index.part_rankings import any_kept, forget_all, record_changed_parts, record_parts_of
 from pathrag_pipeline.storage.store import get_meta, set_meta
 from pathrag_pipeline.text.names import NAME_KEY_VERSION, display_name_counts, name_key
 
@@ -206,8 +206,11 @@ class _Rows:
     """Rows for the four tables, as columns in ``_COLUMNS`` order, inserted into ``con`` whenever they
     reach ``INSERT_ROWS`` (and by ``insert`` at the end): memory is bounded whatever the batch."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, *, record_parts: bool = False) -> None:
+        """``record_parts``: also record the description parts of the rows inserted as changed (kept part
+        rankings count them again: ``part_rankings``)."""
         self.con = con
+        self.record_parts = record_parts
         self.cols: dict[str, tuple[list, ...]] = {t: tuple([] for _ in c) for t, c in _COLUMNS.items()}
         self.prepared: dict[str, list[pa.Table]] = {t: [] for t in _COLUMNS}
         self.held = 0
@@ -247,24 +250,32 @@ class _Rows:
 
     def insert(self) -> None:
         """Insert the rows held and let them go."""
-        for table, columns in _COLUMNS.items():
+        batches = {}
+        for table in _COLUMNS:
             values = self.cols[table]
             parts = self.prepared[table]
             if values[0]:
                 parts.append(_arrow(table, values))
-            if not parts:
-                continue
-            batch = pa.concat_tables(parts)
-            self.con.register("_mentions_batch", batch)
-            try:
-                names = ", ".join(columns)
-                self.con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _mentions_batch")
-            finally:
-                self.con.unregister("_mentions_batch")
+            batches[table] = pa.concat_tables(parts) if parts else _arrow(table, values)
             for v in values:
                 v.clear()
             parts.clear()
         self.held = 0
+        if not any(batch.num_rows for batch in batches.values()):
+            return
+        for table, batch in batches.items():
+            self.con.register(f"_mentions_{table}", batch)
+        try:
+            for table, columns in _COLUMNS.items():
+                if batches[table].num_rows:
+                    names = ", ".join(columns)
+                    self.con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _mentions_{table}")
+            if self.record_parts:
+                record_parts_of(self.con, "_mentions_mention_texts", "_mentions_entity_mentions",
+                                "_mentions_relation_mentions")
+        finally:
+            for table in batches:
+                self.con.unregister(f"_mentions_{table}")
 
 
 MENTION_TABLES = ("entity_names", "entity_mentions", "relation_mentions", "mention_texts")
@@ -291,19 +302,34 @@ def entries(result: "ChunkExtraction | str") -> tuple[Iterable[tuple], Iterable[
             ((r.source, r.target, r.keywords, r.description, r.strength) for r in result.relations))
 
 
+def chunks_with_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> list[str]:
+    """Those of these chunks that may have mention rows: the ones with an ok record (rows exist for no other,
+    since they are written and removed with the records). A lookup in ``extractions`` (a row per chunk), not
+    in the mention tables (~360 rows per chunk of ``mention_texts`` on dense text)."""
+    ids = sorted(set(chunk_ids))
+    if not ids:
+        return []
+    return [c for (c,) in con.execute(
+        "SELECT chunk_id FROM extractions WHERE status = 'ok' AND chunk_id IN (SELECT unnest(?::VARCHAR[]))",
+        [ids]).fetchall()]
+
+
 def refresh_mentions(con: duckdb.DuckDBPyConnection,
-                     results: Mapping[str, tuple[str, "ChunkExtraction | str | MentionRows | None"]]) -> None:
+                     results: Mapping[str, tuple[str, "ChunkExtraction | str | MentionRows | None"]], *,
+                     existing: Iterable[str] | None = None) -> None:
     """Replace the rows of these chunks (chunk id -> (document id, result)) by what their new records say
-    (result None: a record that is not ok; a string: the result's JSON; MentionRows: its rows, prepared)."""
-    forget_mentions(con, results)
-    rows = _Rows(con)
+    (result None: a record that is not ok; a string: the result's JSON; MentionRows: its rows, prepared).
+    ``existing``: the chunks among them that may have rows now (``chunks_with_mentions``, asked before their
+    records were replaced); None: any may. The chunks of an edit are new, so an edit scans no mention table to
+    remove rows that are not there."""
+    forget_mentions(con, results if existing is None else existing)
+    rows = _Rows(con, record_parts=any_kept(con))
     for chunk_id, (document_id, result) in results.items():
         if isinstance(result, MentionRows):
             rows.add_prepared(chunk_id, document_id, result)
         elif result is not None:
             rows.add(chunk_id, document_id, *entries(result))
     rows.insert()
-    record_changed_parts(con, results)
 
 
 def rebuild_mentions(con: duckdb.DuckDBPyConnection) -> None:

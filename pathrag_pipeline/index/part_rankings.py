@@ -58,20 +58,30 @@ def any_kept(con: duckdb.DuckDBPyConnection) -> bool:
 
 def record_changed_parts(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> None:
     """Record the description parts of these chunks' current mentions as changed: called on the rows about to
-    be deleted and on the rows just written. Nothing is recorded while no ranking is kept (a first build)."""
+    be deleted (the rows just written record theirs as they are inserted: ``record_parts_of``). Nothing is
+    recorded while no ranking is kept (a first build)."""
     ids = sorted(set(chunk_ids))
     if not ids or not any_kept(con):
         return
+    record_parts_of(con, "mention_texts", "entity_mentions", "relation_mentions", chunk_ids=ids)
+
+
+def record_parts_of(con: duckdb.DuckDBPyConnection, texts: str, entities: str, relations: str, *,
+                    chunk_ids: list[str] | None = None) -> None:
+    """Record as changed the description parts of the mention rows in these tables (the mention tables, or a
+    batch of rows being inserted into them: a batch's own rows, so a write does not scan the 8M-row
+    ``mention_texts`` of a 100 MB home to find what it just wrote), only those of ``chunk_ids`` when given."""
+    where = "" if chunk_ids is None else " AND t.chunk_id IN (SELECT unnest($ids::VARCHAR[]))"
     con.execute(
         f"""INSERT INTO dirty_parts
             SELECT DISTINCT t.field, m.name_key, NULL, t.fold
-            FROM mention_texts t JOIN entity_mentions m ON m.chunk_id = t.chunk_id AND m.ord = t.ord
-            WHERE t.field = '{ENTITY_DESCRIPTION}' AND t.chunk_id IN (SELECT unnest(?::VARCHAR[]))
+            FROM {texts} t JOIN {entities} m ON m.chunk_id = t.chunk_id AND m.ord = t.ord
+            WHERE t.field = '{ENTITY_DESCRIPTION}'{where}
             UNION
             SELECT DISTINCT t.field, m.source_key, m.target_key, t.fold
-            FROM mention_texts t JOIN relation_mentions m ON m.chunk_id = t.chunk_id AND m.ord = t.ord
-            WHERE t.field = '{RELATION_DESCRIPTION}' AND t.chunk_id IN (SELECT unnest(?::VARCHAR[]))""",
-        [ids, ids])
+            FROM {texts} t JOIN {relations} m ON m.chunk_id = t.chunk_id AND m.ord = t.ord
+            WHERE t.field = '{RELATION_DESCRIPTION}'{where}""",
+        {} if chunk_ids is None else {"ids": chunk_ids})
 
 
 def _resolved_dirty(separator: str) -> str:
