@@ -151,8 +151,8 @@ MAX_FAILED_RUNS = 3
 MAX_BATCH_RECORDS = 4096
 """A batch is written once it holds this many records, however cheap its last write was: bounded memory."""
 MAX_BATCH_MENTION_ROWS = 300_000
-"""... or once its records' prepared mention rows (``PreparedOutcome.mentions``) reach this many (~40 MB as Arrow
-for the offline extractor's dense records, ~700 rows each)."""
+"""... or once its records' prepared mention rows (``PreparedOutcome.mentions``) reach this many: ~29 MB as Arrow
+(~96 bytes a row, ~690 rows per record of the offline extractor on the scale corpus)."""
 TEXT_BATCH = 1024
 """Pending chunks whose texts are read (``_with_texts``) or whose cached results are written at a time: a run
 holds the ids of every pending chunk, never the text of more than this many (issue 23, flat memory: the whole
