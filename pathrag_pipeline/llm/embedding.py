@@ -347,9 +347,10 @@ ST_BATCH_CHARS = 4096
 """Padded characters per model call: a batch holds as many texts (longest first) as fit with every text counted
 at the length of the batch's longest (what the model pads it to). A fixed count of 64 gave short texts (entity
 names, relations) a call overhead per few tokens and long ones a large padded batch; a budget gives short texts
-large batches and long ones small. On the mix of texts indexing embeds (`pathrag bench embedder --mix`) torch
-went from 205 to about 227 texts/s on 2 cores; 4,096 and 8,192 measured the same, 2,000 and 16,000 lower, so
-the value is a plateau, not a peak (tuned on that one mix, one machine: musique-100 indexed from its triples)."""
+large batches and long ones small. On the mix of texts indexing embeds (`pathrag bench embedder --mix`, 2 cores)
+torch went from 203.7 to 241.7 texts/s (docs/benchmarks.md). Tuned by hand on that one mix (musique-100 indexed
+from its triples) on one machine: budgets of 4,096 and 8,192 characters measured the same, 2,000 and 16,000
+lower, so the value sits on a plateau, not a peak."""
 ST_BATCH_MAX_TEXTS = 256
 """At most this many texts per model call, however short."""
 
