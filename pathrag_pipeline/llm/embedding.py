@@ -514,7 +514,8 @@ class SentenceTransformerEmbedder:
         model = self._load()
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        bulk = len(texts) >= ST_PROGRESS_MIN_TEXTS and sys.stderr.isatty()
+        # not for the vector store's calls (batch_size texts each, many per stage): one bar each would flash by
+        bulk = len(texts) > max(ST_PROGRESS_MIN_TEXTS, self.batch_size) and sys.stderr.isatty()
         # the model reads at most max_seq_length word pieces; ~4 characters each in English
         max_chars = 4 * int(getattr(model, "max_seq_length", 0) or 0) or None
         vectors = encode_in_budget(
