@@ -221,6 +221,17 @@ def test_sentence_transformer_loading_code_without_torch(monkeypatch, tmp_path):
     assert calls["progress"] is False and os.environ["HF_HUB_OFFLINE"] == "1"
     assert v.shape == (20, 3) and np.allclose(v[0], [0.6, 0.8, 0.0]) and e.dim == 3
     assert e.embed([]).shape == (0, 3)
+    # a progress bar only for bulk calls larger than the vector store's own calls (batch_size texts each)
+    from pathrag_pipeline.llm import embedding
+
+    bars = []
+    real = embedding.encode_in_budget
+    monkeypatch.setattr(embedding, "encode_in_budget", lambda *a, **k: bars.append(k["progress"]) or real(*a, **k))
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setattr(embedding, "ST_PROGRESS_MIN_TEXTS", 4)
+    e.embed(["a"] * 8)
+    e.embed(["a"] * 9)
+    assert bars == [False, True]
 
 
 def test_budget_batches_bound_padded_length_and_count():

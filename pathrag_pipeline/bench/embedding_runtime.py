@@ -108,13 +108,13 @@ def _rate(model: Any, batches: list[list[str]], runs: int) -> list[float]:
 
 def _budget_rate(model: Any, texts: list[str], runs: int) -> list[float]:
     """texts/s as ``SentenceTransformerEmbedder.embed`` batches: padded-length budgets (``encode_in_budget``)."""
-    from pathrag_pipeline.llm.embedding import encode_in_budget
+    from pathrag_pipeline.llm.embedding import encode_in_budget, model_max_chars
 
-    max_chars = 4 * int(getattr(model, "max_seq_length", 0) or 0) or None
     rates = []
     for _ in range(runs):
         t = time.perf_counter()
-        encode_in_budget(lambda batch: model.encode(batch, batch_size=len(batch)), texts, max_chars=max_chars)
+        encode_in_budget(lambda batch: model.encode(batch, batch_size=len(batch)), texts,
+                         max_chars=model_max_chars(model))
         rates.append(len(texts) / (time.perf_counter() - t))
     return rates
 

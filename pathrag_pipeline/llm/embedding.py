@@ -368,6 +368,12 @@ def budget_batches(lengths: list[int], budget: int, max_texts: int) -> list[tupl
     return slices
 
 
+def model_max_chars(model: Any) -> int | None:
+    """About how many characters of a text a sentence-transformers model reads: max_seq_length word pieces of ~4
+    characters each in English (it truncates the rest); None when the model does not say."""
+    return 4 * int(getattr(model, "max_seq_length", 0) or 0) or None
+
+
 def encode_in_budget(encode: Any, texts: list[str], *, budget: int = ST_BATCH_CHARS,
                      max_texts: int = ST_BATCH_MAX_TEXTS, max_chars: int | None = None,
                      progress: bool = False) -> np.ndarray:
@@ -516,11 +522,9 @@ class SentenceTransformerEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         # not for the vector store's calls (batch_size texts each, many per stage): one bar each would flash by
         bulk = len(texts) > max(ST_PROGRESS_MIN_TEXTS, self.batch_size) and sys.stderr.isatty()
-        # the model reads at most max_seq_length word pieces; ~4 characters each in English
-        max_chars = 4 * int(getattr(model, "max_seq_length", 0) or 0) or None
         vectors = encode_in_budget(
             lambda batch: model.encode(batch, batch_size=len(batch), convert_to_numpy=True, show_progress_bar=False),
-            list(texts), max_texts=self.batch_size, max_chars=max_chars, progress=bulk)
+            list(texts), max_texts=self.batch_size, max_chars=model_max_chars(model), progress=bulk)
         return l2_normalise(vectors.reshape(len(texts), -1))
 
 
