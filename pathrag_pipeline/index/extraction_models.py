@@ -10,6 +10,7 @@ the entity list, described from their relations.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -75,6 +76,7 @@ _NUMBERED_LABEL = re.compile(r"(appendix|table|figure|fig\.?|section|sec\.?|chap
                              re.IGNORECASE)
 _IDENTIFIER = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)+(?:\.\w{1,5})?")   # snake_case or a file name: the_varne_review
 _HANDLE = re.compile(r"[#@]\w")                                   # #PellinghamInstitute, @someone
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")                    # C0 and C1 control characters, DEL
 
 
 def _mojibake(name: str) -> bool:
@@ -91,12 +93,14 @@ def _mojibake(name: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot be an entity name (None when it can): a URL (the validator's error link a model
     repeated after a re-ask), markup or code fragments, validation-error text, or more than
     ``MAX_NAME_CHARS`` characters / ``MAX_NAME_WORDS`` words (a sentence, not a name); a label of the prompt or
     schema, a type name or a placeholder (``LABEL_NAMES``); a hashtag or handle; a snake_case identifier or
-    file name; mojibake or control characters."""
+    file name; mojibake or control characters. Memoised (a pure function of the name): a chunk's extraction
+    checks each relation endpoint, so the same few names hundreds of times."""
     if len(name) > MAX_NAME_CHARS or len(name.split()) > MAX_NAME_WORDS:
         return f"longer than {MAX_NAME_CHARS} characters or {MAX_NAME_WORDS} words"
     if _NOT_A_NAME.search(name):
@@ -110,7 +114,7 @@ def name_problem(name: str) -> str | None:
         return "a hashtag or handle, not a name as written"
     if _IDENTIFIER.fullmatch(name):
         return "an identifier or file name (snake_case), not a name as written"
-    if _mojibake(name) or any(ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in name):
+    if _mojibake(name) or _CONTROL.search(name):
         return "mojibake or control characters"
     return None
 
