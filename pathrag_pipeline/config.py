@@ -56,6 +56,14 @@ SECRET_FIELDS = {"llm_api_key", "embed_api_key"}
 REDACTED_FIELDS = {"lancedb_storage_options"}   # shown with credential values masked (redacted_options)
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 class ConfigError(PipelineError, ValueError):
     """A setting has a value the pipeline cannot use; the message names the variable and the fix."""
 
@@ -204,7 +212,7 @@ class Settings:
     llm_mode: str = "json"
     llm_timeout: int = 120
     llm_max_concurrency: int = 4
-    extract_processes: int = 0          # offline extraction worker processes; 0: one per usable core
+    extract_processes: int = 0          # offline extraction (and offline embedding) worker processes; 0: one per usable core
     llm_max_tokens: int = 4096          # output cap of extraction calls (first pass and gleaning)
     llm_answer_max_tokens: int = 1024   # output cap of answers, summaries, keywords, judgements
     embed_timeout: int = 120            # per-request timeout of the embeddings endpoint

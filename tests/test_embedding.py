@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from pathrag_pipeline.config import ConfigError, Settings
+from pathrag_pipeline.config import ConfigError, Settings, usable_cores
 from pathrag_pipeline.llm.embedding import (
     EmbeddingError,
     HashingEmbedder,
@@ -91,6 +91,59 @@ def test_hashing_rejects_bad_input():
         HashingEmbedder().embed(["ok", None])  # type: ignore[list-item]
 
 
+def _varied_texts(n: int) -> list[str]:
+    words = "Copenhagen university journal physics Zürich's lakes the of and river bridge 1960 Jan Philip".split()
+    return [" ".join(words[(i * k) % len(words)] for k in range(1, 2 + i % 40)) for i in range(n)]
+
+
+def test_hashing_in_several_processes_gives_the_vectors_of_one():
+    """Issue 23 (both cores): a large call is split over worker processes; each text's vector is its own, so
+    the result equals one process's, in order, and a bad item is named by its place in the whole call."""
+    texts = _varied_texts(HashingEmbedder.PARALLEL_MIN_TEXTS + 300)
+    one = HashingEmbedder().embed(texts)
+    several = HashingEmbedder(processes=2)
+    assert np.array_equal(several.embed(texts), one)
+    assert several.processes == 2   # the pool worked: no fallback to one process
+    with pytest.raises(TypeError, match=f"item {len(texts) - 1}"):
+        several.embed(texts[:-1] + [None])  # type: ignore[list-item]  (in the worker's part)
+    with pytest.raises(ValueError, match="processes=0"):
+        HashingEmbedder(processes=0)
+
+
+def test_hashing_falls_back_to_one_process_when_its_workers_stop(monkeypatch, caplog):
+    from concurrent.futures.process import BrokenProcessPool
+
+    from pathrag_pipeline.llm import embedding
+
+    class Broken:
+        def submit(self, *args, **kwargs):
+            raise BrokenProcessPool("a worker was killed")
+
+        def shutdown(self, **kwargs):
+            pass
+
+    monkeypatch.setattr(embedding, "_hashing_pool", lambda workers: Broken())
+    texts = _varied_texts(HashingEmbedder.PARALLEL_MIN_TEXTS)
+    several = HashingEmbedder(processes=2)
+    assert np.array_equal(several.embed(texts), HashingEmbedder().embed(texts))
+    assert several.processes == 1 and "one process" in caplog.text
+
+
+def test_equal_parts_are_contiguous_balanced_and_never_empty():
+    from pathrag_pipeline.llm.embedding import _equal_parts
+
+    assert _equal_parts([1] * 10, 2) == [(0, 5), (5, 10)]
+    assert _equal_parts([100, 1, 1, 1], 2) == [(0, 1), (1, 4)]
+    assert _equal_parts([1, 1, 1, 100], 2) == [(0, 3), (3, 4)]
+    assert _equal_parts([5], 2) == [(0, 1)]
+    assert _equal_parts([], 2) == [(0, 0)]
+    for lengths in ([3, 9, 1, 4, 4, 8, 2], [0] * 7, list(range(50))):
+        for parts in (1, 2, 3, 7, 9):
+            bounds = _equal_parts(lengths, parts)
+            assert bounds[0][0] == 0 and bounds[-1][1] == len(lengths) and len(bounds) == min(parts, len(lengths))
+            assert all(a < b for a, b in bounds) and all(b == c for (_, b), (c, _) in zip(bounds, bounds[1:]))
+
+
 def test_hashing_identity_names_dimension():
     assert HashingEmbedder().identity == "offline:hashing-v1"
     assert HashingEmbedder(512).identity != HashingEmbedder().identity
@@ -162,6 +215,9 @@ def test_openai_embedder_rejects_short_response(openai_server):
 
 def test_embedder_from_settings_picks_by_configuration(tmp_path):
     assert isinstance(embedder_from_settings(Settings(home=tmp_path)), HashingEmbedder)
+    # the offline embedder uses the offline extractor's processes (0, the default: one per usable core)
+    assert embedder_from_settings(Settings(home=tmp_path, extract_processes=3)).processes == 3
+    assert embedder_from_settings(Settings(home=tmp_path)).processes == usable_cores()
     remote = embedder_from_settings(
         Settings(home=tmp_path, embed_base_url="http://127.0.0.1:9/v1", embed_model="m", embed_api_key="k")
     )

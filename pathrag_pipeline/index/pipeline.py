@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pathrag_pipeline.index.aliases import AliasStats
 from pathrag_pipeline.index.graph_merge import detect_and_apply, new_alias_candidates
-from pathrag_pipeline.config import Settings
+from pathrag_pipeline.config import Settings, usable_cores
 from pathrag_pipeline.llm.embedding import EmbeddingError, embedder_from_settings
 from pathrag_pipeline.index.embedding_stage import (
     EmbeddingReport,
@@ -28,7 +28,7 @@ from pathrag_pipeline.index.extraction_stage import ExtractionStats, run_extract
 from pathrag_pipeline.ingest.folder_sync import SyncReport, sync_folder
 from pathrag_pipeline.llm.client import llm_from_settings
 from pathrag_pipeline.storage.run_lock import index_lock
-from pathrag_pipeline.storage.store import Store, usable_cores
+from pathrag_pipeline.storage.store import Store
 from pathrag_pipeline.index.triples_import import ImportStats, import_triples
 
 

@@ -8,28 +8,37 @@ different models.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import hashlib
 import importlib
 import importlib.util
+import itertools
+import logging
 import math
+import multiprocessing
 import os
 import sys
 import re
+import threading
 import unicodedata
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from pathrag_pipeline.config import ConfigError
+from pathrag_pipeline.config import ConfigError, usable_cores
 from pathrag_pipeline.errors import PipelineError
 from pathrag_pipeline.llm.redaction import chain_contains_secret, redact, register_secret
 
 if TYPE_CHECKING:
     from pathrag_pipeline.config import Settings
+
+log = logging.getLogger("pathrag_pipeline.llm")
 
 
 class EmbeddingError(PipelineError, RuntimeError):
@@ -109,6 +118,10 @@ def _stem(word: str) -> str:
     return word
 
 
+_stem_cached = functools.lru_cache(maxsize=1 << 18)(_stem)
+"""``_stem`` memoised: a passage stems each of its ~700 words, and a cache hit costs a fraction of the call."""
+
+
 def _hash(feature: str, dim: int) -> tuple[int, float]:
     """Stable (index, sign) of a feature: blake2b, identical in every process (unlike ``hash()``)."""
     h = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
@@ -153,14 +166,27 @@ class HashingEmbedder:
     Width 1024 is measured, not guessed (`pathrag bench offline-width`, docs/benchmarks.md): on musique-100
     every narrower width loses passage recall by its paired interval, 2048 ties, and 4096 gains about 0.04 mean
     recall for four times the bytes of every entity, relation and chunk vector in LanceDB.
+
+
+    Large calls use ``processes`` cores (issue 23: the offline embedding stage ran on one of two): the texts are
+    split into that many contiguous parts of about equal length, one embedded here and the others in worker
+    processes (spawned once, on the first call of at least ``PARALLEL_MIN_TEXTS`` texts, and kept for the
+    process's life), then stacked. Each text's vector depends on that text alone, so the vectors are the same
+    as one process gives (tested); a broken worker pool falls back to this process.
     """
 
     VERSION = "hashing-v1"
+    PARALLEL_MIN_TEXTS = 512
+    """Texts per call from which the other processes take part: ~0.05-0.5 s of work in one process, against a
+    few ms to send the texts and receive the vectors (the first such call also starts the workers, ~0.5 s)."""
 
-    def __init__(self, dim: int = 1024) -> None:
+    def __init__(self, dim: int = 1024, processes: int = 1) -> None:
         if not isinstance(dim, int) or dim < 16:
             raise ValueError(f"HashingEmbedder dim={dim!r} must be an integer of at least 16 (e.g. 1024)")
+        if not isinstance(processes, int) or processes < 1:
+            raise ValueError(f"HashingEmbedder processes={processes!r} must be an integer of at least 1")
         self._dim = dim
+        self.processes = processes
         self.identity = f"offline:{self.VERSION}" + ("" if dim == 1024 else f"-d{dim}")
 
     @property
@@ -171,10 +197,30 @@ class HashingEmbedder:
         return f"HashingEmbedder(dim={self._dim})"
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        if self.processes > 1 and len(texts) >= self.PARALLEL_MIN_TEXTS:
+            return self._embed_parallel(list(texts))
+        return self._embed_here(texts)
+
+    def _embed_parallel(self, texts: list[str]) -> np.ndarray:
+        # work per text ~ its length, plus a fixed cost
+        bounds = _equal_parts([len(t) + 1 if isinstance(t, str) else 1 for t in texts], self.processes)
+        pool = _hashing_pool(self.processes - 1)
+        if pool is not None:
+            try:
+                futures = [pool.submit(_embed_part, self._dim, texts[a:b], a) for a, b in bounds[1:]]
+                first = self._embed_here(texts[bounds[0][0]:bounds[0][1]])
+                return np.concatenate([first] + [f.result() for f in futures])
+            except BrokenProcessPool as exc:
+                _drop_hashing_pool(pool)
+                self.processes = 1   # not again: a pool that cannot start would cost a spawn per call
+                log.warning("offline embedding goes on in one process: its worker processes stopped (%s)", exc)
+        return self._embed_here(texts)
+
+    def _embed_here(self, texts: list[str], offset: int = 0) -> np.ndarray:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         # Blocks keep the scatter buffer (float64, rows x dim) small whatever the batch size.
         for start in range(0, len(texts), self.BLOCK):
-            out[start : start + self.BLOCK] = self._embed_block(texts[start : start + self.BLOCK], start)
+            out[start : start + self.BLOCK] = self._embed_block(texts[start : start + self.BLOCK], offset + start)
         return l2_normalise(out)
 
     BLOCK = 2048
@@ -192,7 +238,7 @@ class HashingEmbedder:
                 raise TypeError(
                     f"HashingEmbedder.embed expects strings; item {offset + row} is {type(text).__name__}"
                 )
-            words = [_stem(w) for w in _WORD.findall(_fold(text))]
+            words = list(map(_stem_cached, _WORD.findall(_fold(text))))
             for word, tf in Counter(words).items():
                 idx, val = _word_features(word, dim)
                 cols.append(idx)
@@ -200,7 +246,7 @@ class HashingEmbedder:
                 weights.append((1.0 + math.log(tf)) * (STOPWORD_WEIGHT if word in STOPWORDS else 1.0))
                 word_rows.append(row)
             if len(words) > 1:
-                for pair, tf in Counter(a + " " + b for a, b in zip(words, words[1:])).items():
+                for pair, tf in Counter(map(" ".join, zip(words, words[1:]))).items():
                     index, sign = _bigram_feature(pair, dim)
                     bigram_flat.append(row * dim + index)
                     bigram_vals.append(sign * BIGRAM_WEIGHT * (1.0 + math.log(tf)))
@@ -213,6 +259,56 @@ class HashingEmbedder:
         values = np.concatenate([values, np.asarray(bigram_vals, dtype=np.float32)])
         block = np.bincount(flat, weights=values, minlength=len(texts) * dim)
         return block.reshape(len(texts), dim)
+
+
+def _equal_parts(lengths: list[int], parts: int) -> list[tuple[int, int]]:
+    """At most ``parts`` contiguous (start, end) ranges covering ``lengths``, none empty, each ending where the
+    running sum is closest to its share of the total."""
+    n = len(lengths)
+    parts = max(1, min(parts, n))
+    cumulative = list(itertools.accumulate(lengths))
+    total = cumulative[-1] if cumulative else 0
+    bounds, start = [], 0
+    for k in range(1, parts):
+        target = total * k / parts
+        end = min(max(bisect.bisect_left(cumulative, target, lo=start) + 1, start + 1), n - (parts - k))
+        if end - 1 > start and abs(cumulative[end - 2] - target) <= abs(cumulative[end - 1] - target):
+            end -= 1
+        bounds.append((start, end))
+        start = end
+    bounds.append((start, n))
+    return bounds
+
+
+def _embed_part(dim: int, texts: list[str], offset: int) -> np.ndarray:
+    """A worker process's share of one ``HashingEmbedder.embed`` call (item numbers in errors stay the call's)."""
+    return HashingEmbedder(dim)._embed_here(texts, offset)
+
+
+_POOL_LOCK = threading.Lock()
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+
+
+def _hashing_pool(workers: int) -> ProcessPoolExecutor | None:
+    """The process's pool of ``workers`` offline-embedding workers (spawned, not forked: the caller holds threads,
+    DuckDB's and Dagster's), made on first use; None when processes cannot be started here."""
+    with _POOL_LOCK:
+        pool = _POOLS.get(workers)
+        if pool is None:
+            try:
+                pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+            except (OSError, ValueError, NotImplementedError):
+                return None
+            _POOLS[workers] = pool
+        return pool
+
+
+def _drop_hashing_pool(pool: ProcessPoolExecutor) -> None:
+    with _POOL_LOCK:
+        for workers, known in list(_POOLS.items()):
+            if known is pool:
+                del _POOLS[workers]
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -568,7 +664,8 @@ def embedder_from_settings(settings: "Settings") -> Embedder:
                 f"PATHRAG_EMBED_BASE_URL={base_url!r} is set but PATHRAG_EMBED_MODEL is not; "
                 "name the embedding model the endpoint serves (e.g. text-embedding-3-small)"
             )
-        return HashingEmbedder()
+        # the offline extractor's setting: offline work uses that many processes (0: one per usable core)
+        return HashingEmbedder(processes=settings.extract_processes or usable_cores())
     if base_url:
         return OpenAIEmbedder(base_url, model, settings.embed_api_key, timeout=settings.embed_timeout)
     if model.startswith("sentence-transformers/"):

@@ -23,7 +23,7 @@ from typing import Callable, Iterator, TypeVar
 
 import duckdb
 
-from pathrag_pipeline.config import DEFAULT_DUCKDB_MEMORY_LIMIT, DEFAULT_SQL_MAX_TEMP
+from pathrag_pipeline.config import DEFAULT_DUCKDB_MEMORY_LIMIT, DEFAULT_SQL_MAX_TEMP, usable_cores
 from pathrag_pipeline.errors import PipelineError
 
 T = TypeVar("T")
@@ -529,14 +529,6 @@ LockNotice = Callable[[str], None]
 
 
 SQL_SESSION_PREFIX = "sql-"
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (its CPU affinity), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def _remove_dead_sessions(temp_directory: Path) -> None:
