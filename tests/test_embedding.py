@@ -91,19 +91,27 @@ def test_hashing_rejects_bad_input():
         HashingEmbedder().embed(["ok", None])  # type: ignore[list-item]
 
 
-def _varied_texts(n: int) -> list[str]:
+def _varied_texts(chars: int) -> list[str]:
+    """Texts of 1 to 40 words, at least ``chars`` characters in all."""
     words = "Copenhagen university journal physics Zürich's lakes the of and river bridge 1960 Jan Philip".split()
-    return [" ".join(words[(i * k) % len(words)] for k in range(1, 2 + i % 40)) for i in range(n)]
+    texts: list[str] = []
+    while sum(map(len, texts)) < chars:
+        i = len(texts)
+        texts.append(" ".join(words[(i * k) % len(words)] for k in range(1, 2 + i % 40)))
+    return texts
 
 
 def test_hashing_in_several_processes_gives_the_vectors_of_one():
     """Issue 23 (both cores): a large call is split over worker processes; each text's vector is its own, so
     the result equals one process's, in order, and a bad item is named by its place in the whole call."""
-    texts = _varied_texts(HashingEmbedder.PARALLEL_MIN_TEXTS + 300)
+    from pathrag_pipeline.llm import embedding
+
+    texts = _varied_texts(HashingEmbedder.PARALLEL_MIN_CHARS)
     one = HashingEmbedder().embed(texts)
     several = HashingEmbedder(processes=2)
     assert np.array_equal(several.embed(texts), one)
-    assert several.processes == 2   # the pool worked: no fallback to one process
+    assert several.processes == 2 and 1 in embedding._POOLS   # a worker took part, without fallback
+    assert np.array_equal(several.embed(texts[:5]), one[:5])  # a small call stays in this process
     with pytest.raises(TypeError, match=f"item {len(texts) - 1}"):
         several.embed(texts[:-1] + [None])  # type: ignore[list-item]  (in the worker's part)
     with pytest.raises(ValueError, match="processes=0"):
@@ -123,7 +131,7 @@ def test_hashing_falls_back_to_one_process_when_its_workers_stop(monkeypatch, ca
             pass
 
     monkeypatch.setattr(embedding, "_hashing_pool", lambda workers: Broken())
-    texts = _varied_texts(HashingEmbedder.PARALLEL_MIN_TEXTS)
+    texts = _varied_texts(HashingEmbedder.PARALLEL_MIN_CHARS)
     several = HashingEmbedder(processes=2)
     assert np.array_equal(several.embed(texts), HashingEmbedder().embed(texts))
     assert several.processes == 1 and "one process" in caplog.text

@@ -170,15 +170,17 @@ class HashingEmbedder:
 
     Large calls use ``processes`` cores (issue 23: the offline embedding stage ran on one of two): the texts are
     split into that many contiguous parts of about equal length, one embedded here and the others in worker
-    processes (spawned once, on the first call of at least ``PARALLEL_MIN_TEXTS`` texts, and kept for the
+    processes (spawned once, on the first call of at least ``PARALLEL_MIN_CHARS`` characters, and kept for the
     process's life), then stacked. Each text's vector depends on that text alone, so the vectors are the same
     as one process gives (tested); a broken worker pool falls back to this process.
     """
 
     VERSION = "hashing-v1"
-    PARALLEL_MIN_TEXTS = 512
-    """Texts per call from which the other processes take part: ~0.05-0.5 s of work in one process, against a
-    few ms to send the texts and receive the vectors (the first such call also starts the workers, ~0.5 s)."""
+    PARALLEL_MIN_CHARS = 1_000_000
+    """Characters per call from which the other processes take part: ~0.2 s of work in one process (~0.2 us per
+    character, passages and relation texts alike), against a few ms to send the texts and receive the vectors.
+    Starting the workers costs ~0.5-1 s of CPU once per process, so small homes (the sample corpus, an edit's
+    few hundred texts) never start them; an index build's calls of 4,096 passages (~20 MB) always do."""
 
     def __init__(self, dim: int = 1024, processes: int = 1) -> None:
         if not isinstance(dim, int) or dim < 16:
@@ -197,7 +199,8 @@ class HashingEmbedder:
         return f"HashingEmbedder(dim={self._dim})"
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        if self.processes > 1 and len(texts) >= self.PARALLEL_MIN_TEXTS:
+        if self.processes > 1 and len(texts) > 1 and sum(
+                len(t) for t in texts if isinstance(t, str)) >= self.PARALLEL_MIN_CHARS:
             return self._embed_parallel(list(texts))
         return self._embed_here(texts)
 
