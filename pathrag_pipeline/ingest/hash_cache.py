@@ -77,9 +77,11 @@ class HashCache:
         except OSError:
             return   # a read-only home: the next scan hashes again
         try:
+            # one json.dumps, not json.dump: dump streams through the pure-Python encoder (0.13 s for the 10,000
+            # entries of the 100 MB scale corpus, on every edit), dumps uses the C one
+            text = json.dumps({"version": VERSION, "root": self.root, "entries": self._new}, separators=(",", ":"))
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"version": VERSION, "root": self.root, "entries": self._new}, fh,
-                          separators=(",", ":"))
+                fh.write(text)
             os.replace(tmp, self.path)
         except OSError:   # disk full: keep the previous cache, leave no partial file
             Path(tmp).unlink(missing_ok=True)
