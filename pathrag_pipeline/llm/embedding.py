@@ -167,7 +167,6 @@ class HashingEmbedder:
     every narrower width loses passage recall by its paired interval, 2048 ties, and 4096 gains about 0.04 mean
     recall for four times the bytes of every entity, relation and chunk vector in LanceDB.
 
-
     Large calls use ``processes`` cores (issue 23: the offline embedding stage ran on one of two): the texts are
     split into that many contiguous parts of about equal length, one embedded here and the others in worker
     processes (spawned once, on the first call of at least ``PARALLEL_MIN_CHARS`` characters, and kept for the
