@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from pathrag_pipeline.config import ConfigError, Settings, usable_cores
+from pathrag_pipeline.config import ConfigError, Settings
 from pathrag_pipeline.llm.embedding import (
     EmbeddingError,
     HashingEmbedder,
@@ -223,9 +223,8 @@ def test_openai_embedder_rejects_short_response(openai_server):
 
 def test_embedder_from_settings_picks_by_configuration(tmp_path):
     assert isinstance(embedder_from_settings(Settings(home=tmp_path)), HashingEmbedder)
-    # the offline embedder uses the offline extractor's processes (0, the default: one per usable core)
-    assert embedder_from_settings(Settings(home=tmp_path, extract_processes=3)).processes == 3
-    assert embedder_from_settings(Settings(home=tmp_path)).processes == usable_cores()
+    # one process from the settings until the worker pool shuts down inside multiprocessing children
+    assert embedder_from_settings(Settings(home=tmp_path, extract_processes=3)).processes == 1
     remote = embedder_from_settings(
         Settings(home=tmp_path, embed_base_url="http://127.0.0.1:9/v1", embed_model="m", embed_api_key="k")
     )

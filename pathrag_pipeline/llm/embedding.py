@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from pathrag_pipeline.config import ConfigError, usable_cores
+from pathrag_pipeline.config import ConfigError
 from pathrag_pipeline.errors import PipelineError
 from pathrag_pipeline.llm.redaction import chain_contains_secret, redact, register_secret
 
@@ -171,7 +171,8 @@ class HashingEmbedder:
     split into that many contiguous parts of about equal length, one embedded here and the others in worker
     processes (spawned once, on the first call of at least ``PARALLEL_MIN_CHARS`` characters, and kept for the
     process's life), then stacked. Each text's vector depends on that text alone, so the vectors are the same
-    as one process gives (tested); a broken worker pool falls back to this process.
+    as one process gives (tested); a broken worker pool falls back to this process. Known fault: inside a
+    multiprocessing child the kept pool hangs that child's exit, so ``embedder_from_settings`` uses one process.
     """
 
     VERSION = "hashing-v1"
@@ -666,8 +667,10 @@ def embedder_from_settings(settings: "Settings") -> Embedder:
                 f"PATHRAG_EMBED_BASE_URL={base_url!r} is set but PATHRAG_EMBED_MODEL is not; "
                 "name the embedding model the endpoint serves (e.g. text-embedding-3-small)"
             )
-        # the offline extractor's setting: offline work uses that many processes (0: one per usable core)
-        return HashingEmbedder(processes=settings.extract_processes or usable_cores())
+        # One process: a pool kept for the process's life hangs a multiprocessing child (a Dagster step, a
+        # `pathrag bench scale` measurement) at its exit, whose handler joins the workers before the executor's
+        # exit hook stops them. Workers (HashingEmbedder(processes=N)) wait for a shutdown that runs there.
+        return HashingEmbedder()
     if base_url:
         return OpenAIEmbedder(base_url, model, settings.embed_api_key, timeout=settings.embed_timeout)
     if model.startswith("sentence-transformers/"):
