@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from pathrag_pipeline.config import ConfigError, Settings
+from pathrag_pipeline.config import ConfigError, Settings, usable_cores
 from pathrag_pipeline.llm.embedding import (
     EmbeddingError,
     HashingEmbedder,
@@ -110,12 +110,49 @@ def test_hashing_in_several_processes_gives_the_vectors_of_one():
     one = HashingEmbedder().embed(texts)
     several = HashingEmbedder(processes=2)
     assert np.array_equal(several.embed(texts), one)
-    assert several.processes == 2 and 1 in embedding._POOLS   # a worker took part, without fallback
+    assert several.processes == 2 and (os.getpid(), 1) in embedding._POOLS   # a worker took part, no fallback
     assert np.array_equal(several.embed(texts[:5]), one[:5])  # a small call stays in this process
     with pytest.raises(TypeError, match=f"item {len(texts) - 1}"):
         several.embed(texts[:-1] + [None])  # type: ignore[list-item]  (in the worker's part)
     with pytest.raises(ValueError, match="processes=0"):
         HashingEmbedder(processes=0)
+
+
+_CHILD_EMBEDS = """
+import multiprocessing, sys
+
+def child(out):
+    from pathrag_pipeline.llm.embedding import HashingEmbedder
+    texts = [f"word{i} " * 200 for i in range(1200)]   # 1.6 MB: over PARALLEL_MIN_CHARS
+    out.put(HashingEmbedder(processes=2).embed(texts).shape)
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    process = ctx.Process(target=child, args=(out,))
+    process.start()
+    shape = out.get(timeout=120)
+    process.join(60)
+    print(shape, process.exitcode, flush=True)
+    if process.exitcode is None:
+        process.kill()
+        sys.exit(3)
+"""
+
+
+def test_a_multiprocessing_child_that_used_the_worker_pool_exits(tmp_path):
+    """A Dagster step or a `pathrag bench scale` measurement runs in a multiprocessing child; its exit handler
+    joins the child's own children, the pool's workers, and once waited for them for ever (session 38)."""
+    script = tmp_path / "child_embeds.py"
+    script.write_text(_CHILD_EMBEDS)
+    run = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, start_new_session=True)
+    try:
+        output, _ = run.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, 9)
+        output, _ = run.communicate()
+    assert run.returncode == 0 and output.strip().endswith("(1200, 1024) 0"), output
 
 
 def test_hashing_falls_back_to_one_process_when_its_workers_stop(monkeypatch, caplog):
@@ -223,8 +260,9 @@ def test_openai_embedder_rejects_short_response(openai_server):
 
 def test_embedder_from_settings_picks_by_configuration(tmp_path):
     assert isinstance(embedder_from_settings(Settings(home=tmp_path)), HashingEmbedder)
-    # one process from the settings until the worker pool shuts down inside multiprocessing children
-    assert embedder_from_settings(Settings(home=tmp_path, extract_processes=3)).processes == 1
+    # the offline embedder uses the offline extractor's processes (0, the default: one per usable core)
+    assert embedder_from_settings(Settings(home=tmp_path, extract_processes=3)).processes == 3
+    assert embedder_from_settings(Settings(home=tmp_path)).processes == usable_cores()
     remote = embedder_from_settings(
         Settings(home=tmp_path, embed_base_url="http://127.0.0.1:9/v1", embed_model="m", embed_api_key="k")
     )

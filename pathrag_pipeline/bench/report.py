@@ -471,7 +471,7 @@ def scale_section(r: dict[str, Any]) -> str:
     for size in r.get("sizes", []):
         add(f"full index, {size['files']} files", size["size_mb"], size["full"], size.get("throughput"))
         if size.get("one_process"):
-            add(f"full index, {size['files']} files, extraction in one process", size["size_mb"],
+            add(f"full index, {size['files']} files, extraction and embedding in one process", size["size_mb"],
                 size["one_process"], None)
         for edit in size.get("edits") or ([size["edit"]] if size.get("edit") else []):
             add(f"re-index after editing 1 file ({edit.get('file')})", size["size_mb"], edit, None)
@@ -486,7 +486,7 @@ def scale_section(r: dict[str, Any]) -> str:
         _reproduce(cmd),
         ("A deterministic generated corpus (the English-like prose with named entities of `pathrag bench ingest`, "
          ".txt and .md files of about equal size) indexed offline from scratch by `run_indexing` at two sizes (the "
-         f"smaller also with its extraction in one process); then three files of the {r['size_mb']:g} MB corpus edited "
+         f"smaller also with its offline extraction and embedding in one process); then three files of the {r['size_mb']:g} MB corpus edited "
          "and re-indexed one at a time"
          + (f"; a third corpus of {r['memory_mb']:g} MB built the same way (not edited), for the memory growth"
             if r.get("memory_mb") else "") + ("; then " if files_part else ". ") if corpus_part else "")
@@ -503,7 +503,8 @@ def scale_section(r: dict[str, Any]) -> str:
         if one and "error" not in one and "error" not in full:
             parts.append(
                 f"Both cores ({size['size_mb']} MB): the offline extractor ran in {full.get('extract_processes')} worker "
-                f"processes; the extraction stage took {full['seconds']['extraction']:.1f} s against "
+                f"processes and the offline embedder split its large calls over as many "
+                f"(`PATHRAG_EXTRACT_PROCESSES`); the extraction stage took {full['seconds']['extraction']:.1f} s against "
                 f"{one['seconds']['extraction']:.1f} s in one process "
                 f"({one['seconds']['extraction'] / max(full['seconds']['extraction'], 1e-9):.2f}x), the embedding stage "
                 f"{full['seconds']['embeddings']:.1f} s against {one['seconds']['embeddings']:.1f} s "

@@ -117,7 +117,7 @@ def _child(home: str, folder: str, queue, processes: int = 0) -> None:
 
 def measure_index(home: Path, folder: Path, timeout_s: float = 4 * 3600, processes: int = 0) -> dict[str, Any]:
     """``run_indexing`` of ``folder`` into ``home`` in a fresh process: stage seconds, peak RSS, counts.
-    ``processes``: offline extraction worker processes (0: one per usable core, the default)."""
+    ``processes``: offline extraction and embedding worker processes (0: one per usable core, the default)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     proc = ctx.Process(target=_child, args=(str(home), str(folder), queue, processes))
@@ -196,7 +196,7 @@ def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction:
         log(f"  {json.dumps({k: full.get(k) for k in ('seconds', 'peak_rss_mib', 'error')})}")
         if mb == small and "error" not in full and full.get("extract_processes", 1) > 1:
             # the same build in one process: the speedup the worker processes give (issue 23)
-            log(f"the same build with extraction in one process (load {_load()})")
+            log(f"the same build with extraction and embedding in one process (load {_load()})")
             shutil.rmtree(home, ignore_errors=True)
             entry["one_process"] = measure_index(home, folder, processes=1)
             results["loads"].append(_load())

@@ -18,6 +18,7 @@ import itertools
 import logging
 import math
 import multiprocessing
+import multiprocessing.util
 import os
 import sys
 import re
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from pathrag_pipeline.config import ConfigError
+from pathrag_pipeline.config import ConfigError, usable_cores
 from pathrag_pipeline.errors import PipelineError
 from pathrag_pipeline.llm.redaction import chain_contains_secret, redact, register_secret
 
@@ -170,9 +171,8 @@ class HashingEmbedder:
     Large calls use ``processes`` cores (issue 23: the offline embedding stage ran on one of two): the texts are
     split into that many contiguous parts of about equal length, one embedded here and the others in worker
     processes (spawned once, on the first call of at least ``PARALLEL_MIN_CHARS`` characters, and kept for the
-    process's life), then stacked. Each text's vector depends on that text alone, so the vectors are the same
-    as one process gives (tested); a broken worker pool falls back to this process. Known fault: inside a
-    multiprocessing child the kept pool hangs that child's exit, so ``embedder_from_settings`` uses one process.
+    process's life, see ``_hashing_pool``), then stacked. Each text's vector depends on that text alone, so the
+    vectors are the same as one process gives (tested); a broken worker pool falls back to this process.
     """
 
     VERSION = "hashing-v1"
@@ -289,29 +289,38 @@ def _embed_part(dim: int, texts: list[str], offset: int) -> np.ndarray:
 
 
 _POOL_LOCK = threading.Lock()
-_POOLS: dict[int, ProcessPoolExecutor] = {}
+_POOLS: dict[tuple[int, int], ProcessPoolExecutor] = {}   # (pid, workers): a forked child makes its own
 
 
 def _hashing_pool(workers: int) -> ProcessPoolExecutor | None:
     """The process's pool of ``workers`` offline-embedding workers (spawned, not forked: the caller holds threads,
-    DuckDB's and Dagster's), made on first use; None when processes cannot be started here."""
+    DuckDB's and Dagster's), made on first use; None when processes cannot be started here.
+
+    Kept for the process's life, and stopped by a multiprocessing finaliser that runs before any queue's: in a
+    multiprocessing child (a Dagster step, a `pathrag bench scale` measurement) the exit handler runs the
+    finalisers, then joins the child's own children, the workers. The executor's own exit hook comes later
+    (threading shutdown), and the call queue's finaliser (priority 10, made after the pool) would stop its
+    feeder before the shutdown's stop signals reach the workers: the child then waited for them for ever
+    (tested: tests/test_embedding.py spawns such a child)."""
+    key = (os.getpid(), workers)
     with _POOL_LOCK:
-        pool = _POOLS.get(workers)
+        pool = _POOLS.get(key)
         if pool is None:
             try:
                 pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
             except (OSError, ValueError, NotImplementedError):
                 return None
-            _POOLS[workers] = pool
+            _POOLS[key] = pool
+            multiprocessing.util.Finalize(None, _drop_hashing_pool, args=(pool, True), exitpriority=100)
         return pool
 
 
-def _drop_hashing_pool(pool: ProcessPoolExecutor) -> None:
+def _drop_hashing_pool(pool: ProcessPoolExecutor, wait: bool = False) -> None:
     with _POOL_LOCK:
-        for workers, known in list(_POOLS.items()):
+        for key, known in list(_POOLS.items()):
             if known is pool:
-                del _POOLS[workers]
-    pool.shutdown(wait=False, cancel_futures=True)
+                del _POOLS[key]
+    pool.shutdown(wait=wait, cancel_futures=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -667,10 +676,8 @@ def embedder_from_settings(settings: "Settings") -> Embedder:
                 f"PATHRAG_EMBED_BASE_URL={base_url!r} is set but PATHRAG_EMBED_MODEL is not; "
                 "name the embedding model the endpoint serves (e.g. text-embedding-3-small)"
             )
-        # One process: a pool kept for the process's life hangs a multiprocessing child (a Dagster step, a
-        # `pathrag bench scale` measurement) at its exit, whose handler joins the workers before the executor's
-        # exit hook stops them. Workers (HashingEmbedder(processes=N)) wait for a shutdown that runs there.
-        return HashingEmbedder()
+        # the offline extractor's setting: offline work uses that many processes (0: one per usable core)
+        return HashingEmbedder(processes=settings.extract_processes or usable_cores())
     if base_url:
         return OpenAIEmbedder(base_url, model, settings.embed_api_key, timeout=settings.embed_timeout)
     if model.startswith("sentence-transformers/"):
