@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -14,6 +16,29 @@ from pathrag_pipeline.storage.vector_location import VectorLocation
 
 OPTIONS = {"aws_endpoint": "http://127.0.0.1:9000", "aws_access_key_id": "AKIAEXAMPLEKEYID",
            "aws_secret_access_key": "very-secret-value-123", "allow_http": True, "aws_region": "us-east-1"}
+
+
+_OPEN_A_TABLE = """
+import sys
+from pathrag_pipeline.storage.vector_location import VectorLocation
+db = VectorLocation(sys.argv[1]).connect()
+table = db.create_table("t", data=[{"id": "a", "vector": [1.0, 2.0]}, {"id": "b", "vector": [2.0, -1.0]}])
+print(table.search([1.0, 2.0]).limit(1).to_list()[0]["id"])
+print("api imported:", "lance_namespace_urllib3_client.api" in sys.modules)
+import lance_namespace_urllib3_client as client
+print(bool(client.__version__), client.ApiClient.__name__, "lance_namespace_urllib3_client.api" in sys.modules)
+"""
+
+
+def test_lancedb_opens_without_importing_its_rest_client_which_still_loads_when_asked(tmp_path):
+    """storage.lancedb_import: LanceDB's REST namespace client's package __init__ (~0.9 s) runs only when one of
+    its names is looked up; a local table works without it (a fresh process: this one may hold it already)."""
+    script = tmp_path / "open_a_table.py"
+    script.write_text(_OPEN_A_TABLE)
+    run = subprocess.run([sys.executable, str(script), str(tmp_path / "lancedb")], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n")[:3] == ["a", "api imported: False", "True ApiClient True"], run.stdout
 
 
 def test_the_default_is_the_homes_folder(tmp_path):

@@ -73,7 +73,9 @@ class VectorLocation:
 
     def connect(self) -> Any:
         """``lancedb.connect`` on this location (a local folder is created first)."""
-        import lancedb  # about a second to import: only when a table is opened
+        from pathrag_pipeline.storage.lancedb_import import import_lancedb
+
+        lancedb = import_lancedb()  # about half a second to import: only when a table is opened
 
         if self.is_local:
             self.path.mkdir(parents=True, exist_ok=True)
