@@ -631,17 +631,27 @@ def pruning(edges_path: Path | None, seeds_path: Path | None, generate: bool, ed
 @click.option("--repeats", default=5, show_default=True, help="Measured runs per command (the median is reported).")
 @click.option("--baseline", default=None, metavar="REV",
               help="Also measure this git revision's code (e.g. 784bdaa) in the same run, for a before/after.")
+@_update_docs_option
 @click.option("--json", "as_json", is_flag=True)
-def startup(repeats: int, baseline: str | None, as_json: bool) -> None:
-    """Wall and CPU seconds of whole `pathrag` invocations (--version, --help, sql, status, ask, no-op index), medians."""
+def startup(repeats: int, baseline: str | None, update_docs: Path | None, as_json: bool) -> None:
+    """Wall and CPU seconds of whole `pathrag` invocations (--version, --help, sql, status, ask, no-op index), medians.
+    ``--update-docs`` replaces the report's "CLI start-up" section with this run's."""
     from pathrag_pipeline.bench.startup import run_startup_bench
 
     if repeats < 1:
         raise click.UsageError(f"--repeats {repeats} must be at least 1")
+    started = time.perf_counter()
     try:
         result = run_startup_bench(repeats=repeats, baseline=baseline, log=_log(as_json))
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from None
+    if update_docs is not None:
+        from pathrag_pipeline.bench.report import machine_info, machine_stamp, startup_section
+        from pathrag_pipeline.bench.report_sections import splice
+
+        splice(update_docs, "CLI start-up", startup_section(result) + (
+            f"\n\n_Measured {machine_stamp(machine_info())}; `pathrag bench startup` ran "
+            f"{time.perf_counter() - started:.0f} s._"))
     if as_json:
         click.echo(json.dumps(result, indent=1))
         return
