@@ -148,17 +148,20 @@ def scan_folder(root: Path, *, max_bytes: int, cache: HashCache | None = None) -
 
     for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        # paths made once per folder, not per file: pathlib's parsing was most of a 10,000-file rescan (issue 23)
+        folder = Path(dirpath)
+        rel_folder = folder.relative_to(root).as_posix()
+        prefix = "" if rel_folder == "." else rel_folder + "/"
         for name in sorted(filenames):
             if name.startswith("."):
                 continue
-            abs_path = Path(dirpath) / name
-            rel = abs_path.relative_to(root).as_posix()
-            if not is_supported(abs_path):
+            rel = prefix + name
+            if not is_supported(name):
                 scan.unsupported_count += 1
                 if len(scan.unsupported) < UNSUPPORTED_EXAMPLES:
                     scan.unsupported.append(rel)
                 continue
-            scan[rel] = _entry(abs_path, rel, root_real, max_bytes, cache)
+            scan[rel] = _entry(folder / name, rel, root_real, max_bytes, cache)
     if cache is not None:
         cache.save()
     return scan
@@ -177,7 +180,11 @@ _SPECIAL_KINDS = ((stat_module.S_ISFIFO, "a FIFO (named pipe)"), (stat_module.S_
 
 
 def _entry(abs_path: Path, rel: str, root_real: Path, max_bytes: int, cache: HashCache | None = None) -> FileEntry:
-    if abs_path.is_symlink():
+    try:
+        stat = os.lstat(abs_path)   # one call: a file that is not a link has its stat here already
+    except OSError as exc:
+        return FileEntry(rel, abs_path, 0, "unreadable", f"cannot read {rel}: {exc.strerror or exc}")
+    if stat_module.S_ISLNK(stat.st_mode):
         try:
             target = abs_path.resolve(strict=True)
         except RuntimeError:   # Python 3.11-3.12: a symlink loop
@@ -195,10 +202,10 @@ def _entry(abs_path: Path, rel: str, root_real: Path, max_bytes: int, cache: Has
         if not target.is_relative_to(root_real):
             return FileEntry(rel, abs_path, 0, f"symlink:{target}",
                              f"{rel} is a symlink to {target}, outside the indexed folder; copy the file in or remove the link")
-    try:
-        stat = abs_path.stat()
-    except OSError as exc:
-        return FileEntry(rel, abs_path, 0, "unreadable", f"cannot read {rel}: {exc.strerror or exc}")
+        try:
+            stat = abs_path.stat()
+        except OSError as exc:
+            return FileEntry(rel, abs_path, 0, "unreadable", f"cannot read {rel}: {exc.strerror or exc}")
     if not stat_module.S_ISREG(stat.st_mode):
         # Never opened: reading a FIFO blocks until a writer appears, a device may never end.
         kind = next((name for test, name in _SPECIAL_KINDS if test(stat.st_mode)), "not a regular file")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +44,12 @@ class ParsedDocument:
 
 
 def is_supported(path: Path | str) -> bool:
-    """Whether the folder scanner should pick this file up (by suffix, case-insensitive)."""
-    return Path(path).suffix.lower() in SUPPORTED
+    """Whether the folder scanner should pick this file up (by suffix, case-insensitive). A string is read as
+    ``Path(path).suffix`` would (the last dot of the last component, not a leading one) without making a Path:
+    the scanner asks for every file of the folder."""
+    if isinstance(path, Path):
+        return path.suffix.lower() in SUPPORTED
+    return os.path.splitext(path)[1].lower() in SUPPORTED
 
 
 DEFAULT_MAX_TEXT_BYTES = 50 * 1024 * 1024
