@@ -545,7 +545,8 @@ def scale_section(r: dict[str, Any]) -> str:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         parts.append(f"Load average (1 min) during the run: {min(loads)} to {max(loads)} on {cores} cores"
                      + (f" ({r['cpu']})" if r.get("cpu") else "")
-                     + (" (other work shared the CPU: times are pessimistic, memory is not affected)"
+                     + (" (above the core count: the build's own worker processes count in it, so this alone does "
+                        "not show other work; any other work would make the times pessimistic, not the memory)"
                         if cores and max(loads) > cores else "")
                      + f". Run {r.get('started')} to {r.get('finished', 'unfinished')}.")
     return "\n\n".join(parts)
