@@ -24,3 +24,22 @@ def test_before_runs_ahead_of_every_run_warm_up_included(tmp_path):
     time_command(["--version"], code_root=PACKAGE_ROOT, env=dict(os.environ), repeats=2,
                  before=lambda: calls.append(len(calls)))
     assert calls == [0, 1, 2]
+
+
+def test_update_docs_replaces_only_the_start_up_section(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from pathrag_pipeline.bench import startup
+    from pathrag_pipeline.cli import main
+
+    rows = [{"command": "pathrag ask", "wall_s": 1.25, "cpu_s": 1.5}]
+    monkeypatch.setattr(startup, "run_startup_bench", lambda **kw: {"repeats": kw["repeats"], "rows": rows})
+    report = tmp_path / "benchmarks.md"
+    report.write_text("# Benchmarks\n\n## CLI start-up\n\nold figures\n\n## Dagster\n\nkept\n")
+    result = CliRunner().invoke(main, ["bench", "startup", "--repeats", "2", "--update-docs", str(report)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    text = report.read_text()
+    assert "old figures" not in text and "## Dagster\n\nkept" in text
+    assert "| pathrag ask | 1.25 | 1.5 |" in text and "`pathrag bench startup --repeats 2`" in text
+    assert "_Measured " in text and text.count("## CLI start-up") == 1

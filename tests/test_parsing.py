@@ -231,6 +231,9 @@ def test_is_supported():
     assert is_supported(Path("a/b.MD")) and is_supported("x.jsonl") and is_supported("y.HTM")
     assert not is_supported("data.csv") and not is_supported("README")
     assert all(is_supported(f"f{s}") for s in SUPPORTED)
+    # a name string is judged as its Path would be (the scanner passes names, not Paths)
+    for name in ("file.", ".md", "a/.md", "dir.md/file", "x.tar.md", "b..TXT", "c.md.", "notes.Md"):
+        assert is_supported(name) == is_supported(Path(name)), name
 
 
 # ---- bad input ---------------------------------------------------------------------------------------
