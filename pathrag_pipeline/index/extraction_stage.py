@@ -530,6 +530,7 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
                                relations={k for kind, k in failed if kind == "relation"})
         stats.merge.summaries_called += len(deferred.requests) - len(errors)
         stats.merge.summaries_cached = second.summaries_cached - len(summaries)
+    store.settle_row_groups()   # a large run merges the row groups its batches wrote (storage/row_group_merging)
     stats.seconds = time.perf_counter() - started
     with store.connect() as con:
         meter.write(con, final=True)

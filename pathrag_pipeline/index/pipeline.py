@@ -42,6 +42,8 @@ class IndexReport:
     aliases: AliasStats
     graph: dict[str, int]
     dagster_run_id: str | None = None  # set when the run was recorded in the Dagster instance (assets/runs.py)
+    row_group_merges: int | None = None  # run_indexing's write connections that merged DuckDB row groups
+                                         # (one write in 64 does: storage/row_group_merging); None: not counted
 
 
 def describe_mode(settings: Settings) -> dict[str, str]:
@@ -111,6 +113,7 @@ def _graph_stage(settings: Settings, store: Store, *, triples: Path | None, run_
                  progress, retry_failed: bool = False) -> GraphStage:
     if triples is not None:
         imported = import_triples(store, triples)
+        store.settle_row_groups()   # the import's batches merge their row groups now (storage/row_group_merging)
         return GraphStage({"mode": "imported triples", "extractor": imported.extractor}, None, imported)
     llm = llm_from_settings(settings)
     extractor = extractor_from_settings(settings, llm, gleaning=settings.gleaning)
@@ -130,7 +133,9 @@ class EmbeddingStage:
 def embedding_stage(settings: Settings, store: Store, *, reembed: bool = False) -> EmbeddingStage:
     """Graph and chunks → LanceDB vectors (only changed rows), then near-duplicate names become aliases."""
     with index_lock(settings.home):
-        return _embedding_stage(settings, store, reembed=reembed)
+        stage = _embedding_stage(settings, store, reembed=reembed)
+        store.settle_row_groups()   # a large sync merges the row groups it wrote (storage/row_group_merging)
+        return stage
 
 
 def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> EmbeddingStage:
@@ -205,10 +210,11 @@ def _reembed_failed(report: EmbeddingReport, embedder, live) -> EmbeddingError:
         "again")
 
 
-def assemble_report(sync: SyncReport, graph: GraphStage, embed: EmbeddingStage, store: Store) -> IndexReport:
+def assemble_report(sync: SyncReport, graph: GraphStage, embed: EmbeddingStage, store: Store,
+                    row_group_merges: int | None = None) -> IndexReport:
     mode = {**graph.mode, "embedder": embed.embedder}
     return IndexReport(mode, sync, graph.extraction, graph.triples, embed.embeddings, embed.aliases,
-                       graph_counts(store))
+                       graph_counts(store), row_group_merges=row_group_merges)
 
 
 def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str = "cli",
@@ -226,4 +232,4 @@ def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str
         graph = graph_stage(settings, store, triples=triples, run_id=run_id or sync.run_id, progress=progress,
                             retry_failed=retry_failed)
         embed = embedding_stage(settings, store, reembed=reembed)
-        return assemble_report(sync, graph, embed, store)
+        return assemble_report(sync, graph, embed, store, row_group_merges=store.row_group_merges)

@@ -564,6 +564,7 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
         with store.connect() as con, transaction(con):
             for p in plan.deleted:
                 results.append(FileResult(p, "deleted", documents_deleted=delete_path(con, p)))
+    store.settle_row_groups()   # a large sync merges the row groups its batches wrote (storage/row_group_merging)
     seconds = time.perf_counter() - started
     report = SyncReport(run_id or uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked,
                         scan.unsupported_count, list(scan.unsupported))

@@ -25,6 +25,7 @@ import duckdb
 
 from pathrag_pipeline.config import DEFAULT_DUCKDB_MEMORY_LIMIT, DEFAULT_SQL_MAX_TEMP, usable_cores
 from pathrag_pipeline.errors import PipelineError
+from pathrag_pipeline.storage.row_group_merging import SETTLE_AFTER_BYTES, before_close, merging_off, wal_bytes
 
 T = TypeVar("T")
 
@@ -654,6 +655,9 @@ class Store:
         self.notice_after = notice_after
         self._initialised = False
         self._reading = threading.local()   # this thread's connection while inside ``reading()``
+        self.row_group_merges = 0   # write connections of this store that let DuckDB merge row groups
+        self._unmerged_bytes = 0    # write-ahead log its writes left since this store last merged
+        self._merge_next = False
 
     @classmethod
     def for_settings(cls, settings, **options) -> "Store":
@@ -712,7 +716,11 @@ class Store:
             if not read_only and not self._initialised:
                 init_schema(con)
                 self._initialised = True
+            if not read_only:
+                merging_off(con)   # set, not a connect option: connections to one file in a process share those
             yield con
+            if not read_only:
+                self._before_close(con)
         except duckdb.OutOfMemoryException as exc:
             # an expected failure the user can act on: one line naming the setting, never a traceback
             message = out_of_memory_message(self.path, self.memory_limit, exc)
@@ -723,6 +731,34 @@ class Store:
             con.close()
             if spill is not None:
                 shutil.rmtree(spill, ignore_errors=True)
+
+    def _before_close(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Row-group merging at this write's checkpoint (``row_group_merging``). Best effort: a write whose
+        block ended normally but left its transaction unusable is closed (and rolled back) as before."""
+        logged = wal_bytes(self.path)
+        try:
+            merged = before_close(con, logged, merge=self._merge_next)
+        except duckdb.Error:
+            return
+        if merged:
+            self.row_group_merges += 1
+            self._unmerged_bytes = 0
+        elif merged is not None:
+            self._unmerged_bytes += logged
+
+    def settle_row_groups(self) -> bool:
+        """Merge row groups now if this store's writes logged ``SETTLE_AFTER_BYTES`` or more since it last merged
+        (a large run's batches), so that run pays for merging them rather than a later small write. Returns
+        whether it merged."""
+        if self._unmerged_bytes < SETTLE_AFTER_BYTES:
+            return False
+        self._merge_next = True
+        try:
+            with self.connect():
+                pass
+        finally:
+            self._merge_next = False
+        return self._unmerged_bytes == 0
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
