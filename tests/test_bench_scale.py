@@ -39,10 +39,13 @@ def test_memory_growth_is_read_between_the_two_largest_sizes():
 @pytest.mark.slow
 def test_a_third_size_is_built_for_the_memory_growth_and_not_edited(tmp_path):
     result = run_scale_bench(size_mb=0.2, files=10, small_fraction=0.5, parts="corpus", workdir=tmp_path,
-                             memory_mb=0.4)
+                             memory_mb=0.4, edits=2)
     assert [round(s["size_mb"], 1) for s in result["sizes"]] == [0.1, 0.2, 0.4]
     assert [s["files"] for s in result["sizes"]] == [5, 10, 20]
-    assert "edits" in result["sizes"][1] and "edits" not in result["sizes"][2]
+    assert len(result["sizes"][1]["edits"]) == 2 and "edits" not in result["sizes"][2]
+    # each edit says how many of its write connections merged DuckDB row groups (one in 64 does)
+    assert all(isinstance(e["row_group_merges"], int) for e in result["sizes"][1]["edits"])
+    assert "2 files of the 0.2 MB corpus edited" in scale_section(result)
     assert (result["growth"]["from_mb"], result["growth"]["to_mb"]) == (result["sizes"][1]["size_mb"],
                                                                         result["sizes"][2]["size_mb"])
     assert "--memory-mb 0.4" in scale_section(result)
@@ -75,3 +78,20 @@ def test_the_section_says_which_parts_ran():
     assert "--parts files" in files and "One large .txt file" in files and "two sizes" not in files
     whole = scale_section({"size_mb": 100, "files": 10, "sizes": []})
     assert "--parts" not in whole and "two sizes" in whole and "JSONL" in whole
+
+
+def test_the_section_says_which_edits_merged_row_groups():
+    def edit(total, merges):
+        return {"file": "a.txt", "seconds": {"ingest": 0, "extraction": 0, "merge": 0, "embeddings": 0, "total": total},
+                "graph": {}, "row_group_merges": merges}
+
+    def section(edits):
+        size = {"size_mb": 100, "files": 10, "full": {"error": "x"}, "edits": edits}
+        return scale_section({"size_mb": 100, "files": 10, "parts": "corpus", "sizes": [size]})
+
+    both = section([edit(2.0, 0), edit(3.5, 1), edit(2.2, 0)])
+    assert "median **2.20 s**" in both and "1 of them merged DuckDB row groups" in both and ": 3.50 s;" in both
+    assert "None of them merged" in section([edit(2.0, 0)])
+    old = edit(2.0, 0)
+    del old["row_group_merges"]   # results of a run from before the count: no claim either way
+    assert "merged DuckDB" not in section([old])

@@ -446,6 +446,24 @@ def startup_section(r: dict[str, Any]) -> str:
     return "\n\n".join(text)
 
 
+def _edit_count(r: dict[str, Any]) -> str:
+    counts = {len(size.get("edits") or []) for size in r.get("sizes", []) if size.get("edits")}
+    return str(counts.pop()) if len(counts) == 1 else "some"
+
+
+def _merging_note(edits: list[dict[str, Any]]) -> str:
+    """Which edits merged DuckDB row groups at one of their writes (one write connection in 64 does)."""
+    if any(e.get("row_group_merges") is None for e in edits):
+        return ""
+    merged = [e for e in edits if e["row_group_merges"]]
+    if not merged:
+        return (" None of them merged DuckDB row groups (one write connection in 64 does, "
+                "`storage/row_group_merging`; an edit makes ~10), so none paid for it.")
+    return (f" {len(merged)} of them merged DuckDB row groups at one of their writes (one write connection in 64 "
+            f"does, `storage/row_group_merging`): {', '.join(format(e['seconds']['total'], '.2f') for e in merged)} s; "
+            "the others wrote without merging.")
+
+
 def scale_section(r: dict[str, Any]) -> str:
     """Scale: peak memory and per-stage throughput of full offline indexes at two sizes, an edit, huge files."""
     stages = ("ingest", "extraction", "merge", "embeddings", "total")
@@ -486,8 +504,8 @@ def scale_section(r: dict[str, Any]) -> str:
         _reproduce(cmd),
         ("A deterministic generated corpus (the English-like prose with named entities of `pathrag bench ingest`, "
          ".txt and .md files of about equal size) indexed offline from scratch by `run_indexing` at two sizes (the "
-         f"smaller also with its offline extraction and embedding in one process); then three files of the {r['size_mb']:g} MB corpus edited "
-         "and re-indexed one at a time"
+         f"smaller also with its offline extraction and embedding in one process); then "
+         f"{_edit_count(r)} files of the {r['size_mb']:g} MB corpus edited and re-indexed one at a time"
          + (f"; a third corpus of {r['memory_mb']:g} MB built the same way (not edited), for the memory growth"
             if r.get("memory_mb") else "") + ("; then " if files_part else ". ") if corpus_part else "")
         + (f"{'o' if corpus_part else 'O'}ne large .txt file and one large JSONL file indexed on their own. "
@@ -521,7 +539,8 @@ def scale_section(r: dict[str, Any]) -> str:
             totals = sorted(e["seconds"]["total"] for e in edits)
             parts.append(f"One-file edits at {size['size_mb']} MB / {size['files']:,} files, {len(edits)} in a row: "
                          f"median **{statistics.median(totals):.2f} s** total (each: "
-                         f"{', '.join(f'{t:.2f}' for t in (e['seconds']['total'] for e in edits))} s).")
+                         f"{', '.join(f'{t:.2f}' for t in (e['seconds']['total'] for e in edits))} s)."
+                         + _merging_note(edits))
         edit = size.get("edit") or {}
         if edit.get("merge_chunks_read") and not edit.get("error"):
             parts.append(

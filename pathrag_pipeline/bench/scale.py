@@ -2,8 +2,9 @@
 
 A deterministic generated corpus (the English-like prose with named entities of ``bench.ingest``, in files
 of about ``size / files`` bytes) is indexed offline from scratch at two sizes, so the growth of peak memory
-with corpus size can be read off (``--memory-mb``: and at a third, larger size, built but not edited); then three
-files of the ``--size-mb`` corpus are edited and re-indexed one at a time; then one
+with corpus size can be read off (``--memory-mb``: and at a third, larger size, built but not edited); then
+``EDITS`` files of the ``--size-mb`` corpus are edited and re-indexed one at a time (eight: one write connection
+in 64 merges DuckDB row groups and an edit makes ~10, so a few edits in a row show both kinds); then one
 40 MB .txt file and one 200,000-line JSONL file are indexed on their own. Every measurement runs
 ``run_indexing`` in a fresh child process, whose own peak resident memory (``getrusage(RUSAGE_SELF)
 .ru_maxrss`` read in the child when it finishes) is reported, so one measurement's memory never hides
@@ -29,7 +30,7 @@ from pathrag_pipeline.bench.ingest import _document
 Log = Callable[[str], None]
 MB = 1_000_000
 STAGES = ("ingest", "extraction", "merge", "embeddings")
-EDITS = 3
+EDITS = 8
 
 
 def _quiet(_: str) -> None:
@@ -109,6 +110,8 @@ def _child(home: str, folder: str, queue, processes: int = 0) -> None:
             "merge_mentions_read": x.merge.mentions_read if x and x.merge else 0,
             "graph": report.graph,
             "embedded": {t: s.embedded for t, s in report.embeddings.tables.items()},
+            # write connections that merged DuckDB row groups (one in MERGE_EVERY_WRITES does: row_group_merging)
+            "row_group_merges": report.row_group_merges,
         })
     except BaseException as exc:  # noqa: BLE001 - report the failure to the parent instead of hanging it
         queue.put({"error": f"{type(exc).__name__}: {exc}",
@@ -151,12 +154,13 @@ def _load() -> float:
 
 def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction: float = 0.25,
                     big_txt_mb: float = 40.0, jsonl_lines: int = 200_000, workdir: Path | None = None,
-                    log: Log = _quiet, keep: bool = False, parts: str = "all", memory_mb: float = 0.0) -> dict[str, Any]:
+                    log: Log = _quiet, keep: bool = False, parts: str = "all", memory_mb: float = 0.0,
+                    edits: int = EDITS) -> dict[str, Any]:
     """The whole scale benchmark (see the module docstring); ``small_fraction`` sets the smaller size.
     ``parts``: "all", "corpus" (the two sizes and the edit) or "files" (the large .txt and JSONL).
     ``memory_mb`` > ``size_mb`` adds a third full build of that size (files in proportion), measured like the
     others but not edited: the memory growth is then read between ``size_mb`` and it (issue 23 asks for the slope
-    between 100 MB and 300 MB)."""
+    between 100 MB and 300 MB). ``edits``: one-file edits of the ``size_mb`` corpus (``EDITS``)."""
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="pathrag-bench-scale-"))
     base.mkdir(parents=True, exist_ok=True)
     from pathrag_pipeline.bench.report import machine_info
@@ -202,9 +206,9 @@ def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction:
             results["loads"].append(_load())
             save()
         if mb == size_mb and "error" not in full:
-            # EDITS one-file edits in a row, each its own run: the first is reported in the table, all in "edits"
+            # ``edits`` one-file edits in a row, each its own run: the first is reported in the table, all in "edits"
             entry["edits"] = []
-            for i, victim in enumerate(sorted(folder.rglob("*.txt"))[:EDITS]):
+            for i, victim in enumerate(sorted(folder.rglob("*.txt"))[:edits]):
                 victim.write_text(victim.read_text() + f"\nAn added line: Vera Quist moved to Carrick in {1901 + i}.\n")
                 log(f"re-index after editing {victim.relative_to(folder)} (load {_load()})")
                 edit = measure_index(home, folder)
