@@ -55,7 +55,7 @@ def test_a_write_connection_that_changes_nothing_is_not_counted(store):
     assert _unmerged(store) == 2
 
 
-def test_the_count_is_kept_in_the_file_across_stores_and_processes(store):
+def test_the_count_is_kept_in_the_file_so_every_store_of_it_shares_it(store):
     _append(store, 1)
     other = Store(store.path)
     _append(other, 2)

@@ -5,8 +5,9 @@ DuckDB's checkpoint (at the close of every write connection) merges row groups t
 group of their own, which the checkpoint folds into the table's last, partly filled row group, compressing and
 writing that whole row group again. Its size is an accident of history, anything up to DuckDB's 122,880 rows:
 in a 100 MB home the last row group of ``extractions`` held 1,415 rows of ~41 kB of JSON, so the one record of a
-one-file edit cost a ~58 MB rewrite (~0.2 s), and the ~10 write connections of an edit 1.2-1.8 s in all (issue
-23, measured); after another history the same edit rewrites 500 MB. None of it depends on the change.
+one-file edit cost a ~58 MB rewrite (~0.2 s), and the ~10 write connections of an edit about a second in all
+(issue 23, measured); had that last row group been the table's first (13,315 rows), the same record would have
+cost a ~545 MB rewrite. None of it depends on the change.
 
 So write connections checkpoint with merging off (``max_vacuum_tasks = 0``): a write's rows stay in row groups
 of their own and its checkpoint costs what it wrote. Unmerged row groups cost scans a little and keep deleted
