@@ -87,3 +87,23 @@ def test_a_store_whose_writes_logged_much_merges_when_settled(store, monkeypatch
     assert not store.settle_row_groups()            # nothing left to merge: no write at all
     with store.connect(read_only=True) as con:
         assert con.execute("SELECT count(*) FROM t").fetchall() == [(25001,)]
+
+
+def test_an_index_run_whose_stages_wrote_much_merges_at_their_ends_and_an_edit_does_not(tmp_path, monkeypatch):
+    """The index stages call settle_row_groups: with the threshold at one byte every stage that wrote merges; at
+    DuckDB's 16 MiB a one-file edit of a small home merges nothing (the 64th-write rule is moved out of reach)."""
+    from pathrag_pipeline.config import Settings
+    from pathrag_pipeline.index.pipeline import run_indexing
+
+    monkeypatch.setattr(row_group_merging, "MERGE_EVERY_WRITES", 10_000)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(6):
+        (docs / f"doc{i}.md").write_text(f"# Doc {i}\n\nAgnes Morrow{i} visited Hesketh Mill{i % 3}.\n")
+    settings = Settings.from_env(home=tmp_path / "home", docs=docs)
+    monkeypatch.setattr("pathrag_pipeline.storage.store.SETTLE_AFTER_BYTES", 1)
+    assert run_indexing(settings).row_group_merges == 3       # ingest, extraction, embeddings
+    monkeypatch.setattr("pathrag_pipeline.storage.store.SETTLE_AFTER_BYTES", 16 << 20)
+    (docs / "doc1.md").write_text("# Doc 1\n\nAgnes Morrow1 visited Corran Ford.\n")
+    edit = run_indexing(settings)
+    assert edit.sync.documents_written == 1 and edit.row_group_merges == 0
