@@ -8,7 +8,7 @@ import pytest
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.index import embedding_stage
 from pathrag_pipeline.index.embedding_stage import embedding_rows, sync_embeddings
-from pathrag_pipeline.index.pipeline import run_indexing
+from pathrag_pipeline.index.pipeline import graph_stage, ingest_stage, run_indexing
 from pathrag_pipeline.llm.embedding import HashingEmbedder
 from pathrag_pipeline.storage.store import Store
 from pathrag_pipeline.storage.vector_store import VectorStore, text_hash
@@ -166,4 +166,96 @@ def test_a_ledger_of_md5_fingerprints_is_converted_and_sends_only_what_changed(h
         total = sum(con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in ("entities", "relations", "chunks"))
         assert con.execute("SELECT count(*) FROM vector_rows WHERE length(fingerprint) = 32").fetchone()[0] == 0
     assert 0 < sum(sent) < total / 4
+    assert lance_equals_duckdb(settings)
+
+
+def edit_three_docs(docs) -> None:
+    for i in (2, 5, 7):
+        (docs / f"doc{i}.md").write_text(DOCS[f"doc{i}.md"] + f"Mira Holt{i} joined the Lode Society.\n")
+
+
+def count_connections(monkeypatch) -> list[bool]:
+    opened: list[bool] = []
+    real = Store.connect
+
+    def counting(self, read_only=False, **kwargs):
+        opened.append(read_only)
+        return real(self, read_only, **kwargs)
+
+    monkeypatch.setattr(Store, "connect", counting)
+    return opened
+
+
+def test_an_edit_sync_opens_the_file_twice(home, monkeypatch):
+    """Every table's changes fit one batch: planned and fetched on one connection, recorded on one more."""
+    settings, docs = home
+    edit_three_docs(docs)
+    store = Store.for_settings(settings)
+    ingest_stage(settings, store)
+    graph_stage(settings, store)
+    opened = count_connections(monkeypatch)
+    report = sync_embeddings(store, VectorStore(settings.lancedb_path), HashingEmbedder())
+    assert report.embedded > 0 and all(s.embedded or s.unchanged for s in report.tables.values())
+    assert len(opened) == 2
+    assert lance_equals_duckdb(settings)
+
+
+def test_a_sync_killed_before_its_record_sends_its_rows_again_and_embeds_none(home, monkeypatch):
+    """LanceDB holds an edit's rows but the ledger was not updated (killed between the two): the next sync sends
+    those rows again (unrecorded, or every row of a table whose ledger no longer describes it), re-embeds none,
+    and ends equal to DuckDB."""
+    settings, docs = home
+    edit_three_docs(docs)
+    written = sent_rows(monkeypatch)
+
+    def killed(*_args, **_kwargs):
+        raise RuntimeError("killed before the ledger was written")
+
+    real = embedding_stage._remember
+    monkeypatch.setattr(embedding_stage, "_remember", killed)
+    with pytest.raises(RuntimeError):
+        run_indexing(settings)
+    monkeypatch.setattr(embedding_stage, "_remember", real)
+    killed_wrote = sum(written)
+    assert killed_wrote > 0                          # the killed run wrote LanceDB
+    sent = sent_rows(monkeypatch)
+    report = sync_embeddings(Store(settings.duckdb_path), VectorStore(settings.lancedb_path), HashingEmbedder())
+    assert report.embedded == 0                      # LanceDB already held every text
+    assert sum(sent) >= killed_wrote                 # nothing the killed run wrote was taken as recorded
+    assert lance_equals_duckdb(settings)
+    sent.clear()
+    again = sync_embeddings(Store(settings.duckdb_path), VectorStore(settings.lancedb_path), HashingEmbedder())
+    assert sum(sent) == 0 and again.embedded == 0    # the ledger is trusted again
+
+
+def test_a_single_batch_that_fails_is_not_recorded(home, monkeypatch):
+    """The edit path (one batch per table, recorded after every table is written): a failed batch's rows are
+    left out of the ledger, so the next run sends them again, while the other tables' rows are recorded."""
+    settings, docs = home
+    edit_three_docs(docs)
+    real = VectorStore.upsert
+
+    def failing_relations(self, table, rows, embedder, **kwargs):
+        stats = real(self, table, rows, embedder, **kwargs)
+        if table == "relations":
+            return type(stats)(embedded=0, unchanged=0, deleted=0, total=stats.total, failed=len(rows),
+                               errors=("stand-in failure",))
+        return stats
+
+    monkeypatch.setattr(VectorStore, "upsert", failing_relations)
+    failed = run_indexing(settings).embeddings
+    assert failed.tables["relations"].failed > 0 and failed.tables["entities"].embedded > 0
+    monkeypatch.setattr(VectorStore, "upsert", real)
+    tables: list[str] = []
+    real_sync = embedding_stage._sync_table
+
+    def which(store, vectors, embedder, name, batch_rows, plan, ledger):
+        if plan.send:
+            tables.append(name)
+        return real_sync(store, vectors, embedder, name, batch_rows, plan, ledger)
+
+    monkeypatch.setattr(embedding_stage, "_sync_table", which)
+    sent = sent_rows(monkeypatch)
+    sync_embeddings(Store(settings.duckdb_path), VectorStore(settings.lancedb_path), HashingEmbedder())
+    assert tables == ["relations"] and sum(sent) == failed.tables["relations"].failed
     assert lance_equals_duckdb(settings)

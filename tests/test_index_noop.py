@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from pathrag_pipeline.cli import main
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.dagster_state import last_runs
-from pathrag_pipeline.index import pipeline
+from pathrag_pipeline.index import embedding_stage, pipeline
 from pathrag_pipeline.index.embedding_stage import SYNCED_STATE_META
 from pathrag_pipeline.index.extraction_stage import GRAPH_DIRTY_META
 from pathrag_pipeline.index.pending_work import find_pending_work, up_to_date_report
@@ -167,7 +167,8 @@ def test_an_embedding_stage_that_stops_part_way_vouches_for_nothing(indexed, fol
     def broken(*_args, **_kwargs):
         raise RuntimeError("killed while writing LanceDB")
 
-    monkeypatch.setattr(pipeline, "sync_embeddings", broken)
+    # after the sync's plan (whose connection deletes the no-op record), before LanceDB is written
+    monkeypatch.setattr(embedding_stage, "_sync_table", broken)
     with pytest.raises(RuntimeError):
         pipeline.embedding_stage(settings, Store.for_settings(settings))
     with Store.for_settings(settings).connect(read_only=True) as con:

@@ -67,9 +67,10 @@ class EmbeddingReport:
         return [f"{name}: {e}" for name, s in self.tables.items() for e in s.errors]
 
 
-def _payload_rows(cursor: duckdb.DuckDBPyConnection, rows: list[tuple], extra: int = 0) -> list[tuple]:
-    """(key, text, payload dict) of rows (key, text, payload columns..., ``extra`` trailing columns)."""
-    names = [d[0] for d in cursor.description][2:len(cursor.description) - extra]
+def _payload(columns: list[str], rows: list[tuple], extra: int = 0) -> list[tuple]:
+    """(key, text, payload dict) of rows (key, text, payload columns..., ``extra`` trailing columns) whose
+    columns are named ``columns``."""
+    names = columns[2:len(columns) - extra]
     return [(r[0], r[1], dict(zip(names, r[2:2 + len(names)]))) for r in rows]
 
 
@@ -80,7 +81,7 @@ def embedding_rows(store: Store) -> dict[str, list[tuple]]:
     with store.connect() as con:
         for name, sql in SOURCES.items():
             cursor = con.execute(sql)
-            out[name] = _payload_rows(cursor, cursor.fetchall())
+            out[name] = _payload([d[0] for d in cursor.description], cursor.fetchall())
     return out
 
 
@@ -118,9 +119,23 @@ def _convert_ledger(con: duckdb.DuckDBPyConnection) -> None:
 
 def sync_embeddings(store: Store, vectors: VectorStore, embedder: Embedder,
                     tables: tuple[str, ...] = ("entities", "relations", "chunks"),
-                    batch_rows: int = SYNC_BATCH_ROWS) -> EmbeddingReport:
-    """Make each LanceDB table hold exactly its DuckDB rows, sending only what changed since the last sync."""
-    stats = {name: _sync_table(store, vectors, embedder, name, batch_rows) for name in tables}
+                    batch_rows: int = SYNC_BATCH_ROWS, *, forget_synced: bool = False) -> EmbeddingReport:
+    """Make each LanceDB table hold exactly its DuckDB rows, sending only what changed since the last sync.
+
+    A sync whose tables each send at most ``batch_rows`` rows (an edit) plans every table and fetches their rows
+    on one DuckDB connection, and records what it wrote on one more, after LanceDB holds every table's rows
+    (issue 23: an edit opened and closed the file nine times here, ~0.05 s each). A crash between the two leaves
+    the rows it wrote unrecorded: the next run sends them again (every row of a table whose LanceDB row count
+    or id no longer matches its ledger), and the vector store re-embeds none whose text it already holds.
+    Larger syncs fetch and record batch by batch. ``forget_synced``: delete the stage's no-op record (``forget_synced_state``) on the
+    plan's connection, before LanceDB is touched."""
+    plans = _plan_all(store, vectors, embedder, tables, batch_rows, forget_synced=forget_synced)
+    ledger: list[tuple[str, list[tuple[str, str]], list[str]]] = []   # (table, written, deleted) to record
+    stats = {name: _sync_table(store, vectors, embedder, name, batch_rows, plans[name], ledger) for name in tables}
+    if ledger:
+        with store.connect() as con, transaction(con):
+            for name, written, deleted in ledger:
+                _remember(con, vectors, embedder, name, written=written, deleted=deleted)
     return EmbeddingReport(embedder.identity, embedder.dim, stats)
 
 
@@ -129,88 +144,123 @@ def _ledger_state(vectors: VectorStore, name: str, embedder: Embedder) -> dict |
     return None if identity is None else {"table_id": identity[0], "rows": identity[1], "embedder": embedder.identity}
 
 
-def _plan(store: Store, vectors: VectorStore, embedder: Embedder, name: str) -> tuple[list[str], list[str], int, bool]:
-    """(keys to send, keys to delete, current rows, ledger trusted) for one table."""
-    meta_key = f"{LEDGER_META}:{name}"
-    state = _ledger_state(vectors, name, embedder)
-    current = _FINGERPRINTED.format(sql=SOURCES[name])
+@dataclass
+class _Plan:
+    send: list[str]                 # keys whose row changed (or every key, untrusted)
+    gone: list[str]                 # keys LanceDB holds that the table no longer has
+    rows: int                       # rows the table has
+    trusted: bool                   # whether the ledger described the LanceDB table
+    fetched: list[tuple] | None     # the rows of ``send`` with their fingerprints, when they fit one batch
+    columns: list[str] | None       # the cursor's column names for ``fetched``
+
+
+def _plan_all(store: Store, vectors: VectorStore, embedder: Embedder, tables: tuple[str, ...], batch_rows: int,
+              *, forget_synced: bool) -> dict[str, _Plan]:
+    states = {name: _ledger_state(vectors, name, embedder) for name in tables}
     with store.connect() as con:
+        if forget_synced:
+            _forget_synced(con)
         _convert_ledger(con)
-        stored = get_meta(con, meta_key)
-        trusted = state is not None and stored is not None and json.loads(stored) == state
-        rows = con.execute(f"SELECT count(*) FROM ({SOURCES[name]})").fetchall()[0][0]
-        if trusted:
-            send = [k for (k,) in con.execute(
-                f"""SELECT n.key FROM ({current}) n
-                    LEFT JOIN vector_rows v ON v.table_name = ? AND v.key = n.key
-                    WHERE v.fingerprint IS DISTINCT FROM n.fingerprint ORDER BY n.key""", [name]).fetchall()]
-            gone = [k for (k,) in con.execute(
-                f"""SELECT key FROM vector_rows WHERE table_name = ?
-                    AND key NOT IN (SELECT key FROM ({SOURCES[name]})) ORDER BY key""", [name]).fetchall()]
-            return send, gone, rows, True
-        with transaction(con):
-            con.execute("DELETE FROM vector_rows WHERE table_name = ?", [name])
-            con.execute("DELETE FROM pathrag_meta WHERE key = ?", [meta_key])
-        send = [k for (k,) in con.execute(f"SELECT key FROM ({SOURCES[name]}) ORDER BY key").fetchall()]
-        con.register("_vs_lance_keys", vectors.key_table(name))
-        try:
-            gone = [k for (k,) in con.execute(
-                f"SELECT key FROM _vs_lance_keys WHERE key NOT IN (SELECT key FROM ({SOURCES[name]})) ORDER BY key"
-            ).fetchall()]
-        finally:
-            con.unregister("_vs_lance_keys")
-    return send, gone, rows, False
+        return {name: _plan(con, vectors, name, states[name], batch_rows) for name in tables}
 
 
-def _remember(store: Store, vectors: VectorStore, embedder: Embedder, name: str, *,
+def _plan(con: duckdb.DuckDBPyConnection, vectors: VectorStore, name: str, state: dict | None,
+          batch_rows: int) -> _Plan:
+    """What to send and delete for one table; a trusted plan of at most ``batch_rows`` rows fetches them too."""
+    meta_key = f"{LEDGER_META}:{name}"
+    current = _FINGERPRINTED.format(sql=SOURCES[name])
+    stored = get_meta(con, meta_key)
+    trusted = state is not None and stored is not None and json.loads(stored) == state
+    rows = con.execute(f"SELECT count(*) FROM ({SOURCES[name]})").fetchall()[0][0]
+    if trusted:
+        send = [k for (k,) in con.execute(
+            f"""SELECT n.key FROM ({current}) n
+                LEFT JOIN vector_rows v ON v.table_name = ? AND v.key = n.key
+                WHERE v.fingerprint IS DISTINCT FROM n.fingerprint ORDER BY n.key""", [name]).fetchall()]
+        gone = [k for (k,) in con.execute(
+            f"""SELECT key FROM vector_rows WHERE table_name = ?
+                AND key NOT IN (SELECT key FROM ({SOURCES[name]})) ORDER BY key""", [name]).fetchall()]
+        fetched = columns = None
+        if 0 < len(send) <= batch_rows:
+            fetched, columns = _fetch(con, name, send)
+        return _Plan(send, gone, rows, True, fetched, columns)
+    with transaction(con):
+        con.execute("DELETE FROM vector_rows WHERE table_name = ?", [name])
+        con.execute("DELETE FROM pathrag_meta WHERE key = ?", [meta_key])
+    send = [k for (k,) in con.execute(f"SELECT key FROM ({SOURCES[name]}) ORDER BY key").fetchall()]
+    con.register("_vs_lance_keys", vectors.key_table(name))
+    try:
+        gone = [k for (k,) in con.execute(
+            f"SELECT key FROM _vs_lance_keys WHERE key NOT IN (SELECT key FROM ({SOURCES[name]})) ORDER BY key"
+        ).fetchall()]
+    finally:
+        con.unregister("_vs_lance_keys")
+    return _Plan(send, gone, rows, False, None, None)
+
+
+def _fetch(con: duckdb.DuckDBPyConnection, name: str, keys: list[str]) -> tuple[list[tuple], list[str]]:
+    """The rows of ``keys`` (key, text, payload columns..., fingerprint) and their column names."""
+    cursor = con.execute(f"{_FINGERPRINTED.format(sql=SOURCES[name])} WHERE t.key IN (SELECT unnest(?::VARCHAR[]))",
+                         [keys])
+    fetched = cursor.fetchall()
+    return fetched, [d[0] for d in cursor.description]
+
+
+def _remember(con: duckdb.DuckDBPyConnection, vectors: VectorStore, embedder: Embedder, name: str, *,
               written: list[tuple[str, str]] = (), deleted: list[str] = ()) -> None:
-    """Record rows now in LanceDB (key, fingerprint) and keys deleted from it, with the table's new identity."""
-    with store.connect() as con, transaction(con):
-        if written:
-            con.register("_vs_written", pa.table({"table_name": pa.array([name] * len(written), pa.string()),
-                                                  "key": pa.array([k for k, _ in written], pa.string()),
-                                                  "fingerprint": pa.array([f for _, f in written], pa.string())}))
-            try:
-                con.execute("INSERT OR REPLACE INTO vector_rows SELECT table_name, key, fingerprint FROM _vs_written")
-            finally:
-                con.unregister("_vs_written")
-        if deleted:
-            con.execute("DELETE FROM vector_rows WHERE table_name = ? AND key IN (SELECT unnest(?::VARCHAR[]))",
-                        [name, list(deleted)])
-        state = _ledger_state(vectors, name, embedder)
-        if state is not None:
-            set_meta(con, f"{LEDGER_META}:{name}", json.dumps(state, sort_keys=True))
+    """Record rows now in LanceDB (key, fingerprint) and keys deleted from it, with the table's new identity
+    (inside the caller's transaction)."""
+    if written:
+        con.register("_vs_written", pa.table({"table_name": pa.array([name] * len(written), pa.string()),
+                                              "key": pa.array([k for k, _ in written], pa.string()),
+                                              "fingerprint": pa.array([f for _, f in written], pa.string())}))
+        try:
+            con.execute("INSERT OR REPLACE INTO vector_rows SELECT table_name, key, fingerprint FROM _vs_written")
+        finally:
+            con.unregister("_vs_written")
+    if deleted:
+        con.execute("DELETE FROM vector_rows WHERE table_name = ? AND key IN (SELECT unnest(?::VARCHAR[]))",
+                    [name, list(deleted)])
+    state = _ledger_state(vectors, name, embedder)
+    if state is not None:
+        set_meta(con, f"{LEDGER_META}:{name}", json.dumps(state, sort_keys=True))
 
 
-def _sync_table(store: Store, vectors: VectorStore, embedder: Embedder, name: str, batch_rows: int) -> SyncStats:
-    send, gone, rows, trusted = _plan(store, vectors, embedder, name)
+def _sync_table(store: Store, vectors: VectorStore, embedder: Embedder, name: str, batch_rows: int, plan: _Plan,
+                ledger: list) -> SyncStats:
+    """Send one table's changed rows and delete its gone keys. A plan that fetched its rows leaves what to record
+    in ``ledger`` (recorded by the caller once every table is written); larger sends record batch by batch."""
+    send = plan.send
     # Sending every row (an untrusted ledger): what LanceDB holds is read once, not looked up batch by batch. A
     # trusted ledger sends the changes only, looked up by key.
-    known = None if trusted or len(send) <= batch_rows else vectors.stored_state(name)
+    known = None if plan.trusted or len(send) <= batch_rows else vectors.stored_state(name)
     embedded = unchanged = payload_updated = failed = deleted = 0
     errors: list[str] = []
+    written: list[tuple[str, str]] = []
     for start in range(0, len(send), batch_rows):
-        keys = send[start:start + batch_rows]
-        with store.connect() as con:
-            cursor = con.execute(f"{_FINGERPRINTED.format(sql=SOURCES[name])} WHERE t.key IN (SELECT unnest(?::VARCHAR[]))",
-                                 [keys])
-            fetched = cursor.fetchall()
-            batch = _payload_rows(cursor, fetched, extra=1)
-        result = vectors.upsert(name, batch, embedder, known=known)
+        if plan.fetched is not None:
+            fetched, columns = plan.fetched, plan.columns
+        else:
+            with store.connect() as con:
+                fetched, columns = _fetch(con, name, send[start:start + batch_rows])
+        result = vectors.upsert(name, _payload(columns, fetched, extra=1), embedder, known=known)
         embedded += result.embedded
         unchanged += result.unchanged
         payload_updated += result.payload_updated
         failed += result.failed
         errors.extend(result.errors)
         if not result.failed:   # a batch with failures is sent whole again next run (its rows are not recorded)
-            _remember(store, vectors, embedder, name, written=[(r[0], r[-1]) for r in fetched])
-        del fetched, batch
-    if gone:
-        deleted = vectors.delete(name, gone)
-        _remember(store, vectors, embedder, name, deleted=gone)
-    elif not send:
-        _remember(store, vectors, embedder, name)
-    return SyncStats(embedded=embedded, unchanged=rows - len(send) + unchanged, deleted=deleted,
+            if plan.fetched is not None:
+                written = [(r[0], r[-1]) for r in fetched]
+            else:
+                with store.connect() as con, transaction(con):
+                    _remember(con, vectors, embedder, name, written=[(r[0], r[-1]) for r in fetched])
+        del fetched
+    plan.fetched = None
+    if plan.gone:
+        deleted = vectors.delete(name, plan.gone)
+    ledger.append((name, written, plan.gone))   # also records the table's identity after its writes
+    return SyncStats(embedded=embedded, unchanged=plan.rows - len(send) + unchanged, deleted=deleted,
                      total=vectors.count(name), payload_updated=payload_updated, failed=failed,
                      errors=tuple(errors[:5]))
 
@@ -266,8 +316,12 @@ def stored_synced_state(con: duckdb.DuckDBPyConnection) -> str | None:
 def forget_synced_state(store: Store) -> None:
     """Called before LanceDB is touched: until the stage ends cleanly, nothing vouches for it."""
     with store.connect() as con:
-        if get_meta(con, SYNCED_STATE_META) is not None:
-            con.execute("DELETE FROM pathrag_meta WHERE key = ?", [SYNCED_STATE_META])
+        _forget_synced(con)
+
+
+def _forget_synced(con: duckdb.DuckDBPyConnection) -> None:
+    if get_meta(con, SYNCED_STATE_META) is not None:
+        con.execute("DELETE FROM pathrag_meta WHERE key = ?", [SYNCED_STATE_META])
 
 
 def remember_synced_state(store: Store, *, embedder: str, alias_threshold: float | None) -> None:

@@ -142,12 +142,12 @@ def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> Embe
     from pathrag_pipeline.storage.vector_store import VectorStore   # LanceDB: only when the stage runs
 
     embedder = embedder_from_settings(settings)
-    forget_synced_state(store)
     if reembed:
+        forget_synced_state(store)
         embeddings = _reembed(settings, store, embedder)
     vectors = VectorStore.for_settings(settings)
-    if not reembed:
-        embeddings = sync_embeddings(store, vectors, embedder)
+    if not reembed:   # deletes the no-op record on its first connection, before LanceDB is written
+        embeddings = sync_embeddings(store, vectors, embedder, forget_synced=True)
     # Near-duplicate names: string rules always; the embedding method too when a threshold is configured
     # (it compares the entity vectors just synced). New aliases re-merge their entities, then re-embed them.
     by_embedding = settings.alias_embedding_threshold is not None
