@@ -173,3 +173,49 @@ def test_a_failed_reembed_keeps_the_previous_vectors_and_a_good_one_replaces_the
     assert {t: vectors.count(t) for t in before} == before and vectors.meta("chunks").embedder == "openai:fake-embed"
     assert not settings.lancedb_path.with_name("lancedb.reembed").exists()
     assert not settings.lancedb_path.with_name("lancedb.replaced").exists()
+
+
+def test_an_offline_edit_opens_the_file_once_for_its_graph_and_embedding_stages(setup, monkeypatch):
+    from pathrag_pipeline.index import pipeline
+
+    settings, docs = setup
+    run_indexing(settings)
+    opened: list[bool] = []
+    real_open = Store._open
+    monkeypatch.setattr(Store, "_open", lambda self, read_only, config=None, wait=True:
+                        opened.append(read_only) or real_open(self, read_only, config, wait))
+    after_ingest: list[int] = []
+    real_ingest = pipeline.ingest_stage
+
+    def ingest(*args, **kwargs):
+        sync = real_ingest(*args, **kwargs)
+        after_ingest.append(len(opened))
+        return sync
+
+    monkeypatch.setattr(pipeline, "ingest_stage", ingest)
+    (docs / "railway.md").write_text("# Railway\n\nThomas Greaves built the Varne Valley Railway to Corran Ford. "
+                                     "Agnes Morrow rode it to Hesketh Mill.\n")
+    report = run_indexing(settings)
+    assert report.extraction.extracted == 1 and report.embeddings.embedded > 0
+    # one connection held for both stages, then the report's counts (was one per step: 11 at 100 MB)
+    assert len(opened) - after_ingest[0] == 2
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM entities WHERE name = 'Agnes Morrow'").fetchone()[0] == 1
+
+
+def test_only_small_offline_runs_hold_the_file(setup):
+    from pathrag_pipeline.index.pipeline import HOLD_MAX_CHUNKS, holds_file
+    from pathrag_pipeline.ingest.folder_sync import Plan, SyncReport
+
+    settings, docs = setup
+
+    def sync(chunks: int) -> SyncReport:
+        return SyncReport("run", str(docs), Plan([], [], [], []), [], 0.0, rechunked_chunks=chunks)
+
+    assert holds_file(settings, sync(HOLD_MAX_CHUNKS))
+    assert not holds_file(settings, sync(HOLD_MAX_CHUNKS + 1))          # a large run lets readers in
+    assert not holds_file(settings, sync(1), reembed=True)
+    assert not holds_file(settings, sync(1), triples=docs / "triples.jsonl")
+    online = Settings.from_env(env={"PATHRAG_LLM_BASE_URL": "http://127.0.0.1:9/v1", "PATHRAG_LLM_MODEL": "m"},
+                               home=settings.home, docs=docs)
+    assert not holds_file(online, sync(1))                              # LLM calls never hold the file

@@ -3,10 +3,11 @@
 import subprocess
 import sys
 
+import duckdb
 import pytest
 
 from pathrag_pipeline.dagster_home import DUCKDB_TAG, ensure_dagster_yaml
-from pathrag_pipeline.storage.store import Store, StoreLockedError
+from pathrag_pipeline.storage.store import Store, StoreLockedError, transaction
 
 HOLD = """
 import sys, time, duckdb
@@ -104,3 +105,86 @@ def test_a_write_inside_a_read_session_of_the_same_thread_is_refused_not_deadloc
         with pytest.raises(RuntimeError, match="inside a read-only one"):
             with store.connect() as con:
                 pass
+
+
+def counting_opens(monkeypatch) -> list[bool]:
+    opened: list[bool] = []
+    real = Store._open
+
+    def counting(self, read_only, config=None, wait=True):
+        opened.append(read_only)
+        return real(self, read_only, config, wait)
+
+    monkeypatch.setattr(Store, "_open", counting)
+    return opened
+
+
+def test_connections_inside_holding_share_one_open_and_keep_their_own_transactions(tmp_path, monkeypatch):
+    store = Store(tmp_path / "t.duckdb")
+    with store.connect() as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+    opened = counting_opens(monkeypatch)
+    with store.holding():
+        with store.connect() as con:
+            con.execute("INSERT INTO t VALUES (1)")
+            con.execute("CREATE TEMP TABLE scratch AS SELECT 1 AS y")
+        with pytest.raises(ValueError):
+            with store.connect() as con, transaction(con):
+                con.execute("INSERT INTO t VALUES (2)")
+                raise ValueError("a failed write rolls back its own transaction only")
+        with store.connect(read_only=True) as con:
+            assert con.execute("SELECT list(x) FROM t").fetchone()[0] == [1]
+            # a temp table belongs to its connection block, as with separate connections
+            with pytest.raises(duckdb.CatalogException):
+                con.execute("SELECT * FROM scratch")
+        with store.reading(), store.connect(read_only=True) as con:   # a read block inside reuses it too
+            assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+    assert opened == [False]
+    # closed at the end of the block: this process can open the file read-only again (DuckDB refuses that
+    # while a read-write connection to it is open here)
+    with store.reading(), store.connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+
+
+def test_another_thread_waits_for_a_holding_block_then_writes(tmp_path):
+    import threading
+
+    store = Store(tmp_path / "t.duckdb")
+    with store.connect() as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+    holding, wrote, errors = threading.Event(), threading.Event(), []
+
+    def write() -> None:
+        holding.wait()
+        try:
+            with store.connect() as con:
+                con.execute("INSERT INTO t VALUES (2)")
+            wrote.set()
+        except Exception as exc:  # noqa: BLE001 - the assertion below reports it
+            errors.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with store.holding():
+        with store.connect() as con:
+            con.execute("INSERT INTO t VALUES (1)")
+        holding.set()
+        assert not wrote.wait(0.5)   # the other thread waits while the connection is held
+    writer.join(timeout=30)
+    assert not errors and wrote.is_set()
+    with store.connect(read_only=True) as con:
+        assert sorted(r[0] for r in con.execute("SELECT x FROM t").fetchall()) == [1, 2]
+
+
+def test_a_held_connection_settles_its_row_groups_when_its_writes_logged_enough(tmp_path, monkeypatch):
+    store = Store(tmp_path / "t.duckdb")
+    with store.connect() as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+    monkeypatch.setattr("pathrag_pipeline.storage.store.SETTLE_AFTER_BYTES", 1)
+    with store.holding():
+        with store.connect() as con:
+            con.execute("INSERT INTO t SELECT range FROM range(1000)")
+        assert store.settle_row_groups()          # counts what the open connection logged, merges at its close
+        assert store.row_group_merges == 1
+        with store.connect() as con:              # the block goes on, on a new connection
+            assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 1000

@@ -6,7 +6,8 @@ Why it is shaped this way:
   therefore cost nothing, a new model or prompt version re-extracts everything, and failed chunks are
   retried on the next run (and only they).
 - DuckDB admits one writer process, so no connection is held while the LLM works: planning, each batch of
-  results and the final graph merge each use their own short connection.
+  results and the final graph merge each use their own short connection. (A small offline run may share one
+  held connection between them: ``Store.holding``, decided by ``pipeline.run_indexing``.)
 - Results are written batch by batch, each batch in one transaction that also records which graph keys it
   made stale (``pathrag_meta`` key ``graph_dirty``). A crash loses at most the batch in flight; the next run
   does not repeat finished chunks and still merges the keys the crashed run left dirty.

@@ -9,6 +9,7 @@ folder does no parsing, no LLM calls and no embedding.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathrag_pipeline.index.aliases import AliasStats
 from pathrag_pipeline.index.graph_merge import detect_and_apply, new_alias_candidates
 from pathrag_pipeline.config import Settings, usable_cores
 from pathrag_pipeline.llm.embedding import EmbeddingError, embedder_from_settings
+from pathrag_pipeline.llm.embedding import is_offline as is_offline_embedder
 from pathrag_pipeline.index.embedding_stage import (
     EmbeddingReport,
     forget_synced_state,
@@ -217,6 +219,20 @@ def assemble_report(sync: SyncReport, graph: GraphStage, embed: EmbeddingStage, 
                        graph_counts(store), row_group_merges=row_group_merges)
 
 
+HOLD_MAX_CHUNKS = 64
+"""An offline run (no LLM) whose ingest wrote at most this many chunks keeps one DuckDB connection open for its
+graph and embedding stages (``Store.holding``): a one-file edit's ~11 short connections cost ~0.5 s of opens and
+closes at 100 MB (issue 23). While it is open, other processes wait for the file (as they do for the merge's own
+connection), so larger runs, and any run that calls an LLM or an embedding model, keep their short connections
+and let readers in between them."""
+
+
+def holds_file(settings: Settings, sync: SyncReport, *, triples: Path | None = None, reembed: bool = False) -> bool:
+    """Whether ``run_indexing`` keeps one connection for the graph and embedding stages (``HOLD_MAX_CHUNKS``)."""
+    return (triples is None and not reembed and sync.chunks_written <= HOLD_MAX_CHUNKS
+            and llm_from_settings(settings) is None)
+
+
 def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str = "cli",
                  triples: Path | None = None, reembed: bool = False, progress=None,
                  run_id: str | None = None, replace_folder: bool = False,
@@ -229,7 +245,12 @@ def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str
         store = Store.for_settings(settings)
         sync = ingest_stage(settings, store, folder=folder, trigger=trigger, run_id=run_id,
                             replace_folder=replace_folder)
-        graph = graph_stage(settings, store, triples=triples, run_id=run_id or sync.run_id, progress=progress,
-                            retry_failed=retry_failed)
-        embed = embedding_stage(settings, store, reembed=reembed)
+        with contextlib.ExitStack() as hold:
+            if holds_file(settings, sync, triples=triples, reembed=reembed):
+                hold.enter_context(store.holding())
+            graph = graph_stage(settings, store, triples=triples, run_id=run_id or sync.run_id, progress=progress,
+                                retry_failed=retry_failed)
+            if not is_offline_embedder(settings):
+                hold.close()   # a model or an endpoint embeds with the file free for other processes
+            embed = embedding_stage(settings, store, reembed=reembed)
         return assemble_report(sync, graph, embed, store, row_group_merges=store.row_group_merges)

@@ -648,6 +648,15 @@ def embedder_runtime(embedder: Embedder) -> str:
     return str(getattr(embedder, "runtime", None) or embedder.identity)
 
 
+OFFLINE_MODELS = ("", "offline", "hashing", f"offline:{HashingEmbedder.VERSION}")
+"""PATHRAG_EMBED_MODEL values that mean the offline HashingEmbedder."""
+
+
+def is_offline(settings: "Settings") -> bool:
+    """Whether the settings ask for the offline HashingEmbedder (no model to load, no endpoint to call)."""
+    return (settings.embed_model or "").strip() in OFFLINE_MODELS and not (settings.embed_base_url or "").strip()
+
+
 def embedder_from_settings(settings: "Settings") -> Embedder:
     """The embedder the settings ask for.
 
@@ -670,7 +679,7 @@ def embedder_from_settings(settings: "Settings") -> Embedder:
                                            onnx_cache=settings.home / "models")
     if model.startswith("st:"):
         return SentenceTransformerEmbedder(model.removeprefix("st:"))
-    if model in ("", "offline", "hashing", f"offline:{HashingEmbedder.VERSION}"):
+    if model in OFFLINE_MODELS:
         if base_url and model == "":
             raise ConfigError(
                 f"PATHRAG_EMBED_BASE_URL={base_url!r} is set but PATHRAG_EMBED_MODEL is not; "

@@ -655,6 +655,7 @@ class Store:
         self.notice_after = notice_after
         self._initialised = False
         self._reading = threading.local()   # this thread's connection while inside ``reading()``
+        self._holding = threading.local()   # this thread's write connection while inside ``holding()``
         self.row_group_merges = 0   # write connections of this store that let DuckDB merge row groups
         self._unmerged_bytes = 0    # write-ahead log its writes left since this store last merged
         self._merge_next = False
@@ -678,6 +679,10 @@ class Store:
             raise FileNotFoundError(
                 f"no index at {self.path}: run `pathrag index PATH` or `pathrag quickstart` first"
             )
+        if getattr(self._holding, "active", False) and not sandboxed:
+            with self._held_cursor(wait) as cursor:   # takes the exclusive lock for the held connection
+                yield cursor
+            return
         lock = _mode_lock(self.path)
         with lock.shared() if read_only else lock.exclusive():
             with self._connect(read_only, sandboxed, wait) as con:
@@ -746,16 +751,84 @@ class Store:
         elif merged is not None:
             self._unmerged_bytes += logged
 
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Within this block, this thread's ``connect()`` calls (read or write, not sandboxed) are cursors on one
+        write connection, opened by the first of them and closed (its checkpoint, row-group merging counted as
+        for one write) when the block ends: a run of many short connections pays one open and one close
+        (issue 23: an offline one-file edit at 100 MB opened the file 14 times, ~0.05 s each with its close).
+        While the connection is open no other process can open the file and other threads of this one wait,
+        so hold it only around work that is short and uses no LLM (``pipeline.run_indexing`` decides). Each
+        cursor has its own transactions and temp tables, as separate connections do. Nested blocks reuse the
+        outer one."""
+        if getattr(self._holding, "active", False):
+            yield
+            return
+        self._holding.active, self._holding.con, self._holding.locked = True, None, None
+        try:
+            yield
+        finally:
+            try:
+                self._release_held()
+            finally:
+                self._holding.active = False
+
+    @contextlib.contextmanager
+    def _held_cursor(self, wait: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        if self._holding.con is None:
+            locked = contextlib.ExitStack()
+            locked.enter_context(_mode_lock(self.path).exclusive())
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                con = self._open(False, {"memory_limit": self.memory_limit,
+                                         "temp_directory": str(self.temp_directory)}, wait=wait)
+            except BaseException:
+                locked.close()
+                raise
+            try:
+                if not self._initialised:
+                    init_schema(con)
+                    self._initialised = True
+                merging_off(con)
+            except BaseException:
+                con.close()
+                locked.close()
+                raise
+            self._holding.con, self._holding.locked = con, locked
+        cursor = self._holding.con.cursor()
+        try:
+            yield cursor
+        except duckdb.OutOfMemoryException as exc:
+            raise StoreMemoryError(out_of_memory_message(self.path, self.memory_limit, exc)) from exc
+        finally:
+            cursor.close()
+
+    def _release_held(self) -> None:
+        """Close the connection ``holding()`` opened, if any (row-group merging as at any write's close)."""
+        con, locked = getattr(self._holding, "con", None), getattr(self._holding, "locked", None)
+        if con is None:
+            return
+        self._holding.con = self._holding.locked = None
+        try:
+            self._before_close(con)
+        finally:
+            con.close()
+            locked.close()
+
     def settle_row_groups(self) -> bool:
         """Merge row groups now if this store's writes logged ``SETTLE_AFTER_BYTES`` or more since it last merged
         (a large run's batches), so that run pays for merging them rather than a later small write. Returns
         whether it merged."""
-        if self._unmerged_bytes < SETTLE_AFTER_BYTES:
+        unmerged = self._unmerged_bytes
+        if getattr(self._holding, "con", None) is not None:
+            unmerged += wal_bytes(self.path)   # what the connection ``holding()`` keeps open logged so far
+        if unmerged < SETTLE_AFTER_BYTES:
             return False
         self._merge_next = True
         try:
             with self.connect():
                 pass
+            self._release_held()   # inside ``holding()``: its connection's close is the one that merges
         finally:
             self._merge_next = False
         return self._unmerged_bytes == 0
@@ -766,8 +839,8 @@ class Store:
         the graph version, the lexical index version and its passages on three connections, and opening the file
         is most of what each costs. Keep the block short (one query): while it is open this process holds the
         file's read lock, so a writer (an index run) waits for its end. Nested blocks reuse the outer one."""
-        if getattr(self._reading, "con", None) is not None:
-            yield
+        if getattr(self._reading, "con", None) is not None or getattr(self._holding, "active", False):
+            yield   # inside ``holding()``, reads are cursors on its connection already
             return
         if not self.path.exists():
             raise FileNotFoundError(
