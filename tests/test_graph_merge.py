@@ -599,11 +599,15 @@ def _full_rankings(con, field):
     from pathrag_pipeline.index.graph_merge import _load_mentions
 
     _load_mentions(con)
-    source = "_gm_em" if field == "entity_description" else "(SELECT *, relation_key AS key FROM _gm_rm)"
+    if field == "entity_description":
+        parts = f"""SELECT m.key, t.chunk_id, t.ord, t.pos, t.fold FROM _gm_em m
+                    JOIN mention_texts t ON t.chunk_id = m.chunk_id AND t.ord = m.ord AND t.field = '{field}'"""
+    else:   # a relation mention's sentences are a list in its own row
+        parts = """SELECT relation_key AS key, chunk_id, ord, generate_subscripts(description_parts, 1) - 1 AS pos,
+                          unnest(description_parts).fold AS fold FROM _gm_rm"""
     rows = con.execute(f"""
-        SELECT m.key, t.fold, count(*) AS n, min({{'c': t.chunk_id, 'o': t.ord, 'p': t.pos}}) AS first
-        FROM {source} m JOIN mention_texts t ON t.chunk_id = m.chunk_id AND t.ord = m.ord AND t.field = '{field}'
-        GROUP BY ALL ORDER BY m.key, n DESC, first""").fetchall()
+        SELECT t.key, t.fold, count(*) AS n, min({{'c': t.chunk_id, 'o': t.ord, 'p': t.pos}}) AS first
+        FROM ({parts}) t GROUP BY ALL ORDER BY t.key, n DESC, first""").fetchall()
     out = {}
     for key, fold_, n, first in rows:
         out.setdefault(key, []).append((fold_, n, (first["c"], first["o"], first["p"])))

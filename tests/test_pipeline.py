@@ -219,3 +219,41 @@ def test_only_small_offline_runs_hold_the_file(setup):
     online = Settings.from_env(env={"PATHRAG_LLM_BASE_URL": "http://127.0.0.1:9/v1", "PATHRAG_LLM_MODEL": "m"},
                                home=settings.home, docs=docs)
     assert not holds_file(online, sync(1))                              # LLM calls never hold the file
+
+
+def test_a_home_with_relation_parts_in_mention_texts_moves_them_and_ends_as_a_fresh_build(tmp_path):
+    """Before relation-parts-1 a relation mention's keywords and sentences were rows of mention_texts: such a
+    home rebuilds its mention tables from the records once (nothing extracted again) and its graph, vectors and
+    mention tables end equal to a fresh build's."""
+    from pathrag_pipeline.index.mention_index import MENTIONS_META, MENTION_RULES
+    from tests.test_alias_history import assert_same, snapshot
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nAgnes Morrow directed the Pellingham Institute. The Pellingham Institute "
+                               "measured the River Lode. Agnes Morrow visited Hesketh Mill.\n")
+    old = Settings.from_env(home=tmp_path / "old", docs=docs)
+    run_indexing(old)
+    with Store(old.duckdb_path).connect() as con:      # the layout before: parts as rows, no lists
+        for field, column in (("relation_keywords", "keyword_parts"), ("relation_description", "description_parts")):
+            con.execute(f"""INSERT INTO mention_texts
+                            SELECT chunk_id, ord, '{field}', generate_subscripts({column}, 1) - 1,
+                                   unnest({column}).fold, unnest({column}).text FROM relation_mentions""")
+        con.execute("UPDATE relation_mentions SET keyword_parts = NULL, description_parts = NULL")
+        con.execute("UPDATE pathrag_meta SET value = ? WHERE key = ?", [MENTION_RULES.rsplit("/", 1)[0], MENTIONS_META])
+        assert con.execute("SELECT count(*) FROM mention_texts WHERE field <> 'entity_description'").fetchone()[0] > 0
+    (docs / "b.md").write_text("# B\n\nThomas Greaves built the Varne Railway to Hesketh Mill.\n")
+    report = run_indexing(old)
+    assert report.extraction.extracted == 1                          # only the new document's chunk
+    fresh = Settings.from_env(home=tmp_path / "fresh", docs=docs)
+    run_indexing(fresh)
+    assert_same(snapshot(old.home), snapshot(fresh.home), "moving relation parts out of mention_texts")
+    tables = {}
+    for settings in (old, fresh):
+        with Store(settings.duckdb_path).connect(read_only=True) as con:
+            tables[settings.home] = [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+                                     for t in ("relation_mentions", "mention_texts")]
+    assert tables[old.home] == tables[fresh.home]
+    with Store(old.duckdb_path).connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM mention_texts WHERE field <> 'entity_description'").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM relation_mentions WHERE description_parts IS NULL").fetchone()[0] == 0

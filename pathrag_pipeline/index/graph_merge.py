@@ -51,9 +51,9 @@ import pyarrow as pa
 from pathrag_pipeline.index.aliases import (
     AliasStats, alias_map, decide_aliases, find_alias_candidates, pending_alias_changes, read_alias_inputs,
 )
+from pathrag_pipeline.index.mention_fields import ENTITY_DESCRIPTION, RELATION_DESCRIPTION, RELATION_KEYWORDS, parts_of
 from pathrag_pipeline.index.mention_index import (
-    ENTITY_DESCRIPTION, FALLBACK_TYPE, RELATION_DESCRIPTION, RELATION_KEYWORDS, ensure_mentions, fold, keyword_parts,
-    sentences, type_vote,
+    FALLBACK_TYPE, ensure_mentions, fold, keyword_parts, sentences, type_vote,
 )
 from pathrag_pipeline.index.extraction_records import ExtractionRecord, delete_records, write_records
 from pathrag_pipeline.index import part_rankings
@@ -144,9 +144,10 @@ def _load_mentions(con: duckdb.DuckDBPyConnection, *, scoped: bool = False, chun
             SELECT chunk_id, document_id, ord, least(s, t) AS src_key, greatest(s, t) AS tgt_key,
                    CASE WHEN s < t THEN source ELSE target END AS src_name,
                    CASE WHEN s < t THEN target ELSE source END AS tgt_name,
-                   strength, least(s, t) || '{KEY_SEPARATOR}' || greatest(s, t) AS relation_key
-            FROM (SELECT m.chunk_id, m.document_id, m.ord, m.source, m.target, m.strength,
-                         coalesce(a.key, m.source_key) AS s, coalesce(b.key, m.target_key) AS t
+                   strength, least(s, t) || '{KEY_SEPARATOR}' || greatest(s, t) AS relation_key,
+                   keyword_parts, description_parts
+            FROM (SELECT m.chunk_id, m.document_id, m.ord, m.source, m.target, m.strength, m.keyword_parts,
+                         m.description_parts, coalesce(a.key, m.source_key) AS s, coalesce(b.key, m.target_key) AS t
                   FROM relation_mentions m LEFT JOIN _gm_alias a ON a.raw = m.source_key
                   LEFT JOIN _gm_alias b ON b.raw = m.target_key {r_where})
             WHERE s <> t"""
@@ -239,7 +240,7 @@ def _load_alias_free_scope(con: duckdb.DuckDBPyConnection) -> None:
                    CASE WHEN source_key < target_key THEN source ELSE target END AS src_name,
                    CASE WHEN source_key < target_key THEN target ELSE source END AS tgt_name,
                    strength, least(source_key, target_key) || '{KEY_SEPARATOR}' || greatest(source_key, target_key)
-                       AS relation_key
+                       AS relation_key, keyword_parts, description_parts
             FROM relation_mentions
             WHERE source_key IN (SELECT key FROM _gm_scope_e) AND target_key IN (SELECT key FROM _gm_scope_e)
               AND least(source_key, target_key) || '{KEY_SEPARATOR}' || greatest(source_key, target_key)
@@ -578,10 +579,10 @@ def _ranked_parts(con: duckdb.DuckDBPyConnection, field: str, limit: int | None,
     else:
         result = con.execute(f"""
             WITH g AS (
-                SELECT m.key, t.fold, count(*) AS n, arg_min(t.text, (t.chunk_id, t.ord, t.pos)) AS text,
+                SELECT t.key, t.fold, count(*) AS n, arg_min(t.text, (t.chunk_id, t.ord, t.pos)) AS text,
                        min((t.chunk_id, t.ord, t.pos)) AS first
-                FROM _gm_bm m JOIN mention_texts t ON t.chunk_id = m.chunk_id AND t.ord = m.ord AND t.field = '{field}'
-                GROUP BY m.key, t.fold
+                FROM ({parts_of(field, "_gm_bm")}) t
+                GROUP BY t.key, t.fold
             )
             SELECT key, text FROM (SELECT key, text, n, first,
                                           row_number() OVER (PARTITION BY key ORDER BY n DESC, first) AS rn FROM g)
@@ -603,11 +604,10 @@ def _distinct_descriptions(con: duckdb.DuckDBPyConnection, field: str, keys: lis
     count, then first appearance: what a summary is made from."""
     return {k: [r[0] for r in v] for k, v in _by_key(con, f"""
         WITH d AS (
-            SELECT m.key, m.chunk_id, m.ord, string_agg(t.text, ' ' ORDER BY t.pos) AS text,
+            SELECT t.key, t.chunk_id, t.ord, string_agg(t.text, ' ' ORDER BY t.pos) AS text,
                    string_agg(t.fold, ' ' ORDER BY t.pos) AS fold
-            FROM _gm_bm m JOIN mention_texts t ON t.chunk_id = m.chunk_id AND t.ord = m.ord AND t.field = '{field}'
-            WHERE m.key IN (SELECT unnest(?::VARCHAR[]))
-            GROUP BY m.key, m.chunk_id, m.ord
+            FROM ({parts_of(field, "(SELECT * FROM _gm_bm WHERE key IN (SELECT unnest(?::VARCHAR[])))")}) t
+            GROUP BY t.key, t.chunk_id, t.ord
         ), g AS (
             SELECT key, fold, count(*) AS n, arg_min(text, (chunk_id, ord)) AS text, min((chunk_id, ord)) AS first
             FROM d GROUP BY key, fold

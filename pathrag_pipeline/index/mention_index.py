@@ -4,9 +4,11 @@ contributions instead of re-reading every chunk that mentions a touched key").
 
 - ``entity_mentions``: one row per entity entry of an ok record whose name has a key (raw ``names.name_key``,
   before aliases), with its position in the record, its name and its cleaned type.
-- ``relation_mentions``: one row per relation entry whose endpoints have two different raw keys.
-- ``mention_texts``: the description sentences of both and the keyword parts of relations, split, whitespace-
-  normalised and case-folded once, here in Python, so the merge can count and rank them in SQL.
+- ``relation_mentions``: one row per relation entry whose endpoints have two different raw keys, with its
+  keyword parts and description sentences as lists of (fold, text) (``mention_fields``).
+- ``mention_texts``: the description sentences of entity entries, one row each.
+  Parts are split, whitespace-normalised and case-folded once, here in Python, so the merge can count and rank
+  them in SQL.
 - ``entity_names``: every surface form per chunk and raw key with its mention count, the merge's counting at
   the level of raw keys (each entity entry, plus once per chunk a relation endpoint that no entity entry of
   the chunk names, type 'other', named as in its first relation). Alias detection reads it, so the aliases are
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 import duckdb
 import pyarrow as pa
 
-from pathrag_pipeline.index.mention_fields import ENTITY_DESCRIPTION, RELATION_DESCRIPTION, RELATION_KEYWORDS
+from pathrag_pipeline.index.mention_fields import ENTITY_DESCRIPTION
 from pathrag_pipeline.index.part_rankings import any_kept, forget_all, record_changed_parts, record_parts_of
 from pathrag_pipeline.storage.store import get_meta, set_meta
 from pathrag_pipeline.text.names import NAME_KEY_VERSION, display_name_counts, name_key
@@ -39,8 +41,9 @@ if TYPE_CHECKING:
 
 MENTIONS_META = "mention_tables"
 """pathrag_meta key: the MENTION_RULES the mention tables were built under (absent: never built whole)."""
-MENTION_RULES = f"{NAME_KEY_VERSION}/split-1"
-"""Name-key rules and sentence/keyword splitting: a change of either rebuilds the tables from the records."""
+MENTION_RULES = f"{NAME_KEY_VERSION}/split-1/relation-parts-1"
+"""Name-key rules, sentence/keyword splitting and where parts are stored: a change rebuilds the tables from the
+records (relation-parts-1: relation parts moved from ``mention_texts`` into ``relation_mentions``)."""
 FALLBACK_TYPE = "other"
 REBUILD_BATCH_CHUNKS = 5_000
 
@@ -93,10 +96,13 @@ def _key(name: str | None) -> str:
 _COLUMNS = {
     "entity_names": ("chunk_id", "name_key", "name", "type", "mentions"),
     "entity_mentions": ("chunk_id", "document_id", "ord", "name_key", "name", "type"),
-    "relation_mentions": ("chunk_id", "document_id", "ord", "source_key", "target_key", "source", "target", "strength"),
+    "relation_mentions": ("chunk_id", "document_id", "ord", "source_key", "target_key", "source", "target", "strength",
+                          "keyword_parts", "description_parts"),
     "mention_texts": ("chunk_id", "ord", "field", "pos", "fold", "text"),
 }
-_TYPES = {"ord": pa.int32(), "mentions": pa.int32(), "pos": pa.int32(), "strength": pa.float64()}
+_PARTS = pa.list_(pa.struct([("fold", pa.string()), ("text", pa.string())]))
+_TYPES = {"ord": pa.int32(), "mentions": pa.int32(), "pos": pa.int32(), "strength": pa.float64(),
+          "keyword_parts": _PARTS, "description_parts": _PARTS}
 
 
 INSERT_ROWS = 100_000
@@ -130,7 +136,7 @@ def _mention_columns(entities: Iterable[tuple], relations: Iterable[tuple]) -> d
     """The rows of one record, as columns without the id columns (see ``_Rows.add``)."""
     en_key, en_name, en_type, en_n = names = ([], [], [], [])
     em_ord, em_key, em_name, em_type = entity_cols = ([], [], [], [])
-    rm_ord, rm_s, rm_t, rm_sname, rm_tname, rm_strength = relation_cols = ([], [], [], [], [], [])
+    rm_ord, rm_s, rm_t, rm_sname, rm_tname, rm_strength, rm_kw, rm_desc = relation_cols = ([], [], [], [], [], [], [], [])
     mt_ord, mt_field, mt_pos, mt_fold, mt_text = text_cols = ([], [], [], [], [])
     split: dict[tuple[str, str], list[str]] = {}   # a record quotes one sentence many times
 
@@ -175,8 +181,8 @@ def _mention_columns(entities: Iterable[tuple], relations: Iterable[tuple]) -> d
         rm_sname.append(source)
         rm_tname.append(target)
         rm_strength.append(1.0 if strength is None else float(strength))
-        texts(i, RELATION_KEYWORDS, parts_of(keywords, "k"))
-        texts(i, RELATION_DESCRIPTION, parts_of(description, "s"))
+        rm_kw.append([(part.casefold(), part) for part in parts_of(keywords, "k")])
+        rm_desc.append([(part.casefold(), part) for part in parts_of(description, "s")])
         for k, name in ((ks, source), (kt, target)):
             if k not in explicit:
                 implicit.setdefault(k, name)

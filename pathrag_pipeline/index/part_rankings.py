@@ -29,7 +29,7 @@ from typing import Iterable
 
 import duckdb
 
-from pathrag_pipeline.index.mention_fields import ENTITY_DESCRIPTION, RELATION_DESCRIPTION
+from pathrag_pipeline.index.mention_fields import ENTITY_DESCRIPTION, PARTS_COLUMN, RELATION_DESCRIPTION, parts_of
 
 BUFFER_FACTOR = 2
 """A kept ranking holds ``BUFFER_FACTOR * limit`` parts, where ``limit`` is what a description can use: the margin
@@ -71,16 +71,17 @@ def record_parts_of(con: duckdb.DuckDBPyConnection, texts: str, entities: str, r
     """Record as changed the description parts of the mention rows in these tables (the mention tables, or a
     batch of rows being inserted into them: a batch's own rows, so a write does not scan the 8M-row
     ``mention_texts`` of a 100 MB home to find what it just wrote), only those of ``chunk_ids`` when given."""
-    where = "" if chunk_ids is None else " AND t.chunk_id IN (SELECT unnest($ids::VARCHAR[]))"
+    chunks = "" if chunk_ids is None else " AND {alias}.chunk_id IN (SELECT unnest($ids::VARCHAR[]))"
+    column = PARTS_COLUMN[RELATION_DESCRIPTION]
     con.execute(
         f"""INSERT INTO dirty_parts
             SELECT DISTINCT t.field, m.name_key, NULL, t.fold
             FROM {texts} t JOIN {entities} m ON m.chunk_id = t.chunk_id AND m.ord = t.ord
-            WHERE t.field = '{ENTITY_DESCRIPTION}'{where}
+            WHERE t.field = '{ENTITY_DESCRIPTION}'{chunks.format(alias="t")}
             UNION
-            SELECT DISTINCT t.field, m.source_key, m.target_key, t.fold
-            FROM {texts} t JOIN {relations} m ON m.chunk_id = t.chunk_id AND m.ord = t.ord
-            WHERE t.field = '{RELATION_DESCRIPTION}'{where}""",
+            SELECT DISTINCT '{RELATION_DESCRIPTION}', source_key, target_key, part.fold
+            FROM (SELECT m.source_key, m.target_key, unnest(m.{column}) AS part FROM {relations} m
+                  WHERE true{chunks.format(alias="m")})""",
         {} if chunk_ids is None else {"ids": chunk_ids})
 
 
@@ -147,7 +148,7 @@ def rank_batch(con: duckdb.DuckDBPyConnection, field: str, limit: int, by_differ
     # group still cost a scan of every part of the corpus.)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _pr_hot AS SELECT key FROM _gm_bm
                     WHERE key NOT IN (SELECT key FROM _pr_done) GROUP BY key HAVING count(*) >= {size}""")
-    con.execute("""CREATE OR REPLACE TEMP TABLE _pr_m AS SELECT key, chunk_id, ord, key IN (SELECT key FROM _pr_hot) AS hot
+    con.execute("""CREATE OR REPLACE TEMP TABLE _pr_m AS SELECT *, key IN (SELECT key FROM _pr_hot) AS hot
                    FROM _gm_bm WHERE key NOT IN (SELECT key FROM _pr_done)""")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _pr_r AS {_full_ranking(field, True)} WHERE rn <= {size}")
     con.execute(f"""DELETE FROM ranked_parts WHERE field = '{field}'
@@ -168,10 +169,10 @@ def _full_ranking(field: str, hot: bool) -> str:
     """The complete ranking of ``field`` parts of the batch's keys not done yet (temp table _pr_m), the hot keys
     or the others: (key, fold, n, text, first, rn, total distinct parts)."""
     return f"""
-        WITH m AS (SELECT key, chunk_id, ord FROM _pr_m WHERE hot = {str(hot).lower()}), g AS (
-            SELECT m.key, t.fold, count(*) AS n, arg_min(t.text, {FIRST}) AS text, min({FIRST}) AS first
-            FROM m JOIN mention_texts t ON t.chunk_id = m.chunk_id AND t.ord = m.ord AND t.field = '{field}'
-            GROUP BY m.key, t.fold
+        WITH m AS (SELECT * FROM _pr_m WHERE hot = {str(hot).lower()}), g AS (
+            SELECT t.key, t.fold, count(*) AS n, arg_min(t.text, {FIRST}) AS text, min({FIRST}) AS first
+            FROM ({parts_of(field, "m")}) t
+            GROUP BY t.key, t.fold
         )
         SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY key ORDER BY n DESC, first) AS rn,
                               count(*) OVER (PARTITION BY key) AS total FROM g)"""
@@ -190,11 +191,10 @@ def _update_kept(con: duckdb.DuckDBPyConnection, field: str, limit: int, size: i
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE _pr_c AS
         WITH counted AS (
-            SELECT m.key, t.fold, count(*) AS n, arg_min(t.text, {FIRST}) AS text, min({FIRST}) AS first
-            FROM mention_texts t JOIN _gm_bm m ON m.chunk_id = t.chunk_id AND m.ord = t.ord
-            JOIN _pr_f f ON f.key = m.key AND f.fold = t.fold
-            WHERE t.field = '{field}' AND t.fold IN (SELECT fold FROM _pr_f)
-            GROUP BY m.key, t.fold
+            SELECT t.key, t.fold, count(*) AS n, arg_min(t.text, {FIRST}) AS text, min({FIRST}) AS first
+            FROM ({parts_of(field, "_gm_bm", folds="SELECT fold FROM _pr_f")}) t
+            JOIN _pr_f f ON f.key = t.key AND f.fold = t.fold
+            GROUP BY t.key, t.fold
         ), candidates AS (
             SELECT key, fold, n, {_STORED_FIRST} AS first, text, false AS changed FROM ranked_parts b
             WHERE field = '{field}' AND key IN (SELECT key FROM _pr_k)

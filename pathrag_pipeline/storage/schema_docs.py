@@ -23,8 +23,8 @@ TABLE_NOTES = {
     "description_summaries": "Cache of LLM summaries of merged descriptions past the token budget.",
     "entity_names": "Every surface form the current ok extraction records give each name key, before aliases, per chunk: what alias detection reads, so aliases depend on the records and not on the order documents arrived in. Kept in step with `extractions`.",
     "entity_mentions": "One row per entity entry of the current ok extraction records, before aliases: with `relation_mentions` and `mention_texts`, what the graph merge aggregates in SQL, so an edit re-aggregates the keys it touches without parsing any record but its own. Kept in step with `extractions`.",
-    "relation_mentions": "One row per relation entry of the current ok extraction records whose endpoints have different name keys, before aliases. Kept in step with `extractions`.",
-    "mention_texts": "The description sentences and keyword parts of every row of `entity_mentions` and `relation_mentions`, split and case-folded once, so merging ranks them in SQL. Kept in step with `extractions`.",
+    "relation_mentions": "One row per relation entry of the current ok extraction records whose endpoints have different name keys, before aliases, with its keyword parts and description sentences split and case-folded once. Kept in step with `extractions`.",
+    "mention_texts": "The description sentences of every row of `entity_mentions`, split and case-folded once, so merging ranks them in SQL (a relation mention holds its own parts: `relation_mentions.keyword_parts`, `description_parts`). Kept in step with `extractions`.",
     "ranked_parts": "Derived, for speed only (issue 23): the top of the description-part ranking (count, then first appearance) of each entity or relation with at least twice as many mentions as a merged description can use parts (1,002 at the default 500 tokens), so a merge by difference re-ranks only the parts an edit changed (`index/part_rankings.py`). Rebuilt by a full merge; never read by queries.",
     "ranked_parts_keys": "Derived, for speed only: per key of `ranked_parts`, the bound below which its other parts rank.",
     "dirty_parts": "Derived, for speed only: parts of mentions written or deleted since the last merge of their key, what a merge by difference re-counts. Emptied by the merges that consume it.",
@@ -65,7 +65,7 @@ COMMON_COLUMNS = {
 }
 
 _TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+) \((.*)\)\s*$", re.S)
-_COLUMN = re.compile(r"^\s*(\w+)\s+([A-Z][A-Z0-9\[\]]*(?: PRIMARY KEY)?)[^-]*?(?:--\s*(.*))?$")
+_COLUMN = re.compile(r"^\s*(\w+)\s+([A-Z][A-Z0-9\[\]]*(?:\([^)]*\)(?:\[\])?)?(?: PRIMARY KEY)?)[^-]*?(?:--\s*(.*))?$")
 
 
 def tables() -> list[tuple[str, list[tuple[str, str, str]]]]:

@@ -179,17 +179,19 @@ DDL = [
         target_key    VARCHAR NOT NULL,      -- names.name_key of the target (never equal to source_key: such entries are dropped)
         source        VARCHAR NOT NULL,      -- the source name as extracted
         target        VARCHAR NOT NULL,      -- the target name as extracted
-        strength      DOUBLE NOT NULL        -- the entry's strength (1.0 when it gave none)
+        strength      DOUBLE NOT NULL,       -- the entry's strength (1.0 when it gave none)
+        keyword_parts STRUCT(fold VARCHAR, text VARCHAR)[],      -- its keywords split at , ; and newlines, in order: each whitespace-normalised (text) and case-folded (fold, what merging compares)
+        description_parts STRUCT(fold VARCHAR, text VARCHAR)[]   -- its description's sentences in order, likewise
     )
     """,
     """
     CREATE TABLE IF NOT EXISTS mention_texts (
-        chunk_id      VARCHAR NOT NULL,      -- the mention's chunk (entity_mentions / relation_mentions.chunk_id)
-        ord           INTEGER NOT NULL,      -- the mention's ord
-        field         VARCHAR NOT NULL,      -- 'entity_description', 'relation_description' or 'relation_keywords'
+        chunk_id      VARCHAR NOT NULL,      -- the mention's chunk (entity_mentions.chunk_id)
+        ord           INTEGER NOT NULL,      -- the mention's ord (entity_mentions.ord)
+        field         VARCHAR NOT NULL,      -- 'entity_description' (relation parts are lists in relation_mentions)
         pos           INTEGER NOT NULL,      -- 0-based position of the part within its field
         fold          VARCHAR NOT NULL,      -- the part case-folded: what merging compares
-        text          VARCHAR NOT NULL       -- a description sentence or a keyword, whitespace-normalised
+        text          VARCHAR NOT NULL       -- a description sentence, whitespace-normalised
     )
     """,
     """
@@ -922,6 +924,8 @@ ADDED_COLUMNS: list[tuple[str, str, str]] = [
     ("eval_answer_runs", "reused", "INTEGER"),
     ("extractions", "failed_runs", "INTEGER"),
     ("extractions", "retry_key", "VARCHAR"),
+    ("relation_mentions", "keyword_parts", "STRUCT(fold VARCHAR, text VARCHAR)[]"),
+    ("relation_mentions", "description_parts", "STRUCT(fold VARCHAR, text VARCHAR)[]"),
 ]
 
 
