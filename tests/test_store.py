@@ -65,6 +65,26 @@ def test_dagster_yaml_limits_duckdb_runs_to_one_and_keeps_user_edits(tmp_path):
     assert path.read_text() == "telemetry:\n  enabled: true\n"
 
 
+def start_writer(store: Store, value: int, *, after):
+    """A thread that waits for the event ``after``, then inserts ``value`` into t: (thread, wrote event, errors)."""
+    import threading
+
+    wrote, errors = threading.Event(), []
+
+    def write() -> None:
+        after.wait()
+        try:
+            with store.connect() as con:
+                con.execute("INSERT INTO t VALUES (?)", [value])
+            wrote.set()
+        except Exception as exc:  # noqa: BLE001 - the caller's assertion reports it
+            errors.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    return writer, wrote, errors
+
+
 def test_threads_of_one_process_mix_read_and_write_connections_without_a_configuration_error(tmp_path):
     """DuckDB refuses a read-only and a read-write connection to one file at once in one process; the store makes
     a writing thread wait for a reading one (the query service: one worker reads while another logs)."""
@@ -73,19 +93,8 @@ def test_threads_of_one_process_mix_read_and_write_connections_without_a_configu
     store = Store(tmp_path / "t.duckdb")
     with store.connect() as con:
         con.execute("CREATE TABLE t (x INTEGER)")
-    reading, wrote, errors = threading.Event(), threading.Event(), []
-
-    def write() -> None:
-        reading.wait()
-        try:
-            with store.connect() as con:
-                con.execute("INSERT INTO t VALUES (1)")
-            wrote.set()
-        except Exception as exc:  # noqa: BLE001 - the assertion below reports it
-            errors.append(exc)
-
-    writer = threading.Thread(target=write)
-    writer.start()
+    reading = threading.Event()
+    writer, wrote, errors = start_writer(store, 1, after=reading)
     with store.reading():
         reading.set()
         assert not wrote.wait(0.5)   # the writer waits while this thread reads
@@ -152,19 +161,8 @@ def test_another_thread_waits_for_a_holding_block_then_writes(tmp_path):
     store = Store(tmp_path / "t.duckdb")
     with store.connect() as con:
         con.execute("CREATE TABLE t (x INTEGER)")
-    holding, wrote, errors = threading.Event(), threading.Event(), []
-
-    def write() -> None:
-        holding.wait()
-        try:
-            with store.connect() as con:
-                con.execute("INSERT INTO t VALUES (2)")
-            wrote.set()
-        except Exception as exc:  # noqa: BLE001 - the assertion below reports it
-            errors.append(exc)
-
-    writer = threading.Thread(target=write)
-    writer.start()
+    holding = threading.Event()
+    writer, wrote, errors = start_writer(store, 2, after=holding)
     with store.holding():
         with store.connect() as con:
             con.execute("INSERT INTO t VALUES (1)")

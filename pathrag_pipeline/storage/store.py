@@ -695,13 +695,8 @@ class Store:
         anchor = getattr(self._reading, "con", None)
         if anchor is not None and read_only and not sandboxed:
             # inside ``reading()``: a cursor on the connection already open (opening the file costs ~10 ms)
-            cursor = anchor.cursor()
-            try:
+            with self._cursor_on(anchor) as cursor:
                 yield cursor
-            except duckdb.OutOfMemoryException as exc:
-                raise StoreMemoryError(out_of_memory_message(self.path, self.memory_limit, exc)) from exc
-            finally:
-                cursor.close()
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         config: dict = {"memory_limit": self.memory_limit}
@@ -797,7 +792,13 @@ class Store:
                 locked.close()
                 raise
             self._holding.con, self._holding.locked = con, locked
-        cursor = self._holding.con.cursor()
+        with self._cursor_on(self._holding.con) as cursor:
+            yield cursor
+
+    @contextlib.contextmanager
+    def _cursor_on(self, con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor on an open connection (its own transactions and temp tables), closed when the block ends."""
+        cursor = con.cursor()
         try:
             yield cursor
         except duckdb.OutOfMemoryException as exc:
