@@ -458,7 +458,7 @@ def _merging_note(edits: list[dict[str, Any]]) -> str:
     merged = [e for e in edits if e["row_group_merges"]]
     if not merged:
         return (" None of them merged DuckDB row groups (one write connection in 64 does, "
-                "`storage/row_group_merging`; an edit makes ~10), so none paid for it.")
+                "`storage/row_group_merging`), so none paid for it.")
     return (f" {len(merged)} of them merged DuckDB row groups at one of their writes (one write connection in 64 "
             f"does, `storage/row_group_merging`): {', '.join(format(e['seconds']['total'], '.2f') for e in merged)} s; "
             "the others wrote without merging.")

@@ -69,8 +69,8 @@ def record_changed_parts(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str
 def record_parts_of(con: duckdb.DuckDBPyConnection, texts: str, entities: str, relations: str, *,
                     chunk_ids: list[str] | None = None) -> None:
     """Record as changed the description parts of the mention rows in these tables (the mention tables, or a
-    batch of rows being inserted into them: a batch's own rows, so a write does not scan the 8M-row
-    ``mention_texts`` of a 100 MB home to find what it just wrote), only those of ``chunk_ids`` when given."""
+    batch of rows being inserted into them: a batch's own rows, so a write does not scan the mention tables of a
+    100 MB home, millions of rows, to find what it just wrote), only those of ``chunk_ids`` when given."""
     chunks = "" if chunk_ids is None else " AND {alias}.chunk_id IN (SELECT unnest($ids::VARCHAR[]))"
     column = PARTS_COLUMN[RELATION_DESCRIPTION]
     con.execute(
@@ -148,8 +148,10 @@ def rank_batch(con: duckdb.DuckDBPyConnection, field: str, limit: int, by_differ
     # group still cost a scan of every part of the corpus.)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _pr_hot AS SELECT key FROM _gm_bm
                     WHERE key NOT IN (SELECT key FROM _pr_done) GROUP BY key HAVING count(*) >= {size}""")
-    con.execute("""CREATE OR REPLACE TEMP TABLE _pr_m AS SELECT *, key IN (SELECT key FROM _pr_hot) AS hot
-                   FROM _gm_bm WHERE key NOT IN (SELECT key FROM _pr_done)""")
+    parts = f", {PARTS_COLUMN[field]}" if field in PARTS_COLUMN else ""   # a relation field: its parts list
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _pr_m AS SELECT key, chunk_id, ord{parts},
+                           key IN (SELECT key FROM _pr_hot) AS hot
+                    FROM _gm_bm WHERE key NOT IN (SELECT key FROM _pr_done)""")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _pr_r AS {_full_ranking(field, True)} WHERE rn <= {size}")
     con.execute(f"""DELETE FROM ranked_parts WHERE field = '{field}'
                     AND key IN (SELECT key FROM _gm_bm WHERE key NOT IN (SELECT key FROM _pr_done))""")
