@@ -203,6 +203,27 @@ def test_an_offline_edit_opens_the_file_once_for_its_graph_and_embedding_stages(
         assert con.execute("SELECT count(*) FROM entities WHERE name = 'Agnes Morrow'").fetchone()[0] == 1
 
 
+def test_a_model_embedder_runs_with_the_file_released(setup, monkeypatch):
+    """The hold covers the graph stage only when the embedder is not the offline one: a model or an endpoint
+    embeds while other processes can open the file (the embedding stage's own short connections)."""
+    from pathrag_pipeline.index import pipeline
+
+    settings, docs = setup
+    run_indexing(settings)
+    monkeypatch.setattr(pipeline, "is_offline_embedder", lambda _settings: False)
+    held_during: list[bool] = []
+    real_stage = pipeline.embedding_stage
+
+    def stage(settings, store, **kwargs):
+        held_during.append(getattr(store._holding, "active", False))
+        return real_stage(settings, store, **kwargs)
+
+    monkeypatch.setattr(pipeline, "embedding_stage", stage)
+    (docs / "railway.md").write_text("# Railway\n\nThomas Greaves built the Varne Valley Railway to Hesketh Mill.\n")
+    assert run_indexing(settings).extraction.extracted == 1
+    assert held_during == [False]
+
+
 def test_only_small_offline_runs_hold_the_file(setup):
     from pathrag_pipeline.index.pipeline import HOLD_MAX_CHUNKS, holds_file
     from pathrag_pipeline.ingest.folder_sync import Plan, SyncReport
