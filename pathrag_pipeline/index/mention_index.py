@@ -108,8 +108,8 @@ _TYPES = {"ord": pa.int32(), "mentions": pa.int32(), "pos": pa.int32(), "strengt
 INSERT_ROWS = 100_000
 """Mention rows held in Python before they are inserted: ``refresh_mentions`` and ``rebuild_mentions`` write in
 sub-batches of about this many rows (issue 23, flat memory). An extraction record of the offline extractor on
-dense text gives ~700 rows (110 entities, 110 relations, 360 sentences and keywords); built for a whole write
-batch of 800 records at once, as row tuples and then copied into columns, they raised a 25 MB build's peak RSS by
+dense text gave ~700 rows (110 entities, 110 relations, 360 sentences and keywords, before the relations' parts
+moved into their own rows); built for a whole write batch of 800 records at once, as row tuples and then copied into columns, they raised a 25 MB build's peak RSS by
 ~600 MiB. Row counts here are a few hundred thousand per second of inserting, so the sub-batches cost nothing."""
 
 
@@ -311,7 +311,7 @@ def entries(result: "ChunkExtraction | str") -> tuple[Iterable[tuple], Iterable[
 def chunks_with_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) -> list[str]:
     """Those of these chunks that may have mention rows: the ones with an ok record (rows exist for no other,
     since they are written and removed with the records). A lookup in ``extractions`` (a row per chunk), not
-    in the mention tables (~360 rows per chunk of ``mention_texts`` on dense text)."""
+    in the mention tables (``mention_texts`` alone: ~140 rows per chunk at 100 MB of dense text)."""
     ids = sorted(set(chunk_ids))
     if not ids:
         return []
