@@ -109,8 +109,8 @@ INSERT_ROWS = 100_000
 """Mention rows held in Python before they are inserted: ``refresh_mentions`` and ``rebuild_mentions`` write in
 sub-batches of about this many rows (issue 23, flat memory). An extraction record of the offline extractor on
 dense text gave ~700 rows (110 entities, 110 relations, 360 sentences and keywords, before the relations' parts
-moved into their own rows); built for a whole write batch of 800 records at once, as row tuples and then copied into columns, they raised a 25 MB build's peak RSS by
-~600 MiB. Row counts here are a few hundred thousand per second of inserting, so the sub-batches cost nothing."""
+moved into their own rows); built for a whole write batch of 800 records at once, as row tuples and then copied
+into columns, they raised a 25 MB build's peak RSS by ~600 MiB. Row counts here are a few hundred thousand per second of inserting, so the sub-batches cost nothing."""
 
 
 _ID_COLUMNS = {"entity_names": 1, "entity_mentions": 2, "relation_mentions": 2, "mention_texts": 1}
