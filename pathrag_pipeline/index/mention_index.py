@@ -110,7 +110,8 @@ INSERT_ROWS = 100_000
 sub-batches of about this many rows (issue 23, flat memory). An extraction record of the offline extractor on
 dense text gave ~700 rows (110 entities, 110 relations, 360 sentences and keywords, before the relations' parts
 moved into their own rows); built for a whole write batch of 800 records at once, as row tuples and then copied
-into columns, they raised a 25 MB build's peak RSS by ~600 MiB. Row counts here are a few hundred thousand per second of inserting, so the sub-batches cost nothing."""
+into columns, they raised a 25 MB build's peak RSS by ~600 MiB. Row counts here are a few hundred thousand
+per second of inserting, so the sub-batches cost nothing."""
 
 
 _ID_COLUMNS = {"entity_names": 1, "entity_mentions": 2, "relation_mentions": 2, "mention_texts": 1}
@@ -136,7 +137,8 @@ def _mention_columns(entities: Iterable[tuple], relations: Iterable[tuple]) -> d
     """The rows of one record, as columns without the id columns (see ``_Rows.add``)."""
     en_key, en_name, en_type, en_n = names = ([], [], [], [])
     em_ord, em_key, em_name, em_type = entity_cols = ([], [], [], [])
-    rm_ord, rm_s, rm_t, rm_sname, rm_tname, rm_strength, rm_kw, rm_desc = relation_cols = ([], [], [], [], [], [], [], [])
+    relation_cols: tuple[list, ...] = tuple([] for _ in range(8))
+    rm_ord, rm_s, rm_t, rm_sname, rm_tname, rm_strength, rm_kw, rm_desc = relation_cols
     mt_ord, mt_field, mt_pos, mt_fold, mt_text = text_cols = ([], [], [], [], [])
     split: dict[tuple[str, str], list[str]] = {}   # a record quotes one sentence many times
 
