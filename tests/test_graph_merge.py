@@ -231,7 +231,7 @@ def test_a_failure_inside_keys_for_chunks_is_not_masked_by_the_temp_table_cleanu
 
     write_records(con, [rec("c1", "d", [{"name": "A"}])])
 
-    def failing_load(con_, **kwargs):
+    def failing_load(con_, *args, **kwargs):
         con_.execute("CREATE OR REPLACE TEMP TABLE _gm_em AS SELECT 1 AS x")
         con_.execute("SELECT error('out of memory stand-in')")
 
@@ -480,6 +480,33 @@ def test_editing_one_chunk_keeps_the_touched_keys_mentions_from_untouched_chunks
     assert stats.chunks_read < 80
 
 
+def test_an_edit_updates_entities_with_many_mentions_from_their_tallies(con):
+    """Issue 23: the hubs 'Shared' and 'Port' (40 mentions, tallies kept at a 4-token budget) take an edit's own
+    mention changes instead of all their mentions counted again: the merge reads fewer mention rows than the same
+    merge with the tallies dropped, and both give the rebuild's tables."""
+    from pathrag_pipeline.index import entity_tallies
+
+    apply_chunk_changes(con, [], _hub_corpus(), max_description_tokens=4)
+    assert {k for (k,) in con.execute("SELECT key FROM entity_tally_keys").fetchall()} == {"shared", "port"}
+    other = duckdb.connect()
+    init_schema(other)
+    _copy_extractions(con, other)
+    merge_keys(other, None, None, max_description_tokens=4)
+    entity_tallies.forget_all(other)
+    edited = rec("s00", "d0", [{"name": "Shared", "type": "organization", "description": "Edited."},
+                               {"name": "New One", "type": "person"}],
+                 [{"source": "Shared", "target": "New One", "keywords": "fresh"}])
+    stats = apply_chunk_changes(con, [], [edited], max_description_tokens=4)
+    recounted = apply_chunk_changes(other, [], [edited], max_description_tokens=4)
+    assert stats.entities_tallied == 2 and stats.tally_changes_read == 3   # -Shared -Port +Shared
+    assert recounted.entities_tallied == 0
+    assert stats.mentions_read < recounted.mentions_read
+    assert entity(con, "shared")["mention_count"] == 40 and entity(con, "port")["mention_count"] == 39
+    assert snapshot(con) == snapshot(other) == _rebuilt_with_aliases(con, max_description_tokens=4)
+    assert con.execute("SELECT count(*) FROM tally_changes").fetchone()[0] == 0
+    other.close()
+
+
 def test_dirty_merge_and_alias_remerge_read_only_touched_chunks(con):
     from pathrag_pipeline.index.aliases import add_alias
     from pathrag_pipeline.index.extraction_stage import merge_dirty, persist_changes
@@ -635,12 +662,46 @@ def _check_kept(con):
     return checked
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_kept_rankings_updated_by_difference_equal_a_rebuild(seed, monkeypatch):
+def _check_tallies(con):
+    """Each kept entity tally is what the key's current mentions give (``entity_names``): its counts per name and
+    type, and its smallest chunks, all of them when complete. Returns how many complete and cut lists it checked."""
+    checked = [0, 0]
+    for key, complete in con.execute("SELECT key, complete FROM entity_tally_keys").fetchall():
+        counts = "SELECT name, type, sum(n) FROM {} WHERE {} = ? GROUP BY ALL HAVING sum(n) > 0 ORDER BY ALL"
+        assert con.execute(counts.format("entity_tallies", "key"), [key]).fetchall() == con.execute(
+            counts.format("(SELECT *, mentions AS n FROM entity_names)", "name_key"), [key]).fetchall(), key
+        kept = con.execute("SELECT chunk_id, document_id FROM entity_tally_chunks WHERE key = ? ORDER BY 1",
+                           [key]).fetchall()
+        every = con.execute("""SELECT DISTINCT n.chunk_id, x.document_id FROM entity_names n JOIN extractions x
+                               USING (chunk_id) WHERE n.name_key = ? ORDER BY 1""", [key]).fetchall()
+        assert kept == every[:len(kept)] and (not complete or kept == every), key
+        assert con.execute("SELECT count(*) FROM entity_aliases WHERE alias_key = ? OR canonical_key = ?",
+                           [key, key]).fetchone()[0] == 0 or not con.execute(
+            "SELECT count(*) FROM entity_aliases WHERE NOT disabled AND (alias_key = ? OR canonical_key = ?)",
+            [key, key]).fetchone()[0], key
+        checked[0 if complete else 1] += 1
+    return checked
+
+
+@pytest.mark.parametrize("seed,cap", [(1, MAX_SOURCE_IDS), (2, 2), (3, 3)])
+def test_kept_rankings_updated_by_difference_equal_a_rebuild(seed, cap, monkeypatch):
     """Random adds, replacements (one or two before a merge), deletions and alias changes on keys whose
-    description rankings are kept: after each step the graph equals a rebuild, each kept ranking is the top of
-    the full one, and the by-difference update really ran (and sometimes fell back to a full ranking)."""
-    from pathrag_pipeline.index import part_rankings
+    description rankings and entity tallies are kept: after each step the graph equals a rebuild, each kept
+    ranking is the top of the full one, each tally what the key's mentions give, and the by-difference updates
+    really ran (and sometimes fell back to a full ranking, or to a full count when too few listed chunks were
+    left: ``cap`` small lists few chunks)."""
+    from pathrag_pipeline.index import entity_tallies, graph_merge, part_rankings
+
+    monkeypatch.setattr(graph_merge, "MAX_SOURCE_IDS", cap)
+    tallied, tally_fallbacks = [], []
+    real_tally_update = entity_tallies.update
+
+    def spying_tallies(con_, scope, min_source_ids):
+        real_tally_update(con_, scope, min_source_ids)
+        tallied.append(con_.execute("SELECT count(*) FROM _et_ok").fetchall()[0][0])
+        tally_fallbacks.append(con_.execute("SELECT count(*) FROM _et_k").fetchall()[0][0] - tallied[-1])
+
+    monkeypatch.setattr(entity_tallies, "update", spying_tallies)
     from pathrag_pipeline.index.aliases import add_alias, set_alias_disabled
     from pathrag_pipeline.index.extraction_stage import merge_dirty, persist_changes
     from pathrag_pipeline.index.graph_merge import remerge_entities
@@ -648,10 +709,9 @@ def test_kept_rankings_updated_by_difference_equal_a_rebuild(seed, monkeypatch):
     updated, fallbacks = [], []
     real_update = part_rankings._update_kept
 
-    def spying(con_, field, limit, size):
-        real_update(con_, field, limit, size)
-        kept = con_.execute("SELECT count(*) FROM ranked_parts_keys WHERE field = ? AND key IN "
-                            "(SELECT key FROM _gm_bm)", [field]).fetchall()[0][0]
+    def spying(con_, field, limit, size, **where):
+        real_update(con_, field, limit, size, **where)
+        kept = con_.execute("SELECT count(*) FROM _pr_k").fetchall()[0][0]
         done = con_.execute("SELECT count(*) FROM _pr_done").fetchall()[0][0]
         updated.append(done)
         fallbacks.append(kept - done)
@@ -667,6 +727,8 @@ def test_kept_rankings_updated_by_difference_equal_a_rebuild(seed, monkeypatch):
         chunks[cid] = f"d{int(cid[1:]) % 4}"
     seen = _check_kept(live)
     assert sum(seen) >= 3                              # the hubs' rankings are kept
+    lists = _check_tallies(live)
+    assert sum(lists) >= 3                             # and their tallies
     for step in range(30):
         op = rng.random()
         if op < 0.35:
@@ -674,7 +736,8 @@ def test_kept_rankings_updated_by_difference_equal_a_rebuild(seed, monkeypatch):
             chunks[cid] = f"d{rng.randrange(4)}"
             apply_chunk_changes(live, [], [_hot_record(rng, cid, chunks[cid])], max_description_tokens=4)
         elif op < 0.6 and chunks:
-            gone = rng.sample(sorted(chunks), min(len(chunks), rng.randint(1, 4)))
+            pool = sorted(chunks)[:6] if rng.random() < 0.5 else sorted(chunks)   # often the chunks lists keep
+            gone = rng.sample(pool, min(len(pool), rng.randint(1, 4)))
             for cid in gone:
                 chunks.pop(cid)
             apply_chunk_changes(live, gone, [], max_description_tokens=4)
@@ -692,9 +755,13 @@ def test_kept_rankings_updated_by_difference_equal_a_rebuild(seed, monkeypatch):
                     "SELECT count(*) FROM entity_aliases").fetchone()[0] else set(), max_description_tokens=4)
         assert snapshot(live) == _rebuilt_with_aliases(live, max_description_tokens=4), f"step {step}"
         seen = [a + b for a, b in zip(seen, _check_kept(live))]
+        lists = [a + b for a, b in zip(lists, _check_tallies(live))]
     assert sum(updated) > 10 and sum(fallbacks) > 0
     assert min(seen) > 0                               # complete rankings and cut ones
-    assert live.execute("SELECT count(*) FROM dirty_parts").fetchone()[0] == 0   # every change consumed
+    assert sum(tallied) > 10 and (sum(tally_fallbacks) > 0 or cap == MAX_SOURCE_IDS)
+    assert lists[1 if cap < MAX_SOURCE_IDS else 0] > 0   # cut chunk lists at a small cap, complete ones otherwise
+    for table in ("dirty_parts", "tally_changes"):
+        assert live.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table   # every change consumed
 
 
 @pytest.mark.parametrize("seed", [4, 5])

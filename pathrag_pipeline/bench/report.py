@@ -543,14 +543,18 @@ def scale_section(r: dict[str, Any]) -> str:
                          + _merging_note(edits))
         edit = size.get("edit") or {}
         if edit.get("merge_chunks_read") and not edit.get("error"):
+            tallied = edit.get("merge_entities_tallied", 0)
             parts.append(
                 f"The edit wrote (parsed) the extraction records of {edit.get('records_written', 0):,} chunk(s); "
-                f"its graph merge parsed no record and aggregated {edit.get('merge_mentions_read', 0):,} mention rows "
-                f"from {edit['merge_chunks_read']:,} of the {size['full'].get('chunks_written', 0):,} chunks "
-                f"({size['size_mb']} MB corpus): the mentions of the keys the edited file touched, read from the "
-                "mention tables. With this generator's fixed name vocabulary every entity is named all over the "
-                "corpus, so those mentions span nearly every chunk; on other text they are as many as the touched "
-                "names occur in.")
+                "its graph merge parsed no record"
+                + (f", updated {tallied:,} entities with many mentions from their kept tallies by the "
+                   f"{edit.get('merge_tally_changes_read', 0):,} mention changes the edit logged (no mention of theirs "
+                   "read but those holding a changed description sentence: `index/entity_tallies.py`)" if tallied else "")
+                + f" and aggregated {edit.get('merge_mentions_read', 0):,} mention rows from "
+                f"{edit['merge_chunks_read']:,} of the {size['full'].get('chunks_written', 0):,} chunks "
+                f"({size['size_mb']} MB corpus): the mentions of the "
+                + ("other " if tallied else "") + "keys the edited file touched (relations, and entities without "
+                "a tally to update), read from the mention tables.")
     growth = r.get("growth")
     if growth:
         parts.append(

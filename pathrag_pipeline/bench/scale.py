@@ -105,9 +105,12 @@ def _child(home: str, folder: str, queue, processes: int = 0) -> None:
             # extraction records parsed (written) by the run: the changed chunks'; the merge parses none
             "records_written": (x.extracted + x.cache_hits + x.failed + x.empty) if x else 0,
             # chunks and mention rows the graph merge aggregated (all of them for a full build; for an edit,
-            # the mentions of the keys it touched, read from the mention tables)
+            # the mentions of the keys it touched that it did not update from their tallies)
             "merge_chunks_read": x.merge.chunks_read if x and x.merge else 0,
             "merge_mentions_read": x.merge.mentions_read if x and x.merge else 0,
+            # entities the merge updated from their kept tallies (entity_tallies) and the logged changes it added
+            "merge_entities_tallied": x.merge.entities_tallied if x and x.merge else 0,
+            "merge_tally_changes_read": x.merge.tally_changes_read if x and x.merge else 0,
             "graph": report.graph,
             "embedded": {t: s.embedded for t, s in report.embeddings.tables.items()},
             # write connections that merged DuckDB row groups (one in MERGE_EVERY_WRITES does: row_group_merging)

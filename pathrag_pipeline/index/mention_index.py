@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 import duckdb
 import pyarrow as pa
 
+from pathrag_pipeline.index import entity_tallies
 from pathrag_pipeline.index.mention_fields import ENTITY_DESCRIPTION
 from pathrag_pipeline.index.part_rankings import any_kept, forget_all, record_changed_parts, record_parts_of
 from pathrag_pipeline.storage.store import get_meta, set_meta
@@ -214,11 +215,14 @@ class _Rows:
     """Rows for the four tables, as columns in ``_COLUMNS`` order, inserted into ``con`` whenever they
     reach ``INSERT_ROWS`` (and by ``insert`` at the end): memory is bounded whatever the batch."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, *, record_parts: bool = False) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, *, record_parts: bool = False,
+                 record_tallies: bool = False) -> None:
         """``record_parts``: also record the description parts of the rows inserted as changed (kept part
-        rankings count them again: ``part_rankings``)."""
+        rankings count them again: ``part_rankings``); ``record_tallies``: log the rows of tallied entities
+        inserted (``entity_tallies``)."""
         self.con = con
         self.record_parts = record_parts
+        self.record_tallies = record_tallies
         self.cols: dict[str, tuple[list, ...]] = {t: tuple([] for _ in c) for t, c in _COLUMNS.items()}
         self.prepared: dict[str, list[pa.Table]] = {t: [] for t in _COLUMNS}
         self.held = 0
@@ -281,6 +285,8 @@ class _Rows:
             if self.record_parts:
                 record_parts_of(self.con, "_mentions_mention_texts", "_mentions_entity_mentions",
                                 "_mentions_relation_mentions")
+            if self.record_tallies and batches["entity_names"].num_rows:
+                entity_tallies.record_added(self.con, "_mentions_entity_names")
         finally:
             for table in batches:
                 self.con.unregister(f"_mentions_{table}")
@@ -294,6 +300,7 @@ def forget_mentions(con: duckdb.DuckDBPyConnection, chunk_ids: Iterable[str]) ->
     ids = sorted(set(chunk_ids))
     if ids:
         record_changed_parts(con, ids)   # what kept part rankings must count again (part_rankings)
+        entity_tallies.record_removed(con, ids)   # what kept entity tallies must subtract
         for table in MENTION_TABLES:
             con.execute(f"DELETE FROM {table} WHERE chunk_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
 
@@ -331,7 +338,7 @@ def refresh_mentions(con: duckdb.DuckDBPyConnection,
     records were replaced); None: any may. The chunks of an edit are new, so an edit scans no mention table to
     remove rows that are not there."""
     forget_mentions(con, results if existing is None else existing)
-    rows = _Rows(con, record_parts=any_kept(con))
+    rows = _Rows(con, record_parts=any_kept(con), record_tallies=entity_tallies.any_kept(con))
     for chunk_id, (document_id, result) in results.items():
         if isinstance(result, MentionRows):
             rows.add_prepared(chunk_id, document_id, result)
@@ -344,7 +351,8 @@ def rebuild_mentions(con: duckdb.DuckDBPyConnection) -> None:
     """All four tables again from the ok records, in batches of chunks (bounded memory)."""
     for table in MENTION_TABLES:
         con.execute(f"DELETE FROM {table}")
-    forget_all(con)   # kept part rankings describe the old rows
+    forget_all(con)   # kept part rankings and tallies describe the old rows
+    entity_tallies.forget_all(con)
     chunk_ids = [c for (c,) in con.execute(
         "SELECT chunk_id FROM extractions WHERE status = 'ok' AND result IS NOT NULL ORDER BY chunk_id").fetchall()]
     for start in range(0, len(chunk_ids), REBUILD_BATCH_CHUNKS):

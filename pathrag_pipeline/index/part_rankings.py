@@ -136,9 +136,7 @@ def rank_batch(con: duckdb.DuckDBPyConnection, field: str, limit: int, by_differ
     With ``by_difference`` (the change records in _pr_dirty), a key with a kept ranking is updated from its
     changed parts; any other key, or one whose kept parts fall short, is ranked from all its mentions."""
     size = buffer_size(limit)
-    con.execute("CREATE OR REPLACE TEMP TABLE _pr_done (key VARCHAR)")
-    con.execute("CREATE OR REPLACE TEMP TABLE _pr_c (key VARCHAR, fold VARCHAR, n BIGINT, "
-                "first STRUCT(c VARCHAR, o INTEGER, p INTEGER), text VARCHAR, changed BOOLEAN, rn BIGINT)")
+    _start(con)
     if by_difference:
         _update_kept(con, field, limit, size)
     # Every other key of the batch is ranked from all its mentions. A key with at least ``size`` mentions has
@@ -161,6 +159,9 @@ def rank_batch(con: duckdb.DuckDBPyConnection, field: str, limit: int, by_differ
                     FROM _pr_r""")
     con.execute(f"""INSERT INTO ranked_parts_keys SELECT '{field}', key, n, first.c, first.o, first.p, total <= {size}
                     FROM _pr_r WHERE rn = least(total, {size})""")
+    # a key with many mentions and no part: its (empty) ranking is complete, so it is updated by difference too
+    con.execute(f"""INSERT INTO ranked_parts_keys SELECT '{field}', key, 0, '', 0, 0, true FROM _pr_hot
+                    WHERE key NOT IN (SELECT key FROM _pr_r)""")
     return f"""SELECT key, text FROM (SELECT key, text, rn FROM ({_full_ranking(field, False)}) WHERE rn <= {limit}
                                       UNION ALL SELECT key, text, rn FROM _pr_r WHERE rn <= {limit}
                                       UNION ALL SELECT key, text, rn FROM _pr_c WHERE rn <= {limit})
@@ -180,11 +181,32 @@ def _full_ranking(field: str, hot: bool) -> str:
                               count(*) OVER (PARTITION BY key) AS total FROM g)"""
 
 
-def _update_kept(con: duckdb.DuckDBPyConnection, field: str, limit: int, size: int) -> None:
-    """The kept rankings of the batch's keys updated from their changed parts (into _pr_c; keys in _pr_done)."""
+def update_kept_only(con: duckdb.DuckDBPyConnection, field: str, limit: int, keys: str, parts: str) -> str:
+    """``rank_batch`` by difference for the keys of ``keys`` (SQL of a one-column query) only, counting their
+    changed parts in ``parts`` (a table of the (key, chunk_id, ord, pos, fold, text) rows of ``parts_of``: at least
+    those of the keys' mentions holding a changed part): no key is ranked in full. Returns a query of (key, text)
+    rows, the top ``limit`` parts of each key updated, in rank order; the keys updated are in temp table _pr_done,
+    any other (its kept parts fell short, or no ranking is kept) is left to the caller."""
+    _start(con)
+    _update_kept(con, field, limit, buffer_size(limit), keys=keys, parts=parts)
+    return f"SELECT key, text FROM _pr_c WHERE rn <= {limit} ORDER BY key, rn"
+
+
+def _start(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("CREATE OR REPLACE TEMP TABLE _pr_done (key VARCHAR)")
+    con.execute("CREATE OR REPLACE TEMP TABLE _pr_c (key VARCHAR, fold VARCHAR, n BIGINT, "
+                "first STRUCT(c VARCHAR, o INTEGER, p INTEGER), text VARCHAR, changed BOOLEAN, rn BIGINT)")
+
+
+def _update_kept(con: duckdb.DuckDBPyConnection, field: str, limit: int, size: int,
+                 keys: str = "SELECT key FROM _gm_bm", parts: str | None = None) -> None:
+    """The kept rankings of the batch's keys (``keys``) updated from their changed parts, counted again over
+    the batch's mentions, or the ``parts`` given (``update_kept_only``) (into _pr_c; keys in _pr_done)."""
+    if parts is None:
+        parts = f"({parts_of(field, '_gm_bm', folds='SELECT fold FROM _pr_f')})"
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _pr_k AS
                     SELECT key, n AS w_n, {_STORED_FIRST} AS w_first, complete FROM ranked_parts_keys
-                    WHERE field = '{field}' AND key IN (SELECT key FROM _gm_bm)""")
+                    WHERE field = '{field}' AND key IN ({keys})""")
     if not con.execute("SELECT count(*) FROM _pr_k").fetchall()[0][0]:
         return
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _pr_f AS
@@ -194,7 +216,7 @@ def _update_kept(con: duckdb.DuckDBPyConnection, field: str, limit: int, size: i
         CREATE OR REPLACE TEMP TABLE _pr_c AS
         WITH counted AS (
             SELECT t.key, t.fold, count(*) AS n, arg_min(t.text, {FIRST}) AS text, min({FIRST}) AS first
-            FROM ({parts_of(field, "_gm_bm", folds="SELECT fold FROM _pr_f")}) t
+            FROM {parts} t
             JOIN _pr_f f ON f.key = t.key AND f.fold = t.fold
             GROUP BY t.key, t.fold
         ), candidates AS (

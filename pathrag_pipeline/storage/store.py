@@ -227,6 +227,37 @@ DDL = [
     )
     """,
     """
+    CREATE TABLE IF NOT EXISTS entity_tallies (
+        key           VARCHAR NOT NULL,      -- entities.entity_key of a key with a tally (entity_tally_keys)
+        name          VARCHAR NOT NULL,      -- a surface form its mentions give (entity_names.name)
+        type          VARCHAR,               -- with this type (entity_names.type; NULL when empty)
+        n             BIGINT NOT NULL        -- how many of its mentions give this name and type
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS entity_tally_chunks (
+        key           VARCHAR NOT NULL,      -- as in entity_tallies
+        chunk_id      VARCHAR NOT NULL,      -- one of the key's smallest distinct chunk ids (twice as many as entities.source_chunk_ids lists)
+        document_id   VARCHAR NOT NULL       -- that chunk's document
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS entity_tally_keys (
+        key           VARCHAR PRIMARY KEY,   -- an entity key with many mentions and no alias whose tallies are kept
+        complete      BOOLEAN NOT NULL       -- true: entity_tally_chunks holds every chunk of the key; false: every other chunk is larger than its largest there
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS tally_changes (
+        sign          TINYINT NOT NULL,      -- 1: the row was written, -1: deleted, since the key was last merged
+        chunk_id      VARCHAR NOT NULL,      -- as in entity_names
+        name_key      VARCHAR NOT NULL,      -- a key of entity_tally_keys
+        name          VARCHAR NOT NULL,      -- as in entity_names
+        type          VARCHAR,               -- as in entity_names
+        n             INTEGER NOT NULL       -- entity_names.mentions
+    )
+    """,
+    """
     CREATE TABLE IF NOT EXISTS vector_rows (
         table_name    VARCHAR NOT NULL,      -- the LanceDB table: 'entities', 'relations' or 'chunks'
         key           VARCHAR NOT NULL,      -- the row's key there (entity_key, relation_key, chunks.id)
