@@ -109,3 +109,18 @@ def test_truncate_to_tokens_equals_cutting_after_the_nth_token_span():
                 continue
             expected = text[:spans[cap - 1][1]] if cap <= len(spans) else text
             assert truncate_to_tokens(text, cap) == expected, (text, cap)
+
+
+def test_count_tokens_equals_the_spans_on_random_text():
+    """``count_tokens`` looks only at long letter runs in Python; it must count what ``token_spans`` yields, with
+    long words after spaces, tabs, newlines, punctuation, digits and contractions, and letters that are not
+    isalpha (a superscript two is a word character but not a letter)."""
+    import random
+
+    rng = random.Random(7)
+    pieces = [" ", "  ", "\n", "\t", ".", "'s", "'ll", "’", "—", "12", "1234", "x", "Word", "internationalization",
+              "abcdefghijk", "abcdefghijkl", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "é" * 13, "ab²cdefghijklm", "日本語の文章です",
+              "snake_case_words", "a" * 11, "b" * 21]
+    for _ in range(2000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert count_tokens(text) == len(list(token_spans(text))), repr(text)

@@ -8,7 +8,8 @@ import pytest
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
 from pathrag_pipeline.index.extraction_records import ExtractionRecord, cached_extraction, delete_records, write_records
 from pathrag_pipeline.index.graph_merge import (
-    MAX_SOURCE_IDS, apply_chunk_changes, keys_for_chunks, merge_keys, merge_keywords, merge_sentences, relation_key,
+    MAX_SOURCE_IDS, apply_chunk_changes, fit_sentences, keys_for_chunks, merge_keys, merge_keywords, merge_sentences,
+    relation_key,
 )
 from pathrag_pipeline.index.mention_index import entries, prepare_mentions
 from pathrag_pipeline.storage.store import init_schema
@@ -131,6 +132,30 @@ def test_merge_helpers():
     cut, complete = merge_sentences(["word " * 50], 10)
     assert count_tokens(cut) <= 10 and not complete
     assert merge_keywords(["x, Y", "y; z", None, "X"]) == "x, Y, z"
+
+
+def test_fitting_counts_the_joined_text_as_its_sentences_add_up():
+    """``_fit`` returns the sum of its sentences' counts (each with its joining space) as the joined text's count
+    and the text unchecked: no token may span the joining space, whatever the sentences hold at their ends."""
+    from pathrag_pipeline.index.graph_merge import _fit
+    from pathrag_pipeline.index.mention_index import sentences
+
+    rng = random.Random(11)
+    pieces = ["Word", "it's", "'s", "'ll", "12", "345", "1234", ".", "...", "?!", "'", "’", "—", "x", "é", "²", "日本",
+              "internationalization", "abcdefghijkl", "snake_case", "-", "(", ")", "\"", "ab²cdefghijklm"]
+    for _ in range(1500):
+        text = " ".join("".join(rng.choice(pieces) for _ in range(rng.randint(1, 4))) + rng.choice([".", "!", "", "?"])
+                        for _ in range(rng.randint(2, 8)))
+        ranked = sentences(text)
+        budget = rng.randint(1, 40)
+        fitted, complete, tokens = _fit(ranked, budget)
+        assert (fitted, complete) == fit_sentences(ranked, budget)
+        if tokens is not None:
+            assert tokens == count_tokens(fitted) <= budget, ranked
+        elif complete:
+            assert len(fitted) <= budget
+        else:
+            assert count_tokens(fitted) <= budget
 
 
 class CountingSummariser:
