@@ -141,8 +141,8 @@ def test_fitting_counts_the_joined_text_as_its_sentences_add_up():
     from pathrag_pipeline.index.mention_index import sentences
 
     rng = random.Random(11)
-    pieces = ["Word", "it's", "'s", "'ll", "12", "345", "1234", ".", "...", "?!", "'", "’", "—", "x", "é", "²", "日本",
-              "internationalization", "abcdefghijkl", "snake_case", "-", "(", ")", "\"", "ab²cdefghijklm"]
+    pieces = ["Word", "it's", "'s", "'ll", "12", "345", "1234", ".", "...", "?!", "'", "’", "—", "x", "é", "²",
+              "日本", "internationalization", "abcdefghijkl", "snake_case", "-", "(", ")", "\"", "ab²cdefghijklm"]
     for _ in range(1500):
         text = " ".join("".join(rng.choice(pieces) for _ in range(rng.randint(1, 4))) + rng.choice([".", "!", "", "?"])
                         for _ in range(rng.randint(2, 8)))

@@ -548,8 +548,9 @@ def scale_section(r: dict[str, Any]) -> str:
                 f"The edit wrote (parsed) the extraction records of {edit.get('records_written', 0):,} chunk(s); "
                 "its graph merge parsed no record"
                 + (f", updated {tallied:,} entities with many mentions from their kept tallies by the "
-                   f"{edit.get('merge_tally_changes_read', 0):,} mention changes the edit logged (no mention of theirs "
-                   "read but those holding a changed description sentence: `index/entity_tallies.py`)" if tallied else "")
+                   f"{edit.get('merge_tally_changes_read', 0):,} mention changes the edit logged (no mention of "
+                   "theirs read but those holding a changed description sentence: `index/entity_tallies.py`)"
+                   if tallied else "")
                 + f" and aggregated {edit.get('merge_mentions_read', 0):,} mention rows from "
                 f"{edit['merge_chunks_read']:,} of the {size['full'].get('chunks_written', 0):,} chunks "
                 f"({size['size_mb']} MB corpus): the mentions of the "

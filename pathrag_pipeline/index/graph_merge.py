@@ -731,7 +731,8 @@ _TALLIED_MENTIONS = "(SELECT name_key AS key, chunk_id, ord FROM entity_mentions
 relation endpoints no entity entry names, have no description)."""
 
 
-def _merge_tallied(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions, max_source_ids: int) -> tuple[int, int, int]:
+def _merge_tallied(con: duckdb.DuckDBPyConnection, descriptions: _Descriptions,
+                   max_source_ids: int) -> tuple[int, int, int]:
     """Merge by difference the entities in scope whose tallies are kept and give them exactly (``entity_tallies``;
     their description rankings updated by ``part_rankings``), reading none of their mentions but those holding a
     changed description part. Returns (written, unchanged, tally changes read); the keys merged are in temp table

@@ -18,8 +18,10 @@ or above the bound: the true top of the ranking, since every other part of the k
 appearance and ranked below the bound already. When fewer than ``limit`` parts remain above it (deletions pushed
 top parts down), the key is ranked in full again, as is every key without a stored ranking, every key of a full
 merge and every key a merge that is not by difference recomputes (an alias change: the key's raw keys changed,
-which ``dirty_parts`` does not describe). Keyword rankings are never kept (a relation has few distinct keywords,
-and all of them are used). Equal to the full ranking always: tested against rebuilds over random histories with
+which ``dirty_parts`` does not describe). A key with that many mentions and no part at all keeps an empty, complete
+ranking, so it too is updated by difference. ``update_kept_only`` is the update alone, for the entities the merge
+updates from their tallies (``entity_tallies``), counting their changed parts from those parts' own rows. Keyword
+rankings are never kept (a relation has few distinct keywords, and all of them are used). Equal to the full ranking always: tested against rebuilds over random histories with
 rankings small enough to be kept and cut.
 """
 
