@@ -247,6 +247,39 @@ def test_keys_for_chunks(con):
     assert keys_for_chunks(con, []) == (set(), set())
 
 
+def test_keys_for_chunks_reads_the_keys_the_merge_loads(con):
+    """keys_for_chunks reads key columns only; it must find every key the merge's own mention loading finds for
+    the same chunks (relations exactly; entities too, plus at most a key two aliased endpoints share), for
+    random records and aliases, and nothing for chunks without an ok record."""
+    from pathrag_pipeline.index import graph_merge
+    from pathrag_pipeline.index.aliases import add_alias
+
+    rng = random.Random(7)
+    names = ["Ada", "Bo", "Cy", "Dee", "Eli", "Fay", "Gus", "Hal"]
+    records = []
+    for i in range(40):
+        ents = [{"name": rng.choice(names)} for _ in range(rng.randint(0, 3))]
+        rels = [{"source": rng.choice(names), "target": rng.choice(names)} for _ in range(rng.randint(0, 3))]
+        records.append(rec(f"c{i:02d}", f"d{i % 5}", ents, rels, status="ok" if i % 9 else "failed"))
+    write_records(con, records)
+    add_alias(con, "bo", "ada")
+    add_alias(con, "cy", "ada")      # a Bo-Cy relation becomes an Ada self-loop: no relation, no implicit mention
+    add_alias(con, "eli", "dee")
+    for trial in range(12):
+        ids = rng.sample([r.chunk_id for r in records], rng.randint(1, 10))
+        entity_keys, relation_keys = keys_for_chunks(con, ids)
+        with graph_merge._temp_tables(con):
+            con.execute("CREATE TEMP TABLE _gm_chunks AS SELECT unnest(?::VARCHAR[]) AS chunk_id", [ids])
+            graph_merge._load_mentions(con, chunks="_gm_chunks")
+            loaded_e = {k for (k,) in con.execute("SELECT key FROM _gm_em").fetchall()}
+            loaded_r = {k for (k,) in con.execute("SELECT relation_key FROM _gm_rm").fetchall()}
+        assert relation_keys == loaded_r
+        assert loaded_e <= entity_keys and entity_keys - loaded_e <= {"ada", "dee"}
+        assert ("bo" not in entity_keys and "cy" not in entity_keys and "eli" not in entity_keys)
+    failed = [r.chunk_id for r in records if r.status != "ok"]
+    assert failed and keys_for_chunks(con, failed) == (set(), set())
+
+
 def test_a_failure_inside_keys_for_chunks_is_not_masked_by_the_temp_table_cleanup(con, monkeypatch):
     """A statement failing inside a transaction (DuckDB out of memory in the bug report) aborts it; the temp
     table cleanup then fails too ("Current transaction is aborted"), and that must not replace the error that
@@ -260,6 +293,7 @@ def test_a_failure_inside_keys_for_chunks_is_not_masked_by_the_temp_table_cleanu
         con_.execute("CREATE OR REPLACE TEMP TABLE _gm_em AS SELECT 1 AS x")
         con_.execute("SELECT error('out of memory stand-in')")
 
+    monkeypatch.setattr(graph_merge, "_load_aliases", failing_load)
     monkeypatch.setattr(graph_merge, "_load_mentions", failing_load)
     monkeypatch.setattr(graph_merge, "_load_alias_free_scope", failing_load)
     with pytest.raises(duckdb.InvalidInputException, match="out of memory stand-in"):
