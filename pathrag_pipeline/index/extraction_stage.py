@@ -406,6 +406,13 @@ PROCESS_MIN_TEXTS = 32
 """Texts to extract per worker process below which a CPU-bound extractor runs in threads instead: starting a
 process (spawned, importing the package) costs about a second."""
 
+PROCESS_QUEUE_PER_WORKER = 32
+"""Texts submitted ahead per worker process (threads: 2 per call in flight). The process that writes the records
+stops collecting results while it writes a batch (up to a second or two at 100 MB); with only two texts queued
+per worker the workers then idled, with 32 they keep working through most of it (a 10 MB build's extraction
+stage: 4-14% faster on 2 cores, peak RSS +14 MB). Offline extraction never aborts on an endpoint, so a deeper
+queue wastes nothing; it costs a text and its result per slot."""
+
 _WORKER_EXTRACTOR: Extractor | None = None
 
 
@@ -701,13 +708,14 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
         return pool.submit(_extract_prepared, extractor, chunk.text, chunk.title)
 
     try:
-        # Submit lazily (at most 2 x the pool's width in flight) so an abort or crash leaves little work running;
-        # texts are read TEXT_BATCH groups ahead.
+        # Submit lazily (at most 2 x the pool's width in flight, PROCESS_QUEUE_PER_WORKER per worker process) so
+        # an abort or crash leaves little work running; texts are read TEXT_BATCH groups ahead.
         queue = _with_texts(store, iter(by_hash.values()))
         running: dict[Future[PreparedOutcome], list[PendingChunk]] = {}
+        window = (PROCESS_QUEUE_PER_WORKER if in_processes else 2) * in_flight
 
         def refill() -> None:
-            while abort is None and len(running) < 2 * in_flight:
+            while abort is None and len(running) < window:
                 group = next(queue, None)
                 if group is None:
                     return
