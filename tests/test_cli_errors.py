@@ -121,6 +121,7 @@ def test_index_that_runs_duckdb_out_of_memory_is_one_line_naming_the_setting(fol
             "Out of Memory Error: failed to allocate data of size 2.0 GiB (8.2 MiB/1.8 GiB used)")
 
     monkeypatch.setattr(graph_merge, "_load_mentions", load_mentions)
+    monkeypatch.setattr(graph_merge, "_load_alias_free_scope", load_mentions)   # the merge of a scope without aliases
     monkeypatch.setenv("PATHRAG_DUCKDB_MEMORY_LIMIT", "2GB")
 
     line = one_line_error(CliRunner().invoke(main, ["index", str(folder)]))
