@@ -249,19 +249,39 @@ def _load_alias_free_scope(con: duckdb.DuckDBPyConnection, entity_scope: str = "
     the implicit mentions of a key (a relation endpoint its chunk names in no entity entry) are the rows of
     ``entity_names`` without an entity mention of the key in their chunk: ``mention_index`` counts them there the
     way ``_load_mentions`` derives them, which for raw keys without aliases is the same (its ``ord`` only needs to
-    miss every mention text, as 1,000,000 + the relation's ord does there)."""
+    miss every mention text, as 1,000,000 + the relation's ord does there).
+
+    The relation mentions are found by their (source, target) key pairs, both ways round: one hash join of
+    ``relation_mentions``' two key columns instead of filtering it by each endpoint and then by the relation key
+    each row spells (the scope of a one-file edit at 100 MB, 2.5 million mentions: median 0.19 -> 0.15 s; most of
+    what is left is reading the ~20,000 matched rows' lists, spread over every row group). A relation key holding
+    the separator once splits into its two keys exactly; the rare one that holds it more often (a name made of
+    '<|>', as in ``_widen_scope``) is matched by the key it spells, as before."""
+    single = f"length(key) - length(replace(key, '{KEY_SEPARATOR}', '')) = {len(KEY_SEPARATOR)}"
     con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _gm_rm AS
-            SELECT chunk_id, document_id, ord, least(source_key, target_key) AS src_key,
+        f"""CREATE OR REPLACE TEMP TABLE _gm_pairs AS
+            SELECT DISTINCT * FROM (
+                SELECT split_part(key, '{KEY_SEPARATOR}', 1) AS s, split_part(key, '{KEY_SEPARATOR}', 2) AS t
+                FROM _gm_scope_r WHERE {single}
+                UNION ALL
+                SELECT split_part(key, '{KEY_SEPARATOR}', 2), split_part(key, '{KEY_SEPARATOR}', 1)
+                FROM _gm_scope_r WHERE {single})"""
+    )
+    columns = f"""chunk_id, document_id, ord, least(source_key, target_key) AS src_key,
                    greatest(source_key, target_key) AS tgt_key,
                    CASE WHEN source_key < target_key THEN source ELSE target END AS src_name,
                    CASE WHEN source_key < target_key THEN target ELSE source END AS tgt_name,
                    strength, least(source_key, target_key) || '{KEY_SEPARATOR}' || greatest(source_key, target_key)
-                       AS relation_key, keyword_parts, description_parts
-            FROM relation_mentions
-            WHERE source_key IN (SELECT key FROM _gm_scope_e) AND target_key IN (SELECT key FROM _gm_scope_e)
-              AND least(source_key, target_key) || '{KEY_SEPARATOR}' || greatest(source_key, target_key)
-                  IN (SELECT key FROM _gm_scope_r)"""
+                       AS relation_key, keyword_parts, description_parts"""
+    unclear = ""
+    if con.execute(f"SELECT count(*) FROM _gm_scope_r WHERE NOT ({single})").fetchall()[0][0]:
+        unclear = f"""UNION ALL SELECT {columns} FROM relation_mentions
+                      WHERE least(source_key, target_key) || '{KEY_SEPARATOR}' || greatest(source_key, target_key)
+                            IN (SELECT key FROM _gm_scope_r WHERE NOT ({single}))"""
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _gm_rm AS
+            SELECT {columns} FROM relation_mentions m JOIN _gm_pairs p ON m.source_key = p.s AND m.target_key = p.t
+            {unclear}"""
     )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _gm_em AS
@@ -281,7 +301,8 @@ def _load_alias_free_scope(con: duckdb.DuckDBPyConnection, entity_scope: str = "
 def _drop_temp(con: duckdb.DuckDBPyConnection) -> None:
     for table in ("_gm_alias", "_gm_raw", "_gm_rm", "_gm_em", "_gm_scope_e", "_gm_scope_r", "_gm_new",
                   "_gm_changed", "_gm_batch", "_gm_bm", "_gm_gone", "_gm_gone_e", "_gm_chunks", "_gm_more",
-                  "_pr_dirty", "_pr_done", "_pr_c", "_pr_r", "_pr_k", "_pr_f", "_pr_hot", "_pr_m", "_gm_scope_em",
+                  "_gm_pairs", "_pr_dirty", "_pr_done", "_pr_c", "_pr_r", "_pr_k", "_pr_f", "_pr_hot", "_pr_m",
+                  "_gm_scope_em",
                   *entity_tallies.TEMP_TABLES):
         con.execute(f"DROP TABLE IF EXISTS {table}")
 
