@@ -1,5 +1,5 @@
 """Aliases are a function of the current records (issue 23): after any sequence of adds, edits, deletes and
-renames, the alias table, the graph and the vector keys equal a fresh build's of the same folder."""
+renames, the alias table, the graph and the vectors' keys and texts equal a fresh build's of the same folder."""
 
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ def snapshot(home: Path) -> dict[str, list]:
     with Store(home / "pathrag.duckdb").connect(read_only=True) as con:
         out = {name: con.execute(sql).fetchall() for name, sql in SNAPSHOT_SQL.items()}
     db = lancedb.connect(str(home / "lancedb"))
-    for name in ("entities", "relations", "chunks"):
-        out[f"lancedb {name}"] = sorted(db.open_table(name).to_arrow().column("key").to_pylist())
+    for name in ("entities", "relations", "chunks"):   # every key with the text its vector embeds
+        table = db.open_table(name).to_arrow()
+        out[f"lancedb {name}"] = sorted(zip(table.column("key").to_pylist(), table.column("text").to_pylist()))
     return out
 
 

@@ -230,7 +230,7 @@ def test_a_sync_killed_before_its_record_sends_its_rows_again_and_embeds_none(ho
 
 def test_a_single_batch_that_fails_is_not_recorded(home, monkeypatch):
     """The edit path (one batch per table, recorded after every table is written): a failed batch's rows are
-    left out of the ledger, so the next run sends them again, while the other tables' rows are recorded."""
+    recorded stale, so the next run sends them again, while the other tables' rows are recorded."""
     settings, docs = home
     edit_three_docs(docs)
     real = VectorStore.upsert
@@ -258,4 +258,105 @@ def test_a_single_batch_that_fails_is_not_recorded(home, monkeypatch):
     sent = sent_rows(monkeypatch)
     sync_embeddings(Store(settings.duckdb_path), VectorStore(settings.lancedb_path), HashingEmbedder())
     assert tables == ["relations"] and sum(sent) == failed.tables["relations"].failed
+    assert lance_equals_duckdb(settings)
+
+
+def behind_the_writers_back(settings, key: str) -> None:
+    """Change an entity's row as no writer of the index does (storage/vector_ledger.py): its ledger row stays."""
+    with Store(settings.duckdb_path).connect() as con:
+        con.execute("UPDATE entities SET description = description || ' (edited by hand)' WHERE entity_key = ?",
+                    [key])
+
+
+def test_an_edit_sends_what_the_writers_marked_and_a_run_with_nothing_to_do_checks_every_row(home, monkeypatch):
+    """The ledger keeps the writers' contract: an edit sends the keys they marked and fingerprints no other row
+    (so a row changed by hand, unmarked, is not seen), and a run that finds nothing marked compares every
+    fingerprint, which sends it."""
+    settings, docs = home
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        assert embedding_stage.get_meta(con, embedding_stage.EXACT_META) == "1"
+    behind_the_writers_back(settings, "corran ford9")
+    sent = sent_rows(monkeypatch)
+    (docs / "doc3.md").write_text(DOCS["doc3.md"] + "Agnes Morrow3 founded the Lode Society.\n")
+    assert run_indexing(settings).embeddings.embedded > 0
+    assert 0 < sum(sent) and not lance_equals_duckdb(settings)     # the edit's rows only: not the hand-made change
+    sent.clear()
+    report = run_indexing(settings)                                  # nothing marked: every fingerprint compared
+    assert report.embeddings.tables["entities"].embedded == 1 and sum(sent) == 1
+    assert lance_equals_duckdb(settings)
+
+
+def test_a_ledger_from_before_the_writers_contract_is_checked_by_fingerprints_once(home, monkeypatch):
+    """A home synced before the writers marked their changes may hold a ledger row older than its row: its first
+    sync compares every fingerprint (sending it), then plans from the marks."""
+    settings, docs = home
+    behind_the_writers_back(settings, "corran ford9")       # as a change the old ledger missed
+    with Store(settings.duckdb_path).connect() as con:
+        con.execute("DELETE FROM pathrag_meta WHERE key = ?", [embedding_stage.EXACT_META])
+    (docs / "doc3.md").write_text(DOCS["doc3.md"] + "Agnes Morrow3 founded the Lode Society.\n")
+    run_indexing(settings)
+    assert lance_equals_duckdb(settings)
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        assert embedding_stage.get_meta(con, embedding_stage.EXACT_META) == "1"
+
+
+def test_an_entity_renamed_by_another_document_resends_the_relations_that_name_it(home):
+    """A relation's text holds its endpoints' names: when a new document makes "AGNES MORROW3" the most frequent
+    form of that entity, its relations (whose rows do not change) are sent again with the new name."""
+    settings, docs = home
+    (docs / "caps.md").write_text("# Caps\n\nAGNES MORROW3 arrived. AGNES MORROW3 left. AGNES MORROW3 returned.\n")
+    run_indexing(settings)
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        assert con.execute("SELECT name FROM entities WHERE entity_key = 'agnes morrow3'").fetchone()[0] == \
+            "AGNES MORROW3"
+        unchanged = con.execute("SELECT count(*) FROM relations WHERE src_key = 'agnes morrow3' AND "
+                                "relation_key NOT LIKE '%caps%'").fetchone()[0]
+    assert unchanged > 0
+    assert lance_equals_duckdb(settings)
+
+
+def test_a_changed_title_resends_the_chunk_that_keeps_its_id(home):
+    """An HTML page whose <title> changes keeps its text, so its chunk keeps its id; the embedded passage starts
+    with the title, so the chunk is sent again."""
+    settings, docs = home
+    page = "<html><head><title>{}</title></head><body><p>Agnes Morrow1 met Thomas Greaves1 at Corran Ford1.</p>" \
+           "</body></html>\n"
+    (docs / "page.html").write_text(page.format("First title"))
+    run_indexing(settings)
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        before = con.execute("SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id "
+                             "WHERE d.path = 'page.html'").fetchall()
+    (docs / "page.html").write_text(page.format("Second title"))
+    # with another change in the same run (a run with nothing else to send checks every row anyway)
+    (docs / "doc3.md").write_text(DOCS["doc3.md"] + "Agnes Morrow3 founded the Lode Society.\n")
+    run_indexing(settings)
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        after = con.execute("SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id "
+                            "WHERE d.path = 'page.html'").fetchall()
+    assert before == after and len(after) == 1
+    assert lance_equals_duckdb(settings)
+
+
+def test_rows_of_a_failed_batch_deleted_before_the_next_run_lose_their_vectors(home, monkeypatch):
+    """A failed batch may have written some rows to LanceDB: its keys are recorded stale, not left out, so when
+    they are deleted from DuckDB before the next sync, their vectors are deleted too."""
+    settings, docs = home
+    real = VectorStore.upsert
+
+    def failing_chunks(self, table, rows, embedder, **kwargs):
+        stats = real(self, table, rows, embedder, **kwargs)     # written, then reported failed
+        if table == "chunks":
+            return type(stats)(embedded=0, unchanged=0, deleted=0, total=stats.total, failed=len(rows),
+                               errors=("stand-in failure",))
+        return stats
+
+    (docs / "doc4.md").write_text(DOCS["doc4.md"] + "Mira Holt4 joined the Lode Society.\n")
+    monkeypatch.setattr(VectorStore, "upsert", failing_chunks)
+    assert run_indexing(settings).embeddings.tables["chunks"].failed > 0
+    monkeypatch.setattr(VectorStore, "upsert", real)
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM vector_rows WHERE table_name = 'chunks' AND fingerprint = ''"
+                           ).fetchone()[0] > 0
+    (docs / "doc4.md").unlink()
+    run_indexing(settings)
     assert lance_equals_duckdb(settings)

@@ -5,9 +5,13 @@ description (LightRAG's choice); a chunk's document title and text, the passage 
 (``store.PASSAGE_TEXT_SQL``), so dense and lexical search rank the same text.
 
 Sync by difference (issue 23): the DuckDB table ``vector_rows`` remembers, per LanceDB table and key, a fingerprint
-(``FINGERPRINT_SQL``) of the row the stage last wrote there. A sync computes the fingerprints of the current rows in SQL, sends only
-the rows whose fingerprint changed (fetched and written in batches of ``SYNC_BATCH_ROWS``) and deletes the keys no
-longer present, so an edit costs what it changed and memory holds one batch, whatever the corpus. The ledger is
+(``FINGERPRINT_SQL``) of the row the stage last wrote there. The writers of embedded rows mark the keys whose rows
+they change stale there (storage/vector_ledger.py), so a sync sends the keys the ledger lacks or holds as stale
+(and the relations of changed entities whose fingerprint differs: their text holds the entities' names), fetched
+and written in batches of ``SYNC_BATCH_ROWS``, and deletes the keys no longer present, without fingerprinting the
+other rows: an edit costs what it changed and memory holds one batch, whatever the corpus. A sync that finds
+nothing marked compares every row's fingerprint, as does the first sync of a ledger older than the marks
+(``EXACT_META``). The ledger is
 trusted only while the LanceDB table is the one it was written for (same table id, row count and embedder); otherwise
 (a first build, a re-embed into a fresh folder, a crash between a LanceDB write and the ledger update, a table
 deleted by hand) every row is sent again, still in batches: the vector store compares a hash of each text with what
@@ -27,6 +31,7 @@ import pyarrow as pa
 
 from pathrag_pipeline.index.aliases import DETECTION_VERSION
 from pathrag_pipeline.llm.embedding import Embedder
+from pathrag_pipeline.storage import vector_ledger
 from pathrag_pipeline.storage.store import PASSAGE_TEXT_SQL, Store, get_meta, set_meta, transaction
 from pathrag_pipeline.storage.vector_store import SyncStats
 
@@ -100,6 +105,18 @@ unchanged), then the ledger holds the new values."""
 FINGERPRINT_META = "vector_rows_fingerprint"
 """pathrag_meta key naming the fingerprint the ledger holds ('hash'); a ledger without it holds md5 fingerprints
 and is converted once, exactly (``_convert_ledger``)."""
+EXACT_META = "vector_rows_exact"
+"""pathrag_meta key, set ('1') at the end of a sync: from then on no ledger row outlives a change of its row (the
+writers mark changed keys stale, storage/vector_ledger.py, and a batch that fails marks its keys stale), so a
+trusted plan sends the keys the ledger lacks or holds as stale instead of fingerprinting every row. A ledger
+written before that contract (no key) is planned once by fingerprints, which makes it exact."""
+RENAMED_ENDPOINTS_SQL = {"relations": """
+    SELECT relation_key FROM relations
+    WHERE src_key IN (SELECT k FROM _vs_renamed) OR tgt_key IN (SELECT k FROM _vs_renamed)
+"""}
+"""Per table, the keys whose embedded text holds another table's rows: a relation's holds its endpoints' names
+(``RELATION_SQL``). ``_vs_renamed`` holds the entity keys whose ledger row is missing or stale (changed since the
+last sync); these relations have their fingerprints compared, the others are trusted."""
 _FINGERPRINTED = "SELECT t.*, " + FINGERPRINT_SQL + " AS fingerprint FROM ({sql}) t"
 _MD5_FINGERPRINTED = "SELECT t.key, md5(CAST(t AS VARCHAR)) AS md5, " + FINGERPRINT_SQL + " AS fingerprint FROM ({sql}) t"
 
@@ -136,6 +153,8 @@ def sync_embeddings(store: Store, vectors: VectorStore, embedder: Embedder,
         with store.connect() as con, transaction(con):
             for name, written, deleted in ledger:
                 _remember(con, vectors, embedder, name, written=written, deleted=deleted)
+            if set(tables) >= set(SOURCES):   # every table planned: its ledger now keeps the writers' contract
+                set_meta(con, EXACT_META, "1")
     return EmbeddingReport(embedder.identity, embedder.dim, stats)
 
 
@@ -161,25 +180,37 @@ def _plan_all(store: Store, vectors: VectorStore, embedder: Embedder, tables: tu
         if forget_synced:
             _forget_synced(con)
         _convert_ledger(con)
-        return {name: _plan(con, vectors, name, states[name], batch_rows) for name in tables}
+        exact = get_meta(con, EXACT_META) == "1"
+        plans = {name: _plan(con, vectors, name, states[name], batch_rows, exact=exact) for name in tables}
+        if exact and not any(plan.send or plan.gone for plan in plans.values()):
+            # Nothing changed by the writers' account. A run with nothing to do is rare (`pathrag index` skips
+            # it when the tables' state equals the last sync's, index/pending_work.py): it checks every
+            # fingerprint, so a row changed behind the writers' back (an UPDATE by hand) is sent all the same.
+            plans = {name: _plan(con, vectors, name, states[name], batch_rows, exact=False) for name in tables}
+        return plans
 
 
 def _plan(con: duckdb.DuckDBPyConnection, vectors: VectorStore, name: str, state: dict | None,
-          batch_rows: int) -> _Plan:
-    """What to send and delete for one table; a trusted plan of at most ``batch_rows`` rows fetches them too."""
+          batch_rows: int, *, exact: bool = False) -> _Plan:
+    """What to send and delete for one table; a trusted plan of at most ``batch_rows`` rows fetches them too.
+    ``exact``: the ledger keeps the writers' contract (``EXACT_META``): send the keys it lacks or holds as stale,
+    and the relations of changed entities whose fingerprint differs, without fingerprinting the other rows."""
     meta_key = f"{LEDGER_META}:{name}"
     current = _FINGERPRINTED.format(sql=SOURCES[name])
     stored = get_meta(con, meta_key)
     trusted = state is not None and stored is not None and json.loads(stored) == state
     rows = con.execute(f"SELECT count(*) FROM ({SOURCES[name]})").fetchall()[0][0]
     if trusted:
-        send = [k for (k,) in con.execute(
-            f"""SELECT n.key FROM ({current}) n
-                LEFT JOIN vector_rows v ON v.table_name = ? AND v.key = n.key
-                WHERE v.fingerprint IS DISTINCT FROM n.fingerprint ORDER BY n.key""", [name]).fetchall()]
-        gone = [k for (k,) in con.execute(
-            f"""SELECT key FROM vector_rows WHERE table_name = ?
-                AND key NOT IN (SELECT key FROM ({SOURCES[name]})) ORDER BY key""", [name]).fetchall()]
+        if exact:
+            send, gone = _changes(con, name)
+        else:
+            send = [k for (k,) in con.execute(
+                f"""SELECT n.key FROM ({current}) n
+                    LEFT JOIN vector_rows v ON v.table_name = ? AND v.key = n.key
+                    WHERE v.fingerprint IS DISTINCT FROM n.fingerprint ORDER BY n.key""", [name]).fetchall()]
+            gone = [k for (k,) in con.execute(
+                f"""SELECT key FROM vector_rows WHERE table_name = ?
+                    AND key NOT IN (SELECT key FROM ({SOURCES[name]})) ORDER BY key""", [name]).fetchall()]
         fetched = columns = None
         if 0 < len(send) <= batch_rows:
             fetched, columns = _fetch(con, name, send)
@@ -196,6 +227,38 @@ def _plan(con: duckdb.DuckDBPyConnection, vectors: VectorStore, name: str, state
     finally:
         con.unregister("_vs_lance_keys")
     return _Plan(send, gone, rows, False, None, None)
+
+
+def _changes(con: duckdb.DuckDBPyConnection, name: str) -> tuple[list[str], list[str]]:
+    """(send, gone) of a table by the writers' account (storage/vector_ledger.py), both sorted: send the keys the
+    ledger lacks or holds as stale, and the rows holding a changed row of another table (``RENAMED_ENDPOINTS_SQL``)
+    whose fingerprint differs; delete the keys it holds that the table has not. One join of the table's keys with
+    its ledger rows; only those other rows are fingerprinted."""
+    send, gone = set(), []
+    for key, held in con.execute(
+            f"""SELECT coalesce(n.key, v.key), n.key IS NULL
+                FROM (SELECT key FROM ({SOURCES[name]})) n
+                FULL JOIN (SELECT key, fingerprint FROM vector_rows WHERE table_name = ?) v ON v.key = n.key
+                WHERE n.key IS NULL OR v.key IS NULL OR v.fingerprint = '{vector_ledger.STALE}'""", [name]).fetchall():
+        if held:
+            gone.append(key)
+        else:
+            send.add(key)
+    if name in RENAMED_ENDPOINTS_SQL:
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _vs_renamed AS
+                        SELECT n.key AS k FROM (SELECT key FROM ({ENTITY_SQL})) n
+                        LEFT JOIN vector_rows v ON v.table_name = 'entities' AND v.key = n.key
+                        WHERE v.key IS NULL OR v.fingerprint = '{vector_ledger.STALE}'""")
+        try:
+            if con.execute("SELECT count(*) FROM _vs_renamed").fetchall()[0][0]:
+                send.update(k for (k,) in con.execute(
+                    f"""SELECT n.key FROM ({_FINGERPRINTED.format(sql=SOURCES[name])}) n
+                        JOIN vector_rows v ON v.table_name = ? AND v.key = n.key
+                        WHERE n.key IN ({RENAMED_ENDPOINTS_SQL[name]}) AND v.fingerprint <> n.fingerprint""",
+                    [name]).fetchall())
+        finally:
+            con.execute("DROP TABLE IF EXISTS _vs_renamed")
+    return sorted(send), sorted(gone)
 
 
 def _fetch(con: duckdb.DuckDBPyConnection, name: str, keys: list[str]) -> tuple[list[tuple], list[str]]:
@@ -249,12 +312,14 @@ def _sync_table(store: Store, vectors: VectorStore, embedder: Embedder, name: st
         payload_updated += result.payload_updated
         failed += result.failed
         errors.extend(result.errors)
-        if not result.failed:   # a batch with failures is sent whole again next run (its rows are not recorded)
-            if plan.fetched is not None:
-                written = [(r[0], r[-1]) for r in fetched]
-            else:
-                with store.connect() as con, transaction(con):
-                    _remember(con, vectors, embedder, name, written=[(r[0], r[-1]) for r in fetched])
+        # A batch with failures is sent whole again next run: its keys are recorded stale (kept in the ledger, so
+        # a key among them deleted from DuckDB meanwhile has its vector deleted, were it written).
+        batch = [(r[0], vector_ledger.STALE if result.failed else r[-1]) for r in fetched]
+        if plan.fetched is not None:
+            written = batch
+        else:
+            with store.connect() as con, transaction(con):
+                _remember(con, vectors, embedder, name, written=batch)
         del fetched
     plan.fetched = None
     if plan.gone:

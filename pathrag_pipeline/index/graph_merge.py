@@ -62,6 +62,7 @@ from pathrag_pipeline.index.mention_index import (
 from pathrag_pipeline.index.extraction_records import ExtractionRecord, delete_records, write_records
 from pathrag_pipeline.index import entity_tallies, part_rankings
 from pathrag_pipeline.text.names import display_name_counts
+from pathrag_pipeline.storage import vector_ledger
 from pathrag_pipeline.storage.store import transaction, utc_now
 from pathrag_pipeline.text.tokenizer import count_tokens, truncate_to_tokens
 
@@ -589,6 +590,8 @@ def _write(con: duckdb.DuckDBPyConnection, table: str, key_col: str, rows: pa.Ta
             WHERE o.{key_col} IS NULL OR {differs}"""
     )
     written = con.execute("SELECT count(*) FROM _gm_changed").fetchall()[0][0]
+    if written:   # their vectors are sent again (storage/vector_ledger.py)
+        vector_ledger.mark_stale(con, table, f"SELECT {key_col} FROM _gm_changed")
     con.execute(f"DELETE FROM {table} WHERE {key_col} IN (SELECT {key_col} FROM _gm_changed)")
     con.execute(f"INSERT INTO {table} SELECT *, ?::TIMESTAMP FROM _gm_changed", [utc_now()])
     con.execute("DROP TABLE _gm_changed")

@@ -36,6 +36,7 @@ from pathrag_pipeline.ingest.home_folder import check_plan, record_folder, requi
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.ingest.parsing import ParsedDocument, ParseError, is_supported, parse_file
+from pathrag_pipeline.storage import vector_ledger
 from pathrag_pipeline.storage.store import Store, bump_chunks_version, get_meta, set_meta, transaction, utc_now
 from pathrag_pipeline.storage.write_pacing import WritePacer
 from pathrag_pipeline.text.tokenizer import TOKENIZER_NAME
@@ -431,6 +432,9 @@ def write_chunks(con: duckdb.DuckDBPyConnection, texts: dict[str, str], *, max_t
             _insert(con, "chunks", _CHUNK_SCHEMA, rows)
             rows = []
     _insert(con, "chunks", _CHUNK_SCHEMA, rows)
+    if counts:   # a chunk written again keeps its id, but its title may have changed: its vector is sent again
+        vector_ledger.mark_stale(con, "chunks", f"SELECT id FROM chunks WHERE {_in_list('document_id')}",
+                                 [list(counts)])
     bump_chunks_version(con)
     return counts
 

@@ -261,7 +261,7 @@ DDL = [
     CREATE TABLE IF NOT EXISTS vector_rows (
         table_name    VARCHAR NOT NULL,      -- the LanceDB table: 'entities', 'relations' or 'chunks'
         key           VARCHAR NOT NULL,      -- the row's key there (entity_key, relation_key, chunks.id)
-        fingerprint   VARCHAR NOT NULL,      -- hash of the row (key, embedded text, payload) the embedding stage last wrote
+        fingerprint   VARCHAR NOT NULL,      -- hash of the row (key, embedded text, payload) the embedding stage last wrote; '' stale
         PRIMARY KEY (table_name, key)
     )
     """,
