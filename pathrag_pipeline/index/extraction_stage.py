@@ -409,8 +409,8 @@ process (spawned, importing the package) costs about a second."""
 PROCESS_QUEUE_PER_WORKER = 32
 """Texts submitted ahead per worker process (threads: 2 per call in flight). The process that writes the records
 stops collecting results while it writes a batch (up to a second or two at 100 MB); with only two texts queued
-per worker the workers then idled, with 32 they keep working through most of it (`pathrag bench scale`,
-docs/benchmarks.md: the 100 MB build's extraction stage 203.4 -> 186.4 s, peak RSS unchanged). Offline
+per worker the workers then idled, with 32 they keep working through most of it (`pathrag bench scale` on
+82bb804 against the run before it: the 100 MB build's extraction stage 203.4 -> 186.4 s, peak RSS unchanged). Offline
 extraction never aborts on an endpoint, so a deeper queue wastes nothing; it costs a text and its result per
 slot."""
 
