@@ -16,7 +16,7 @@ from pathrag_pipeline.index.llm_extraction import (
     extractor_from_settings,
     merge_extractions,
 )
-from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
+from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation, entity_of, relation_of
 from pathrag_pipeline.llm.client import LLMOutputError
 from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID
 from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
@@ -141,6 +141,27 @@ def test_offline_extractor_returns_normalised_extraction_without_calls() -> None
     names = {e.name.casefold() for e in outcome.extraction.entities}
     for rel in outcome.extraction.relations:
         assert rel.source.casefold() in names and rel.target.casefold() in names
+
+
+@pytest.mark.parametrize("name,kind", [("Ada Lovelace", "person"), ("Ada  Lovelace ", "person"), (" ", "person"),
+                                       ("Acme", "Company"), ("Acme", "location"), ("Acme", "")])
+def test_rule_built_entities_equal_validated_ones_and_bad_fields_still_go_through_the_validators(name, kind) -> None:
+    """entity_of / relation_of skip the validators only where they would change nothing (the offline extractor's
+    speed): the result equals the validated model, and what the validators fix or refuse they still do."""
+    def either(make):
+        try:
+            return make()
+        except ValueError as exc:   # pydantic's ValidationError is one
+            return type(exc).__name__
+    assert either(lambda: entity_of(name, kind, "A mathematician.")) == \
+        either(lambda: Entity(name=name, type=kind, description="A mathematician."))
+    for strength in (7.5, 10.0, 12.0, -1.0, 3):
+        made = either(lambda: relation_of(name, "Babbage", "worked with", "They met.", strength))
+        assert made == either(lambda: Relation(source=name, target="Babbage", keywords="worked with",
+                                               description="They met.", strength=strength))
+        if not isinstance(made, str):
+            assert made.model_dump_json() == Relation(source=name, target="Babbage", keywords="worked with",
+                                                      description="They met.", strength=strength).model_dump_json()
 
 
 def test_summariser_asks_for_one_description_and_counts_usage(openai_server: FakeOpenAIServer) -> None:

@@ -1,5 +1,6 @@
 import dataclasses
 import math
+import pickle
 import random
 
 import duckdb
@@ -658,6 +659,12 @@ def test_mentions_inserted_and_parts_streamed_in_small_pieces_equal_one_piece(mo
                                     mentions=prepare_mentions(*entries(r.result))) for r in records]
     assert build(prepared) == whole
     assert len(held) > 20 and max(held) < 10 + one_record
+    # ... and as they reach the writing process from a worker process (pickled: MentionRows.__reduce__)
+    shipped = [dataclasses.replace(r, mentions=pickle.loads(pickle.dumps(r.mentions))) for r in prepared]
+    assert all(s.mentions.tables.keys() == r.mentions.tables.keys()
+               and all(s.mentions.tables[t].equals(r.mentions.tables[t]) for t in r.mentions.tables)
+               for s, r in zip(shipped, prepared))
+    assert build(shipped) == whole
     with pytest.raises(ValueError, match="not both"):
         ExtractionRecord(chunk_id="c", chunk_hash="h", document_id="d", extractor="x", result=records[0].result,
                          result_json="{}")

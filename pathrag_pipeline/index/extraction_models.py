@@ -257,6 +257,29 @@ class Relation(BaseModel):
         return value
 
 
+def entity_of(name: str, type: str, description: str) -> Entity:
+    """``Entity(name=..., type=..., description=...)`` for strings a rule-based extractor made: built without
+    running the validators when they would change nothing (a non-empty name with single spaces and no space at
+    either end, a type of ``ENTITY_TYPES``), else through them. The offline extractor builds ~50 entities and
+    relations per chunk: validating them was ~11% of its time (issue 23, the offline build on both cores)."""
+    if type in _ENTITY_TYPE_SET and name and " ".join(name.split()) == name:
+        return Entity.model_construct(name=name, type=type, description=description)
+    return Entity(name=name, type=type, description=description)
+
+
+def relation_of(source: str, target: str, keywords: str, description: str, strength: float) -> Relation:
+    """``Relation(...)`` for strings and a float a rule-based extractor made, built as ``entity_of`` is: without
+    the validators when they would change nothing (endpoints as ``entity_of``'s name, a float strength in 0-10)."""
+    if (type(strength) is float and 0.0 <= strength <= 10.0 and source and target
+            and " ".join(source.split()) == source and " ".join(target.split()) == target):
+        return Relation.model_construct(source=source, target=target, keywords=keywords, description=description,
+                                        strength=strength)
+    return Relation(source=source, target=target, keywords=keywords, description=description, strength=strength)
+
+
+_ENTITY_TYPE_SET = frozenset(ENTITY_TYPES)
+
+
 class ChunkExtraction(BaseModel):
     entities: list[Entity] = Field(default_factory=list)
     relations: list[Relation] = Field(default_factory=list)

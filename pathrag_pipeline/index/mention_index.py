@@ -133,6 +133,24 @@ class MentionRows:
     def __len__(self) -> int:
         return sum(t.num_rows for t in self.tables.values())
 
+    def __reduce__(self) -> tuple:
+        """Pickled (from an extraction worker to the writing process) as one Arrow IPC stream per table: pickling
+        four small Arrow tables the default way, column by column with their schemas, cost ~0.3 ms a record to
+        write and ~0.2 ms to read, and the writing process reads every record's (measured by hand on 1,500
+        records, issue 23); the IPC streams take about a third of that."""
+        return (_mention_rows_from_ipc, (tuple(self.tables), tuple(_ipc_bytes(t) for t in self.tables.values())))
+
+
+def _ipc_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _mention_rows_from_ipc(names: tuple[str, ...], streams: tuple[bytes, ...]) -> MentionRows:
+    return MentionRows({name: pa.ipc.open_stream(data).read_all() for name, data in zip(names, streams)})
+
 
 def _mention_columns(entities: Iterable[tuple], relations: Iterable[tuple]) -> dict[str, tuple[list, ...]]:
     """The rows of one record, as columns without the id columns (see ``_Rows.add``)."""

@@ -24,7 +24,7 @@ from typing import Iterator
 import re
 from dataclasses import dataclass
 
-from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
+from pathrag_pipeline.index.extraction_models import ChunkExtraction, Relation, entity_of, relation_of
 
 # v2: titles inside longer names, line segments; v3: dates and amounts are not graph nodes, one neighbour.
 # The windows of over-long runs (MAX_SENTENCE_CHARS) came without a bump: every text without such a run extracts
@@ -880,8 +880,7 @@ def extract_offline(text: str, title: str | None = None) -> ChunkExtraction:
         entities[title_key]["type"] = _title_type(sentences)
 
     out_entities = [
-        Entity(name=entities[k]["name"], type=entities[k]["type"],
-               description=_describe(entities[k]["sentences"], sentences))
+        entity_of(entities[k]["name"], entities[k]["type"], _describe(entities[k]["sentences"], sentences))
         for k in order
     ]
     relations = _relations(per_sentence, sentences, entities, title_key)
@@ -1088,9 +1087,8 @@ def _relations(per_sentence: list[list[_Mention]], sentences: list[str], entitie
 
     relations = []
     for strength, a, b, idx, pieces in best.values():
-        relations.append(Relation(source=entities[a]["name"], target=entities[b]["name"],
-                                  keywords=relation_keywords(" ".join(pieces)), description=sentences[idx],
-                                  strength=strength))
+        relations.append(relation_of(entities[a]["name"], entities[b]["name"], relation_keywords(" ".join(pieces)),
+                                     sentences[idx], strength))
     return relations
 
 
