@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import pytest
 
@@ -160,8 +161,26 @@ def test_rule_built_entities_equal_validated_ones_and_bad_fields_still_go_throug
         assert made == either(lambda: Relation(source=name, target="Babbage", keywords="worked with",
                                                description="They met.", strength=strength))
         if not isinstance(made, str):
-            assert made.model_dump_json() == Relation(source=name, target="Babbage", keywords="worked with",
-                                                      description="They met.", strength=strength).model_dump_json()
+            validated = Relation(source=name, target="Babbage", keywords="worked with", description="They met.",
+                                 strength=strength)
+            _same_model(made, validated)
+    made = either(lambda: entity_of(name, kind, "A mathematician."))
+    if not isinstance(made, str):
+        _same_model(made, Entity(name=name, type=kind, description="A mathematician."))
+
+
+def _same_model(made, validated) -> None:
+    """Everything pydantic keeps of a model, and what the pipeline does with one (dump, copy, pickle, compare)."""
+    assert type(made) is type(validated) and made == validated
+    assert made.model_dump_json() == validated.model_dump_json() and made.model_dump() == validated.model_dump()
+    assert made.model_fields_set == validated.model_fields_set
+    assert made.__pydantic_extra__ == validated.__pydantic_extra__
+    assert made.__pydantic_private__ == validated.__pydantic_private__
+    assert made.model_copy() == validated and pickle.loads(pickle.dumps(made)) == validated
+    assert ChunkExtraction(entities=[made] if isinstance(made, Entity) else [],
+                           relations=[made] if isinstance(made, Relation) else []).model_dump_json() == \
+        ChunkExtraction(entities=[validated] if isinstance(made, Entity) else [],
+                        relations=[validated] if isinstance(made, Relation) else []).model_dump_json()
 
 
 def test_summariser_asks_for_one_description_and_counts_usage(openai_server: FakeOpenAIServer) -> None:
