@@ -212,7 +212,7 @@ class Settings:
     llm_mode: str = "json"
     llm_timeout: int = 120
     llm_max_concurrency: int = 4
-    extract_processes: int = 0          # offline extraction (and offline embedding) worker processes; 0: one per usable core
+    extract_processes: int = 0          # offline extraction (and embedding, parsing) worker processes; 0: one per usable core
     llm_max_tokens: int = 4096          # output cap of extraction calls (first pass and gleaning)
     llm_answer_max_tokens: int = 1024   # output cap of answers, summaries, keywords, judgements
     embed_timeout: int = 120            # per-request timeout of the embeddings endpoint

@@ -388,3 +388,61 @@ def test_an_edited_document_keeps_its_created_at_and_gets_its_new_text(env):
     assert created2 == created and updated2 > updated
     assert text.rstrip().endswith("A new closing line about Kessel Bay.")
     assert rows(store, "SELECT count(*) FROM documents WHERE path = ?", [rel])[0][0] == 1
+
+
+def _tables(store):
+    return (rows(store, "SELECT id, path, title, format, content_hash, file_hash, size_bytes, status, error, text "
+                        "FROM documents ORDER BY id"),
+            rows(store, "SELECT * FROM chunks ORDER BY id"))
+
+
+def test_parse_workers_write_the_tables_one_process_writes(env, tmp_path, monkeypatch):
+    """Issue 23, both cores: a large sync parses and chunks in worker processes (from PARSE_PROCESS_MIN_BYTES of
+    input, lowered here) while this process writes; documents and chunks equal a sync parsed here, malformed and
+    undecodable files included, and the chunks are the workers' (this process chunks nothing)."""
+    from pathrag_pipeline.ingest import folder_sync
+
+    settings, docs, store = env
+    (docs / "records.jsonl").write_text((docs / "records.jsonl").read_text() + "{not json\n")
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
+    (docs / "latin1.txt").write_bytes("Caf\xe9 Noir in S\xe3o Paulo.".encode("latin-1"))
+    for i in range(12):
+        (docs / f"many{i}.txt").write_text(f"Note {i}\n\n" + LONG[: 400 * (i + 1)])
+    monkeypatch.setattr(folder_sync, "PARSE_PROCESS_MIN_BYTES", 0)
+    monkeypatch.setattr(folder_sync, "PARSE_BATCH_FILES", 3)     # several batches in flight at once
+    here = Settings.from_env(home=tmp_path / "here", docs=docs, chunk_tokens=200, chunk_overlap=20,
+                             extract_processes=1)
+    sync_folder(here, Store(here.duckdb_path))
+    expected = _tables(Store(here.duckdb_path))
+    assert len(expected[0]) >= 18 and len(expected[1]) > 20
+
+    pools, chunked_here = [], []
+    real_pool, real_chunk_text = folder_sync.ProcessPoolExecutor, folder_sync.chunk_text
+    monkeypatch.setattr(folder_sync, "ProcessPoolExecutor", lambda **kw: pools.append(kw) or real_pool(**kw))
+    monkeypatch.setattr(folder_sync, "chunk_text", lambda *a, **kw: chunked_here.append(a) or real_chunk_text(*a, **kw))
+    workers = Settings.from_env(home=tmp_path / "workers", docs=docs, chunk_tokens=200, chunk_overlap=20,
+                                extract_processes=2)
+    report = sync_folder(workers, Store(workers.duckdb_path))
+    assert [p["max_workers"] for p in pools] == [2] and not chunked_here
+    assert _tables(Store(workers.duckdb_path)) == expected
+    assert {r.rel_path for r in report.failed} >= {"broken.pdf"}
+
+
+def test_a_dead_parse_worker_pool_leaves_parsing_to_this_process(env, tmp_path, monkeypatch, caplog):
+    """Workers that die (a parser crashing its process) cost no file: the batches are parsed here instead."""
+    from pathrag_pipeline.ingest import folder_sync
+    from tests.parse_worker_faults import die
+
+    settings, docs, store = env
+    monkeypatch.setattr(folder_sync, "PARSE_PROCESS_MIN_BYTES", 0)
+    monkeypatch.setattr(folder_sync, "PARSE_BATCH_FILES", 1)
+    here = Settings.from_env(home=tmp_path / "here", docs=docs, chunk_tokens=200, chunk_overlap=20,
+                             extract_processes=1)
+    sync_folder(here, Store(here.duckdb_path))
+    monkeypatch.setattr(folder_sync, "_parse_and_chunk", die)
+    workers = Settings.from_env(home=tmp_path / "workers", docs=docs, chunk_tokens=200, chunk_overlap=20,
+                                extract_processes=2)
+    with caplog.at_level("WARNING", logger="pathrag_pipeline.ingest.folder_sync"):
+        report = sync_folder(workers, Store(workers.duckdb_path))
+    assert not report.failed and _tables(Store(workers.duckdb_path)) == _tables(Store(here.duckdb_path))
+    assert sum("worker processes stopped" in r.getMessage() for r in caplog.records) == 1

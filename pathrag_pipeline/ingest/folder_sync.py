@@ -18,12 +18,16 @@ are kept (the row says so) until the file parses again or is deleted.
 
 from __future__ import annotations
 
+import collections
 import errno
 import hashlib
+import logging
+import multiprocessing
 import os
 import stat as stat_module
 import time
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -31,15 +35,17 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from pathrag_pipeline.ingest.chunking import chunk_text
+from pathrag_pipeline.ingest.chunking import Chunk, chunk_text
 from pathrag_pipeline.ingest.home_folder import check_plan, record_folder, require_folder
-from pathrag_pipeline.config import Settings
+from pathrag_pipeline.config import Settings, usable_cores
 from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.ingest.parsing import ParsedDocument, ParseError, is_supported, parse_file
 from pathrag_pipeline.storage import vector_ledger
 from pathrag_pipeline.storage.store import Store, bump_chunks_version, get_meta, set_meta, transaction, utc_now
 from pathrag_pipeline.storage.write_pacing import WritePacer
 from pathrag_pipeline.text.tokenizer import TOKENIZER_NAME
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -251,6 +257,7 @@ class ParsedFile:
     entry: FileEntry
     documents: list[ParsedDocument]
     error: str | None = None       # whole-file failure
+    chunks: dict[str, list[Chunk]] | None = None   # document id -> its text's chunks, when made where it was parsed
 
 
 def parse_entry(entry: FileEntry, *, max_bytes: int, max_text_bytes: int | None = None) -> ParsedFile:
@@ -406,8 +413,10 @@ def _in_list(column: str) -> str:
 
 
 def write_chunks(con: duckdb.DuckDBPyConnection, texts: dict[str, str], *, max_tokens: int,
-                 overlap: int, errors: dict[str, str] | None = None) -> dict[str, int]:
+                 overlap: int, errors: dict[str, str] | None = None,
+                 chunked: dict[str, list[Chunk]] | None = None) -> dict[str, int]:
     """Replace the chunks of the given documents ({id: text}); returns {document id: chunks written}.
+    ``chunked``: chunks already made of some of these texts with the same settings (by a parse worker).
 
     A document whose chunking raises is marked 'error' with the message (also put in ``errors``); the
     others are written."""
@@ -417,7 +426,9 @@ def write_chunks(con: duckdb.DuckDBPyConnection, texts: dict[str, str], *, max_t
     rows, counts = [], {}
     for doc_id, text in texts.items():
         try:
-            chunks = chunk_text(doc_id, text or "", max_tokens=max_tokens, overlap=overlap)
+            chunks = chunked.get(doc_id) if chunked else None
+            if chunks is None:
+                chunks = chunk_text(doc_id, text or "", max_tokens=max_tokens, overlap=overlap)
         except Exception as exc:  # noqa: BLE001 - one document's crash never stops the others
             message = f"{doc_id}: chunking raised {type(exc).__name__}: {exc}; the document is skipped"
             con.execute("UPDATE documents SET status = 'error', error = ?, text = NULL, updated_at = ? WHERE id = ?",
@@ -485,10 +496,11 @@ def delete_path(con: duckdb.DuckDBPyConnection, rel_path: str) -> int:
 def store_files(con: duckdb.DuckDBPyConnection, files: list[ParsedFile], settings: Settings) -> list[FileResult]:
     """Write parsed files' documents and chunks in one transaction."""
     errors: dict[str, str] = {}
+    chunked = {doc_id: chunks for f in files if f.chunks for doc_id, chunks in f.chunks.items()}
     with transaction(con):
         results, changed = write_documents(con, files)
         counts = write_chunks(con, changed, max_tokens=settings.chunk_tokens, overlap=settings.chunk_overlap,
-                              errors=errors)
+                              errors=errors, chunked=chunked)
     path_of = {doc.id: f.entry.rel_path for f in files for doc in f.documents}
     by_path = {r.rel_path: r for r in results}
     for doc_id, n in counts.items():
@@ -523,6 +535,89 @@ def _parse_batches(paths: list[str], scan: dict[str, FileEntry]):
         yield batch
 
 
+PARSE_PROCESS_MIN_BYTES = 32 * 1024 * 1024
+"""Input to parse from which a sync parses and chunks in worker processes, one per usable core
+(``PATHRAG_EXTRACT_PROCESSES``, the offline stages' setting), while this process writes: below it the ~1 s of
+starting them (spawned, importing the parsers) costs more than it saves. A 100 MB folder parsed and chunked on
+one core while the other idled: ~22 s of a ~250 s offline build (issue 23, both cores)."""
+
+
+def _parse_processes(settings: Settings, todo: list[str], scan: dict[str, FileEntry]) -> int:
+    if sum(scan[p].size for p in todo) < PARSE_PROCESS_MIN_BYTES or len(todo) < 2:
+        return 1
+    return settings.extract_processes or usable_cores()
+
+
+def _parse_and_chunk(entries: list[FileEntry], max_bytes: int, max_text_bytes: int | None, max_tokens: int,
+                     overlap: int) -> list[ParsedFile]:
+    """A parse worker's batch: each file parsed (``parse_entry``) and its documents chunked. A document whose
+    chunking raises is left unchunked here; the writer chunks it again and records the error."""
+    out = []
+    for entry in entries:
+        parsed = parse_entry(entry, max_bytes=max_bytes, max_text_bytes=max_text_bytes)
+        parsed.chunks = {}
+        for doc in parsed.documents:
+            if not doc.error:
+                try:
+                    parsed.chunks[doc.id] = chunk_text(doc.id, doc.text or "", max_tokens=max_tokens, overlap=overlap)
+                except Exception:  # noqa: BLE001 - the writer chunks it again and says what failed
+                    pass
+        out.append(parsed)
+    return out
+
+
+def _parsed_batches(batches, scan: dict[str, FileEntry], settings: Settings, processes: int):
+    """(paths, parsed files) of each batch, in order: parsed here, or with ``processes`` > 1 parsed and chunked
+    by that many worker processes, at most ``processes + 1`` batches ahead of the writer (so memory holds a few
+    batches, not the folder). Should the workers stop (a parser that kills its process on a hostile file, say),
+    the batches not parsed yet are parsed here, as without workers."""
+    def here(batch: list[str]) -> list[ParsedFile]:
+        return [parse_entry(scan[p], max_bytes=settings.max_file_bytes, max_text_bytes=settings.max_text_bytes)
+                for p in batch]
+
+    if processes <= 1:
+        for batch in batches:
+            yield batch, here(batch)
+        return
+    pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"))
+    pending: collections.deque = collections.deque()
+    broken = False
+
+    def stopped(exc: Exception) -> None:
+        nonlocal broken
+        if not broken:
+            log.warning("parsing goes on in this process: its worker processes stopped (%s)", exc)
+        broken = True
+
+    def submit(batch: list[str]):
+        if not broken:
+            try:
+                return pool.submit(_parse_and_chunk, [scan[p] for p in batch], settings.max_file_bytes,
+                                   settings.max_text_bytes, settings.chunk_tokens, settings.chunk_overlap)
+            except Exception as exc:  # noqa: BLE001 - a pool already broken refuses work: parse here
+                stopped(exc)
+        return None
+
+    def collect() -> tuple[list[str], list[ParsedFile]]:
+        batch, future = pending.popleft()
+        if future is not None:
+            try:
+                return batch, future.result()
+            except Exception as exc:  # noqa: BLE001 - a dead worker pool: parse here from now on
+                stopped(exc)
+        return batch, here(batch)
+
+    try:
+        for batch in batches:
+            pending.append((batch, submit(batch)))
+            while len(pending) > processes:
+                yield collect()
+        while pending:
+            yield collect()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path | None = None,
                 trigger: str = "cli", progress=None, run_id: str | None = None,
                 replace_folder: bool = False) -> SyncReport:
@@ -553,9 +648,9 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
     pacer = WritePacer(0.0)
     parsed: list = []
     pending_bytes = 0
-    for batch in _parse_batches(todo, scan):
-        parsed += [parse_entry(scan[p], max_bytes=settings.max_file_bytes, max_text_bytes=settings.max_text_bytes)
-                   for p in batch]
+    for batch, files in _parsed_batches(_parse_batches(todo, scan), scan, settings,
+                                        _parse_processes(settings, todo, scan)):
+        parsed += files
         pending_bytes += sum(scan[p].size for p in batch)
         done += len(batch)
         if pacer.due() or pending_bytes >= WRITE_BATCH_BYTES or done == len(todo):
