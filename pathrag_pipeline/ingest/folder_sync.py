@@ -643,7 +643,8 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
     # Parse in batches outside the connection, write them in short connections. A batch holds at most
     # PARSE_BATCH_FILES files and PARSE_BATCH_BYTES of input (a big file is a batch of its own); parsed batches
     # wait for the next write while writing is cheap next to parsing (``WritePacer``), at most WRITE_BATCH_BYTES
-    # of input, so memory stays bounded by the largest file and that cap, not by the folder.
+    # of input, so memory stays bounded by the largest file and that cap, not by the folder (with parse workers,
+    # plus the batches they hold: at most one per worker, ``_parsed_batches``).
     done = 0
     pacer = WritePacer(0.0)
     parsed: list = []
