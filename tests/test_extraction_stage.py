@@ -246,6 +246,38 @@ def test_same_text_under_another_chunk_id_is_a_cache_hit(corpus: Corpus, openai_
     assert "ada-copy.txt" in corpus.query("SELECT document_ids FROM entities WHERE name = 'Lovelace'")[0][0]
 
 
+def test_a_replaced_or_deleted_result_is_kept_once_and_served_when_its_text_comes_back(corpus: Corpus,
+                                                                                        openai_server) -> None:
+    extractor = llm_extractor(openai_server)
+    run_extraction(corpus.store, extractor)
+    live = "SELECT count(*) FROM extractions WHERE status = 'ok'"
+    cached = "SELECT chunk_hash FROM extraction_cache ORDER BY 1"
+    # every result is stored once: in its record, not also in the cache
+    assert corpus.query(live)[0][0] == len(DOCS) and corpus.query(cached) == []
+    ada_hash = corpus.query("SELECT chunk_hash FROM extractions WHERE document_id = 'ada.txt'")[0][0]
+    alan_hash = corpus.query("SELECT chunk_hash FROM extractions WHERE document_id = 'alan.txt'")[0][0]
+
+    corpus.write("ada.txt", DOCS["ada.txt"] + " She met Mary Somerville.")   # replaces ada's record
+    corpus.delete("alan.txt")                                                # deletes alan's
+    corpus.sync()
+    openai_server.reset()
+    stats = run_extraction(corpus.store, extractor)
+    assert (stats.extracted, stats.cache_hits, openai_server.count("chat")) == (1, 0, 2)
+    assert corpus.query(cached) == sorted([(ada_hash,), (alan_hash,)])
+    assert "Turing" not in entity_names(corpus)
+
+    # the edit undone and the file back: both from the kept results, no call
+    corpus.write("ada.txt", DOCS["ada.txt"])
+    corpus.write("alan.txt", DOCS["alan.txt"])
+    corpus.sync()
+    openai_server.reset()
+    stats = run_extraction(corpus.store, extractor)
+    assert (stats.pending, stats.cache_hits, stats.extracted, stats.calls) == (2, 2, 0, 0)
+    assert openai_server.count("chat") == 0
+    assert {"Turing", "Lovelace"} <= entity_names(corpus) and "Somerville" not in entity_names(corpus)
+    assert corpus.query("SELECT calls FROM extraction_cache WHERE chunk_hash = ?", [ada_hash]) == [(2,)]
+
+
 def test_crash_after_first_batch_resumes_without_repeating_finished_chunks(corpus: Corpus, openai_server) -> None:
     extractor = llm_extractor(openai_server)
 

@@ -11,8 +11,9 @@ Why it is shaped this way:
 - Results are written batch by batch, each batch in one transaction that also records which graph keys it
   made stale (``pathrag_meta`` key ``graph_dirty``). A crash loses at most the batch in flight; the next run
   does not repeat finished chunks and still merges the keys the crashed run left dirty.
-- The same text under another chunk id (a renamed file, a repeated paragraph) is served from
-  ``extraction_cache`` with zero calls; within a run each distinct text is extracted once.
+- The same text under another chunk id (a renamed file, a repeated paragraph) is served from the stored results
+  (an ok record of ``extractions``, or ``extraction_cache`` for records since replaced or deleted:
+  ``extraction_records.cached_results``) with zero calls; within a run each distinct text is extracted once.
 - A chunk whose output stays invalid (``LLMOutputError``), or whose extractor raises anything else, is
   recorded ``failed`` with its error and the rest of the run goes on. An endpoint that stays unreachable for several chunks in a row aborts the run instead
   of failing every remaining chunk; what finished is kept. When the LLM client itself stops (repeated
@@ -54,7 +55,7 @@ from pathrag_pipeline.index.extraction_models import (
     ChunkExtraction,
     result_cap,
 )
-from pathrag_pipeline.index.extraction_records import ExtractionRecord, delete_records, write_records
+from pathrag_pipeline.index.extraction_records import ExtractionRecord, cached_results, delete_records, write_records
 from pathrag_pipeline.index.mention_index import MentionRows, entries, prepare_mentions
 from pathrag_pipeline.index.graph_merge import (
     DEFAULT_MAX_DESCRIPTION_TOKENS,
@@ -196,11 +197,7 @@ def plan_extraction(con: duckdb.DuckDBPyConnection, extractor_id: str, retry_key
     replaced = sum(1 for r in rows if r[5] and r[6] != extractor_id)
     removed = [r[0] for r in con.execute(f"SELECT chunk_id {_STALE_RECORDS} ORDER BY chunk_id").fetchall()]
     hashes = sorted({p.chunk_hash for p in pending})
-    cached = {h for (h,) in con.execute(
-        """SELECT chunk_hash FROM extraction_cache
-           WHERE extractor = ? AND chunk_hash IN (SELECT unnest(?::VARCHAR[]))""",
-        [extractor_id, hashes],
-    ).fetchall()} if hashes else set()
+    cached = set(cached_results(con, extractor_id, hashes, results=False))
     total = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
     return ExtractionPlan(total, pending, cached, removed, replaced, given_up)
 
@@ -485,10 +482,7 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
             persist_changes(con, plan.removed_chunk_ids, [])
             for start in range(0, len(hits), TEXT_BATCH):
                 batch = hits[start:start + TEXT_BATCH]
-                stored = dict(con.execute(
-                    """SELECT chunk_hash, result FROM extraction_cache
-                       WHERE extractor = ? AND chunk_hash IN (SELECT unnest(?::VARCHAR[]))""",
-                    [identity, sorted({c.chunk_hash for c in batch})]).fetchall())
+                stored = cached_results(con, identity, {c.chunk_hash for c in batch})
                 persist_changes(con, [], [_record(c, identity, result_json=stored[c.chunk_hash]) for c in batch])
     stats.cache_hits = len(hits)
 

@@ -107,7 +107,7 @@ DDL = [
     CREATE TABLE IF NOT EXISTS extraction_cache (
         chunk_hash    VARCHAR NOT NULL,      -- sha256 of the chunk text: same text, same result, whatever its chunk id
         extractor     VARCHAR NOT NULL,      -- same meaning as extractions.extractor; a new model or prompt misses the cache
-        result        JSON NOT NULL,         -- ChunkExtraction as JSON (only successful extractions are cached)
+        result        JSON NOT NULL,         -- ChunkExtraction as JSON of a replaced or deleted 'ok' record
         calls         INTEGER,               -- LLM calls the original extraction cost
         prompt_tokens INTEGER,
         completion_tokens INTEGER,
@@ -284,7 +284,7 @@ DDL = [
         calls         INTEGER NOT NULL,      -- HTTP requests sent, retries and re-asks included (0 offline)
         prompt_tokens INTEGER NOT NULL,
         completion_tokens INTEGER NOT NULL,
-        cache_hits    INTEGER NOT NULL,      -- items answered from extraction_cache / description_summaries without a call
+        cache_hits    INTEGER NOT NULL,      -- items answered from stored results (extractions, extraction_cache) / description_summaries without a call
         failed        INTEGER NOT NULL,      -- items whose output stayed invalid or empty (extractions.status = 'failed' or 'empty')
         seconds       DOUBLE,                -- wall time of the stage (so far, while the run goes on)
         created_at    TIMESTAMP NOT NULL     -- one row per stage per run, rewritten as calls are made: a killed run's calls are in it
