@@ -101,6 +101,67 @@ def _varied_texts(chars: int) -> list[str]:
     return texts
 
 
+def _reference_row(text: str, dim: int = 1024) -> np.ndarray:
+    """One text's unnormalised row as the documented features say, text by text (the loop the block code replaced
+    in issue 23): per distinct word in first-occurrence order its word features x (1 + ln tf) x stopword factor,
+    then per distinct bigram its signed hash x BIGRAM_WEIGHT x (1 + ln tf), summed in that order."""
+    import math
+    from collections import Counter
+
+    from pathrag_pipeline.llm import embedding as e
+
+    words = [e._stem(w) for w in e._WORD.findall(e._fold(text))]
+    flat, values = [], []
+    for word, tf in Counter(words).items():
+        index, value = e._word_features(word, dim)
+        weight = np.float32((1.0 + math.log(tf)) * (e.STOPWORD_WEIGHT if word in e.STOPWORDS else 1.0))
+        flat.extend(index.tolist())
+        values.extend((value * weight).tolist())
+    for pair, tf in Counter(map(" ".join, zip(words, words[1:]))).items():
+        index, sign = e._bigram_feature(pair, dim)
+        flat.append(index)
+        values.append(float(np.float32(sign * e.BIGRAM_WEIGHT * (1.0 + math.log(tf)))))
+    return np.bincount(np.asarray(flat, dtype=np.int64), weights=np.asarray(values), minlength=dim)
+
+
+def test_hashing_block_gives_each_text_the_row_of_the_text_by_text_features(monkeypatch):
+    """The block code counts every text's words and bigrams at once (issue 23, speed); each row must still be the
+    text's own, bit for bit, whatever else is in its block and wherever the block splits."""
+    import random
+
+    from pathrag_pipeline.llm import embedding as e
+
+    rng = random.Random(7)
+    vocabulary = ["the", "of", "Ada", "ada's", "Zürich", "cats", "cat", "x", "1960", "éé", "ß", "İstanbul", "a_b",
+                  "ﬁne", "Copenhagen", "university", "river", "", "  ", "\n", "-", "U.S.", "relationships"]
+    texts = ["", " ", "a", "the the the", "a b a b a b", "Zürich's Zürich", "x" * 300] + [
+        " ".join(rng.choice(vocabulary) for _ in range(rng.randint(0, 40))) for _ in range(400)]
+    texts += _varied_texts(20_000)
+    expected = np.stack([_reference_row(t) for t in texts])
+    embedder = HashingEmbedder()
+    assert np.array_equal(embedder._embed_block(texts, 0), expected)
+    shuffled = list(range(len(texts)))
+    rng.shuffle(shuffled)
+    assert np.array_equal(embedder._embed_block([texts[i] for i in shuffled], 0), expected[shuffled])
+    for size in (1, 3, 64):
+        parts = [embedder._embed_block(texts[i:i + size], i) for i in range(0, len(texts), size)]
+        assert np.array_equal(np.concatenate(parts), expected)
+    # a block whose (text, word, word) keys would not fit an int64 is split in halves, same rows
+    calls = []
+    real = HashingEmbedder._embed_block
+
+    def recording(self, block, offset):
+        calls.append(len(block))
+        return real(self, block, offset)
+
+    monkeypatch.setattr(e, "BIGRAM_KEY_LIMIT", 10_000)
+    monkeypatch.setattr(HashingEmbedder, "_embed_block", recording)
+    assert np.array_equal(embedder._embed_block(texts[:40], 0), expected[:40])
+    assert calls[:3] == [40, 20, 20]
+    monkeypatch.undo()
+    assert np.array_equal(embedder.embed(texts), e.l2_normalise(expected.copy()))
+
+
 def test_hashing_in_several_processes_gives_the_vectors_of_one():
     """Issue 23 (both cores): a large call is split over worker processes; each text's vector is its own, so
     the result equals one process's, in order, and a bad item is named by its place in the whole call."""
