@@ -659,6 +659,12 @@ def test_mentions_inserted_and_parts_streamed_in_small_pieces_equal_one_piece(mo
                                     mentions=prepare_mentions(*entries(r.result))) for r in records]
     assert build(prepared) == whole
     assert len(held) > 20 and max(held) < 10 + one_record
+    # ... and many records' prepared rows in one insert (their ids are made for all of them at once)
+    held.clear()
+    monkeypatch.setattr(mention_index, "INSERT_ROWS", 10**6)
+    assert build(prepared) == whole
+    assert held == [sum(len(r.mentions) for r in prepared)]
+    monkeypatch.setattr(mention_index, "INSERT_ROWS", 10)
     # ... and as they reach the writing process from a worker process (pickled: MentionRows.__reduce__)
     shipped = [dataclasses.replace(r, mentions=pickle.loads(pickle.dumps(r.mentions))) for r in prepared]
     assert all(s.mentions.tables.keys() == r.mentions.tables.keys()

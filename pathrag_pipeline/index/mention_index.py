@@ -29,6 +29,7 @@ from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from pathrag_pipeline.index import entity_tallies
@@ -242,7 +243,8 @@ class _Rows:
         self.record_parts = record_parts
         self.record_tallies = record_tallies
         self.cols: dict[str, tuple[list, ...]] = {t: tuple([] for _ in c) for t, c in _COLUMNS.items()}
-        self.prepared: dict[str, list[pa.Table]] = {t: [] for t in _COLUMNS}
+        self.prepared: dict[str, list[pa.Table]] = {t: [] for t in _COLUMNS}   # records' rows without ids ...
+        self.prepared_ids: dict[str, list[tuple[str, str, int]]] = {t: [] for t in _COLUMNS}   # ... and whose
         self.held = 0
 
     def add(self, chunk_id: str, document_id: str, entities: Iterable[tuple], relations: Iterable[tuple]) -> None:
@@ -262,15 +264,14 @@ class _Rows:
         self._maybe_insert()
 
     def add_prepared(self, chunk_id: str, document_id: str, rows: MentionRows) -> None:
-        """One record's rows as ``prepare_mentions`` made them (the same rows ``add`` makes from its entries)."""
+        """One record's rows as ``prepare_mentions`` made them (the same rows ``add`` makes from its entries).
+        Their id columns are made at ``insert``, for all the records held at once (``_with_ids``)."""
         for table, part in rows.tables.items():
             n = part.num_rows
             if not n:
                 continue
-            ids = [pa.array([chunk_id] * n, pa.string())]
-            if _ID_COLUMNS[table] == 2:
-                ids.append(pa.array([document_id] * n, pa.string()))
-            self.prepared[table].append(pa.Table.from_arrays([*ids, *part.columns], names=list(_COLUMNS[table])))
+            self.prepared[table].append(part)
+            self.prepared_ids[table].append((chunk_id, document_id, n))
             self.held += n
         self._maybe_insert()
 
@@ -283,13 +284,14 @@ class _Rows:
         batches = {}
         for table in _COLUMNS:
             values = self.cols[table]
-            parts = self.prepared[table]
+            parts = [_with_ids(table, self.prepared[table], self.prepared_ids[table])] if self.prepared[table] else []
             if values[0]:
                 parts.append(_arrow(table, values))
             batches[table] = pa.concat_tables(parts) if parts else _arrow(table, values)
             for v in values:
                 v.clear()
-            parts.clear()
+            self.prepared[table].clear()
+            self.prepared_ids[table].clear()
         self.held = 0
         if not any(batch.num_rows for batch in batches.values()):
             return
@@ -308,6 +310,19 @@ class _Rows:
         finally:
             for table in batches:
                 self.con.unregister(f"_mentions_{table}")
+
+
+def _with_ids(table: str, parts: list[pa.Table], ids: list[tuple[str, str, int]]) -> pa.Table:
+    """Records' rows without ids (``MentionRows``) as one table of ``table``'s columns: each record's chunk id (and
+    document id) repeated over its rows, contiguous. Made here for all of them at once, not per record: a table
+    of a few rows per record, each with its own id arrays, cost the writing process ~1 ms a record (thousands of
+    small Arrow tables, then as many chunks for DuckDB to insert; issue 23, measured by hand)."""
+    body = pa.concat_tables(parts).combine_chunks()
+    take = pa.array(np.repeat(np.arange(len(ids)), [n for _, _, n in ids]))
+    columns = [pa.array([c for c, _, _ in ids], pa.string()).take(take)]
+    if _ID_COLUMNS[table] == 2:
+        columns.append(pa.array([d for _, d, _ in ids], pa.string()).take(take))
+    return pa.Table.from_arrays([*columns, *body.columns], names=list(_COLUMNS[table]))
 
 
 MENTION_TABLES = ("entity_names", "entity_mentions", "relation_mentions", "mention_texts")
