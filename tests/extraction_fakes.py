@@ -116,3 +116,21 @@ class Corpus:
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
         with self.store.connect() as con:
             return con.execute(sql, params or []).fetchall()
+
+
+class CrashingOfflineExtractor:
+    """The offline rules, raising on texts that hold ``crash_on`` (a rule bug on one bad text): CPU-bound, so the
+    extraction stage runs it in worker processes; importable there (spawned workers import it by name)."""
+
+    identity = "offline-crashing-test"
+    cpu_bound = True
+
+    def __init__(self, crash_on: str) -> None:
+        self.crash_on = crash_on
+
+    def extract(self, text: str, title: str | None):
+        from pathrag_pipeline.index.llm_extraction import OfflineExtractor
+
+        if self.crash_on in text:
+            raise ValueError(f"cannot read {self.crash_on!r}")
+        return OfflineExtractor().extract(text, title)

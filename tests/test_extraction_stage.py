@@ -554,6 +554,29 @@ def test_offline_extraction_in_worker_processes_writes_the_same_tables_as_one_pr
     assert out[1] == out[2] and out[1][1]
 
 
+def test_a_text_that_crashes_a_worker_process_fails_alone_in_its_task(tmp_path, monkeypatch) -> None:
+    """Worker processes get several texts a task (PROCESS_TASK_TEXTS); an extractor raising on one of them fails
+    that chunk only, with what was raised, and the others of the task are written."""
+    from pathrag_pipeline.index import extraction_stage
+    from tests.extraction_fakes import CrashingOfflineExtractor
+
+    monkeypatch.setattr(extraction_stage, "PROCESS_MIN_TEXTS", 2)
+    corpus = Corpus(tmp_path)
+    for name, text in DOCS.items():
+        corpus.write(name, text)
+    corpus.sync()
+    assert extraction_stage.PROCESS_TASK_TEXTS >= len(DOCS)   # one task holds every text
+    stats = run_extraction(corpus.store, CrashingOfflineExtractor("Grace Hopper"), processes=2)
+    assert stats.processes == 2
+    assert (stats.pending, stats.extracted, stats.failed) == (len(DOCS), len(DOCS) - 1, 1)
+    rows = corpus.query("SELECT document_id, status, error FROM extractions ORDER BY 1")
+    assert [(d, s) for d, s, _ in rows] == [(d, "failed" if d == "grace.txt" else "ok") for d in sorted(DOCS)]
+    error = next(e for d, _, e in rows if d == "grace.txt")
+    assert "raised ValueError: cannot read 'Grace Hopper'" in error
+    names = " | ".join(entity_names(corpus))
+    assert "Turing" in names and "Hopper" not in names
+
+
 @pytest.mark.parametrize("cap, value, first", [("MAX_BATCH_RECORDS", 2, 2), ("MAX_BATCH_MENTION_ROWS", 1, 1)])
 def test_a_batch_is_written_at_its_cap_even_when_no_write_is_due(corpus: Corpus, monkeypatch, cap, value,
                                                                  first) -> None:
