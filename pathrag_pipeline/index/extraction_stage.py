@@ -423,7 +423,8 @@ def _start_worker(extractor: Extractor) -> None:
 
 PROCESS_TASK_TEXTS = 8
 """Texts per task sent to a worker process: each task costs the writing process a submit (pickling, waking the
-pool's thread) and a result to collect, ~0.3 ms, against ~8 ms to extract a dense chunk offline (issue 23)."""
+pool's thread) and a result to collect, ~0.3 ms, against ~8 ms to extract a dense chunk offline (issue 23). One text
+a task -> 8: a 100 MB build's extraction stage 149.9 -> 131.2 s; 32 gave 131.7 s (one run each, same machine)."""
 
 
 @dataclass(frozen=True)
