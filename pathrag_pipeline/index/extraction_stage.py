@@ -407,11 +407,11 @@ PROCESS_QUEUE_PER_WORKER = 256
 """Texts submitted ahead per worker process (threads: 2 per call in flight). The process that writes the records
 submits no text while it writes a batch, and at 100 MB a batch write takes ~0.7-1 s; the workers must not run dry
 meanwhile. With 2 texts queued per worker they idled through every write, and with 32 (~0.3 s of offline
-extraction per worker) still through most of each: `pathrag bench scale` on 82bb804 against the run before it, the 100 MB build's
-extraction stage 203.4 -> 186.4 s; with 256 (~2 s of work per worker) the phase in which the workers run went
-111.8 -> 101.7 s (one run each, same machine, issue 23). Offline extraction never aborts on an endpoint, so a
-deeper queue wastes nothing; it holds a text (~5 kB) and, once done, its result (~100 kB with its mention rows)
-per slot until this process collects it: at most ~50 MB with two workers, whatever the corpus."""
+extraction per worker) still through most of each: `pathrag bench scale` on 82bb804 against the run before it,
+the 100 MB build's extraction stage 203.4 -> 186.4 s; with 256 (~2 s of work per worker) it went 167.4 -> 156.0 s
+(one run each, same machine, issue 23). Offline extraction never aborts on an endpoint, so a deeper queue wastes
+nothing; it holds a text (~5 kB) and, once done, its result (~100 kB with its mention rows) per slot until this
+process collects it: at most ~50 MB with two workers, whatever the corpus."""
 
 _WORKER_EXTRACTOR: Extractor | None = None
 

@@ -177,9 +177,10 @@ class HashingEmbedder:
     VERSION = "hashing-v1"
     PARALLEL_MIN_CHARS = 1_000_000
     """Characters per call from which the other processes take part: ~0.1-0.15 s of work in one process
-    (~0.1-0.15 us per character, passages and relation texts alike), against a few ms to send the texts and receive the vectors.
-    Starting the workers costs ~0.5-1 s of CPU once per process, so small homes (the sample corpus, an edit's
-    few hundred texts) never start them; an index build's calls of 4,096 passages (~20 MB) always do."""
+    (~0.1-0.15 us per character, passages and relation texts alike), against a few ms to send the texts and
+    receive the vectors. Starting the workers costs ~0.5-1 s of CPU once per process, so small homes (the sample
+    corpus, an edit's few hundred texts) never start them; an index build's calls of 4,096 passages (~20 MB)
+    always do."""
 
     def __init__(self, dim: int = 1024, processes: int = 1) -> None:
         if not isinstance(dim, int) or dim < 16:
@@ -282,7 +283,8 @@ class HashingEmbedder:
             b_rows, b_words = np.divmod(b_pairs, v * v)
             distinct, inverse = np.unique(b_words, return_inverse=True)
             firsts, seconds = np.divmod(distinct, v)
-            hashed = [_bigram_feature(vocab[a] + " " + vocab[b], dim) for a, b in zip(firsts.tolist(), seconds.tolist())]
+            hashed = [_bigram_feature(vocab[a] + " " + vocab[b], dim)
+                      for a, b in zip(firsts.tolist(), seconds.tolist())]
             b_index = np.fromiter((h[0] for h in hashed), np.int64, len(hashed))[inverse]
             b_sign = np.fromiter((h[1] for h in hashed), np.float64, len(hashed))[inverse]
             flat = np.concatenate([flat, b_rows * dim + b_index])
