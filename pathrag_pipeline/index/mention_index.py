@@ -243,8 +243,9 @@ class _Rows:
         self.record_parts = record_parts
         self.record_tallies = record_tallies
         self.cols: dict[str, tuple[list, ...]] = {t: tuple([] for _ in c) for t, c in _COLUMNS.items()}
-        self.prepared: dict[str, list[pa.Table]] = {t: [] for t in _COLUMNS}   # records' rows without ids ...
-        self.prepared_ids: dict[str, list[tuple[str, str, int]]] = {t: [] for t in _COLUMNS}   # ... and whose
+        # prepared records' rows without ids, and per record (chunk id, document id, rows): ``_with_ids``
+        self.prepared: dict[str, list[pa.Table]] = {t: [] for t in _COLUMNS}
+        self.prepared_ids: dict[str, list[tuple[str, str, int]]] = {t: [] for t in _COLUMNS}
         self.held = 0
 
     def add(self, chunk_id: str, document_id: str, entities: Iterable[tuple], relations: Iterable[tuple]) -> None:
