@@ -95,3 +95,25 @@ def test_the_section_says_which_edits_merged_row_groups():
     old = edit(2.0, 0)
     del old["row_group_merges"]   # results of a run from before the count: no claim either way
     assert "merged DuckDB" not in section([old])
+
+
+def test_the_one_process_build_is_of_the_main_size_in_a_home_of_its_own(tmp_path, monkeypatch):
+    """Issue 23 sets the build time at --size-mb and asks for the speedup over one process: the one-process build
+    is of that corpus, and the edits run on the home the workers built."""
+    from pathrag_pipeline.bench import scale
+
+    calls = []
+
+    def fake_measure(home, folder, timeout_s=0, processes=0):
+        calls.append((home.name, folder.name, processes))
+        seconds = {s: 1.0 for s in ("ingest", "extraction", "merge", "embeddings", "total")}
+        return {"seconds": seconds, "peak_rss_mib": 1.0, "extract_processes": processes or 2,
+                "graph": {"entities": 1, "relations": 1}, "chunks_written": 1}
+
+    monkeypatch.setattr(scale, "measure_index", fake_measure)
+    result = run_scale_bench(size_mb=0.2, files=10, small_fraction=0.5, parts="corpus", workdir=tmp_path, edits=1)
+    assert calls == [("home-0.1MB", "corpus-0.1MB", 0), ("home-0.2MB", "corpus-0.2MB", 0),
+                     ("home-0.2MB-one-process", "corpus-0.2MB", 1), ("home-0.2MB", "corpus-0.2MB", 0)]
+    assert "one_process" in result["sizes"][1] and "one_process" not in result["sizes"][0]
+    assert "the 0.2 MB one also with its offline extraction and embedding in one process" in scale_section(result)
+    assert f"Both cores ({result['sizes'][1]['size_mb']} MB)" in scale_section(result)

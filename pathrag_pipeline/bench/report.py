@@ -504,7 +504,7 @@ def scale_section(r: dict[str, Any]) -> str:
         _reproduce(cmd),
         ("A deterministic generated corpus (the English-like prose with named entities of `pathrag bench ingest`, "
          ".txt and .md files of about equal size) indexed offline from scratch by `run_indexing` at two sizes (the "
-         f"smaller also with its offline extraction and embedding in one process); then "
+         f"{r['size_mb']:g} MB one also with its offline extraction and embedding in one process); then "
          f"{_edit_count(r)} files of the {r['size_mb']:g} MB corpus edited and re-indexed one at a time"
          + (f"; a third corpus of {r['memory_mb']:g} MB built the same way (not edited), for the memory growth"
             if r.get("memory_mb") else "") + ("; then " if files_part else ". ") if corpus_part else "")
