@@ -3,10 +3,10 @@
 A deterministic generated corpus (the English-like prose with named entities of ``bench.ingest``, in files
 of about ``size / files`` bytes) is indexed offline from scratch at two sizes, so the growth of peak memory
 with corpus size can be read off (``--memory-mb``: and at a third, larger size, built but not edited); the
-``--size-mb`` corpus is built a second time with extraction and embedding in one process (the speedup of the worker
-processes); then ``EDITS`` files of the ``--size-mb`` corpus are edited and re-indexed one at a time (eight; one write connection
-in 64 merges DuckDB row groups, and the section says which edits paid for it); then one
-40 MB .txt file and one 200,000-line JSONL file are indexed on their own. Every measurement runs
+``--size-mb`` corpus is built a second time with extraction and embedding in one process (the speedup of the
+worker processes); then ``EDITS`` files of the ``--size-mb`` corpus are edited and re-indexed one at a time
+(eight; one write connection in 64 merges DuckDB row groups, and the section says which edits paid for it); then
+one 40 MB .txt file and one 200,000-line JSONL file are indexed on their own. Every measurement runs
 ``run_indexing`` in a fresh child process, whose own peak resident memory (``getrusage(RUSAGE_SELF)
 .ru_maxrss`` read in the child when it finishes) is reported, so one measurement's memory never hides
 another's. Results are written to ``results.json`` in the work folder after each step, so a long run that
