@@ -134,3 +134,25 @@ class CrashingOfflineExtractor:
         if self.crash_on in text:
             raise ValueError(f"cannot read {self.crash_on!r}")
         return OfflineExtractor().extract(text, title)
+
+
+class DyingWorkerOfflineExtractor:
+    """The offline rules, but a worker process given a text holding ``die_on`` ends at once (as one the kernel
+    kills for memory would); in the run's own process it extracts as the offline rules do. CPU-bound and importable
+    by name, so the extraction stage runs it in spawned worker processes."""
+
+    identity = "offline-dying-worker-test"
+    cpu_bound = True
+
+    def __init__(self, die_on: str) -> None:
+        self.die_on = die_on
+
+    def extract(self, text: str, title: str | None):
+        import multiprocessing
+        import os
+
+        from pathrag_pipeline.index.llm_extraction import OfflineExtractor
+
+        if self.die_on in text and multiprocessing.parent_process() is not None:
+            os._exit(3)
+        return OfflineExtractor().extract(text, title)

@@ -577,6 +577,37 @@ def test_a_text_that_crashes_a_worker_process_fails_alone_in_its_task(tmp_path, 
     assert "Turing" in names and "Hopper" not in names
 
 
+def test_worker_processes_that_die_leave_their_texts_and_the_rest_to_this_process(tmp_path, monkeypatch,
+                                                                                  caplog) -> None:
+    """A worker process that ends (killed for memory, say) breaks the pool: every task in flight fails at once and
+    the pool takes no more. Every text in flight (up to PROCESS_QUEUE_PER_WORKER a worker) failed with it and the
+    next submit stopped the run (BrokenProcessPool); now the texts in flight and the rest are extracted in this
+    process, with one warning, and the tables are those of one process."""
+    from pathrag_pipeline.index import extraction_stage
+    from tests.extraction_fakes import DyingWorkerOfflineExtractor
+
+    monkeypatch.setattr(extraction_stage, "PROCESS_MIN_TEXTS", 2)
+    monkeypatch.setattr(extraction_stage, "PROCESS_TASK_TEXTS", 1)      # texts in flight, others not sent yet
+    docs = {**DOCS, **{f"town{i:02d}.txt": f"Town {i} Council met Mayor Number{i} in Valmere." for i in range(24)}}
+    tables = ("SELECT chunk_id, status, error, result FROM extractions ORDER BY 1",
+              "SELECT * EXCLUDE (updated_at) FROM entities ORDER BY 1",
+              "SELECT * EXCLUDE (updated_at) FROM relations ORDER BY 1")
+    out, stats = {}, {}
+    for processes in (1, 2):
+        corpus = Corpus(tmp_path / f"p{processes}")
+        for name, text in docs.items():
+            corpus.write(name, text)
+        corpus.sync()
+        with caplog.at_level("WARNING", logger="pathrag_pipeline.index"):
+            stats[processes] = run_extraction(corpus.store, DyingWorkerOfflineExtractor("Grace Hopper"),
+                                              processes=processes)
+        out[processes] = [corpus.query(q) for q in tables]
+    assert (stats[2].pending, stats[2].extracted, stats[2].failed) == (len(docs), len(docs), 0)
+    assert stats[2].processes == 1                         # said: it ended in this process
+    assert out[2] == out[1] and {s for _, s, _, _ in out[2][0]} == {"ok"}
+    assert sum("worker processes stopped" in r.getMessage() for r in caplog.records) == 1
+
+
 @pytest.mark.parametrize("cap, value, first", [("MAX_BATCH_RECORDS", 2, 2), ("MAX_BATCH_MENTION_ROWS", 1, 1)])
 def test_a_batch_is_written_at_its_cap_even_when_no_write_is_due(corpus: Corpus, monkeypatch, cap, value,
                                                                  first) -> None:

@@ -27,7 +27,9 @@ Why it is shaped this way:
 - A CPU-bound extractor (the offline rules: ``cpu_bound``) runs in ``processes`` worker processes instead of
   threads, which the GIL would hold to one core (issue 23), once a run has ``PROCESS_MIN_TEXTS`` texts per
   process to extract (a smaller run would spend longer starting them). Records, cache and graph are written by
-  this process as with threads, so the tables are the same as one process gives.
+  this process as with threads, so the tables are the same as one process gives. Should the worker processes
+  stop (one killed for memory, say), the texts they held and the rest are extracted in this process, one warning
+  says so, and the run goes on.
 - What one chunk stores is capped, whatever the extractor (``extraction_models.result_cap``): a larger result
   keeps its first entities and relations that fit, the record says so in its ``error`` column (status stays
   'ok'), the chunk is counted in ``ExtractionStats.trimmed`` and one warning names the chunk and its document.
@@ -43,6 +45,7 @@ import time
 import uuid
 import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Literal
 
@@ -734,7 +737,8 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
             for group in groups:
                 yield group, None, exc
             return
-        for group, item in zip(groups, value if in_processes else [value]):
+        # a list from a worker process (a task finished there may be collected after the fall-back to threads)
+        for group, item in zip(groups, value if isinstance(value, list) else [value]):
             yield (group, None, item) if isinstance(item, _Raised) else (group, item, None)
 
     try:
@@ -747,13 +751,32 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
         per_task = PROCESS_TASK_TEXTS if in_processes else 1
         in_queue = [0]   # groups in flight
 
+        def in_this_process(exc: BaseException) -> None:
+            """The worker processes stopped (one killed for memory, say: the pool is broken and takes no task): go on
+            in this process, one text at a time, as a run too small for processes would."""
+            nonlocal pool, in_processes, window, per_task
+            if in_processes:
+                log.warning("extraction goes on in this process: its worker processes stopped (%s)", exc)
+                pool.shutdown(wait=False, cancel_futures=True)
+                pool, in_processes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="extract"), False
+                window, per_task = 2, 1
+                stats.processes = 1
+
+        def put(groups: list[list[PendingChunk]]) -> None:
+            try:
+                future = submit(groups)
+            except BrokenProcessPool as exc:
+                in_this_process(exc)
+                future = submit(groups)
+            running[future] = groups
+            in_queue[0] += len(groups)
+
         def refill() -> None:
             while abort is None and in_queue[0] < window:
                 groups = list(itertools.islice(queue, min(per_task, window - in_queue[0])))
                 if not groups:
                     return
-                running[submit(groups)] = groups
-                in_queue[0] += len(groups)
+                put(groups)
 
         refill()
         stopped = False
@@ -764,6 +787,11 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                 groups = running.pop(future)
                 in_queue[0] -= len(groups)
                 if future.cancelled():
+                    continue
+                if isinstance(future.exception(), BrokenProcessPool):
+                    in_this_process(future.exception())   # its texts are extracted again, here
+                    for group in groups:
+                        put([group])
                     continue
                 done += len(groups)
                 for group, outcome, exc in outcomes(future, groups):
