@@ -269,3 +269,21 @@ def test_each_failed_chunk_is_printed_once(folder, monkeypatch, openai_server: F
     lines = [r.getMessage() for r in caplog.records if r.name == "pathrag_pipeline.index"] + [result.output]
     assert sum(line.count("output still invalid") for line in lines) == 1, lines
     assert "1 chunk(s) failed" in result.output
+
+
+def test_index_from_a_bad_triples_file_is_one_line_and_keeps_the_index(folder, tmp_path) -> None:
+    """A triples file with no triple in it is the user's to fix: one line naming the file and the line, as every
+    other bad input gets (it was a Dagster step's traceback of ~100 lines), and what was indexed stays."""
+    from pathrag_pipeline.config import Settings
+    from pathrag_pipeline.storage.store import Store
+
+    assert CliRunner().invoke(main, ["index", str(folder)]).exit_code == 0
+    store = Store(Settings.from_env().duckdb_path)
+    with store.connect(read_only=True) as con:
+        before = con.execute("SELECT count(*) FROM extractions").fetchone()[0]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    line = one_line_error(CliRunner().invoke(main, ["index", str(folder), "--triples", str(bad)]))
+    assert f"{bad}:1: not JSON" in line
+    with store.connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM extractions").fetchone()[0] == before > 0

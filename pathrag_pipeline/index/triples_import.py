@@ -21,6 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pathrag_pipeline.errors import PipelineError
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
 from pathrag_pipeline.index.extraction_records import ExtractionRecord
 from pathrag_pipeline.index.extraction_stage import merge_dirty, persist_changes
@@ -31,7 +32,7 @@ IMPORT_PREFIX = "import:"
 _FIELDS = ("doc_id", "subject", "predicate", "object")
 
 
-class TriplesImportError(ValueError):
+class TriplesImportError(PipelineError, ValueError):
     """The triples file cannot be imported; the message names the file, the line or ids, and the fix."""
 
 
