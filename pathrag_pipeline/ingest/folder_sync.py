@@ -140,7 +140,9 @@ def scan_folder(root: Path, *, max_bytes: int, cache: HashCache | None = None) -
     ``cache`` (ingest/hash_cache.py): a file whose stat signature it holds is not read again; saved at the end."""
     root = Path(root)
     if not root.is_dir():
-        raise FileNotFoundError(f"document folder {root} does not exist or is not a folder; set PATHRAG_DOCS or pass a PATH")
+        raise FileNotFoundError(f"document folder {root} does not exist or is not a folder"
+                                "; check the path given to `pathrag index` (or PATHRAG_DOCS, the folder the Dagster "
+                                "sensor and schedule watch)")
     root_real = root.resolve()
     scan = FolderScan()
 

@@ -81,7 +81,8 @@ def require_folder(store: Store, folder: Path, home: Path) -> None:
             held = (f" (is a disk not mounted, or the path mistyped?); nothing was changed in PATHRAG_HOME {home} "
                     f"({_count(documents)}{_source(recorded)})")
     raise FolderMissing(f"document folder {folder} does not exist or is not a folder{held}; "
-                        "set PATHRAG_DOCS or pass a PATH")
+                        "check the path given to `pathrag index` (or PATHRAG_DOCS, the folder the Dagster sensor "
+                        "and schedule watch)")
 
 
 def check_plan(con: duckdb.DuckDBPyConnection, scan, plan, folder: Path, home: Path, *, replace: bool) -> None:
