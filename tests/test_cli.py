@@ -130,6 +130,9 @@ def test_sql_cannot_touch_other_files_and_rejects_empty_or_conflicting_input(hom
     assert read.exit_code == 1 and "only reads the index" in read.output
     assert CliRunner().invoke(main, ["sql", "  "]).exit_code == 2
     assert CliRunner().invoke(main, ["sql", "SELECT 1", "--json", "--csv"]).exit_code == 2
+    two = CliRunner().invoke(main, ["sql", "SELECT 1 AS one; SELECT 2 AS two"])   # only the last one's rows showed
+    assert two.exit_code == 2 and "2 statements" in two.output and "two" not in two.output.split("Error")[0]
+    assert CliRunner().invoke(main, ["sql", "SELECT ';' AS semicolon;"]).exit_code == 0
 
 
 def test_ask_rejects_path_options_in_other_modes(home, folder):

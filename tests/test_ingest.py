@@ -134,9 +134,10 @@ def test_file_that_breaks_after_indexing_keeps_its_last_good_version(env):
     sync_folder(settings, store)
     n_chunks = rows(store, "SELECT count(*) FROM chunks WHERE document_id = 'a.md'")[0][0]
     (docs / "a.md").write_bytes(b"\xff\xfe\x00\x00garbage")
-    sync_folder(settings, store)
+    report = sync_folder(settings, store)
     status, error, text = rows(store, "SELECT status, error, text FROM documents WHERE id = 'a.md'")[0]
     assert status == "error" and "last good version" in error and "Valmere" in text
+    assert [f.errors for f in report.failed] == [[error]]        # the run's report says it too
     assert rows(store, "SELECT count(*) FROM chunks WHERE document_id = 'a.md'")[0][0] == n_chunks
     # fixing the file re-indexes it
     (docs / "a.md").write_text("# Valmere\n\nNow fixed.\n")
@@ -251,9 +252,16 @@ def test_malformed_jsonl_record_keeps_its_last_good_version(env):
     assert any(r.rel_path == "records.jsonl" and r.status == "partial" for r in report.results)
     # fixed again: indexed again, and a record really deleted from a clean file is removed
     (docs / "records.jsonl").write_text(json.dumps({"id": "r2", "title": "Two", "text": "Record two about Northwick."}) + "\n")
-    sync_folder(settings, store)
+    before = set(_statuses(store))
+    fixed = sync_folder(settings, store)
     statuses = _statuses(store)
     assert statuses["records.jsonl#r2"] == "indexed" and "records.jsonl#r1" not in statuses
+    # the rows gone from a changed file are said (`docs deleted`): r1 and the malformed line's own error row
+    assert fixed.documents_deleted == len(before - set(statuses)) == 2 and "records.jsonl#r1" in before
+    # a file of which no record can be read failed, it is not 'partial'
+    (docs / "unreadable.jsonl").write_text('{"id": "u1", "text": "cut off\n')
+    report = sync_folder(settings, store)
+    assert [r.status for r in report.results if r.rel_path == "unreadable.jsonl"] == ["error"]
 
 
 def test_unsupported_files_are_listed_in_the_report(env):

@@ -66,7 +66,7 @@ def _progress(console: Console) -> Progress:
 
 @click.group(name="eval")
 def eval_group() -> None:
-    """Evaluate retrieval (recall@k on a QA dataset) and answers (LLM-judged pairwise win rates)."""
+    """Evaluate retrieval (recall@k on a QA dataset), answers (exact match and token F1) and win rates (LLM-judged pairs)."""
 
 
 # ---- retrieval ----------------------------------------------------------------------------------

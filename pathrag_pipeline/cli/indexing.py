@@ -18,10 +18,11 @@ SAMPLE_QUESTION = ("On which river lies the birthplace of the first director of 
 def _print_sync(report) -> None:
     plan = report.plan
     print_table(
-        ["files", "new", "changed", "same", "deleted", "failed", "docs written", "chunks written", "s"],
+        ["files", "new", "changed", "same", "deleted", "failed", "docs written", "docs deleted", "chunks written",
+         "s"],
         [(len(plan.new) + len(plan.changed) + len(plan.unchanged), len(plan.new), len(plan.changed),
           len(plan.unchanged), len(plan.deleted), len(report.failed), report.documents_written,
-          report.chunks_written, f"{report.seconds:.2f}")],
+          report.documents_deleted, report.chunks_written, f"{report.seconds:.2f}")],
         title=f"Indexed {report.folder}",
     )
     for failed in report.failed:
@@ -201,7 +202,8 @@ REPLACE_HELP = ("Index this folder in place of the one PATHRAG_HOME holds (its d
 @click.option("--triples", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Build the graph from this JSONL of {doc_id, subject, predicate, object} instead of extraction.")
 @click.option("--reembed", is_flag=True,
-              help="Drop the LanceDB tables and embed everything again (after changing the embedding model).")
+              help="Embed everything again (after changing the embedding model), into a folder beside the vector "
+                   "store that replaces it once every row is embedded: a re-embed that fails keeps the old vectors.")
 @click.option("--runless", is_flag=True,
               help="Record the index in the Dagster instance as materialisations of its assets, not as a job run: "
                    "lighter (no job machinery, Dagster imported after the work).")
@@ -222,7 +224,9 @@ def index(path: Path, triples: Path | None, reembed: bool, runless: bool, replac
 
 
 @click.command()
-@click.option("--replace", "replace_folder", is_flag=True, help=REPLACE_HELP)
+@click.option("--replace", "replace_folder", is_flag=True,
+              help="Index the sample in place of the folder PATHRAG_HOME holds (its documents are deleted); refused "
+                   "without it. To keep both, set PATHRAG_HOME to a new folder for the sample.")
 def quickstart(replace_folder: bool) -> None:
     """Index the bundled sample documents offline and show what was built and where.
 

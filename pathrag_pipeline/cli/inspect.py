@@ -63,6 +63,9 @@ def sql(query: str, as_json: bool, as_csv: bool, timeout: int | None) -> None:
             timer.daemon = True
             timer.start()
         try:
+            given = len(con.extract_statements(query))
+            if given > 1:   # DuckDB would run them all and show the last one's rows only
+                raise click.UsageError(f"the query holds {given} statements; give one at a time")
             cursor = con.execute(query)
             columns = [d[0] for d in cursor.description] if cursor.description is not None else None
             rows = cursor.fetchall() if columns is not None else []
@@ -237,7 +240,7 @@ def print_status(settings: Settings) -> None:
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def status(as_json: bool) -> None:
     """Documents by status, chunks, the last runs, and the Dagster sensor, schedule and runs."""
     settings = load_settings()

@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "dev": ("pathrag_pipeline.cli.dev", "dev",
             "Open the Dagster UI (`dg dev`) with DAGSTER_HOME in PATHRAG_HOME, so runs and sensor cursors persist."),
     "eval": ("pathrag_pipeline.cli.eval", "eval_group",
-             "Evaluate retrieval (recall@k on a QA dataset) and answers (LLM-judged pairwise win rates)."),
+             "Evaluate retrieval (recall@k on a QA dataset), answers (exact match and token F1) and win rates (LLM-judged pairs)."),
     "bench": ("pathrag_pipeline.cli.bench", "bench", "Benchmarks whose results go to docs/benchmarks.md."),
 }
 

@@ -62,7 +62,7 @@ class FileEntry:
 @dataclass
 class FileResult:
     rel_path: str
-    status: str                    # 'indexed', 'error', 'partial' (some JSONL records failed), 'deleted'
+    status: str                    # 'indexed', 'error', 'partial' (some JSONL records failed, not all), 'deleted'
     documents_written: int = 0
     chunks_written: int = 0
     documents_deleted: int = 0
@@ -92,6 +92,11 @@ class SyncReport:
     @property
     def documents_written(self) -> int:
         return sum(r.documents_written for r in self.results)
+
+    @property
+    def documents_deleted(self) -> int:
+        """Documents removed: those of deleted files, and records gone from a changed multi-record file (JSONL)."""
+        return sum(r.documents_deleted for r in self.results)
 
     @property
     def chunks_written(self) -> int:
@@ -346,10 +351,11 @@ def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> 
             result.status = "error"
             result.errors.append(parsed.error)
             if any(status == "indexed" for _, status in old.values()):
-                # Keep the last good version searchable; record the failure on its rows.
+                # Keep the last good version searchable; record the failure on its rows, and say it.
+                result.errors[-1] += " (the last good version stays indexed)"
                 con.execute(
                     "UPDATE documents SET status = 'error', error = ?, file_hash = ?, updated_at = ? WHERE path = ?",
-                    [parsed.error + " (the last good version stays indexed)", entry.file_hash, now, entry.rel_path],
+                    [result.errors[-1], entry.file_hash, now, entry.rel_path],
                 )
             else:
                 gone.extend(doc_id for doc_id in old if doc_id != entry.rel_path)
@@ -374,6 +380,8 @@ def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> 
                 changed[doc.id] = doc.text
         removed = [doc_id for doc_id in old if doc_id not in keep]
         malformed = [doc for doc in parsed.documents if doc.error]
+        if malformed and len(malformed) == len(parsed.documents):
+            result.status = "error"            # not one record of the file could be read
         bad_lines = [doc.id.rsplit("#line-", 1)[-1] for doc in malformed]
         claimed = {doc.claimed_id for doc in malformed}
         # A record that turned malformed keeps its last good version, like a file does. Its id is usually still
