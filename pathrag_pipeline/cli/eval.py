@@ -66,7 +66,7 @@ def _progress(console: Console) -> Progress:
 
 @click.group(name="eval")
 def eval_group() -> None:
-    """Evaluate retrieval (recall@k on a QA dataset), answers (exact match and token F1) and win rates (LLM-judged pairs)."""
+    """Evaluate retrieval (recall@k on a QA dataset), answers (exact match, token F1) and LLM-judged win rates."""
 
 
 # ---- retrieval ----------------------------------------------------------------------------------

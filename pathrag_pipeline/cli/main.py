@@ -24,7 +24,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "dev": ("pathrag_pipeline.cli.dev", "dev",
             "Open the Dagster UI (`dg dev`) with DAGSTER_HOME in PATHRAG_HOME, so runs and sensor cursors persist."),
     "eval": ("pathrag_pipeline.cli.eval", "eval_group",
-             "Evaluate retrieval (recall@k on a QA dataset), answers (exact match and token F1) and win rates (LLM-judged pairs)."),
+             "Evaluate retrieval (recall@k on a QA dataset), answers (exact match, token F1) and LLM-judged "
+             "win rates."),
     "bench": ("pathrag_pipeline.cli.bench", "bench", "Benchmarks whose results go to docs/benchmarks.md."),
 }
 

@@ -788,8 +788,9 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
                 in_queue[0] -= len(groups)
                 if future.cancelled():
                     continue
-                if isinstance(future.exception(), BrokenProcessPool):
-                    in_this_process(future.exception())   # its texts are extracted again, here
+                broken = future.exception()
+                if isinstance(broken, BrokenProcessPool):
+                    in_this_process(broken)   # its texts are extracted again, here
                     for group in groups:
                         put([group])
                     continue

@@ -36,7 +36,7 @@ import duckdb
 import pyarrow as pa
 
 from pathrag_pipeline.ingest.chunking import Chunk, chunk_text
-from pathrag_pipeline.ingest.home_folder import check_plan, record_folder, require_folder
+from pathrag_pipeline.ingest.home_folder import FOLDER_HINT, check_plan, record_folder, require_folder
 from pathrag_pipeline.config import Settings, usable_cores
 from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.ingest.parsing import ParsedDocument, ParseError, is_supported, parse_file
@@ -145,9 +145,7 @@ def scan_folder(root: Path, *, max_bytes: int, cache: HashCache | None = None) -
     ``cache`` (ingest/hash_cache.py): a file whose stat signature it holds is not read again; saved at the end."""
     root = Path(root)
     if not root.is_dir():
-        raise FileNotFoundError(f"document folder {root} does not exist or is not a folder"
-                                "; check the path given to `pathrag index` (or PATHRAG_DOCS, the folder the Dagster "
-                                "sensor and schedule watch)")
+        raise FileNotFoundError(f"document folder {root} does not exist or is not a folder; {FOLDER_HINT}")
     root_real = root.resolve()
     scan = FolderScan()
 

@@ -39,6 +39,12 @@ class FolderRefused(PipelineError, RuntimeError):
     """An index run would delete what the home holds by mistake; nothing was changed."""
 
 
+FOLDER_HINT = ("check the path given to `pathrag index` (or PATHRAG_DOCS, the folder the Dagster sensor and schedule "
+               "watch)")
+"""What a missing document folder's message ends with (`pathrag index` takes its folder as PATH; PATHRAG_DOCS is the
+Dagster side's)."""
+
+
 class FolderMissing(PipelineError, FileNotFoundError):
     """The folder to index does not exist or is not a folder; nothing was changed."""
 
@@ -80,9 +86,7 @@ def require_folder(store: Store, folder: Path, home: Path) -> None:
         if documents:
             held = (f" (is a disk not mounted, or the path mistyped?); nothing was changed in PATHRAG_HOME {home} "
                     f"({_count(documents)}{_source(recorded)})")
-    raise FolderMissing(f"document folder {folder} does not exist or is not a folder{held}; "
-                        "check the path given to `pathrag index` (or PATHRAG_DOCS, the folder the Dagster sensor "
-                        "and schedule watch)")
+    raise FolderMissing(f"document folder {folder} does not exist or is not a folder{held}; {FOLDER_HINT}")
 
 
 def check_plan(con: duckdb.DuckDBPyConnection, scan, plan, folder: Path, home: Path, *, replace: bool) -> None:
