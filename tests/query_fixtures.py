@@ -77,7 +77,7 @@ def build_tiny_index(home: Path) -> Settings:
                 "INSERT INTO documents (id, path, title, format, status, text, created_at, updated_at) "
                 "VALUES (?, ?, ?, 'md', 'indexed', ?, ?, ?)", [path, path, title, text, now, now])
             con.execute(
-                "INSERT INTO chunks VALUES (?, ?, 0, ?, ?, 0, ?, ?)",
+                "INSERT INTO chunks VALUES (?, ?, 0, ?, ?, 0, ?, ?, NULL)",
                 [chunk_id(path), path, text, count_tokens(text), len(text), chunk_id(path)])
         for key, (name, etype, desc, doc) in ENTITIES.items():
             con.execute(

@@ -454,3 +454,26 @@ def test_a_dead_parse_worker_pool_leaves_parsing_to_this_process(env, tmp_path, 
         report = sync_folder(workers, Store(workers.duckdb_path))
     assert not report.failed and _tables(Store(workers.duckdb_path)) == _tables(Store(here.duckdb_path))
     assert sum("worker processes stopped" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_new_parser_reads_every_file_once_and_rewrites_only_documents_whose_text_changed(env, monkeypatch):
+    from pathrag_pipeline.ingest import folder_sync
+    from pathrag_pipeline.storage.store import set_meta
+
+    settings, docs, store = env
+    sync_folder(settings)
+    before = dict(rows(store, "SELECT id, updated_at FROM documents"))
+    chunk_ids = {r[0] for r in rows(store, "SELECT id FROM chunks")}
+    with store.connect() as con:   # the home was read by an older parser
+        set_meta(con, "parsing", "parse-v1")
+    read: list[str] = []
+    real = folder_sync.parse_entry
+    monkeypatch.setattr(folder_sync, "parse_entry", lambda entry, **kw: read.append(entry.rel_path) or real(entry, **kw))
+    report = sync_folder(settings)
+    assert sorted(read) == ["a.md", "b.txt", "records.jsonl", "sub/c.html"]     # every file read again ...
+    assert report.documents_written == 0 and report.plan.changed == []           # ... none of them changed
+    assert dict(rows(store, "SELECT id, updated_at FROM documents")) == before
+    assert {r[0] for r in rows(store, "SELECT id FROM chunks")} == chunk_ids
+    read.clear()
+    sync_folder(settings)
+    assert read == []                                                            # once, not every run

@@ -15,6 +15,9 @@ SAMPLE_QUESTION = ("On which river lies the birthplace of the first director of 
                    "Pellingham Institute of Hydrology?")
 
 
+WARNINGS_SHOWN = 10
+
+
 def _print_sync(report) -> None:
     plan = report.plan
     print_table(
@@ -28,6 +31,12 @@ def _print_sync(report) -> None:
     for failed in report.failed:
         for err in failed.errors:
             console.print(f"[yellow]{esc(failed.status)}[/yellow] {esc(failed.rel_path)}: {esc(err)}", highlight=False)
+    warnings = report.warnings
+    for warning in warnings[:WARNINGS_SHOWN]:
+        console.print(f"[yellow]warning[/yellow] {esc(warning)}", highlight=False)
+    if len(warnings) > WARNINGS_SHOWN:
+        console.print(f"[yellow]and {len(warnings) - WARNINGS_SHOWN} more warning(s)[/yellow]: pathrag sql \"SELECT "
+                      "path, warning FROM documents WHERE warning IS NOT NULL\"", highlight=False)
     if report.unsupported_count:
         from pathrag_pipeline.ingest.parsing import SUPPORTED
 

@@ -9,7 +9,9 @@ code, called on the same tables:
   ``home_folder`` checks (what ``sync_folder`` does: another folder than the home's, or an empty or missing
   one, raises here, before any run is launched); a subfolder it cannot read also counts as work, so the run
   records the error, and so does a folder not yet recorded as the home's (a home made before the record);
-- the chunk settings: ``chunking_current`` (what ``ensure_chunking`` checks before rechunking);
+- the chunk settings: ``chunking_current`` (what ``ensure_chunking`` checks before rechunking); the parser:
+  ``parsing_current`` (a new parser reads every file once); the template lines: ``template_lines.is_current``
+  (the set a sync stores after it wrote, recounted);
 - extraction and the graph merge: ``extraction_backlog``, the counts of ``plan_extraction``'s own conditions
   (chunks without an ok record by this extractor, failed and empty ones included, since a run retries them;
   records of vanished chunks) plus records a crashed run left unmerged (``graph_dirty``) and a graph merged under
@@ -48,10 +50,12 @@ from pathrag_pipeline.ingest.folder_sync import (
     Plan,
     SyncReport,
     chunking_current,
+    parsing_current,
     plan_changes,
     scan_folder,
     stored_file_hashes,
 )
+from pathrag_pipeline.ingest import template_lines
 from pathrag_pipeline.ingest.home_folder import check_plan, folder_key, recorded_folder, require_folder
 from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.storage.store import Store, StoreLockedError
@@ -126,6 +130,10 @@ def _pending(con: duckdb.DuckDBPyConnection, settings: Settings, folder: Path, s
         reasons.append(f"{len(scan.unreadable_dirs)} unreadable folder(s) to report")
     if not chunking_current(con, settings):
         reasons.append("the chunk settings changed")
+    if not parsing_current(con):
+        reasons.append("the parser changed: every file is read again once")
+    if not template_lines.is_current(con):
+        reasons.append("the folder's template lines were not counted for the documents indexed")
     work.backlog = backlog = extraction_backlog(con, extractor_id, retry_key, retry_failed)
     if backlog.pending:
         reasons.append(f"{backlog.pending} chunk(s) to extract (new, changed, failed or empty)")

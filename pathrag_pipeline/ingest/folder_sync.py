@@ -35,11 +35,12 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from pathrag_pipeline.ingest import template_lines
 from pathrag_pipeline.ingest.chunking import Chunk, chunk_text
 from pathrag_pipeline.ingest.home_folder import FOLDER_HINT, check_plan, record_folder, require_folder
 from pathrag_pipeline.config import Settings, usable_cores
 from pathrag_pipeline.ingest.hash_cache import HashCache
-from pathrag_pipeline.ingest.parsing import ParsedDocument, ParseError, is_supported, parse_file
+from pathrag_pipeline.ingest.parsing import PARSER_ID, ParsedDocument, ParseError, is_supported, parse_file
 from pathrag_pipeline.storage import vector_ledger
 from pathrag_pipeline.storage.store import Store, bump_chunks_version, get_meta, set_meta, transaction, utc_now
 from pathrag_pipeline.storage.write_pacing import WritePacer
@@ -67,6 +68,7 @@ class FileResult:
     chunks_written: int = 0
     documents_deleted: int = 0
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)   # read, but not as intended (parsing.ParsedDocument.warning)
 
 
 @dataclass
@@ -105,6 +107,10 @@ class SyncReport:
     @property
     def failed(self) -> list[FileResult]:
         return [r for r in self.results if r.status in ("error", "partial")]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [w for r in self.results for w in r.warnings]
 
 
 
@@ -263,6 +269,7 @@ class ParsedFile:
     documents: list[ParsedDocument]
     error: str | None = None       # whole-file failure
     chunks: dict[str, list[Chunk]] | None = None   # document id -> its text's chunks, when made where it was parsed
+    lines: dict[str, list[int]] | None = None      # document id -> its text's line keys (template_lines.line_keys), likewise
 
 
 def parse_entry(entry: FileEntry, *, max_bytes: int, max_text_bytes: int | None = None) -> ParsedFile:
@@ -283,10 +290,12 @@ _DOC_SCHEMA = pa.schema([
     ("id", pa.utf8()), ("path", pa.utf8()), ("title", pa.utf8()), ("format", pa.utf8()),
     ("content_hash", pa.utf8()), ("file_hash", pa.utf8()), ("size_bytes", pa.int64()), ("status", pa.utf8()),
     ("error", pa.utf8()), ("text", pa.utf8()), ("created_at", pa.timestamp("us")), ("updated_at", pa.timestamp("us")),
+    ("warning", pa.utf8()),
 ])
 _CHUNK_SCHEMA = pa.schema([
     ("id", pa.utf8()), ("document_id", pa.utf8()), ("ordinal", pa.int32()), ("text", pa.utf8()),
     ("token_count", pa.int32()), ("char_start", pa.int32()), ("char_end", pa.int32()), ("content_hash", pa.utf8()),
+    ("section", pa.utf8()),
 ])
 
 
@@ -324,18 +333,25 @@ def _replace_documents(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> Non
         con.execute("DROP TABLE IF EXISTS _pathrag_docs")
 
 
-def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> tuple[list[FileResult], dict[str, str]]:
-    """Store the documents of parsed files; returns a result per file and {document id: text} of changed ones."""
+def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile], *,
+                    reparse: bool = False) -> tuple[list[FileResult], dict[str, str]]:
+    """Store the documents of parsed files; returns a result per file and {document id: text} of changed ones.
+    ``reparse``: the files were read again because the parser changed (``parsing_current``): a document whose
+    source is unchanged is written again when its text now differs."""
     now = utc_now()
     paths = [f.entry.rel_path for f in files]
     existing: dict[str, dict[str, tuple[str, str]]] = {p: {} for p in paths}
     has_text: set[str] = set()
-    for doc_id, path, content_hash, status, text_kept in con.execute(
-        f"SELECT id, path, content_hash, status, text IS NOT NULL FROM documents WHERE {_in_list('path')}", [paths]
+    old_text: dict[str, str] = {}
+    for doc_id, path, content_hash, status, text_kept, text in con.execute(
+        f"SELECT id, path, content_hash, status, text IS NOT NULL, {'text' if reparse else 'NULL'} FROM documents "
+        f"WHERE {_in_list('path')}", [paths]
     ).fetchall():
         existing[path][doc_id] = (content_hash, status)
         if text_kept:
             has_text.add(doc_id)
+        if text is not None:
+            old_text[doc_id] = text
     results: list[FileResult] = []
     upserts: list[tuple] = []
     refreshed: list[tuple] = []           # unchanged documents of a changed file: new file hash only
@@ -359,7 +375,7 @@ def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> 
                 gone.extend(doc_id for doc_id in old if doc_id != entry.rel_path)
                 upserts.append((entry.rel_path, entry.rel_path, Path(entry.rel_path).name,
                                 entry.abs_path.suffix.lower().lstrip("."), None, entry.file_hash, entry.size,
-                                "error", parsed.error, None, now, now))
+                                "error", parsed.error, None, now, now, None))
             continue
         keep = set()
         for doc in parsed.documents:
@@ -368,12 +384,15 @@ def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> 
             if doc.error:
                 result.errors.append(doc.error)
                 result.status = "partial"
-            if old.get(doc.id) == (doc.content_hash, status):
+            if old.get(doc.id) == (doc.content_hash, status) and (not reparse or doc.error
+                                                                   or old_text.get(doc.id) == doc.text):
                 refreshed.append((doc.id, entry.file_hash, entry.size))
                 continue
             upserts.append((doc.id, entry.rel_path, doc.title, doc.format, doc.content_hash, entry.file_hash,
-                            entry.size, status, doc.error, None if doc.error else doc.text, now, now))
+                            entry.size, status, doc.error, None if doc.error else doc.text, now, now, doc.warning))
             result.documents_written += 1
+            if doc.warning:
+                result.warnings.append(doc.warning)
             if not doc.error:
                 changed[doc.id] = doc.text
         removed = [doc_id for doc_id in old if doc_id not in keep]
@@ -399,13 +418,18 @@ def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile]) -> 
     if gone:
         con.execute(f"DELETE FROM chunks WHERE {_in_list('document_id')}", [gone])
         con.execute(f"DELETE FROM documents WHERE {_in_list('id')}", [gone])
+        template_lines.forget(con, gone)
     _replace_documents(con, upserts)
+    lines = {doc.id: f.lines[doc.id] if f.lines and doc.id in f.lines else _line_keys(doc)
+             for f in files for doc in f.documents if doc.id in changed}
+    template_lines.store(con, lines)
     for doc_id, file_hash, size in refreshed:
         con.execute("UPDATE documents SET file_hash = ?, size_bytes = ? WHERE id = ?", [file_hash, size, doc_id])
     # Documents that became errors lose their chunks (a JSONL record that turned malformed).
     errored = [row[0] for row in upserts if row[7] == "error"]
     if errored:
         con.execute(f"DELETE FROM chunks WHERE {_in_list('document_id')}", [errored])
+        template_lines.forget(con, errored)
     if gone or upserts or errored:
         bump_chunks_version(con)   # titles or chunks may have changed: cached BM25 indexes are stale
     return results, changed
@@ -422,9 +446,11 @@ def _in_list(column: str) -> str:
 
 def write_chunks(con: duckdb.DuckDBPyConnection, texts: dict[str, str], *, max_tokens: int,
                  overlap: int, errors: dict[str, str] | None = None,
-                 chunked: dict[str, list[Chunk]] | None = None) -> dict[str, int]:
+                 chunked: dict[str, list[Chunk]] | None = None,
+                 template: frozenset[int] = frozenset()) -> dict[str, int]:
     """Replace the chunks of the given documents ({id: text}); returns {document id: chunks written}.
-    ``chunked``: chunks already made of some of these texts with the same settings (by a parse worker).
+    ``chunked``: chunks already made of some of these texts with the same settings and ``template`` lines (by a
+    parse worker).
 
     A document whose chunking raises is marked 'error' with the message (also put in ``errors``); the
     others are written."""
@@ -436,17 +462,18 @@ def write_chunks(con: duckdb.DuckDBPyConnection, texts: dict[str, str], *, max_t
         try:
             chunks = chunked.get(doc_id) if chunked else None
             if chunks is None:
-                chunks = chunk_text(doc_id, text or "", max_tokens=max_tokens, overlap=overlap)
+                chunks = chunk_text(doc_id, text or "", max_tokens=max_tokens, overlap=overlap, template=template)
         except Exception as exc:  # noqa: BLE001 - one document's crash never stops the others
             message = f"{doc_id}: chunking raised {type(exc).__name__}: {exc}; the document is skipped"
             con.execute("UPDATE documents SET status = 'error', error = ?, text = NULL, updated_at = ? WHERE id = ?",
                         [message, utc_now(), doc_id])
+            template_lines.forget(con, [doc_id])
             if errors is not None:
                 errors[doc_id] = message
             continue
         counts[doc_id] = len(chunks)
-        rows.extend((c.id, c.document_id, c.ordinal, c.text, c.token_count, c.char_start, c.char_end, c.content_hash)
-                    for c in chunks)
+        rows.extend((c.id, c.document_id, c.ordinal, c.text, c.token_count, c.char_start, c.char_end, c.content_hash,
+                     c.section) for c in chunks)
         if len(rows) >= CHUNK_INSERT_ROWS:
             _insert(con, "chunks", _CHUNK_SCHEMA, rows)
             rows = []
@@ -484,11 +511,40 @@ def ensure_chunking(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
     rewritten = 0
     if previous is not None and previous != signature:
         with transaction(con):
-            rewritten = sum(write_chunks(con, stored_texts(con), max_tokens=settings.chunk_tokens,
-                                         overlap=settings.chunk_overlap).values())
+            ids = [row[0] for row in con.execute("SELECT id FROM documents WHERE text IS NOT NULL ORDER BY id").fetchall()]
+            rewritten = rechunk(con, ids, settings)
     if previous != signature:
         set_meta(con, "chunking", signature)
     return rewritten
+
+
+RECHUNK_BATCH_BYTES = 16 * 1024 * 1024
+"""Texts read at a time when stored documents are cut again: memory holds this much, not the folder."""
+
+
+def rechunk(con: duckdb.DuckDBPyConnection, document_ids: list[str], settings: Settings) -> int:
+    """Cut the stored texts of these documents into chunks again (current template lines), a batch of texts at a
+    time; returns the chunks written."""
+    template = template_lines.current(con)
+    written = 0
+    sizes = con.execute(f"SELECT id, strlen(text) FROM documents WHERE text IS NOT NULL AND {_in_list('id')} "
+                        "ORDER BY id", [document_ids]).fetchall()
+    batch: list[str] = []
+    size = 0
+    for i, (doc_id, n) in enumerate(sizes):
+        batch.append(doc_id)
+        size += n
+        if size >= RECHUNK_BATCH_BYTES or i == len(sizes) - 1:
+            texts = dict(con.execute(f"SELECT id, text FROM documents WHERE {_in_list('id')}", [batch]).fetchall())
+            written += sum(write_chunks(con, texts, max_tokens=settings.chunk_tokens,
+                                        overlap=settings.chunk_overlap, template=template).values())
+            batch, size = [], 0
+    return written
+
+
+def parsing_current(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the documents were read by this parser (``parsing.PARSER_ID``): else every file is read again once."""
+    return get_meta(con, "parsing") == PARSER_ID
 
 
 def delete_path(con: duckdb.DuckDBPyConnection, rel_path: str) -> int:
@@ -497,18 +553,21 @@ def delete_path(con: duckdb.DuckDBPyConnection, rel_path: str) -> int:
     if ids:
         con.execute(f"DELETE FROM chunks WHERE {_in_list('document_id')}", [ids])
         con.execute("DELETE FROM documents WHERE path = ?", [rel_path])
+        template_lines.forget(con, ids)
         bump_chunks_version(con)
     return len(ids)
 
 
-def store_files(con: duckdb.DuckDBPyConnection, files: list[ParsedFile], settings: Settings) -> list[FileResult]:
-    """Write parsed files' documents and chunks in one transaction."""
+def store_files(con: duckdb.DuckDBPyConnection, files: list[ParsedFile], settings: Settings, *,
+                template: frozenset[int] = frozenset(), reparse: bool = False) -> list[FileResult]:
+    """Write parsed files' documents and chunks in one transaction (chunks cut without the ``template`` lines;
+    ``reparse``: see ``write_documents``)."""
     errors: dict[str, str] = {}
     chunked = {doc_id: chunks for f in files if f.chunks for doc_id, chunks in f.chunks.items()}
     with transaction(con):
-        results, changed = write_documents(con, files)
+        results, changed = write_documents(con, files, reparse=reparse)
         counts = write_chunks(con, changed, max_tokens=settings.chunk_tokens, overlap=settings.chunk_overlap,
-                              errors=errors, chunked=chunked)
+                              errors=errors, chunked=chunked, template=template)
     path_of = {doc.id: f.entry.rel_path for f in files for doc in f.documents}
     by_path = {r.rel_path: r for r in results}
     for doc_id, n in counts.items():
@@ -556,25 +615,33 @@ def _parse_processes(settings: Settings, todo: list[str], scan: dict[str, FileEn
     return settings.extract_processes or usable_cores()
 
 
+def _line_keys(doc: ParsedDocument) -> list[int]:
+    """The lines a document is counted by for the template-line guard: an HTML page's whole page, else its text."""
+    return doc.page_lines if doc.page_lines is not None else template_lines.line_keys(doc.text or "")
+
+
 def _parse_and_chunk(entries: list[FileEntry], max_bytes: int, max_text_bytes: int | None, max_tokens: int,
-                     overlap: int) -> list[ParsedFile]:
-    """A parse worker's batch: each file parsed (``parse_entry``) and its documents chunked. A document whose
-    chunking raises is left unchunked here; the writer chunks it again and records the error."""
+                     overlap: int, template: frozenset[int] = frozenset()) -> list[ParsedFile]:
+    """A parse worker's batch: each file parsed (``parse_entry``), its documents chunked and their lines counted. A
+    document whose chunking raises is left unchunked here; the writer chunks it again and records the error."""
     out = []
     for entry in entries:
         parsed = parse_entry(entry, max_bytes=max_bytes, max_text_bytes=max_text_bytes)
-        parsed.chunks = {}
+        parsed.chunks, parsed.lines = {}, {}
         for doc in parsed.documents:
             if not doc.error:
+                parsed.lines[doc.id] = _line_keys(doc)
                 try:
-                    parsed.chunks[doc.id] = chunk_text(doc.id, doc.text or "", max_tokens=max_tokens, overlap=overlap)
+                    parsed.chunks[doc.id] = chunk_text(doc.id, doc.text or "", max_tokens=max_tokens, overlap=overlap,
+                                                       template=template)
                 except Exception:  # noqa: BLE001 - the writer chunks it again and says what failed
                     pass
         out.append(parsed)
     return out
 
 
-def _parsed_batches(batches, scan: dict[str, FileEntry], settings: Settings, processes: int):
+def _parsed_batches(batches, scan: dict[str, FileEntry], settings: Settings, processes: int,
+                    template: frozenset[int] = frozenset()):
     """(paths, parsed files) of each batch, in order: parsed here, or with ``processes`` > 1 parsed and chunked
     by that many worker processes, at most ``processes + 1`` batches ahead of the writer (so memory holds a few
     batches, not the folder). Should the workers stop (a parser that kills its process on a hostile file, say),
@@ -601,7 +668,7 @@ def _parsed_batches(batches, scan: dict[str, FileEntry], settings: Settings, pro
         if not broken:
             try:
                 return pool.submit(_parse_and_chunk, [scan[p] for p in batch], settings.max_file_bytes,
-                                   settings.max_text_bytes, settings.chunk_tokens, settings.chunk_overlap)
+                                   settings.max_text_bytes, settings.chunk_tokens, settings.chunk_overlap, template)
             except Exception as exc:  # noqa: BLE001 - a pool already broken refuses work: parse here
                 stopped(exc)
         return None
@@ -645,7 +712,10 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
         plan = plan_changes(scan, stored_file_hashes(con))
         check_plan(con, scan, plan, root, settings.home, replace=replace_folder)
         rechunked = ensure_chunking(con, settings)
-    todo = plan.new + plan.changed
+        reparse = not parsing_current(con)
+        template = template_lines.current(con)
+    # a new parser (or other cleaning) reads every file once: unchanged ones are written again where their text changed
+    todo = plan.new + plan.changed + (plan.unchanged if reparse else [])
     results: list[FileResult] = [FileResult(rel, "error", errors=[message])
                                  for rel, message in sorted(scan.unreadable_dirs.items())]
     # Parse in batches outside the connection, write them in short connections. A batch holds at most
@@ -658,13 +728,13 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
     parsed: list = []
     pending_bytes = 0
     for batch, files in _parsed_batches(_parse_batches(todo, scan), scan, settings,
-                                        _parse_processes(settings, todo, scan)):
+                                        _parse_processes(settings, todo, scan), template):
         parsed += files
         pending_bytes += sum(scan[p].size for p in batch)
         done += len(batch)
         if pacer.due() or pending_bytes >= WRITE_BATCH_BYTES or done == len(todo):
             with pacer.write(store) as con:
-                results.extend(store_files(con, parsed, settings))
+                results.extend(store_files(con, parsed, settings, template=template, reparse=reparse))
             parsed, pending_bytes = [], 0
             if progress:
                 progress(done, len(todo))
@@ -672,6 +742,12 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
         with store.connect() as con, transaction(con):
             for p in plan.deleted:
                 results.append(FileResult(p, "deleted", documents_deleted=delete_path(con, p)))
+    with store.connect() as con, transaction(con):
+        # an edit or a delete may have moved a line across the template threshold: cut its documents again
+        change = template_lines.refresh(con)
+        if change.rechunk:
+            rechunked += rechunk(con, change.rechunk, settings)
+        set_meta(con, "parsing", PARSER_ID)
     store.settle_row_groups()   # a large sync merges the row groups its batches wrote (storage/row_group_merging)
     seconds = time.perf_counter() - started
     report = SyncReport(run_id or uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked,

@@ -18,8 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from pathrag_pipeline.ingest import template_lines
+from pathrag_pipeline.text.structure import code_block, heading_line, inline_code, plain
+
 SUPPORTED = frozenset({".txt", ".md", ".markdown", ".mdx", ".rst", ".html", ".htm", ".pdf", ".docx", ".jsonl",
                        ".ipynb"})
+
+# What a parser change is measured by: a home whose documents were read by another PARSER_ID reads every file again
+# once (ingest/folder_sync.parsing_current), so no document keeps text an older parser made. v2: headings, code
+# blocks and inline code marked (text/structure.py), plain-text headings, HTML main content.
+PARSER_ID = "parse-v2"
 
 TITLE_MAX_CHARS = 200
 BINARY_SNIFF_BYTES = 8192
@@ -38,6 +46,11 @@ class ParsedDocument:
     format: str               # the file suffix without the dot: "md", "pdf", "jsonl", ...
     content_hash: str         # sha256 hex of this document's source bytes (whole file, or the JSONL line)
     error: str | None = None  # set only for a JSONL line that failed; then text == ""
+    warning: str | None = None  # read, but not as intended (an HTML page read whole): one line naming the file
+    page_lines: list[int] | None = None
+    """For an HTML page: the line keys (``template_lines.line_keys``) of the whole page, furniture included, which is
+    where a folder's template lines show (a tagline the main-content extraction keeps on a few pages is on all of
+    them); None: the text's own lines."""
     claimed_id: str | None = None
     """For a failed JSONL line: the document id its record would have had, when the line still shows its
     "id" (None when it cannot be read). Lets the sync tell a record that turned malformed from a deleted one."""
@@ -191,15 +204,60 @@ def _parse_text(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedD
         if not title:
             title = _MD_LEADING_HASHES.sub("", _first_line(text))
         text = markdown_text(text) or text
+    else:
+        text, first_heading = plain_text_headings(text)
+        title = first_heading[:TITLE_MAX_CHARS]
     title = title or _first_line(text) or stem
     return [ParsedDocument(rel_path, title, text, fmt, _sha256(data))]
+
+
+# Headings of plain text: Markdown's "## Heading" lines, and a line underlined by a run of one of = - ~ ^ (Markdown's
+# setext headings, reStructuredText's and AsciiDoc's section titles), the underline about as long as the line.
+_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(\S.*?)(?:[ \t]+#+)?[ \t]*$")
+_UNDERLINE = re.compile(r"^([=~^-])\1{2,}[ \t]*$")
+_UNDERLINE_LEVELS = {"=": 1, "-": 2, "~": 3, "^": 4}
+_MAX_HEADING_CHARS = 120
+
+
+def plain_text_headings(text: str) -> tuple[str, str]:
+    """A plain text file's headings as heading lines (``text.structure``): "## Setup" keeps its level, a line
+    underlined by ``===`` is level 1, ``---`` 2, ``~~~`` 3, ``^^^`` 4 (the underline is dropped); other lines are
+    kept as they are. An underlined line counts when it is short, follows a blank line (or starts the file) and its
+    underline is at least half its length, so a rule under a paragraph is no heading. Returns the text and its
+    first heading."""
+    lines = text.split("\n")
+    out: list[str] = []
+    first = ""
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        atx = _ATX.match(line)
+        underline = _UNDERLINE.match(lines[i + 1]) if i + 1 < len(lines) else None
+        stripped = line.strip()
+        if atx:
+            out.append(heading_line(len(atx.group(1)), atx.group(2)))
+            first = first or atx.group(2).strip()
+            i += 1
+            continue
+        if (underline and stripped and len(stripped) <= _MAX_HEADING_CHARS and not line.startswith((" ", "\t"))
+                and (i == 0 or not lines[i - 1].strip()) and len(lines[i + 1].strip()) * 2 >= len(stripped)
+                and not _UNDERLINE.match(line)):
+            out.append(heading_line(_UNDERLINE_LEVELS[underline.group(1)], stripped))
+            first = first or stripped
+            i += 2
+            continue
+        out.append(line)
+        i += 1
+    return "\n".join(out), first
 
 
 def _inline_text(children) -> str:
     parts = []
     for child in children or ():
-        if child.type in ("text", "code_inline"):
+        if child.type == "text":
             parts.append(child.content)
+        elif child.type == "code_inline":
+            parts.append(inline_code(child.content))
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
         elif child.type == "image":
@@ -208,14 +266,16 @@ def _inline_text(children) -> str:
 
 
 def markdown_text(source: str) -> str:
-    """Markdown as the text a reader sees (markdown-it, CommonMark + tables): headings, paragraphs, list items,
-    quotes and code as blocks separated by blank lines, without `#`, `*`, `-`, `|`, fences or link syntax; a
-    table row becomes its cells joined by "; ". Markup left in the text became entities ("# Method") and
-    noise in quoted answers (issue 25)."""
+    """Markdown as the text a reader sees (markdown-it, CommonMark + tables), in the marks of ``text.structure``:
+    headings as ``#`` lines, code blocks fenced, inline code in backticks; paragraphs, list items and quotes as
+    blocks separated by blank lines, without emphasis, list, table or link syntax; a table row becomes its
+    cells joined by "; ". Other markup left in the text became entities ("**Method**") and noise in quoted
+    answers (issue 25); headings and code are marked so that their readers can tell them from prose."""
     from markdown_it import MarkdownIt
 
     blocks: list[str] = []
     row: list[str] | None = None
+    level = 0
     for token in MarkdownIt("commonmark").enable("table").parse(source):
         if token.type == "tr_open":
             row = []
@@ -223,14 +283,18 @@ def markdown_text(source: str) -> str:
             if row:
                 blocks.append("; ".join(cell for cell in row if cell))
             row = None
+        elif token.type == "heading_open":
+            level = int(token.tag[1:])
+        elif token.type == "heading_close":
+            level = 0
         elif token.type == "inline":
             text = _inline_text(token.children)
             if row is not None:
                 row.append(text)
             elif text:
-                blocks.append(text)
+                blocks.append(heading_line(level, text) if level else text)
         elif token.type in ("fence", "code_block") and token.content.strip():
-            blocks.append(token.content.rstrip())
+            blocks.append(code_block(token.content, token.info.split()[0] if token.info.strip() else ""))
         elif token.type == "html_block":
             stripped = re.sub(r"<[^>]+>", " ", token.content)
             if stripped.strip():
@@ -267,7 +331,7 @@ def _parse_notebook(data: bytes, rel_path: str, fmt: str, stem: str) -> list[Par
             title = title or (heading.group(1).strip() if heading else "")
             blocks.append(markdown_text(text) or text)
         else:
-            blocks.append(text.rstrip())
+            blocks.append(code_block(text))
     text = _require_text(normalise_text("\n\n".join(blocks)), rel_path, "notebook")
     return [ParsedDocument(rel_path, (title or _first_line(text) or stem)[:TITLE_MAX_CHARS], text, fmt, _sha256(data))]
 
@@ -286,6 +350,8 @@ SPHINX_ROLES = ("ref", "doc", "term", "class", "func", "meth", "mod", "attr", "o
                 "envvar", "option", "command", "program", "file", "samp", "abbr", "kbd", "guilabel",
                 "menuselection", "pep", "rfc", "numref", "any", "download", "keyword", "py:class", "py:func",
                 "py:meth", "py:mod", "py:attr", "py:obj", "py:data", "py:exc", "py:const")
+_CODE_ROLES = frozenset({"class", "func", "meth", "mod", "attr", "obj", "data", "exc", "const", "envvar", "option",
+                         "command", "program", "file", "samp", "kbd"})
 _ROLE_TITLE = re.compile(r"^(?P<title>.+?)\s*<[^<>]+>$", re.DOTALL)
 _roles_registered = False
 
@@ -305,7 +371,9 @@ def _register_sphinx_roles() -> None:
             shown = text[1:].split(".")[-1]
         else:
             shown = text.lstrip("!")
-        return [nodes.inline(rawtext, shown)], []
+        # a role naming code (a function, an option, a file) renders as code, the others as their text
+        kind = nodes.literal if name.split(":")[-1] in _CODE_ROLES else nodes.inline
+        return [kind(rawtext, shown)], []
 
     for name in SPHINX_ROLES:
         roles.register_local_role(name, as_text)
@@ -375,59 +443,74 @@ def _parse_rst(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDo
         message.parent.remove(message)
     for hidden in list(tree.findall(nodes.comment)) + list(tree.findall(nodes.target)):
         hidden.parent.remove(hidden)
-    blocks = [node.astext().strip() for node in tree.findall(nodes.TextElement)
-              if not isinstance(node.parent, nodes.TextElement)]
+    titled = any(isinstance(child, nodes.title) for child in tree.children)
+    blocks = []
+    for node in tree.findall(nodes.TextElement):
+        if isinstance(node.parent, nodes.TextElement):
+            continue
+        if isinstance(node, (nodes.literal_block, nodes.doctest_block)):
+            blocks.append(code_block(node.astext()) if node.astext().strip() else "")
+        elif isinstance(node, nodes.title) and isinstance(node.parent, (nodes.section, nodes.document)):
+            depth = sum(1 for parent in _ancestors(node) if isinstance(parent, nodes.section))
+            text = _rst_inline(node, nodes).strip()
+            blocks.append(heading_line(depth + titled, text) if text else "")
+        elif isinstance(node, nodes.subtitle):   # docutils makes a lone second-level section the subtitle
+            text = _rst_inline(node, nodes).strip()
+            blocks.append(heading_line(2, text) if text else "")
+        else:
+            blocks.append(_rst_inline(node, nodes).strip())
     text = _require_text(normalise_text("\n\n".join(b for b in blocks if b)), rel_path, "file")
     title = str(tree.get("title") or "").strip() or _first_line(text) or stem
     return [ParsedDocument(rel_path, title[:TITLE_MAX_CHARS], text, fmt, _sha256(data))]
 
 
+def _ancestors(node):
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
+
+
+def _rst_inline(node, nodes) -> str:
+    """A docutils text element's text with its inline literals (``code``, code roles) in backticks."""
+    parts = []
+    for child in node.children:
+        if isinstance(child, nodes.literal):
+            parts.append(inline_code(child.astext()))
+        elif isinstance(child, nodes.Text):
+            parts.append(str(child))
+        elif isinstance(child, nodes.Element):
+            parts.append(_rst_inline(child, nodes))
+    return "".join(parts)
+
+
 # ---- HTML --------------------------------------------------------------------------------------------
 
-_HTML_DROP = ["script", "style", "nav", "header", "footer", "noscript", "template", "iframe", "svg", "title"]
-# Blocks separated by a blank line vs. a single line break; table cells share their row's line.
-_HTML_PARAGRAPHS = {"p", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "table", "ul", "ol", "dl",
-                    "section", "article", "main", "aside", "figure", "hr", "address", "details"}
-_HTML_LINES = {"li", "tr", "div", "dt", "dd", "caption", "figcaption", "summary", "br"}
-_HTML_CELLS = ["td", "th"]
-# Private-use characters: never whitespace (unlike \x1c-\x1f, which str.split and regex \s treat as spaces).
-_PARA_MARK, _LINE_MARK, _CELL_MARK = "\ue000", "\ue001", "\ue002"
-_WHITESPACE = re.compile(r"\s+")
-_BREAKS = re.compile(f" ?[{_PARA_MARK}{_LINE_MARK}][ {_PARA_MARK}{_LINE_MARK}]*")
-
-
 def _parse_html(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
-    from bs4 import BeautifulSoup, Tag  # imported here: only HTML needs it, and it costs import time
+    """The page's main content (``html_content``); the whole page, with a warning, when that finds too little.
+    The title is the main content's first top-level heading, else the page's <title>."""
+    from pathrag_pipeline.ingest import html_content
 
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         raise ParseError(f"{rel_path} looks like a binary file (NUL bytes in its first {BINARY_SNIFF_BYTES // 1024} KiB), not HTML; "
                          f"remove it from the folder or re-save it as text")
-    soup = BeautifulSoup(data, "html.parser")
-    title_tag = soup.find("title")
-    title = _WHITESPACE.sub(" ", title_tag.get_text()).strip() if title_tag else ""
-    for tag in soup.find_all(_HTML_DROP):
-        tag.decompose()
-    if not title:
-        h1 = soup.find("h1")
-        title = _WHITESPACE.sub(" ", h1.get_text()).strip() if h1 else ""
-    # HTML whitespace inside text is insignificant; block boundaries are marked, then rendered as newlines.
-    # One pass over the tags (bs4's per-name searches dominate the cost on small pages).
-    for tag in [node for node in soup.descendants if isinstance(node, Tag)]:
-        name = tag.name
-        if name in _HTML_PARAGRAPHS:
-            tag.insert_before(_PARA_MARK)
-            tag.insert_after(_PARA_MARK)
-        elif name in _HTML_LINES:
-            tag.insert_before(_LINE_MARK)
-            tag.insert_after(_LINE_MARK)
-        elif name in _HTML_CELLS and tag.find_previous_sibling(_HTML_CELLS) is not None:
-            tag.insert_before(_CELL_MARK)
-    text = _WHITESPACE.sub(" ", soup.get_text()).replace(_CELL_MARK, " | ")
-    # Adjacent boundaries (end of one block, start of the next) make one break: blank line if any is a paragraph.
-    text = _BREAKS.sub(lambda m: "\n\n" if _PARA_MARK in m.group() else "\n", text)
-    text = _require_text(normalise_text(text), rel_path, "page")
-    title = title[:TITLE_MAX_CHARS] or _first_line(text) or stem
-    return [ParsedDocument(rel_path, title, text, fmt, _sha256(data))]
+    markup = html_content.decoded(data)
+    main, blocks = html_content.main_content(markup)
+    kept = sum(html_content.word_count(b.text) for b in main)
+    whole = sum(html_content.word_count(b.text) for b in blocks)
+    warning = None
+    if html_content.is_miss(kept, whole):
+        if whole >= html_content.MIN_MAIN_WORDS:
+            warning = (f"{rel_path}: main-content extraction kept {kept} of {whole} words; the whole page is indexed, "
+                       "its menus and footers included")
+        main = blocks
+    text = _require_text(normalise_text(html_content.as_text(main)), rel_path, "page")
+    page_lines = template_lines.line_keys(html_content.as_text(blocks))
+    # the page's one <h1> is its title; a page with several (numbered sections) or none has its <title>
+    top = [b.text for b in blocks if b.kind == "heading" and b.level == 1]
+    title = plain((top[0] if len(top) == 1 else "") or html_content.page_title(markup))[:TITLE_MAX_CHARS]
+    title = title or _first_line(text) or stem
+    return [ParsedDocument(rel_path, title, text, fmt, _sha256(data), warning=warning, page_lines=page_lines)]
 
 
 # ---- PDF -----------------------------------------------------------------------------------------------
@@ -497,11 +580,13 @@ def _parse_docx(data: bytes, rel_path: str, fmt: str, stem: str, *,
             if isinstance(item, Table):
                 blocks.append(budget.add(_docx_table_text(item)))
                 continue
-            blocks.append(budget.add(item.text))
             # Only explicitly styled paragraphs can be headings; resolving the default style is slow.
-            if not heading and item._p.style is not None and item.text.strip():
-                if item.style.name.startswith(("Title", "Heading")):
-                    heading = item.text.strip()
+            level = _docx_heading_level(item.style.name) if item._p.style is not None and item.text.strip() else 0
+            if level:
+                heading = heading or item.text.strip()
+                blocks.append(budget.add(heading_line(level, item.text)))
+            else:
+                blocks.append(budget.add(item.text))
         core_title = document.core_properties.title or ""
     except ParseError:
         raise
@@ -511,6 +596,17 @@ def _parse_docx(data: bytes, rel_path: str, fmt: str, stem: str, *,
     text = _require_text(normalise_text("\n\n".join(b for b in blocks if b.strip())), rel_path, "document")
     title = (core_title.strip() or heading)[:TITLE_MAX_CHARS] or _first_line(text) or stem
     return [ParsedDocument(rel_path, title, text, fmt, _sha256(data))]
+
+
+_DOCX_HEADING = re.compile(r"Heading (\d)")
+
+
+def _docx_heading_level(style: str) -> int:
+    """1 for a "Title" paragraph, N for "Heading N" (at most 6), 0 for any other style."""
+    if style.startswith("Title"):
+        return 1
+    match = _DOCX_HEADING.match(style)
+    return min(6, int(match.group(1))) if match else 0
 
 
 def _docx_table_text(table) -> str:

@@ -43,9 +43,10 @@ DDL = [
         size_bytes    BIGINT,                -- size of the file
         status        VARCHAR NOT NULL,      -- 'indexed' or 'error'
         error         VARCHAR,               -- what went wrong and what to do, when status = 'error'
-        text          VARCHAR,               -- extracted plain text; chunk offsets point into it
+        text          VARCHAR,               -- the main content as plain text, headings as '#' lines, code fenced with ```, inline code in backticks (text/structure.py); chunk offsets point into it
         created_at    TIMESTAMP NOT NULL,    -- UTC, first indexed
-        updated_at    TIMESTAMP NOT NULL     -- UTC, last change of content or status
+        updated_at    TIMESTAMP NOT NULL,    -- UTC, last change of content or status
+        warning       VARCHAR                -- set when the file was read, but not as intended: an HTML page whose main content was not found, read whole
     )
     """,
     """
@@ -53,14 +54,28 @@ DDL = [
         id            VARCHAR PRIMARY KEY,   -- 'chunk-' + hash(document id, text, repeat index): stable for unchanged text
         document_id   VARCHAR NOT NULL,      -- documents.id
         ordinal       INTEGER NOT NULL,      -- 0-based position in the document
-        text          VARCHAR NOT NULL,      -- the window's text, trimmed of surrounding whitespace
+        text          VARCHAR NOT NULL,      -- the window's text, trimmed, without the folder's template lines, after the headings it sits under (and an opening code fence when it starts inside code): ingest/chunking.py
         token_count   INTEGER NOT NULL,      -- tokens in the window (offline tokenizer, see tokenizer.py)
-        char_start    INTEGER NOT NULL,      -- offsets into documents.text: text = documents.text[char_start:char_end]
+        char_start    INTEGER NOT NULL,      -- offset of the window in documents.text (the window is documents.text[char_start:char_end] less any template line)
         char_end      INTEGER NOT NULL,      -- end offset (exclusive) into documents.text
-        content_hash  VARCHAR NOT NULL       -- sha256 of the chunk text alone (the extraction cache key)
+        content_hash  VARCHAR NOT NULL,      -- sha256 of text (the extraction cache key)
+        section       VARCHAR                -- the heading path the window starts under, ' > '-joined ('' when none)
     )
     """,
     "CREATE INDEX IF NOT EXISTS chunks_document ON chunks(document_id)",
+    """
+    CREATE TABLE IF NOT EXISTS document_lines (
+        document_id   VARCHAR NOT NULL,      -- documents.id (indexed documents only)
+        line_hash     BIGINT NOT NULL        -- template_lines.line_key of one distinct line of its text (headings, code fences and lines of under 3 letters are not counted)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS template_lines (
+        line_hash     BIGINT PRIMARY KEY,    -- the line's key (document_lines.line_hash)
+        line          VARCHAR NOT NULL,      -- the line, as one of its documents writes it
+        documents     INTEGER NOT NULL       -- indexed documents holding it when last counted: at least half the folder's (ingest/template_lines.py); chunks leave it out
+    )
+    """,
     """
     CREATE TABLE IF NOT EXISTS pathrag_meta (
         key           VARCHAR PRIMARY KEY,   -- e.g. 'chunking': the chunk settings the chunks table was built with
@@ -958,6 +973,8 @@ ADDED_COLUMNS: list[tuple[str, str, str]] = [
     ("extractions", "retry_key", "VARCHAR"),
     ("relation_mentions", "keyword_parts", "STRUCT(fold VARCHAR, text VARCHAR)[]"),
     ("relation_mentions", "description_parts", "STRUCT(fold VARCHAR, text VARCHAR)[]"),
+    ("chunks", "section", "VARCHAR"),
+    ("documents", "warning", "VARCHAR"),
 ]
 
 

@@ -1,0 +1,336 @@
+"""HTML to text: a page's main content, without its furniture, in the marks of ``text.structure``.
+
+A documentation site, a wiki or a saved web page wraps every page's content in the same navigation, sidebars,
+breadcrumbs, "Show Source" and "Edit this page" links, cookie banners and licence footers. Kept, they became the
+graph's most-mentioned entities and its hubs (a real Sphinx folder: 9 of the 50 most-mentioned entities, the footer's
+licence line the second-largest hub).
+
+What is main content is decided by trafilatura, a library made for that. Compared on 160 pages of four generators
+(Sphinx, DocBook, asciidoc, SQLite's; ``pathrag bench html``, docs/benchmarks.md) with readability-lxml, jusText,
+resiliparse and inscriptis, it kept the least furniture with the most content (no menu line on 158 of 160 pages,
+median line recall 0.93), where resiliparse, 15 times faster, kept DocBook's and SQLite's menus and dropped every
+bulleted list, readability lost a third of the content and jusText half. Its own rendering loses structure, though:
+half of the headings (three quarters on DocBook and SQLite pages) were no headings in its output. So the page is
+rendered here (``render``: headings, code blocks, inline code, terms, list items, table rows), and a rendered block
+is kept when trafilatura kept its text (``_kept``); a heading is kept when trafilatura kept it or the first block
+under it.
+
+When trafilatura finds no main content, or keeps fewer than ``MIN_MAIN_WORDS`` words and less than
+``MIN_MAIN_SHARE`` of the page's, the page is read whole (every block but scripts, styles, forms, <nav>, <header>,
+<footer>) and the document carries a warning naming it: a page that cleaning emptied is never lost.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+
+from pathrag_pipeline.text.structure import code_block, heading_line, inline_code
+
+MIN_MAIN_WORDS = 25
+"""Main content of fewer words than this ..."""
+MIN_MAIN_SHARE = 0.1
+"""... and less than this share of the whole page's words is taken for a miss: the page is read whole instead."""
+MATCH_SHARE = 0.6
+"""A block is main content when this share of its word trigrams (its words, for a block of under three) is in
+trafilatura's text."""
+
+SHORT_WORDS = 5
+TOC_WORDS = 12
+_WHITESPACE = re.compile(r"\s+")
+# permalink marks documentation generators append to headings and terms ("Configuration¶", "project#")
+_ANCHOR_MARK = re.compile(r"\s*[¶\uf0c1]+\s*")
+_SKIP = frozenset({"script", "style", "noscript", "template", "iframe", "svg", "title", "head", "button", "select",
+                   "input", "textarea", "form", "nav", "header", "footer", "object", "embed", "canvas", "map"})
+_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+_BLOCKS = frozenset({"p", "div", "section", "article", "main", "aside", "blockquote", "ul", "ol", "dl", "li", "dt",
+                     "dd", "table", "thead", "tbody", "tfoot", "tr", "caption", "figure", "figcaption", "hr",
+                     "address", "details", "summary", "center", "body", "html", "menu", "fieldset", "legend"})
+_INLINE_CODE = frozenset({"code", "tt", "kbd", "samp", "var"})
+_WORD = re.compile(r"\w+")
+_BREAK = "\ue000"   # a <br> inside a block: a line break of its text
+
+
+def _collapse(text: str) -> str:
+    return _WHITESPACE.sub(" ", text.replace(_BREAK, " ")).strip()
+
+
+@dataclass
+class Block:
+    kind: str          # "heading", "code", "term", "row" (of a table), "text"
+    text: str
+    level: int = 0
+
+
+# ---- rendering a page ---------------------------------------------------------------------------------------
+
+class _Renderer:
+    """A page as blocks: block elements end the line being written, inline ones add to it."""
+
+    def __init__(self) -> None:
+        self.blocks: list[Block] = []
+        self.line: list[str] = []
+
+    def flush(self, kind: str = "text") -> None:
+        text = "\n".join(filter(None, (_collapse(part) for part in "".join(self.line).split(_BREAK))))
+        text = re.sub(r"(?<=`) (?=[.,;:!?)\]])|(?<=[(\[]) (?=`)", "", text)
+        text = _ANCHOR_MARK.sub(" ", text).strip()
+        self.line = []
+        if text:
+            self.blocks.append(Block(kind, text))
+
+
+    def element(self, el) -> None:
+        tag = el.tag if isinstance(el.tag, str) else ""
+        tag = tag.rsplit("}", 1)[-1].lower()
+        if tag in _SKIP or not tag:
+            return
+        if "headerlink" in (el.get("class") or ""):
+            return
+        if tag in _HEADINGS:
+            self.flush()
+            self.inline_children(el)
+            text = _ANCHOR_MARK.sub(" ", _collapse("".join(self.line))).strip()
+            self.line = []
+            if text:
+                self.blocks.append(Block("heading", text, _HEADINGS[tag]))
+            return
+        if tag == "pre":
+            self.flush()
+            code = el.text_content()
+            if code.strip():
+                self.blocks.append(Block("code", code.strip("\n")))
+            return
+        if tag == "br":
+            self.line.append(_BREAK)
+            return
+        if tag in ("td", "th"):
+            self.inline_children(el)
+            self.line.append(" | ")
+            return
+        if tag == "tr":
+            self.flush()
+            self.children(el)
+            text = _collapse("".join(self.line)).rstrip(" |").strip()
+            self.line = [text]
+            self.flush("row")
+            return
+        if tag == "dt":
+            self.flush()
+            self.children(el)
+            term = _ANCHOR_MARK.sub(" ", _collapse("".join(self.line))).strip()
+            self.line = []
+            if term:   # a one-word term is a name: "project", "--root", "FULL"
+                if " " not in term and "`" not in term:
+                    term = inline_code(term)
+                self.blocks.append(Block("term", term))
+            return
+        if tag in _BLOCKS:
+            self.flush()
+            self.children(el)
+            self.flush()
+            return
+        if tag in _INLINE_CODE and not self.inside_code(el):
+            code = el.text_content()
+            if code.strip():
+                # adjacent code elements ("bisect." + "insort") are one name
+                if self.line and self.line[-1].endswith("`"):
+                    self.line[-1] = self.line[-1][:-1] + " ".join(code.split()) + "`"
+                else:
+                    self.line.append(" " + inline_code(code) + " ")
+            return
+        self.children(el)
+
+    @staticmethod
+    def inside_code(el) -> bool:
+        parent = el.getparent()
+        while parent is not None:
+            if isinstance(parent.tag, str) and parent.tag.rsplit("}", 1)[-1].lower() in _INLINE_CODE:
+                return True
+            parent = parent.getparent()
+        return False
+
+    def children(self, el) -> None:
+        """The element's text, then each child and the text after it (a child's tail is its parent's text)."""
+        if el.text:
+            self.line.append(el.text)
+        for child in el:
+            self.element(child)
+            if child.tail:
+                self.line.append(child.tail)
+
+    inline_children = children
+
+
+def render(tree) -> list[Block]:
+    """The blocks of an lxml HTML tree's <body> (the whole tree without one)."""
+    renderer = _Renderer()
+    body = tree.find(".//body") if tree.tag != "body" else tree
+    renderer.element(body if body is not None else tree)
+    renderer.flush()
+    return renderer.blocks
+
+
+def as_text(blocks: list[Block]) -> str:
+    """Blocks as text in the ``text.structure`` marks."""
+    out: list[str] = []
+    for i, block in enumerate(blocks):
+        if block.kind == "heading":
+            out.append(heading_line(block.level, block.text))
+        elif block.kind == "code":
+            out.append(code_block(block.text))
+        elif block.kind == "row" and i and blocks[i - 1].kind == "row":
+            out[-1] += "\n" + block.text    # a table's rows are lines of one block
+        else:
+            out.append(block.text)
+    return "\n\n".join(out)
+
+
+# ---- main content -------------------------------------------------------------------------------------------
+
+def _fold(text: str) -> list[str]:
+    return _WORD.findall(text.replace("`", "").casefold())
+
+
+def _kept(blocks: list[Block], main: list[tuple[bool, tuple[str, ...]]]) -> list[Block]:
+    """The blocks trafilatura kept (see the module docstring). ``main``: trafilatura's text, one (is a heading, folded
+    words) per element. A block of ``SHORT_WORDS`` words or more is kept when ``MATCH_SHARE`` of its word trigrams are
+    in that text, a shorter one ("Next", "Quick search") only when it is a whole element of it; a block that is no
+    heading is matched against what is not a heading there, so a page's table of contents, which repeats its
+    headings, is not taken for them. A heading is kept when it is found, or when the first block under it is."""
+    def index(lines):
+        return ({words for words in lines},
+                {gram for words in lines for gram in zip(words, words[1:], words[2:])})
+
+    prose = index([words for head, words in main if not head])
+    every = index([words for _, words in main])
+
+    def found(block: Block) -> bool:
+        folded = tuple(_fold(block.text))
+        if not folded:
+            return False
+        lines, grams = every if block.kind == "heading" else prose
+        if len(folded) < SHORT_WORDS:
+            return folded in lines
+        own = list(zip(folded, folded[1:], folded[2:]))
+        return sum(g in grams for g in own) >= MATCH_SHARE * len(own)
+
+    keep = [found(block) for block in blocks]
+    # a page's own table of contents: short lines repeating a heading or a term that comes later on the page
+    later: set[tuple[str, ...]] = set()
+    for i in range(len(blocks) - 1, -1, -1):
+        block = blocks[i]
+        folded = tuple(_fold(block.text))
+        if block.kind in ("text", "row") and keep[i] and len(folded) <= TOC_WORDS and folded in later:
+            keep[i] = False
+        if block.kind in ("heading", "term"):
+            later.add(folded)
+    for i in range(len(blocks) - 2, -1, -1):
+        if blocks[i].kind == "term" and not keep[i] and keep[i + 1] and blocks[i + 1].kind != "heading":
+            keep[i] = True   # a term whose definition is kept (trafilatura drops some terms of API references)
+    for i, block in enumerate(blocks):
+        if block.kind == "heading" and not keep[i]:
+            following = next((j for j in range(i + 1, len(blocks)) if blocks[j].kind != "heading"
+                              or blocks[j].level <= block.level), None)
+            keep[i] = following is not None and blocks[following].kind != "heading" and keep[following]
+    return [block for block, k in zip(blocks, keep) if k]
+
+
+_TEXT_ELEMENTS = frozenset({"head", "p", "item", "cell", "code", "quote", "row"})
+
+
+def _elements(xml: str) -> list[tuple[bool, tuple[str, ...]]]:
+    """trafilatura's XML as (is a heading, folded words) per text element, outermost ones."""
+    from lxml import etree
+
+    try:
+        root = etree.fromstring(xml.encode("utf-8"))
+    except etree.XMLSyntaxError:
+        return []
+    out = []
+
+    def walk(element) -> None:
+        for child in element:
+            if child.tag in ("list", "table"):
+                walk(child)
+            elif child.tag in _TEXT_ELEMENTS:
+                words = tuple(_fold(" ".join(child.itertext())))
+                if words:
+                    out.append((child.tag == "head", words))
+            else:
+                walk(child)
+
+    walk(root)
+    return out
+
+
+def parse_tree(markup: str):
+    import lxml.html
+
+    # an XHTML page's XML declaration with an encoding is refused by lxml for str input
+    markup = re.sub(r"^\s*<\?xml[^>]*\?>", "", markup)
+    return lxml.html.document_fromstring(markup or "<html></html>")
+
+
+def main_content(markup: str) -> tuple[list[Block], list[Block]]:
+    """(main blocks, all blocks) of a page: the blocks of ``render`` that trafilatura kept."""
+    import trafilatura
+
+    tree = parse_tree(markup)
+    blocks = render(tree)
+    candidate = copy.deepcopy(tree)
+    body = candidate.find(".//body")
+    if body is not None and not candidate.xpath("//main|//article|//*[@role='main']"):
+        # trafilatura reads a page with no content container it knows (DocBook, SQLite, asciidoc's man pages) as loose
+        # text and then keeps no heading and less of the text: the body wrapped as an <article> is read as one
+        article = body.makeelement("article", {})
+        article.text, body.text = body.text, None
+        for child in list(body):
+            article.append(child)
+        body.append(article)
+    xml = trafilatura.extract(candidate, output_format="xml", include_tables=True,
+                              include_formatting=False, include_comments=False, include_images=False,
+                              include_links=False, favor_recall=True, deduplicate=False, fast=True,
+                              with_metadata=False)
+    main = _elements(xml) if xml else []
+    return (_kept(blocks, main) if main else []), blocks
+
+
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
+def is_miss(main_words: int, full_words: int) -> bool:
+    """Whether main content this small is taken for a miss (see the module docstring)."""
+    return main_words < MIN_MAIN_WORDS and main_words < MIN_MAIN_SHARE * full_words
+
+
+# ---- the page as a whole ----------------------------------------------------------------------------------
+
+def decoded(data: bytes) -> str:
+    """The page's bytes as text, by its byte-order mark, its declared charset, or a guess (bs4's UnicodeDammit)."""
+    from bs4.dammit import UnicodeDammit
+
+    markup = UnicodeDammit(data, is_html=True).unicode_markup
+    return markup if markup is not None else data.decode("utf-8", errors="replace")
+
+
+_TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
+
+
+def page_title(markup: str) -> str:
+    """The page's <title>, entities decoded and whitespace collapsed ("" without one)."""
+    import html
+
+    match = _TITLE.search(markup)
+    return _collapse(html.unescape(_TAG.sub(" ", match.group(1)))) if match else ""
+
+
+def full_text(markup: str) -> tuple[str, str]:
+    """(text, first h1) of the whole page read as ``render`` reads it: the reading of a page whose main content was
+    not found."""
+    blocks = render(parse_tree(markup))
+    heading = next((b.text for b in blocks if b.kind == "heading" and b.level == 1), "")
+    return as_text(blocks), heading

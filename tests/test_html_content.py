@@ -1,0 +1,95 @@
+"""HTML pages read for their main content: the site's furniture goes, the page's structure stays, and a page whose
+cleaning empties is read whole with one warning naming it."""
+
+from __future__ import annotations
+
+from pathrag_pipeline.ingest.parsing import parse_file
+
+PARA = ("The Kestle gauge was installed on Marrow Hill in 1874 and read every morning by the observer, who sent the "
+        "readings to Pellingham by post each week. ")
+
+PAGE = f"""<!DOCTYPE html><html><head><title>Gauges — Varne Docs 2.1 documentation</title></head><body>
+<div class="related" role="navigation"><h3>Navigation</h3><ul><li><a href="index.html">Varne Docs »</a></li>
+<li><a href="genindex.html">Index</a></li></ul></div>
+<div id="cookie-banner">This site uses cookies. <button>Accept</button></div>
+<div class="sphinxsidebar"><h3>Quick search</h3><h3>On this page</h3><ul><li><a href="#g">Gauges</a></li>
+<li><a href="#o">Options</a></li></ul><a href="_sources/gauges.rst.txt">Show Source</a></div>
+<div class="body" role="main">
+<h1>Gauges<a class="headerlink" href="#g">¶</a></h1>
+<p>{PARA * 3}</p>
+<p>Call <code class="docutils literal"><span class="pre">read_gauge()</span></code> to read one.</p>
+<h2>Options<a class="headerlink" href="#o">¶</a></h2>
+<dl><dt><code>--interval</code></dt><dd><p>Seconds between two readings. The default is 3600.</p></dd>
+<dt>units</dt><dd><p>The unit of the reading, millimetres by default.</p></dd></dl>
+<ul><li>{PARA}</li><li>The float gauge at Corran Ford drew a continuous trace.</li></ul>
+<table><tr><th>site</th><th>gauge</th></tr><tr><td>Hesketh Mill</td><td>staff</td></tr></table>
+<pre>gauge --interval 60
+gauge --units mm</pre>
+</div>
+<div class="footer">&copy; Copyright 2024, the Varne Valley Trust. Created using Sphinx 5.3.0.
+<a href="https://example.org/edit">Edit this page</a></div>
+</body></html>"""
+
+
+def one(tmp_path, name: str, html: str):
+    path = tmp_path / name
+    path.write_text(html, encoding="utf-8")
+    [doc] = parse_file(path, name, max_bytes=10**7)
+    return doc
+
+
+def test_furniture_goes_and_structure_stays(tmp_path):
+    doc = one(tmp_path, "gauges.html", PAGE)
+    for furniture in ("Navigation", "Varne Docs »", "cookies", "Quick search", "On this page", "Show Source",
+                      "Copyright", "Edit this page", "¶"):
+        assert furniture not in doc.text, furniture
+    assert doc.title == "Gauges" and doc.warning is None          # the page's one <h1>, not the site's <title>
+    assert doc.text.startswith("# Gauges\n\nThe Kestle gauge")
+    assert "\n## Options\n" in doc.text
+    assert "Call `read_gauge()` to read one." in doc.text           # inline code marked
+    assert "`--interval`\n\nSeconds between two readings. The default is 3600." in doc.text   # terms as lines
+    assert "`units`\n\nThe unit of the reading" in doc.text         # a one-word term is a name
+    assert "The float gauge at Corran Ford drew a continuous trace." in doc.text   # list items kept
+    assert "site | gauge\nHesketh Mill | staff" in doc.text
+    assert "```\ngauge --interval 60\ngauge --units mm\n```" in doc.text          # code keeps its lines
+    # the folder's template lines are counted on the whole page, where a site's furniture is on every page
+    from pathrag_pipeline.ingest.template_lines import line_key
+
+    assert line_key("Show Source") in doc.page_lines and line_key("Quick search") not in doc.page_lines   # a heading
+
+
+def test_a_page_without_a_content_container_keeps_its_headings(tmp_path):
+    # DocBook and SQLite pages have no <main> or <article>: trafilatura is given the body as one
+    body = "".join(f"<h2>Part {i}</h2><p>{PARA}</p>" for i in range(3))
+    doc = one(tmp_path, "docbook.html", f"<html><head><title>VACUUM</title></head><body>"
+                                        f"<div class='navheader'><a>Prev</a> <a>Next</a></div>{body}</body></html>")
+    assert [line for line in doc.text.split("\n") if line.startswith("#")] == ["## Part 0", "## Part 1", "## Part 2"]
+    assert doc.title == "VACUUM"
+
+
+def test_a_page_that_cleaning_empties_is_read_whole_with_a_warning(tmp_path, monkeypatch):
+    import trafilatura
+
+    monkeypatch.setattr(trafilatura, "extract", lambda *a, **kw: None)   # a page the library finds nothing in
+    doc = one(tmp_path, "gauges.html", PAGE)
+    assert doc.warning and doc.warning.startswith("gauges.html: main-content extraction kept 0 of ")
+    assert "The Kestle gauge" in doc.text and "Quick search" in doc.text     # the whole page, its menus included
+    assert "\n## Options\n" in doc.text                                       # still read with its structure
+
+
+def test_a_warning_reaches_the_index_report_and_the_documents_table(tmp_path, monkeypatch):
+    import trafilatura
+
+    from pathrag_pipeline.config import Settings
+    from pathrag_pipeline.ingest.folder_sync import sync_folder
+    from pathrag_pipeline.storage.store import Store
+
+    monkeypatch.setattr(trafilatura, "extract", lambda *a, **kw: None)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "gauges.html").write_text(PAGE, encoding="utf-8")
+    settings = Settings.from_env(env={}, home=tmp_path / "home", docs=docs)
+    report = sync_folder(settings, folder=docs)
+    assert len(report.warnings) == 1 and report.warnings[0].startswith("gauges.html: ") and not report.failed
+    with Store.for_settings(settings).connect(read_only=True) as con:
+        assert con.execute("SELECT status, warning FROM documents").fetchone() == ("indexed", report.warnings[0])

@@ -1,0 +1,89 @@
+"""The folder-level guard: a line on most of the folder's documents is template text, left out of every chunk, and the
+set stays right under edits and deletes (the documents holding a line that crosses the threshold are cut again)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.index.pending_work import find_pending_work
+from pathrag_pipeline.ingest import template_lines
+from pathrag_pipeline.ingest.folder_sync import sync_folder
+from pathrag_pipeline.storage.store import Store
+
+FOOTER = "Copyright 2024 the Varne Valley Trust. Report a bug."
+
+
+def page(i: int, footer: bool = True) -> str:
+    body = f"# Page {i}\n\nThe gauge at site {i} was read by observer number {i} every morning of the survey."
+    return body + (f"\n\n{FOOTER}\n" if footer else "\n")
+
+
+@pytest.fixture
+def folder(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(6):
+        (docs / f"page{i}.md").write_text(page(i), encoding="utf-8")
+    settings = Settings.from_env(env={}, home=tmp_path / "home", docs=docs)
+    return settings, docs, Store.for_settings(settings)
+
+
+def chunk_texts(store) -> dict[str, str]:
+    with store.connect(read_only=True) as con:
+        return dict(con.execute("SELECT document_id, string_agg(text, ' ') FROM chunks GROUP BY 1").fetchall())
+
+
+def stored_template(store) -> list[str]:
+    with store.connect(read_only=True) as con:
+        return [r[0] for r in con.execute("SELECT line FROM template_lines ORDER BY line").fetchall()]
+
+
+def test_a_line_on_most_documents_leaves_every_chunk_and_stays_in_the_documents(folder):
+    settings, docs, store = folder
+    sync_folder(settings, folder=docs)
+    assert stored_template(store) == [FOOTER]
+    texts = chunk_texts(store)
+    assert len(texts) == 6 and not [t for t in texts.values() if "Report a bug" in t]
+    assert all("observer number" in t for t in texts.values())
+    with store.connect(read_only=True) as con:
+        kept = con.execute("SELECT count(*) FROM documents WHERE contains(text, 'Report a bug')").fetchone()[0]
+    assert kept == 6   # documents.text keeps what the chunks leave out
+
+
+def test_edits_and_deletes_that_move_a_line_across_the_threshold_cut_its_documents_again(folder):
+    settings, docs, store = folder
+    sync_folder(settings, folder=docs)
+    # four of six pages lose the footer: two of six is not most of the folder, so the last two get it back
+    for i in range(4):
+        (docs / f"page{i}.md").write_text(page(i, footer=False), encoding="utf-8")
+    sync_folder(settings, folder=docs)
+    assert stored_template(store) == []
+    texts = chunk_texts(store)
+    assert "Report a bug" in texts["page4.md"] and "Report a bug" in texts["page5.md"]
+    # pages come back with it, and deleting the ones without it makes it most of the folder again
+    for i in range(6, 10):
+        (docs / f"page{i}.md").write_text(page(i), encoding="utf-8")
+    for i in range(4):
+        (docs / f"page{i}.md").unlink()
+    sync_folder(settings, folder=docs)
+    assert stored_template(store) == [FOOTER]
+    assert not [t for t in chunk_texts(store).values() if "Report a bug" in t]
+    assert find_pending_work(settings, docs, "offline-rules-v5", "x").reasons != []   # extraction still to run
+    with store.connect(read_only=True) as con:
+        assert template_lines.is_current(con)
+
+
+def test_headings_and_short_lines_are_never_template_lines():
+    assert template_lines.line_key("## Options") is None and template_lines.line_key("```") is None
+    assert template_lines.line_key("| 1 |") is None
+    assert template_lines.line_key("Report  a bug") == template_lines.line_key("  Report a bug ")
+    kept, runs = template_lines.without_template("a line\nfooter line\nlast line", frozenset(
+        {template_lines.line_key("footer line")}))
+    assert kept == "a line\nlast line"
+    assert template_lines.original_offset(runs, kept.index("last")) == len("a line\nfooter line\n")
+
+
+def test_a_small_folder_has_no_template_lines():
+    assert template_lines.threshold(3) == template_lines.TEMPLATE_MIN_DOCUMENTS
+    assert template_lines.threshold(100) == 50
