@@ -74,7 +74,11 @@ LABEL_NAMES = frozenset({
 _NUMBERED_LABEL = re.compile(r"(appendix|table|figure|fig\.?|section|sec\.?|chapter|equation|eq\.?|algorithm|"
                              r"listing|step|part|page|theorem|lemma|definition)\s+\(?(\d+(\.\d+)*[a-z]?|[a-z]|[ivxlc]+)\)?",
                              re.IGNORECASE)
-_IDENTIFIER = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)+(?:\.\w{1,5})?")   # snake_case or a file name: the_varne_review
+# A document's own file name or stem echoed back (issue 27: "varne_valley_railway.md", "the_varne_review"): a name
+# ending in an indexed format's suffix, or a snake_case phrase opening with an article. Other snake_case names are
+# code names documentation writes (shared_buffers, sqlite3_busy_timeout: issue 58) and pass.
+_FILE_NAME = re.compile(r"[\w.-]+\.(?:txt|md|markdown|mdx|rst|html?|pdf|docx|jsonl|ipynb)", re.IGNORECASE)
+_ARTICLE_SNAKE = re.compile(r"(?:the|a|an)_[a-z0-9]+(?:_[a-z0-9]+)*", re.IGNORECASE)
 _HANDLE = re.compile(r"[#@]\w")                                   # #PellinghamInstitute, @someone
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")                    # C0 and C1 control characters, DEL
 
@@ -98,8 +102,8 @@ def name_problem(name: str) -> str | None:
     """Why ``name`` cannot be an entity name (None when it can): a URL (the validator's error link a model
     repeated after a re-ask), markup or code fragments, validation-error text, or more than
     ``MAX_NAME_CHARS`` characters / ``MAX_NAME_WORDS`` words (a sentence, not a name); a label of the prompt or
-    schema, a type name or a placeholder (``LABEL_NAMES``); a hashtag or handle; a snake_case identifier or
-    file name; mojibake or control characters. Memoised (a pure function of the name): a chunk's extraction
+    schema, a type name or a placeholder (``LABEL_NAMES``); a hashtag or handle; a document's file name or stem
+    (``_FILE_NAME``); mojibake or control characters. Memoised (a pure function of the name): a chunk's extraction
     checks each relation endpoint, so the same few names hundreds of times."""
     if len(name) > MAX_NAME_CHARS or len(name.split()) > MAX_NAME_WORDS:
         return f"longer than {MAX_NAME_CHARS} characters or {MAX_NAME_WORDS} words"
@@ -112,8 +116,8 @@ def name_problem(name: str) -> str | None:
                 "instruction verb, not a name from the text")
     if _HANDLE.match(name):
         return "a hashtag or handle, not a name as written"
-    if _IDENTIFIER.fullmatch(name):
-        return "an identifier or file name (snake_case), not a name as written"
+    if _FILE_NAME.fullmatch(name) or _ARTICLE_SNAKE.fullmatch(name):
+        return "a document's file name or stem, not a name from its text"
     if _mojibake(name) or _CONTROL.search(name):
         return "mojibake or control characters"
     return None

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Relation, entity_of, relation_of
+from pathrag_pipeline.index.identifiers import CODE_SPAN, bare_names, code_name, heading_name, is_term
+from pathrag_pipeline.text.structure import blocks
 
 # v2: titles inside longer names, line segments; v3: dates and amounts are not graph nodes, one neighbour.
 # The windows of over-long runs (MAX_SENTENCE_CHARS) came without a bump: every text without such a run extracts
@@ -33,7 +35,9 @@ from pathrag_pipeline.index.extraction_models import ChunkExtraction, Relation, 
 # v4: documentation text: heading and field-label lines, instruction verbs ("See", "Please"), citation initials
 # and literals ("True", "API") are not names; names listed with a person, citation surnames and towns of an
 # address are typed (measured on hand-labelled real docs, `pathrag bench extractor`).
-OFFLINE_EXTRACTOR_ID = "offline-rules-v4"
+# v5: structure (text/structure.py): headings are read for the names in them only, code blocks not at all; technical
+# names (index/identifiers.py) are entities, a term line defines its names, a section's subject relates to them.
+OFFLINE_EXTRACTOR_ID = "offline-rules-v5"
 
 DESCRIPTION_MAX_CHARS = 400
 # A "sentence" longer than MAX_SENTENCE_CHARS is not one: a word list, an unpunctuated transcript or dump, a
@@ -233,6 +237,14 @@ stop fill assert switch try import define configure enable disable remove replac
 choose enter type find follow visit refer consult download keep avoid ensure let please thanks thank
 test deploy upgrade migrate debug develop contribute get
 """.split())
+# Verbs that open a description in reference documentation ("Insert x in a", "Returns the value", "Implies
+# --foo"): a lone one opening a sentence is not a name (v5). Not used to cut a longer run ("Show Boat" stays).
+_DESCRIPTION_VERBS = _IMPERATIVES | frozenset("""
+insert return locate raise compute convert append delete yield generate produce specify determine indicate
+show display allow output print apply perform execute sort split join parse format encode decode close send
+receive register initialize initialise reset store save wait match search merge fetch push pull commit
+imply turn limit override ignore skip list pick prefer
+""".split())
 # A lowercase word right after a lone capitalised sentence opener that marks the opener as a verb
 # ("Fill in", "Copy the", "Make sure", "Assert that"), not a name ("Ethiopia is", "Dagster runs").
 _VERB_OBJECTS = frozenset("a an the your this that these those my our its their it them sure all any each every".split())
@@ -344,11 +356,73 @@ def normalise_text(text: str) -> str:
     return _WHITESPACE.sub(" ", text).strip()
 
 
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """What the extractor reads, one at a time: a heading, a term line (``identifiers.is_term``: a definition's
+    term, a signature, an option list) or a prose sentence; ``section`` is the index of the heading unit it sits
+    under (-1: none)."""
+
+    text: str
+    kind: str
+    section: int = -1
+    block: int = 0     # the prose block (paragraph, list item, definition) it is part of: units of one block share it
+
+
+def read_units(text: str) -> list[Unit]:
+    """The units of document text (``text.structure`` marks): headings, then each prose block's segments (see
+    ``_segments``), cleaned, a term line whole, other segments split into sentences. Code blocks are not read."""
+    units: list[Unit] = []
+    stack: list[tuple[int, int]] = []   # (heading level, its unit index)
+    blocks_read = 0
+    for block in blocks(text):
+        if block.kind == "code":
+            continue
+        if block.kind == "heading":
+            while stack and stack[-1][0] >= block.level:
+                stack.pop()
+            heading = normalise_text(block.text)
+            if heading:
+                units.append(Unit(heading, "heading", stack[-1][1] if stack else -1))
+                stack.append((block.level, len(units) - 1))
+            continue
+        section = stack[-1][1] if stack else -1
+        for segment in _segments(block.text):
+            cleaned = normalise_text(segment)
+            if not cleaned:
+                continue
+            blocks_read += 1
+            if len(cleaned) <= 300 and is_term(cleaned):
+                last = units[-1] if units else None
+                if last is not None and last.kind == "term" and last.section == section and last.block == blocks_read - 1:
+                    # several terms of one definition ("--autosquash" then "--no-autosquash"): one term line
+                    units[-1] = Unit(f"{last.text}, {cleaned}", "term", section, blocks_read)
+                else:
+                    units.append(Unit(cleaned, "term", section, blocks_read))
+            else:
+                units.extend(Unit(sentence, "prose", section, blocks_read)
+                             for sentence in _labelled(split_sentences(cleaned)))
+    return units
+
+
+LABEL_WORDS = 3
+
+
+def _labelled(sentences: list[str]) -> list[str]:
+    """A run-in label read with its sentence: "Hesketh Mill. A mill village on the River Lode." is one sentence (a
+    gazetteer's or glossary's entry), not a name alone and a sentence that never names it."""
+    out: list[str] = []
+    for sentence in sentences:
+        if out and len(out[-1].split()) <= LABEL_WORDS and out[-1].endswith((".", ":")) and out[-1][:1].isupper() \
+                and not out[-1].endswith(("..", "...")):
+            out[-1] = f"{out[-1]} {sentence}"
+        else:
+            out.append(sentence)
+    return out
+
+
 def text_sentences(text: str) -> list[str]:
-    """The sentences of raw document text: segments (see ``_segments``), cleaned, then split; markdown
-    heading marks are dropped. What the extractor reads, and what answers and excerpts quote."""
-    blocks = (normalise_text(block.lstrip("#").strip()) for block in _segments(text))
-    return [sentence for block in blocks if block for sentence in split_sentences(block)]
+    """The sentences of document text, headings and code left out: what answers and excerpts quote."""
+    return [unit.text for unit in read_units(text) if unit.kind != "heading"]
 
 
 def split_sentences(text: str) -> list[str]:
@@ -531,15 +605,33 @@ def _lower_same_length(text: str) -> str:
 
 
 def find_candidates(sentence: str, context: NameContext = NameContext(),
-                    known_names: tuple[str, ...] = ()) -> list[Candidate]:
+                    known_names: tuple[str, ...] = (), *, names_only: bool = False) -> list[Candidate]:
     """Entity mentions in one cleaned sentence, in text order, spans not overlapping.
 
     ``context`` judges a lone capitalised word opening the sentence; without one, such a word is never
-    a name. ``known_names`` (e.g. the passage title) are matched verbatim first, case-insensitively, so
+    a name. Technical names (``identifiers``: inline code, snake_case, dotted.names, ``f()``, ``--option``) are
+    found first; ``names_only`` stops there (a heading: its words are never entities, a name in it is).
+    ``known_names`` (e.g. the passage title) are matched verbatim next, case-insensitively, so
     a title like "Riemann integral" is kept whole.
     """
     found: list[Candidate] = []
     masked: list[tuple[int, int]] = []
+    whole = heading_name(sentence) if names_only else None
+    if whole:   # "PRAGMA cache_size": the heading names one thing
+        return [Candidate(whole, "concept", 0, len(sentence))]
+    if "`" in sentence:
+        for match in CODE_SPAN.finditer(sentence):
+            name = code_name(match.group(1))
+            if name:
+                found.append(Candidate(name, "concept", match.start(), match.end()))
+            masked.append(match.span())   # code is never read as prose, name or not
+    for name, s, e in bare_names(sentence):
+        if not _overlaps(masked, s, e):
+            found.append(Candidate(name, "concept", s, e))
+            masked.append((s, e))
+    if names_only:
+        found.sort(key=lambda c: c.start)
+        return found
     lowered = _lower_same_length(sentence) if known_names else ""
     for name in known_names:
         key = _lower_same_length(name)
@@ -642,8 +734,9 @@ def _capitalised_runs(sentence: str, tokens: list[_Token], context: NameContext)
             word = _bare(tokens[parts[0]].text)
             if not _single_word_name(word) or (parts[0] == first_word and not context.opens_with_name(word)):
                 continue
-            if parts[0] == first_word and word not in context.capitalised and _verb_follows(tokens, parts[0]):
-                continue  # "Fill in the parts", "Copy the file": an instruction's verb
+            if parts[0] == first_word and word not in context.capitalised and (
+                    _verb_follows(tokens, parts[0]) or _instruction_verb(word)):
+                continue  # "Fill in the parts", "Copy the file", "Insert x in a": an instruction's verb
         words = [tokens[k].text for k in parts if tokens[k].kind == "cap"]
         if all(w.lower().rstrip(".") in _NOT_NAMES for w in words):
             continue  # "True False True", "APIs"
@@ -671,6 +764,13 @@ def _opens_instruction(tokens: list[_Token], parts: list[int], context: NameCont
     "Build ORT with ...") rather than part of the name: an imperative the text never capitalises mid-sentence."""
     word = tokens[parts[0]].text
     return word.lower() in _IMPERATIVES and word not in context.capitalised
+
+
+def _instruction_verb(word: str) -> bool:
+    """An instruction verb, or its third person ("Returns", "Implies"): documentation opens descriptions with them."""
+    lower = word.lower()
+    verbs = _DESCRIPTION_VERBS
+    return lower in verbs or (lower.endswith("s") and (lower[:-1] in verbs or lower.endswith("es") and lower[:-2] in verbs))
 
 
 def _verb_follows(tokens: list[_Token], k: int) -> bool:
@@ -829,11 +929,21 @@ class _Mention:
     end: int
 
 
+_TITLE_HEAD = re.compile(r"^(\S+(?: \S+){0,2}) [—–] \S")
+_MAN_PAGE_TITLE = re.compile(r"^([a-z][\w.+-]*)\([1-8]\)(?:\s|$)")
+
+
 def _clean_title(title: str | None) -> str:
     """A passage title as an entity name: cleaned like the text, without a "(disambiguation)" suffix."""
     if not title:
         return ""
-    cleaned = normalise_text(title)
+    cleaned = normalise_text(title).replace("`", "")
+    page = _MAN_PAGE_TITLE.match(cleaned)
+    if page:   # "git-rebase(1) Manual Page": a man page is about its command
+        return page.group(1)
+    head = _TITLE_HEAD.match(cleaned)
+    if head:   # "bisect — Array bisection algorithm": the page is about its head
+        cleaned = head.group(1)
     return re.sub(r"\s*\([^()]*\)$", "", cleaned).strip() or cleaned
 
 
@@ -845,7 +955,8 @@ def extract_offline(text: str, title: str | None = None) -> ChunkExtraction:
     if not isinstance(text, str):
         raise TypeError(f"extract_offline expects text as str, got {type(text).__name__}; decode it first")
     title_name = _clean_title(title)
-    sentences = text_sentences(text)
+    units = read_units(text)
+    sentences = [unit.text for unit in units]
 
     context = NameContext.of(sentences, title_name)
 
@@ -855,7 +966,7 @@ def extract_offline(text: str, title: str | None = None) -> ChunkExtraction:
     per_sentence: list[list[_Mention]] = []
     for idx, sentence in enumerate(sentences):
         mentions: list[_Mention] = []
-        for cand in find_candidates(sentence, context, known_names):
+        for cand in find_candidates(sentence, context, known_names, names_only=units[idx].kind == "heading"):
             key = _key(cand.name)
             if not key or cand.type in LITERAL_TYPES:
                 continue
@@ -888,12 +999,63 @@ def extract_offline(text: str, title: str | None = None) -> ChunkExtraction:
     if title_key and entities[title_key]["type"] == "concept" and per_sentence:
         entities[title_key]["type"] = _title_type(sentences)
 
+    definitions, structure = _structure(units, per_sentence, entities, title_key)
     out_entities = [
-        entity_of(entities[k]["name"], entities[k]["type"], _describe(entities[k]["sentences"], sentences))
+        entity_of(entities[k]["name"], entities[k]["type"],
+                  definitions.get(k) or _describe(entities[k]["sentences"], sentences))
         for k in order
     ]
-    relations = _relations(per_sentence, sentences, entities, title_key)
+    relations = _relations(per_sentence, sentences, entities, title_key, units) + structure
     return ChunkExtraction(entities=out_entities, relations=relations)
+
+
+DEFINES_STRENGTH = 9.0
+"""A section's subject and a name its term lines define are as closely related as two adjacent mentions."""
+
+
+def _structure(units: list[Unit], per_sentence: list[list[_Mention]], entities: dict[str, dict],
+               title_key: str) -> tuple[dict[str, str], list[Relation]]:
+    """What the page's structure says: each heading's subject (the first name in it, else its parent's, else the
+    title's) defines the names of the term lines under it ("module bisect defines insort"), and a heading's subject
+    sits in its parent's. Returns the term names' definitions (the term line and the sentence after it:
+    "`insort(a, x)`: Insert x in a in sorted order.") and those relations."""
+    subject: dict[int, str] = {}
+    definitions: dict[str, str] = {}
+    best: dict[tuple[str, str], Relation] = {}
+
+    def subject_of(section: int) -> str:
+        return subject.get(section, title_key) if section >= 0 else title_key
+
+    def relate(a: str, b: str, keywords: str, description: str) -> None:
+        if a and b and a != b and a in entities and b in entities:
+            pair = (a, b) if a < b else (b, a)
+            best.setdefault(pair, relation_of(entities[a]["name"], entities[b]["name"], keywords, description,
+                                              DEFINES_STRENGTH))
+
+    for idx, unit in enumerate(units):
+        keys = [m.key for m in per_sentence[idx] if m.key in entities]
+        if unit.kind == "heading":
+            parent = subject_of(unit.section)
+            subject[idx] = keys[0] if keys else parent
+            if keys:
+                relate(parent, keys[0], "contains", unit.text)
+        elif unit.kind == "term" and keys:
+            following = units[idx + 1] if idx + 1 < len(units) else None
+            definition = unit.text
+            if following is not None and following.kind == "prose" and following.section == unit.section:
+                definition = f"{unit.text}: {following.text}"
+            definition = _clip(definition)
+            for key in keys:
+                definitions.setdefault(key, definition)
+                relate(subject_of(unit.section), key, "defines", definition)
+    return definitions, list(best.values())
+
+
+def _clip(text: str) -> str:
+    if len(text) <= DESCRIPTION_MAX_CHARS:
+        return text
+    cut = text.rfind(" ", 0, DESCRIPTION_MAX_CHARS)
+    return text[:cut if cut > 0 else DESCRIPTION_MAX_CHARS] + "..."
 
 
 _COORDINATION = re.compile(r"^(?:,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)$")
@@ -913,12 +1075,13 @@ def _type_coordinated_people(per_sentence: list[list[_Mention]], sentences: list
                 ta, tb = entities[a.key]["type"], entities[b.key]["type"]
                 for key, other in ((a.key, tb), (b.key, ta)):
                     record = entities[key]
-                    if other == "person" and record["type"] in ("concept", "location") and _personal_shape(record["name"]):
+                    if other == "person" and record["type"] in ("concept", "location") and personal_shape(record["name"]):
                         record["type"] = "person"
                         changed = True
 
 
-def _personal_shape(name: str) -> bool:
+def personal_shape(name: str) -> bool:
+    """2-3 capitalised words with no head noun or place: shaped like a person's name."""
     words = name.split()
     return (2 <= len(words) <= 3 and all(w[:1].isupper() and w.replace("-", "").replace("'", "").isalpha() for w in words)
             and not any(w.lower() in _GENERIC_HEADS or w.lower() in _PLACES for w in words))
@@ -1043,7 +1206,7 @@ def _strength(distance: int) -> float:
 
 
 def _relations(per_sentence: list[list[_Mention]], sentences: list[str], entities: dict[str, dict],
-               title_key: str) -> list[Relation]:
+               title_key: str, units: list[Unit] | None = None) -> list[Relation]:
     """Co-occurrence relations: neighbours within a sentence, the sentence subject, and the title.
 
     Each entity links to its next ``RELATION_NEIGHBOURS`` mentions and the sentence's first mention to
@@ -1075,6 +1238,8 @@ def _relations(per_sentence: list[list[_Mention]], sentences: list[str], entitie
         return tuple(pieces), sentence.count(" ", origin, mentions[j].start)
 
     for idx, mentions in enumerate(per_sentence):
+        if units is not None and units[idx].kind == "heading":
+            continue   # a heading relates its name to the section's (``_structure``), not its words to each other
         sentence = sentences[idx]
         mentions = [m for m in mentions if m.key in entities]
         n = len(mentions)

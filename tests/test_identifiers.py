@@ -1,0 +1,70 @@
+"""Technical names become entities offline, defined by the sentence after their term line, related to the name their
+section is about; headings give no entity of their own words, and code blocks none at all."""
+
+from __future__ import annotations
+
+import pytest
+
+from pathrag_pipeline.index.identifiers import bare_names, code_name, is_term
+from pathrag_pipeline.index.offline_extraction import extract_offline
+
+
+@pytest.mark.parametrize("code, name", [
+    ("insort(a, x)", "insort"), ("--jobs=N", "--jobs"), ("git-rebase(1)", "git-rebase"), ("git rebase", "git rebase"),
+    ("PRAGMA journal_mode", "PRAGMA journal_mode"), ("sqlite3_open_v2()", "sqlite3_open_v2"),
+    ("True", None), ("0", None), ("'utf-8'", None), ("x = 1", None), ("<branch>", None), ("a", None),
+    ("git log <upstream>..HEAD", None),
+])
+def test_a_code_span_gives_the_name_it_holds(code, name):
+    assert code_name(code) == name
+
+
+def test_bare_names_are_the_shapes_only_code_takes():
+    sentence = ("Use lru_cache or functools.lru_cache() with getrecursionlimit() and JSONDecodeError, see "
+                "git-rebase(1) and --autosquash, e.g. index.html, in MiB.")
+    assert [n for n, _, _ in bare_names(sentence)] == ["lru_cache", "functools.lru_cache", "getrecursionlimit",
+                                                       "JSONDecodeError", "git-rebase", "--autosquash"]
+    assert bare_names("The Kestle gauge was read every morning.") == []
+
+
+def test_a_term_line_is_only_names():
+    assert is_term("`--autosquash`, `--no-autosquash`") and is_term("`bisect.insort` (a, x, lo=0, hi=len(a))")
+    assert is_term("--root") and not is_term("The project name.") and not is_term("Number of Instances")
+
+
+DOC = """# `bisect` — Array bisection algorithm
+
+This module provides support for maintaining a list in sorted order.
+
+## Functions
+
+`bisect.insort_left` (a, x, lo=0, hi=len(a))
+
+Insert x in a in sorted order. This function first runs `bisect_left()` to locate an insertion point.
+
+## Writing Better Code
+
+```
+import Foo Bar
+Kestle Observatory = 1
+```
+"""
+
+
+def test_documentation_text_gives_its_names_their_definitions_and_the_sections_subject():
+    got = extract_offline(DOC, "bisect — Array bisection algorithm — Python 3.12 documentation")
+    entities = {e.name: e for e in got.entities}
+    assert {"bisect", "bisect.insort_left", "bisect_left"} <= set(entities)
+    assert entities["bisect.insort_left"].description.startswith(
+        "`bisect.insort_left` (a, x, lo=0, hi=len(a)): Insert x in a in sorted order.")
+    # the page is about its title's head, whose section defines the term
+    relations = {(r.source, r.target): r for r in got.relations}
+    assert relations[("bisect", "bisect.insort_left")].keywords == "defines"
+    # no entity from a heading's own words ("Functions", "Writing Better Code"), none from code, none from "Insert"
+    assert not {"Functions", "Writing Better Code", "Array", "Foo Bar", "Kestle Observatory", "Insert"} & set(entities)
+
+
+def test_a_run_in_label_is_read_with_its_sentence():
+    got = extract_offline("**Hesketh Mill.** A mill village on the River Lode, below Kestle Moor.".replace("**", ""))
+    pairs = {frozenset((r.source, r.target)) for r in got.relations}
+    assert frozenset(("Hesketh Mill", "River Lode")) in pairs
