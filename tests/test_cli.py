@@ -117,6 +117,11 @@ def test_quickstart_indexes_the_sample_and_answers(home):
     assert f"Dagster home {home / 'dagster'}" in result.output.replace("\n", " ")
     assert (home / "dagster" / "dagster.yaml").exists()
     assert status["dagster"]["runs"][0]["trigger"] == "quickstart"
+    # its showcase question is answered: the river is named first, then the chain that leads to it, with sources
+    answer = result.output.split("Answer (extractive, offline, mode path):", 1)[1]
+    answer = " ".join(answer.split())
+    assert "River Lode" in answer[:400] and "Hesketh Mill" in answer[:400]
+    assert "Sources: [1] varne_valley_geography.md" in answer
 
 
 def test_sql_cannot_touch_other_files_and_rejects_empty_or_conflicting_input(home, folder, tmp_path):

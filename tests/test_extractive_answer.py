@@ -29,12 +29,31 @@ def test_the_final_hops_sentence_comes_first_for_a_path():
     assert again.text == got.text
 
 
-def test_without_path_structure_the_term_overlap_order_stays():
+def test_without_path_structure_the_answer_follows_the_names_to_the_fact_and_says_how():
+    """The best-matching sentence names the director but no river: the answer follows the names it brings
+    (Agnes Morrow, then Hesketh Mill) to a sentence naming a river, leads with it, and quotes the chain after it,
+    each sentence with its document."""
     flat = Evidence(("Pellingham Institute", "Agnes Morrow", "Hesketh Mill", "River Lode"),
                     ("institute", "morrow", "mill"))
+    documents = {"institute": ("institute.md", "Pellingham Institute"), "morrow": ("people.jsonl#morrow", "Morrow"),
+                 "mill": ("places.md", "Hesketh Mill")}
     got = extractive_answer(QUESTION, ["Pellingham Institute"], [flat], CHUNKS, names=["Pellingham Institute"],
-                            max_sentences=1)
-    assert "first director" in got.text and "River Lode" not in got.text
+                            documents=documents, max_sentences=3)
+    body = got.text.removeprefix(EXTRACTIVE_LABEL).strip()
+    assert body.startswith("Hesketh Mill stands on the River Lode, below the weir. [1]")
+    assert body.index("born in Hesketh Mill") < body.index("first director of the Pellingham Institute")
+    assert body.endswith("\nSources: [1] places.md; [2] people.jsonl#morrow; [3] institute.md")
+
+
+def test_a_question_for_a_code_name_leads_with_the_definition_that_gives_one():
+    text = ("# git-rebase(1)\n\n## OPTIONS\n\n`--onto` `<newbase>`\n\nStarting point at which to create the new "
+            "commits.\n\n`--autosquash`, `--no-autosquash`\n\nWhen the commit log message begins with fixup! the "
+            "commit is moved right after the commit it fixes.\n\nThe fixup! commits are listed in the todo list.")
+    got = extractive_answer("Which git rebase option moves fixup! commits next to the commit they fix?", [],
+                            [Evidence((), ("rebase",))], {"rebase": text}, documents={"rebase": ("git-rebase.html", "")})
+    body = got.text.removeprefix(EXTRACTIVE_LABEL).strip()
+    assert body.startswith("--autosquash, --no-autosquash: When the commit log message begins with fixup!")
+    assert body.endswith("Sources: [1] git-rebase.html > OPTIONS")
 
 
 @pytest.mark.parametrize("cell, lead", [

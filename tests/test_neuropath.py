@@ -339,9 +339,9 @@ def test_offline_answer_reads_tracked_paths_as_paths(settings, monkeypatch):
     seen = []
     real = engine.extractive_answer
 
-    def spy(question, keywords, evidence, texts, names=()):
+    def spy(question, keywords, evidence, texts, **options):
         seen.extend(evidence)
-        return real(question, keywords, evidence, texts, names=names)
+        return real(question, keywords, evidence, texts, **options)
 
     monkeypatch.setattr(engine, "extractive_answer", spy)
     result = PathRAG(settings).query(QUESTION, "neuropath")

@@ -1,28 +1,104 @@
-"""Answers: the LLM's, or offline an extractive one quoted from the sources of the best paths.
+"""Answers: the LLM's, or offline an extractive one that leads with the sentence stating the asked fact.
 
-Without an LLM the pipeline still answers, honestly: it quotes the sentences of the retrieved evidence
-that mention both the evidence's entities and the question's terms, best evidence first, and says that
-it is an extract rather than a generated answer. For PathRAG one piece of evidence is one path (its
-entities and its source chunks), so the quoted sentences follow path reliability.
+Without an LLM the pipeline still answers, honestly: it quotes sentences of the retrieved evidence and says that it
+is an extract rather than a generated answer. It quotes few, and the one that answers first:
+
+1. **What is asked** (``QuestionProfile``): the question word and the noun after it give the kind of fact that
+   answers ("how many" a number, "when" or "which version" a date or version, "who" a name, "which option" or
+   "which function" a code name, "which river" a name holding "river").
+2. **Candidates**: the sentences of the evidence's chunks, headings and code blocks left out; a definition's term
+   line is read with the sentence after it ("`--autosquash`: When the commit log message begins ...").
+3. **Score**: the question's terms a sentence shares, weighted by how rare they are among the candidates (so
+   "the" and the question's own entity count less than "born" or "fixup"), a bonus when it holds a fact of the
+   asked kind that the question does not already hold, and, for PathRAG, a bonus for stating a kept path's
+   final hop (the path is read from the end the question names: its final hop is where it leaves what the
+   question knows).
+4. **Chain**: when the best sentence holds no fact of the asked kind, a name it brings (not in the question) is
+   followed to sentences that mention it (or open with a pronoun in a passage about it), up to ``MAX_HOPS``
+   times, until one holds such a fact: "the first director ... is Agnes Morrow" -> "She was born in ... Hesketh
+   Mill" -> "Hesketh Mill ... on the River Lode".
+5. **Answer**: the answering sentence first, then the sentences that led to it, each marked with a number that the
+   closing "Sources:" line resolves to its document and section (so the sentences come first, not their places);
+   no code blocks, at most ``MAX_SENTENCE_TOKENS`` tokens a sentence, ``max_sentences`` in all.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
-from pathrag_pipeline.llm.embedding import STOPWORDS
+from pathrag_pipeline.index.identifiers import CODE_SPAN, bare_names, code_name
+from pathrag_pipeline.index.offline_extraction import NameContext, classify, find_candidates, personal_shape, read_units
 from pathrag_pipeline.llm.client import LLMClient, Usage
-from pathrag_pipeline.index.offline_extraction import text_sentences
+from pathrag_pipeline.llm.embedding import STOPWORDS
 from pathrag_pipeline.query.params import EXTRACTIVE_LABEL
 from pathrag_pipeline.query.prompting import Prompt, clip
+from pathrag_pipeline.text.structure import SECTION_SEPARATOR, plain
+from pathrag_pipeline.text.tokenizer import truncate_to_tokens
 
 NO_EVIDENCE = "no sentence of the retrieved sources mentions the question's terms."
-DEFAULT_MAX_SENTENCES = 4
+DEFAULT_MAX_SENTENCES = 3
 MAX_SENTENCE_TOKENS = 60  # table rows and run-on lines come out of the splitter as one "sentence"
+MAX_HOPS = 3
+MAX_DEFINITION_TOKENS = 90
+CHAINED = frozenset({"name", "person"})
+"""Kinds of fact a chain of sentences is followed for: a name is reached through names ("the director of X" ->
+"born in Y" -> "Y on the River Z"); a number, date or code name is stated where its subject is (a setting's
+default in its definition), and a chain through names only wanders off."""
+TYPED_SHARE = 0.5
+"""Else the most relevant sentence holding such a fact leads, if it is at least this share as relevant as the
+best."""
+DEFINITION_SENTENCES = 3
+HOP_BONUS = 0.25
+"""Relevance added to a sentence stating a kept path's final hop (another hop of it: half as much)."""
+NAME_BONUS = 0.25
+"""... to one naming a code name of the question (twice that when its term line defines it)."""
+RANK_PRIOR = 0.01
+"""... and taken from one per rank of the evidence it came from (a tie-break: retrieval ranked the passages)."""
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)*\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|"
+                     r"eleven|twelve|twenty|thirty|hundred|thousand|million|billion|once|twice|double|single)\b",
+                     re.IGNORECASE)
+_YEAR_OR_VERSION = re.compile(r"(?<![\w.])(?:1[5-9]\d\d|20\d\d|\d+\.\d+(?:\.\d+)*)\b")
+_MONTH = re.compile(r"\b(?:January|February|March|April|May|June|July|August|September|October|November|December)\b")
+_CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:of|the|de|von|van|and)?\s*[A-Z][\w'’-]*)*")
+_PRONOUN_OPENER = re.compile(r"^(?:He|She|It|They|Its|His|Her|Their|This|The (?:module|function|command|option|"
+                             r"company|institute|university|journal|bridge|river|village|town|city))\b")
+
+# The noun after "which"/"what" that asks for a code name.
+_CODE_NOUNS = frozenset("""
+option options flag flags switch argument arguments parameter parameters function functions method methods class
+classes module modules command commands subcommand setting settings variable variables pragma pragmas constant
+constants macro macros keyword keywords directive directives role roles builder builders extension extensions
+key keys field fields attribute attributes property properties type types file files directory directories
+statement statements clause clauses operator operators hook hooks event events api apis call calls tool tools
+program programs utility utilities library libraries package packages format formats value values config
+configuration env environment table tables column columns view views index indexes exception exceptions error
+errors code codes header headers extension theme themes backend backends mode modes
+""".split())
+_NUMBER_NOUNS = frozenset("""
+number count size length limit maximum minimum max min default port amount percentage percent many much
+long large timeout depth width height bytes characters digits times
+""".split())
+_DATE_NOUNS = frozenset("year version release date century decade month day".split())
+# Words of one family that questions and answers use for each other ("birthplace" - "born").
+_FAMILIES = [
+    {"birthplace", "born", "birth"}, {"death", "died", "dies", "die"}, {"founder", "founded", "founding", "foundation"},
+    {"author", "wrote", "written", "writer"}, {"director", "directed", "directs"}, {"location", "located", "lies"},
+    {"creator", "created", "creates", "create"}, {"designer", "designed", "design"}, {"builder", "built", "build"},
+    {"default", "defaults", "defaulting"}, {"inventor", "invented"}, {"owner", "owned", "owns"},
+    {"publisher", "published"}, {"editor", "edited"}, {"successor", "succeeded"}, {"predecessor", "preceded"},
+    {"remove", "removed", "removes", "delete", "deleted", "deletes"}, {"add", "added", "adds"},
+]
+_FAMILY_OF = {word: family for family in _FAMILIES for word in family}
+_QUESTION_WORDS = frozenset("which what who whom whose when where how why".split())
+_MAIN_QUESTION_WORDS = frozenset("which what who whom whose how".split())
+_REFERENCE_NUMBER = re.compile(r"\b(?:chapter|section|table|figure|example|appendix|part|step|rfc|page|line|note)s?"
+                               r"\s+[\d.]+", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -56,17 +132,21 @@ def answer_with_llm(client: LLMClient, prompt: Prompt, response: str = "default"
     return Answer(result.text.strip(), "llm", result.usage)
 
 
+def _stem(word: str) -> str:
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")) and len(word) > 3:
+        return word[:-1]
+    return word
+
+
 def _terms(text: str) -> set[str]:
     """Content words, casefolded, with a light plural strip so 'universities' meets 'university'."""
     out: set[str] = set()
     for word in _WORD.findall(text.casefold()):
         if len(word) < 3 or word in STOPWORDS:
             continue
-        if word.endswith("ies") and len(word) > 4:
-            word = word[:-3] + "y"
-        elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-            word = word[:-1]
-        out.add(word)
+        out.add(_stem(word))
     return out
 
 
@@ -74,6 +154,144 @@ def mentions(sentence_folded: str, name: str) -> bool:
     """Whether a casefolded sentence names ``name`` as a whole phrase (not inside a longer word)."""
     name = name.casefold().strip()
     return bool(name) and re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", sentence_folded) is not None
+
+
+# ---- what is asked --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class QuestionProfile:
+    """The kind of fact that answers a question: "number", "date", "code", "person", "name" (a name holding
+    ``focus``, or any name) or "" (anything new)."""
+
+    expects: str
+    focus: str = ""
+
+
+def question_profile(question: str) -> QuestionProfile:
+    words = [w.casefold() for w in _WORD.findall(question)]
+    if not words:
+        return QuestionProfile("")
+    # the question's own word: "which" of "When several branches are merged, which strategy ...", not the "when" of
+    # its clause; "when" or "where" only in a question with no other
+    lead = next((i for i, w in enumerate(words) if w in _MAIN_QUESTION_WORDS),
+                next((i for i, w in enumerate(words) if w in _QUESTION_WORDS), 0))
+    wh = words[lead]
+    after = [w for w in words[lead + 1:lead + 6] if w not in STOPWORDS and w not in ("does", "did", "do", "can")]
+    if wh == "how" and len(words) > lead + 1 and words[lead + 1] in ("many", "much", "long", "large", "big", "old"):
+        return QuestionProfile("number")
+    if wh == "when":
+        return QuestionProfile("date")
+    if wh in ("who", "whom", "whose"):
+        return QuestionProfile("person")
+    if wh in ("which", "what"):
+        for word in after[:3]:
+            stem = _stem(word)
+            if stem in _DATE_NOUNS or word in _DATE_NOUNS:
+                return QuestionProfile("date", stem)
+            if word in _NUMBER_NOUNS or stem in _NUMBER_NOUNS:
+                return QuestionProfile("number", stem)
+            if word in _CODE_NOUNS or stem in _CODE_NOUNS:
+                return QuestionProfile("code", stem)
+        if after:
+            return QuestionProfile("name", _stem(after[0]))
+    if wh == "where":
+        return QuestionProfile("name")
+    return QuestionProfile("")
+
+
+def _code_names(sentence: str) -> set[str]:
+    names = {code_name(span) for span in CODE_SPAN.findall(sentence)}
+    names.update(name for name, _, _ in bare_names(CODE_SPAN.sub(" ", sentence)))
+    names.discard(None)
+    return {n.casefold() for n in names}
+
+
+def holds_fact(sentence: str, profile: QuestionProfile, question: str) -> int:
+    """How surely ``sentence`` holds a fact of the asked kind that the question does not already hold: 2 surely
+    (a number, a date, a code name, a person's name, a name holding the asked noun: "River Lode" for "which river"),
+    1 loosely (a name in a sentence that uses the asked noun: "the village of Hesketh Mill"), 0 not."""
+    asked = question.casefold()
+    if profile.expects == "number":   # not a reference's number: "see Chapter 17", "Section 9.4"
+        return 2 * any(m.group() not in question for m in _NUMBER.finditer(_REFERENCE_NUMBER.sub(" ", sentence)))
+    if profile.expects == "date":
+        return 2 * (any(m.group() not in question for m in _YEAR_OR_VERSION.finditer(sentence))
+                    or any(m.group() not in question for m in _MONTH.finditer(sentence)))
+    if profile.expects == "code":
+        return 2 * any(name not in asked for name in _code_names(sentence))
+    typed = [(name, kind) for name, kind in _typed_names(sentence) if name.casefold() not in asked]
+    if profile.expects == "person":
+        return 2 * any(kind == "person" or (kind == "concept" and personal_shape(name)) for name, kind in typed)
+    if profile.expects == "name" and profile.focus:
+        if any(profile.focus in _terms(name) for name, _ in typed):
+            return 2
+        return int(bool(typed) and profile.focus in _terms(CODE_SPAN.sub(" ", sentence)))
+    if profile.expects == "name":
+        return 2 * bool(typed)
+    return 2 * (bool(typed) or bool(_NUMBER.search(sentence)) or bool(_code_names(sentence)))
+
+
+def _typed_names(sentence: str) -> list[tuple[str, str]]:
+    """The names the offline extractor finds in a sentence, with their types (dates and amounts left out)."""
+    out = []
+    for candidate in find_candidates(sentence, NameContext()):
+        if candidate.type in ("date", "other"):
+            continue
+        out.append((candidate.name, candidate.type or classify(candidate.name, sentence, candidate.start)))
+    return out
+
+
+# ---- candidates -----------------------------------------------------------------------------------------------
+
+@dataclass
+class _Candidate:
+    text: str
+    chunk: str
+    section: str
+    subject: str              # what its passage is about (its title or first heading), for pronoun openers
+    unit: int                 # rank of the evidence unit it came from (0: best)
+    order: int                # position among all candidates
+    terms: set[str] = field(default_factory=set)
+    folded: str = ""
+    hop: int = 2              # 0: states a path's final hop, 1: another hop, 2: none
+
+
+@functools.lru_cache(maxsize=1024)
+def _sentences(text: str) -> tuple[tuple[str, str, list[str]], ...]:
+    """(sentence, section path, definition) of chunk text: a term line comes with the paragraph defining it (see
+    ``_definition``), whose sentences are candidates of their own too; other sentences with none."""
+    units = read_units(text)
+    out: list[tuple[str, str]] = []
+    for i, unit in enumerate(units):
+        if unit.kind == "heading":
+            continue
+        path: list[str] = []
+        at = unit.section
+        while at >= 0:
+            path.append(plain(units[at].text))
+            at = units[at].section
+        section = SECTION_SEPARATOR.join(reversed(path))
+        if unit.kind == "term":
+            following = units[i + 1] if i + 1 < len(units) else None
+            if following is not None and following.kind == "prose" and following.section == unit.section:
+                paragraph = [u.text for u in units[i + 1:] if u.block == following.block]
+                out.append((unit.text, section, paragraph))
+            continue
+        out.append((unit.text, section, []))
+    return tuple(out)   # memoised: a service or an evaluation reads the same passages for many questions
+
+
+def _definition(term: str, paragraph: list[str], wanted: set[str], profile: QuestionProfile, question: str) -> str:
+    """A term with its definition: the paragraph's first sentence, and the sentences that hold a fact of the asked
+    kind or share the most question terms (up to ``DEFINITION_SENTENCES`` in all, in their order), within
+    ``MAX_DEFINITION_TOKENS``: "`gc.auto`: When there are approximately more than this many loose objects ... The
+    default value is 6700." for "... the default ...?"."""
+    def weight(i: int) -> tuple[int, int, int]:
+        return (holds_fact(paragraph[i], profile, question) if profile.expects else 0,
+                len(_terms(paragraph[i]) & wanted), -i)
+
+    shared = sorted(range(1, len(paragraph)), key=weight, reverse=True)
+    keep = sorted([0, *[i for i in shared if any(weight(i)[:2])][:DEFINITION_SENTENCES - 1]])
+    return f"{term}: {truncate_to_tokens(' '.join(paragraph[i] for i in keep), MAX_DEFINITION_TOKENS)}"
 
 
 def _hops(unit: Evidence, question_terms: set[str]) -> list[tuple[str, str]]:
@@ -90,51 +308,197 @@ def _hops(unit: Evidence, question_terms: set[str]) -> list[tuple[str, str]]:
     return list(zip(names, names[1:]))
 
 
-def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence[Evidence],
-                      chunk_texts: dict[str, str], *, names: Sequence[str] = (),
-                      max_sentences: int = DEFAULT_MAX_SENTENCES) -> Answer:
-    """Quote the ``max_sentences`` sentences of the evidence's source chunks that best answer the question.
-
-    A candidate sentence shares at least one content word with the question or its keywords. Sentences
-    naming one of their evidence unit's entities come before those naming none; among them, for a path, the
-    sentence stating the path's final hop (naming both of its entities) comes first, then one stating another
-    of its hops: the final hop is where the path leaves the entities the question names, so its sentence is the
-    one that answers through the path (the path is read from the end whose name shares more words with the
-    question), if it shares a word with the question beyond what the question names itself. Then more shared
-    words *beyond the names* rank first — the unit's entity names and ``names`` (the question's low-level
-    keywords) are what retrieval matched already; words like "chancellor" or "born" are what an answering
-    sentence adds — then the better
-    evidence unit (the more reliable path), then more entities named, then text order.
-    """
-    terms = _terms(" ".join([question, *keywords]))
-    question_names = _terms(" ".join(names))
-    sentences_of: dict[str, list[str]] = {}
-    best: dict[str, tuple[int, ...]] = {}
+def _candidates(evidence: Sequence[Evidence], chunk_texts: dict[str, str], question_terms: set[str],
+                subjects: dict[str, str], profile: QuestionProfile, question: str) -> list[_Candidate]:
+    out: dict[tuple[str, str], _Candidate] = {}
+    cache: dict[str, list[tuple[str, str]]] = {}
     order = 0
-    for unit_rank, unit in enumerate(evidence):
-        name_terms = question_names | _terms(" ".join(unit.entity_names))
-        hops = _hops(unit, terms) if unit.path else []
-        # what the question names itself: its keywords and the entity the path starts from
-        asked = question_names | (_terms(hops[0][0]) if hops else set())
-        for chunk_id in unit.chunk_ids:
-            if chunk_id not in sentences_of:
-                sentences_of[chunk_id] = text_sentences(chunk_texts.get(chunk_id, ""))
-            for sentence in sentences_of[chunk_id]:
+    for rank, unit in enumerate(evidence):
+        hops = _hops(unit, question_terms) if unit.path else []
+        for chunk in unit.chunk_ids:
+            if chunk not in cache:
+                cache[chunk] = _sentences(chunk_texts.get(chunk, ""))
+            for sentence, section, paragraph in cache[chunk]:
                 order += 1
+                if paragraph:
+                    sentence = _definition(sentence, paragraph, question_terms, profile, question)
                 if len(sentence.split()) < 4:   # headings and table cells answer nothing on their own
                     continue
-                shared = terms & _terms(sentence)
-                if not shared:
-                    continue
+                key = (chunk, sentence)
                 folded = sentence.casefold()
-                named = sum(mentions(folded, n) for n in unit.entity_names)
                 stated = [i for i, (a, b) in enumerate(hops) if mentions(folded, a) and mentions(folded, b)]
-                # a hop's sentence counts when it shares a word with the question beyond what the question
-                # names itself ("river" in "River Lode" does; "Pellingham" in the starting entity does not)
-                hop_tier = 2 if not stated or not shared - asked else (0 if stated[-1] == len(hops) - 1 else 1)
-                key = (0 if named else 1, hop_tier, -len(shared - name_terms), unit_rank, -named, order)
-                if sentence not in best or key < best[sentence]:
-                    best[sentence] = key
-    chosen = sorted(best, key=best.__getitem__)[:max_sentences]
-    body = " ".join(clip(s, MAX_SENTENCE_TOKENS) for s in chosen) if chosen else NO_EVIDENCE
-    return Answer(f"{EXTRACTIVE_LABEL} {body}", "extractive", Usage(), found=bool(chosen))
+                hop = (0 if stated[-1] == len(hops) - 1 else 1) if stated else 2
+                if key in out:
+                    out[key].hop = min(out[key].hop, hop)
+                    continue
+                out[key] = _Candidate(sentence, chunk, section, subjects.get(chunk, ""), rank, order,
+                                      _terms(sentence), folded, hop)
+    return list(out.values())
+
+
+# ---- the answer ---------------------------------------------------------------------------------------------
+
+def _expand(terms: set[str]) -> set[str]:
+    out = set(terms)
+    for term in terms:
+        out |= {_stem(w) for w in _FAMILY_OF.get(term, ())}
+    return out
+
+
+def _covers(candidate: _Candidate, term: str) -> bool:
+    return term in candidate.terms or bool(_FAMILY_OF.get(term, set()) & candidate.terms)
+
+
+def _relevance(candidate: _Candidate, wanted: set[str], idf: dict[str, float], total: float,
+               asked_names: set[str] = frozenset()) -> float:
+    """The question terms the sentence shares (rarer ones count more) plus the path-hop bonus, as a share; plus
+    ``NAME_BONUS`` when it names a code name of the question as written (``work_mem``, not
+    ``maintenance_work_mem``), and as much again when its term line defines it."""
+    shared = sum(idf.get(t, 0.0) for t in wanted if _covers(candidate, t))
+    score = shared / total if total else 0.0
+    term, colon, _ = candidate.text.partition(": ")
+    defined = _code_names(term) if colon else set()
+    if asked_names and asked_names & _code_names(candidate.text):
+        score += NAME_BONUS * (1 + bool(asked_names & defined))
+    elif any(_stem(name.lstrip("-")) in wanted for name in defined):
+        score += NAME_BONUS / 2   # "`port`: The TCP port the server listens on" for "... which TCP port ..."
+    return score + HOP_BONUS * (2 - candidate.hop) / 2 - RANK_PRIOR * candidate.unit
+
+
+def _new_names(sentence: str, known: str) -> list[str]:
+    """Names a sentence brings that ``known`` (the question) does not hold: capitalised phrases and code names,
+    longest first."""
+    found = [m.group().strip() for m in _CAPITALISED.finditer(CODE_SPAN.sub(" ", sentence))]
+    found += [name for name in _code_names(sentence)]
+    folded = known.casefold()
+    names = [n for n in found if len(n) > 2 and n.casefold() not in folded
+             and n.split()[0].casefold() not in STOPWORDS and n.split()[0] not in ("She", "He", "It", "They")]
+    return sorted(set(names), key=len, reverse=True)
+
+
+def _about(candidate: _Candidate, name: str) -> bool:
+    if mentions(candidate.folded, name):
+        return True
+    # "She was born ...", in a passage about the name (its title or first heading holds its words: "Morrow, Agnes")
+    subject = _terms(candidate.subject)
+    return bool(_PRONOUN_OPENER.match(candidate.text)) and bool(_terms(name)) and _terms(name) <= subject
+
+
+def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence[Evidence],
+                      chunk_texts: dict[str, str], *, names: Sequence[str] = (),
+                      documents: dict[str, tuple[str, str]] | None = None,
+                      max_sentences: int = DEFAULT_MAX_SENTENCES) -> Answer:
+    """The sentences of the evidence's chunks that answer ``question``, the answering one first (see the module
+    docstring). ``documents``: each chunk's (document id, title); the answer names the document of every sentence it
+    quotes, and a passage's subject (for a sentence opening "She ...") is its first heading, else that title."""
+    profile = question_profile(question)
+    wanted = _terms(" ".join([question, *keywords]))
+    documents = documents or {}
+    subjects = {c: _subject(chunk_texts.get(c, ""), documents.get(c, ("", ""))[1])
+                for u in evidence for c in u.chunk_ids}
+    pool = _candidates(evidence, chunk_texts, wanted, subjects, profile, question)
+    candidates = [c for c in pool if any(_covers(c, t) for t in wanted)]
+    if not candidates:
+        return Answer(f"{EXTRACTIVE_LABEL} {NO_EVIDENCE}", "extractive", Usage(), found=False)
+    df: dict[str, int] = {}
+    for c in pool:
+        for t in wanted:
+            df[t] = df.get(t, 0) + _covers(c, t)
+    idf = {t: math.log(1 + len(pool) / (1 + df.get(t, 0))) for t in wanted}
+    total = sum(idf.values())
+    asked_names = _code_names(question)
+    relevance = {id(c): _relevance(c, wanted, idf, total, asked_names) for c in pool}
+    ranked = sorted(candidates, key=lambda c: (relevance[id(c)], -c.order), reverse=True)
+    best = ranked[0]
+    chain = [best]
+    facts: dict[str, int] = {}
+
+    def fact(sentence: str) -> int:
+        if sentence not in facts:
+            facts[sentence] = holds_fact(sentence, profile, question)
+        return facts[sentence]
+
+    if profile.expects and fact(best.text) < 2:
+        if profile.expects in CHAINED:
+            chain = _follow(best, pool, question, relevance, fact)
+        if len(chain) == 1:
+            # no chain reached a fact of the asked kind: the most relevant sentence that holds one, if it is
+            # about as relevant as the best (half its score or more), else the best
+            floor = TYPED_SHARE * relevance[id(best)]
+            typed = next((c for c in ranked if relevance[id(c)] >= floor and fact(c.text) == 2), None)
+            chain = [typed or best]
+    chosen = [chain[-1]] + list(reversed(chain[:-1]))
+    said = {" ".join(_WORD.findall(c.folded)) for c in chosen}
+    for c in ranked:
+        if len(chosen) >= max_sentences:
+            break
+        same = " ".join(_WORD.findall(c.folded))
+        if all(c is not x for x in chosen) and same not in said and not any(same in s or s in same for s in said):
+            chosen.append(c)   # a sentence said already (a page and its source file) is not quoted twice
+            said.add(same)
+    chosen = chosen[:max_sentences]
+    places: list[str] = []
+    marks = []
+    for c in chosen:
+        place = _place(c, documents.get(c.chunk, ("", ""))[0])
+        if place and place not in places:
+            places.append(place)
+        marks.append(f" [{places.index(place) + 1}]" if place else "")
+    body = " ".join(clip(c.text.replace("`", ""), MAX_SENTENCE_TOKENS) + mark for c, mark in zip(chosen, marks))
+    if places:
+        body += "\nSources: " + "; ".join(f"[{i}] {place}" for i, place in enumerate(places, 1))
+    return Answer(f"{EXTRACTIVE_LABEL} {body}", "extractive", Usage(), found=True)
+
+
+def _ordered_terms(question: str) -> list[str]:
+    """The question's content terms in the order it says them."""
+    out: list[str] = []
+    for word in _WORD.findall(question.casefold()):
+        term = _stem(word)
+        if len(word) >= 3 and word not in STOPWORDS and term not in out:
+            out.append(term)
+    return out
+
+
+def _follow(best: _Candidate, pool: list[_Candidate], question: str, relevance: dict[int, float],
+            fact: Callable[[str], int]) -> list[_Candidate]:
+    """The chain from ``best`` to a sentence holding a fact of the asked kind, through the names each brings (see
+    the module docstring); just ``best`` when none is reached within ``MAX_HOPS``. A question nests its hops
+    outside in ("the river of the birthplace of the director of X"): each step prefers the sentence that states the
+    question's last term not stated yet ("birthplace" after "director of X"), then one holding the fact."""
+    chain = [best]
+    ordered = _ordered_terms(question)
+    covered = {t for t in ordered if _covers(best, t)}
+    for _ in range(MAX_HOPS):
+        current = chain[-1]
+        options = []
+        for name in _new_names(current.text, question):
+            for c in pool:
+                if any(c is x for x in chain) or not _about(c, name):
+                    continue
+                stated = [i for i, t in enumerate(ordered) if t not in covered and _covers(c, t)]
+                options.append((max(stated, default=-1), fact(c.text), relevance[id(c)], -c.order, id(c), c))
+        if not options:
+            return [best]
+        *key, step = max(options, key=lambda o: o[:4])
+        chain.append(step)
+        if key[1] == 2:
+            return chain
+        covered |= {t for t in ordered if _covers(step, t)}
+    return [best]
+
+
+def _subject(text: str, label: str) -> str:
+    for line in text.split("\n"):
+        if line.startswith("#"):
+            return plain(line)
+    return label
+
+
+def _place(candidate: _Candidate, document: str) -> str:
+    """Where a quoted sentence is from: "git-rebase.html > OPTIONS"."""
+    section = candidate.section
+    top, _, rest = section.partition(SECTION_SEPARATOR)
+    if top and top == plain(candidate.subject):
+        section = rest     # the page's own title heading says nothing the document does not
+    return SECTION_SEPARATOR.join(part for part in (document, section) if part)

@@ -521,8 +521,10 @@ class PathRAG:
                 answer = answer_with_llm(self.llm, prompt, params.response)
             else:
                 texts = {c: s.text for c, s in sources.items()}
+                documents = {c: (s.document_id, s.title) for c, s in sources.items()}
                 for evidence in self._evidence(mode, snapshot, traces, retrieved, chunk_ids):
-                    answer = extractive_answer(text, kw_all, evidence, texts, names=keywords.low_level)
+                    answer = extractive_answer(text, kw_all, evidence, texts, names=keywords.low_level,
+                                               documents=documents)
                     if answer.found:
                         break
         tokens["answer"] = _usage(answer.usage)
@@ -590,7 +592,8 @@ class PathRAG:
             else:
                 evidence = [Evidence(t.nodes, t.chunk_ids, path=True) for t in run.traces] + [Evidence((), (c,)) for c in chunk_ids]
                 answer = extractive_answer(text, query_keywords(keywords.low_level, keywords.high_level, text),
-                                           evidence, {c: s.text for c, s in sources.items()}, names=keywords.low_level)
+                                           evidence, {c: s.text for c, s in sources.items()}, names=keywords.low_level,
+                                           documents={c: (s.document_id, s.title) for c, s in sources.items()})
         tokens["answer"] = _usage(answer.usage)
         result = self._result(question, "neuropath", params, asked_at, answer, keywords, run.traces, run.seeds,
                               chunk_ids, document_ids, clock, tokens, started, prompt, snapshot)
