@@ -886,3 +886,70 @@ def bench_neuropath(dataset_dir: Path, limit: int | None, minilm: bool | None, t
                f"{' --triples' if triples else ''}`, {(time.perf_counter() - started) / 60:.1f} min; recall figures "
                "are deterministic, times are not (each table's load average says how busy the cores were)._")
     _publish(section, "NeuroPath retrieval", update_docs, as_json, json.dumps(runs, indent=1))
+
+
+@bench.command("real-folders")
+@click.option("--only", "names", multiple=True, help="Only this folder of the built-in list (repeatable): "
+              "git-doc, postgresql-doc, sqlite3-doc, sphinx-doc, and the encyclopedic sets sample, musique-100.")
+@click.option("--folder", "extra", multiple=True, metavar="NAME=DIR=QUESTIONS",
+              help="Also this folder with its own questions (JSONL of {id, question, answers, names}), e.g. a "
+                   "held-out one.")
+@click.option("--modes", default="path,naive", show_default=True, help="Query modes to answer in, comma-separated.")
+@click.option("--baseline", default=None, metavar="REV", help="Also build and ask with this git revision's code.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep the homes here (default: a temporary folder, removed).")
+@_update_docs_option
+@_json_option
+def real_folders(names: tuple[str, ...], extra: tuple[str, ...], modes: str, baseline: str | None,
+                 workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
+    """Real documentation folders (Debian's git-doc, postgresql-doc-15, sqlite3-doc, sphinx-doc) indexed offline
+    as a user would: template entities among the 50 most-mentioned, names asked about that are entities, answers
+    that state the fact in their first 400 characters per mode, index time and memory."""
+    from pathrag_pipeline.bench.real_folders import ENCYCLOPEDIC, FOLDERS, markdown, run_real_folders_bench
+    from pathrag_pipeline.bench.report import machine_info
+
+    unknown = [n for n in names if n not in FOLDERS and n not in ENCYCLOPEDIC]
+    if unknown:
+        raise click.BadParameter(f"unknown folder(s) {', '.join(unknown)}; the list: "
+                                 f"{', '.join([*FOLDERS, *ENCYCLOPEDIC])}",
+                                 param_hint="--only")
+    folders: dict[str, tuple[Path, Path]] = {}
+    for spec in extra:
+        parts = spec.split("=")
+        if len(parts) != 3 or not Path(parts[1]).is_dir() or not Path(parts[2]).is_file():
+            raise click.BadParameter(f"{spec!r}: give NAME=DIR=QUESTIONS with an existing folder and question file",
+                                     param_hint="--folder")
+        folders[parts[0]] = (Path(parts[1]).resolve(), Path(parts[2]).resolve())
+    started = time.perf_counter()
+    result = run_real_folders_bench(list(names) or (None if not folders else []), folders,
+                                    tuple(m.strip() for m in modes.split(",") if m.strip()), baseline, workdir,
+                                    log=_log(as_json))
+    m = machine_info()
+    section = (markdown(result) + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python "
+               f"{m['python']}); this section ran {time.perf_counter() - started:.0f} s._")
+    _publish(section, "Real documentation folders", update_docs, as_json, json.dumps(result, indent=1))
+
+
+@bench.command("html")
+@click.option("--pages", default=40, show_default=True, help="Pages per folder (every k-th by path).")
+@_update_docs_option
+@_json_option
+def html(pages: int, update_docs: Path | None, as_json: bool) -> None:
+    """Main-content extraction of HTML documentation pages (Debian's sphinx-doc, postgresql-doc-15, git-doc,
+    sqlite3-doc): this indexer's reading against trafilatura, readability-lxml, jusText, resiliparse and inscriptis
+    (the `bench` extra): furniture kept, content kept against a hand-made reference, structure, time."""
+    from pathrag_pipeline.bench.html_extractors import DEBIAN_FOLDERS, INDEXER, compare, render_markdown
+    from pathrag_pipeline.bench.report import machine_info
+
+    folders = {name: path for name, path in DEBIAN_FOLDERS.items() if path.is_dir()}
+    if not folders:
+        raise click.ClickException("no documentation folder installed: apt-get install sphinx-doc postgresql-doc-15 "
+                                   "git-doc sqlite3-doc")
+    started = time.perf_counter()
+    result = compare(folders, pages)
+    m = machine_info()
+    section = (render_markdown(result, chosen=(INDEXER, "trafilatura xml, body as <article>",
+                                               "resiliparse minimal_html, nav skipped"))
+               + f"\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this "
+               f"section ran {time.perf_counter() - started:.0f} s._")
+    _publish(section, "HTML main content", update_docs, as_json, json.dumps(result, indent=1, default=str))

@@ -1,0 +1,364 @@
+"""`pathrag bench real-folders`: the offline defaults on real documentation folders nobody here wrote.
+
+Users point the tool at documentation, wikis and exported pages. This benchmark indexes installed documentation
+folders from Debian's packages, each made by another generator (``FOLDERS``: asciidoc, DocBook, SQLite's own,
+Sphinx), with ``pathrag index`` as a user runs it, and asks each folder's own questions
+(``data/eval/real-folders/NAME.questions.jsonl``, written by hand from the pages' text, with accepted answer
+strings and the technical names each question uses). Per folder:
+
+- **template entities** among the 50 most-mentioned: an entity whose name occurs in the folder mostly inside
+  template lines (``template_lines`` of the pages as read whole, furniture included: a line on at least half of
+  them), e.g. "Show Source", a copyright footer, a menu; counted automatically, and the top 50 are listed so a
+  reader can check;
+- **names asked about that are entities**: each name a question uses (``names``) has an entity of the same name
+  key (``text.names.name_key``), or one that ends with it after a dot ("bisect.insort" for "insort");
+- **answers that state the fact**: the offline answer (extractive) of each mode holds an accepted answer, SQuAD-
+  normalised, within its first ``ANSWER_PREFIX_CHARS`` characters (after the "Extractive answer" label), with the
+  paired difference of ``path`` against ``naive`` and its 95% bootstrap interval;
+- index wall time, CPU time and peak RSS of the ``pathrag index`` process (its workers included in CPU).
+
+``baseline`` (a git revision) builds and asks the same folders with that revision's code in the same run (a git
+worktree first on ``PYTHONPATH``, as ``bench startup`` does), so "before" and "after" come from one machine and
+one command. A folder not installed is skipped with the ``apt-get install`` line that brings it. Any other folder
+and question file can be given (``extra``), such as a held-out one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from pathrag_pipeline.config import PACKAGE_ROOT
+
+QUESTIONS_DIR = PACKAGE_ROOT / "data" / "eval" / "real-folders"
+ANSWER_PREFIX_CHARS = 400
+TOP_ENTITIES = 50
+TEMPLATE_SHARE = 0.5
+DEFAULT_MODES = ("path", "naive")
+LAUNCH = "import sys; from pathrag_pipeline.cli import main; sys.exit(main())"
+# Runs a command and prints its wall time, the CPU time and largest resident set of it and its waited-for children.
+MEASURE = ("import json, resource, subprocess, sys, time; t = time.perf_counter(); "
+           "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True); "
+           "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+           "print(json.dumps({'rc': p.returncode, 'wall_s': round(time.perf_counter() - t, 2), "
+           "'cpu_s': round(u.ru_utime + u.ru_stime, 2), 'peak_rss_mib': round(u.ru_maxrss / 1024, 1), "
+           "'stderr': p.stderr[-3000:]}))")
+
+
+@dataclass(frozen=True)
+class Folder:
+    path: Path
+    package: str          # the Debian package that installs it
+    generator: str
+
+
+FOLDERS: dict[str, Folder] = {
+    "git-doc": Folder(Path("/usr/share/doc/git-doc"), "git-doc", "asciidoc (HTML) + its .txt sources"),
+    "postgresql-doc": Folder(Path("/usr/share/doc/postgresql-doc-15/html"), "postgresql-doc-15", "DocBook (HTML)"),
+    "sqlite3-doc": Folder(Path("/usr/share/doc/sqlite3"), "sqlite3-doc", "SQLite's own (HTML)"),
+    "sphinx-doc": Folder(Path("/usr/share/doc/sphinx-doc/html"), "sphinx-doc", "Sphinx (HTML) + .rst.txt sources"),
+}
+ENCYCLOPEDIC = ("sample", "musique-100")
+"""Encyclopedic sets asked the same way, so a change made for documentation is seen not to cost prose: the bundled
+sample (``data/sample/`` and the lead names of ``data/sample_questions.md``) and musique-100 (``../shared/bench``, its
+corpus.jsonl as the folder, indexed offline like any folder, with its answers and aliases)."""
+HELD_OUT = frozenset({"sphinx-doc"})
+"""Folders whose questions were not looked at while the extractor and the answer rules were changed (the others
+were): quote their figures as held out."""
+
+
+# ---- the raw folder's template lines ------------------------------------------------------------------------
+
+def _raw_texts(folder: Path):
+    """Each supported file's text as read whole (HTML with its furniture), one document per file or JSONL record."""
+    from pathrag_pipeline.ingest import html_content
+    from pathrag_pipeline.ingest.parsing import ParseError, is_supported, parse_file
+
+    for path in sorted(folder.rglob("*")):
+        if not path.is_file() or not is_supported(path):
+            continue
+        rel = str(path.relative_to(folder))
+        try:
+            if path.suffix.lower() in (".html", ".htm"):
+                yield html_content.full_text(html_content.decoded(path.read_bytes()))[0]
+            else:
+                for doc in parse_file(path, rel, max_bytes=50 * 1024 * 1024):
+                    yield doc.text
+        except (ParseError, OSError, ValueError):
+            continue
+
+
+def _line(line: str) -> str:
+    return " ".join(line.split()).strip("# ").casefold()
+
+
+def template_names(folder: Path, names: list[str]) -> dict[str, dict[str, int]]:
+    """For each name, its whole-word occurrences in the folder read whole: in template lines (on at least
+    ``TEMPLATE_SHARE`` of the documents) and in all. Two passes over the folder, one line count in memory."""
+    docs = 0
+    counts: Counter[str] = Counter()
+    for text in _raw_texts(folder):
+        docs += 1
+        counts.update({_line(line) for line in text.split("\n") if len(_line(line)) >= 3})
+    template = {line for line, n in counts.items() if n >= max(2, TEMPLATE_SHARE * docs)}
+    # names are counted as written (case-sensitive): "Last" of a "Last updated" footer is not "last" in a sentence
+    patterns = {name: re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)") for name in names}
+    out = {name: {"template": 0, "all": 0} for name in names}
+    for text in _raw_texts(folder):
+        for line in text.split("\n"):
+            folded = _line(line)
+            written = " ".join(line.split())
+            for name, pattern in patterns.items():
+                n = len(pattern.findall(written))
+                if n:
+                    out[name]["all"] += n
+                    if folded in template:
+                        out[name]["template"] += n
+    return out
+
+
+# ---- one side's build and answers ---------------------------------------------------------------------------
+
+def _env(code_root: Path, home: Path, docs: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PATHRAG_", "OPENAI_"))}
+    env.update(PYTHONPATH=str(code_root), PATHRAG_HOME=str(home), PATHRAG_DOCS=str(docs))
+    return env
+
+
+def index_folder(code_root: Path, home: Path, docs: Path) -> dict[str, Any]:
+    """``pathrag index DOCS`` from ``code_root`` into a fresh ``home``: wall and CPU seconds, peak RSS."""
+    shutil.rmtree(home, ignore_errors=True)
+    proc = subprocess.run([sys.executable, "-c", MEASURE, sys.executable, "-c", LAUNCH, "index", str(docs)],
+                          cwd=code_root, env=_env(code_root, home, docs), capture_output=True, text=True,
+                          timeout=4 * 3600)
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    if figures["rc"] != 0:
+        raise RuntimeError(f"`pathrag index {docs}` from {code_root} exited {figures['rc']}: {figures['stderr']}")
+    figures.pop("stderr")
+    return figures
+
+
+def ask_all(code_root: Path, home: Path, docs: Path, questions: Path, modes: tuple[str, ...]) -> dict[str, Any]:
+    out = home.parent / f"{home.name}-answers.json"
+    probe = Path(__file__).with_name("real_folder_probe.py")
+    subprocess.run([sys.executable, str(probe), str(home), str(docs), str(questions), ",".join(modes), str(out)],
+                   cwd=code_root, env=_env(code_root, home, docs), check=True, capture_output=True, text=True,
+                   timeout=4 * 3600)
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def graph_figures(home: Path) -> dict[str, Any]:
+    import duckdb
+
+    con = duckdb.connect(str(home / "pathrag.duckdb"), read_only=True)
+    try:
+        from pathrag_pipeline.text.tokenizer import count_tokens
+
+        counts = {table: con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                  for table in ("documents", "chunks", "entities", "relations")}
+        # what an LLM extraction reads: every chunk's text (its prompt's fixed part is the same per chunk)
+        counts["chunk_tokens"] = sum(count_tokens(text) for (text,) in con.execute("SELECT text FROM chunks").fetchall())
+        top = con.execute(f"SELECT name, mention_count FROM entities ORDER BY mention_count DESC, name "
+                          f"LIMIT {TOP_ENTITIES}").fetchall()
+        keys = [row[0] for row in con.execute("SELECT entity_key FROM entities").fetchall()]
+        dotted = [row[0] for row in con.execute("SELECT name FROM entities WHERE name LIKE '%_._%' "
+                                                "AND name NOT LIKE '% %'").fetchall()]
+    finally:
+        con.close()
+    return {"counts": counts, "top": top, "keys": keys, "dotted": dotted}
+
+
+# ---- scores -----------------------------------------------------------------------------------------------
+
+def answer_body(answer: str) -> str:
+    """The answer without the extractive label an offline answer opens with."""
+    from pathrag_pipeline.query.params import EXTRACTIVE_LABEL
+
+    return answer[len(EXTRACTIVE_LABEL):].lstrip() if answer.startswith(EXTRACTIVE_LABEL) else answer
+
+
+def states_fact(answer: str, accepted: list[str], prefix: int = ANSWER_PREFIX_CHARS) -> bool:
+    from pathrag_pipeline.evaluation.answer_scoring import answer_in_context
+
+    return answer_in_context(answer_body(answer)[:prefix], accepted)
+
+
+def name_is_entity(name: str, keys: set[str], suffixes: set[str]) -> bool:
+    from pathrag_pipeline.text.names import name_key
+
+    key = name_key(name.strip().removesuffix("()"))
+    return key in keys or key in suffixes
+
+
+def score_folder(rows: list[dict], graph: dict[str, Any], answers: dict[str, list[str]],
+                 template: dict[str, dict[str, int]]) -> dict[str, Any]:
+    from pathrag_pipeline.evaluation.bootstrap import paired_bootstrap
+
+    from pathrag_pipeline.text.names import name_key
+
+    keys = set(graph["keys"])
+    # "bisect.insort" answers for "insort": the name keys of a dotted name's tails
+    dotted = {name_key(name.split(".", i)[-1]) for name in graph["dotted"] for i in range(1, name.count(".") + 1)}
+    names = [name for row in rows for name in row.get("names", [])]
+    exact = [name_is_entity(n, keys, set()) for n in names]
+    lenient = [name_is_entity(n, keys, dotted) for n in names]
+    top = [{"name": name, "mentions": n, "template": _is_template(template.get(name))} for name, n in graph["top"]]
+    stated = {mode: [states_fact(a, row["answers"]) for a, row in zip(texts, rows)] for mode, texts in answers.items()}
+    anywhere = {mode: [states_fact(a, row["answers"], prefix=10**9) for a, row in zip(texts, rows)]
+                for mode, texts in answers.items()}
+    out: dict[str, Any] = {
+        "questions": len(rows), "counts": graph["counts"],
+        "template_entities": sum(t["template"] for t in top), "top": top,
+        "names": len(names), "names_exact": sum(exact), "names_with_dotted": sum(lenient),
+        "missing_names": [n for n, ok in zip(names, lenient) if not ok],
+        "stated": {mode: sum(v) for mode, v in stated.items()},
+        "anywhere": {mode: sum(v) for mode, v in anywhere.items()},
+        "which": {mode: v for mode, v in stated.items()},
+    }
+    if "path" in stated and "naive" in stated:
+        interval = paired_bootstrap([float(x) for x in stated["path"]], [float(x) for x in stated["naive"]])
+        out["path_vs_naive"] = {"diff": interval.diff, "low": interval.low, "high": interval.high}
+    return out
+
+
+def _is_template(occurrences: dict[str, int] | None) -> bool:
+    return bool(occurrences) and occurrences["all"] > 0 and occurrences["template"] * 2 > occurrences["all"]
+
+
+# ---- the run ----------------------------------------------------------------------------------------------
+
+def encyclopedic_target(name: str, base: Path) -> tuple[Path, Path] | None:
+    """(folder, questions file in this benchmark's format) of an encyclopedic set, or None when it is not there."""
+    from pathrag_pipeline.config import BENCH_DIR, SAMPLE_DOCS
+
+    base.mkdir(parents=True, exist_ok=True)
+    questions = base / f"{name}.questions.jsonl"
+    if name == "sample":
+        from pathrag_pipeline.bench.sample_answers import lead_name, parse_answer_key
+
+        rows = [{"id": f"sample-{i}", "question": q, "answers": [lead_name(a)], "names": []}
+                for i, (q, a) in enumerate(parse_answer_key(), 1)]
+        folder = SAMPLE_DOCS
+    else:
+        dataset = BENCH_DIR / name
+        if not (dataset / "corpus.jsonl").is_file():
+            return None
+        folder = base / f"{name}-docs"
+        folder.mkdir(exist_ok=True)
+        shutil.copy(dataset / "corpus.jsonl", folder / "corpus.jsonl")
+        rows = [{"id": r["id"], "question": r["question"], "names": [],
+                 "answers": [*r.get("answers", []), *r.get("answer_aliases", [])]}
+                for r in map(json.loads, (dataset / "questions.jsonl").read_text(encoding="utf-8").splitlines())]
+    questions.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return folder, questions
+
+
+def _worktree(rev: str, where: Path) -> Path:
+    subprocess.run(["git", "-C", str(PACKAGE_ROOT), "worktree", "add", "--detach", str(where), rev],
+                   check=True, capture_output=True, text=True)
+    return where
+
+
+def run_real_folders_bench(names: list[str] | None = None, extra: dict[str, tuple[Path, Path]] | None = None,
+                           modes: tuple[str, ...] = DEFAULT_MODES, baseline: str | None = None,
+                           workdir: Path | None = None, log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Build and ask every folder (``names`` of ``FOLDERS``, default all, plus ``extra`` {name: (folder,
+    questions)}) with this checkout's code and, with ``baseline``, that revision's. Returns per folder and side
+    the figures of ``score_folder`` and ``index_folder``."""
+    base = Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-real-"))
+    targets: dict[str, tuple[Path, Path]] = {}
+    skipped: dict[str, str] = {}
+    for name in [*FOLDERS, *ENCYCLOPEDIC] if names is None else names:
+        if name in ENCYCLOPEDIC:
+            target = encyclopedic_target(name, base / "sets")
+            if target is None:
+                skipped[name] = "not found beside the checkout (../shared/bench or PATHRAG_BENCH_DIR)"
+            else:
+                targets[name] = target
+            continue
+        folder = FOLDERS[name]
+        if not folder.path.is_dir():
+            skipped[name] = f"not installed: apt-get install {folder.package}"
+            continue
+        targets[name] = (folder.path, QUESTIONS_DIR / f"{name}.questions.jsonl")
+    targets.update(extra or {})
+    roots = {"current": PACKAGE_ROOT}
+    tree = None
+    if baseline:
+        tree = _worktree(baseline, base / "baseline-code")
+        roots["baseline"] = tree
+    results: dict[str, Any] = {"modes": list(modes), "baseline": baseline, "skipped": skipped, "folders": {}}
+    try:
+        for name, (docs, questions) in targets.items():
+            rows = [json.loads(line) for line in questions.read_text(encoding="utf-8").splitlines() if line.strip()]
+            entry: dict[str, Any] = {"path": str(docs), "held_out": name in HELD_OUT or name in (extra or {}),
+                                     "generator": FOLDERS[name].generator if name in FOLDERS else "",
+                                     "encyclopedic": name in ENCYCLOPEDIC}
+            sides: dict[str, Any] = {}
+            for side, root in roots.items():
+                home = base / side / name
+                log(f"real folders: {name}, {side}: indexing {docs}")
+                build = index_folder(root, home, docs)
+                log(f"real folders: {name}, {side}: {build['wall_s']} s, {build['peak_rss_mib']} MiB; asking "
+                    f"{len(rows)} questions x {len(modes)} modes")
+                asked = ask_all(root, home, docs, questions, modes)
+                sides[side] = {"build": build, "graph": graph_figures(home), "answers": asked["answers"],
+                               "ask_seconds": asked["seconds"]}
+            log(f"real folders: {name}: counting template lines of the folder read whole")
+            top_names = sorted({n for s in sides.values() for n, _ in s["graph"]["top"]})
+            template = {} if name in ENCYCLOPEDIC else template_names(docs, top_names)
+            for side, data in sides.items():
+                entry[side] = score_folder(rows, data["graph"], data["answers"], template) | {
+                    "build": data["build"], "ask_seconds": data["ask_seconds"],
+                    "answers": {mode: texts for mode, texts in data["answers"].items()}}
+            results["folders"][name] = entry
+    finally:
+        if tree is not None:
+            subprocess.run(["git", "-C", str(PACKAGE_ROOT), "worktree", "remove", "--force", str(tree)],
+                           capture_output=True, text=True)
+        if workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    return results
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The benchmark's section of docs/benchmarks.md."""
+    modes = result["modes"]
+    sides = ["current"] + (["baseline"] if result.get("baseline") else [])
+    head = ["folder", "side", "questions", "template entities (top 50)", "names that are entities",
+            *[f"`{m}` states it (first {ANSWER_PREFIX_CHARS} chars)" for m in modes], "`path` - `naive` [95% CI]",
+            "index s (CPU s)", "peak RSS MiB", "docs / chunks / entities", "chunk tokens (what an LLM reads)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, entry in result["folders"].items():
+        for side in sides:
+            f = entry[side]
+            label = "this code" if side == "current" else f"`{result['baseline']}`"
+            pvn = f.get("path_vs_naive")
+            ci = f"{pvn['diff']:+.2f} [{pvn['low']:+.2f}, {pvn['high']:+.2f}]" if pvn else "-"
+            c = f["counts"]
+            cells = [f"{name}{' (held out)' if entry['held_out'] else ''}", label, str(f["questions"]),
+                     f"{f['template_entities']}", f"{f['names_exact']}/{f['names']} ({f['names_with_dotted']} with "
+                     "dotted)", *[f"{f['stated'].get(m, 0)}/{f['questions']}" for m in modes], ci,
+                     f"{f['build']['wall_s']:.0f} ({f['build']['cpu_s']:.0f})", f"{f['build']['peak_rss_mib']:.0f}",
+                     f"{c['documents']} / {c['chunks']} / {c['entities']}", f"{c.get('chunk_tokens', 0):,}"]
+            lines.append("| " + " | ".join(cells) + " |")
+    out = ["\n".join(lines)]
+    for name, entry in result["folders"].items():
+        f = entry["current"]
+        flagged = [t["name"] for t in f["top"] if t["template"]]
+        out.append(f"**{name}** ({entry['generator'] or entry['path']}): the 50 most-mentioned entities: "
+                   + ", ".join(f"{t['name']}" + (" *(template)*" if t["template"] else "") for t in f["top"])
+                   + f". Template: {', '.join(flagged) or 'none'}. Names asked that are no entity: "
+                   + (", ".join(f"`{n}`" for n in f["missing_names"]) or "none") + ".")
+    if result.get("skipped"):
+        out.append("Skipped: " + "; ".join(f"{k} ({v})" for k, v in result["skipped"].items()) + ".")
+    return "\n\n".join(out)
