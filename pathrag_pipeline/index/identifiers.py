@@ -28,6 +28,7 @@ _ARGUMENTS = re.compile(r"\s*\(.*\)\s*$|(?<=\w)=.*$|\s*\[.*\]\s*$")
 _CODE_WORD = re.compile(r"[A-Za-z_][\w.:/+#-]*|--?[A-Za-z][\w-]*|\.[A-Za-z_][\w.-]*|\*")
 MAX_TERM_WORDS = 8
 _SEPARATORS = re.compile(r"[\s,/|:*]+|\b(?:or|and)\b")
+_OPERATOR = re.compile(r"(?=.*[<>|&:=!~])[-<>|&:=!~+*/%^]{2,3}")
 _GROUP = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
 _LITERALS = frozenset("true false none null nil nan undefined self this yes no on off".split())
 _HAS_LETTER = re.compile(r"[A-Za-z]")
@@ -67,6 +68,8 @@ def code_name(code: str) -> str | None:
             break
         name = cut.strip()
     name = name.rstrip(".:")
+    if _OPERATOR.fullmatch(name):
+        return name   # an operator documentation names: `->>`, `||`, `::`
     if not name or len(name) > MAX_CODE_NAME_CHARS or not _HAS_LETTER.search(name):
         return None
     if name[0] in "'\"<{[/$~" or name[-1] in "'\">}" or any(ch in name for ch in "=<>{}\"',;|\\"):

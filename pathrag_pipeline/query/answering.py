@@ -52,6 +52,7 @@ TYPED_SHARE = 0.5
 """Else the most relevant sentence holding such a fact leads, if it is at least this share as relevant as the
 best."""
 DEFINITION_SENTENCES = 3
+MAX_DEFINITION_UNITS = 12
 HOP_BONUS = 0.25
 """Relevance added to a sentence stating a kept path's final hop (another hop of it: half as much)."""
 NAME_BONUS = 0.25
@@ -97,6 +98,10 @@ _FAMILIES = [
 _FAMILY_OF = {word: family for family in _FAMILIES for word in family}
 _QUESTION_WORDS = frozenset("which what who whom whose when where how why".split())
 _MAIN_QUESTION_WORDS = frozenset("which what who whom whose how".split())
+_UNIT = re.compile(r"\b(?:milli|micro|nano|kilo|mega|giga)?(?:seconds?|bytes?)\b|\b(?:minutes?|hours?|days?|pages?|"
+                   r"kilobytes?|megabytes?|KB|MB|GB|kB|ms|characters?|bits?|blocks?|rows?|percent)\b", re.IGNORECASE)
+_UNSET = re.compile(r"\b(?:no|not|without|unless)\b[^?.]*\b(?:configured|set|specified|given|provided|chosen)\b",
+                    re.IGNORECASE)
 _REFERENCE_NUMBER = re.compile(r"\b(?:chapter|section|table|figure|example|appendix|part|step|rfc|page|line|note)s?"
                                r"\s+[\d.]+", re.IGNORECASE)
 
@@ -184,6 +189,8 @@ def question_profile(question: str) -> QuestionProfile:
     if wh in ("who", "whom", "whose"):
         return QuestionProfile("person")
     if wh in ("which", "what"):
+        if after and _stem(after[0]) in ("unit", "units"):
+            return QuestionProfile("unit")
         for word in after[:3]:
             stem = _stem(word)
             if stem in _DATE_NOUNS or word in _DATE_NOUNS:
@@ -221,12 +228,23 @@ def holds_fact(sentence: str, profile: QuestionProfile, question: str) -> int:
     typed = [(name, kind) for name, kind in _typed_names(sentence) if name.casefold() not in asked]
     if profile.expects == "person":
         return 2 * any(kind == "person" or (kind == "concept" and personal_shape(name)) for name, kind in typed)
+    if profile.expects == "unit":
+        return 2 * bool(_UNIT.search(sentence))
     if profile.expects == "name" and profile.focus:
         if any(profile.focus in _terms(name) for name, _ in typed):
             return 2
+        folded = sentence.casefold()
+        # the name right before or after the asked noun ("a PENDING lock", "the octopus strategy"), or a term whose
+        # definition uses the noun ("`octopus`: ... the default merge strategy ...")
+        if any(re.search(rf"\b{re.escape(name.casefold())}\W+{profile.focus}|{profile.focus}\w*\W+(?:\w+\W+)?"
+                         rf"{re.escape(name.casefold())}\b", folded) for name, _ in typed):
+            return 2
+        term, colon, definition = sentence.partition(": ")
+        if colon and _code_names(term) and profile.focus in _terms(definition):
+            return 2
         return int(bool(typed) and profile.focus in _terms(CODE_SPAN.sub(" ", sentence)))
-    if profile.expects == "name":
-        return 2 * bool(typed)
+    if profile.expects == "name":   # "where ...?" in documentation: a file or a path as often as a place
+        return 2 * (bool(typed) or any(name not in asked for name in _code_names(sentence)))
     return 2 * (bool(typed) or bool(_NUMBER.search(sentence)) or bool(_code_names(sentence)))
 
 
@@ -273,7 +291,11 @@ def _sentences(text: str) -> tuple[tuple[str, str, list[str]], ...]:
         if unit.kind == "term":
             following = units[i + 1] if i + 1 < len(units) else None
             if following is not None and following.kind == "prose" and following.section == unit.section:
-                paragraph = [u.text for u in units[i + 1:] if u.block == following.block]
+                paragraph = []   # its prose up to the next term or heading: a definition may hold several paragraphs
+                for later in units[i + 1:i + 1 + MAX_DEFINITION_UNITS]:
+                    if later.kind != "prose" or later.section != unit.section:
+                        break
+                    paragraph.append(later.text)
                 out.append((unit.text, section, paragraph))
             continue
         out.append((unit.text, section, []))
@@ -290,7 +312,9 @@ def _definition(term: str, paragraph: list[str], wanted: set[str], profile: Ques
                 len(_terms(paragraph[i]) & wanted), -i)
 
     shared = sorted(range(1, len(paragraph)), key=weight, reverse=True)
-    keep = sorted([0, *[i for i in shared if any(weight(i)[:2])][:DEFINITION_SENTENCES - 1]])
+    telling = [i for i in shared if any(weight(i)[:2])][:DEFINITION_SENTENCES - 1]
+    # the sentences that answer first ("The default is 128MB."), then the definition's first sentence
+    keep = [i for i in telling if weight(i)[0] == 2] + [0] + [i for i in telling if weight(i)[0] != 2]
     return f"{term}: {truncate_to_tokens(' '.join(paragraph[i] for i in keep), MAX_DEFINITION_TOKENS)}"
 
 
@@ -393,6 +417,8 @@ def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence
     quotes, and a passage's subject (for a sentence opening "She ...") is its first heading, else that title."""
     profile = question_profile(question)
     wanted = _terms(" ".join([question, *keywords]))
+    if _UNSET.search(question):
+        wanted.add("default")   # "when no timeout is configured" asks for the default: documentation says "default"
     documents = documents or {}
     subjects = {c: _subject(chunk_texts.get(c, ""), documents.get(c, ("", ""))[1])
                 for u in evidence for c in u.chunk_ids}
@@ -444,7 +470,8 @@ def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence
         if place and place not in places:
             places.append(place)
         marks.append(f" [{places.index(place) + 1}]" if place else "")
-    body = " ".join(clip(c.text.replace("`", ""), MAX_SENTENCE_TOKENS) + mark for c, mark in zip(chosen, marks))
+    body = " ".join(clip(c.text.replace("`", ""), MAX_DEFINITION_TOKENS if ": " in c.text else MAX_SENTENCE_TOKENS)
+                    + mark for c, mark in zip(chosen, marks))
     if places:
         body += "\nSources: " + "; ".join(f"[{i}] {place}" for i, place in enumerate(places, 1))
     return Answer(f"{EXTRACTIVE_LABEL} {body}", "extractive", Usage(), found=True)
