@@ -362,3 +362,62 @@ def markdown(result: dict[str, Any]) -> str:
     if result.get("skipped"):
         out.append("Skipped: " + "; ".join(f"{k} ({v})" for k, v in result["skipped"].items()) + ".")
     return "\n\n".join(out)
+
+
+# ---- the same questions answered by an LLM ---------------------------------------------------------------------
+
+LLM_MODES = ("path", "naive", "local", "global", "hybrid")
+
+
+def run_folder_llm(name: str, workdir: Path, *, base_url: str | None = None, model: str | None = None,
+                   modes: tuple[str, ...] = LLM_MODES, limit: int | None = None,
+                   log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """One folder's questions answered by an LLM in each mode, over the folder indexed offline (the same graph
+    the offline figures read; ``workdir/current/NAME`` is reused when a real-folders run left it there): exact match
+    and token F1 of the short answer (SQuAD normalisation) against the accepted answers, and whether the mode's
+    prompt held one of them. The endpoint is ``base_url``/``model``, or the bench's own llama.cpp server with
+    Qwen2.5-Coder-0.5B (``bench/llm_answers.py``)."""
+    from pathrag_pipeline.bench.llm_answers import bench_settings, on_endpoint
+    from pathrag_pipeline.config import PACKAGE_ROOT as ROOT
+    from pathrag_pipeline.evaluation.answer_scoring import answer_in_context, exact_match, token_f1
+    from pathrag_pipeline.query.engine import PathRAG
+
+    folder = FOLDERS[name]
+    questions = QUESTIONS_DIR / f"{name}.questions.jsonl"
+    rows = [json.loads(line) for line in questions.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = rows[:limit] if limit else rows
+    home = workdir / "current" / name
+    if not (home / "pathrag.duckdb").is_file():
+        log(f"real folders LLM: indexing {folder.path} offline")
+        index_folder(ROOT, home, folder.path)
+    out: dict[str, Any] = {"folder": name, "questions": len(rows), "modes": {}}
+
+    def run(url: str, model_name: str) -> None:
+        settings = bench_settings(url, model_name, None, own_server=base_url is None, home=home)
+        rag = PathRAG(settings, record=False)
+        out["model"] = model_name
+        for mode in modes:
+            em = f1 = held = 0.0
+            answers = []
+            for i, row in enumerate(rows, 1):
+                result = rag.query(row["question"], mode=mode, response="short")
+                em += exact_match(result.answer, row["answers"])
+                f1 += token_f1(result.answer, row["answers"])
+                held += answer_in_context(result.prompt or "", row["answers"])
+                answers.append(result.answer)
+                log(f"real folders LLM: {name} {mode} {i}/{len(rows)}")
+            n = len(rows) or 1
+            out["modes"][mode] = {"em": round(em / n, 3), "f1": round(f1 / n, 3), "in_prompt": round(held / n, 3),
+                                  "answers": answers}
+
+    out["server"] = on_endpoint(workdir, base_url, model, run, log)
+    return out
+
+
+def llm_markdown(result: dict[str, Any]) -> str:
+    lines = [f"{result['questions']} questions of {result['folder']}, answered by {result.get('model', '?')} over the "
+             "folder indexed offline, asked for the answer alone (`response=short`); SQuAD exact match and token F1 "
+             "against the accepted answers; *in prompt*: an accepted answer occurs in the mode's prompt.", "",
+             "| mode | EM | F1 | answer in prompt |", "| --- | --- | --- | --- |"]
+    lines += [f"| {mode} | {m['em']:.2f} | {m['f1']:.2f} | {m['in_prompt']:.2f} |" for mode, m in result["modes"].items()]
+    return "\n".join(lines)

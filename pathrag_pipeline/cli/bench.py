@@ -953,3 +953,38 @@ def html(pages: int, update_docs: Path | None, as_json: bool) -> None:
                + f"\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this "
                f"section ran {time.perf_counter() - started:.0f} s._")
     _publish(section, "HTML main content", update_docs, as_json, json.dumps(result, indent=1, default=str))
+
+
+@bench.command("real-folders-llm")
+@click.option("--folder", "name", default="git-doc", show_default=True, help="A folder of `bench real-folders`.")
+@click.option("--modes", default="path,naive,local,global,hybrid", show_default=True)
+@click.option("--limit", default=None, type=int, help="Only the first N questions.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Where the offline index (reused from a `bench real-folders --workdir` run) and the model live.")
+@click.option("--base-url", default=None, help="An OpenAI-compatible endpoint instead of the bench's own llama.cpp "
+                                               "server (with --model).")
+@click.option("--model", default=None)
+@_update_docs_option
+@_json_option
+def real_folders_llm(name: str, modes: str, limit: int | None, workdir: Path, base_url: str | None,
+                     model: str | None, update_docs: Path | None, as_json: bool) -> None:
+    """One real folder's questions answered by an LLM (default: Qwen2.5-Coder-0.5B through the bench's own llama.cpp
+    server, docs/llm-endpoints.md), per mode: exact match, token F1, answer in the prompt."""
+    from pathrag_pipeline.bench.llm_answers import check_endpoint
+    from pathrag_pipeline.bench.real_folders import FOLDERS, llm_markdown, run_folder_llm
+    from pathrag_pipeline.bench.report import machine_info
+
+    if name not in FOLDERS:
+        raise click.BadParameter(f"{name!r}: one of {', '.join(FOLDERS)}", param_hint="--folder")
+    if not FOLDERS[name].path.is_dir():
+        raise click.ClickException(f"{name} is not installed: apt-get install {FOLDERS[name].package}")
+    check_endpoint("bench real-folders-llm", base_url, model, "qwen2.5-coder-0.5b")
+    started = time.perf_counter()
+    result = run_folder_llm(name, workdir, base_url=base_url, model=model,
+                            modes=tuple(m.strip() for m in modes.split(",") if m.strip()), limit=limit,
+                            log=_log(as_json))
+    m = machine_info()
+    section = (llm_markdown(result) + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python "
+               f"{m['python']}); this section ran {time.perf_counter() - started:.0f} s._")
+    _publish(section, "Real documentation folders through a local LLM", update_docs, as_json,
+             json.dumps(result, indent=1))

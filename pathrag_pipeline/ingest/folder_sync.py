@@ -269,7 +269,7 @@ class ParsedFile:
     documents: list[ParsedDocument]
     error: str | None = None       # whole-file failure
     chunks: dict[str, list[Chunk]] | None = None   # document id -> its text's chunks, when made where it was parsed
-    lines: dict[str, list[int]] | None = None      # document id -> its text's line keys (template_lines.line_keys), likewise
+    lines: dict[str, list[tuple[int, bool]]] | None = None   # document id -> its counted lines (_line_keys), likewise
 
 
 def parse_entry(entry: FileEntry, *, max_bytes: int, max_text_bytes: int | None = None) -> ParsedFile:
@@ -615,9 +615,9 @@ def _parse_processes(settings: Settings, todo: list[str], scan: dict[str, FileEn
     return settings.extract_processes or usable_cores()
 
 
-def _line_keys(doc: ParsedDocument) -> list[int]:
-    """The lines a document is counted by for the template-line guard: an HTML page's whole page, else its text."""
-    return doc.page_lines if doc.page_lines is not None else template_lines.line_keys(doc.text or "")
+def _line_keys(doc: ParsedDocument) -> list[tuple[int, bool]]:
+    """The lines a document is counted by for the template-line guard (``template_lines.document_rows``)."""
+    return template_lines.document_rows(doc.text or "", doc.page_lines)
 
 
 def _parse_and_chunk(entries: list[FileEntry], max_bytes: int, max_text_bytes: int | None, max_tokens: int,

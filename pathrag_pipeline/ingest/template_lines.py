@@ -55,6 +55,13 @@ def line_keys(text: str) -> list[int]:
     return sorted(keys)
 
 
+def document_rows(text: str, page_lines: list[int] | None = None) -> list[tuple[int, bool]]:
+    """(line key, whether the line is in ``text``) of every line a document is counted by: its text's, and for an
+    HTML page its whole page's (``page_lines``: where a site's furniture shows on every page)."""
+    own = set(line_keys(text))
+    return [(key, key in own) for key in sorted(own | set(page_lines or ()))]
+
+
 def without_template(text: str, template: frozenset[int]) -> tuple[str, list[tuple[int, int]]]:
     """``text`` without its template lines, and the start of each kept run as (offset in the result, offset in
     ``text``), for mapping offsets back (``original_offset``). Without template lines: the text itself, one run."""
@@ -96,7 +103,7 @@ class TemplateChange:
     lines: int                 # template lines now
     added: int                 # lines that became template lines
     removed: int               # lines that stopped being template lines
-    rechunk: list[str]         # documents holding a line that changed: their chunks must be cut again
+    rechunk: list[str]         # documents whose text holds a line that changed: their chunks must be cut again
 
 
 # ---- the tables ----------------------------------------------------------------------------------------------
@@ -110,16 +117,17 @@ def forget(con: duckdb.DuckDBPyConnection, document_ids: list[str]) -> None:
         con.execute(f"DELETE FROM document_lines WHERE {_IDS}", [document_ids])
 
 
-def store(con: duckdb.DuckDBPyConnection, lines: dict[str, list[int]]) -> None:
-    """Count the lines of these documents (their earlier lines are replaced)."""
+def store(con: duckdb.DuckDBPyConnection, lines: dict[str, list[tuple[int, bool]]]) -> None:
+    """Count the lines of these documents (``document_rows``; their earlier lines are replaced)."""
     if not lines:
         return
     forget(con, list(lines))
-    ids = [doc_id for doc_id, keys in lines.items() for _ in keys]
-    keys = [key for keys in lines.values() for key in keys]
-    if not keys:
+    ids = [doc_id for doc_id, rows in lines.items() for _ in rows]
+    if not ids:
         return
-    table = pa.table({"document_id": pa.array(ids, pa.utf8()), "line_hash": pa.array(keys, pa.int64())})
+    table = pa.table({"document_id": pa.array(ids, pa.utf8()),
+                      "line_hash": pa.array([key for rows in lines.values() for key, _ in rows], pa.int64()),
+                      "in_text": pa.array([own for rows in lines.values() for _, own in rows], pa.bool_())})
     con.register("_pathrag_lines", table)
     try:
         con.execute("INSERT INTO document_lines SELECT * FROM _pathrag_lines")
@@ -153,8 +161,8 @@ def refresh(con: duckdb.DuckDBPyConnection) -> TemplateChange:
     rechunk: list[str] = []
     if changed:
         rechunk = [row[0] for row in con.execute(
-            "SELECT DISTINCT document_id FROM document_lines WHERE line_hash IN (SELECT unnest(?::BIGINT[])) "
-            "ORDER BY 1", [changed]).fetchall()]
+            "SELECT DISTINCT document_id FROM document_lines WHERE in_text AND line_hash IN "
+            "(SELECT unnest(?::BIGINT[])) ORDER BY 1", [changed]).fetchall()]   # only text the chunks hold changes
         if removed:
             con.execute("DELETE FROM template_lines WHERE line_hash IN (SELECT unnest(?::BIGINT[]))", [sorted(removed)])
         for key in sorted(added):

@@ -57,6 +57,10 @@ HOP_BONUS = 0.25
 """Relevance added to a sentence stating a kept path's final hop (another hop of it: half as much)."""
 NAME_BONUS = 0.25
 """... to one naming a code name of the question (twice that when its term line defines it)."""
+PATH_BONUS = 0.15
+"""... to one naming an entity of the kept paths that the question does not name (the first ``PATH_NAMES`` of them,
+in the paths' order of reliability)."""
+PATH_NAMES = 20
 RANK_PRIOR = 0.01
 """... and taken from one per rank of the evidence it came from (a tie-break: retrieval ranked the passages)."""
 
@@ -410,7 +414,7 @@ def _about(candidate: _Candidate, name: str) -> bool:
 
 def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence[Evidence],
                       chunk_texts: dict[str, str], *, names: Sequence[str] = (),
-                      documents: dict[str, tuple[str, str]] | None = None,
+                      documents: dict[str, tuple[str, str]] | None = None, path_names: Sequence[str] = (),
                       max_sentences: int = DEFAULT_MAX_SENTENCES) -> Answer:
     """The sentences of the evidence's chunks that answer ``question``, the answering one first (see the module
     docstring). ``documents``: each chunk's (document id, title); the answer names the document of every sentence it
@@ -434,6 +438,12 @@ def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence
     total = sum(idf.values())
     asked_names = _code_names(question)
     relevance = {id(c): _relevance(c, wanted, idf, total, asked_names) for c in pool}
+    if path_names:   # PathRAG's kept paths in the loop: a sentence naming an entity they reached beyond the question
+        asked = question.casefold()
+        reached = [n for n in path_names if n.casefold() not in asked and len(n) > 2][:PATH_NAMES]
+        for c in pool:
+            if any(mentions(c.folded, n) for n in reached):
+                relevance[id(c)] += PATH_BONUS
     ranked = sorted(candidates, key=lambda c: (relevance[id(c)], -c.order), reverse=True)
     best = ranked[0]
     chain = [best]

@@ -522,9 +522,10 @@ class PathRAG:
             else:
                 texts = {c: s.text for c, s in sources.items()}
                 documents = {c: (s.document_id, s.title) for c, s in sources.items()}
+                path_names = tuple(dict.fromkeys(n for t in traces for n in t.nodes)) if mode == "path" else ()
                 for evidence in self._evidence(mode, snapshot, traces, retrieved, chunk_ids):
                     answer = extractive_answer(text, kw_all, evidence, texts, names=keywords.low_level,
-                                               documents=documents)
+                                               documents=documents, path_names=path_names)
                     if answer.found:
                         break
         tokens["answer"] = _usage(answer.usage)

@@ -66,7 +66,8 @@ DDL = [
     """
     CREATE TABLE IF NOT EXISTS document_lines (
         document_id   VARCHAR NOT NULL,      -- documents.id (indexed documents only)
-        line_hash     BIGINT NOT NULL        -- template_lines.line_key of one distinct line of its text (headings, code fences and lines of under 3 letters are not counted)
+        line_hash     BIGINT NOT NULL,       -- template_lines.line_key of one distinct line of it (headings, code fences and lines of under 3 letters are not counted)
+        in_text       BOOLEAN NOT NULL       -- the line is in documents.text; false: only on the whole HTML page (its furniture), counted but not in the text
     )
     """,
     """
