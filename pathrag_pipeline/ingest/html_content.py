@@ -13,7 +13,9 @@ bulleted list, readability lost a third of the content and jusText half. Its own
 half of the headings (three quarters on DocBook and SQLite pages) were no headings in its output. So the page is
 rendered here (``render``: headings, code blocks, inline code, terms, list items, table rows), and a rendered block
 is kept when trafilatura kept its text (``_kept``); a heading is kept when trafilatura kept it or the first block
-under it.
+under it, a definition's term when its definition is kept. A page with no content container trafilatura knows
+(<main>, <article>, role=main: DocBook, SQLite and asciidoc's man pages have none) is given to it with its body
+wrapped as an <article>: read as loose text, such a page lost its title, its NAME line and most of its headings.
 
 When trafilatura finds no main content, or keeps fewer than ``MIN_MAIN_WORDS`` words and less than
 ``MIN_MAIN_SHARE`` of the page's, the page is read whole (every block but scripts, styles, forms, <nav>, <header>,
@@ -80,7 +82,6 @@ class _Renderer:
         if text:
             self.blocks.append(Block(kind, text))
 
-
     def element(self, el) -> None:
         tag = el.tag if isinstance(el.tag, str) else ""
         tag = tag.rsplit("}", 1)[-1].lower()
@@ -90,7 +91,7 @@ class _Renderer:
             return
         if tag in _HEADINGS:
             self.flush()
-            self.inline_children(el)
+            self.children(el)
             text = _ANCHOR_MARK.sub(" ", _collapse("".join(self.line))).strip()
             self.line = []
             if text:
@@ -106,7 +107,7 @@ class _Renderer:
             self.line.append(_BREAK)
             return
         if tag in ("td", "th"):
-            self.inline_children(el)
+            self.children(el)
             self.line.append(" | ")
             return
         if tag == "tr":
@@ -159,8 +160,6 @@ class _Renderer:
             self.element(child)
             if child.tail:
                 self.line.append(child.tail)
-
-    inline_children = children
 
 
 def render(tree) -> list[Block]:
