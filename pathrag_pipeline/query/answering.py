@@ -231,7 +231,8 @@ def holds_fact(sentence: str, profile: QuestionProfile, question: str) -> int:
         return 2 * any(name not in asked for name in _code_names(sentence))
     typed = [(name, kind) for name, kind in _typed_names(sentence) if name.casefold() not in asked]
     if profile.expects == "person":
-        return 2 * any(kind == "person" or (kind == "concept" and personal_shape(name)) for name, kind in typed)
+        return 2 * any(kind == "person" or (kind == "concept" and personal_shape(name) and not any(
+            len(word) > 2 and word.isupper() for word in name.split())) for name, kind in typed)   # not "POSTGRES Berkeley"
     if profile.expects == "unit":
         return 2 * bool(_UNIT.search(sentence))
     if profile.expects == "name" and profile.focus:
@@ -511,8 +512,8 @@ def _follow(best: _Candidate, pool: list[_Candidate], question: str, relevance: 
         options = []
         for name in _new_names(current.text, question):
             for c in pool:
-                if any(c is x for x in chain) or not _about(c, name):
-                    continue
+                if any(c is x for x in chain) or not _about(c, name) or not any(_covers(c, t) for t in ordered):
+                    continue   # a step says something the question asks about, not only the name it follows
                 stated = [i for i, t in enumerate(ordered) if t not in covered and _covers(c, t)]
                 options.append((max(stated, default=-1), fact(c.text), relevance[id(c)], -c.order, id(c), c))
         if not options:
