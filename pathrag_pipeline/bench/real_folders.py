@@ -166,7 +166,8 @@ def graph_figures(home: Path) -> dict[str, Any]:
         counts = {table: con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                   for table in ("documents", "chunks", "entities", "relations")}
         # what an LLM extraction reads: every chunk's text (its prompt's fixed part is the same per chunk)
-        counts["chunk_tokens"] = sum(count_tokens(text) for (text,) in con.execute("SELECT text FROM chunks").fetchall())
+        texts = con.execute("SELECT text FROM chunks").fetchall()
+        counts["chunk_tokens"] = sum(count_tokens(text) for (text,) in texts)
         top = con.execute(f"SELECT name, mention_count FROM entities ORDER BY mention_count DESC, name "
                           f"LIMIT {TOP_ENTITIES}").fetchall()
         keys = [row[0] for row in con.execute("SELECT entity_key FROM entities").fetchall()]
@@ -387,7 +388,7 @@ LLM_MODES = ("path", "naive", "local", "global", "hybrid")
 
 
 def run_folder_llm(name: str, workdir: Path, *, base_url: str | None = None, model: str | None = None,
-                   modes: tuple[str, ...] = LLM_MODES, limit: int | None = None,
+                   modes: tuple[str, ...] = LLM_MODES, limit: int | None = None, budget: int = 1000,
                    log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """One folder's questions answered by an LLM in each mode, over the folder indexed offline (the same graph
     the offline figures read; ``workdir/current/NAME`` is reused when a real-folders run left it there): exact match
@@ -407,7 +408,7 @@ def run_folder_llm(name: str, workdir: Path, *, base_url: str | None = None, mod
     if not (home / "pathrag.duckdb").is_file():
         log(f"real folders LLM: indexing {folder.path} offline")
         index_folder(ROOT, home, folder.path)
-    out: dict[str, Any] = {"folder": name, "questions": len(rows), "modes": {}}
+    out: dict[str, Any] = {"folder": name, "questions": len(rows), "budget": budget, "modes": {}}
 
     def run(url: str, model_name: str) -> None:
         settings = bench_settings(url, model_name, None, own_server=base_url is None, home=home)
@@ -417,7 +418,7 @@ def run_folder_llm(name: str, workdir: Path, *, base_url: str | None = None, mod
             em = f1 = held = 0.0
             answers = []
             for i, row in enumerate(rows, 1):
-                result = rag.query(row["question"], mode=mode, response="short")
+                result = rag.query(row["question"], mode=mode, response="short", token_budget=budget)
                 em += exact_match(result.answer, row["answers"])
                 f1 += token_f1(result.answer, row["answers"])
                 held += answer_in_context(result.prompt or "", row["answers"])
@@ -432,9 +433,13 @@ def run_folder_llm(name: str, workdir: Path, *, base_url: str | None = None, mod
 
 
 def llm_markdown(result: dict[str, Any]) -> str:
-    lines = [f"{result['questions']} questions of {result['folder']}, answered by {result.get('model', '?')} over the "
-             "folder indexed offline, asked for the answer alone (`response=short`); SQuAD exact match and token F1 "
+    lines = [f"Reproduce: `pathrag bench real-folders-llm --folder {result['folder']} --workdir DIR --update-docs "
+             "docs/benchmarks.md` (the local server and model of docs/llm-endpoints.md).\n\n"
+             f"{result['questions']} questions of {result['folder']}, answered by {result.get('model', '?')} over the "
+             f"folder indexed offline, {result.get('budget', '?')}-token prompts, asked for the answer alone "
+             "(`response=short`); SQuAD exact match and token F1 "
              "against the accepted answers; *in prompt*: an accepted answer occurs in the mode's prompt.", "",
              "| mode | EM | F1 | answer in prompt |", "| --- | --- | --- | --- |"]
-    lines += [f"| {mode} | {m['em']:.2f} | {m['f1']:.2f} | {m['in_prompt']:.2f} |" for mode, m in result["modes"].items()]
+    lines += [f"| {mode} | {m['em']:.2f} | {m['f1']:.2f} | {m['in_prompt']:.2f} |"
+              for mode, m in result["modes"].items()]
     return "\n".join(lines)

@@ -925,8 +925,9 @@ def real_folders(names: tuple[str, ...], extra: tuple[str, ...], modes: str, bas
                                     tuple(m.strip() for m in modes.split(",") if m.strip()), baseline, workdir,
                                     log=_log(as_json))
     m = machine_info()
-    section = (markdown(result) + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python "
-               f"{m['python']}); this section ran {time.perf_counter() - started:.0f} s._")
+    section = ("## Real documentation folders\n\n" + markdown(result) + f"\n\n_Measured {m['date']} on "
+               f"{m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this section ran "
+               f"{time.perf_counter() - started:.0f} s._")
     _publish(section, "Real documentation folders", update_docs, as_json, json.dumps(result, indent=1))
 
 
@@ -960,8 +961,8 @@ def html(pages: int, update_docs: Path | None, as_json: bool) -> None:
              "headings (three quarters on DocBook and SQLite pages, without the <article>) and code blocks' lines; "
              "resiliparse is 15 times faster but drops every short bulleted list and keeps DocBook's and SQLite's "
              "menus; readability-lxml and jusText lose whole sections.\n\n")
-    section = (intro + render_markdown(result, chosen=(INDEXER, "trafilatura xml, body as <article>",
-                                                       "resiliparse minimal_html, nav skipped"))
+    chosen = (INDEXER, "trafilatura xml, body as <article>", "resiliparse minimal_html, nav skipped")
+    section = ("## HTML main content\n\n" + intro + render_markdown(result, chosen=chosen)
                + f"\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this "
                f"section ran {time.perf_counter() - started:.0f} s._")
     _publish(section, "HTML main content", update_docs, as_json, json.dumps(result, indent=1, default=str))
@@ -971,6 +972,7 @@ def html(pages: int, update_docs: Path | None, as_json: bool) -> None:
 @click.option("--folder", "name", default="git-doc", show_default=True, help="A folder of `bench real-folders`.")
 @click.option("--modes", default="path,naive,local,global,hybrid", show_default=True)
 @click.option("--limit", default=None, type=int, help="Only the first N questions.")
+@click.option("--budget", default=1000, show_default=True, help="Token budget of each prompt.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Where the offline index (reused from a `bench real-folders --workdir` run) and the model live.")
 @click.option("--base-url", default=None, help="An OpenAI-compatible endpoint instead of the bench's own llama.cpp "
@@ -978,7 +980,7 @@ def html(pages: int, update_docs: Path | None, as_json: bool) -> None:
 @click.option("--model", default=None)
 @_update_docs_option
 @_json_option
-def real_folders_llm(name: str, modes: str, limit: int | None, workdir: Path, base_url: str | None,
+def real_folders_llm(name: str, modes: str, limit: int | None, budget: int, workdir: Path, base_url: str | None,
                      model: str | None, update_docs: Path | None, as_json: bool) -> None:
     """One real folder's questions answered by an LLM (default: Qwen2.5-Coder-0.5B through the bench's own llama.cpp
     server, docs/llm-endpoints.md), per mode: exact match, token F1, answer in the prompt."""
@@ -994,9 +996,10 @@ def real_folders_llm(name: str, modes: str, limit: int | None, workdir: Path, ba
     started = time.perf_counter()
     result = run_folder_llm(name, workdir, base_url=base_url, model=model,
                             modes=tuple(m.strip() for m in modes.split(",") if m.strip()), limit=limit,
-                            log=_log(as_json))
+                            budget=budget, log=_log(as_json))
     m = machine_info()
-    section = (llm_markdown(result) + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python "
-               f"{m['python']}); this section ran {time.perf_counter() - started:.0f} s._")
+    section = ("## Real documentation folders through a local LLM\n\n" + llm_markdown(result)
+               + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this "
+               f"section ran {time.perf_counter() - started:.0f} s._")
     _publish(section, "Real documentation folders through a local LLM", update_docs, as_json,
              json.dumps(result, indent=1))

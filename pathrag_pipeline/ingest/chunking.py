@@ -75,7 +75,8 @@ def chunk_text(document_id: str, text: str, *, max_tokens: int = 1200, overlap: 
             content_hash = text_hash(body)
             repeat = seen.get(content_hash, 0)
             seen[content_hash] = repeat + 1
-            chunk_id = "chunk-" + hashlib.sha256(f"{document_id}\x00{repeat}\x00{content_hash}".encode()).hexdigest()[:32]
+            key = f"{document_id}\x00{repeat}\x00{content_hash}".encode()
+            chunk_id = "chunk-" + hashlib.sha256(key).hexdigest()[:32]
             chunks.append(
                 Chunk(
                     id=chunk_id,

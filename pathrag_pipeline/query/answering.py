@@ -231,8 +231,9 @@ def holds_fact(sentence: str, profile: QuestionProfile, question: str) -> int:
         return 2 * any(name not in asked for name in _code_names(sentence))
     typed = [(name, kind) for name, kind in _typed_names(sentence) if name.casefold() not in asked]
     if profile.expects == "person":
+        # a person's name, or a name shaped like one that is not in capitals ("POSTGRES Berkeley" is not)
         return 2 * any(kind == "person" or (kind == "concept" and personal_shape(name) and not any(
-            len(word) > 2 and word.isupper() for word in name.split())) for name, kind in typed)   # not "POSTGRES Berkeley"
+            len(word) > 2 and word.isupper() for word in name.split())) for name, kind in typed)
     if profile.expects == "unit":
         return 2 * bool(_UNIT.search(sentence))
     if profile.expects == "name" and profile.focus:
