@@ -462,12 +462,24 @@ def report(quick: bool, out: Path | None, workdir: Path | None) -> None:
 @click.option("--docs", "n_docs", default=1000, show_default=True, help="Number of generated documents.")
 @click.option("--repeats", default=3, show_default=True, help="Runs per measurement (the median is reported).")
 @click.option("--workdir", type=click.Path(path_type=Path), default=None, help="Where to generate (default: a temp dir).")
+@_update_docs_option
 @click.option("--json", "as_json", is_flag=True)
-def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, as_json: bool) -> None:
+def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
     """Generate a corpus and measure full ingest and re-ingest after one file changed."""
     from pathrag_pipeline.bench.ingest import run_ingest_bench
 
+    started = time.perf_counter()
     result = run_ingest_bench(n_docs=n_docs, repeats=repeats, workdir=workdir)
+    if update_docs is not None:
+        from dataclasses import replace
+
+        from pathrag_pipeline.bench.report import FULL, ingest_section, machine_info
+        from pathrag_pipeline.bench.report_sections import splice
+
+        m = machine_info()
+        splice(update_docs, "Ingest", ingest_section(result, replace(FULL, ingest_docs=n_docs, ingest_repeats=repeats))
+               + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this "
+               f"section ran {time.perf_counter() - started:.0f} s._")
     if as_json:
         click.echo(json.dumps(result, indent=1))
     else:
