@@ -56,6 +56,26 @@ def test_a_question_for_a_code_name_leads_with_the_definition_that_gives_one():
     assert body.endswith("Sources: [1] git-rebase.html > OPTIONS")
 
 
+def test_a_question_about_a_default_reads_the_definitions_sentence_stating_it_first():
+    text = ("# Resource Consumption\n\n`shared_buffers` (`integer`)\n\nSets the amount of memory the server uses for "
+            "shared memory buffers. The default is typically 128 megabytes (128MB). If you have a dedicated server "
+            "with 1GB or more of memory, a reasonable value for shared_buffers is 25% of the memory in your system.")
+    got = extractive_answer("How much memory is shared_buffers set to by default?", [], [Evidence((), ("c",))],
+                            {"c": text})
+    body = got.text.removeprefix(EXTRACTIVE_LABEL).strip()
+    assert body.startswith("shared_buffers (integer): The default is typically 128 megabytes (128MB).")
+
+
+def test_a_sentence_opening_this_is_also_about_the_sentence_before_it():
+    text = ("# VACUUM\n\nVACUUM FULL rewrites the entire contents of the table into a new disk file. This form is "
+            "much slower and requires an ACCESS EXCLUSIVE lock on each table while it is being processed.\n\n"
+            "Plain VACUUM can run in parallel with reading and writing of the table, as no exclusive lock is held.")
+    got = extractive_answer("What kind of lock does a full vacuum, which rewrites the table, hold on each table?", [],
+                            [Evidence((), ("c",))], {"c": text})
+    body = got.text.removeprefix(EXTRACTIVE_LABEL).strip()
+    assert body.startswith("This form is much slower and requires an ACCESS EXCLUSIVE lock"), body
+
+
 @pytest.mark.parametrize("cell, lead", [
     ("River Lode", "river lode"),
     ("The Tarrant Yard (Oswin Tarrant's), at Saltmouth", "tarrant yard"),

@@ -27,6 +27,14 @@ def test_bare_names_are_the_shapes_only_code_takes():
     assert bare_names("The Kestle gauge was read every morning.") == []
 
 
+def test_operators_prose_calls_operators_are_names_and_entities():
+    sentence = "Since 3.38.0 the -> and ->> operators extract parts of JSON; a -> b is an arrow, not a name."
+    assert [n for n, _, _ in bare_names(sentence)] == ["->", "->>"]
+    assert [n for n, _, _ in bare_names("Join with the || operator or os.path.join().")] == ["||", "os.path.join"]
+    got = extract_offline("The ->> operator returns an SQL TEXT value. The -> operator returns JSON.")
+    assert {"->", "->>"} <= {e.name for e in got.entities}
+
+
 def test_a_term_line_is_only_names():
     assert is_term("`--autosquash`, `--no-autosquash`") and is_term("`bisect.insort` (a, x, lo=0, hi=len(a))")
     assert is_term("--root") and not is_term("The project name.") and not is_term("Number of Instances")

@@ -8,6 +8,7 @@ finds them, in two ways:
 - inline code (``text.structure``: single backticks, what every parser writes for ``<code>``, ``literal`` and
   Markdown code spans): its content is a name when it is shaped like one (``code_name``), with a call's arguments,
   an option's value and a man page's section number cut off;
+- operators prose calls operators ("the ``->`` and ``->>`` operators");
 - bare words of a shape only code has (``bare_names``): snake_case, dotted.names, camelCase and CamelCase with an
   inner capital, calls ``f()``, long options ``--flag`` and man page references ``git-rebase(1)``.
 
@@ -29,6 +30,10 @@ _CODE_WORD = re.compile(r"[A-Za-z_][\w.:/+#-]*|--?[A-Za-z][\w-]*|\.[A-Za-z_][\w.
 MAX_TERM_WORDS = 8
 _SEPARATORS = re.compile(r"[\s,/|:*]+|\b(?:or|and)\b")
 _OPERATOR = re.compile(r"(?=.*[<>|&:=!~])[-<>|&:=!~+*/%^]{2,3}")
+_OP = r"(?=[^\s]*[<>|&:=!~])[-<>|&:=!~+*/%^]{2,3}"
+# operators prose names as operators: "the ->> operator", "the -> and ->> operators", "||, && or ! operators"
+_NAMED_OPERATORS = re.compile(rf"(?<![^\s(])({_OP}(?:(?:\s*,\s*|\s+(?:and|or)\s+){_OP})*)\s+operators?\b")
+_OP_TOKEN = re.compile(rf"(?<!\S){_OP}(?!\S)")
 _GROUP = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
 _LITERALS = frozenset("true false none null nil nan undefined self this yes no on off".split())
 _HAS_LETTER = re.compile(r"[A-Za-z]")
@@ -82,10 +87,19 @@ def code_name(code: str) -> str | None:
     return name
 
 
+def is_operator(name: str) -> bool:
+    """Whether a name is an operator (``->>``, ``||``, ``::``): symbols only, kept verbatim as its own key."""
+    return bool(_OPERATOR.fullmatch(name))
+
+
 def bare_names(sentence: str) -> list[tuple[str, int, int]]:
     """(name, start, end) of each bare technical name in ``sentence`` (see the module docstring), in order; the
     span covers what is written (``f()``, ``git-rebase(1)``), the name drops the parentheses."""
     out = []
+    if "operator" in sentence:
+        for match in _NAMED_OPERATORS.finditer(sentence):
+            for op in _OP_TOKEN.finditer(match.group(1)):
+                out.append((op.group(), match.start(1) + op.start(), match.start(1) + op.end()))
     if not _MAYBE_NAME.search(sentence):
         return out   # most sentences hold no character a bare name needs: not scanned
     for match in BARE_NAME.finditer(sentence):
@@ -105,7 +119,7 @@ def bare_names(sentence: str) -> list[tuple[str, int, int]]:
                     or any(len(p) < 2 for p in parts) or all(p[:1].isupper() for p in parts)):
                 continue   # "e.g.", "index.html" (a file, not a code name), "U.S", "Mr.Smith"
         out.append((name, match.start(), match.end()))
-    return out
+    return sorted(out, key=lambda found: found[1]) if out and "operator" in sentence else out
 
 
 def is_term(line: str) -> bool:

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Relation, entity_of, relation_of
-from pathrag_pipeline.index.identifiers import CODE_SPAN, bare_names, code_name, heading_name, is_term
+from pathrag_pipeline.index.identifiers import CODE_SPAN, bare_names, code_name, heading_name, is_operator, is_term
 from pathrag_pipeline.text.structure import blocks
 
 # v2: titles inside longer names, line segments; v3: dates and amounts are not graph nodes, one neighbour.
@@ -1092,7 +1092,7 @@ def _key(name: str) -> str:
     key = _KEY_STRIP.sub(" ", name.casefold()).strip()
     if key.startswith("the "):
         key = key[4:]
-    return key
+    return key or (name if is_operator(name) else "")   # "->>": no word characters, but a name
 
 
 def _person_aliases(entities: dict[str, dict], order: list[str]) -> dict[str, str]:

@@ -44,6 +44,7 @@ DEFAULT_MAX_SENTENCES = 3
 MAX_SENTENCE_TOKENS = 60  # table rows and run-on lines come out of the splitter as one "sentence"
 MAX_HOPS = 3
 MAX_DEFINITION_TOKENS = 90
+MAX_ANTECEDENT_WORDS = 40   # a longer sentence before "This ..." is more than the subject "this" refers to
 CHAINED = frozenset({"name", "person"})
 """Kinds of fact a chain of sentences is followed for: a name is reached through names ("the director of X" ->
 "born in Y" -> "Y on the River Z"); a number, date or code name is stated where its subject is (a setting's
@@ -71,6 +72,8 @@ _NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)*\b|\b(?:one|two|three|four|fi
 _YEAR_OR_VERSION = re.compile(r"(?<![\w.])(?:1[5-9]\d\d|20\d\d|\d+\.\d+(?:\.\d+)*)\b")
 _MONTH = re.compile(r"\b(?:January|February|March|April|May|June|July|August|September|October|November|December)\b")
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:of|the|de|von|van|and)?\s*[A-Z][\w'’-]*)*")
+# A sentence opening with one of these says what it says of the previous sentence's subject: quoted with it.
+_ANAPHORIC_OPENER = re.compile(r"^(?:This|These|It|They|Such)\b")
 _PRONOUN_OPENER = re.compile(r"^(?:He|She|It|They|Its|His|Her|Their|This|The (?:module|function|command|option|"
                              r"company|institute|university|journal|bridge|river|village|town|city))\b")
 
@@ -99,6 +102,7 @@ _FAMILIES = [
     {"publisher", "published"}, {"editor", "edited"}, {"successor", "succeeded"}, {"predecessor", "preceded"},
     {"remove", "removed", "removes", "delete", "deleted", "deletes"}, {"add", "added", "adds"},
 ]
+_DEFAULT_WORDS = frozenset({"default", "defaulting"})   # stems of the family's words
 _FAMILY_OF = {word: family for family in _FAMILIES for word in family}
 _QUESTION_WORDS = frozenset("which what who whom whose when where how why".split())
 _MAIN_QUESTION_WORDS = frozenset("which what who whom whose how".split())
@@ -277,14 +281,16 @@ class _Candidate:
     terms: set[str] = field(default_factory=set)
     folded: str = ""
     hop: int = 2              # 0: states a path's final hop, 1: another hop, 2: none
+    context: set[str] = field(default_factory=set)   # terms of the sentence "This ..." refers to
 
 
 @functools.lru_cache(maxsize=1024)
-def _sentences(text: str) -> tuple[tuple[str, str, list[str]], ...]:
-    """(sentence, section path, definition) of chunk text: a term line comes with the paragraph defining it (see
-    ``_definition``), whose sentences are candidates of their own too; other sentences with none."""
+def _sentences(text: str) -> tuple[tuple[str, str, list[str], str], ...]:
+    """(sentence, section path, definition, antecedent) of chunk text: a term line comes with the paragraph defining
+    it (see ``_definition``), whose sentences are candidates of their own too; other sentences with none; a sentence
+    opening "This ..." comes with the one before it, whose subject "this" is."""
     units = read_units(text)
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, str, list[str], str]] = []
     for i, unit in enumerate(units):
         if unit.kind == "heading":
             continue
@@ -302,9 +308,16 @@ def _sentences(text: str) -> tuple[tuple[str, str, list[str]], ...]:
                     if later.kind != "prose" or later.section != unit.section:
                         break
                     paragraph.append(later.text)
-                out.append((unit.text, section, paragraph))
+                out.append((unit.text, section, paragraph, ""))
             continue
-        out.append((unit.text, section, []))
+        before = units[i - 1] if i else None
+        if (_ANAPHORIC_OPENER.match(unit.text) and before is not None and before.kind == "prose"
+                and before.section == unit.section and len(before.text.split()) <= MAX_ANTECEDENT_WORDS):
+            # "This form ... requires an ACCESS EXCLUSIVE lock": its terms include the previous sentence's, which
+            # says what "this" is ("VACUUM FULL rewrites ..."); quoted alone (quoting both would push the fact later)
+            out.append((unit.text, section, [], before.text))
+            continue
+        out.append((unit.text, section, [], ""))
     return tuple(out)   # memoised: a service or an evaluation reads the same passages for many questions
 
 
@@ -313,12 +326,16 @@ def _definition(term: str, paragraph: list[str], wanted: set[str], profile: Ques
     kind or share the most question terms (up to ``DEFINITION_SENTENCES`` in all, in their order), within
     ``MAX_DEFINITION_TOKENS``: "`gc.auto`: When there are approximately more than this many loose objects ... The
     default value is 6700." for "... the default ...?"."""
-    def weight(i: int) -> tuple[int, int, int]:
+    asks_default = "default" in wanted
+
+    def weight(i: int) -> tuple[int, bool, int, int]:
+        terms = _terms(paragraph[i])
+        # "... by default?": documentation states a default in a sentence saying so ("The default is 128MB.")
         return (holds_fact(paragraph[i], profile, question) if profile.expects else 0,
-                len(_terms(paragraph[i]) & wanted), -i)
+                asks_default and bool(terms & _DEFAULT_WORDS), len(terms & wanted), -i)
 
     shared = sorted(range(1, len(paragraph)), key=weight, reverse=True)
-    telling = [i for i in shared if any(weight(i)[:2])][:DEFINITION_SENTENCES - 1]
+    telling = [i for i in shared if any(weight(i)[:3])][:DEFINITION_SENTENCES - 1]
     # the sentences that answer first ("The default is 128MB."), then the definition's first sentence
     keep = [i for i in telling if weight(i)[0] == 2] + [0] + [i for i in telling if weight(i)[0] != 2]
     return f"{term}: {truncate_to_tokens(' '.join(paragraph[i] for i in keep), MAX_DEFINITION_TOKENS)}"
@@ -348,7 +365,7 @@ def _candidates(evidence: Sequence[Evidence], chunk_texts: dict[str, str], quest
         for chunk in unit.chunk_ids:
             if chunk not in cache:
                 cache[chunk] = _sentences(chunk_texts.get(chunk, ""))
-            for sentence, section, paragraph in cache[chunk]:
+            for sentence, section, paragraph, antecedent in cache[chunk]:
                 order += 1
                 if paragraph:
                     sentence = _definition(sentence, paragraph, question_terms, profile, question)
@@ -362,7 +379,7 @@ def _candidates(evidence: Sequence[Evidence], chunk_texts: dict[str, str], quest
                     out[key].hop = min(out[key].hop, hop)
                     continue
                 out[key] = _Candidate(sentence, chunk, section, subjects.get(chunk, ""), rank, order,
-                                      _terms(sentence), folded, hop)
+                                      _terms(sentence), folded, hop, _terms(antecedent))
     return list(out.values())
 
 
@@ -384,7 +401,10 @@ def _relevance(candidate: _Candidate, wanted: set[str], idf: dict[str, float], t
     """The question terms the sentence shares (rarer ones count more) plus the path-hop bonus, as a share; plus
     ``NAME_BONUS`` when it names a code name of the question as written (``work_mem``, not
     ``maintenance_work_mem``), and as much again when its term line defines it."""
-    shared = sum(idf.get(t, 0.0) for t in wanted if _covers(candidate, t))
+    own = [t for t in wanted if _covers(candidate, t)]
+    # a sentence opening "This ..." is also about what the sentence before it says, if it says something asked itself
+    context = [t for t in wanted if t in candidate.context and t not in own] if own else []
+    shared = sum(idf.get(t, 0.0) for t in own + context)
     score = shared / total if total else 0.0
     term, colon, _ = candidate.text.partition(": ")
     defined = _code_names(term) if colon else set()
