@@ -35,6 +35,28 @@ def test_operators_prose_calls_operators_are_names_and_entities():
     assert {"->", "->>"} <= {e.name for e in got.entities}
 
 
+def test_an_operator_reaches_the_entities_table(tmp_path):
+    import duckdb
+
+    from pathrag_pipeline.config import Settings
+    from pathrag_pipeline.index.extraction_models import name_problem
+    from pathrag_pipeline.index.pipeline import run_indexing
+
+    assert name_problem("->>") is None and name_problem("—") is not None   # a dash alone is still no name
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "json.md").write_text("# JSON\n\nThe ->> operator returns an SQL TEXT value. The -> operator returns "
+                                  "JSON text.\n")
+    home = tmp_path / "home"
+    run_indexing(Settings.from_env(env={"PATHRAG_HOME": str(home)}, docs=docs), folder=docs)
+    con = duckdb.connect(str(home / "pathrag.duckdb"), read_only=True)
+    try:
+        names = {row[0] for row in con.execute("SELECT name FROM entities").fetchall()}
+    finally:
+        con.close()
+    assert {"->", "->>"} <= names
+
+
 def test_a_term_line_is_only_names():
     assert is_term("`--autosquash`, `--no-autosquash`") and is_term("`bisect.insort` (a, x, lo=0, hi=len(a))")
     assert is_term("--root") and not is_term("The project name.") and not is_term("Number of Instances")

@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from pathrag_pipeline.index.identifiers import is_operator
+
 MAX_NAME_CHARS = 120
 MAX_NAME_WORDS = 16
 _NOT_A_NAME = re.compile(
@@ -109,8 +111,8 @@ def name_problem(name: str) -> str | None:
         return f"longer than {MAX_NAME_CHARS} characters or {MAX_NAME_WORDS} words"
     if _NOT_A_NAME.search(name):
         return "a URL, markup or validation-error text, not a name"
-    if not any(ch.isalnum() for ch in name):
-        return "no letters or digits"
+    if not any(ch.isalnum() for ch in name) and not is_operator(name.strip()):
+        return "no letters or digits"   # an operator ("->>", "||") is a name documentation gives
     if " ".join(name.casefold().split()) in LABEL_NAMES or _NUMBERED_LABEL.fullmatch(name.strip()):
         return ("a label of the prompt, the schema or a document's structure, a type name, a placeholder or an "
                 "instruction verb, not a name from the text")
