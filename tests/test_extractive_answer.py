@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pathrag_pipeline.bench.sample_answers import is_answered, lead_name, parse_answer_key
-from pathrag_pipeline.query.answering import EXTRACTIVE_LABEL, Evidence, extractive_answer
+from pathrag_pipeline.query.answering import (EXTRACTIVE_LABEL, Evidence, extractive_answer, holds_fact,
+                                              question_profile)
 
 CHUNKS = {
     "institute": "Agnes Morrow was the first director of the Pellingham Institute. The institute measured the river "
@@ -54,6 +55,22 @@ def test_a_question_for_a_code_name_leads_with_the_definition_that_gives_one():
     body = got.text.removeprefix(EXTRACTIVE_LABEL).strip()
     assert body.startswith("--autosquash, --no-autosquash: When the commit log message begins with fixup!")
     assert body.endswith("Sources: [1] git-rebase.html > OPTIONS")
+
+
+@pytest.mark.parametrize("question, expects", [
+    ("At what value is the early-stop threshold fixed?", "value"), ("Which option moves fixup commits?", "code"),
+    ("How many textbooks were used?", "number"), ("When was PostgreSQL 15 released?", "date"),
+    ("Who wrote the paper?", "person"), ("Which river flows past the mill?", "name"),
+])
+def test_the_question_says_what_kind_of_fact_answers_it(question, expects):
+    assert question_profile(question).expects == expects
+
+
+def test_a_value_is_a_number_or_a_code_name():
+    profile = question_profile("At what value is the threshold fixed?")
+    assert holds_fact("The threshold is fixed as 0.05.", profile, "At what value is the threshold fixed?") == 2
+    assert holds_fact("The encoding is `utf-8` unless `locale` is set.", profile, "What value is the encoding?") == 2
+    assert holds_fact("The threshold is fixed in the experiments.", profile, "At what value is it fixed?") == 0
 
 
 def test_a_question_about_a_default_reads_the_definitions_sentence_stating_it_first():

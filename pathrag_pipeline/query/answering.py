@@ -84,7 +84,7 @@ classes module modules command commands subcommand setting settings variable var
 constants macro macros keyword keywords directive directives role roles builder builders extension extensions
 key keys field fields attribute attributes property properties type types file files directory directories
 statement statements clause clauses operator operators hook hooks event events api apis call calls tool tools
-program programs utility utilities library libraries package packages format formats value values config
+program programs utility utilities library libraries package packages format formats config
 configuration env environment table tables column columns view views index indexes exception exceptions error
 errors code codes header headers extension theme themes backend backends mode modes
 """.split())
@@ -173,8 +173,8 @@ def mentions(sentence_folded: str, name: str) -> bool:
 
 @dataclass(frozen=True)
 class QuestionProfile:
-    """The kind of fact that answers a question: "number", "date", "code", "person", "name" (a name holding
-    ``focus``, or any name) or "" (anything new)."""
+    """The kind of fact that answers a question: "number", "date", "code", "value" (a number or a code name),
+    "person", "name" (a name holding ``focus``, or any name) or "" (anything new)."""
 
     expects: str
     focus: str = ""
@@ -205,6 +205,8 @@ def question_profile(question: str) -> QuestionProfile:
                 return QuestionProfile("date", stem)
             if word in _NUMBER_NOUNS or stem in _NUMBER_NOUNS:
                 return QuestionProfile("number", stem)
+            if stem == "value":   # "what value ...": a number ("0.05") or a literal or name ("`utf-8`", "`auto`")
+                return QuestionProfile("value", stem)
             if word in _CODE_NOUNS or stem in _CODE_NOUNS:
                 return QuestionProfile("code", stem)
         if after:
@@ -233,6 +235,8 @@ def holds_fact(sentence: str, profile: QuestionProfile, question: str) -> int:
                     or any(m.group() not in question for m in _MONTH.finditer(sentence)))
     if profile.expects == "code":
         return 2 * any(name not in asked for name in _code_names(sentence))
+    if profile.expects == "value":
+        return max(holds_fact(sentence, QuestionProfile(kind), question) for kind in ("number", "code"))
     typed = [(name, kind) for name, kind in _typed_names(sentence) if name.casefold() not in asked]
     if profile.expects == "person":
         # a person's name, or a name shaped like one that is not in capitals ("POSTGRES Berkeley" is not)
