@@ -241,8 +241,9 @@ def entity_precision_section(r: dict[str, Any]) -> str:
         "Each distinct name per file is labelled by hand in `data/eval/real-docs/entities.tsv`: not an entity "
         "(a section or field label, a common word, a fragment of a name) or the types a reader accepts. "
         "*Name precision*: labelled names that are entities; *typed*: also of an accepted type. `dev` was looked "
-        "at while changing the rules; `heldout` was labelled before any change and never used to choose one, so "
-        "its figure is the one to quote. 95% Wilson intervals. " + lead,
+        "at while changing the rules; `heldout` was never used to choose one, so its figure is the one to quote "
+        "(a name a rule change makes new is labelled after that change, in both parts, without looking at which "
+        "side of the figure it falls). 95% Wilson intervals. " + lead,
         md_table(["part / format", "names", "labelled", "name precision", "95% CI", "typed precision", "95% CI"],
                  rows),
         (f"{unlabelled} names are not labelled yet (new after a rule change): label them before quoting. "
