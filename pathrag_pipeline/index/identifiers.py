@@ -3,7 +3,7 @@
 Documentation names its subjects the way code does: ``lru_cache``, ``os.path.join``, ``JSONDecodeError``,
 ``getrecursionlimit()``, ``--autosquash``, ``git-rebase(1)``, ``PRAGMA journal_mode``. The offline extractor found
 names by capitalisation, so most of these never became entities (8 of 17 checked on a real folder). This module
-finds them, in two ways:
+finds them, in three ways:
 
 - inline code (``text.structure``: single backticks, what every parser writes for ``<code>``, ``literal`` and
   Markdown code spans): its content is a name when it is shaped like one (``code_name``), with a call's arguments,
@@ -29,8 +29,8 @@ _ARGUMENTS = re.compile(r"\s*\(.*\)\s*$|(?<=\w)=.*$|\s*\[.*\]\s*$")
 _CODE_WORD = re.compile(r"[A-Za-z_][\w.:/+#-]*|--?[A-Za-z][\w-]*|\.[A-Za-z_][\w.-]*|\*")
 MAX_TERM_WORDS = 8
 _SEPARATORS = re.compile(r"[\s,/|:*]+|\b(?:or|and)\b")
-_OPERATOR = re.compile(r"(?=.*[<>|&:=!~])[-<>|&:=!~+*/%^]{2,3}")
-_OP = r"(?=[^\s]*[<>|&:=!~])[-<>|&:=!~+*/%^]{2,3}"
+_OP = r"(?=[^\s]*[<>|&:=!~])[-<>|&:=!~+*/%^]{2,3}"   # two or three symbols, one of them no arithmetic sign
+_OPERATOR = re.compile(_OP)
 # operators prose names as operators: "the ->> operator", "the -> and ->> operators", "||, && or ! operators"
 _NAMED_OPERATORS = re.compile(rf"(?<![^\s(])({_OP}(?:(?:\s*,\s*|\s+(?:and|or)\s+){_OP})*)\s+operators?\b")
 _OP_TOKEN = re.compile(rf"(?<!\S){_OP}(?!\S)")

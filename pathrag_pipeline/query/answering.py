@@ -72,7 +72,7 @@ _NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)*\b|\b(?:one|two|three|four|fi
 _YEAR_OR_VERSION = re.compile(r"(?<![\w.])(?:1[5-9]\d\d|20\d\d|\d+\.\d+(?:\.\d+)*)\b")
 _MONTH = re.compile(r"\b(?:January|February|March|April|May|June|July|August|September|October|November|December)\b")
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:of|the|de|von|van|and)?\s*[A-Z][\w'’-]*)*")
-# A sentence opening with one of these says what it says of the previous sentence's subject: quoted with it.
+# A sentence opening with one of these speaks of the previous sentence's subject: it also counts that one's terms.
 _ANAPHORIC_OPENER = re.compile(r"^(?:This|These|It|They|Such)\b")
 _PRONOUN_OPENER = re.compile(r"^(?:He|She|It|They|Its|His|Her|Their|This|The (?:module|function|command|option|"
                              r"company|institute|university|journal|bridge|river|village|town|city))\b")
