@@ -287,3 +287,10 @@ def test_index_from_a_bad_triples_file_is_one_line_and_keeps_the_index(folder, t
     assert f"{bad}:1: not JSON" in line
     with store.connect(read_only=True) as con:
         assert con.execute("SELECT count(*) FROM extractions").fetchone()[0] == before > 0
+
+
+def test_bench_ingest_with_too_few_documents_is_one_line_naming_the_option(tmp_path) -> None:
+    result = CliRunner().invoke(main, ["bench", "ingest", "--docs", "5", "--repeats", "1", "--workdir",
+                                       str(tmp_path / "w")])
+    line = one_line_error(result)
+    assert "--docs" in line and "at least 22" in line

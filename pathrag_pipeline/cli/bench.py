@@ -42,6 +42,15 @@ def _dataset_option(files: str):
                         default=MUSIQUE, show_default=True, help=f"Dataset folder ({files}).")
 
 
+def _measured(started: float) -> str:
+    """A section's closing line: when, on what, and how long the section took."""
+    from pathrag_pipeline.bench.report import machine_info
+
+    m = machine_info()
+    return (f"_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this section ran "
+            f"{time.perf_counter() - started:.0f} s._")
+
+
 def _publish(section: str, heading: str, update_docs: Path | None, as_json: bool, json_text: str,
              before: str | None = None) -> None:
     """A long benchmark's output: its ``## heading`` section spliced into ``update_docs`` (when given), then
@@ -338,7 +347,7 @@ pooling_llm = _llm_modes_command(
 def sample_answers(docs_dir: Path | None, key_path: Path | None, update_docs: Path | None, as_json: bool) -> None:
     """How many sample questions (data/sample_questions.md) each mode answers offline: the answer key's lead
     name appears in the extractive answer; and musique-100's questions whose gold answer appears in it."""
-    from pathrag_pipeline.bench.report import answers_section, docs_answers_section, machine_info
+    from pathrag_pipeline.bench.report import answers_section, docs_answers_section
     from pathrag_pipeline.bench.sample_answers import run_answers_bench
 
     if (docs_dir is None) != (key_path is None):
@@ -347,10 +356,8 @@ def sample_answers(docs_dir: Path | None, key_path: Path | None, update_docs: Pa
     own = docs_dir is not None
     result = (run_answers_bench(docs_dir.resolve(), key_path.resolve(), log=_log(as_json), dataset=None) if own
               else run_answers_bench(log=_log(as_json)))
-    m = machine_info()
     section = ((docs_answers_section(result, docs_dir, key_path) if own else answers_section(result))
-               + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this "
-               f"section ran {time.perf_counter() - started:.0f} s._")
+               + "\n\n" + _measured(started))
     heading = "Questions about the papers, answered offline" if own else "Sample questions answered offline"
     _publish(section, heading, update_docs, as_json, json.dumps(result, indent=1),
              before="Local embedder: torch versus onnxruntime")
@@ -469,17 +476,18 @@ def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, update_docs: P
     from pathrag_pipeline.bench.ingest import run_ingest_bench
 
     started = time.perf_counter()
-    result = run_ingest_bench(n_docs=n_docs, repeats=repeats, workdir=workdir)
+    try:
+        result = run_ingest_bench(n_docs=n_docs, repeats=repeats, workdir=workdir)
+    except ValueError as exc:   # a --docs too small for the corpus's layout: say so, no traceback
+        raise click.BadParameter(str(exc), param_hint="--docs") from exc
     if update_docs is not None:
         from dataclasses import replace
 
-        from pathrag_pipeline.bench.report import FULL, ingest_section, machine_info
+        from pathrag_pipeline.bench.report import FULL, ingest_section
         from pathrag_pipeline.bench.report_sections import splice
 
-        m = machine_info()
         splice(update_docs, "Ingest", ingest_section(result, replace(FULL, ingest_docs=n_docs, ingest_repeats=repeats))
-               + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this "
-               f"section ran {time.perf_counter() - started:.0f} s._")
+               + "\n\n" + _measured(started))
     if as_json:
         click.echo(json.dumps(result, indent=1))
     else:
@@ -918,7 +926,6 @@ def real_folders(names: tuple[str, ...], extra: tuple[str, ...], modes: str, bas
     as a user would: template entities among the 50 most-mentioned, names asked about that are entities, answers
     that state the fact in their first 400 characters per mode, index time and memory."""
     from pathrag_pipeline.bench.real_folders import ENCYCLOPEDIC, FOLDERS, markdown, run_real_folders_bench
-    from pathrag_pipeline.bench.report import machine_info
 
     unknown = [n for n in names if n not in FOLDERS and n not in ENCYCLOPEDIC]
     if unknown:
@@ -936,10 +943,7 @@ def real_folders(names: tuple[str, ...], extra: tuple[str, ...], modes: str, bas
     result = run_real_folders_bench(list(names) or (None if not folders else []), folders,
                                     tuple(m.strip() for m in modes.split(",") if m.strip()), baseline, workdir,
                                     log=_log(as_json))
-    m = machine_info()
-    section = ("## Real documentation folders\n\n" + markdown(result) + f"\n\n_Measured {m['date']} on "
-               f"{m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this section ran "
-               f"{time.perf_counter() - started:.0f} s._")
+    section = "## Real documentation folders\n\n" + markdown(result) + "\n\n" + _measured(started)
     _publish(section, "Real documentation folders", update_docs, as_json, json.dumps(result, indent=1))
 
 
@@ -960,7 +964,6 @@ def html(pages: int, update_docs: Path | None, as_json: bool) -> None:
                                    "git-doc sqlite3-doc")
     started = time.perf_counter()
     result = compare(folders, pages)
-    m = machine_info()
     intro = ("Reproduce: `pip install -e '.[bench]' && pathrag bench html --update-docs docs/benchmarks.md` (the four "
              "folders: `apt-get install sphinx-doc postgresql-doc-15 git-doc sqlite3-doc`).\n\n"
              f"Every k-th page by path of each folder ({pages} a folder), read by each library. *Furniture*: lines of "
@@ -974,9 +977,7 @@ def html(pages: int, update_docs: Path | None, as_json: bool) -> None:
              "resiliparse is 15 times faster but drops every short bulleted list and keeps DocBook's and SQLite's "
              "menus; readability-lxml and jusText lose whole sections.\n\n")
     chosen = (INDEXER, "trafilatura xml, body as <article>", "resiliparse minimal_html, nav skipped")
-    section = ("## HTML main content\n\n" + intro + render_markdown(result, chosen=chosen)
-               + f"\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this "
-               f"section ran {time.perf_counter() - started:.0f} s._")
+    section = "## HTML main content\n\n" + intro + render_markdown(result, chosen=chosen) + "\n" + _measured(started)
     _publish(section, "HTML main content", update_docs, as_json, json.dumps(result, indent=1, default=str))
 
 
@@ -998,7 +999,6 @@ def real_folders_llm(name: str, modes: str, limit: int | None, budget: int, work
     server, docs/llm-endpoints.md), per mode: exact match, token F1, answer in the prompt."""
     from pathrag_pipeline.bench.llm_answers import check_endpoint
     from pathrag_pipeline.bench.real_folders import FOLDERS, llm_markdown, run_folder_llm
-    from pathrag_pipeline.bench.report import machine_info
 
     if name not in FOLDERS:
         raise click.BadParameter(f"{name!r}: one of {', '.join(FOLDERS)}", param_hint="--folder")
@@ -1009,9 +1009,6 @@ def real_folders_llm(name: str, modes: str, limit: int | None, budget: int, work
     result = run_folder_llm(name, workdir, base_url=base_url, model=model,
                             modes=tuple(m.strip() for m in modes.split(",") if m.strip()), limit=limit,
                             budget=budget, log=_log(as_json))
-    m = machine_info()
-    section = ("## Real documentation folders through a local LLM\n\n" + llm_markdown(result)
-               + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this "
-               f"section ran {time.perf_counter() - started:.0f} s._")
+    section = "## Real documentation folders through a local LLM\n\n" + llm_markdown(result) + "\n\n" + _measured(started)
     _publish(section, "Real documentation folders through a local LLM", update_docs, as_json,
              json.dumps(result, indent=1))
