@@ -169,6 +169,20 @@ def test_trickled_body_is_bounded_by_the_total_deadline(openai_server: FakeOpenA
     assert openai_server.count("chat") == 2  # read to its end, the first (trickled) reply would have served
 
 
+def test_a_timed_out_request_is_left_to_finish_before_the_retry(openai_server: FakeOpenAIServer) -> None:
+    """Issue 59: a one-slot server keeps working on a request the client gave up on. The retry waits until the
+    server is done with it (the abandoned reply is read to its end in the background) instead of queueing a
+    second request behind it: the server never holds two of this client's requests at once."""
+    openai_server.serial = True
+    openai_server.inject("timeout", times=1)          # stalls timeout_sleep (1.5 s), then hangs up
+    openai_server.script_chat(["the answer"])
+    client = make_client(openai_server, max_concurrency=1, max_retries=2, timeout=0.5)
+    result = client.complete(MESSAGES, stage="answer")
+    assert result.text == "the answer"
+    assert openai_server.count("chat") == 2
+    assert openai_server.max_in_flight == 1
+
+
 # ---- 11.3 unsupported response_format ------------------------------------------------------------
 
 @pytest.mark.parametrize(("mode", "rejected", "advice", "working"), [

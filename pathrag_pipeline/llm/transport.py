@@ -6,9 +6,15 @@ single read, not the request. Against llama.cpp or Ollama on a laptop that is no
 - **Concurrency per attempt, adaptive.** Each HTTP attempt (retries included) takes a slot of a limiter, so
   queued requests wait in the client, not in the server's queue where their timeout runs. After a timeout
   the limit halves (down to 1): a serial server then sees one request at a time.
-- **A total deadline per attempt.** The response body is read under a deadline of ``timeout`` seconds from
-  the moment the request was sent; a body trickled slowly raises ``httpx2.ReadTimeout`` (retried by openai
-  like any timeout) instead of running for minutes.
+- **A total deadline per attempt.** The caller waits ``timeout`` seconds from the moment the request was sent
+  for the whole reply; past it the attempt raises ``httpx2.ReadTimeout`` (retried by openai like any timeout)
+  instead of running for minutes, however slowly the body trickles.
+- **An abandoned request keeps its slot until the server is done with it.** A server does not stop generating
+  when the client gives up on a request (llama.cpp, Ollama: the work goes on, and a one-slot server queues
+  whatever comes next behind it). So a timed-out attempt is not hung up: its connection is read to the end in
+  the background, for up to ``DRAIN_FACTOR`` x ``timeout`` more seconds, and only then gives its limiter slot
+  back. The retry waits for that slot instead of stacking a second request on a busy server: "wait", never
+  stack (issue 59). Without a slot free, callers still see a stopped client at once.
 - **A stop for the whole client.** After ``stop_after`` attempts in a row failed by timeout, connection
   error or 5xx, with no success in between, the client stops: every attempt in flight or later raises
   ``ClientStopped`` at once. It is an ``openai.OpenAIError``, which openai and instructor propagate without
@@ -56,6 +62,9 @@ ADAPTATIONS: dict[str, str] = {
 }
 
 
+# How long a timed-out attempt's reply is still read in the background, holding its limiter slot, as a multiple
+# of the timeout: long enough for a local server to finish what it was given, bounded for a server that hangs.
+DRAIN_FACTOR = 4.0
 # 429 replies in a row (no other reply between them) after which the client stops: openai backs off between
 # retries (honouring Retry-After), so this is minutes of a limit that does not lift, not a burst under load.
 RATE_LIMIT_STOP = 20
@@ -134,6 +143,27 @@ class _DeadlineStream(httpx2.SyncByteStream):
         close = getattr(self._inner, "close", None)
         if close is not None:
             close()
+
+
+class _Attempt:
+    """One HTTP exchange run in its own thread; the transport's limiter slot is released when it ends, whether the
+    caller waited for it or gave up (timed out) before."""
+
+    def __init__(self, transport: "GuardedTransport", request: httpx2.Request) -> None:
+        self.transport, self.request = transport, request
+        self.done = threading.Event()
+        self.response: httpx2.Response | None = None
+        self.body = b""
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.response, self.body = self.transport._exchange(self.request)
+        except BaseException as exc:   # handed to the caller, or dropped with the abandoned attempt
+            self.error = exc
+        finally:
+            self.transport._release()
+            self.done.set()
 
 
 class GuardedTransport(httpx2.HTTPTransport):
@@ -271,33 +301,51 @@ class GuardedTransport(httpx2.HTTPTransport):
         return reply
 
     def _send(self, request: httpx2.Request) -> tuple[httpx2.Response, bytes]:
-        """One attempt: limiter slot, send, read the whole body under the deadline."""
+        """One attempt: limiter slot, send, the whole body within ``timeout``. The exchange runs in a thread of
+        its own, which keeps the slot until the server has answered (or ``DRAIN_FACTOR`` x ``timeout`` passed),
+        so a timed-out attempt is abandoned without being hung up (see the module docstring)."""
         self._acquire()
         try:
             if self.on_send is not None:
                 self.on_send(request)
-            deadline = time.monotonic() + self.timeout
-            try:
-                response = super().handle_request(request)
-                stream = _DeadlineStream(response.stream, deadline, request, self.timeout)
-                try:
-                    body = b"".join(stream)
-                finally:
-                    stream.close()
-            except (httpx2.ConnectTimeout, httpx2.ConnectError) as exc:
-                self._failed("connect", f"{type(exc).__name__}: {exc}")  # nothing is listening, or no route
-                raise
-            except httpx2.TimeoutException as exc:
-                self._failed("timeout", f"{type(exc).__name__}: {exc}")  # connected, but no (whole) answer in time
-                raise
-            except httpx2.TransportError as exc:
-                self._failed("connect", f"{type(exc).__name__}: {exc}")
-                raise
-        finally:
+        except BaseException:
             self._release()
+            raise
+        attempt = _Attempt(self, request)
+        threading.Thread(target=attempt.run, name="llm-attempt", daemon=True).start()
+        if not attempt.done.wait(self.timeout):
+            self._failed("timeout", f"ReadTimeout: no whole reply within {self.timeout:g} s (the request is "
+                                    "left to finish on the server before another is sent)")
+            raise httpx2.ReadTimeout(f"the reply took longer than {self.timeout:g} s in total", request=request)
+        if attempt.error is not None:
+            exc = attempt.error
+            if isinstance(exc, (httpx2.ConnectTimeout, httpx2.ConnectError)):
+                self._failed("connect", f"{type(exc).__name__}: {exc}")  # nothing is listening, or no route
+            elif isinstance(exc, httpx2.TimeoutException):
+                self._failed("timeout", f"{type(exc).__name__}: {exc}")  # connected, but no (whole) answer in time
+            elif isinstance(exc, httpx2.TransportError):
+                self._failed("connect", f"{type(exc).__name__}: {exc}")
+            raise exc
+        response, body = attempt.response, attempt.body
+        assert response is not None
         reply = httpx2.Response(response.status_code, headers=response.headers, content=body,
                                 request=request, extensions=response.extensions)
         return reply, body
+
+    def _exchange(self, request: httpx2.Request) -> tuple[httpx2.Response, bytes]:
+        """Send and read the whole body, for at most ``DRAIN_FACTOR`` x ``timeout`` (+ the timeout) seconds."""
+        budget = self.timeout * (1.0 + DRAIN_FACTOR)
+        timeouts = dict(request.extensions.get("timeout") or {})
+        timeouts["read"] = budget
+        request.extensions = {**request.extensions, "timeout": timeouts}
+        deadline = time.monotonic() + budget
+        response = httpx2.HTTPTransport.handle_request(self, request)
+        stream = _DeadlineStream(response.stream, deadline, request, budget)
+        try:
+            body = b"".join(stream)
+        finally:
+            stream.close()
+        return response, body
 
     def _refusal(self, status: int, text: str, sent: dict[str, Any], path: str) -> str:
         """What a 401/403/404 means and which setting fixes it (the server's words redacted and shortened)."""
