@@ -120,6 +120,7 @@ class Answer:
     kind: str                 # 'llm' or 'extractive'
     usage: Usage
     found: bool = True        # extractive: a sentence sharing a word with the question was quoted
+    raw: str | None = None    # the model's reply as it came, when ``text`` was cut from it (``short_answer``)
 
 
 @dataclass(frozen=True)
@@ -137,12 +138,51 @@ SHORT_ANSWER = ("Reply with the answer alone: a short phrase such as a name, a p
                 "with no explanation and no full sentence.")
 
 
-def answer_with_llm(client: LLMClient, prompt: Prompt, response: str = "default") -> Answer:
+# What the short answer's post-processing is (``short_answer``): part of an evaluation's answer key, so answers
+# cut by another rule, or not cut at all, are never reused as if cut by this one.
+SHORT_ANSWER_VERSION = "span-1"
+# A question answered by yes or no: its first word is an auxiliary verb ("Is ...", "Did ...", "Were both ...").
+_YES_NO_QUESTION = re.compile(r"^\s*(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|may|might|"
+                              r"must|shall|am)\b", re.IGNORECASE)
+_ANSWER_LABEL = re.compile(r"^\s*(?:\**(?:final\s+)?answer\**\s*[:\-]\s*|the\s+answer\s+is\s*:?\s+)", re.IGNORECASE)
+_YES_NO_LEAD = re.compile(r"^\s*(yes|no)\b[\s,.;:!-]*", re.IGNORECASE)
+# where a reply's first sentence ends: a full stop, "!" or "?" and a space before a capital or a digit (not "U.S. Army")
+_SENTENCE_END = re.compile(r"(?<!\b[A-Z])(?<!\b[A-Z][a-z])[.!?](?=\s+[A-Z0-9])")
+
+
+def short_answer(reply: str, question: str) -> str:
+    """The answer span of a reply asked for the answer alone (``response="short"``); our post-processing, not in
+    the papers. Small readers add to it: "Yes, Christopher Nolan and ..." where a name was asked, "Answer: 1912.",
+    a second sentence of explanation. Kept: the first line, without an "Answer:" label; for a question not answered
+    by yes or no, without a leading "Yes,"/"No,"; for one that is, "yes" or "no" alone when the reply opens with it;
+    the first sentence when the reply goes on with another; no closing full stop or surrounding quotes and bold
+    marks. A reply with nothing left after the cut is returned as it came."""
+    text = next((line.strip() for line in reply.strip().splitlines() if line.strip()), "")
+    text = _ANSWER_LABEL.sub("", text, count=1)
+    lead = _YES_NO_LEAD.match(text)
+    if lead:
+        if _YES_NO_QUESTION.match(question):
+            return lead.group(1).lower()
+        text = text[lead.end():]
+    end = _SENTENCE_END.search(text)
+    if end:
+        text = text[:end.start()]
+    text = text.strip().strip("*_`\"'“”‘’ ").rstrip(".").strip()
+    return text or reply.strip()
+
+
+def answer_with_llm(client: LLMClient, prompt: Prompt, response: str = "default", question: str = "") -> Answer:
+    """The LLM's answer to ``prompt``; with ``response="short"`` asked for the answer alone and cut to its span
+    (``short_answer``), the reply as it came kept in ``Answer.raw`` when the cut changed it."""
     messages = prompt.messages()
     if response == "short":
         messages[0] = {"role": "system", "content": f"{prompt.system}\n\n{SHORT_ANSWER}"}
     result = client.complete(messages, stage="answer")
-    return Answer(result.text.strip(), "llm", result.usage)
+    text = result.text.strip()
+    if response != "short":
+        return Answer(text, "llm", result.usage)
+    cut = short_answer(text, question)
+    return Answer(cut, "llm", result.usage, raw=text if cut != text else None)
 
 
 def _stem(word: str) -> str:

@@ -518,7 +518,7 @@ class PathRAG:
             if not params.answer:
                 answer = Answer("", "none", Usage())
             elif self.llm is not None:
-                answer = answer_with_llm(self.llm, prompt, params.response)
+                answer = answer_with_llm(self.llm, prompt, params.response, text)
             else:
                 texts = {c: s.text for c, s in sources.items()}
                 documents = {c: (s.document_id, s.title) for c, s in sources.items()}
@@ -589,7 +589,7 @@ class PathRAG:
             elif not params.answer:
                 answer = Answer("", "none", Usage())
             elif self.llm is not None:
-                answer = answer_with_llm(self.llm, prompt, params.response)
+                answer = answer_with_llm(self.llm, prompt, params.response, text)
             else:
                 evidence = [Evidence(t.nodes, t.chunk_ids, path=True) for t in run.traces] + [Evidence((), (c,)) for c in chunk_ids]
                 answer = extractive_answer(text, query_keywords(keywords.low_level, keywords.high_level, text),
@@ -762,6 +762,7 @@ class PathRAG:
             tokens=tokens,
             total_ms=round((time.perf_counter() - started) * 1000.0, 3),
             prompt=prompt.text,
+            raw_answer=answer.raw,
         )
 
 

@@ -46,6 +46,8 @@ class QueryResult:
     tracking: dict[str, Any] | None = None   # neuropath: tracker, stop reason, per-hop reasoning/requirement/cost
     error: str | None = None                 # why this query failed (e.g. the tracker's output stayed invalid)
     prompts: dict[int, BudgetedPrompt] = field(default_factory=dict, repr=False)  # budget -> prompt (evaluation)
+    raw_answer: str | None = None            # the model's reply as it came, when ``answer`` was cut from it (a short
+                                             # answer cut to its span: query/answering.py short_answer)
 
     @property
     def llm_calls(self) -> int:
@@ -91,6 +93,8 @@ class QueryResult:
             out["tracking"] = self.tracking
         if self.error is not None:
             out["error"] = self.error
+        if self.raw_answer is not None:
+            out["raw_answer"] = self.raw_answer
         out["llm_calls"], out["llm_tokens"] = self.llm_calls, self.llm_tokens
         if include_prompt:
             out["prompt"] = self.prompt
