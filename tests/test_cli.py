@@ -101,6 +101,22 @@ def test_ask_path_pooling_reranks_and_says_so(home, folder):
     assert "rank 1 = most reliable" in plain.output.replace("\n", " ")
 
 
+def test_ask_preset_paper_runs_the_papers_pathrag_and_given_options_win(home, folder):
+    run("index", str(folder))
+    paper = json.loads(run("ask", "Who founded Valmere University?", "--preset", "paper", "--local", "--json").output)
+    params = paper["params"]
+    assert (params["prompt"], params["passages"], params["seed_search"]) == ("paths", "path_order", "vector")
+    assert set(params["revert"]) == {"question_seed", "exact_name", "both_ends", "damping", "similarity", "seed_gate"}
+    default = json.loads(run("ask", "Who founded Valmere University?", "--local", "--json").output)["params"]
+    assert (default["prompt"], default["passages"]) != ("paths", "path_order")
+    mixed = json.loads(run("ask", "Who founded Valmere University?", "--preset", "paper", "--prompt", "passages",
+                           "--local", "--json").output)["params"]
+    assert (mixed["prompt"], mixed["passages"]) == ("passages", "path_order")
+    result = CliRunner().invoke(main, ["ask", "Who founded Valmere University?", "--preset", "paper", "--mode",
+                                       "naive"])
+    assert result.exit_code != 0 and "path-mode method" in result.output
+
+
 def test_bad_setting_is_a_clear_error(home, folder, monkeypatch):
     monkeypatch.setenv("PATHRAG_CHUNK_TOKENS", "many")
     result = CliRunner().invoke(main, ["index", str(folder)])

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from pathrag_pipeline.cli.common import query_process_threads
 from pathrag_pipeline.config import ConfigError, Settings
@@ -28,6 +29,7 @@ from pathrag_pipeline.query.params import (
     PATH_POOLINGS,
     PATH_SEEDS,
     POOL_VARIANTS,
+    PRESETS,
     PROMPT_STYLES,
     SEED_QUERIES,
     VARIANTS,
@@ -134,6 +136,10 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
     return True
 
 
+# the ask options whose click parameter is named otherwise than the QueryParams field
+_PARAM_NAMES = {"prompt": "prompt_style"}
+
+
 @click.command()
 @click.argument("question")
 @click.option("--mode", type=click.Choice(MODES), default="path", show_default=True,
@@ -191,12 +197,16 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
 @click.option("--np-variant", type=click.Choice(NP_VARIANTS), default=QueryParams.np_variant, show_default=True,
               help="neuropath: the paper's method (per-hop coreference, re-judged paths, whole-path pruning, "
                    "union with a dense completion, its prompts) or our earlier variant.")
+@click.option("--preset", type=click.Choice(sorted(PRESETS)), default=None,
+              help="A paper's method end to end: 'paper' is PathRAG as published (paths-only prompt, the paths' own "
+                   "passages, none of our tuned departures). Options given beside it win.")
 @click.option("--local", is_flag=True,
               help="Answer in this process even when a query service (`pathrag serve`) runs for the home.")
 def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: float, theta: float | None,
         max_hops: int | None, variant: str, ordering: str, prompt_style: str, passage_order: str,
         token_budget: int, excerpts: bool, path_seeds: str, seed_query: str, path_pooling: str, pool_variant: str,
-        np_max_hops: int, np_candidates: int, np_token_budget: int, np_coref_threshold: float, np_variant: str, local: bool) -> None:
+        np_max_hops: int, np_candidates: int, np_token_budget: int, np_coref_threshold: float, np_variant: str,
+        preset: str | None, local: bool) -> None:
     """Answer QUESTION from the index; the query is logged in the queries/path_traces tables.
 
     When `pathrag serve` runs for the home with the same settings, the question goes to it (no start-up cost)."""
@@ -220,6 +230,14 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
                    path_pooling=path_pooling, pool_variant=pool_variant, np_max_hops=np_max_hops,
                    np_candidates=np_candidates, np_token_budget=np_token_budget,
                    np_coref_threshold=np_coref_threshold, np_variant=np_variant)
+    if preset is not None:
+        if mode != "path":
+            raise click.UsageError(f"--preset {preset} is a path-mode method; drop --mode {mode} or the preset")
+        ctx = click.get_current_context()
+        given = {name for name in options
+                 if ctx.get_parameter_source(_PARAM_NAMES.get(name, name)) == ParameterSource.COMMANDLINE}
+        options.update({k: (list(v) if isinstance(v, tuple) else v)
+                        for k, v in PRESETS[preset].items() if k not in given})
     if not local and _ask_service(settings, question, mode, options, as_json):
         return
     from pathrag_pipeline.llm.client import LLMError
