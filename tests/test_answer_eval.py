@@ -21,7 +21,7 @@ from pathrag_pipeline.query.params import QueryParams
 from tests.test_evaluation import QUESTIONS, write_dataset
 
 GOLD = {q["id"]: q["answers"] for q in QUESTIONS}
-MODES = ["path", "path:paper_prompt", "naive", "bm25"]
+MODES = ["path", "path:paper", "naive", "bm25"]
 
 
 def reader(request: dict) -> str:
@@ -74,7 +74,7 @@ def test_answers_are_scored_against_gold_stored_and_compared_with_intervals(tmp_
         # the keyword call of a graph mode is counted in each mode that needs it, the answer call in every mode
         assert calls == (1 if mode in ("naive", "bm25") else 2)
 
-    # keywords are asked once per question (shared by path and path:paper_prompt), answers once per row
+    # keywords are asked once per question (shared by path and path:paper), answers once per row
     asks = [body for endpoint, body in openai_server.calls if endpoint == "chat"]
     answer_asks = [b for b in asks if SHORT_ANSWER in b["messages"][0]["content"]]
     assert len(answer_asks) == len(rows)
@@ -176,7 +176,8 @@ def test_cli_json_and_table(tmp_path, dataset, openai_server, monkeypatch):
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["llm"] == "fake-reader" and data["questions"] == 3 and data["budget"] == 600
-    assert set(data["modes"]) == {"path", "bm25"}
+    assert set(data["modes"]) == {"path", "path:paper", "bm25"}   # the paper's PathRAG beside the default, always
+    assert data["graph"] == "triples" and data["index_seconds"] >= 0
     assert data["modes"]["bm25"]["vs"] == "path" and "f1" in data["modes"]["bm25"]["delta"]
     assert len(data["modes"]["path"]["per_question"]) == 3
     assert "prompt" not in data["modes"]["path"]["per_question"][0]
@@ -186,7 +187,7 @@ def test_cli_json_and_table(tmp_path, dataset, openai_server, monkeypatch):
                                        "path,bm25", "--budget", "600"])
     assert table.exit_code == 0, table.output
     assert openai_server.count("chat") == before
-    assert "6 answers resumed, 0 reused, 0 new" in table.output and "strongest flat chunk prompt" in table.output
+    assert "9 answers resumed, 0 reused, 0 new" in table.output and "strongest flat chunk prompt" in table.output
 
 
 def test_new_query_options_are_validated_and_the_python_api_defaults_to_the_cli_prompt():
@@ -242,7 +243,7 @@ def test_a_changed_default_reuses_every_answer_whose_mode_does_not_read_it(tmp_p
     changed = evaluate_answers(settings, dataset, modes=MODES, use_triples=True, budget=600,
                                params=QueryParams(prompt="passages"))
     assert changed.run_id != first.run_id and changed.config_hash != first.config_hash
-    # path under the new default is the first run's path:passages_prompt, path:paper_prompt is "paths" either
+    # path under the new default is the first run's path:passages_prompt, path:paper (the preset) is "paths" either
     # way, naive and bm25 do not read the layout: every answer exists already
     assert (changed.resumed, changed.reused, changed.answered) == (0, 12, 0) and _answers_asked(openai_server, before) == 0
     for q in changed.complete_questions:
@@ -260,7 +261,7 @@ def test_a_changed_default_reuses_every_answer_whose_mode_does_not_read_it(tmp_p
     narrower = evaluate_answers(settings, dataset, modes=MODES, use_triples=True, budget=600,
                                 params=QueryParams(top_k=2))
     assert (narrower.reused, narrower.answered) == (6, 6) and _answers_asked(openai_server, before) == 6
-    assert all(narrower.rows[m][q].reused_from is None for m in ("path", "path:paper_prompt")
+    assert all(narrower.rows[m][q].reused_from is None for m in ("path", "path:paper")
                for q in narrower.complete_questions)
 
     # rows stored before answer keys existed count too when their run's configuration checks out ...
@@ -274,3 +275,104 @@ def test_a_changed_default_reuses_every_answer_whose_mode_does_not_read_it(tmp_p
     before = len(openai_server.calls)
     moved = evaluate_answers(other, dataset, modes=["naive"], use_triples=True, budget=600)
     assert moved.reused == 0 and moved.answered == 3 and _answers_asked(openai_server, before) == 3
+
+
+# ---- issue 59: the evaluation commands a researcher trusts ---------------------------------------------------
+
+def test_an_llm_endpoint_answers_but_does_not_extract_the_dataset_unless_asked(tmp_path, dataset, openai_server):
+    """With an endpoint set and no triples asked for, the dataset's graph comes from the offline rules (as
+    `eval retrieval` builds it), not from about two LLM calls a passage; the run stores and prints the source."""
+    from pathrag_pipeline.evaluation.retrieval_eval import DatasetError
+    from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID
+
+    openai_server.chat_responder = reader
+    settings = _settings(tmp_path, openai_server)
+    e = evaluate_answers(settings, dataset, modes=["naive"], budget=600)
+    assert e.graph == "offline" and e.extractor == OFFLINE_EXTRACTOR_ID
+    assert openai_server.count("chat") == _answers_asked(openai_server) == len(QUESTIONS)   # answers, nothing else
+    assert _rows(settings, "SELECT graph, extractor FROM eval_answer_runs") == [("offline", OFFLINE_EXTRACTOR_ID)]
+    assert e.to_dict()["graph"] == "offline"
+    with pytest.raises(DatasetError, match="--graph llm.*none is set"):
+        evaluate_answers(_settings(tmp_path / "no-llm"), dataset, modes=["naive"], graph="llm")
+
+
+def test_the_time_limit_counts_answering_not_indexing(tmp_path, dataset, monkeypatch):
+    """An index that takes longer than --time-limit still leaves the whole limit for answers."""
+    import pathrag_pipeline.evaluation.answer_eval as answer_eval
+
+    clock = {"now": 0.0}
+
+    class FakeTime:
+        @staticmethod
+        def perf_counter() -> float:
+            return clock["now"]
+
+    real_prepare = answer_eval.prepare_index
+
+    def slow_index(*args, **kwargs):
+        clock["now"] += 1000.0          # the index "took" 1000 s
+        return real_prepare(*args, **kwargs)
+
+    monkeypatch.setattr(answer_eval, "time", FakeTime)
+    monkeypatch.setattr(answer_eval, "prepare_index", slow_index)
+    e = evaluate_answers(_settings(tmp_path), dataset, modes=["naive"], use_triples=True, time_limit=60.0)
+    assert not e.stopped and len(e.complete_questions) == len(QUESTIONS)
+    assert e.index_seconds == pytest.approx(1000.0)
+
+
+def test_every_mode_is_compared_with_path_naive_included(tmp_path, dataset, openai_server):
+    openai_server.chat_responder = reader
+    e = evaluate_answers(_settings(tmp_path, openai_server), dataset, modes=["path", "naive", "hybrid"],
+                         use_triples=True, budget=600)
+    summary = e.summary()
+    assert summary["naive"].vs == summary["hybrid"].vs == summary["path:paper"].vs == "path"
+    assert set(summary["naive"].delta) == {"f1", "exact_match", "answer_in_context"}
+    assert summary["path"].vs is None
+
+
+def test_a_reply_that_adds_to_the_answer_is_cut_to_it_and_the_reply_kept(tmp_path, dataset, openai_server):
+    """Issue 59: "Yes, Lindenholm. It lies on ..." where a name was asked is scored as "Lindenholm"; the reply
+    as it came stays in eval_answers.raw_answer."""
+    def chatty(request: dict) -> str:
+        answer = reader(request)
+        if SHORT_ANSWER not in request["messages"][0]["content"]:
+            return answer
+        return f"Yes, {answer}. It is what the passages say."
+
+    openai_server.chat_responder = chatty
+    settings = _settings(tmp_path, openai_server)
+    evaluate_answers(settings, dataset, modes=["naive"], use_triples=True, budget=600)
+    rows = dict((qid, (answer, raw, em)) for qid, answer, raw, em in _rows(
+        settings, "SELECT question_id, answer, raw_answer, exact_match FROM eval_answers"))
+    assert rows["q1"] == ("Lindenholm", "Yes, Lindenholm. It is what the passages say.", 1.0)
+
+
+def test_own_questions_are_answered_over_the_indexed_home(tmp_path, openai_server):
+    """`eval answers --questions FILE`: a user's QA set over the home as it is indexed, no dataset folder."""
+    from pathrag_pipeline.config import SAMPLE_DOCS
+    from pathrag_pipeline.evaluation.retrieval_eval import DatasetError
+    from pathrag_pipeline.index.pipeline import run_indexing
+
+    graph_cache.clear_cache()
+    offline = Settings.from_env(env={"PATHRAG_HOME": str(tmp_path / "home")})
+    run_indexing(offline, folder=SAMPLE_DOCS)
+    questions = tmp_path / "mine.jsonl"
+    questions.write_text(json.dumps({"id": "a", "question": "Who founded Aldermere University?",
+                                     "answers": ["Agnes Morrow"], "source": "aldermere_university.md"}) + "\n"
+                         + json.dumps({"question": "Which river floods Pellingham?", "answers": ["Lode"]}) + "\n")
+    openai_server.chat_responder = lambda request: "Agnes Morrow" if SHORT_ANSWER in request["messages"][0][
+        "content"] else json.dumps({"low_level": ["Aldermere University"], "high_level": ["founder"]})
+    settings = _settings(tmp_path, openai_server)
+    e = evaluate_answers(settings, questions_file=questions, modes=["path", "naive"], budget=800)
+    assert e.graph == "home" and e.dataset == "mine" and e.question_order == ["a", "line-2"]
+    assert e.rows["naive"]["a"].exact_match == 1.0 and e.rows["naive"]["line-2"].exact_match == 0.0
+    assert _rows(settings, "SELECT DISTINCT graph FROM eval_answer_runs") == [("home",)]
+    again = evaluate_answers(settings, questions_file=questions, modes=["path", "naive"], budget=800)
+    assert again.resumed == 6 and again.answered == 0          # the same home, the same questions: resumed
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "Who?"}) + "\n")
+    with pytest.raises(DatasetError, match=r"bad.jsonl:1.*answers"):
+        evaluate_answers(settings, questions_file=bad, modes=["naive"])
+    with pytest.raises(ValueError, match="one of the two"):
+        evaluate_answers(settings, dataset_dir=tmp_path, questions_file=questions)

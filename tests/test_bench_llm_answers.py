@@ -125,7 +125,7 @@ def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_serve
     again = CliRunner().invoke(bench, args)
     assert again.exit_code == 0, again.output
     assert answers_asked() == asked
-    assert "(6 from earlier invocations of the run, 0 in the last)" in docs.read_text()
+    assert "(8 from earlier invocations of the run, 0 in the last)" in docs.read_text()   # path:paper beside path
 
 
 def test_its_own_server_is_asked_one_request_at_a_time_with_a_long_timeout(tmp_path, monkeypatch):

@@ -22,6 +22,7 @@ from pathrag_pipeline.evaluation.retrieval_eval import (
     ABLATIONS,
     DEFAULT_KS,
     EVAL_MODES,
+    GRAPH_SOURCES,
     SAME_OFFLINE,
     MEAN_KEY,
     REFERENCE_RECALL,
@@ -96,7 +97,7 @@ def _delta_cell(interval) -> str:
 def _print_retrieval(e: RetrievalEvaluation, console: Console, limit: int | None = None) -> None:
     keys = [f"recall@{k}" for k in e.ks]
     embedder = e.embedder_runtime or e.index.get("embedder")
-    table = Table(title=plain(f"Recall on {e.dataset} ({e.questions} questions; graph: {e.index.get('extractor')}, "
+    table = Table(title=plain(f"Recall on {e.dataset} ({e.questions} questions; graph: {e.graph} ({e.index.get('extractor')}), "
                               f"embedder: {embedder}, llm: {e.llm})"))
     table.add_column("mode")
     for key in keys:
@@ -174,7 +175,11 @@ def _print_prompts(e: RetrievalEvaluation, console: Console) -> None:
 @eval_group.command()
 @click.option("--dataset", "dataset_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Folder with corpus.jsonl, questions.jsonl (and optionally triples.jsonl).")
-@click.option("--use-triples", is_flag=True, help="Build the graph from the dataset's triples.jsonl, not by extraction.")
+@click.option("--use-triples", is_flag=True, help="The same as --graph triples.")
+@click.option("--graph", type=click.Choice(GRAPH_SOURCES), default="offline", show_default=True,
+              help="Where the dataset's graph comes from: the offline rules (even with an LLM endpoint set: the LLM "
+                   "then answers but does not extract), the configured LLM extractor (about two calls a passage), or "
+                   "the dataset's triples.jsonl.")
 @click.option("--modes", default=None,
               help="Comma-separated modes: query modes, the flat baselines (bm25; dense; bm25+dense = both fused "
                    "by RRF, not LightRAG's hybrid mode, and BM25 alone when the embedder is not semantic), "
@@ -201,7 +206,7 @@ def _print_prompts(e: RetrievalEvaluation, console: Console) -> None:
                    "in context, quoted passages, tokens; table eval_prompts); '' skips that measurement.")
 @click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default=QueryParams.prompt,
               show_default=True, help="Path mode's answer-prompt layout (see pathrag ask --help).")
-def retrieval(dataset_dir: Path, use_triples: bool, modes: str | None, ablations: bool, ks: str, limit: int | None, workdir: Path | None,
+def retrieval(dataset_dir: Path, use_triples: bool, graph: str, modes: str | None, ablations: bool, ks: str, limit: int | None, workdir: Path | None,
               top_n: int, top_k: int, variant: str, as_json: bool, per_question: bool, hop_questions: bool,
               budget_list: str, prompt_style: str) -> None:
     """Recall@k of each query mode on a multi-hop QA dataset (one passage = one document).
@@ -235,7 +240,7 @@ def retrieval(dataset_dir: Path, use_triples: bool, modes: str | None, ablations
                 progress.update(tasks["index"], completed=done, total=total)
 
             evaluation = evaluate_retrieval(settings, dataset_dir, modes=mode_list, ks=k_list, limit=limit,
-                                            use_triples=use_triples, workdir=workdir, params=params,
+                                            use_triples=use_triples, graph=graph, workdir=workdir, params=params,
                                             on_question=advance, index_progress=indexing,
                                             hop_level=hop_questions, budgets=budgets)
         save_evaluation(Store.for_settings(settings), evaluation)
@@ -276,7 +281,9 @@ def _print_winrate(run: WinRateRun, console: Console) -> None:
 @click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="A QA dataset folder (as for `eval answers`): its questions, answered over its own evaluation "
                    "index (built or reused in --workdir, default $PATHRAG_HOME/eval/<dataset>-<graph>).")
-@click.option("--use-triples", is_flag=True, help="With --dataset: the graph from its triples.jsonl.")
+@click.option("--use-triples", is_flag=True, help="With --dataset: the same as --graph triples.")
+@click.option("--graph", type=click.Choice(GRAPH_SOURCES), default="offline", show_default=True,
+              help="With --dataset: where its graph comes from (offline rules, the configured LLM, its triples).")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="With --dataset: the index folder.")
 @click.option("--mode-a", type=click.Choice(MODES), default="path", show_default=True)
@@ -290,7 +297,7 @@ def _print_winrate(run: WinRateRun, console: Console) -> None:
               help="Judge every question twice (A first, then B first) instead of alternating the order.")
 @click.option("--json", "as_json", is_flag=True, help="Print the win rates as JSON (a list with several --mode-b).")
 def winrate(answers_a: Path | None, answers_b: Path | None, questions_file: Path | None, dataset_dir: Path | None,
-            use_triples: bool, workdir: Path | None, mode_a: str, mode_b: str, limit: int | None, budget: int,
+            use_triples: bool, graph: str, workdir: Path | None, mode_a: str, mode_b: str, limit: int | None, budget: int,
             both_orders: bool, as_json: bool) -> None:
     """Pairwise LLM judge (PathRAG's five dimensions) of two answer sets: per-dimension win rates of A and B.
 
@@ -327,8 +334,8 @@ def winrate(answers_a: Path | None, answers_b: Path | None, questions_file: Path
                 dataset = load_dataset(dataset_dir)
                 questions = [(q.id, q.question) for q in dataset.questions]
                 index = Path(workdir).expanduser().resolve() if workdir else \
-                    default_workdir(settings, dataset, use_triples)
-                answer_settings, _ = prepare_index(settings, dataset, index, use_triples=use_triples)
+                    default_workdir(settings, dataset, use_triples, graph)
+                answer_settings, _ = prepare_index(settings, dataset, index, use_triples=use_triples, graph=graph)
             else:
                 assert questions_file is not None
                 questions = load_eval_questions(questions_file)
@@ -370,7 +377,7 @@ def _print_answers(e, console: Console) -> None:
     summary = e.summary()
     n = len(e.complete_questions)
     table = Table(title=plain(f"Answers on {e.dataset} ({n} of {e.planned} questions answered in every mode; "
-                              f"llm: {e.llm}, embedder: {e.embedder}, graph: {e.extractor}, prompt budget "
+                              f"llm: {e.llm}, embedder: {e.embedder}, graph: {e.graph} ({e.extractor}), prompt budget "
                               f"{e.budget} tokens)"))
     for col in ("mode", "F1", "EM", "in context", "F1 if in context", f"R@{RECALL_K}", "prompt tokens", "LLM calls/q", "LLM tokens/q",
                 "median s", "Δ F1 vs", "Δ F1 [95% CI]"):
@@ -391,7 +398,8 @@ def _print_answers(e, console: Console) -> None:
     _print_diagnosis(e.diagnosis(), console)
     if e.stopped:
         console.print(f"[yellow]stopped early: {esc(e.stopped)}; run the same command again to resume[/yellow]")
-    console.print(f"[dim]run {esc(e.run_id)} | {e.resumed} answers resumed, {e.reused} reused, {e.answered} new | {e.seconds:.1f} s | "
+    console.print(f"[dim]run {esc(e.run_id)} | {e.resumed} answers resumed, {e.reused} reused, {e.answered} new | "
+                  f"{e.seconds:.1f} s, of which indexing {e.index_seconds:.1f} s | "
                   "stored in eval_answers/eval_answer_runs[/dim]", highlight=False)
 
 
@@ -410,9 +418,18 @@ def _print_diagnosis(diagnosis: dict, console: Console) -> None:
 
 
 @eval_group.command()
-@click.option("--dataset", "dataset_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Folder with corpus.jsonl and questions.jsonl (with gold \"answers\"), optionally triples.jsonl.")
-@click.option("--use-triples", is_flag=True, help="Build the graph from the dataset's triples.jsonl, not by extraction.")
+@click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Folder with corpus.jsonl and questions.jsonl (with gold \"answers\"), optionally triples.jsonl: "
+                   "indexed into its own folder (--workdir).")
+@click.option("--questions", "questions_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Instead of --dataset: your own questions, JSONL rows {\"question\", \"answers\": [...]} "
+                                 "(optionally \"id\", and \"source\" naming the document that holds the answer), "
+                                 "answered over PATHRAG_HOME as it is indexed.")
+@click.option("--use-triples", is_flag=True, help="The same as --graph triples.")
+@click.option("--graph", type=click.Choice(GRAPH_SOURCES), default="offline", show_default=True,
+              help="Where the dataset's graph comes from: the offline rules (even with an LLM endpoint set: the LLM "
+                   "then answers but does not extract), the configured LLM extractor (about two calls a passage), or "
+                   "the dataset's triples.jsonl.")
 @click.option("--modes", default=None,
               help="Comma-separated evaluated modes (as for `eval retrieval`). Default: path, its prompt layouts "
                    "(path:paper_prompt, path:passages_last_prompt, path:public_prompt, path:passages_prompt, "
@@ -430,10 +447,11 @@ def _print_diagnosis(diagnosis: dict, console: Console) -> None:
 @click.option("--fresh", is_flag=True, help="Start a new run instead of resuming the newest run with the same "
                                             "configuration.")
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=None,
-              help="Minutes: start no new question after this (the run stays resumable).")
+              help="Minutes of answering (indexing not counted): start no new question after this (the run stays "
+                   "resumable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON (no progress bar).")
 @click.option("--per-question", is_flag=True, help="With --json: include every answer (without its prompt).")
-def answers(dataset_dir: Path, use_triples: bool, modes: str | None, limit: int | None, budget: int,
+def answers(dataset_dir: Path | None, questions_file: Path | None, use_triples: bool, graph: str, modes: str | None, limit: int | None, budget: int,
             workdir: Path | None, top_n: int, top_k: int, prompt_style: str, fresh: bool, time_limit: float | None,
             as_json: bool, per_question: bool) -> None:
     """Answer a QA dataset in every mode with the configured LLM and score the answers (EM, token F1).
@@ -446,6 +464,9 @@ def answers(dataset_dir: Path, use_triples: bool, modes: str | None, limit: int 
     """
     from pathrag_pipeline.evaluation.answer_eval import EndpointDown, evaluate_answers
 
+    if (dataset_dir is None) == (questions_file is None):
+        raise click.UsageError("give --dataset DIR (a QA dataset, indexed on its own) or --questions FILE (your own "
+                               "questions over PATHRAG_HOME), one of the two")
     console = Console(stderr=True, quiet=as_json)
     try:
         mode_list = parse_csv(modes, "mode", EVAL_MODES) if modes else None
@@ -464,8 +485,9 @@ def answers(dataset_dir: Path, use_triples: bool, modes: str | None, limit: int 
                     tasks["index"] = progress.add_task("indexing", total=total)
                 progress.update(tasks["index"], completed=done, total=total)
 
-            evaluation = evaluate_answers(settings, dataset_dir, modes=mode_list, limit=limit, budget=budget,
-                                          use_triples=use_triples, workdir=workdir, params=params, fresh=fresh,
+            evaluation = evaluate_answers(settings, dataset_dir, questions_file=questions_file, modes=mode_list, limit=limit, budget=budget,
+                                          use_triples=use_triples, graph=graph, workdir=workdir, params=params,
+                                          fresh=fresh,
                                           time_limit=time_limit * 60 if time_limit else None,
                                           on_answer=advance, index_progress=indexing)
     except (*_EXPECTED, EndpointDown) as exc:

@@ -44,6 +44,9 @@ from pathrag_pipeline.evaluation.retrieval_eval import (
     _insert,
     check_run,
     default_workdir,
+    graph_source,
+    home_identity,
+    load_question_set,
     layout_modes,
     load_dataset,
     offline_note,
@@ -56,6 +59,7 @@ from pathrag_pipeline.evaluation.retrieval_eval import (
 from pathrag_pipeline.llm.client import LLMError, LLMOutputError, llm_from_settings
 from pathrag_pipeline.llm.embedding import embedder_runtime
 from pathrag_pipeline.query.engine import PathRAG
+from pathrag_pipeline.query.answering import SHORT_ANSWER_VERSION
 from pathrag_pipeline.query.params import QueryParams, mode_params
 from pathrag_pipeline.query.prompting import PROMPT_VERSION
 from pathrag_pipeline.query.retrieval import is_semantic
@@ -68,6 +72,9 @@ RECALL_K = 5
 # The path prompt's layouts (query/params.py PROMPT_STYLES) as evaluated modes: the default is ``path``.
 LAYOUT_MODES = layout_modes()
 FLAT_MODES = ("naive", "bm25", "dense", "bm25+dense")   # answer from chunk prompts alone
+# The paper's PathRAG end to end (query/params.py PRESETS["paper"]): every run that answers in the default path mode
+# answers in it too, so the default is always measured beside the paper's method (issue 59).
+PAPER_MODE = "path:paper"
 SCORES = ("f1", "exact_match", "answer_in_context")
 # The endpoint failing this many queries in a row (not answering at all, as opposed to a bad reply) stops the
 # run: every later query would fail the same way. The rows so far are kept; the same command resumes.
@@ -79,9 +86,10 @@ class EndpointDown(RuntimeError):
 
 
 def default_answer_modes(llm: bool) -> list[str]:
-    """path and its prompt layouts, hybrid, neuropath, naive (= dense) and the other flat chunk prompts; with an
-    LLM also neuropath with its heuristic (offline) tracker (what the LLM tracker adds)."""
-    modes = ["path", *LAYOUT_MODES, "hybrid", "neuropath", "naive", "bm25", "bm25+dense"]
+    """path, the paper's PathRAG (``PAPER_MODE``) and path's prompt layouts, hybrid, neuropath, naive (= dense)
+    and the other flat chunk prompts; with an LLM also neuropath with its heuristic (offline) tracker (what the LLM
+    tracker adds)."""
+    modes = ["path", PAPER_MODE, *LAYOUT_MODES, "hybrid", "neuropath", "naive", "bm25", "bm25+dense"]
     return modes + (["neuropath:offline_tracker"] if llm else [])
 
 
@@ -105,6 +113,7 @@ class AnswerRow:
     passage_ids: list[str] = field(default_factory=list)
     prompt: str = ""
     reused_from: str | None = None   # the run whose row this copies (same answer key), None when asked here
+    raw_answer: str | None = None    # the reply as it came when ``answer`` was cut from it (query/answering.py)
 
     @property
     def failed(self) -> bool:
@@ -153,6 +162,8 @@ class AnswerEvaluation:
     seconds: float = 0.0
     stopped: str = ""                # why the invocation stopped before every question was answered
     reused: int = 0                  # rows this invocation copied from earlier runs with the same answer key
+    graph: str = "offline"           # where the graph came from (retrieval_eval.GRAPH_SOURCES)
+    index_seconds: float = 0.0       # this invocation's (re)indexing before the answers (--time-limit leaves it out)
     answer_keys: dict[str, str] = field(default_factory=dict)   # mode -> its answer key (``answer_key``)
     dataset_path: str = ""           # the dataset folder (the diagnosis reads its hops and passages)
 
@@ -263,7 +274,8 @@ class AnswerEvaluation:
         return {
             "run_id": self.run_id, "started_at": self.started_at.isoformat(), "dataset": self.dataset,
             "dataset_hash": self.dataset_hash, "config_hash": self.config_hash, "budget": self.budget,
-            "llm": self.llm, "embedder": self.embedder, "extractor": self.extractor, "params": self.params,
+            "llm": self.llm, "embedder": self.embedder, "extractor": self.extractor, "graph": self.graph,
+            "index_seconds": round(self.index_seconds, 3), "params": self.params,
             "planned": self.planned, "questions": len(self.complete_questions), "resumed": self.resumed,
             "reused": self.reused, "answered": self.answered, "stopped": self.stopped or None, "seconds": round(self.seconds, 3),
             "run_seconds": round(self.earlier_seconds + self.seconds, 3), "query_seconds": round(self.query_seconds, 1),
@@ -308,7 +320,8 @@ def config_of(*, dataset_hash: str, budget: int, params: QueryParams, llm: dict[
     """What a run's answers depend on (never a credential: ``llm`` is the model and its output mode), and its
     hash: rows with the same hash can be resumed into. ``PROMPT_VERSION`` changes with the prompts' wording."""
     config = {"dataset_hash": dataset_hash, "budget": budget, "params": asdict(params), "llm": llm,
-              "embedder": embedder, "extractor": extractor, "prompt_version": PROMPT_VERSION}
+              "embedder": embedder, "extractor": extractor, "prompt_version": PROMPT_VERSION,
+              "short_answer": SHORT_ANSWER_VERSION}
     return config, _digest(config)
 
 
@@ -324,10 +337,13 @@ def answer_key(config: dict[str, Any], mode: str) -> str:
                     "params": mode_params(query_mode, effective)})
 
 
-def answer_row(rag: PathRAG, q: EvalQuestion, mode: str, params: QueryParams, budget: int) -> AnswerRow:
+def answer_row(rag: PathRAG, q: EvalQuestion, mode: str, params: QueryParams, budget: int, *,
+               documents: bool = False) -> AnswerRow:
     """Ask one question in one evaluated mode and score the answer; a failed query (the LLM's output stayed
     invalid, NeuroPath's tracker failed) is a row with ``error`` set and zero scores, not an exception.
-    An endpoint that does not answer at all raises (``LLMError`` other than ``LLMOutputError``)."""
+    An endpoint that does not answer at all raises (``LLMError`` other than ``LLMOutputError``). ``documents``:
+    the question's gold ids name the home's documents (a user's QA set), not a dataset's passages; recall is 0
+    for a question without them."""
     query_mode, overrides = resolve_mode(mode)
     mode_params = dataclasses.replace(params, **overrides)
     started = time.perf_counter()
@@ -337,49 +353,69 @@ def answer_row(rag: PathRAG, q: EvalQuestion, mode: str, params: QueryParams, bu
         return AnswerRow(mode, q.id, "", 0.0, 0.0, False, 0.0, 0, exc.usage.calls, exc.usage.total_tokens,
                          round((time.perf_counter() - started) * 1000.0, 1), 0.0, error=str(exc))
     prompt = result.prompts[budget]
-    ranked = passage_ids(result.document_ids)
+    ranked = list(dict.fromkeys(result.document_ids)) if documents else passage_ids(result.document_ids)
     calls, tokens = result.standalone_llm
     answer = result.answer if result.answer_kind != "failed" else ""
     return AnswerRow(
         mode=mode, question_id=q.id, answer=answer, exact_match=exact_match(answer, q.answers),
         f1=round(token_f1(answer, q.answers), 4), answer_in_context=answer_in_context(prompt.text, q.answers),
-        recall=recall_at_k(ranked, q.gold_ids, RECALL_K), prompt_tokens=prompt.tokens, llm_calls=calls,
+        recall=recall_at_k(ranked, q.gold_ids, RECALL_K) if q.gold_ids else 0.0, prompt_tokens=prompt.tokens, llm_calls=calls,
         llm_tokens=tokens, latency_ms=round(result.total_ms, 1), answer_ms=round(result.timings_ms.get("answer", 0.0), 1),
-        error=result.error, passage_ids=ranked[:20], prompt=prompt.text)
+        error=result.error, passage_ids=ranked[:20], prompt=prompt.text, raw_answer=result.raw_answer)
 
 
-def evaluate_answers(settings: Settings, dataset_dir: Path | str, *, modes: Sequence[str] | None = None,
+def evaluate_answers(settings: Settings, dataset_dir: Path | str | None = None, *,
+                     questions_file: Path | str | None = None, modes: Sequence[str] | None = None,
                      limit: int | None = None, budget: int = DEFAULT_BUDGET, use_triples: bool = False,
-                     workdir: Path | None = None, params: QueryParams | None = None, fresh: bool = False,
+                     graph: str = "offline", workdir: Path | None = None, params: QueryParams | None = None, fresh: bool = False,
                      time_limit: float | None = None, store: Store | None = None,
                      on_answer: Callable[[str, int, int], None] | None = None,
                      index_progress: Callable[[int, int], None] | None = None) -> AnswerEvaluation:
     """Index the dataset (or reuse its index), then answer every question in every mode, storing each row as
     it comes (``store``: the user's store, default ``settings``'). Resumes the newest run with the same
-    configuration unless ``fresh``. ``time_limit`` (seconds): start no new question after it (the run stays
-    resumable). ``on_answer(mode, done, total)`` after each row."""
+    configuration unless ``fresh``. ``questions_file`` instead of ``dataset_dir``: a user's own QA set
+    (``retrieval_eval.load_question_set``) answered over the home of ``settings`` as it is indexed (graph "home";
+    recall counts the documents its rows name). ``graph``: where the dataset's graph comes from (``GRAPH_SOURCES``: the offline
+    rules unless asked, even with an LLM endpoint set; ``use_triples`` is "triples"). ``time_limit`` (seconds of
+    answering, counted after the index is ready): start no new question after it (the run stays resumable).
+    ``on_answer(mode, done, total)`` after each row."""
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).replace(tzinfo=None)
     check_run(modes, limit)
     if budget < 200:
         raise ValueError(f"budget={budget} is too small; give at least 200 tokens (default {DEFAULT_BUDGET})")
     params = dataclasses.replace(params or QueryParams(), token_budget=budget, response="short", answer=True).resolved()
-    dataset = load_dataset(dataset_dir)
+    if (dataset_dir is None) == (questions_file is None):
+        raise ValueError("give a dataset folder or a question file over the home, one of the two")
+    index_started = time.perf_counter()
+    if questions_file is not None:
+        identity, extractor = home_identity(Store.for_settings(settings))
+        dataset = load_question_set(questions_file, identity)
+        graph, workdir, eval_settings, use_triples = "home", settings.home, settings, False
+    else:
+        dataset = load_dataset(dataset_dir)
+        graph = graph_source(use_triples, graph)
+        use_triples = graph == "triples"
+        workdir = Path(workdir).expanduser().resolve() if workdir else default_workdir(settings, dataset, False, graph)
     questions = dataset.questions[:limit] if limit else dataset.questions
     unanswerable = [q.id for q in questions if not q.answers]
     if unanswerable:
         raise ValueError(f"{dataset.path / 'questions.jsonl'}: question {unanswerable[0]!r} (and "
                          f"{len(unanswerable) - 1} more) has no gold \"answers\" list; answers are scored against "
                          "it, so give each question \"answers\": [the answer and its aliases]")
-    workdir = Path(workdir).expanduser().resolve() if workdir else default_workdir(settings, dataset, use_triples)
-    eval_settings, report = prepare_index(settings, dataset, workdir, use_triples=use_triples, progress=index_progress)
+    if questions_file is None:
+        eval_settings, report = prepare_index(settings, dataset, workdir, use_triples=False, graph=graph,
+                                              progress=index_progress)
+        extractor = report.mode.get("extractor", "")
+    index_seconds = time.perf_counter() - index_started
     llm = llm_from_settings(eval_settings, max_tokens={"*": eval_settings.llm_answer_max_tokens,
                                                        "answer": SHORT_ANSWER_TOKENS})
     rag = PathRAG(eval_settings, llm=llm, record=False)
     llm_name = rag.llm.model if rag.llm is not None else "offline"
     modes = list(modes) if modes is not None else default_answer_modes(rag.llm is not None)
+    if DEFAULT_GRAPH_MODE in modes and PAPER_MODE not in modes:
+        modes.insert(modes.index(DEFAULT_GRAPH_MODE) + 1, PAPER_MODE)
     embedder = rag.embedder.identity
-    extractor = report.mode.get("extractor", "")
     config, config_hash = config_of(dataset_hash=dataset.fingerprint(use_triples), budget=budget, params=params,
                                     llm=_llm_key(rag), embedder=embedder, extractor=extractor)
     store = store or Store.for_settings(settings)
@@ -390,7 +426,9 @@ def evaluate_answers(settings: Settings, dataset_dir: Path | str, *, modes: Sequ
         config_hash=config_hash, budget=budget, llm=llm_name,
         embedder=embedder_runtime(rag.embedder) or embedder, extractor=extractor, modes=modes,
         planned=len(questions), rows={m: {} for m in modes}, question_order=[q.id for q in questions],
-        params=asdict(params), workdir=str(workdir), dataset_path=str(dataset.path))
+        params=asdict(params), workdir=str(workdir), dataset_path=str(dataset.path) if graph != "home" else "",
+        graph=graph,
+        index_seconds=index_seconds)
     evaluation.answer_keys = {m: answer_key(config, m) for m in modes}
     wanted = {q.id for q in questions}
     for (mode, qid), row in previous.items():
@@ -415,16 +453,17 @@ def evaluate_answers(settings: Settings, dataset_dir: Path | str, *, modes: Sequ
     total = len(questions) * len(modes)
     done = evaluation.resumed + evaluation.reused
     unavailable = 0
+    answering = time.perf_counter()   # the time limit counts answering alone: indexing may take longer than it
     try:
         for q in questions:
-            if time_limit is not None and time.perf_counter() - started > time_limit:
+            if time_limit is not None and time.perf_counter() - answering > time_limit:
                 evaluation.stopped = f"time limit of {time_limit / 60:.0f} min reached"
                 break
             for mode in modes:
                 if q.id in evaluation.rows[mode]:
                     continue
                 try:
-                    row = answer_row(rag, q, mode, params, budget)
+                    row = answer_row(rag, q, mode, params, budget, documents=graph == "home")
                     unavailable = 0
                 except LLMError as exc:   # the endpoint did not answer: record it, stop after a few in a row
                     row = AnswerRow(mode, q.id, "", 0.0, 0.0, False, 0.0, 0, 0, 0, 0.0, 0.0, error=str(exc))
@@ -453,18 +492,18 @@ def evaluate_answers(settings: Settings, dataset_dir: Path | str, *, modes: Sequ
 ANSWER_COLUMNS = ("run_id", "config_hash", "mode", "question_id", "answer", "exact_match", "f1",
                   "answer_in_context", f"recall_at_{RECALL_K}", "prompt_tokens", "llm_calls", "llm_tokens",
                   "latency_ms", "answer_ms", "error", "passage_ids", "prompt", "answered_at", "answer_key",
-                  "reused_from")
+                  "reused_from", "raw_answer")
 # the columns an AnswerRow is read back from, in its field order
 ROW_COLUMNS = ("mode", "question_id", "answer", "exact_match", "f1", "answer_in_context", f"recall_at_{RECALL_K}",
                "prompt_tokens", "llm_calls", "llm_tokens", "latency_ms", "answer_ms", "error", "passage_ids",
-               "prompt", "reused_from")
+               "prompt", "reused_from", "raw_answer")
 
 
 def _row(values: Sequence[Any]) -> AnswerRow:
     (mode, qid, answer, em, f1, aic, recall, ptok, calls, tokens, latency, answer_ms, error, pids, prompt,
-     reused_from) = values
+     reused_from, raw_answer) = values
     return AnswerRow(mode, qid, answer, em, f1, aic, recall, ptok, calls, tokens, latency, answer_ms, error,
-                     list(pids or []), prompt or "", reused_from)
+                     list(pids or []), prompt or "", reused_from, raw_answer)
 
 
 def save_answer_rows(store: Store, e: AnswerEvaluation, rows: Sequence[AnswerRow]) -> None:
@@ -474,7 +513,7 @@ def save_answer_rows(store: Store, e: AnswerEvaluation, rows: Sequence[AnswerRow
         _insert(con, "eval_answers", ANSWER_COLUMNS, [
             (e.run_id, e.config_hash, r.mode, r.question_id, r.answer, r.exact_match, r.f1, r.answer_in_context,
              r.recall, r.prompt_tokens, r.llm_calls, r.llm_tokens, r.latency_ms, r.answer_ms, r.error,
-             r.passage_ids, r.prompt, now, e.answer_keys.get(r.mode), r.reused_from) for r in rows])
+             r.passage_ids, r.prompt, now, e.answer_keys.get(r.mode), r.reused_from, r.raw_answer) for r in rows])
 
 
 def reusable_rows(store: Store, config: dict[str, Any], keys: dict[str, str]
@@ -525,10 +564,11 @@ def save_answer_run(store: Store, e: AnswerEvaluation) -> None:
         _insert(con, "eval_answer_runs", (
             "run_id", "started_at", "dataset", "dataset_hash", "config_hash", "budget", "llm", "embedder",
             "extractor", "modes", "planned", "questions", "resumed", "answered", "stopped", "params", "workdir",
-            "seconds", "verdict", "reused"), [
+            "seconds", "verdict", "reused", "graph", "index_seconds"), [
             (e.run_id, e.started_at, e.dataset, e.dataset_hash, e.config_hash, e.budget, e.llm, e.embedder,
              e.extractor, e.modes, e.planned, len(e.complete_questions), e.resumed, e.answered, e.stopped or None,
-             json.dumps(e.params), e.workdir, round(e.seconds, 3), e.verdict(), e.reused)])
+             json.dumps(e.params), e.workdir, round(e.seconds, 3), e.verdict(), e.reused, e.graph,
+             round(e.index_seconds, 3))])
 
 
 def run_seconds(store: Store, run_id: str) -> float:

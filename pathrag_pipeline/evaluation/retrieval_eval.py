@@ -50,7 +50,7 @@ from pathrag_pipeline.llm.client import llm_from_settings
 from pathrag_pipeline.index.pipeline import IndexReport, run_indexing
 from pathrag_pipeline.llm.embedding import embedder_runtime
 from pathrag_pipeline.query.engine import MODES, PathRAG, QueryParams
-from pathrag_pipeline.query.params import DEFAULT_REVERT
+from pathrag_pipeline.query.params import DEFAULT_REVERT, PRESETS
 from pathrag_pipeline.query.retrieval import is_semantic
 from pathrag_pipeline.storage.store import Store, transaction
 
@@ -166,6 +166,10 @@ ABLATIONS = {
     # the passage-quoting layouts with their quoted passages shown most similar to the question first
     **{f"{mode}:question_order": {"prompt": style, "passage_order": "question"}
        for style, mode in PROMPT_LAYOUT_MODES.items() if style in ("paths_passages", "passages", "passages_paths")},
+    # the paper's PathRAG end to end (query/params.py PRESETS["paper"], `pathrag ask --preset paper`)
+    "path:paper": dict(PRESETS["paper"]),
+    # the passages alone, chosen by a walk the kept paths restart too: PathRAG's pruning picks what is quoted
+    "path:passages_prompt:paths_in_walk": {"prompt": "passages", "passages": "fused"},
 }
 # NeuroPath ablations: what each half of its passage merge gives alone, and tracking cut to one hop.
 NEUROPATH_ABLATIONS = {
@@ -281,7 +285,8 @@ def adoption(choice: TunedChoice, figures: Sequence[dict[str, Any] | None]) -> s
 
 
 def _graph_label(run: dict[str, Any]) -> str:
-    graph = "triples" if run.get("use_triples") else f"offline extraction ({run.get('index', {}).get('extractor')})"
+    source = run.get("graph") or ("triples" if run.get("use_triples") else "offline")
+    graph = "triples" if source == "triples" else f"{source} extraction ({run.get('index', {}).get('extractor')})"
     return f"{graph}, {run.get('embedder_runtime') or run.get('index', {}).get('embedder')}"
 
 
@@ -366,9 +371,12 @@ def default_modes(semantic: bool, ablations: bool = False) -> list[str]:
 
 
 def reference_mode(name: str) -> str | None:
-    """The row a mode's paired differences are taken against: a path ablation or a flat baseline against
-    ``path``, a neuropath ablation against ``neuropath``; None for the query modes themselves."""
-    if name in ABLATIONS or name in BASELINES:
+    """The row a mode's paired differences are taken against: every query mode (naive, local, global, hybrid,
+    neuropath), path layout, path ablation and flat baseline against ``path``; a neuropath ablation against
+    ``neuropath``, an LLM ablation against the mode it ablates (what the LLM adds there); None for ``path``."""
+    if name == DEFAULT_GRAPH_MODE:
+        return None
+    if name in MODES or name in ABLATIONS or name in BASELINES:
         return DEFAULT_GRAPH_MODE
     if name in NEUROPATH_ABLATIONS:
         return "neuropath"
@@ -495,6 +503,56 @@ def load_dataset(path: Path | str, hop_level: bool = False) -> Dataset:
                    file_sha256(triples) if triples.is_file() else None)
 
 
+def home_identity(store: Store) -> tuple[str, str]:
+    """(a hash of what answers over an indexed home depend on, what built its graph): the home's graph version
+    (``graph_cache.graph_version``) and its chunk count, so answers of another index are never reused; the
+    extractor(s) named in its ``extractions`` table."""
+    from pathrag_pipeline.query.graph_cache import graph_version
+
+    with store.connect(read_only=True) as con:
+        version = graph_version(con)
+        chunks = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        built = [r[0] for r in con.execute("SELECT DISTINCT extractor FROM extractions ORDER BY 1").fetchall()]
+    identity = hashlib.sha256(f"{store.path}|{version}|chunks:{chunks}".encode()).hexdigest()
+    return identity, ", ".join(built) or "imported triples or none"
+
+
+def load_question_set(path: Path | str, identity: str) -> Dataset:
+    """A user's own QA set over an indexed home (``eval answers --questions``): a JSONL file, one object a line
+    with "question" and "answers" (the accepted answers and their aliases), optionally "id" (else line-N) and
+    "gold_ids" or "source" (the documents that hold the answer, as the home names them: recall@k counts them).
+    ``identity`` (``home_identity``) stands for the corpus in the run's fingerprint."""
+    path = Path(path).expanduser().resolve()
+    if not path.is_file():
+        raise DatasetError(f"question file {path} does not exist; give a JSONL file of {{\"question\", \"answers\"}} rows")
+    questions: list[EvalQuestion] = []
+    seen: set[str] = set()
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: not valid JSON ({exc.msg}); fix or remove the line") from None
+        if not isinstance(row, dict) or not isinstance(row.get("question"), str) or not row["question"].strip():
+            raise DatasetError(f"{where}: expected an object with a \"question\" and its \"answers\"")
+        answers = row.get("answers")
+        if not isinstance(answers, list) or not answers or not all(isinstance(a, (str, int, float)) for a in answers):
+            raise DatasetError(f"{where}: \"answers\" must be a non-empty list of accepted answers (answers are scored "
+                               "against it)")
+        qid = str(row["id"]) if row.get("id") is not None else f"line-{lineno}"
+        if qid in seen:
+            raise DatasetError(f"{where}: duplicate question id {qid!r}")
+        seen.add(qid)
+        gold = row.get("gold_ids") or ([row["source"]] if isinstance(row.get("source"), str) else [])
+        questions.append(EvalQuestion(qid, row["question"].strip(), tuple(dict.fromkeys(str(g) for g in gold)),
+                                      tuple(str(a) for a in answers)))
+    if not questions:
+        raise DatasetError(f"{path} holds no questions")
+    return Dataset(path, path.stem, questions, identity, file_sha256(path), None)
+
+
 # ---- scoring -----------------------------------------------------------------------------------
 
 def passage_ids(document_ids: Sequence[str], corpus_file: str = CORPUS_FILE) -> list[str]:
@@ -530,37 +588,67 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "default"
 
 
-def index_label(settings: Settings, use_triples: bool) -> str:
-    """Which graph the index is built with: 'triples', or the configured extractor's identity."""
-    if use_triples:
+# Where an evaluation's graph comes from (``--graph``): "offline", the offline rules, the default even with an LLM
+# endpoint set (the endpoint then answers, and gives keywords, but does not extract: an evaluation compares modes on
+# one graph, the one `eval retrieval` reads too, and extracting a dataset through an LLM costs about two calls a
+# passage); "llm", the configured LLM extractor (asked for, never implied); "triples", the dataset's triples.jsonl.
+GRAPH_SOURCES = ("offline", "llm", "triples")
+
+
+def graph_source(use_triples: bool, graph: str = "offline") -> str:
+    """The graph source of a run: ``use_triples`` (the older flag) is ``graph="triples"``."""
+    if graph not in GRAPH_SOURCES:
+        raise ValueError(f"graph={graph!r} is not one of {', '.join(GRAPH_SOURCES)}")
+    return "triples" if use_triples else graph
+
+
+def indexing_settings(settings: Settings, graph: str) -> Settings:
+    """The settings the dataset's index is built with: without the LLM endpoint for the offline graph (the
+    endpoint still answers the questions); ``graph="llm"`` needs one configured."""
+    if graph == "offline":
+        return replace(settings, llm_base_url=None, llm_model=None)
+    if graph == "llm" and llm_from_settings(settings) is None:
+        raise DatasetError("--graph llm extracts the dataset's graph through the configured LLM, and none is set: "
+                           "set PATHRAG_LLM_BASE_URL and PATHRAG_LLM_MODEL, or use --graph offline")
+    return settings
+
+
+def index_label(settings: Settings, use_triples: bool, graph: str = "offline") -> str:
+    """Which graph the index is built with: 'triples', or the identity of the extractor that builds it."""
+    graph = graph_source(use_triples, graph)
+    if graph == "triples":
         return "triples"
-    return extractor_from_settings(settings, llm_from_settings(settings), gleaning=settings.gleaning).identity
+    built_by = indexing_settings(settings, graph)
+    return extractor_from_settings(built_by, llm_from_settings(built_by), gleaning=settings.gleaning).identity
 
 
-def default_workdir(settings: Settings, dataset: Dataset, use_triples: bool) -> Path:
+def default_workdir(settings: Settings, dataset: Dataset, use_triples: bool, graph: str = "offline") -> Path:
     """PATHRAG_HOME/eval/<dataset>-<triples|extractor id>: one index per dataset folder and way of building the
     graph (its hop questions use the same index: same passages)."""
-    return settings.home / "eval" / f"{_slug(dataset.path.name)}-{_slug(index_label(settings, use_triples))}"
+    label = index_label(settings, use_triples, graph)
+    return settings.home / "eval" / f"{_slug(dataset.path.name)}-{_slug(label)}"
 
 
-def prepare_index(settings: Settings, dataset: Dataset, workdir: Path, *, use_triples: bool,
+def prepare_index(settings: Settings, dataset: Dataset, workdir: Path, *, use_triples: bool, graph: str = "offline",
                   progress: Callable[[int, int], None] | None = None) -> tuple[Settings, IndexReport]:
-    """Index the dataset's corpus in ``workdir`` (its own PATHRAG_HOME) and return that home's settings.
+    """Index the dataset's corpus in ``workdir`` (its own PATHRAG_HOME) from ``graph`` (``GRAPH_SOURCES``) and
+    return that home's settings (with the user's LLM, which answers).
 
     The corpus is copied (ingest refuses symlinks leaving the folder) only when its content changed, so the
     copy's hash matches the stored one and an unchanged dataset is neither re-parsed nor re-extracted.
     """
-    if use_triples and dataset.triples is None:
-        raise DatasetError(f"--use-triples: {dataset.path} has no {TRIPLES_FILE}; drop the flag to extract "
-                           "the graph with the configured extractor")
+    graph = graph_source(use_triples, graph)
+    if graph == "triples" and dataset.triples is None:
+        raise DatasetError(f"--graph triples: {dataset.path} has no {TRIPLES_FILE}; use --graph offline (the "
+                           "offline rules) or --graph llm (the configured LLM) to extract the graph")
     docs = workdir / "docs"
     docs.mkdir(parents=True, exist_ok=True)
     target = docs / CORPUS_FILE
     if not target.is_file() or file_sha256(target) != dataset.corpus_hash:
         shutil.copyfile(dataset.corpus, target)
     eval_settings = replace(settings, home=workdir, docs=docs)
-    report = run_indexing(eval_settings, folder=docs, trigger="eval",
-                          triples=dataset.triples if use_triples else None, progress=progress)
+    report = run_indexing(indexing_settings(eval_settings, graph), folder=docs, trigger="eval",
+                          triples=dataset.triples if graph == "triples" else None, progress=progress)
     return eval_settings, report
 
 
@@ -667,6 +755,7 @@ class RetrievalEvaluation:
     semantic: bool = True                 # the embedder is semantic (else dense text search does not join)
     hop_level: bool = False               # the questions are the oracle hop questions (--hop-questions)
     budgets: list[int] = field(default_factory=list)  # token budgets the answer prompts were rendered at
+    graph: str = "offline"                # GRAPH_SOURCES: where the evaluated graph came from
 
     def to_dict(self, per_question: bool = False) -> dict[str, Any]:
         """The ``--json`` shape: figures per mode; per-question rankings only on request."""
@@ -695,6 +784,7 @@ class RetrievalEvaluation:
             "questions": self.questions,
             "ks": self.ks,
             "use_triples": self.use_triples,
+            "graph": self.graph,
             "hop_level": self.hop_level,
             "index": self.index,
             "embedder_runtime": self.embedder_runtime,
@@ -859,7 +949,7 @@ def check_run(modes: Sequence[str] | None, limit: int | None) -> None:
 
 def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Sequence[str] | None = None,
                        ks: Sequence[int] = DEFAULT_KS, limit: int | None = None, use_triples: bool = False,
-                       workdir: Path | None = None, params: QueryParams | None = None,
+                       graph: str = "offline", workdir: Path | None = None, params: QueryParams | None = None,
                        on_question: Callable[[str, int], None] | None = None,
                        index_progress: Callable[[int, int], None] | None = None,
                        hop_level: bool = False, budgets: Sequence[int] = DEFAULT_BUDGETS) -> RetrievalEvaluation:
@@ -868,7 +958,8 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
     ``settings`` are the user's: the LLM and embedder they configure are used for the dataset's index, and
     the run is recorded in their store. ``on_question(mode, questions)`` is called after each answered
     question and ``index_progress(done, total)`` during extraction (progress bars). Results are not stored
-    here; call :func:`save_evaluation`. ``hop_level`` asks the rows' single-hop sub-questions instead
+    here; call :func:`save_evaluation`. ``graph``: where the dataset's graph comes from (``GRAPH_SOURCES``; the
+    offline rules unless asked, ``use_triples`` is "triples"). ``hop_level`` asks the rows' single-hop sub-questions instead
     (:func:`hop_questions`). ``budgets``: the token budgets at which each mode's answer prompt is rendered and
     scored (``prompt_context.py``: answer in context, tokens, quoted passages); empty to skip that measurement.
     """
@@ -881,10 +972,12 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
     params = dataclasses.replace(params or QueryParams(), answer=False).resolved()
     dataset = load_dataset(dataset_dir, hop_level)
     questions = dataset.questions[:limit] if limit else dataset.questions
-    workdir = Path(workdir).expanduser().resolve() if workdir else default_workdir(settings, dataset, use_triples)
+    graph = graph_source(use_triples, graph)
+    use_triples = graph == "triples"
+    workdir = Path(workdir).expanduser().resolve() if workdir else default_workdir(settings, dataset, False, graph)
 
     index_started = time.perf_counter()
-    eval_settings, report = prepare_index(settings, dataset, workdir, use_triples=use_triples,
+    eval_settings, report = prepare_index(settings, dataset, workdir, use_triples=False, graph=graph,
                                           progress=index_progress)
     index_seconds = time.perf_counter() - index_started
 
@@ -928,7 +1021,7 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
         use_triples=use_triples, index=dict(report.mode), llm=llm, workdir=str(workdir),
         index_seconds=index_seconds, documents_indexed=report.sync.documents_written, modes=outcomes,
         seconds=time.perf_counter() - started, embedder_runtime=embedder_runtime(rag.embedder), semantic=semantic,
-        hop_level=hop_level, budgets=sorted(budgets),
+        hop_level=hop_level, budgets=sorted(budgets), graph=graph,
     )
 
 
@@ -948,11 +1041,11 @@ def save_evaluation(store: Store, evaluation: RetrievalEvaluation) -> None:
         _insert(con, "eval_runs", (
             "run_id", "started_at", "dataset", "dataset_path", "dataset_hash", "questions", "modes", "ks", "params",
             "extractor", "embedder", "llm", "use_triples", "workdir", "index_seconds", "documents_indexed",
-            "seconds", "verdict", "embedder_runtime"), [
+            "seconds", "verdict", "embedder_runtime", "graph"), [
             (e.run_id, e.started_at, e.dataset, e.dataset_path, e.dataset_hash, e.questions, list(e.modes),
              e.ks, json.dumps(e.params), e.index.get("extractor", ""), e.index.get("embedder", ""), e.llm,
              e.use_triples, e.workdir, round(e.index_seconds, 3), e.documents_indexed, round(e.seconds, 3),
-             e.verdict(), e.embedder_runtime or None)])
+             e.verdict(), e.embedder_runtime or None, e.graph)])
 
         def delta(o: ModeOutcome, key: str) -> list[float | None]:
             i = o.delta.get(key)

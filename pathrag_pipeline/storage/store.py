@@ -372,7 +372,8 @@ DDL = [
         documents_indexed INTEGER,           -- documents (re)written by this run's ingest (0 = index reused)
         seconds       DOUBLE,                -- wall time of the whole run
         verdict       VARCHAR,               -- the best graph mode against the strongest flat baseline, per k with paired 95% bootstrap intervals and beats/ties/trails (NULL without a graph mode or a baseline, and for runs before it was stored)
-        embedder_runtime VARCHAR             -- what computed the vectors: 'st-onnx:all-MiniLM-L6-v2' on onnxruntime, else the embedder identity (NULL for runs before it was stored)
+        embedder_runtime VARCHAR,            -- what computed the vectors: 'st-onnx:all-MiniLM-L6-v2' on onnxruntime, else the embedder identity (NULL for runs before it was stored)
+        graph         VARCHAR                -- where the graph came from (--graph): 'offline' (the offline rules), 'llm' (the configured LLM extractor) or 'triples' (the dataset's triples.jsonl); NULL for runs before it was stored
     )
     """,
     """
@@ -438,7 +439,8 @@ DDL = [
         prompt        VARCHAR NOT NULL,      -- the answer prompt as the LLM read it (system + user message)
         answered_at   TIMESTAMP NOT NULL,    -- UTC; the newest row of a (run_id, mode, question_id) is the one that counts
         answer_key    VARCHAR,               -- hash of what this mode's answer depends on: dataset, budget, LLM, embedder, graph source, prompt wording, the query mode and the parameters that mode reads. A later run asking the same question with the same key reuses the row instead of asking the LLM again. NULL in rows written before the column
-        reused_from   VARCHAR                -- the run_id whose row this one copies (same answer_key); NULL when this run asked the LLM
+        reused_from   VARCHAR,               -- the run_id whose row this one copies (same answer_key); NULL when this run asked the LLM
+        raw_answer    VARCHAR                -- the model's reply as it came, when ``answer`` is cut from it (a short answer cut to its answer span: query/answering.py short_answer); NULL when the reply is the answer
     )
     """,
     """
@@ -462,7 +464,9 @@ DDL = [
         workdir       VARCHAR NOT NULL,      -- the evaluation index's own PATHRAG_HOME
         seconds       DOUBLE NOT NULL,       -- wall time of this invocation
         verdict       VARCHAR,               -- the default path mode against the flat chunk prompt with the best F1, with paired 95% bootstrap intervals (NULL without both)
-        reused        INTEGER                -- answers this invocation copied from earlier runs with the same eval_answers.answer_key (no LLM call)
+        reused        INTEGER,               -- answers this invocation copied from earlier runs with the same eval_answers.answer_key (no LLM call)
+        graph         VARCHAR,               -- where the graph came from (--graph): 'offline', 'llm' or 'triples'; 'home' for --questions over an indexed home; NULL for runs before it was stored
+        index_seconds DOUBLE                 -- wall time of (re)indexing before the answers (not counted by --time-limit); NULL for runs before it was stored
     )
     """,
     """
@@ -976,6 +980,10 @@ ADDED_COLUMNS: list[tuple[str, str, str]] = [
     ("relation_mentions", "description_parts", "STRUCT(fold VARCHAR, text VARCHAR)[]"),
     ("chunks", "section", "VARCHAR"),
     ("documents", "warning", "VARCHAR"),
+    ("eval_runs", "graph", "VARCHAR"),
+    ("eval_answer_runs", "graph", "VARCHAR"),
+    ("eval_answer_runs", "index_seconds", "DOUBLE"),
+    ("eval_answers", "raw_answer", "VARCHAR"),
 ]
 
 
