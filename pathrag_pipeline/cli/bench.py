@@ -213,6 +213,55 @@ def _endpoint_options(f):
                                                          "starting the local server (with --model).")(f)
 
 
+@bench.command("answer-prompt")
+@click.option("--reader", "readers", multiple=True, type=click.Choice(list(LOCAL_MODELS)),
+              help="A local model the bench serves itself, one after the other (default: both Qwen2.5-Coder readers).")
+@click.option("--dataset", "datasets", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A QA dataset, graph from the offline rules (default: musique-100).")
+@click.option("--folder", "folders", multiple=True, help="A documentation folder of `bench real-folders` with its "
+                                                         "questions (default: git-doc).")
+@click.option("--limit", type=click.IntRange(min=1), default=30, show_default=True,
+              help="Questions of each dataset (a folder's are all answered).")
+@click.option("--budget", type=click.IntRange(min=200), default=1000, show_default=True)
+@click.option("--time-limit", type=click.FloatRange(min=0.1), default=None,
+              help="Minutes of answering per cell; the same command resumes.")
+@click.option("--base-url", default=None, help="A running endpoint instead of the bench's own servers (with --model).")
+@click.option("--model", default=None)
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Bench folder: homes, runs (resumable) and the joined models.")
+@_update_docs_option
+@_json_option
+def answer_prompt(readers: tuple[str, ...], datasets: tuple[Path, ...], folders: tuple[str, ...], limit: int,
+                  budget: int, time_limit: float | None, base_url: str | None, model: str | None, workdir: Path,
+                  update_docs: Path | None, as_json: bool) -> None:
+    """Which answer prompt reads best: the layouts that keep PathRAG's pruning in the loop, the paper's PathRAG and
+    the flat chunk prompts, answered by each local reader on musique-100 and a documentation folder, and the rule
+    that picks the default from them (bench/answer_prompt.py)."""
+    from pathrag_pipeline.bench.answer_prompt import HEADING, READERS, decide, markdown, run_answer_prompt_bench, Cell
+    from pathrag_pipeline.bench.llm_answers import BenchSetupError
+    from pathrag_pipeline.bench.real_folders import FOLDERS
+    from pathrag_pipeline.evaluation.answer_eval import EndpointDown
+    from pathrag_pipeline.llm.client import LLMError
+
+    unknown = [f for f in folders if f not in FOLDERS]
+    if unknown:
+        raise click.BadParameter(f"{unknown[0]!r}: one of {', '.join(FOLDERS)}", param_hint="--folder")
+    started = time.perf_counter()
+    try:
+        result = run_answer_prompt_bench(workdir, readers=readers or READERS, datasets=datasets or (MUSIQUE,),
+                                         folders=folders or ("git-doc",), limit=limit, budget=budget,
+                                         base_url=base_url, model=model,
+                                         time_limit=time_limit * 60 if time_limit else None, log=_log(as_json))
+    except (BenchSetupError, EndpointDown, LLMError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    cells = [Cell(**c) for c in result["cells"]]
+    section = (f"## {HEADING}\n\n" + markdown(cells, decide(cells), result["command"]) + "\n\n"
+               + f"Embedder {result['embedder']}, {result['budget']}-token prompts, 2 threads per server. "
+               + _measured(started))
+    _publish(section, HEADING, update_docs, as_json, json.dumps(result, indent=1, default=str),
+             before="Answers through a local LLM")
+
+
 @bench.command("answers")
 @click.option("--dataset", "dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=MUSIQUE, show_default=True, help="QA dataset with triples.jsonl (its graph).")
