@@ -35,7 +35,7 @@ import shutil
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -453,6 +453,22 @@ def hop_questions(qid: str, hops: Any, where: str) -> list[EvalQuestion]:
     return out
 
 
+def _json_rows(path: Path, expected: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """(line number, "file:line", object) of each non-blank line of a JSONL file; a line that is not JSON or not
+    an object is a ``DatasetError`` naming the file and the line."""
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: not valid JSON ({exc.msg}); fix or remove the line") from None
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where}: expected {expected}")
+        yield lineno, where, row
+
+
 def load_dataset(path: Path | str, hop_level: bool = False) -> Dataset:
     """Read and check a dataset folder: every question needs an id, a question text and gold passage ids.
 
@@ -467,16 +483,7 @@ def load_dataset(path: Path | str, hop_level: bool = False) -> Dataset:
             raise DatasetError(f"{path} has no {name}; a dataset folder needs {CORPUS_FILE} and {QUESTIONS_FILE}")
     questions: list[EvalQuestion] = []
     seen: set[str] = set()
-    for lineno, line in enumerate((path / QUESTIONS_FILE).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path / QUESTIONS_FILE}:{lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: not valid JSON ({exc.msg}); fix or remove the line") from None
-        if not isinstance(row, dict):
-            raise DatasetError(f"{where}: expected an object with id, question and gold_ids")
+    for lineno, where, row in _json_rows(path / QUESTIONS_FILE, "an object with id, question and gold_ids"):
         qid, text, gold = row.get("id"), row.get("question"), row.get("gold_ids")
         if not isinstance(text, str) or not text.strip():
             raise DatasetError(f"{where}: \"question\" is missing or empty")
@@ -527,15 +534,8 @@ def load_question_set(path: Path | str, identity: str) -> Dataset:
         raise DatasetError(f"question file {path} does not exist; give a JSONL file of {{\"question\", \"answers\"}} rows")
     questions: list[EvalQuestion] = []
     seen: set[str] = set()
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: not valid JSON ({exc.msg}); fix or remove the line") from None
-        if not isinstance(row, dict) or not isinstance(row.get("question"), str) or not row["question"].strip():
+    for lineno, where, row in _json_rows(path, 'an object with a "question" and its "answers"'):
+        if not isinstance(row.get("question"), str) or not row["question"].strip():
             raise DatasetError(f"{where}: expected an object with a \"question\" and its \"answers\"")
         answers = row.get("answers")
         if not isinstance(answers, list) or not answers or not all(isinstance(a, (str, int, float)) for a in answers):
