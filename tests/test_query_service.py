@@ -139,6 +139,47 @@ def test_requests_need_the_token_and_bad_ones_get_the_local_error(settings, serv
     assert oct(service_file(settings.home).stat().st_mode & 0o777) == "0o600"
 
 
+def _raw(info: ServiceInfo, request: bytes, wait: float = 30.0) -> bytes:
+    """Send ``request`` as it is on a socket of its own; what the service answers before it hangs up."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(info.url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=wait) as sock:
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_the_service_refuses_bodies_that_are_not_json_and_hangs_up_on_a_body_that_never_comes(settings,
+                                                                                           monkeypatch):
+    """Issue 61: a text/plain body is refused (415); a Content-Length that promises more than is sent gets 408
+    and the connection closed once the read timeout passes, instead of holding a thread."""
+    import pathrag_pipeline.query.service as service_module
+
+    monkeypatch.setattr(service_module, "REQUEST_READ_TIMEOUT", 0.5)
+    stop = threading.Event()
+    thread = threading.Thread(target=serve, args=(Settings.from_env(),), kwargs={"stop": stop, "log": lambda _: None},
+                              daemon=True)
+    thread.start()
+    try:
+        info = wait_ready(settings.home)
+        auth = f"Authorization: Bearer {info.token}\r\n".encode()
+        body = json.dumps({"question": QUESTION}).encode()
+        plain = _raw(info, b"POST /ask HTTP/1.1\r\nHost: x\r\n" + auth + b"Content-Type: text/plain\r\n"
+                     + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        assert plain.startswith(b"HTTP/1.1 415") and b"application/json" in plain
+        short = _raw(info, b"POST /ask HTTP/1.1\r\nHost: x\r\n" + auth + b"Content-Type: application/json\r\n"
+                     + b"Content-Length: 500\r\n\r\n" + body[:10])
+        assert short.startswith(b"HTTP/1.1 408") and b"did not arrive" in short
+        assert call(info, "/health")["ok"]            # the service goes on answering
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
 def test_status_names_the_running_service_and_never_its_token(settings, service):
     info, _ = service
     res = CliRunner().invoke(main, ["status", "--json"])

@@ -57,6 +57,7 @@ from pathrag_pipeline.query.service_client import (
 )
 
 Log = Callable[[str], None]
+REQUEST_READ_TIMEOUT = 10.0   # seconds a connection may stay silent before the service hangs up (408 mid-body)
 BATCH = 8   # offline asks answered together on shared reads when that many wait
 
 
@@ -230,6 +231,9 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "pathrag-query-service"
         protocol_version = "HTTP/1.1"
+        # seconds a connection may stay silent: a request whose body never comes (its Content-Length promises
+        # more than it sends) gets 408 and its connection closed, instead of holding a thread (issue 61)
+        timeout = REQUEST_READ_TIMEOUT
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
             """Quiet: the service logs one line per answered query instead."""
@@ -263,12 +267,30 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
             if self.path != "/ask":
                 self._reply(404, {"error": f"no {self.path}: use POST /ask or GET /health"})
                 return
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_REQUEST_BYTES:
-                self._reply(413, {"error": f"request of {length} bytes; at most {MAX_REQUEST_BYTES}"})
+            kind = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            if kind != "application/json":
+                self.close_connection = True
+                self._reply(415, {"error": f"Content-Type {kind or '(none)'!r}: send the ask as application/json"})
                 return
             try:
-                data = json.loads(self.rfile.read(length))
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if length < 0 or length > MAX_REQUEST_BYTES:
+                self.close_connection = True
+                self._reply(413 if length > 0 else 400,
+                            {"error": f"Content-Length {self.headers.get('Content-Length')!r}: give the body's size "
+                                      f"in bytes, at most {MAX_REQUEST_BYTES}"})
+                return
+            try:
+                body = self.rfile.read(length)
+            except TimeoutError:
+                self.close_connection = True
+                self._reply(408, {"error": f"the request's body did not arrive within {REQUEST_READ_TIMEOUT:g} s "
+                                           f"(Content-Length {length}, fewer bytes sent)"})
+                return
+            try:
+                data = json.loads(body)
                 question, mode = data["question"], data.get("mode", "path")
                 options = data.get("options") or {}
                 if not isinstance(question, str) or not isinstance(mode, str) or not isinstance(options, dict):
