@@ -19,7 +19,7 @@ PACKAGE = ROOT / "pathrag_pipeline"
 # Each group may import its own and any earlier group, never a later one.
 LAYERS = [
     {"errors"},
-    {"config", "dagster_home", "dagster_state"},
+    {"config", "dagster_home", "dagster_state", "worker_processes"},
     {"testing"},  # test doubles shared by the tests and the benchmarks (standard library only)
     {"text"},
     {"llm"},

@@ -425,8 +425,9 @@ def test_parse_workers_write_the_tables_one_process_writes(env, tmp_path, monkey
     assert len(expected[0]) >= 18 and len(expected[1]) > 20
 
     pools, chunked_here = [], []
-    real_pool, real_chunk_text = folder_sync.ProcessPoolExecutor, folder_sync.chunk_text
-    monkeypatch.setattr(folder_sync, "ProcessPoolExecutor", lambda **kw: pools.append(kw) or real_pool(**kw))
+    real_pool, real_chunk_text = folder_sync.worker_pool, folder_sync.chunk_text
+    monkeypatch.setattr(folder_sync, "worker_pool", lambda workers: pools.append({"max_workers": workers})
+                        or real_pool(workers))
     monkeypatch.setattr(folder_sync, "chunk_text", lambda *a, **kw: chunked_here.append(a) or real_chunk_text(*a, **kw))
     workers = Settings.from_env(home=tmp_path / "workers", docs=docs, chunk_tokens=200, chunk_overlap=20,
                                 extract_processes=2)

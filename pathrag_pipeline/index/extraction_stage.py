@@ -43,7 +43,6 @@ import json
 import logging
 import time
 import uuid
-import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -74,6 +73,7 @@ from pathrag_pipeline.llm.client import LLMClient, LLMError, LLMStoppedError, LL
 from pathrag_pipeline.storage.store import Store, get_meta, set_meta, transaction, utc_now
 from pathrag_pipeline.storage.write_pacing import WRITE_OVERHEAD_SHARE, WritePacer
 from pathrag_pipeline.text.names import NAME_KEY_VERSION
+from pathrag_pipeline.worker_processes import worker_pool
 
 GRAPH_DIRTY_META = "graph_dirty"
 """pathrag_meta key: JSON {"chunks", "entities", "relations"} of records written but not yet merged."""
@@ -455,9 +455,7 @@ def _executor(extractor: Extractor, texts: int, max_concurrency: int, processes:
     """(pool, calls in flight it runs at once, whether it is a process pool) for this extractor and run size."""
     workers = min(processes, texts // PROCESS_MIN_TEXTS) if getattr(extractor, "cpu_bound", False) else 1
     if workers > 1:
-        # spawn, not fork: the parent holds threads (Dagster's, DuckDB's) that a forked child would inherit locked
-        return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_start_worker, initargs=(extractor,)), workers, True
+        return worker_pool(workers, _start_worker, (extractor,)), workers, True
     return ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="extract"), max_concurrency, False
 
 

@@ -22,12 +22,10 @@ import collections
 import errno
 import hashlib
 import logging
-import multiprocessing
 import os
 import stat as stat_module
 import time
 import uuid
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -45,6 +43,7 @@ from pathrag_pipeline.storage import vector_ledger
 from pathrag_pipeline.storage.store import Store, bump_chunks_version, get_meta, set_meta, transaction, utc_now
 from pathrag_pipeline.storage.write_pacing import WritePacer
 from pathrag_pipeline.text.tokenizer import TOKENIZER_NAME
+from pathrag_pipeline.worker_processes import worker_pool
 
 log = logging.getLogger(__name__)
 
@@ -654,7 +653,7 @@ def _parsed_batches(batches, scan: dict[str, FileEntry], settings: Settings, pro
         for batch in batches:
             yield batch, here(batch)
         return
-    pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"))
+    pool = worker_pool(processes)
     pending: collections.deque = collections.deque()
     broken = False
 

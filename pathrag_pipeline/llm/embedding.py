@@ -34,6 +34,7 @@ import numpy as np
 from pathrag_pipeline.config import ConfigError, usable_cores
 from pathrag_pipeline.errors import PipelineError
 from pathrag_pipeline.llm.redaction import chain_contains_secret, redact, register_secret
+from pathrag_pipeline.worker_processes import worker_pool
 
 if TYPE_CHECKING:
     from pathrag_pipeline.config import Settings
@@ -365,7 +366,7 @@ def _hashing_pool(workers: int) -> ProcessPoolExecutor | None:
         pool = _POOLS.get(key)
         if pool is None:
             try:
-                pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+                pool = worker_pool(workers)
             except (OSError, ValueError, NotImplementedError):
                 return None
             _POOLS[key] = pool
