@@ -3,6 +3,8 @@ plus what to do, with a non-zero exit and no traceback (issue 10 item 9), and ne
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -166,6 +168,21 @@ def test_sql_statement_that_runs_too_long_is_stopped_in_one_line(folder, monkeyp
     assert "ran longer than 1s" in line
     monkeypatch.setenv("PATHRAG_SQL_TIMEOUT", "soon")
     assert "PATHRAG_SQL_TIMEOUT='soon' is not a whole number" in CliRunner().invoke(main, ["sql", "SELECT 1"]).output
+
+
+def test_sql_timeout_covers_fetching_and_printing_and_the_table_stops_at_its_row_cap(folder) -> None:
+    """Issue 61: a statement that returns at once but yields millions of rows is stopped by --timeout while its
+    rows stream out (it used to be fetched whole, then printed without limit); the table view shows its first
+    1000 rows and says how to get the rest."""
+    assert CliRunner().invoke(main, ["index", str(folder)]).exit_code == 0
+    many = CliRunner().invoke(main, ["sql", "--timeout", "1", "--csv", "SELECT range AS i FROM range(5000000)"])
+    assert many.exit_code == 1 and "ran longer than 1s and was stopped" in many.output
+    assert many.output.startswith("i\n0\n1\n")                      # rows streamed before the stop
+    table = CliRunner().invoke(main, ["sql", "SELECT range AS i FROM range(5000)"])
+    assert table.exit_code == 0 and "the first 1000 rows" in table.output and "999" in table.output
+    assert "│ 999 │" in table.output and "│ 1000" not in table.output
+    streamed = CliRunner().invoke(main, ["sql", "--json", "SELECT range AS i FROM range(2500)"])
+    assert streamed.exit_code == 0 and [r["i"] for r in json.loads(streamed.output)] == list(range(2500))
 
 
 def test_sql_spill_is_capped_and_removed_when_the_command_ends(folder, monkeypatch, tmp_path) -> None:

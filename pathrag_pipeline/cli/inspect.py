@@ -30,6 +30,57 @@ def _merge_query_spool(store: Store) -> None:
                    err=True)
 
 
+# Rows fetched at a time: output streams, so memory holds one batch, not the result.
+FETCH_ROWS = 1000
+# The table view (no --json/--csv) shows at most this many rows, then says how to get them all.
+MAX_TABLE_ROWS = 1000
+
+
+class _Rows:
+    """Where fetched rows go: streamed as JSON or CSV, or kept for the table up to ``MAX_TABLE_ROWS``."""
+
+    def __init__(self, columns: list[str], as_json: bool, as_csv: bool) -> None:
+        self.columns, self.as_json, self.as_csv = columns, as_json, as_csv
+        self.shown: list[tuple] = []
+        self.count = 0
+        self.more = False
+        if as_csv:
+            self._csv([columns])
+        elif as_json:
+            click.echo("[", nl=False)
+
+    def _csv(self, rows) -> None:
+        buf = io.StringIO()
+        csv.writer(buf).writerows(rows)
+        click.echo(buf.getvalue(), nl=False)
+
+    def add(self, rows: list[tuple]) -> bool:
+        """Write (or keep) a batch; False once the table view is full (stop fetching)."""
+        if self.as_csv:
+            self._csv(rows)
+        elif self.as_json:
+            click.echo("".join(("\n" if self.count + i == 0 else ",\n")
+                               + json.dumps(dict(zip(self.columns, r)), default=str) for i, r in enumerate(rows)),
+                       nl=False)
+        else:
+            room = MAX_TABLE_ROWS - len(self.shown)
+            self.shown += rows[:room]
+            if len(rows) > room:
+                self.more = True
+                return False
+        self.count += len(rows)
+        return True
+
+    def close(self) -> None:
+        if self.as_json:
+            click.echo("\n]" if self.count else "]")
+        elif not self.as_csv:
+            print_table(self.columns, self.shown)
+            if self.more:
+                click.echo(f"(the first {MAX_TABLE_ROWS} rows; add LIMIT, or give --csv or --json for every row)",
+                           err=True)
+
+
 @click.command()
 @click.argument("query")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as a JSON list of objects.")
@@ -42,7 +93,8 @@ def sql(query: str, as_json: bool, as_csv: bool, timeout: int | None) -> None:
 
     The statement runs under the configured memory cap (PATHRAG_DUCKDB_MEMORY_LIMIT), spills at most
     PATHRAG_SQL_MAX_TEMP to a folder removed when the command ends, cannot change those limits with SET, and
-    is stopped after --timeout seconds; Ctrl-C stops it at once."""
+    is stopped after --timeout seconds, fetching and printing included; rows stream (--json, --csv) or the table
+    shows the first 1000; Ctrl-C stops it at once."""
     if as_json and as_csv:
         raise click.UsageError("give --json or --csv, not both")
     if not query.strip():
@@ -67,8 +119,16 @@ def sql(query: str, as_json: bool, as_csv: bool, timeout: int | None) -> None:
             if given > 1:   # DuckDB would run them all and show the last one's rows only
                 raise click.UsageError(f"the query holds {given} statements; give one at a time")
             cursor = con.execute(query)
-            columns = [d[0] for d in cursor.description] if cursor.description is not None else None
-            rows = cursor.fetchall() if columns is not None else []
+            if cursor.description is None:
+                return
+            out = _Rows([d[0] for d in cursor.description], as_json, as_csv)
+            while not expired.is_set():
+                rows = cursor.fetchmany(FETCH_ROWS)
+                if not rows or not out.add(rows):
+                    break
+            if expired.is_set():
+                raise duckdb.InterruptException("timed out")
+            out.close()
         except duckdb.OutOfMemoryException:
             raise  # the store says it in one line, naming PATHRAG_DUCKDB_MEMORY_LIMIT
         except duckdb.InterruptException:
@@ -93,18 +153,6 @@ def sql(query: str, as_json: bool, as_csv: bool, timeout: int | None) -> None:
         finally:
             if timer is not None:
                 timer.cancel()
-        if columns is None:
-            return
-    if as_json:
-        click.echo(json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=1))
-    elif as_csv:
-        buf = io.StringIO()
-        writer = csv.writer(buf)
-        writer.writerow(columns)
-        writer.writerows(rows)
-        click.echo(buf.getvalue(), nl=False)
-    else:
-        print_table(columns, rows)
 
 
 FAILED_FILES_SHOWN = 20
