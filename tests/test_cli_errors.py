@@ -311,3 +311,25 @@ def test_bench_ingest_with_too_few_documents_is_one_line_naming_the_option(tmp_p
                                        str(tmp_path / "w")])
     line = one_line_error(result)
     assert "--docs" in line and "at least 22" in line
+
+
+class DagsterExecutionInterruptedError(BaseException):
+    """Named as Dagster's own: a BaseException an in-process run raises from the step on Ctrl-C."""
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, DagsterExecutionInterruptedError])
+def test_ctrl_c_is_one_line_and_exit_130(raised, monkeypatch) -> None:
+    """Issue 61, item 5: Ctrl-C during a command (a Dagster run turns it into its own error) prints one line."""
+    import click
+
+    from pathrag_pipeline.cli import main as root
+    from pathrag_pipeline.cli.lazy import LazyGroup
+
+    @click.command()
+    def busy() -> None:
+        raise raised()
+
+    monkeypatch.setattr(LazyGroup, "get_command", lambda self, ctx, name: busy if name == "busy" else None)
+    result = CliRunner().invoke(root, ["busy"])
+    assert result.exit_code == 130
+    assert result.output.strip() == "Interrupted: what was finished is kept; run the same command again to go on."

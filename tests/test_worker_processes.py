@@ -52,3 +52,38 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+INTERRUPTED = """
+import sys, time
+from pathrag_pipeline.worker_processes import worker_pool
+
+if __name__ == "__main__":
+    pool = worker_pool(2)
+    [f.result() for f in [pool.submit(sum, [1]) for _ in range(4)]]   # both workers started
+    jobs = [pool.submit(time.sleep, 30) for _ in range(2)]
+    try:
+        print("ready", flush=True)
+        time.sleep(60)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr, flush=True)
+        pool.shutdown(wait=False, cancel_futures=True)
+        sys.exit(130)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups")
+def test_ctrl_c_reaches_the_parent_alone_and_no_worker_prints_a_traceback(tmp_path):
+    """Ctrl-C signals the whole process group; the workers leave it to the parent (issue 61, item 5)."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED)
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        os.killpg(parent.pid, signal.SIGINT)
+        _, err = parent.communicate(timeout=60)
+        assert parent.returncode == 130 and "Traceback" not in err and err.strip() == "interrupted"
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)

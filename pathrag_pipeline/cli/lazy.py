@@ -49,9 +49,13 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            _interrupted(ctx)
         except (PipelineError, FileNotFoundError) as exc:
             raise click.ClickException(str(exc)) from None
         except Exception as exc:
+            if _dagster_interrupted(exc):
+                _interrupted(ctx)
             failure = _dagster_failure(exc)
             if failure is not None:   # a step's expected failure, already one line (assets/failures.py)
                 raise click.ClickException(failure) from None
@@ -62,6 +66,28 @@ class LazyGroup(click.Group):
             if missing is not None:
                 raise click.ClickException(missing) from None
             raise
+        except BaseException as exc:   # Dagster's interrupt error is a BaseException, like KeyboardInterrupt
+            if type(exc).__name__ == "DagsterExecutionInterruptedError":
+                _interrupted(ctx)
+            raise
+
+
+def _interrupted(ctx: click.Context) -> None:
+    """Ctrl-C: one line, not a traceback (issue 61); every stage keeps what it finished and runs resume. A Dagster
+    run interrupted this way is marked failed in the instance as before."""
+    click.echo("Interrupted: what was finished is kept; run the same command again to go on.", err=True)
+    ctx.exit(130)
+
+
+def _dagster_interrupted(exc: BaseException | None) -> bool:
+    """Whether Dagster turned a Ctrl-C into its own exception (in-process runs raise
+    ``DagsterExecutionInterruptedError`` from the step), anywhere in the chain."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "DagsterExecutionInterruptedError":
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def _dagster_failure(exc: BaseException) -> str | None:
