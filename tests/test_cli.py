@@ -117,6 +117,13 @@ def test_ask_preset_paper_runs_the_papers_pathrag_and_given_options_win(home, fo
     assert result.exit_code != 0 and "path-mode method" in result.output
 
 
+def test_a_missing_folder_in_a_fresh_home_leaves_no_home_behind(home, tmp_path):
+    """Issue 62: the refusal used to leave a home folder holding only its lock file."""
+    result = CliRunner().invoke(main, ["index", str(tmp_path / "no-such-folder")])
+    assert result.exit_code == 1 and "does not exist" in result.output
+    assert not home.exists()
+
+
 def test_bad_setting_is_a_clear_error(home, folder, monkeypatch):
     monkeypatch.setenv("PATHRAG_CHUNK_TOKENS", "many")
     result = CliRunner().invoke(main, ["index", str(folder)])

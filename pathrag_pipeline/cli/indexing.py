@@ -134,10 +134,30 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
     from dataclasses import replace
 
     settings = replace(settings, docs=folder)
-    while True:
-        report = _index_once(settings, folder, trigger, triples, reembed, runless, replace_folder, retry_failed)
-        if report is not None:
-            return report
+    fresh = not settings.home.exists()
+    try:
+        while True:
+            report = _index_once(settings, folder, trigger, triples, reembed, runless, replace_folder,
+                                 retry_failed)
+            if report is not None:
+                return report
+    except BaseException:
+        if fresh:
+            _drop_empty_home(settings.home)
+        raise
+
+
+def _drop_empty_home(home: Path) -> None:
+    """A run refused before it wrote anything (a missing folder, say) leaves no home behind that this call
+    created: only its lock file would be in it (issue 62)."""
+    from pathrag_pipeline.storage.run_lock import LOCK_NAME
+
+    try:
+        if home.is_dir() and {p.name for p in home.iterdir()} <= {LOCK_NAME}:
+            (home / LOCK_NAME).unlink(missing_ok=True)
+            home.rmdir()
+    except OSError:
+        pass   # another process got there first: the home is theirs
 
 
 def _index_once(settings: Settings, folder: Path, trigger: str, triples: Path | None, reembed: bool,
