@@ -152,6 +152,7 @@ def run_answer_prompt_bench(workdir: Path, *, readers: Sequence[str] = READERS, 
 
     embed = minilm_model() if minilm_available() else None
     cells: list[Cell] = []
+    spent = {"answers": 0, "seconds": 0.0}   # the cells' answers and the sum of their wall times, every invocation's
     started = time.perf_counter()
 
     def progress(mode: str, done: int, total: int) -> None:
@@ -166,6 +167,8 @@ def run_answer_prompt_bench(workdir: Path, *, readers: Sequence[str] = READERS, 
                                  time_limit=time_limit, on_answer=progress)
             if not e.stopped:
                 cells.append(cell_of(key, dataset.name, e))
+                spent["answers"] += len(e.complete_questions) * len(e.modes)
+                spent["seconds"] += e.query_seconds
         for folder in folders:
             home = folder_home(workdir, folder)
             settings = bench_settings(url, name, embed, own_server=base_url is None, home=home)
@@ -177,6 +180,8 @@ def run_answer_prompt_bench(workdir: Path, *, readers: Sequence[str] = READERS, 
                                  modes=list(MODES), budget=budget, time_limit=time_limit, on_answer=progress)
             if not e.stopped:
                 cells.append(cell_of(key, folder, e))
+                spent["answers"] += len(e.complete_questions) * len(e.modes)
+                spent["seconds"] += e.query_seconds
 
     servers: dict[str, Any] = {}
     if base_url is not None:
@@ -188,10 +193,12 @@ def run_answer_prompt_bench(workdir: Path, *, readers: Sequence[str] = READERS, 
             servers[key] = on_endpoint(workdir, None, None, lambda u, n, key=key: one_reader(u, n, key), log, served)
     decision = decide(cells)
     command = ("HF_HUB_OFFLINE=1 pathrag bench answer-prompt --workdir DIR"
+               + (f" --base-url URL --model {model}" if base_url is not None else "")
                + "".join(f" --reader {r}" for r in readers if base_url is None and tuple(readers) != READERS)
                + "".join(f" --dataset {repo_path(Path(d))}" for d in datasets)
                + "".join(f" --folder {f}" for f in folders)
                + (f" --limit {limit}" if limit else "") + " --update-docs docs/benchmarks.md")
     return {"cells": [c.__dict__ for c in cells], "decision": decision, "command": command, "servers": servers,
-            "embedder": embed or "offline hashing", "budget": budget,
+            "embedder": embed or "offline hashing", "budget": budget, "answers": spent["answers"],
+            "query_minutes": round(spent["seconds"] / 60, 1),
             "seconds": round(time.perf_counter() - started, 1)}

@@ -256,7 +256,10 @@ def answer_prompt(readers: tuple[str, ...], datasets: tuple[Path, ...], folders:
         raise click.ClickException(str(exc)) from None
     cells = [Cell(**c) for c in result["cells"]]
     section = (f"## {HEADING}\n\n" + markdown(cells, decide(cells), result["command"]) + "\n\n"
-               + f"Embedder {result['embedder']}, {result['budget']}-token prompts, 2 threads per server. "
+               + f"Embedder {result['embedder']}, {result['budget']}-token prompts, llama.cpp on 2 threads (without "
+               "--base-url the bench serves each --reader itself; docs/llm-endpoints.md). The "
+               f"{result['answers']} answers took {result['query_minutes']} min of query time in all (the sum of their "
+               "wall times, earlier invocations' included: stored answers are reused). "
                + _measured(started))
     _publish(section, HEADING, update_docs, as_json, json.dumps(result, indent=1, default=str),
              before="Answers through a local LLM")
