@@ -18,6 +18,8 @@ from pathrag_pipeline.query.answering import short_answer
     ("**git gc --auto**\nIt packs loose objects.", "Which command packs loose objects?", "git gc --auto"),
     ("3.14", "What is the value?", "3.14"),
     ("Agnes Morrow", "Who founded Aldermere University?", "Agnes Morrow"),
+    ("No such file or directory", "Which error does git print?", "No such file or directory"),
+    ("No", "Does git gc run by itself?", "no"),
 ])
 def test_a_reply_is_cut_to_its_answer_span(reply: str, question: str, expected: str) -> None:
     assert short_answer(reply, question) == expected

@@ -140,12 +140,13 @@ SHORT_ANSWER = ("Reply with the answer alone: a short phrase such as a name, a p
 
 # What the short answer's post-processing is (``short_answer``): part of an evaluation's answer key, so answers
 # cut by another rule, or not cut at all, are never reused as if cut by this one.
-SHORT_ANSWER_VERSION = "span-1"
+SHORT_ANSWER_VERSION = "span-2"
 # A question answered by yes or no: its first word is an auxiliary verb ("Is ...", "Did ...", "Were both ...").
 _YES_NO_QUESTION = re.compile(r"^\s*(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|may|might|"
                               r"must|shall|am)\b", re.IGNORECASE)
 _ANSWER_LABEL = re.compile(r"^\s*(?:\**(?:final\s+)?answer\**\s*[:\-]\s*|the\s+answer\s+is\s*:?\s+)", re.IGNORECASE)
-_YES_NO_LEAD = re.compile(r"^\s*(yes|no)\b[\s,.;:!-]*", re.IGNORECASE)
+# "Yes," / "No." opening a reply; not "No such file ...", where "No" is part of the answer
+_YES_NO_LEAD = re.compile(r"^\s*(yes|no)\s*(?:[,.;:!]+\s*|$)", re.IGNORECASE)
 # where a reply's first sentence ends: a full stop, "!" or "?" and a space before a capital or a digit (not "U.S. Army")
 _SENTENCE_END = re.compile(r"(?<!\b[A-Z])(?<!\b[A-Z][a-z])[.!?](?=\s+[A-Z0-9])")
 
