@@ -339,3 +339,14 @@ def test_pinned_reads_open_each_table_once_and_keep_their_version(store, monkeyp
         assert "uoc" not in {h.key for h in store.search("entities", "Copenhagen", k=5, embedder=e)}
         store.search("entities", "Denmark", k=1, embedder=e)
     assert opened[before:] == ["entities"]
+
+
+def test_a_table_left_with_no_row_reads_as_empty_not_a_reshape_error(store):
+    """Issue 61, item 3: a table whose every row was deleted (or whose run embedded nothing) is read as an empty
+    matrix of the table's width; `pathrag ask` used to die on "cannot reshape array of size 0"."""
+    e = CountingEmbedder()
+    store.sync("entities", NAMES, e)
+    store.sync("entities", {}, e)                   # every row deleted: the table stays, empty
+    keys, matrix = store.matrix("entities")
+    assert keys == [] and matrix.shape == (0, 64)
+    assert store.search("entities", "Denmark", k=3, embedder=e) == []

@@ -149,6 +149,11 @@ def text_hash(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
+def _width(data: Any) -> int:
+    """The vector width of an Arrow table's fixed-size ``vector`` column (known even when it has no row)."""
+    return int(data.schema.field("vector").type.list_size)
+
+
 def _sql_list(keys: Sequence[str]) -> str:
     return ", ".join("'" + k.replace("'", "''") + "'" for k in keys)
 
@@ -376,7 +381,8 @@ class VectorStore:
         if cached is None or cached.version != version:
             data = tbl.to_arrow()
             flat = data.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-            matrix = np.ascontiguousarray(flat, dtype=np.float32).reshape(data.num_rows, -1)
+            # the column's own width, not -1: a table with no row (every batch of a run failed) reshapes too
+            matrix = np.ascontiguousarray(flat, dtype=np.float32).reshape(data.num_rows, _width(data))
             cached = _Snapshot(version, data.drop_columns(["vector", "text_hash"]), matrix)
             self._snapshots[table] = cached
         return cached
@@ -721,7 +727,7 @@ class VectorStore:
                 .to_arrow()
             )
             flat = part.column("vector").combine_chunks().flatten().to_numpy()
-            matrix = flat.reshape(part.num_rows, -1)
+            matrix = flat.reshape(part.num_rows, _width(part))
             out.update(zip(part.column("key").to_pylist(), matrix))
         return out
 
