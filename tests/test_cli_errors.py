@@ -333,3 +333,27 @@ def test_ctrl_c_is_one_line_and_exit_130(raised, monkeypatch) -> None:
     result = CliRunner().invoke(root, ["busy"])
     assert result.exit_code == 130
     assert result.output.strip() == "Interrupted: what was finished is kept; run the same command again to go on."
+
+
+def test_an_index_that_left_rows_unembedded_exits_non_zero_saying_partial(folder, monkeypatch,
+                                                                          openai_server: FakeOpenAIServer) -> None:
+    """Issue 61, item 3: a run whose embedding batches failed for some rows used to exit 0. It now says
+    "partial" in one line (exit 1); the next run embeds the rows and exits 0."""
+    from pathrag_pipeline.testing.openai_server import hash_embedding
+
+    failing = {"on": True}
+
+    def responder(texts, model):
+        if failing["on"] and any("Port Aster" in t for t in texts):
+            return {"object": "list", "data": [], "model": model}   # this batch never gets its vectors
+        return [hash_embedding(t) for t in texts]
+
+    openai_server.embed_responder = responder
+    monkeypatch.setenv("PATHRAG_EMBED_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("PATHRAG_EMBED_MODEL", "fake-embed")
+    line = one_line_error(CliRunner().invoke(main, ["index", str(folder)]))
+    assert line.startswith("Error: partial:") and "run `pathrag index` again" in line
+    failing["on"] = False
+    again = CliRunner().invoke(main, ["index", str(folder)])
+    assert again.exit_code == 0, again.output
+    assert "failed (retried next run)" not in again.output and "Up to date" not in again.output

@@ -246,10 +246,15 @@ def index(path: Path, triples: Path | None, reembed: bool, runless: bool, replac
 
     A PATHRAG_HOME indexes one folder: another folder, or an empty one, is refused unless --replace."""
     settings = load_settings(docs=path.resolve())
-    _run_index(settings, path.resolve(), "cli", triples=triples, reembed=reembed, runless=runless,
-               replace_folder=replace_folder, retry_failed=retry_failed)
+    report = _run_index(settings, path.resolve(), "cli", triples=triples, reembed=reembed, runless=runless,
+                        replace_folder=replace_folder, retry_failed=retry_failed)
     console.print(f"Stored in {settings.duckdb_path} and {settings.lancedb_location}. "
                   "Query it with: pathrag sql \"SELECT name, type FROM entities LIMIT 10\"", highlight=False, markup=False)
+    unembedded = report.embeddings.failed if report is not None and report.embeddings is not None else 0
+    if unembedded:
+        # partial is partial (issue 61): the rows are kept and embedded by the next run, but this one did not finish
+        raise click.ClickException(f"partial: {unembedded} row(s) were left unembedded (their batches failed, "
+                                   "listed above); run `pathrag index` again to embed them")
 
 
 @click.command()
