@@ -677,3 +677,30 @@ def test_texts_and_cached_results_are_read_in_bounded_batches_with_the_same_tabl
     monkeypatch.setattr(extraction_stage.Store, "connect", connect)
     assert build("small", 2) == with_one_batch
     assert opened.count(True) >= len(docs) // 2       # texts read two groups at a time
+
+
+def test_hung_requests_on_a_serial_server_neither_abort_the_run_nor_stack_retries(corpus: Corpus, openai_server) -> None:
+    """Issue 61, item 2: a one-slot server where about one request in six hangs past the client's timeout. The
+    timed-out request keeps its slot until the server is done with it, so retries never queue behind it and time
+    out in turn: the run extracts every chunk instead of stopping with "answered none of N requests"."""
+    import time as clock
+
+    for i in range(12):
+        corpus.write(f"extra-{i}.txt", f"Extra Document number {i} mentions Somewhere Else {i}.")
+    corpus.sync()
+    model = FakeExtractionModel()
+    calls = {"n": 0}
+
+    def sometimes_hangs(request):
+        calls["n"] += 1
+        if calls["n"] % 6 == 3:
+            clock.sleep(1.0)                     # the server works on, past the client's 0.4 s timeout
+        return model(request)
+
+    openai_server.serial = True
+    extractor = llm_extractor(openai_server, timeout=0.4, max_retries=3, max_concurrency=2)
+    openai_server.chat_responder = sometimes_hangs
+    stats = run_extraction(corpus.store, extractor, max_concurrency=2)
+    assert stats.failed == 0 and stats.extracted == stats.pending == len(DOCS) + 12
+    assert openai_server.max_processing == 1
+    assert openai_server.max_in_flight <= 2        # no request stacked behind an abandoned one
