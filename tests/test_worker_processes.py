@@ -61,13 +61,13 @@ from pathrag_pipeline.worker_processes import worker_pool
 if __name__ == "__main__":
     pool = worker_pool(2)
     [f.result() for f in [pool.submit(sum, [1]) for _ in range(4)]]   # both workers started
-    jobs = [pool.submit(time.sleep, 30) for _ in range(2)]
+    jobs = [pool.submit(time.sleep, 2) for _ in range(2)]
     try:
         print("ready", flush=True)
         time.sleep(60)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr, flush=True)
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown(wait=True, cancel_futures=True)   # the workers, ignoring Ctrl-C, finish their job and stop
         sys.exit(130)
 """
 
