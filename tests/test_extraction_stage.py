@@ -704,3 +704,23 @@ def test_hung_requests_on_a_serial_server_neither_abort_the_run_nor_stack_retrie
     assert stats.failed == 0 and stats.extracted == stats.pending == len(DOCS) + 12
     assert openai_server.max_processing == 1
     assert openai_server.max_in_flight <= 2        # no request stacked behind an abandoned one
+
+
+def test_a_burst_of_server_errors_amid_successes_does_not_stop_the_client(corpus: Corpus, openai_server) -> None:
+    """Issue 61, item 2: four HTTP 500s in a row, spread over two chunks extracted at once (each chunk fails twice,
+    within its retries), while the server answered a moment before: the client stops only once the endpoint has
+    answered nothing for two timeouts, so the retries go on and every chunk is extracted (four failed attempts in a
+    row used to stop the client and fail the rest of the run)."""
+    model = FakeExtractionModel()
+    calls = {"n": 0}
+
+    def bursty(request):
+        calls["n"] += 1
+        if 3 <= calls["n"] <= 6:
+            raise RuntimeError("injected server error")     # the fake server answers HTTP 500
+        return model(request)
+
+    extractor = llm_extractor(openai_server, max_retries=3, max_concurrency=2)
+    openai_server.chat_responder = bursty
+    stats = run_extraction(corpus.store, extractor, max_concurrency=2)
+    assert calls["n"] > 6 and stats.failed == 0 and stats.extracted == stats.pending == len(DOCS)

@@ -16,7 +16,9 @@ single read, not the request. Against llama.cpp or Ollama on a laptop that is no
   back. The retry waits for that slot instead of stacking a second request on a busy server: "wait", never
   stack (issue 59). Without a slot free, callers still see a stopped client at once.
 - **A stop for the whole client.** After ``stop_after`` attempts in a row failed by timeout, connection
-  error or 5xx, with no success in between, the client stops: every attempt in flight or later raises
+  error or 5xx, with no success in between, and (but for connection errors: nothing listens) no answer at all for
+  ``QUIET_FACTOR`` x ``timeout`` seconds across every slot, the client stops (a run where some requests hang
+  or fail while others succeed goes on, issue 61): every attempt in flight or later raises
   ``ClientStopped`` at once. It is an ``openai.OpenAIError``, which openai and instructor propagate without
   retrying, so started calls do not each exhaust their retries. The stop lifts after ``cooldown`` seconds.
 - **Replies that are not answers.** A 4xx/5xx whose body says the request's ``response_format`` is not
@@ -62,6 +64,9 @@ ADAPTATIONS: dict[str, str] = {
 }
 
 
+# A client stops only when its endpoint has answered nothing for this many timeouts (besides the failures in a
+# row): faults on part of the requests never stop it while others keep succeeding.
+QUIET_FACTOR = 2.0
 # How long a timed-out attempt's reply is still read in the background, holding its limiter slot, as a multiple
 # of the timeout: long enough for a local server to finish what it was given, bounded for a server that hangs.
 DRAIN_FACTOR = 4.0
@@ -126,6 +131,7 @@ class TransportState:
     backoffs: int = 0
     adapted: set[str] = field(default_factory=set)  # ADAPTATIONS keys learnt from the server's refusals
     rate_limited_in_row: int = 0                     # HTTP 429 replies since the last reply that was not one
+    last_answer: float = field(default_factory=time.monotonic)   # when the endpoint last answered (or the start)
 
 
 class _DeadlineStream(httpx2.SyncByteStream):
@@ -230,6 +236,7 @@ class GuardedTransport(httpx2.HTTPTransport):
 
     def _succeeded(self) -> None:
         with self._cond:
+            self.state.last_answer = time.monotonic()
             self.state.failures_in_row = 0
             self.state.rate_limited_in_row = 0
             self.state.kinds.clear()
@@ -262,7 +269,8 @@ class GuardedTransport(httpx2.HTTPTransport):
             if kind == "timeout" and state.limit > 1:
                 state.limit = max(1, state.limit // 2)
                 state.backoffs += 1
-            if state.failures_in_row >= self.stop_after and state.stopped is None:
+            silent = time.monotonic() - state.last_answer >= QUIET_FACTOR * self.timeout
+            if state.failures_in_row >= self.stop_after and state.stopped is None and (kind == "connect" or silent):
                 state.stopped = ClientStopped(self._stop_reason())
                 state.stopped_at = time.monotonic()
             self._cond.notify_all()
@@ -279,7 +287,7 @@ class GuardedTransport(httpx2.HTTPTransport):
             lower = ("lower PATHRAG_LLM_MAX_TOKENS / PATHRAG_CHUNK_TOKENS" if self.settings == "PATHRAG_LLM"
                      else "lower PATHRAG_CHUNK_TOKENS")
             return (f"the server at {self.base_url} answered none of {n} requests in a row within "
-                    f"{self.timeout:g} s{reduced}. It is up but slow: {hint}raise {self.settings}_TIMEOUT "
+                    f"{self.timeout:g} s, and nothing for {QUIET_FACTOR * self.timeout:g} s{reduced}. It is up but slow: {hint}raise {self.settings}_TIMEOUT "
                     f"(e.g. 600) or {lower}")
         if kind == "connect":
             return (f"could not connect to {self.base_url} ({n} attempts in a row: {state.last_failure}); "
