@@ -48,10 +48,12 @@ class _Pool(ProcessPoolExecutor):
     ignores it once its initializer runs."""
 
     def _spawn_process(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
+        previous = signal.getsignal(signal.SIGINT)
+        # only from the main thread, and only over a handler Python can put back (None: one set outside Python)
+        if threading.current_thread() is not threading.main_thread() or previous is None:
             super()._spawn_process()
             return
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             super()._spawn_process()
         finally:

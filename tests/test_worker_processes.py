@@ -55,10 +55,13 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
 
 
 INTERRUPTED = """
-import sys, time
+import signal, sys, time
 from pathrag_pipeline.worker_processes import worker_pool
 
 if __name__ == "__main__":
+    # as a command run from a terminal: Ctrl-C raises KeyboardInterrupt (the test runner may have started this
+    # process with SIGINT ignored, which a child inherits)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     pool = worker_pool(2)
     [f.result() for f in [pool.submit(sum, [1]) for _ in range(4)]]   # both workers started
     jobs = [pool.submit(time.sleep, 2) for _ in range(2)]
