@@ -359,7 +359,8 @@ def answer_row(rag: PathRAG, q: EvalQuestion, mode: str, params: QueryParams, bu
     return AnswerRow(
         mode=mode, question_id=q.id, answer=answer, exact_match=exact_match(answer, q.answers),
         f1=round(token_f1(answer, q.answers), 4), answer_in_context=answer_in_context(prompt.text, q.answers),
-        recall=recall_at_k(ranked, q.gold_ids, RECALL_K) if q.gold_ids else 0.0, prompt_tokens=prompt.tokens, llm_calls=calls,
+        recall=recall_at_k(ranked, q.gold_ids, RECALL_K) if q.gold_ids else 0.0, prompt_tokens=prompt.tokens,
+        llm_calls=calls,
         llm_tokens=tokens, latency_ms=round(result.total_ms, 1), answer_ms=round(result.timings_ms.get("answer", 0.0), 1),
         error=result.error, passage_ids=ranked[:20], prompt=prompt.text, raw_answer=result.raw_answer)
 
@@ -367,7 +368,8 @@ def answer_row(rag: PathRAG, q: EvalQuestion, mode: str, params: QueryParams, bu
 def evaluate_answers(settings: Settings, dataset_dir: Path | str | None = None, *,
                      questions_file: Path | str | None = None, modes: Sequence[str] | None = None,
                      limit: int | None = None, budget: int = DEFAULT_BUDGET, use_triples: bool = False,
-                     graph: str = "offline", workdir: Path | None = None, params: QueryParams | None = None, fresh: bool = False,
+                     graph: str = "offline", workdir: Path | None = None, params: QueryParams | None = None,
+                     fresh: bool = False,
                      time_limit: float | None = None, store: Store | None = None,
                      on_answer: Callable[[str, int, int], None] | None = None,
                      index_progress: Callable[[int, int], None] | None = None) -> AnswerEvaluation:
@@ -375,8 +377,9 @@ def evaluate_answers(settings: Settings, dataset_dir: Path | str | None = None, 
     it comes (``store``: the user's store, default ``settings``'). Resumes the newest run with the same
     configuration unless ``fresh``. ``questions_file`` instead of ``dataset_dir``: a user's own QA set
     (``retrieval_eval.load_question_set``) answered over the home of ``settings`` as it is indexed (graph "home";
-    recall counts the documents its rows name). ``graph``: where the dataset's graph comes from (``GRAPH_SOURCES``: the offline
-    rules unless asked, even with an LLM endpoint set; ``use_triples`` is "triples"). ``time_limit`` (seconds of
+    recall counts the documents its rows name). ``graph``: where the dataset's graph comes from
+    (``GRAPH_SOURCES``: the offline rules unless asked, even with an LLM endpoint set; ``use_triples`` is
+    "triples"). ``time_limit`` (seconds of
     answering, counted after the index is ready): start no new question after it (the run stays resumable).
     ``on_answer(mode, done, total)`` after each row."""
     started = time.perf_counter()

@@ -959,8 +959,8 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
     the run is recorded in their store. ``on_question(mode, questions)`` is called after each answered
     question and ``index_progress(done, total)`` during extraction (progress bars). Results are not stored
     here; call :func:`save_evaluation`. ``graph``: where the dataset's graph comes from (``GRAPH_SOURCES``; the
-    offline rules unless asked, ``use_triples`` is "triples"). ``hop_level`` asks the rows' single-hop sub-questions instead
-    (:func:`hop_questions`). ``budgets``: the token budgets at which each mode's answer prompt is rendered and
+    offline rules unless asked, ``use_triples`` is "triples"). ``hop_level`` asks the rows' single-hop
+    sub-questions instead (:func:`hop_questions`). ``budgets``: the token budgets at which each mode's answer prompt is rendered and
     scored (``prompt_context.py``: answer in context, tokens, quoted passages); empty to skip that measurement.
     """
     started = time.perf_counter()

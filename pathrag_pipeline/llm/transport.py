@@ -287,7 +287,8 @@ class GuardedTransport(httpx2.HTTPTransport):
             lower = ("lower PATHRAG_LLM_MAX_TOKENS / PATHRAG_CHUNK_TOKENS" if self.settings == "PATHRAG_LLM"
                      else "lower PATHRAG_CHUNK_TOKENS")
             return (f"the server at {self.base_url} answered none of {n} requests in a row within "
-                    f"{self.timeout:g} s, and nothing for {QUIET_FACTOR * self.timeout:g} s{reduced}. It is up but slow: {hint}raise {self.settings}_TIMEOUT "
+                    f"{self.timeout:g} s, and nothing for {QUIET_FACTOR * self.timeout:g} s{reduced}. "
+                    f"It is up but slow: {hint}raise {self.settings}_TIMEOUT "
                     f"(e.g. 600) or {lower}")
         if kind == "connect":
             return (f"could not connect to {self.base_url} ({n} attempts in a row: {state.last_failure}); "
