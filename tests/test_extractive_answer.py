@@ -73,6 +73,14 @@ def test_a_value_is_a_number_or_a_code_name():
     assert holds_fact("The threshold is fixed in the experiments.", profile, "At what value is it fixed?") == 0
 
 
+def test_a_reference_number_is_no_quantity():
+    question = "How long does Git keep unreachable reflog entries by default?"
+    profile = question_profile(question)
+    for reference in ("Instead, see git-gc(1).", "See linkgit:git-reflog[1] for details.", "See Chapter 17 for it."):
+        assert holds_fact(reference, profile, question) == 0, reference
+    assert holds_fact("It defaults to 30 days; see git-gc(1).", profile, question) == 2
+
+
 def test_a_question_about_a_default_reads_the_definitions_sentence_stating_it_first():
     text = ("# Resource Consumption\n\n`shared_buffers` (`integer`)\n\nSets the amount of memory the server uses for "
             "shared memory buffers. The default is typically 128 megabytes (128MB). If you have a dedicated server "

@@ -110,8 +110,10 @@ _UNIT = re.compile(r"\b(?:milli|micro|nano|kilo|mega|giga)?(?:seconds?|bytes?)\b
                    r"kilobytes?|megabytes?|KB|MB|GB|kB|ms|characters?|bits?|blocks?|rows?|percent)\b", re.IGNORECASE)
 _UNSET = re.compile(r"\b(?:no|not|without|unless)\b[^?.]*\b(?:configured|set|specified|given|provided|chosen)\b",
                     re.IGNORECASE)
+# a reference's number is no quantity: "see Chapter 17", "Section 9.4", a manual page's section ("git-gc(1)",
+# "linkgit:git-log[1]")
 _REFERENCE_NUMBER = re.compile(r"\b(?:chapter|section|table|figure|example|appendix|part|step|rfc|page|line|note)s?"
-                               r"\s+[\d.]+", re.IGNORECASE)
+                               r"\s+[\d.]+|(?<=\w)[(\[]\d[a-z]?[)\]]", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
