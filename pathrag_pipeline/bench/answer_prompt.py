@@ -140,7 +140,7 @@ def run_answer_prompt_bench(workdir: Path, *, readers: Sequence[str] = READERS, 
                             time_limit: float | None = None, log: Log = print) -> dict[str, Any]:
     """Every reader (the bench's own llama.cpp server per local model, or the running endpoint ``base_url``/
     ``model``) answers each dataset (offline-rules graph, its first ``limit`` questions) and each real folder
-    (indexed offline in ``workdir/folders/NAME``, all its questions) in ``MODES``; returns the cells and the rule's
+    (indexed offline in ``workdir/folders/NAME``, its first ``limit`` questions) in ``MODES``; returns the cells and the rule's
     outcome. Resumable: answers are stored as they come (``workdir/home`` for datasets, each folder's own home)."""
     from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
     from pathrag_pipeline.bench.llm_answers import bench_settings, check_endpoint, on_endpoint
@@ -177,7 +177,8 @@ def run_answer_prompt_bench(workdir: Path, *, readers: Sequence[str] = READERS, 
                 run_indexing(indexing_settings(settings, "offline"), folder=FOLDERS[folder].path)
             log(f"{key}: {folder}")
             e = evaluate_answers(settings, questions_file=QUESTIONS_DIR / f"{folder}.questions.jsonl",
-                                 modes=list(MODES), budget=budget, time_limit=time_limit, on_answer=progress)
+                                 modes=list(MODES), limit=limit, budget=budget, time_limit=time_limit,
+                                 on_answer=progress)
             if not e.stopped:
                 cells.append(cell_of(key, folder, e))
                 spent["answers"] += len(e.complete_questions) * len(e.modes)

@@ -221,7 +221,7 @@ def _endpoint_options(f):
 @click.option("--folder", "folders", multiple=True, help="A documentation folder of `bench real-folders` with its "
                                                          "questions (default: git-doc).")
 @click.option("--limit", type=click.IntRange(min=1), default=30, show_default=True,
-              help="Questions of each dataset (a folder's are all answered).")
+              help="Questions of each set (the first N of a dataset and of a folder's question file).")
 @click.option("--budget", type=click.IntRange(min=200), default=1000, show_default=True)
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=None,
               help="Minutes of answering per cell; the same command resumes.")
