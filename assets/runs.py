@@ -54,6 +54,7 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
                  quiet: bool = True, retry_failed: bool = False) -> IndexReport:
     """Index ``settings.docs`` as one `index_folder` run recorded in the Dagster instance; returns the report.
     ``replace_folder``: index it in place of the folder the home holds (the `ingest` step's ``replace``)."""
+    started = time.perf_counter()
     reports = RunReports()
     resources = {"pathrag": PathragResource(home=str(settings.home), docs=str(settings.docs),
                                             triples=str(triples) if triples else None,
@@ -93,7 +94,7 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
         if own and instance is not None:
             instance.dispose()
     report = assemble_report(reports.get("sync"), reports.get("graph"), reports.get("embeddings"),
-                             Store.for_settings(settings))
+                             Store.for_settings(settings), seconds=time.perf_counter() - started)
     report.dagster_run_id = result.run_id
     return report
 

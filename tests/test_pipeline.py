@@ -53,6 +53,13 @@ def test_inverted_name_becomes_an_alias_of_one_entity(setup):
     with Store(settings.duckdb_path).connect(read_only=True) as con:
         keys = {r[0] for r in con.execute("SELECT entity_key FROM entities").fetchall()}
     assert vectors.keys("entities") == keys
+    # a first build's report adds up although the aliases re-merged entities and re-synced them (issue 62): every
+    # row was embedded this run, none was already there
+    entities = report.embeddings.tables["entities"]
+    assert report.aliases.entities_remerged >= 1
+    assert entities.unchanged == 0 and entities.embedded >= entities.total == len(keys)
+    assert set(report.stage_seconds) == {"ingest", "graph", "embeddings"}
+    assert report.seconds >= sum(report.stage_seconds.values()) > 0
 
 
 def test_deleting_a_document_removes_only_its_contributions(setup):

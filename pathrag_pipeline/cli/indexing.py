@@ -22,7 +22,7 @@ def _print_sync(report) -> None:
     plan = report.plan
     print_table(
         ["files", "new", "changed", "same", "deleted", "failed", "docs written", "docs deleted", "chunks written",
-         "s"],
+         "ingest s"],
         [(len(plan.new) + len(plan.changed) + len(plan.unchanged), len(plan.new), len(plan.changed),
           len(plan.unchanged), len(plan.deleted), len(report.failed), report.documents_written,
           report.documents_deleted, report.chunks_written, f"{report.seconds:.2f}")],
@@ -88,6 +88,12 @@ def _print_index(report, settings: Settings) -> None:
                                              f"{st.deleted} deleted, {st.total} rows"
                                              + (f", {st.failed} failed (retried next run)" if st.failed else "")))
     print_table(["stage", "result"], rows)
+    if report.seconds is not None:
+        parts = dict(report.stage_seconds)
+        # the rest: Dagster's job set-up and run records, the lock and pool waits, the report's own counts
+        parts["the run around them"] = max(0.0, report.seconds - sum(parts.values()))
+        stages = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in parts.items())
+        console.print(f"time: {report.seconds:.1f} s in all ({stages})", highlight=False, markup=False)
     for err in report.embeddings.errors:
         console.print(f"embedding batch failed: {err}", highlight=False, markup=False)
     _print_earlier_failures(settings, report)

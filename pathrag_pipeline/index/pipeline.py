@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pathrag_pipeline.index.aliases import AliasStats
@@ -46,6 +47,8 @@ class IndexReport:
     dagster_run_id: str | None = None  # set when the run was recorded in the Dagster instance (assets/runs.py)
     row_group_merges: int | None = None  # run_indexing's write connections that merged DuckDB row groups
                                          # (one write in 64 does: storage/row_group_merging); None: not counted
+    stage_seconds: dict[str, float] = field(default_factory=dict)   # ingest, graph, embeddings: wall time each
+    seconds: float | None = None      # the whole run's wall time (Dagster's start-up included when it ran the job)
 
 
 def describe_mode(settings: Settings) -> dict[str, str]:
@@ -100,15 +103,19 @@ class GraphStage:
     mode: dict[str, str]
     extraction: ExtractionStats | None
     triples: ImportStats | None
+    seconds: float = 0.0              # the stage's wall time
 
 
 def graph_stage(settings: Settings, store: Store, *, triples: Path | None = None, run_id: str | None = None,
                 progress=None, retry_failed: bool = False) -> GraphStage:
     """Chunks → extractions → entities and relations (or the triples import when ``triples`` is given);
     ``retry_failed``: also the chunks left alone after failing several runs in a row."""
+    started = time.perf_counter()
     with index_lock(settings.home):
-        return _graph_stage(settings, store, triples=triples, run_id=run_id, progress=progress,
-                            retry_failed=retry_failed)
+        stage = _graph_stage(settings, store, triples=triples, run_id=run_id, progress=progress,
+                             retry_failed=retry_failed)
+    stage.seconds = time.perf_counter() - started
+    return stage
 
 
 def _graph_stage(settings: Settings, store: Store, *, triples: Path | None, run_id: str | None,
@@ -130,14 +137,17 @@ class EmbeddingStage:
     embedder: str
     embeddings: EmbeddingReport
     aliases: AliasStats
+    seconds: float = 0.0              # the stage's wall time
 
 
 def embedding_stage(settings: Settings, store: Store, *, reembed: bool = False) -> EmbeddingStage:
     """Graph and chunks → LanceDB vectors (only changed rows), then near-duplicate names become aliases."""
+    started = time.perf_counter()
     with index_lock(settings.home):
         stage = _embedding_stage(settings, store, reembed=reembed)
         store.settle_row_groups()   # a large sync merges the row groups it wrote (storage/row_group_merging)
-        return stage
+    stage.seconds = time.perf_counter() - started
+    return stage
 
 
 def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> EmbeddingStage:
@@ -158,7 +168,7 @@ def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> Embe
                                embedding_threshold=settings.alias_embedding_threshold or 0.95)
     settled = True
     if aliases.entities_remerged:
-        embeddings = sync_embeddings(store, vectors, embedder)
+        embeddings = embeddings.then(sync_embeddings(store, vectors, embedder))
         # Re-merged entities may make new near-duplicates: left to the next run, as before, but looked for
         # (not applied) so that a run that leaves none can vouch for the index below.
         settled = not new_alias_candidates(store, embeddings=vectors.matrix("entities") if by_embedding else None,
@@ -213,10 +223,12 @@ def _reembed_failed(report: EmbeddingReport, embedder, live) -> EmbeddingError:
 
 
 def assemble_report(sync: SyncReport, graph: GraphStage, embed: EmbeddingStage, store: Store,
-                    row_group_merges: int | None = None) -> IndexReport:
+                    row_group_merges: int | None = None, seconds: float | None = None) -> IndexReport:
     mode = {**graph.mode, "embedder": embed.embedder}
+    stage_seconds = {"ingest": sync.seconds, "graph": graph.seconds, "embeddings": embed.seconds}
     return IndexReport(mode, sync, graph.extraction, graph.triples, embed.embeddings, embed.aliases,
-                       graph_counts(store), row_group_merges=row_group_merges)
+                       graph_counts(store), row_group_merges=row_group_merges, stage_seconds=stage_seconds,
+                       seconds=seconds)
 
 
 HOLD_MAX_CHUNKS = 64
@@ -241,6 +253,7 @@ def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str
     JSONL file instead of extraction. ``run_id`` (default: a fresh id) goes to ``ingest_runs`` and ``llm_usage``.
     ``replace_folder``: index ``folder`` in place of the one the home holds (see ``ingest_stage``).
     Holds the home's indexing lock for the whole run."""
+    started = time.perf_counter()
     with index_lock(settings.home):
         store = Store.for_settings(settings)
         sync = ingest_stage(settings, store, folder=folder, trigger=trigger, run_id=run_id,
@@ -253,4 +266,5 @@ def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str
             if not is_offline_embedder(settings):
                 hold.close()   # a model or an endpoint embeds with the file free for other processes
             embed = embedding_stage(settings, store, reembed=reembed)
-        return assemble_report(sync, graph, embed, store, row_group_merges=store.row_group_merges)
+        return assemble_report(sync, graph, embed, store, row_group_merges=store.row_group_merges,
+                               seconds=time.perf_counter() - started)
