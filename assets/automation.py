@@ -44,7 +44,8 @@ PENDING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dagst
     job=index_job,
     minimum_interval_seconds=30,
     description=(
-        "Watches PATHRAG_DOCS. When any file is new, changed or deleted since the last tick, requests ONE "
+        "Watches the home's folder (PATHRAG_DOCS when set). When any file is new, changed or deleted since the "
+        "last tick, requests ONE "
         "`index_folder` run for the whole batch of changes (the run itself works out which files changed). "
         "While an `index_folder` run is still queued, further changes join it instead of queueing another. "
         "Index runs made outside Dagster (`run_indexing` from Python) are reported as runless "

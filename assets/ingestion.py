@@ -56,10 +56,10 @@ class IngestConfig(dg.Config):
 @dg.multi_asset(
     specs=[
         dg.AssetSpec("documents", group_name="ingestion", kinds={"duckdb", "python"},
-                     description="One row per document of the watched folder (PATHRAG_DOCS): .txt/.md/.html/.pdf/"
-                                 ".docx, and one per record of a .jsonl. Bad files get status 'error' with a "
-                                 "message (the `documents_parse_cleanly` check fails); a previously indexed "
-                                 "version is kept. Files gone from the folder are removed."),
+                     description="One row per document of the home's folder (PATHRAG_DOCS names a new "
+                                 "home's): .txt/.md/.html/.pdf/.docx, and one per record of a .jsonl. Bad files "
+                                 "get status 'error' with a message (the `documents_parse_cleanly` check fails); "
+                                 "a previously indexed version is kept. Files gone from the folder are removed."),
         dg.AssetSpec("chunks", deps=["documents"], group_name="ingestion", kinds={"duckdb", "python"},
                      description="Token windows over each document (PATHRAG_CHUNK_TOKENS=1200, "
                                  "PATHRAG_CHUNK_OVERLAP=100 by default) with character offsets into "

@@ -1,11 +1,13 @@
 """The one resource every asset uses: PathRAG settings and the DuckDB store they point to."""
 
 
+import os
 from pathlib import Path
 
 import dagster as dg
 
 from pathrag_pipeline.config import Settings
+from pathrag_pipeline.ingest.home_folder import with_home_folder
 from pathrag_pipeline.storage.store import Store
 
 
@@ -25,12 +27,16 @@ class PathragResource(dg.ConfigurableResource):
         tag_run(context.instance, context.run_id)
 
     def settings(self) -> Settings:
+        """The PATHRAG_* settings with these overrides. With no folder named (``docs`` and PATHRAG_DOCS unset),
+        the folder is the one the home records (ingest/home_folder.py), so the sensor, the schedule and UI
+        launches over a home made by `pathrag index ~/docs` index ~/docs; a new home's is PATHRAG_DOCS' default."""
         overrides = {}
         if self.home:
             overrides["home"] = Path(self.home).resolve()
         if self.docs:
             overrides["docs"] = Path(self.docs).resolve()
-        return Settings.from_env(**overrides)
+        settings = Settings.from_env(**overrides)
+        return settings if self.docs or os.environ.get("PATHRAG_DOCS") else with_home_folder(settings)
 
     def triples_path(self) -> Path | None:
         return Path(self.triples).resolve() if self.triples else None

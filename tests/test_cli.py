@@ -64,6 +64,22 @@ def test_status_json_reports_documents_graph_and_runs(home, folder):
                                                                     "reconcile_documents_nightly"}
 
 
+def test_status_says_which_folder_the_sensor_watches_and_warns_when_pathrag_docs_names_another(home, folder,
+                                                                                                 monkeypatch, tmp_path):
+    monkeypatch.delenv("PATHRAG_DOCS", raising=False)
+    run("index", str(folder))
+    status = json.loads(run("status", "--json").output)
+    assert status["dagster_folder"] == status["folder"] == str(folder.resolve())
+    assert status["dagster_folder_mismatch"] is None and "warning" not in run("status").output
+    other = tmp_path / "other"
+    other.mkdir()
+    monkeypatch.setenv("PATHRAG_DOCS", str(other))
+    status = json.loads(run("status", "--json").output)
+    assert status["dagster_folder"] == str(other.resolve())
+    assert f"but this home indexes {folder.resolve()}" in status["dagster_folder_mismatch"]
+    assert "unset PATHRAG_DOCS" in " ".join(run("status").output.split())
+
+
 def test_status_names_the_files_that_failed_with_their_whole_error(home, folder):
     (folder / "empty.md").write_text("")
     (folder / "binary.txt").write_bytes(b"\x00\x01\x02" * 200)

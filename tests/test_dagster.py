@@ -208,7 +208,7 @@ def test_the_ui_can_re_execute_a_run_the_cli_made(tmp_path, folder):
                                              variables={"reexecutionParams": {"parentRunId": parent.run_id,
                                                                               "strategy": "ALL_STEPS"}})
             launched = result.data["launchPipelineReexecution"]
-            assert launched["__typename"] == "LaunchRunSuccess", launched
+            assert launched["__typename"] == "LaunchRunSuccess", launched.get("message", launched)[:3000]
             assert launched["run"]["parentRunId"] == parent.run_id
             assert launched["run"]["pipeline"]["name"] == "index_folder"
     finally:
@@ -469,5 +469,79 @@ def test_runless_cli_index_records_materialisations_and_the_sensor_skips_them(tm
         tick = document_folder_sensor(dg.build_sensor_context(instance=instance,
                                                               resources={"pathrag": resource(tmp_path, folder)}))
         assert tick.asset_events == []
+    finally:
+        instance.dispose()
+
+
+def _ui_launch_index(instance, tmp_path):
+    """The Launchpad's launch of `index_folder` (the GraphQL mutation, against the code location `pathrag dev`
+    serves) on a real instance, run to its end in this process; the launched run."""
+    from dagster._core.remote_origin import InProcessCodeLocationOrigin
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
+    from dagster_graphql.client.query import LAUNCH_PIPELINE_EXECUTION_MUTATION
+    from dagster_graphql.test.utils import execute_dagster_graphql
+
+    from assets.runs import CODE_LOCATION
+
+    origin = InProcessCodeLocationOrigin(
+        loadable_target_origin=LoadableTargetOrigin(module_name="assets.definitions", attribute="defs"),
+        location_name=CODE_LOCATION)
+    with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget([origin])) as workspace:
+        context = workspace.create_request_context()
+        repository = next(iter(context.get_code_location(CODE_LOCATION).get_repositories()))
+        launched = execute_dagster_graphql(context, LAUNCH_PIPELINE_EXECUTION_MUTATION, variables={"executionParams": {
+            "selector": {"repositoryLocationName": CODE_LOCATION, "repositoryName": repository,
+                         "pipelineName": "index_folder"}, "mode": "default"}}).data["launchPipelineExecution"]
+        assert launched["__typename"] == "LaunchRunSuccess", launched.get("message", launched)[:3000]
+        return instance.get_run_by_id(launched["run"]["runId"])
+
+
+def test_a_home_knows_its_folder_in_the_sensor_and_ui_launches(tmp_path, folder, monkeypatch):
+    """Issue 62: a home indexed from folder A with PATHRAG_DOCS unset: the sensor watches A and a UI launch indexes
+    A (not the sample folder); with PATHRAG_DOCS naming B, the UI's run is refused in one line that does not
+    propose `replace`, and nothing indexed is lost."""
+    from pathrag_pipeline.config import Settings
+    from pathrag_pipeline.index.pipeline import run_indexing
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("PATHRAG_HOME", str(home))
+    monkeypatch.delenv("PATHRAG_DOCS", raising=False)
+    run_indexing(Settings.from_env(), folder=folder)
+    with Store(home / "pathrag.duckdb").connect(read_only=True) as con:
+        indexed = con.execute("SELECT count(*) FROM documents").fetchone()[0]
+    (folder / "c.md").write_text("# Gamma\n\nThe Carrick ferry crossed to Port Aster.\n")
+
+    unnamed = PathragResource()           # what the code location's sensor, schedule and UI launches use
+    assert unnamed.settings().docs == folder.resolve()
+    (tmp_path / "dagster").mkdir()
+    # a launched run starts at once (no daemon here to dequeue it) and runs in this process (an in-process code
+    # location has no gRPC server for the default launcher's subprocess)
+    instance = dg.DagsterInstance.local_temp(str(tmp_path / "dagster"), overrides={
+        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "DefaultRunCoordinator"},
+        "run_launcher": {"module": "dagster._core.launcher.sync_in_memory_run_launcher",
+                         "class": "SyncInMemoryRunLauncher"}})
+    try:
+        tick = document_folder_sensor(dg.build_sensor_context(instance=instance, resources={"pathrag": unnamed}))
+        assert len(tick.run_requests) == 1   # A's new file (the sample folder would be all new, and refused)
+        run = _ui_launch_index(instance, tmp_path)
+        assert run.status == dg.DagsterRunStatus.SUCCESS
+        with Store(home / "pathrag.duckdb").connect(read_only=True) as con:
+            assert con.execute("SELECT count(*) FROM documents").fetchone()[0] == indexed + 1
+
+        other = tmp_path / "other"
+        other.mkdir()
+        (other / "z.md").write_text("# Zeta\n\nA page of another folder.\n")
+        monkeypatch.setenv("PATHRAG_DOCS", str(other))
+        refused = _ui_launch_index(instance, tmp_path)
+        assert refused.status == dg.DagsterRunStatus.FAILURE
+        failure = next(e for e in instance.all_logs(refused.run_id)
+                       if e.dagster_event is not None and e.dagster_event.event_type_value == "STEP_FAILURE")
+        message = failure.dagster_event.step_failure_data.error.message
+        assert f"PATHRAG_DOCS names {other.resolve()}" in message and "Unset PATHRAG_DOCS" in message
+        assert "replace" not in message.lower()
+        with Store(home / "pathrag.duckdb").connect(read_only=True) as con:
+            assert con.execute("SELECT count(*) FROM documents").fetchone()[0] == indexed + 1
     finally:
         instance.dispose()

@@ -20,6 +20,13 @@ def dev(dg_args: tuple[str, ...]) -> None:
 
     Extra arguments go to `dg dev` (e.g. `pathrag dev -p 3001`)."""
     settings = load_settings()
+    from pathrag_pipeline.ingest.home_folder import home_folder, watched_folder
+
+    watched, mismatch = watched_folder(home_folder(settings), os.environ.get("PATHRAG_DOCS"), settings.docs)
+    click.echo(f"Dagster UI for PATHRAG_HOME {settings.home}: the sensor, the schedule and runs launched from the UI "
+               f"index {watched}")
+    if mismatch:
+        click.echo(f"warning: {mismatch}", err=True)
     settings.dagster_home.mkdir(parents=True, exist_ok=True)
     from pathrag_pipeline.dagster_home import ensure_dagster_yaml
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import threading
 
 import click
@@ -15,7 +16,7 @@ import duckdb
 
 from pathrag_pipeline.cli.common import load_settings, print_table
 from pathrag_pipeline.config import DEFAULT_SQL_TIMEOUT, Settings
-from pathrag_pipeline.ingest.home_folder import recorded_folder
+from pathrag_pipeline.ingest.home_folder import recorded_folder, watched_folder
 from pathrag_pipeline.storage.store import Store
 
 
@@ -183,9 +184,12 @@ def status_summary(settings: Settings) -> dict:
             "SELECT run_id, strftime(started_at, '%Y-%m-%d %H:%M:%S'), trigger, files_new, files_changed, files_deleted, "
             "files_failed, documents, chunks, round(seconds, 2) FROM ingest_runs ORDER BY started_at DESC LIMIT 5"
         ).fetchall()
+    watched, mismatch = watched_folder(folder, os.environ.get("PATHRAG_DOCS"), settings.docs)
     return {
         "home": str(settings.home),
         "folder": folder,     # the folder this home indexes (None until a sync records it)
+        # what the Dagster sensor, schedule and UI launches index, and why their runs would be refused (or None)
+        "dagster_folder": watched, "dagster_folder_mismatch": mismatch,
         "documents": by_status,
         "chunks": chunks,
         # given up: failed (or came back empty) MAX_FAILED_RUNS runs in a row; `pathrag index --retry-failed`
@@ -245,6 +249,9 @@ def print_status(settings: Settings) -> None:
     folder = summary["folder"] or "a folder not recorded yet (the next `pathrag index` records it)"
     # one line, never wrapped, so the paths can be copied
     console.print(f"Home {summary['home']} indexes {folder}", markup=False, highlight=False, soft_wrap=True)
+    if summary["dagster_folder_mismatch"]:
+        console.print(f"warning: {summary['dagster_folder_mismatch']}", style="yellow", markup=False,
+                      highlight=False, soft_wrap=True)
     print_table(["table", "rows"],
                 [(f"documents ({k})", v) for k, v in sorted(summary["documents"].items())]
                 + [("chunks", summary["chunks"])] + sorted(summary["graph"].items()),

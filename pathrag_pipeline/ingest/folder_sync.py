@@ -692,6 +692,12 @@ def _parsed_batches(batches, scan: dict[str, FileEntry], settings: Settings, pro
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+NAMED_TRIGGERS = frozenset({"cli", "quickstart", "python"})
+"""Runs whose folder the user named (`pathrag index PATH`, the quickstart, ``run_indexing``): a refusal of another
+folder than the home's may offer ``--replace``; the sensor's, the schedule's and UI launches (folder from
+PATHRAG_DOCS) never do (ingest/home_folder.py)."""
+
+
 def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path | None = None,
                 trigger: str = "cli", progress=None, run_id: str | None = None,
                 replace_folder: bool = False) -> SyncReport:
@@ -709,7 +715,7 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
     scan = scan_folder(root, max_bytes=settings.max_file_bytes, cache=HashCache.for_home(settings.home, root))
     with store.connect() as con:
         plan = plan_changes(scan, stored_file_hashes(con))
-        check_plan(con, scan, plan, root, settings.home, replace=replace_folder)
+        check_plan(con, scan, plan, root, settings.home, replace=replace_folder, named=trigger in NAMED_TRIGGERS)
         rechunked = ensure_chunking(con, settings)
         reparse = not parsing_current(con)
         template = template_lines.current(con)

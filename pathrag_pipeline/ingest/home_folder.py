@@ -17,17 +17,28 @@ to do:
 ``replace`` (``pathrag index --replace``, the Dagster run config ``ops.ingest.config.replace``) allows the
 first two: the folder is indexed in place of the old one, whose documents not found in it are deleted.
 Ordinary deletions (some files removed from the recorded folder) need no flag.
+
+The Dagster side (the sensor, the schedule, runs launched from the UI) names no folder on a command line: with
+PATHRAG_DOCS unset it indexes the folder the home records (``with_home_folder``), so `pathrag dev` over a home made
+by `pathrag index ~/docs` watches ~/docs, not the sample. PATHRAG_DOCS names the folder of a new home; set to
+another folder than the home's, the run is refused with a line that says to unset it or give that folder its own
+home, never to replace: only `pathrag index PATH`, where the user names the folder, offers ``--replace``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
 from pathrag_pipeline.errors import PipelineError
 from pathrag_pipeline.ingest.parsing import SUPPORTED
 from pathrag_pipeline.storage.store import Store, get_meta, set_meta
+
+if TYPE_CHECKING:
+    from pathrag_pipeline.config import Settings
 
 FOLDER_META = "docs_folder"
 """pathrag_meta key: the absolute, resolved path of the folder the home indexes (written by each sync)."""
@@ -57,6 +68,35 @@ def folder_key(folder: Path | str) -> str:
 def recorded_folder(con: duckdb.DuckDBPyConnection) -> str | None:
     """The folder the home indexes, or None for an empty home or one made before the key existed."""
     return get_meta(con, FOLDER_META)
+
+
+def home_folder(settings: Settings) -> str | None:
+    """The folder the home of ``settings`` records, or None (no home yet, or none recorded). Waits for a writer
+    like any reader (``Store.lock_timeout``)."""
+    if not settings.duckdb_path.exists():
+        return None
+    with Store.for_settings(settings).connect(read_only=True) as con:
+        return recorded_folder(con)
+
+
+def with_home_folder(settings: Settings) -> Settings:
+    """``settings`` indexing the folder its home records, when it records one: what the Dagster side indexes
+    when no folder is named (PATHRAG_DOCS unset)."""
+    recorded = home_folder(settings)
+    return dataclasses.replace(settings, docs=Path(recorded)) if recorded else settings
+
+
+def watched_folder(recorded: str | None, docs_env: str | None, default: Path) -> tuple[str, str | None]:
+    """The folder the Dagster side (the sensor, the schedule, UI launches) indexes, given the home's ``recorded``
+    folder and PATHRAG_DOCS (``docs_env``), with a warning when its runs would be refused (another folder)."""
+    if docs_env:
+        named = folder_key(docs_env)
+        if recorded and named != recorded:
+            return named, (f"PATHRAG_DOCS names {named}, but this home indexes {recorded}: the sensor's, the "
+                           f"schedule's and the UI's index runs will be refused; unset PATHRAG_DOCS to watch "
+                           f"{recorded}, or give {named} its own PATHRAG_HOME")
+        return named, None
+    return recorded or folder_key(default), None
 
 
 def record_folder(con: duckdb.DuckDBPyConnection, folder: Path | str) -> None:
@@ -89,14 +129,21 @@ def require_folder(store: Store, folder: Path, home: Path) -> None:
     raise FolderMissing(f"document folder {folder} does not exist or is not a folder{held}; {FOLDER_HINT}")
 
 
-def check_plan(con: duckdb.DuckDBPyConnection, scan, plan, folder: Path, home: Path, *, replace: bool) -> None:
+def check_plan(con: duckdb.DuckDBPyConnection, scan, plan, folder: Path, home: Path, *, replace: bool,
+               named: bool = True) -> None:
     """Raise ``FolderRefused`` when syncing ``folder`` by this plan (``folder_sync.plan_changes`` of its
     ``scan``) would delete what the home holds by mistake (see the module docstring); ``replace`` allows it.
+    ``named``: the user named ``folder`` on a command line (`pathrag index PATH`), so the refusal may offer to
+    replace the home's folder with it; a run of the Dagster side (its folder from PATHRAG_DOCS) never does.
     Reads only."""
     documents = _documents(con)
     if replace or not documents:
         return
     recorded = recorded_folder(con)
+    if recorded is not None and recorded != folder_key(folder) and not named:
+        raise FolderRefused(
+            f"PATHRAG_DOCS names {folder}, but PATHRAG_HOME {home} indexes {recorded} ({_count(documents)}). "
+            f"Nothing was changed. Unset PATHRAG_DOCS to index {recorded}, or give {folder} its own PATHRAG_HOME.")
     if recorded is not None and recorded != folder_key(folder):
         raise FolderRefused(
             f"PATHRAG_HOME {home} holds {_count(documents)} indexed from {recorded}: indexing {folder} there "
