@@ -344,7 +344,7 @@ def test_an_index_that_left_rows_unembedded_exits_non_zero_saying_partial(folder
     failing = {"on": True}
 
     def responder(texts, model):
-        if failing["on"] and any("Port Aster" in t for t in texts):
+        if failing["on"] and any("Port Aster" in t and " | " in t for t in texts):   # the relations' batch
             return {"object": "list", "data": [], "model": model}   # this batch never gets its vectors
         return [hash_embedding(t) for t in texts]
 
@@ -353,7 +353,36 @@ def test_an_index_that_left_rows_unembedded_exits_non_zero_saying_partial(folder
     monkeypatch.setenv("PATHRAG_EMBED_MODEL", "fake-embed")
     line = one_line_error(CliRunner().invoke(main, ["index", str(folder)]))
     assert line.startswith("Error: partial:") and "run `pathrag index` again" in line
+    # status says the index is partial, and an answer says what it could not see (it still answers)
+    left = json.loads(CliRunner().invoke(main, ["status", "--json"]).output)["unembedded"]
+    assert left and all(n > 0 for n in left.values())
+    assert set(left) == {"relations"}
+    asked = CliRunner().invoke(main, ["ask", "Who founded Valmere University?"])
+    assert asked.exit_code == 0, asked.output
+    assert "note: partial index:" in asked.stderr and "`pathrag index` embeds them" in asked.stderr
+    assert "Answer" in asked.stdout
     failing["on"] = False
     again = CliRunner().invoke(main, ["index", str(folder)])
     assert again.exit_code == 0, again.output
     assert "failed (retried next run)" not in again.output and "Up to date" not in again.output
+    assert json.loads(CliRunner().invoke(main, ["status", "--json"]).output)["unembedded"] == {}
+    assert "partial index" not in CliRunner().invoke(main, ["ask", "Who founded Valmere University?"]).stderr
+
+
+def test_an_ask_over_a_vector_table_left_empty_by_failed_batches_says_why_and_how_to_mend_it(
+        folder, monkeypatch, openai_server: FakeOpenAIServer) -> None:
+    """Issue 61: every chunk's batch failed, so naive mode has no vector to search: the error names the rows the
+    last run left without vectors and the command that embeds them (not "index documents")."""
+    from pathrag_pipeline.testing.openai_server import hash_embedding
+
+    def responder(texts, model):
+        if any("# Valmere" in t for t in texts):   # the chunk's batch (its text keeps the heading)
+            return {"object": "list", "data": [], "model": model}
+        return [hash_embedding(t) for t in texts]
+
+    openai_server.embed_responder = responder
+    monkeypatch.setenv("PATHRAG_EMBED_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("PATHRAG_EMBED_MODEL", "fake-embed")
+    assert one_line_error(CliRunner().invoke(main, ["index", str(folder)])).startswith("Error: partial:")
+    line = one_line_error(CliRunner().invoke(main, ["ask", "Who founded Valmere University?", "--mode", "naive"]))
+    assert "the last index run left its 1 row(s) without vectors" in line and "run `pathrag index`" in line

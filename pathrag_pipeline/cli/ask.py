@@ -255,5 +255,20 @@ def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: 
         from pathrag_pipeline.cli.terminal import make_console
 
         print_result(result, make_console())
+    _say_what_is_missing(settings)
     if result.error:
         raise click.ClickException(f"query {result.query_id} failed: {result.error}")
+
+
+def _say_what_is_missing(settings: Settings) -> None:
+    """On stderr, when the last index run left rows without vectors: the answer came from the rest."""
+    from pathrag_pipeline.index.embedding_stage import unembedded_note, unembedded_rows
+    from pathrag_pipeline.storage.store import Store, StoreLockedError
+
+    try:
+        with Store.for_settings(settings).connect(read_only=True) as con:
+            note = unembedded_note(unembedded_rows(con))
+    except StoreLockedError:
+        return   # an index run writes the file now: it is the one that will say
+    if note:
+        click.echo(f"note: {note}; this answer comes from the rest", err=True)

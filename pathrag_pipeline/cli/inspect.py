@@ -160,6 +160,8 @@ FAILED_FILES_SHOWN = 20
 
 
 def status_summary(settings: Settings) -> dict:
+    from pathrag_pipeline.index.embedding_stage import unembedded_rows
+
     store = Store.for_settings(settings)
     _merge_query_spool(store)
     with store.connect(read_only=True) as con:
@@ -177,6 +179,7 @@ def status_summary(settings: Settings) -> dict:
         cols = ["run_id", "started_at", "trigger", "files_new", "files_changed", "files_deleted",
                 "files_failed", "documents", "chunks", "seconds"]
         folder = recorded_folder(con)
+        unembedded = unembedded_rows(con)
         failing = con.execute(
             "SELECT path, error, text IS NOT NULL FROM documents WHERE status = 'error' ORDER BY path LIMIT ?",
             [FAILED_FILES_SHOWN]).fetchall()
@@ -192,6 +195,8 @@ def status_summary(settings: Settings) -> dict:
         "dagster_folder": watched, "dagster_folder_mismatch": mismatch,
         "documents": by_status,
         "chunks": chunks,
+        # rows the last index run left without vectors, by table ({} when none): the index is partial
+        "unembedded": unembedded,
         # given up: failed (or came back empty) MAX_FAILED_RUNS runs in a row; `pathrag index --retry-failed`
         "graph": {**graph, "failed_extractions": failed, "given_up_extractions": given_up},
         # the files that failed, first FAILED_FILES_SHOWN by path, with their whole error message
@@ -244,11 +249,15 @@ def dagster_summary(settings: Settings) -> dict:
 
 def print_status(settings: Settings) -> None:
     from pathrag_pipeline.cli.common import console
+    from pathrag_pipeline.index.embedding_stage import unembedded_note
 
     summary = status_summary(settings)
     folder = summary["folder"] or "a folder not recorded yet (the next `pathrag index` records it)"
     # one line, never wrapped, so the paths can be copied
     console.print(f"Home {summary['home']} indexes {folder}", markup=False, highlight=False, soft_wrap=True)
+    if summary["unembedded"]:
+        console.print(f"warning: {unembedded_note(summary['unembedded'])}", style="yellow", markup=False,
+                      highlight=False, soft_wrap=True)
     if summary["dagster_folder_mismatch"]:
         console.print(f"warning: {summary['dagster_folder_mismatch']}", style="yellow", markup=False,
                       highlight=False, soft_wrap=True)

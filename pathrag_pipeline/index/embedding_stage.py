@@ -406,6 +406,37 @@ def _forget_synced(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("DELETE FROM pathrag_meta WHERE key = ?", [SYNCED_STATE_META])
 
 
+UNEMBEDDED_META = "embeddings_unembedded"
+"""pathrag_meta key: JSON {table: rows} of the rows the last embedding stage left without vectors (their batch
+failed after its retries; the next index run embeds them); absent when it left none. `pathrag status` reports it
+and `pathrag ask` says its answer comes from the rest (issue 61: partial is partial)."""
+
+
+def record_unembedded(store: Store, report: EmbeddingReport) -> None:
+    """Remember which rows this stage left without vectors (or that it left none)."""
+    left = {name: stats.failed for name, stats in report.tables.items() if stats.failed}
+    with store.connect() as con:
+        if left:
+            set_meta(con, UNEMBEDDED_META, json.dumps(left, sort_keys=True))
+        elif get_meta(con, UNEMBEDDED_META) is not None:
+            con.execute("DELETE FROM pathrag_meta WHERE key = ?", [UNEMBEDDED_META])
+
+
+def unembedded_rows(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """{table: rows} the last embedding stage left without vectors; empty when it left none."""
+    recorded = get_meta(con, UNEMBEDDED_META)
+    return json.loads(recorded) if recorded else {}
+
+
+def unembedded_note(left: dict[str, int]) -> str:
+    """One line saying what an answer cannot see; empty when nothing is missing."""
+    if not left:
+        return ""
+    rows = ", ".join(f"{n} {table}" for table, n in sorted(left.items()))
+    return (f"partial index: {rows} row(s) have no vectors (an embedding batch failed in the last index run), so "
+            "vector search cannot find them; `pathrag index` embeds them")
+
+
 def remember_synced_state(store: Store, *, embedder: str, alias_threshold: float | None) -> None:
     """Called after a sync that failed nowhere and left no alias to add: the ledger then describes the rows."""
     with store.connect() as con:

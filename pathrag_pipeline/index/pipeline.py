@@ -23,6 +23,7 @@ from pathrag_pipeline.llm.embedding import is_offline as is_offline_embedder
 from pathrag_pipeline.index.embedding_stage import (
     EmbeddingReport,
     forget_synced_state,
+    record_unembedded,
     remember_synced_state,
     sync_embeddings,
 )
@@ -173,6 +174,7 @@ def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> Embe
         # (not applied) so that a run that leaves none can vouch for the index below.
         settled = not new_alias_candidates(store, embeddings=vectors.matrix("entities") if by_embedding else None,
                                            embedding_threshold=settings.alias_embedding_threshold or 0.95)
+    record_unembedded(store, embeddings)
     if settled and not embeddings.failed:
         # LanceDB now holds exactly the rows of these tables and an alias pass would add nothing: recorded, so
         # `pathrag index` can tell a later no-op without LanceDB or Dagster (index/pending_work.py).

@@ -384,6 +384,15 @@ class PathRAG:
     def _check_vectors(self, table: str) -> None:
         meta = self.vectors.meta(table)
         if meta is None or meta.rows == 0:
+            from pathrag_pipeline.index.embedding_stage import unembedded_rows
+
+            with self.store.connect(read_only=True) as con:
+                left = unembedded_rows(con).get(table)
+            if left:
+                raise FileNotFoundError(
+                    f"the vector table {table!r} in {self.settings.lancedb_location} is empty: the last index run "
+                    f"left its {left} row(s) without vectors (an embedding batch failed); run `pathrag index` to "
+                    "embed them")
             raise FileNotFoundError(
                 f"the vector table {table!r} in {self.settings.lancedb_location} is empty: index documents "
                 "(`pathrag index PATH`) so entities, relations and chunks are embedded"
