@@ -237,6 +237,10 @@ def _is_template(occurrences: dict[str, int] | None) -> bool:
 
 # ---- the run ----------------------------------------------------------------------------------------------
 
+ENCYCLOPEDIC_SOURCE = "one folder of the corpus.jsonl of ../shared/bench/"
+"""How the report names an encyclopedic set's folder (built in a temporary folder by ``encyclopedic_target``)."""
+
+
 def encyclopedic_target(name: str, base: Path) -> tuple[Path, Path] | None:
     """(folder, questions file in this benchmark's format) of an encyclopedic set, or None when it is not there."""
     from pathrag_pipeline.config import BENCH_DIR, SAMPLE_DOCS
@@ -350,6 +354,8 @@ INTRO = (
 
 def markdown(result: dict[str, Any]) -> str:
     """The benchmark's section of docs/benchmarks.md."""
+    from pathrag_pipeline.bench.report_sections import repo_path
+
     modes = result["modes"]
     sides = ["current"] + (["baseline"] if result.get("baseline") else [])
     head = ["folder", "side", "questions", "template entities (top 50)", "names that are entities",
@@ -373,7 +379,9 @@ def markdown(result: dict[str, Any]) -> str:
     for name, entry in result["folders"].items():
         f = entry["current"]
         flagged = [t["name"] for t in f["top"] if t["template"]]
-        out.append(f"**{name}** ({entry['generator'] or entry['path']}): the 50 most-mentioned entities: "
+        where = entry["generator"] or (f"{ENCYCLOPEDIC_SOURCE}{name}" if entry["encyclopedic"] and name != "sample"
+                                       else repo_path(entry["path"]))
+        out.append(f"**{name}** ({where}): the 50 most-mentioned entities: "
                    + ", ".join(f"{t['name']}" + (" *(template)*" if t["template"] else "") for t in f["top"])
                    + f". Template: {', '.join(flagged) or 'none'}. Names asked that are no entity: "
                    + (", ".join(f"`{n}`" for n in f["missing_names"]) or "none") + ".")
