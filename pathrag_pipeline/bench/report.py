@@ -826,7 +826,7 @@ RECALL_INTRO = """recall@k = share of a question's gold passages among the first
 returns, averaged over questions (../shared/bench/README.md). `bm25`, `dense` and `bm25+dense` (both fused by RRF,
 as path mode fuses its text hits; not LightRAG's `hybrid` mode; equal to `bm25` when the embedder is not
 semantic) are the flat baselines (question text only) measured in the same run on the same passages (title +
-text for both BM25 and the embedder); `path:*` rows are ablations of the default path mode (see README,
+text for both BM25 and the embedder); `path:*` rows are ablations of the default path mode (see docs/methods.md,
 "Retrieval"). `Δ mean R` is a row's per-question mean recall over the ks minus its reference row's (`vs`), with
 the paired 95% bootstrap interval over the questions (10,000 resamples, seed 0): "beats" only when the interval
 lies above zero, "trails" below, else "ties". The verdict compares the best graph mode with the strongest flat

@@ -82,7 +82,7 @@ def _print_index(report, settings: Settings) -> None:
     g = report.graph
     rows.append(("graph", f"{g['entities']} entities ({g['entities_without_description']} without a description), "
                           f"{g['relations']} relations from {g['extractions']} chunk records"
-                          + (f" ({g['empty_extractions']} empty: see README, Local models)" if g['empty_extractions'] else "")))
+                          + (f" ({g['empty_extractions']} empty: see docs/llm-endpoints.md, Local models)" if g['empty_extractions'] else "")))
     for table, st in report.embeddings.tables.items():
         rows.append((f"embeddings: {table}", f"{st.embedded} embedded, {st.unchanged} unchanged, "
                                              f"{st.deleted} deleted, {st.total} rows"

@@ -33,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 @click.group(cls=LazyGroup, lazy_commands=COMMANDS)
 @click.version_option(package_name="pathrag-pipeline")
 def main() -> None:
-    """PathRAG graph-RAG pipeline. Settings come from PATHRAG_* environment variables (see README)."""
+    """PathRAG graph-RAG pipeline. Settings come from PATHRAG_* environment variables (see docs/configuration.md)."""
 
 
 if __name__ == "__main__":  # pragma: no cover
