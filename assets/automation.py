@@ -74,6 +74,8 @@ def document_folder_sensor(context: dg.SensorEvaluationContext, pathrag: Pathrag
             "watching for changes from now"), cursor=result.cursor)
     cursor = json.loads(result.cursor) if result.cursor else dict(state)
     cursor["ingest_seen"] = seen
+    events += asks_outside_runs(context.instance, Store(settings.duckdb_path, lock_timeout=1.0),
+                                "document_folder_sensor")
     return dg.SensorResult(run_requests=result.run_requests, skip_reason=result.skip_reason,
                            asset_events=events, cursor=json.dumps(cursor, sort_keys=True))
 
@@ -94,6 +96,31 @@ def _already_indexed(settings) -> bool:
 
 
 INDEX_ASSETS = ("documents", "chunks", "extractions", "entities", "relations", "embeddings")
+ROW_COUNT = "dagster/row_count"
+
+
+def asks_outside_runs(instance: dg.DagsterInstance, store: Store, reporter: str) -> list[dg.AssetMaterialization]:
+    """Runless materialisations of the query tables for the asks logged since the catalog last recorded them
+    (`pathrag ask`, Python, `pathrag serve`; the `ask_questions` job records its own, with the same row counts),
+    so they show in the asset catalog with their row counts and who reported them. Costs an ask nothing: the
+    sensor's tick and `pathrag dev`'s start read the log once for all of them. Nothing while another process
+    writes the DuckDB file (the next tick catches up)."""
+    from pathrag_pipeline.query.query_log import QUERY_TABLES, log_growth
+
+    latest = instance.fetch_materializations(dg.AssetKey("queries"), limit=1).records
+    mark = latest[0].asset_materialization.metadata.get(ROW_COUNT) if latest else None
+    try:
+        growth = log_growth(store, int(mark.value) if mark is not None else 0)
+    except StoreLockedError:
+        return []
+    if growth is None:
+        return []
+    common = {"asks_since_last_report": growth["asks"], "modes": ", ".join(growth["modes"]),
+              "answered_by": ", ".join(growth["models"]), "last_asked_at": growth["last_asked_at"],
+              "reported_by": reporter,
+              "asked_from": "pathrag ask, Python or pathrag serve (the ask_questions job reports its own asks)"}
+    return [dg.AssetMaterialization(asset_key=table, metadata={**common, ROW_COUNT: growth["rows"][table]})
+            for table in QUERY_TABLES]
 
 
 def outside_runs(store: Store, since: str | None, is_dagster_run, limit: int = 50

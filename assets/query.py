@@ -135,7 +135,9 @@ def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig,
             context.log.warning(f"{r.query_id} failed: {r.error}")
         else:
             context.log.info(f"{r.query_id}: {r.answer[:200]}")
+    rows = _log_rows(pathrag)
     yield dg.MaterializeResult(asset_key="queries", metadata={
+        **rows.get("queries", {}),
         "questions": len(results),
         "mode": config.mode,
         "model": results[0].model if results else "",
@@ -145,9 +147,25 @@ def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig,
         "llm_tokens": sum(r.llm_tokens for r in results),
         "answers": dg.MetadataValue.md("\n\n".join(lines)),
     })
-    yield dg.MaterializeResult(asset_key="path_traces", metadata={"paths": sum(len(r.paths) for r in results)})
+    yield dg.MaterializeResult(asset_key="path_traces", metadata={**rows.get("path_traces", {}),
+                                                                  "paths": sum(len(r.paths) for r in results)})
     yield dg.MaterializeResult(asset_key="retrieved_nodes",
-                               metadata={"nodes": sum(len(r.retrieved) for r in results)})
+                               metadata={**rows.get("retrieved_nodes", {}),
+                                         "nodes": sum(len(r.retrieved) for r in results)})
+
+
+def _log_rows(pathrag: PathragResource) -> dict[str, dict[str, int]]:
+    """Each log table's row count after this run's asks (the mark the sensor's reports of other asks start
+    from); nothing when another process holds the file (this run's rows then wait in the spool)."""
+    from pathrag_pipeline.query.query_log import QUERY_TABLES
+    from pathrag_pipeline.storage.store import StoreLockedError
+
+    try:
+        with pathrag.store().connect(read_only=True) as con:
+            return {t: {"dagster/row_count": con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]}
+                    for t in QUERY_TABLES}
+    except StoreLockedError:
+        return {}
 
 
 # Defined here, not in automation.py with the index jobs, so `pathrag index` (assets/runs.py) does not import the

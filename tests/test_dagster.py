@@ -545,3 +545,67 @@ def test_a_home_knows_its_folder_in_the_sensor_and_ui_launches(tmp_path, folder,
             assert con.execute("SELECT count(*) FROM documents").fetchone()[0] == indexed + 1
     finally:
         instance.dispose()
+
+
+def test_asks_outside_dagster_reach_the_catalog_with_their_row_counts(tmp_path, folder):
+    """Issue 62: asks from the CLI or Python show in the asset catalog (the sensor reports them as runless
+    materialisations of the query tables, with row counts); the query job's own asks are not reported twice."""
+    from assets.automation import asks_outside_runs
+    from pathrag_pipeline.index.pipeline import run_indexing
+    from pathrag_pipeline.query.engine import PathRAG
+
+    res = resource(tmp_path, folder)
+    settings = res.settings()
+    run_indexing(settings, folder=folder)
+    rag = PathRAG(settings)
+    rag.query("Who founded Valmere University?")
+    rag.query("When did the Drayton Railway reach Carrick?", mode="naive")
+    instance = dg.DagsterInstance.ephemeral()
+
+    def tick():
+        result = document_folder_sensor(dg.build_sensor_context(instance=instance, resources={"pathrag": res}))
+        events = [e for e in result.asset_events if e.asset_key.path[0] in ("queries", "path_traces",
+                                                                             "retrieved_nodes")]
+        for event in events:   # what the daemon does with a tick's events
+            instance.report_runless_asset_event(event)
+        return {e.asset_key.path[0]: e.metadata for e in events}
+
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                  for t in ("queries", "path_traces", "retrieved_nodes")}
+    first = tick()
+    assert set(first) == {"queries", "path_traces", "retrieved_nodes"}
+    assert {t: m["dagster/row_count"].value for t, m in first.items()} == counts
+    assert first["queries"]["asks_since_last_report"].value == 2
+    assert first["queries"]["modes"].value == "naive, path" and first["queries"]["answered_by"].value == "offline"
+    assert tick() == {}                              # nothing new: nothing reported again
+
+    defs.resolve_job_def("ask_questions").execute_in_process(
+        instance=instance, resources={"pathrag": res},
+        run_config={"ops": {"answer_questions": {"config": {"question": "Who designed the Drayton Railway?"}}}})
+    assert tick() == {}                              # the job recorded its own ask, with the row counts
+    rag.query("Where is Valmere University?")
+    later = asks_outside_runs(instance, Store(settings.duckdb_path), "test")
+    assert [e.metadata["asks_since_last_report"].value for e in later] == [1, 1, 1]
+    assert later[0].metadata["dagster/row_count"].value == counts["queries"] + 2
+
+
+def test_pathrag_dev_opens_the_ui_with_the_asks_in_the_catalog(tmp_path, folder):
+    from assets.runs import instance_for
+    from pathrag_pipeline.cli.dev import _report_asks
+    from pathrag_pipeline.index.pipeline import run_indexing
+    from pathrag_pipeline.query.engine import PathRAG
+
+    settings = resource(tmp_path, folder).settings()
+    run_indexing(settings, folder=folder)
+    PathRAG(settings).query("Who founded Valmere University?")
+    _report_asks(settings)
+    _report_asks(settings)                           # a second start reports nothing new
+    instance = instance_for(settings)
+    try:
+        records = instance.fetch_materializations(dg.AssetKey("queries"), limit=5).records
+        assert len(records) == 1
+        meta = records[0].asset_materialization.metadata
+        assert meta["reported_by"].value == "pathrag dev" and meta["dagster/row_count"].value == 1
+    finally:
+        instance.dispose()

@@ -31,6 +31,7 @@ def dev(dg_args: tuple[str, ...]) -> None:
     from pathrag_pipeline.dagster_home import ensure_dagster_yaml
 
     ensure_dagster_yaml(settings.dagster_home)
+    _report_asks(settings)
     # The `dg` of this interpreter's environment first, so `.venv/bin/pathrag dev` works without activating the
     # venv, and its children (webserver, daemon) find the same environment's commands.
     bin_dir = os.path.dirname(sys.executable)
@@ -46,3 +47,22 @@ def dev(dg_args: tuple[str, ...]) -> None:
     for name in ("SIGINT", "SIGTERM", "SIGQUIT"):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
     os.execvpe(dg, [dg, "dev", *dg_args], env)
+
+
+def _report_asks(settings) -> None:
+    """The asks logged since the catalog last recorded the query tables, as their runless materialisations, so
+    the UI opens with them (the sensor reports later ones while it is on)."""
+    from assets.automation import asks_outside_runs
+    from assets.runs import instance_for
+    from pathrag_pipeline.storage.store import Store
+
+    instance = instance_for(settings)
+    try:
+        events = asks_outside_runs(instance, Store(settings.duckdb_path, lock_timeout=1.0), "pathrag dev")
+        for event in events:
+            instance.report_runless_asset_event(event)
+        if events:
+            click.echo(f"the query tables gained {events[0].metadata['asks_since_last_report'].value} ask(s) since "
+                       "the catalog last recorded them: reported as their materialisations")
+    finally:
+        instance.dispose()

@@ -232,3 +232,28 @@ def merge_spool_now(store: Store) -> int | None:
             return merge_spool(con, spool_dir(store))
     except StoreLockedError:
         return None
+
+
+# ---- what the log gained, for the Dagster catalog -------------------------------------------------------------
+
+QUERY_TABLES = ("queries", "path_traces", "retrieved_nodes")
+
+
+def log_growth(store: Store, reported_asks: int) -> dict | None:
+    """What the log holds beyond its first ``reported_asks`` rows of ``queries`` (the row count the catalog last
+    recorded): the rows of each log table now, how many asks came since and, among the newest of them, the modes
+    and models that answered and when the last was asked. None when nothing came (or the home has no database
+    yet); an index run writing the file meanwhile raises ``StoreLockedError``. The tables are append-only, so a row
+    count is the mark; asks a busy file spooled count once they are merged, however old their ``asked_at``."""
+    if not store.path.exists():
+        return None
+    with store.connect(read_only=True) as con:
+        rows = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in QUERY_TABLES}
+        asks = rows["queries"] - reported_asks if rows["queries"] >= reported_asks else rows["queries"]
+        if asks <= 0:
+            return None
+        modes, models, last = con.execute(
+            "SELECT list(DISTINCT mode ORDER BY mode), list(DISTINCT model ORDER BY model), "
+            "strftime(max(asked_at), '%Y-%m-%d %H:%M:%S') "
+            "FROM (SELECT mode, model, asked_at FROM queries ORDER BY asked_at DESC LIMIT ?)", [asks]).fetchone()
+    return {"rows": rows, "asks": asks, "modes": modes, "models": models, "last_asked_at": last}
