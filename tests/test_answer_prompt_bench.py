@@ -12,7 +12,7 @@ def _cell(reader: str, qs: str, f1: dict[str, float], trails: tuple[str, ...] = 
 
 
 def _grid(trails_in_one: tuple[str, ...]) -> list[Cell]:
-    f1 = {"path": 0.20, "path:passages_paths_prompt": 0.25, "path:passages_prompt:paths_in_walk": 0.30,
+    f1 = {"path": 0.20, "path:passages_first_prompt": 0.25, "path:passages_prompt:paths_in_walk": 0.30,
           FALLBACK: 0.31, "path:paper": 0.10, "naive": 0.30, "bm25+dense": 0.28}
     return [_cell(r, q, f1, trails_in_one if (r, q) == ("0.5b", "musique-100") else ())
             for r in ("0.5b", "1.5b") for q in ("musique-100", "git-doc")]
@@ -21,8 +21,8 @@ def _grid(trails_in_one: tuple[str, ...]) -> list[Cell]:
 def test_the_best_qualifying_candidate_is_chosen_and_one_trailing_cell_disqualifies():
     decision = decide(_grid(trails_in_one=("path:passages_prompt:paths_in_walk",)))
     assert decision["complete"] and "path:passages_prompt:paths_in_walk" not in decision["qualifying"]
-    assert decision["chosen"] == "path:passages_paths_prompt"     # best mean F1 among those that never trail
-    assert set(decision["qualifying"]) == {"path", "path:passages_paths_prompt"}
+    assert decision["chosen"] == "path:passages_first_prompt"     # best mean F1 among those that never trail
+    assert set(decision["qualifying"]) == {"path", "path:passages_first_prompt"}
 
 
 def test_with_no_qualifying_candidate_the_passages_ranked_by_path_mode_are_the_default():

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from pathrag_pipeline.query import graph_cache
 from pathrag_pipeline.cli.eval import eval_group
 from pathrag_pipeline.config import Settings
+from pathrag_pipeline.query.params import QueryParams
 from pathrag_pipeline.index.llm_extraction import OfflineExtractor
 from pathrag_pipeline.evaluation.retrieval_eval import (
     DatasetError,
@@ -380,7 +381,7 @@ def test_prompts_are_scored_per_budget_stored_and_compared_with_the_strongest_ch
     assert all(not q.prompts[1000].quoted and q.prompts[1000].quoted_recall == 0.0 for q in paper.questions)
     assert paper.prompts["1000"]["quoted_recall"] == 0.0 and paper.vs == "path" and "1000" in paper.prompt_delta
     verdict = evaluation.prompt_verdict()
-    assert verdict["baseline"] == "bm25" and verdict["prompt"] == "paths_passages"
+    assert verdict["baseline"] == "bm25" and verdict["prompt"] == QueryParams.prompt == "passages_paths"
     assert verdict["1000"]["mode"] == evaluation.modes["path"].prompts["1000"]["answer_in_context"]
     assert "answer in context" in evaluation.prompt_verdict_line()
 

@@ -13,6 +13,7 @@ from pathrag_pipeline.query.answering import EXTRACTIVE_LABEL
 from pathrag_pipeline.cli.ask import ask
 from pathrag_pipeline.config import SAMPLE_DOCS, Settings
 from pathrag_pipeline.query.keywords import Keywords
+from pathrag_pipeline.query.prompting import PATHS_LT
 from pathrag_pipeline.query.engine import PathRAG, load_questions, run_questions
 from pathrag_pipeline.storage.store import Store
 from tests.query_fixtures import build_tiny_index, chunk_id, sync_vectors
@@ -54,7 +55,8 @@ def test_offline_path_query_answers_from_the_best_path(settings):
     assert result.keywords["low_level"][0] == "Aldermere University"
     # The prompt lists the paths in ascending reliability: rank 1 (best) last.
     ranks = _path_ranks_in_prompt(result.prompt)
-    assert ranks == sorted(ranks, reverse=True) and ranks[-1] == 1 and len(ranks) == len(result.paths)
+    # the default layout shows PathRAG-lt's 5 most reliable of the kept paths, least reliable first, rank 1 last
+    assert ranks == sorted(ranks, reverse=True) and ranks[-1] == 1 and len(ranks) == min(len(result.paths), PATHS_LT)
 
 
 def test_json_shape(settings):
@@ -227,7 +229,7 @@ def test_llm_keywords_then_answer_over_openai_server(settings, openai_server):
     user = seen["answer"]["messages"][-1]["content"]
     assert user.endswith(f"Question: {QUESTION}") and user.count(QUESTION) == 1   # asked last, once
     ranks = _path_ranks_in_prompt(user)
-    assert len(ranks) == len(result.paths) >= 1 and ranks == sorted(ranks, reverse=True) and ranks[-1] == 1
+    assert len(ranks) == min(len(result.paths), PATHS_LT) >= 1 and ranks == sorted(ranks, reverse=True) and ranks[-1] == 1
     stored = _rows(settings, "SELECT provider, model, answer_kind, tokens::VARCHAR FROM queries")
     assert stored[0][:3] == ("openai-compatible", "fake-chat", "llm")
     assert "sk-test-secret" not in json.dumps(result.to_dict()) and "sk-test-secret" not in stored[0][3]

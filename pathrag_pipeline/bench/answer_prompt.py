@@ -30,8 +30,9 @@ Log = Callable[[str], None]
 
 # layouts that keep the pruning in the loop, as evaluated modes (evaluation/retrieval_eval.py ABLATIONS)
 CANDIDATES = (
-    "path",                                   # the current default: passages, then the kept paths as chains
-    "path:passages_paths_prompt",             # passages, then PathRAG-lt's 5 most reliable paths only
+    "path",                                   # the default (the rule's pick): passages, then PathRAG-lt's 5 most
+                                              # reliable paths (prompt "passages_paths")
+    "path:passages_first_prompt",             # passages, then every kept path as a chain (the earlier default)
     "path:passages_prompt:paths_in_walk",     # passages alone, chosen by a walk the kept paths restart
 )
 FALLBACK = "path:passages_prompt"             # passages ranked by path mode; the paths are evidence only

@@ -840,14 +840,15 @@ LLM reads" score each mode's actual answer prompt, rendered from the same retrie
 offline tokenizer): *in context* is the share of questions whose prompt holds a gold answer (SQuAD
 normalisation, whole words), *quoted* the recall of the gold passages whose text the prompt quotes. The flat
 baselines get LightRAG's chunk prompt (their ranked passages) at the same budget. Path mode's default prompt
-(`paths_passages`) quotes the top-ranked passages and then the kept paths in ascending reliability, each path
-as its chain of entities and relation keywords (its descriptions come from the passages quoted above it), with
-at most 5/9 of the budget for the paths as the public PathRAG code caps its path and source contexts (5,000
-and 4,000 tokens) and the rest, with whatever the paths leave, for the passages; `path:passages_last_prompt` is the same paths and
-passages with the paths first and the passages after them, best last; `path:paper_prompt` is the paper's paths-only prompt, `path:public_prompt` the public code's
-entities + paths + sources, `path:passages_prompt` the ranked passages alone (no paths), `path:flat_prompt`
-the paper's flat ablation and `path:passages_paths_prompt` the passages, then only PathRAG-lt's 5 most reliable
-paths; a `:question_order` row shows the same passages most similar to the question first. The paths-only prompt quotes no passage; its answers can only come from the
+(`passages_paths`, chosen by answer F1: docs/methods.md) quotes the top-ranked passages and then PathRAG-lt's 5
+most reliable kept paths in ascending reliability, each path as its chain of entities and relation keywords (its
+descriptions come from the passages quoted above it), their unused share going to the passages;
+`path:passages_first_prompt` quotes the same passages and then every kept path, with at most 5/9 of the budget
+for the paths as the public PathRAG code caps its path and source contexts (5,000 and 4,000 tokens);
+`path:passages_last_prompt` is those paths and passages with the paths first and the passages after them, best
+last; `path:paper_prompt` is the paper's paths-only prompt, `path:public_prompt` the public code's
+entities + paths + sources, `path:passages_prompt` the ranked passages alone (no paths) and `path:flat_prompt`
+the paper's flat ablation; a `:question_order` row shows the same passages most similar to the question first. The paths-only prompt quotes no passage; its answers can only come from the
 entity and relation descriptions along the paths. Answer in context is necessary for a right answer, not
 sufficient: whether paths help a model use what it reads is measured with an LLM (`pathrag eval answers`)."""
 

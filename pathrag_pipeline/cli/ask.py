@@ -161,13 +161,12 @@ _PARAM_NAMES = {"prompt": "prompt_style"}
               help="How kept paths are ranked (the others are the paper's ablations).")
 @click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default=QueryParams.prompt,
               show_default=True,
-              help="Path mode's answer-prompt layout: paths_passages = the top-ranked passages, then the paths in "
-                   "ascending reliability (5:4 budget split as the public code); passages_last = the same paths, then "
-                   "the passages best last; paths = the paper's (paths only); "
-                   "public = the public code's entities + paths + sources; passages = passages only (ablation); "
-                   "flat = deduplicated nodes and edges without path structure (the paper's ablation); "
-                   "passages_paths = the passages, then only the 5 most reliable paths "
-                   "(PathRAG-lt's K).")
+              help="Path mode's answer-prompt layout: passages_paths = the top-ranked passages, then only the 5 "
+                   "most reliable paths (PathRAG-lt's K; chosen by answer F1, docs/methods.md); paths_passages = "
+                   "the passages, then every kept path in ascending reliability (5:4 budget split as the public "
+                   "code); passages_last = the same paths, then the passages best last; paths = the paper's (paths "
+                   "only); public = the public code's entities + paths + sources; passages = passages only "
+                   "(ablation); flat = deduplicated nodes and edges without path structure (the paper's ablation).")
 @click.option("--passage-order", type=click.Choice(PASSAGE_ORDERS), default=QueryParams.passage_order,
               show_default=True,
               help="Order of the passages a path prompt quotes: rank = the ranker's; question = most similar to "

@@ -131,7 +131,9 @@ class QueryParams:
     max_hops: int | None = None
     variant: str = "paper"
     ordering: str = "reliability"
-    prompt: str = "paths_passages"    # PROMPT_STYLES; "paths" is the paper's layout (docs/benchmarks.md: why)
+    # PROMPT_STYLES; chosen by answer F1 over both local readers and two question sets (docs/methods.md, the rule;
+    # docs/benchmarks.md "Choosing the answer prompt"); "paths" is the paper's layout (`--preset paper`)
+    prompt: str = "passages_paths"
     token_budget: int = DEFAULT_TOKEN_BUDGET
     excerpts: bool = False
     answer: bool = True               # False: retrieval only (evaluation), no answer and no answer LLM call
