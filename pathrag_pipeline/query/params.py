@@ -94,7 +94,7 @@ RESPONSES = ("default", "short")
 # Between which seeds path mode prunes its paths: "all" the top-N seeds (the paper); "standing" only the seeds that
 # stand out of their own keyword's background (retrieval.standing_seeds, the bar ``seed_gate`` applies to the seeds
 # as a whole), our departure: a keyword such as "country" always has N nearest entities, and the paths between such
-# loosely matched seeds filled the prompt (docs/benchmarks.md, "Answers through a local LLM"). The passages are
+# loosely matched seeds filled the prompt. The passages are
 # ranked from all N seeds either way; only the paths shown change.
 PATH_SEEDS = ("all", "standing")
 # How path mode's keywords query the entities: "each" keyword on its own, the rankings merged round-robin (our
