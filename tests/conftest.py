@@ -31,3 +31,17 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("PATHRAG_") or name.startswith("OPENAI_"):
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _signal_dispositions_put_back() -> Iterator[None]:
+    """Every test leaves SIGINT and SIGTERM as it found them. A Dagster run in this process makes SIGTERM do what
+    SIGINT does and leaves it so; under a runner started with SIGINT ignored (a background job) SIGTERM then stays
+    ignored, spawned children inherit that, and a process pool that ends its workers with SIGTERM waits forever."""
+    import signal
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in saved.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)

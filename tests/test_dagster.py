@@ -2,6 +2,7 @@
 instance (as `pathrag index` runs it), parse failures as a failing check, run config validated at launch."""
 
 import json
+import signal
 
 import dagster as dg
 import pytest
@@ -488,14 +489,24 @@ def _ui_launch_index(instance, tmp_path):
     origin = InProcessCodeLocationOrigin(
         loadable_target_origin=LoadableTargetOrigin(module_name="assets.definitions", attribute="defs"),
         location_name=CODE_LOCATION)
-    with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget([origin])) as workspace:
-        context = workspace.create_request_context()
-        repository = next(iter(context.get_code_location(CODE_LOCATION).get_repositories()))
-        launched = execute_dagster_graphql(context, LAUNCH_PIPELINE_EXECUTION_MUTATION, variables={"executionParams": {
-            "selector": {"repositoryLocationName": CODE_LOCATION, "repositoryName": repository,
-                         "pipelineName": "index_folder"}, "mode": "default"}}).data["launchPipelineExecution"]
-        assert launched["__typename"] == "LaunchRunSuccess", launched.get("message", launched)[:3000]
-        return instance.get_run_by_id(launched["run"]["runId"])
+    # a run in this process makes SIGTERM do what SIGINT does (Dagster's interrupt handling) and leaves it so: put
+    # both back, or a test runner started with SIGINT ignored goes on with SIGTERM ignored, and a later process
+    # pool that ends its workers with SIGTERM waits for them forever
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget([origin])) as workspace:
+            context = workspace.create_request_context()
+            repository = next(iter(context.get_code_location(CODE_LOCATION).get_repositories()))
+            launched = execute_dagster_graphql(context, LAUNCH_PIPELINE_EXECUTION_MUTATION, variables={
+                "executionParams": {"selector": {"repositoryLocationName": CODE_LOCATION,
+                                                 "repositoryName": repository, "pipelineName": "index_folder"},
+                                    "mode": "default"}}).data["launchPipelineExecution"]
+            assert launched["__typename"] == "LaunchRunSuccess", launched.get("message", launched)[:3000]
+            return instance.get_run_by_id(launched["run"]["runId"])
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 def test_a_home_knows_its_folder_in_the_sensor_and_ui_launches(tmp_path, folder, monkeypatch):
