@@ -206,3 +206,23 @@ def test_status_shows_the_folder(home, mine):
     assert recorded(home) == str(mine.resolve())
     assert f"Home {home} indexes {mine}\n" in run("status").output
     assert json.loads(run("status", "--json").output)["folder"] == str(mine)
+
+
+def test_the_dagster_side_reads_the_home_folder_without_opening_duckdb(tmp_path):
+    """A sensor tick or a run's first step picks the home's folder from its note, so an index run holding the
+    DuckDB file never makes them wait; a home indexed before the note existed falls back to pathrag_meta."""
+    from pathrag_pipeline.ingest.home_folder import FOLDER_NOTE, home_folder, with_home_folder
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Alpha\n\nAda Halden founded Valmere University in 1851.\n")
+    settings = Settings.from_env(env={"PATHRAG_HOME": str(tmp_path / "home")})
+    assert home_folder(settings) is None                           # no home yet
+    run_indexing(settings, folder=docs)
+    note = settings.home / FOLDER_NOTE
+    assert note.read_text().strip() == str(docs.resolve())
+    moved = settings.duckdb_path.rename(settings.duckdb_path.with_suffix(".away"))
+    assert with_home_folder(settings).docs == docs.resolve()       # read from the note alone
+    moved.rename(settings.duckdb_path)
+    note.unlink()                                                  # an older home: pathrag_meta says it
+    assert home_folder(settings) == str(docs.resolve())

@@ -35,7 +35,8 @@ import pyarrow as pa
 
 from pathrag_pipeline.ingest import template_lines
 from pathrag_pipeline.ingest.chunking import Chunk, chunk_text
-from pathrag_pipeline.ingest.home_folder import FOLDER_HINT, check_plan, record_folder, require_folder
+from pathrag_pipeline.ingest.home_folder import (FOLDER_HINT, check_plan, record_folder, require_folder,
+                                                  write_folder_note)
 from pathrag_pipeline.config import Settings, usable_cores
 from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.ingest.parsing import PARSER_ID, ParsedDocument, ParseError, is_supported, parse_file
@@ -760,6 +761,7 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
     with store.connect() as con:
         record_folder(con, root)
         record_run(con, report, trigger=trigger, started_at=started_at)
+    write_folder_note(settings.home, root)
     return report
 
 

@@ -35,7 +35,7 @@ import duckdb
 
 from pathrag_pipeline.errors import PipelineError
 from pathrag_pipeline.ingest.parsing import SUPPORTED
-from pathrag_pipeline.storage.store import Store, get_meta, set_meta
+from pathrag_pipeline.storage.store import Store, StoreLockedError, get_meta, set_meta
 
 if TYPE_CHECKING:
     from pathrag_pipeline.config import Settings
@@ -70,13 +70,33 @@ def recorded_folder(con: duckdb.DuckDBPyConnection) -> str | None:
     return get_meta(con, FOLDER_META)
 
 
+FOLDER_NOTE = "docs_folder.txt"
+"""A copy of the recorded folder in the home, written after each sync: what the Dagster side reads to pick its
+folder without opening DuckDB (a sensor tick or a run's first step must not wait for an index run's write
+connection). ``pathrag_meta`` stays the authority: a run on the wrong folder is still refused by ``check_plan``."""
+
+
+def write_folder_note(home: Path, folder: Path | str) -> None:
+    note = Path(home) / FOLDER_NOTE
+    tmp = note.with_suffix(".tmp")
+    tmp.write_text(folder_key(folder) + "\n", encoding="utf-8")
+    tmp.replace(note)
+
+
 def home_folder(settings: Settings) -> str | None:
-    """The folder the home of ``settings`` records, or None (no home yet, or none recorded). Waits for a writer
-    like any reader (``Store.lock_timeout``)."""
+    """The folder the home of ``settings`` records, or None (no home yet, or none recorded): the home's note of
+    it (``FOLDER_NOTE``), else, for a home indexed before the note existed, ``pathrag_meta`` if the file is free
+    within a second (None if not: the run then meets ``check_plan``, which refuses another folder)."""
+    note = settings.home / FOLDER_NOTE
+    if note.is_file():
+        return note.read_text(encoding="utf-8").strip() or None
     if not settings.duckdb_path.exists():
         return None
-    with Store.for_settings(settings).connect(read_only=True) as con:
-        return recorded_folder(con)
+    try:
+        with Store(settings.duckdb_path, lock_timeout=1.0).connect(read_only=True) as con:
+            return recorded_folder(con)
+    except StoreLockedError:
+        return None
 
 
 def with_home_folder(settings: Settings) -> Settings:
