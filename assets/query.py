@@ -22,7 +22,7 @@ from assets.failures import one_line_failures
 import pydantic
 from pydantic import Field
 
-from assets.automation import RUN_TAGS
+from assets.automation import ROW_COUNT, RUN_TAGS
 from assets.ingestion import DUCKDB_POOL
 from assets.resources import PathragResource
 from assets.run_config import bounded_run_config
@@ -157,13 +157,12 @@ def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig,
 def _log_rows(pathrag: PathragResource) -> dict[str, dict[str, int]]:
     """Each log table's row count after this run's asks (the mark the sensor's reports of other asks start
     from); nothing when another process holds the file (this run's rows then wait in the spool)."""
-    from pathrag_pipeline.query.query_log import QUERY_TABLES
+    from pathrag_pipeline.query.query_log import log_rows
     from pathrag_pipeline.storage.store import StoreLockedError
 
     try:
         with pathrag.store().connect(read_only=True) as con:
-            return {t: {"dagster/row_count": con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]}
-                    for t in QUERY_TABLES}
+            return {t: {ROW_COUNT: n} for t, n in log_rows(con).items()}
     except StoreLockedError:
         return {}
 

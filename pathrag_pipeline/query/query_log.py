@@ -239,6 +239,11 @@ def merge_spool_now(store: Store) -> int | None:
 QUERY_TABLES = ("queries", "path_traces", "retrieved_nodes")
 
 
+def log_rows(con) -> dict[str, int]:
+    """The rows each log table holds."""
+    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in QUERY_TABLES}
+
+
 def log_growth(store: Store, reported_asks: int) -> dict | None:
     """What the log holds beyond its first ``reported_asks`` rows of ``queries`` (the row count the catalog last
     recorded): the rows of each log table now, how many asks came since and, among the newest of them, the modes
@@ -248,7 +253,7 @@ def log_growth(store: Store, reported_asks: int) -> dict | None:
     if not store.path.exists():
         return None
     with store.connect(read_only=True) as con:
-        rows = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in QUERY_TABLES}
+        rows = log_rows(con)
         asks = rows["queries"] - reported_asks if rows["queries"] >= reported_asks else rows["queries"]
         if asks <= 0:
             return None
