@@ -109,7 +109,7 @@ REVERTIBLE = ("question_seed", "exact_name", "both_ends", "damping", "similarity
 DEFAULT_REVERT = ("question_seed", "both_ends")
 # Presets: a paper's method end to end, one option away (`pathrag ask --preset paper`; the evaluated mode
 # `path:paper`, measured beside the default in every `eval answers` run). "paper": PathRAG as its paper describes it
-# (Sec. 3): the paths-only prompt in ascending reliability ("paths"), the returned passages the kept paths'
+# (Sec. 4): the paths-only prompt in ascending reliability ("paths"), the returned passages the kept paths'
 # provenance in the prompt's order then the seeds' ("path_order": no PageRank walk, no text retrieval), every tuned
 # departure of ours set back (REVERTIBLE), seeds by the embedder alone, the literal early stop, the top-N seeds and
 # no Path Pooling; the pruning's own values (variant "paper": N = 40, K = 15, alpha = 0.8, theta = 0.05, 4-hop cap)

@@ -1,9 +1,10 @@
 """Prompts: PathRAG's path-ordered context, the flat ablation, and LightRAG-style context for the baselines.
 
-PathRAG (Sec. 3.3) turns each retained path into text — the node and edge descriptions along it — and
+PathRAG (Sec. 4.3, Eq. 5-6) turns each retained path into text — the node and edge descriptions along it — and
 puts the paths after the question in *ascending* reliability, so the most reliable path sits last, next to
-where the model starts answering (LLMs attend most to the start and the end of a long prompt). A token
-budget is met by dropping the least reliable paths first. ``flat`` renders the same nodes and edges
+where the model starts answering (LLMs attend most to the start and the end of a long prompt). Here the
+question goes last, after the context (our departure, ``PROMPT_VERSION`` below; docs/methods.md lists every
+departure). A token budget is met by dropping the least reliable paths first. ``flat`` renders the same nodes and edges
 deduplicated and without path structure, which is the paper's ablation of path-based prompting.
 The baseline modes get LightRAG's context: CSV sections of entities, relationships and sources.
 """

@@ -1,20 +1,23 @@
-"""Flow-based path pruning (PathRAG, Chen et al. 2025, Sec. 3.2): keep the few most reliable
+"""Flow-based path pruning (PathRAG, Chen et al. 2025, Sec. 4.2): keep the few most reliable
 relational paths between the entity nodes a query retrieved.
 
 Two variants share one entry point, :func:`prune_paths`:
 
 ``variant="paper"`` follows the paper's equations.
 
-* Resource flow (Eq. 3). For every retrieved node taken as start, ``S(start) = 1``. Resource moves
+* Resource flow (Eq. 2). For every retrieved node taken as start, ``S(start) = 1``. Resource moves
   breadth-first, one layer per hop: a node ``v`` of layer ``k`` that propagates hands
   ``alpha * S(v) / deg(v)`` to each neighbour that has no resource yet, and those neighbours form
-  layer ``k+1``. Eq. 3 defines ``S(v_i)`` as a *sum* over the neighbours pointing to ``v_i``, so a node
+  layer ``k+1``. Eq. 2 defines ``S(v_i)`` as a *sum* over the neighbours pointing to ``v_i``, so a node
   reached from several parents of the same layer receives the sum of their shares. A node's resource
   is set once, by the layer that first reaches it; later layers never add to it (no flow back).
   ``deg`` is the full degree, so the share sent towards already-reached neighbours is lost, which is
   what makes resource decay with distance.
-* Early stop. A node with ``S(v) / deg(v) < theta`` receives resource but does not pass it on, and
-  nothing propagates beyond ``max_hops`` hops.
+* Early stop (Eq. 3). A node with ``S(v) / deg(v) < theta`` receives resource but does not pass it on, and
+  nothing propagates beyond ``max_hops`` hops. The hop cap is ours (4 by default): the paper has none and stresses
+  that its flow is not a hop limit. Under the early stop a layer-k node holds at most ``alpha**k`` and passes it on
+  only if that is at least ``theta``, so no flow goes past ``log(theta) / log(alpha)`` hops (13.4 at the
+  defaults): ``max_hops=14`` is the paper's uncapped flow. The cap bounds the path length a prompt shows.
 * Why this is fast. Per layer the total resource is at most ``alpha**k`` (each node forwards at most
   ``alpha`` of what it holds). A node propagates only if ``deg(v) <= S(v) / theta``, so the edges
   scanned per start node sum to at most ``sum_k alpha**k / theta = 1 / ((1 - alpha) * theta)``
@@ -136,7 +139,7 @@ def prune_paths(
 
 @dataclass
 class Flow:
-    """Resource reached from one start node: ``resource[v]`` is S(v) (Eq. 3), ``layer[v]`` its hop
+    """Resource reached from one start node: ``resource[v]`` is S(v) (Eq. 2), ``layer[v]`` its hop
     distance, ``parent[v]`` = (best parent, edge id) and ``best_sum[v]`` the largest sum of S over a
     flow path start..v (the numerator of Eq. 4)."""
 
