@@ -14,7 +14,7 @@ The results are appended to the `queries`, `path_traces` and `retrieved_nodes` t
 `pathrag ask` and the Python API write them.
 """
 
-from typing import Literal
+from typing import Any, Literal
 
 import dagster as dg
 
@@ -27,80 +27,48 @@ from assets.ingestion import DUCKDB_POOL
 from assets.resources import PathragResource
 from assets.run_config import bounded_run_config
 from pathrag_pipeline.query.engine import load_questions, run_questions
-from pathrag_pipeline.query.params import (
-    DEFAULT_NP_CANDIDATES,
-    DEFAULT_NP_COREF_THRESHOLD,
-    DEFAULT_NP_MAX_HOPS,
-    DEFAULT_NP_TOKEN_BUDGET,
-    DEFAULT_TOKEN_BUDGET,
-    DEFAULT_TOP_N,
-    QueryParams,
-)
-
-
-Mode = Literal["path", "naive", "local", "global", "hybrid", "neuropath"]
-Variant = Literal["paper", "reference"]
-Ordering = Literal["reliability", "hop_first", "random"]
-PromptStyle = Literal["paths", "paths_passages", "passages_last", "public", "passages", "flat", "passages_paths"]
-PassageOrder = Literal["rank", "question"]
-PathPooling = Literal["off", "rerank", "reselect"]
-PathSeeds = Literal["all", "standing"]
-SeedQuery = Literal["each", "joined"]
-PoolVariant = Literal["ours", "paper"]
-NpVariant = Literal["paper", "ours"]
-# The Literal types are Dagster config enums: the Launchpad and `dagster job launch` reject `mode: "pathh"`
-# before a run is created. tests/test_dagster.py checks they list exactly MODES, VARIANTS, ORDERINGS and
-# PROMPT_STYLES of pathrag_pipeline/query/params.py. Dagster's config schema has no numeric ranges: the job
-# (assets/automation.py) checks the bounds below at launch through assets/run_config.bounded_run_config, so
-# `theta: 5` is refused before a run is created, naming the field and its range.
-
+from pathrag_pipeline.query.params import MODES, SETTINGS, Setting
 
 # The config fields that are not QueryParams (every other field is passed to the query as it is).
 NOT_QUERY_PARAMS = ("question", "questions", "questions_file", "mode")
 
 
-class QuestionsConfig(dg.Config):
+def _field(spec: Setting) -> tuple[Any, Any]:
+    """A query setting as a config field: its choices a Literal (a Dagster enum: the Launchpad and `dagster job
+    launch` reject `variant: "papper"` before a run is created), its bounds pydantic's, which Dagster's schema
+    lacks: the job checks them at launch through assets/run_config.bounded_run_config, so `theta: 5` is refused
+    before a run is created, naming the field and its range."""
+    kind: Any = {"int": int, "float": float, "bool": bool, "str": str}.get(spec.kind)
+    if spec.choices:
+        kind = Literal[spec.choices]  # type: ignore[valid-type]
+    if spec.kind == "list":
+        kind = list[str]   # Dagster has no list of enums: _Questions checks the items against the choices
+    if spec.optional:
+        kind = kind | None
+    bounds = {("gt" if spec.lo_open else "ge"): spec.lo} if spec.lo is not None else {}
+    if spec.hi is not None:
+        bounds["le"] = spec.hi
+    default = list(spec.default) if isinstance(spec.default, tuple) else spec.default
+    description = f"{spec.help} ({spec.bounds()}; {spec.origin})" if spec.bounds() else f"{spec.help} ({spec.origin})"
+    return kind, Field(default=default, description=description, **bounds)
+
+
+class _Questions(dg.Config):
     question: str | None = None
     questions: list[str] = []
     questions_file: str | None = None
-    mode: Mode = Field(default="path", description="path (PathRAG), naive, local, global, hybrid or neuropath")
-    top_n: int = Field(default=DEFAULT_TOP_N, ge=1, le=1000, description="nodes retrieved (1-1000)")
-    top_k: int = Field(default=15, ge=1, le=200, description="paths or passages kept (1-200)")
-    alpha: float = Field(default=0.8, gt=0.0, le=1.0, description="decay rate in (0, 1]")
-    theta: float | None = Field(default=None, ge=0.0, le=1.0,
-                                description="early-stop threshold in [0, 1]; unset: 0.05 paper, 0.3 reference")
-    max_hops: int | None = Field(default=None, ge=1, le=10, description="1-10; unset: 4 paper, 3 reference")
-    variant: Variant = "paper"
-    ordering: Ordering = "reliability"
-    prompt: PromptStyle = QueryParams.prompt      # the API's default layout, one place
-    passage_order: PassageOrder = Field(default=QueryParams.passage_order,
-                                        description="order of the prompt's passages: rank (the ranker's) or "
-                                                    "question (most similar to the question first)")
-    token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=200, le=200_000, description="prompt tokens (200-200000)")
-    path_seeds: PathSeeds = Field(default=QueryParams.path_seeds,
-                                  description="paths between all top-N seeds (the paper) or only the standing ones")
-    seed_query: SeedQuery = Field(default=QueryParams.seed_query,
-                                  description="seeds per keyword, merged round-robin (each), or one search for "
-                                              "the keywords joined (joined, as the public PathRAG code)")
-    path_pooling: PathPooling = Field(default="off", description="Path Pooling of path mode's paths: off, rerank, reselect")
-    pool_variant: PoolVariant = Field(default=QueryParams.pool_variant,
-                                      description="Path Pooling formula: ours, or paper (the paper's Algorithm 1)")
-    np_max_hops: int = Field(default=DEFAULT_NP_MAX_HOPS, ge=1, le=10, description="neuropath: hop cap (1-10)")
-    np_candidates: int = Field(default=DEFAULT_NP_CANDIDATES, ge=1, le=500,
-                               description="neuropath: candidate paths per hop (1-500)")
-    np_token_budget: int = Field(default=DEFAULT_NP_TOKEN_BUDGET, ge=1, le=10_000_000,
-                                 description="neuropath: LLM tokens for keywords and tracking per query")
-    np_coref_threshold: float = Field(default=DEFAULT_NP_COREF_THRESHOLD, gt=0.0, le=1.0,
-                                      description="neuropath: name similarity of coreferent entities in (0, 1]")
-    np_variant: NpVariant = Field(default=QueryParams.np_variant,
-                                  description="neuropath: paper (the paper's method) or ours (our earlier variant)")
+    mode: Literal[MODES] = Field(default="path",  # type: ignore[valid-type]
+                                 description="path (PathRAG), naive, local, global, hybrid or neuropath")
 
     @pydantic.model_validator(mode="after")
-    def _some_question(self) -> "QuestionsConfig":
+    def _some_question(self) -> "_Questions":
         # checked at launch by bounded_run_config (the Launchpad's pre-filled `questions: []` used to start a run
         # that failed at step time), and again when the step builds its config
         if not ((self.question or "").strip() or any(q.strip() for q in self.questions) or self.questions_file):
             raise ValueError("no question given: set `question`, `questions` or `questions_file`")
+        for name, spec in SETTINGS.items():
+            if spec.kind == "list":
+                spec.check(tuple(getattr(self, name)))
         return self
 
     def all_questions(self) -> list[str]:
@@ -110,6 +78,11 @@ class QuestionsConfig(dg.Config):
         if not items:
             raise dg.Failure("no question given: set `question`, `questions` or `questions_file` in the run config")
         return items
+
+
+# The questions, the mode, and every query setting from its one declaration (query/params.py).
+QuestionsConfig = pydantic.create_model("QuestionsConfig", __base__=_Questions,
+                                        **{name: _field(spec) for name, spec in SETTINGS.items()})
 
 
 @dg.multi_asset(

@@ -199,7 +199,9 @@ def test_new_query_options_are_validated_and_the_python_api_defaults_to_the_cli_
     for field, value in (("response", "long"), ("keywords", "llm-only"), ("np_tracker", "human")):
         with pytest.raises(ValueError, match=f"{field}='{value}' is not one of"):
             QueryParams(**{field: value}).resolved()
-    assert inspect.signature(PathRAG.query).parameters["prompt"].default == QueryParams().prompt
+    # the Python API declares no setting of its own: every default is QueryParams' (issue 60, item 2)
+    parameters = inspect.signature(PathRAG.query).parameters
+    assert not set(parameters) & set(QueryParams.__dataclass_fields__) and "settings" in parameters
 
 
 def test_llm_keywords_are_measured_against_the_offline_rules_on_the_same_questions(tmp_path, dataset,

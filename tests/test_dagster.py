@@ -308,30 +308,34 @@ def test_query_run_config_is_rejected_at_launch(key, value):
     assert key in (_query_config_error({key: value}) or "")
 
 
-def test_query_config_enums_are_the_query_params_values():
-    from typing import get_args
-
+def test_query_config_is_every_query_setting_from_its_one_declaration():
+    """Issue 60 item 2: the job's config fields are the QueryParams settings, with their choices as enums, their
+    defaults and their bounds (one declaration, query/params.py)."""
     from dataclasses import fields
 
-    from assets.query import (NOT_QUERY_PARAMS, Mode, NpVariant, Ordering, PassageOrder, PathPooling, PathSeeds,
-                              PoolVariant, PromptStyle, QuestionsConfig, SeedQuery, Variant)
-    from pathrag_pipeline.query.params import (MODES, NP_VARIANTS, ORDERINGS, PASSAGE_ORDERS, PATH_POOLINGS,
-                                               PATH_SEEDS, POOL_VARIANTS, PROMPT_STYLES, SEED_QUERIES, VARIANTS,
-                                               QueryParams)
+    from assets.query import NOT_QUERY_PARAMS, QuestionsConfig
+    from assets.run_config import allowed_range
+    from pathrag_pipeline.query.params import MODES, SETTINGS, QueryParams
 
-    assert get_args(Mode) == MODES and get_args(Variant) == VARIANTS
-    assert get_args(Ordering) == ORDERINGS and get_args(PromptStyle) == PROMPT_STYLES
-    assert get_args(PathPooling) == PATH_POOLINGS and get_args(PassageOrder) == PASSAGE_ORDERS
-    assert get_args(PoolVariant) == POOL_VARIANTS and get_args(NpVariant) == NP_VARIANTS
-    assert get_args(PathSeeds) == PATH_SEEDS and get_args(SeedQuery) == SEED_QUERIES
-    # every other config field is a QueryParams field, passed to the query under its own name
     passed = set(QuestionsConfig.model_fields) - set(NOT_QUERY_PARAMS)
-    assert passed <= {f.name for f in fields(QueryParams)} and {"path_seeds", "seed_query", "prompt"} <= passed
+    assert passed == {f.name for f in fields(QueryParams)} == set(SETTINGS)
+    schema = QuestionsConfig.to_config_schema().as_field().config_type.fields
+    for name, spec in SETTINGS.items():
+        default = QuestionsConfig.model_fields[name].default
+        assert (tuple(default) if isinstance(default, list) else default) == spec.default, name
+        if spec.choices and spec.kind != "list":
+            inner = schema[name].config_type
+            inner = getattr(inner, "inner_type", inner)
+            assert tuple(v.config_value for v in inner.enum_values) == spec.choices, name
+        if spec.hi is not None:
+            assert allowed_range(QuestionsConfig, name).endswith(f"{name} <= {spec.hi}"), name
     assert _query_config_error({"path_seeds": "standing", "seed_query": "joined"}) is None
     assert _query_config_error({"path_seeds": "some"}) is not None
     assert _query_config_error({"np_variant": "ours"}) is None and _query_config_error({"np_variant": "x"})
     assert _query_config_error({"path_pooling": "reselect"}) is None
     assert _query_config_error({"path_pooling": "pool"}) is not None
+    assert _query_config_error({"revert": ["seed_gate"], "seed_pass": True, "max_hops": 14}) is None
+    assert "revert" in (_query_config_error({"revert": ["sideways"]}) or "")
     for mode in MODES:
         assert _query_config_error({"mode": mode}) is None
 
@@ -339,14 +343,14 @@ def test_query_config_enums_are_the_query_params_values():
 @pytest.mark.parametrize("key,value,allowed", [
     ("top_k", 0, "1 <= top_k <= 200"), ("alpha", 1.5, "0.0 < alpha <= 1.0"), ("theta", 5, "0.0 <= theta <= 1.0"),
     ("theta", -0.1, "0.0 <= theta <= 1.0"), ("token_budget", 10, "200 <= token_budget <= 200000"),
-    ("top_n", 5000, "1 <= top_n <= 1000"), ("max_hops", 0, "1 <= max_hops <= 10")])
+    ("top_n", 5000, "1 <= top_n <= 1000"), ("max_hops", 0, "1 <= max_hops <= 20")])
 def test_query_numbers_out_of_bounds_are_rejected_at_launch(key, value, allowed):
     error = _query_config_error({key: value})
     assert error is not None and f"ops.answer_questions.config.{key} = " in error and f"allowed {allowed}" in error
 
 
 def test_query_numbers_in_bounds_and_defaults_are_accepted():
-    assert _query_config_error({"top_k": 200, "alpha": 1.0, "theta": 0.0, "token_budget": 200, "max_hops": 10}) is None
+    assert _query_config_error({"top_k": 200, "alpha": 1.0, "theta": 0.0, "token_budget": 200, "max_hops": 20}) is None
     # every default with a question is accepted (with no question at all the launch is refused: test above)
     dg.validate_run_config(defs.resolve_job_def("ask_questions"),
                            {"ops": {"answer_questions": {"config": {"question": "Who founded Valmere University?"}}}})

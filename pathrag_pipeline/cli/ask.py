@@ -11,30 +11,11 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import click
-from click.core import ParameterSource
 
 from pathrag_pipeline.cli.common import query_process_threads
 from pathrag_pipeline.config import ConfigError, Settings
-from pathrag_pipeline.query.params import (
-    DEFAULT_NP_CANDIDATES,
-    DEFAULT_NP_COREF_THRESHOLD,
-    DEFAULT_NP_MAX_HOPS,
-    DEFAULT_NP_TOKEN_BUDGET,
-    DEFAULT_TOKEN_BUDGET,
-    DEFAULT_TOP_N,
-    MODES,
-    NP_VARIANTS,
-    ORDERINGS,
-    PASSAGE_ORDERS,
-    PATH_POOLINGS,
-    PATH_SEEDS,
-    POOL_VARIANTS,
-    PRESETS,
-    PROMPT_STYLES,
-    SEED_QUERIES,
-    VARIANTS,
-    QueryParams,
-)
+from pathrag_pipeline.cli.query_settings import given_settings, not_read_by, query_setting_options
+from pathrag_pipeline.query.params import MODES, SETTINGS
 query_process_threads()
 
 
@@ -136,107 +117,34 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
     return True
 
 
-# the ask options whose click parameter is named otherwise than the QueryParams field
-_PARAM_NAMES = {"prompt": "prompt_style"}
-
-
 @click.command()
 @click.argument("question")
 @click.option("--mode", type=click.Choice(MODES), default="path", show_default=True,
               help="path = PathRAG; neuropath = NeuroPath path tracking; naive/local/global/hybrid = LightRAG baselines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
-@click.option("--top-n", type=click.IntRange(min=1), default=DEFAULT_TOP_N, show_default=True,
-              help="Entity nodes retrieved from the keywords.")
-@click.option("--top-k", type=click.IntRange(min=1), default=15, show_default=True, help="Paths kept after pruning.")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True), default=0.8, show_default=True,
-              help="Decay rate of the resource flow.")
-@click.option("--theta", type=click.FloatRange(0, 1), default=None,
-              help="Early-stop threshold (default: 0.05 paper, 0.3 reference).")
-@click.option("--max-hops", type=click.IntRange(min=1), default=None,
-              help="Longest path in edges (default: 4 paper, 3 reference).")
-@click.option("--variant", type=click.Choice(VARIANTS), default="paper", show_default=True,
-              help="paper = the paper's pruning (theta 0.05, up to 4 hops); reference = the authors' public code "
-                   "(theta 0.3, up to 3 hops, its own path order).")
-@click.option("--ordering", type=click.Choice(ORDERINGS), default="reliability", show_default=True,
-              help="How kept paths are ranked (the others are the paper's ablations).")
-@click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default=QueryParams.prompt,
-              show_default=True,
-              help="Path mode's answer-prompt layout: passages_paths = the top-ranked passages, then only the 5 "
-                   "most reliable paths (PathRAG-lt's K; chosen by answer F1, docs/methods.md); paths_passages = "
-                   "the passages, then every kept path in ascending reliability (5:4 budget split as the public "
-                   "code); passages_last = the same paths, then the passages best last; paths = the paper's (paths "
-                   "only); public = the public code's entities + paths + sources; passages = passages only "
-                   "(ablation); flat = deduplicated nodes and edges without path structure (the paper's ablation).")
-@click.option("--passage-order", type=click.Choice(PASSAGE_ORDERS), default=QueryParams.passage_order,
-              show_default=True,
-              help="Order of the passages a path prompt quotes: rank = the ranker's; question = most similar to "
-                   "the question first (which passages is the ranker's choice either way).")
-@click.option("--token-budget", type=click.IntRange(min=200), default=DEFAULT_TOKEN_BUDGET, show_default=True,
-              help="Tokens of retrieved context in the answer prompt; the least reliable paths are dropped first.")
-@click.option("--excerpts", is_flag=True, help="Quote source sentences under each path in the prompt.")
-@click.option("--path-seeds", type=click.Choice(PATH_SEEDS), default=QueryParams.path_seeds, show_default=True,
-              help="Between which seeds the paths are pruned: all = the top-N (the paper); standing = only the "
-                   "seeds that stand out of their keyword's background (the passages are ranked from all N).")
-@click.option("--seed-query", type=click.Choice(SEED_QUERIES), default=QueryParams.seed_query, show_default=True,
-              help="How the keywords find the seed entities: each = one search per keyword, merged round-robin; "
-                   "joined = one search for the keywords joined, as the public PathRAG code does.")
-@click.option("--path-pooling", type=click.Choice(PATH_POOLINGS), default="off", show_default=True,
-              help="Path Pooling (Wang et al. 2025) of path mode's paths: rerank them, or reselect the top-k from a "
-                   "larger pruned pool, by pooled relation scores.")
-@click.option("--pool-variant", type=click.Choice(POOL_VARIANTS), default=QueryParams.pool_variant, show_default=True,
-              help="With --path-pooling: our smoothing formula, or the paper's Algorithm 1 (query/path_pooling.py).")
-@click.option("--np-max-hops", type=click.IntRange(1, 10), default=DEFAULT_NP_MAX_HOPS, show_default=True,
-              help="neuropath: hop cap of path tracking.")
-@click.option("--np-candidates", type=click.IntRange(1, 500), default=DEFAULT_NP_CANDIDATES, show_default=True,
-              help="neuropath: candidate paths per hop shown to the tracker.")
-@click.option("--np-token-budget", type=click.IntRange(min=1), default=DEFAULT_NP_TOKEN_BUDGET, show_default=True,
-              help="neuropath: LLM tokens for keywords and tracking of one query.")
-@click.option("--np-coref-threshold", type=click.FloatRange(0, 1, min_open=True), default=DEFAULT_NP_COREF_THRESHOLD,
-              show_default=True, help="neuropath: name-embedding similarity of coreferent entities.")
-@click.option("--np-variant", type=click.Choice(NP_VARIANTS), default=QueryParams.np_variant, show_default=True,
-              help="neuropath: the paper's method (per-hop coreference, re-judged paths, whole-path pruning, "
-                   "union with a dense completion, its prompts) or our earlier variant.")
-@click.option("--preset", type=click.Choice(sorted(PRESETS)), default=None,
-              help="A paper's method end to end: 'paper' is PathRAG as published (paths-only prompt, the paths' own "
-                   "passages, none of our tuned departures). Options given beside it win.")
+@query_setting_options
 @click.option("--local", is_flag=True,
               help="Answer in this process even when a query service (`pathrag serve`) runs for the home.")
-def ask(question: str, mode: str, as_json: bool, top_n: int, top_k: int, alpha: float, theta: float | None,
-        max_hops: int | None, variant: str, ordering: str, prompt_style: str, passage_order: str,
-        token_budget: int, excerpts: bool, path_seeds: str, seed_query: str, path_pooling: str, pool_variant: str,
-        np_max_hops: int, np_candidates: int, np_token_budget: int, np_coref_threshold: float, np_variant: str,
-        preset: str | None, local: bool) -> None:
+def ask(question: str, mode: str, as_json: bool, local: bool, **values: Any) -> None:
     """Answer QUESTION from the index; the query is logged in the queries/path_traces tables.
 
-    When `pathrag serve` runs for the home with the same settings, the question goes to it (no start-up cost)."""
-    path_only = {"--variant": variant != "paper", "--ordering": ordering != "reliability",
-                 "--prompt": prompt_style != QueryParams.prompt,
-                 "--passage-order": passage_order != QueryParams.passage_order, "--theta": theta is not None, "--max-hops": max_hops is not None,
-                 "--path-seeds": path_seeds != QueryParams.path_seeds, "--seed-query": seed_query != QueryParams.seed_query,
-                 "--path-pooling": path_pooling != "off", "--pool-variant": pool_variant != QueryParams.pool_variant}
-    if mode != "path" and any(path_only.values()):
-        given = ", ".join(name for name, set_ in path_only.items() if set_)
-        raise click.UsageError(f"{given} shape path mode only (its pruning and prompt); drop them or use --mode path")
+    When `pathrag serve` runs for the home with the same settings, the question goes to it (no start-up cost).
+    Every query setting is declared once (docs/configuration.md): the common ones are options below, any other
+    is `--set NAME=VALUE` (`--settings` lists them)."""
+    if values.get("preset") is not None and mode != "path":
+        raise click.UsageError(f"--preset {values['preset']} is a path-mode method; drop --mode {mode} or the preset")
+    options = given_settings(values)
+    wrong = not_read_by(mode, options)
+    if wrong:
+        scopes = sorted({SETTINGS[o[2:].replace("-", "_")].scope for o in wrong})
+        raise click.UsageError(f"{', '.join(wrong)} shape {'/'.join(scopes)} mode only (its pruning, prompt or "
+                               f"tracking); drop them or use --mode {scopes[0]}")
     if not question.strip():
         raise click.UsageError('the question is empty; e.g. pathrag ask "Who founded Aldermere University?"')
     try:
         settings = Settings.from_env()
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    options = dict(top_n=top_n, top_k=top_k, alpha=alpha, theta=theta, max_hops=max_hops, variant=variant,
-                   ordering=ordering, prompt=prompt_style, passage_order=passage_order, token_budget=token_budget,
-                   excerpts=excerpts, path_seeds=path_seeds, seed_query=seed_query,
-                   path_pooling=path_pooling, pool_variant=pool_variant, np_max_hops=np_max_hops,
-                   np_candidates=np_candidates, np_token_budget=np_token_budget,
-                   np_coref_threshold=np_coref_threshold, np_variant=np_variant)
-    if preset is not None:
-        if mode != "path":
-            raise click.UsageError(f"--preset {preset} is a path-mode method; drop --mode {mode} or the preset")
-        ctx = click.get_current_context()
-        given = {name for name in options
-                 if ctx.get_parameter_source(_PARAM_NAMES.get(name, name)) == ParameterSource.COMMANDLINE}
-        options.update({k: (list(v) if isinstance(v, tuple) else v)
-                        for k, v in PRESETS[preset].items() if k not in given})
     if not local and _ask_service(settings, question, mode, options, as_json):
         return
     from pathrag_pipeline.llm.client import LLMError

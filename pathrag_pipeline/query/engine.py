@@ -62,8 +62,6 @@ from pathrag_pipeline.query.prompting import (
     render_paths,
 )
 from pathrag_pipeline.query.params import (  # noqa: F401 (re-exported)
-    DEFAULT_TOKEN_BUDGET,
-    DEFAULT_TOP_N,
     MODES,
     PROMPT_STYLES,
     QueryParams,
@@ -267,18 +265,12 @@ class PathRAG:
         return self._vectors
 
     # ---- public API ------------------------------------------------------------------------------
-    def query(self, question: str, mode: str = "path", *, top_n: int = DEFAULT_TOP_N, top_k: int = 15,
-              alpha: float = 0.8, theta: float | None = None, max_hops: int | None = None,
-              variant: str = "paper", ordering: str = "reliability", prompt: str = QueryParams.prompt,
-              token_budget: int = DEFAULT_TOKEN_BUDGET, excerpts: bool = False, **options: Any) -> QueryResult:
+    def query(self, question: str, mode: str = "path", **settings: Any) -> QueryResult:
         """Answer one question. ``mode`` is ``path`` (PathRAG), ``neuropath`` (NeuroPath path tracking,
-        ``query/neuropath.py``) or a LightRAG baseline (naive, local, global, hybrid); ``prompt="flat"`` is the
-        paper's ablation without path structure. Further ``QueryParams`` fields (``chunk_search``,
-        ``seed_search``, ``passages``, ``seed_pass``, ``np_max_hops``, ``np_candidates``, ``np_token_budget``,
-        ``np_coref_threshold``) go in ``options``. Pruning follows the paper's literal early stop unless
-        ``seed_pass=True`` (seeds always pass their first hop; see ``query/pruning.py``)."""
-        params = QueryParams(top_n, top_k, alpha, theta, max_hops, variant, ordering, prompt, token_budget, excerpts,
-                             **options)
+        ``query/neuropath.py``) or a LightRAG baseline (naive, local, global, hybrid). ``settings`` are
+        ``QueryParams`` fields by name (``top_n=20, prompt="paths", seed_pass=True``; each declared once in
+        ``query/params.py``, listed in docs/configuration.md); the rest keep their defaults."""
+        params = QueryParams(**settings)
         return self.query_many([question], mode, params=params)[0]
 
     def query_many(self, questions: Sequence[str], mode: str = "path", *, params: QueryParams | None = None,

@@ -6,7 +6,7 @@ them) without loading numpy, igraph, LanceDB or a model client.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 
 # how an offline (extractive) answer starts; here so `pathrag ask` can strip it without importing the engine
 EXTRACTIVE_LABEL = "Extractive answer (offline mode, no LLM):"
@@ -120,93 +120,171 @@ PRESETS: dict[str, dict[str, object]] = {
 }
 
 
+# ---- every query setting, declared once ------------------------------------------------------------------------
+# Each QueryParams field below is declared with ``setting(...)``: its default, bounds or choices, which modes read
+# it, whose it is, and one line of help. The CLI options (`pathrag ask --NAME` / `--set NAME=VALUE`), the Dagster
+# config of the ask_questions job (assets/query.py), the Python API's validation (``QueryParams.resolved``) and the
+# table in docs/configuration.md (``settings_markdown``; a test keeps it current) all come from it.
+ORIGINS = ("PathRAG paper", "PathRAG public code", "NeuroPath paper", "Path Pooling paper", "ours", "ablation")
+SCOPES = ("all", "path", "neuropath")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One query setting as every interface shows it."""
+
+    name: str
+    kind: str                          # "int", "float", "str", "bool" or "list" (of choices)
+    default: object
+    help: str                          # one line
+    origin: str                        # ORIGINS: whose the setting (and its default) is
+    scope: str = "all"                 # SCOPES: the mode that reads it ("all": every mode)
+    choices: tuple[str, ...] = ()
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False              # the lower bound itself is not allowed
+    optional: bool = False             # None is allowed (the variant's own value)
+    front: bool = False                # shown in `pathrag ask --help` (the rest: `--set NAME=VALUE`)
+
+    @property
+    def option(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def bounds(self) -> str:
+        """The allowed values as text: 'one of a, b', '1..1000', '(0, 1]', 'true/false'."""
+        if self.choices:
+            return ("any of " if self.kind == "list" else "one of ") + ", ".join(self.choices)
+        if self.kind == "bool":
+            return "true or false"
+        if self.lo is None and self.hi is None:
+            return ""
+        lo = "" if self.lo is None else f"{self.lo:g}"
+        hi = "" if self.hi is None else f"{self.hi:g}"
+        if self.kind == "float" or self.lo_open:
+            return f"{'(' if self.lo_open else '['}{lo}, {hi}]"
+        return f"{lo}..{hi}" if hi else f">= {lo}"
+
+    def check(self, value: object) -> None:
+        """Raise ValueError naming the setting, the value and what is allowed."""
+        if value is None and self.optional:
+            return
+        if self.kind == "list":
+            bad = [v for v in value if v not in self.choices]  # type: ignore[union-attr]
+            if bad:
+                raise ValueError(f"{self.name}={value!r}: each must be one of {', '.join(self.choices)}")
+            return
+        if self.choices:
+            if value not in self.choices:
+                raise ValueError(f"{self.name}={value!r} is not one of {', '.join(self.choices)}")
+            return
+        if self.kind in ("int", "float") and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+                or (self.kind == "int" and not isinstance(value, int))):
+            raise ValueError(f"{self.name}={value!r} must be a{'n integer' if self.kind == 'int' else ' number'}")
+        low_fails = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)  # type: ignore[operator]
+        if low_fails or (self.hi is not None and value > self.hi):  # type: ignore[operator]
+            raise ValueError(f"{self.name}={value!r} is out of range: allowed {self.bounds()} "
+                             f"(default {self.shown_default()})")
+
+    def shown_default(self) -> str:
+        if self.default is None:
+            return "the variant's"
+        if isinstance(self.default, tuple):
+            return ",".join(self.default) or "none"
+        return str(self.default).lower() if isinstance(self.default, bool) else str(self.default)
+
+
+def setting(default: object, help: str, origin: str, *, kind: str | None = None, **meta: object):
+    """A QueryParams field carrying its Setting (name and kind filled in from the field)."""
+    assert origin in ORIGINS and meta.get("scope", "all") in SCOPES, (origin, meta)
+    kind = kind or ("list" if isinstance(default, tuple) else "str" if meta.get("choices") else
+                    "bool" if isinstance(default, bool) else type(default).__name__)
+    return field(default=default, metadata={"setting": dict(kind=kind, default=default, help=help, origin=origin,
+                                                            **meta)})
+
+
 @dataclass(frozen=True)
 class QueryParams:
-    """Knobs of one query; ``theta`` and ``max_hops`` default per pruning variant (None = the variant's)."""
+    """Every setting of one query (declared once, here); ``theta`` and ``max_hops`` default per pruning variant
+    (None = the variant's). ``SETTINGS`` describes each; ``resolved()`` validates them."""
 
-    top_n: int = DEFAULT_TOP_N
-    top_k: int = 15
-    alpha: float = 0.8
-    theta: float | None = None
-    max_hops: int | None = None
-    variant: str = "paper"
-    ordering: str = "reliability"
-    # PROMPT_STYLES; chosen by answer F1 over both local readers and two question sets (docs/methods.md, the rule;
+    top_n: int = setting(DEFAULT_TOP_N, "Entity nodes retrieved from the keywords, in all (PathRAG's N).",
+                         "PathRAG paper", lo=1, hi=1000, front=True)
+    top_k: int = setting(15, "Paths kept after pruning (PathRAG's K).", "PathRAG paper", scope="path", lo=1, hi=200,
+                         front=True)
+    alpha: float = setting(0.8, "Decay rate of the resource flow.", "PathRAG paper", scope="path", lo=0.0, hi=1.0,
+                           lo_open=True)
+    theta: float | None = setting(None, "Early-stop threshold (unset: 0.05 for the paper variant, 0.3 reference).",
+                                  "PathRAG paper", kind="float", scope="path", lo=0.0, hi=1.0, optional=True)
+    max_hops: int | None = setting(None, "Longest path in edges (unset: 4 paper variant, 3 reference; the paper "
+                                         "has no cap: 14 is its uncapped flow at the defaults).",
+                                   "ours", kind="int", scope="path", lo=1, hi=20, optional=True)
+    variant: str = setting("paper", "Pruning: paper = the paper's flow; reference = the public code's (theta 0.3, "
+                                    "3 hops, every simple path, its own order).", "PathRAG paper", scope="path",
+                           choices=VARIANTS)
+    ordering: str = setting("reliability", "How kept paths are ranked (hop_first, random: the paper's ablations).",
+                            "PathRAG paper", scope="path", choices=ORDERINGS)
+    # chosen by answer F1 over both local readers and two question sets (docs/methods.md, the rule;
     # docs/benchmarks.md "Choosing the answer prompt"); "paths" is the paper's layout (`--preset paper`)
-    prompt: str = "passages_paths"
-    token_budget: int = DEFAULT_TOKEN_BUDGET
-    excerpts: bool = False
-    answer: bool = True               # False: retrieval only (evaluation), no answer and no answer LLM call
-    chunk_search: str = "auto"        # CHUNK_SEARCHES: naive mode's chunks, path mode's text evidence
-    seed_search: str = "vector"       # SEED_SEARCHES: entities per keyword by vector (the paper), or fused with BM25
-    passages: str = "no_paths"        # PASSAGE_RANKINGS: how path mode ranks returned passages (see above)
-    passage_order: str = "rank"       # PASSAGE_ORDERS: the order the prompt shows its quoted passages in
-    seed_pass: bool = False           # False: the paper's literal early stop; True: seeds always pass their
-                                      # first hop (our departure, query/pruning.py says why it is not the default)
-    seed_query: str = "each"          # SEED_QUERIES: one entity search per keyword (ours) or all joined (public code)
-    path_seeds: str = "all"           # PATH_SEEDS: paths between all top-N seeds (the paper) or the standing ones
-    path_pooling: str = "off"         # PATH_POOLINGS: Path Pooling of the kept paths (rerank / reselect)
-    pool_variant: str = "paper"       # POOL_VARIANTS: the paper's Algorithm 1 (default, issue 24) or our formula
-    np_max_hops: int = DEFAULT_NP_MAX_HOPS            # neuropath: hop cap of path tracking
-    np_candidates: int = DEFAULT_NP_CANDIDATES        # neuropath: candidate paths per hop shown to the tracker
-    np_token_budget: int = DEFAULT_NP_TOKEN_BUDGET    # neuropath: LLM tokens for keywords + tracking per query
-    np_coref_threshold: float = DEFAULT_NP_COREF_THRESHOLD  # neuropath: name-embedding similarity of coreference
-    np_passages: str = "auto"                         # NP_PASSAGES: neuropath's passage ranking (ablations)
-    np_variant: str = "paper"                         # NP_VARIANTS: the paper's NeuroPath, or our earlier variant
-    revert: tuple[str, ...] = DEFAULT_REVERT          # REVERTIBLE: tuned path-mode choices set back to the simpler rule
-    keywords: str = "auto"            # KEYWORD_SOURCES: the LLM's keywords when configured, or the offline rules
-    np_tracker: str = "auto"          # NP_TRACKERS: neuropath's tracker, the LLM when configured, or the offline one
-    response: str = "default"         # RESPONSES: a concise answer, or the answer alone as a short phrase
+    prompt: str = setting("passages_paths", "Answer-prompt layout: passages_paths = the top passages, then the 5 most reliable paths; paths = the paper's; the others: docs/methods.md.",
+                          "ours", scope="path", choices=PROMPT_STYLES, front=True)
+    token_budget: int = setting(DEFAULT_TOKEN_BUDGET, "Tokens of retrieved context in the answer prompt.", "ours",
+                                lo=200, hi=200_000, front=True)
+    excerpts: bool = setting(False, "Quote source sentences under each path in the prompt.", "ours", scope="path")
+    answer: bool = setting(True, "false: retrieval only, no answer and no answer LLM call (evaluation).", "ours")
+    chunk_search: str = setting("auto", "Text retrieval of chunks: auto = vector in naive mode (LightRAG's), "
+                                        "hybrid (BM25 + dense) for path mode's text evidence.", "ours",
+                                choices=CHUNK_SEARCHES)
+    seed_search: str = setting("vector", "Seed entities by the embedder (the paper) or fused with BM25 (hybrid).",
+                               "PathRAG paper", choices=SEED_SEARCHES)
+    passages: str = setting("no_paths", "How path mode ranks the passages it returns: no_paths = a PageRank walk "
+                                        "from the seeds and text hits; path_order = the paper's; the rest ablations.", "ours", scope="path", choices=PASSAGE_RANKINGS)
+    passage_order: str = setting("rank", "Order of the passages a prompt quotes: the ranker's, or most similar to "
+                                         "the question first.", "ablation", scope="path", choices=PASSAGE_ORDERS)
+    seed_pass: bool = setting(False, "true: seeds always pass their first hop (query/pruning.py says why it is "
+                                     "not the default); false: the paper's literal early stop.", "ablation",
+                              scope="path")
+    seed_query: str = setting("each", "each = one entity search per keyword, merged round-robin; joined = one "
+                                      "search for the keywords joined (the public code).", "ours", scope="path",
+                              choices=SEED_QUERIES)
+    path_seeds: str = setting("all", "Paths between all top-N seeds (the paper) or only the standing ones.",
+                              "PathRAG paper", scope="path", choices=PATH_SEEDS)
+    path_pooling: str = setting("off", "Path Pooling of the kept paths: rerank them, or reselect top-k from a "
+                                       "larger pool.", "Path Pooling paper", scope="path", choices=PATH_POOLINGS)
+    pool_variant: str = setting("paper", "Path Pooling formula: the paper's Algorithm 1, or ours.",
+                                "Path Pooling paper", scope="path", choices=POOL_VARIANTS)
+    np_max_hops: int = setting(DEFAULT_NP_MAX_HOPS, "neuropath: hop cap of path tracking.", "NeuroPath paper",
+                               scope="neuropath", lo=1, hi=10)
+    np_candidates: int = setting(DEFAULT_NP_CANDIDATES, "neuropath: candidate paths per hop shown to the tracker.",
+                                 "NeuroPath paper", scope="neuropath", lo=1, hi=500)
+    np_token_budget: int = setting(DEFAULT_NP_TOKEN_BUDGET, "neuropath: LLM tokens for keywords and tracking of "
+                                                            "one query.", "ours", scope="neuropath", lo=1,
+                                   hi=10_000_000)
+    np_coref_threshold: float = setting(DEFAULT_NP_COREF_THRESHOLD, "neuropath: name-embedding similarity of "
+                                                                    "coreferent entities.", "NeuroPath paper",
+                                        scope="neuropath", lo=0.0, hi=1.0, lo_open=True)
+    np_passages: str = setting("auto", "neuropath: passage ranking (auto = the variant's own; the rest ablations).",
+                               "ablation", scope="neuropath", choices=NP_PASSAGES)
+    np_variant: str = setting("paper", "neuropath: the paper's method, or our earlier variant.", "NeuroPath paper",
+                              scope="neuropath", choices=NP_VARIANTS)
+    revert: tuple[str, ...] = setting(DEFAULT_REVERT, "Tuned path-mode rules set back to the simpler one "
+                                                      "(comma-separated; docs/methods.md, Retrieval).", "ablation",
+                                      scope="path", choices=REVERTIBLE)
+    keywords: str = setting("auto", "Query keywords: auto = the LLM's when configured, else the offline rules.",
+                            "ours", choices=KEYWORD_SOURCES)
+    np_tracker: str = setting("auto", "neuropath: the tracker, the LLM when configured, or the offline one.",
+                              "ablation", scope="neuropath", choices=NP_TRACKERS)
+    response: str = setting("default", "The answer: a concise one, or the answer alone as a short phrase.", "ours",
+                            choices=RESPONSES)
 
     def resolved(self) -> "QueryParams":
-        """Validated, with the variant's defaults filled in; errors name the value and the accepted range."""
-        if self.variant not in VARIANTS:
-            raise ValueError(f"variant={self.variant!r} is not one of {', '.join(VARIANTS)}")
-        if self.ordering not in ORDERINGS:
-            raise ValueError(f"ordering={self.ordering!r} is not one of {', '.join(ORDERINGS)}")
-        if self.prompt not in PROMPT_STYLES:
-            raise ValueError(f"prompt={self.prompt!r} is not one of {', '.join(PROMPT_STYLES)}")
-        for name, value, allowed in (("chunk_search", self.chunk_search, CHUNK_SEARCHES),
-                                     ("seed_search", self.seed_search, SEED_SEARCHES),
-                                     ("passages", self.passages, PASSAGE_RANKINGS),
-                                     ("passage_order", self.passage_order, PASSAGE_ORDERS),
-                                     ("path_seeds", self.path_seeds, PATH_SEEDS),
-                                     ("seed_query", self.seed_query, SEED_QUERIES),
-                                     ("path_pooling", self.path_pooling, PATH_POOLINGS),
-                                     ("pool_variant", self.pool_variant, POOL_VARIANTS),
-                                     ("np_passages", self.np_passages, NP_PASSAGES),
-                                     ("np_variant", self.np_variant, NP_VARIANTS),
-                                     ("keywords", self.keywords, KEYWORD_SOURCES),
-                                     ("np_tracker", self.np_tracker, NP_TRACKERS),
-                                     ("response", self.response, RESPONSES)):
-            if value not in allowed:
-                raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
-        if self.top_n < 1:
-            raise ValueError(f"top_n={self.top_n} must be at least 1 (PathRAG retrieves 40 nodes)")
-        if self.top_k < 1:
-            raise ValueError(f"top_k={self.top_k} must be at least 1 (PathRAG keeps 15 paths)")
-        if not 0.0 < self.alpha <= 1.0:
-            raise ValueError(f"alpha={self.alpha} must be in (0, 1] (the paper uses 0.8)")
+        """Validated against ``SETTINGS``, with the variant's defaults filled in; errors name the value and what is
+        allowed."""
+        for name, spec in SETTINGS.items():
+            value = getattr(self, name)
+            spec.check(tuple(value) if spec.kind == "list" and isinstance(value, list) else value)
         theta = DEFAULT_THETA[self.variant] if self.theta is None else self.theta
         max_hops = DEFAULT_MAX_HOPS[self.variant] if self.max_hops is None else self.max_hops
-        if theta < 0:
-            raise ValueError(f"theta={theta} must be >= 0 (the paper uses 0.05)")
-        if max_hops < 1:
-            raise ValueError(f"max_hops={max_hops} must be at least 1")
-        if self.token_budget < 200:
-            raise ValueError(f"token_budget={self.token_budget} is too small; give at least 200 (default 4000)")
-        if not 1 <= self.np_max_hops <= 10:
-            raise ValueError(f"np_max_hops={self.np_max_hops} must be between 1 and 10 (NeuroPath tracks 2 hops)")
-        if not 1 <= self.np_candidates <= 500:
-            raise ValueError(f"np_candidates={self.np_candidates} must be between 1 and 500 (NeuroPath keeps 30)")
-        if self.np_token_budget < 1:
-            raise ValueError(f"np_token_budget={self.np_token_budget} must be at least 1 token "
-                             f"(default {DEFAULT_NP_TOKEN_BUDGET})")
-        if not 0.0 < self.np_coref_threshold <= 1.0:
-            raise ValueError(f"np_coref_threshold={self.np_coref_threshold} must be in (0, 1] "
-                             f"(default {DEFAULT_NP_COREF_THRESHOLD})")
-        if any(r not in REVERTIBLE for r in self.revert):
-            raise ValueError(f"revert={self.revert!r}: each must be one of {', '.join(REVERTIBLE)}")
         np_passages = NP_DEFAULT_PASSAGES[self.np_variant] if self.np_passages == "auto" else self.np_passages
         return replace(self, theta=theta, max_hops=max_hops, revert=tuple(self.revert), np_passages=np_passages)
 
@@ -217,13 +295,61 @@ class QueryParams:
         return "vector" if mode == "naive" else "hybrid"
 
 
-# What each query mode reads of QueryParams: path mode alone uses the pruning and prompt-layout knobs, neuropath
-# alone its tracking knobs. A query's logged params and an answer evaluation's per-mode key keep only these, so
-# changing a knob (or a default) that a mode does not read never makes its results look different.
-PATH_ONLY = ("top_k", "alpha", "theta", "max_hops", "variant", "ordering", "prompt", "excerpts", "passages",
-             "passage_order", "seed_pass", "seed_query", "path_seeds", "path_pooling", "pool_variant", "revert")
-NEUROPATH_ONLY = ("np_max_hops", "np_candidates", "np_token_budget", "np_coref_threshold", "np_passages",
-                  "np_tracker", "np_variant")
+SETTINGS: dict[str, Setting] = {f.name: Setting(name=f.name, **f.metadata["setting"]) for f in fields(QueryParams)}
+
+# What each query mode reads of QueryParams (each setting's ``scope``): path mode alone uses the pruning and
+# prompt-layout knobs, neuropath alone its tracking knobs. A query's logged params and an answer evaluation's
+# per-mode key keep only these, so changing a knob (or a default) that a mode does not read never makes its results
+# look different.
+PATH_ONLY = tuple(name for name, spec in SETTINGS.items() if spec.scope == "path")
+NEUROPATH_ONLY = tuple(name for name, spec in SETTINGS.items() if spec.scope == "neuropath")
+
+
+def parse_setting(name: str, text: str) -> object:
+    """``text`` (from `--set NAME=VALUE`, a query string or a config file) as setting ``name``'s value, checked;
+    ValueError names the setting and what is allowed."""
+    import difflib
+
+    spec = SETTINGS.get(name)
+    if spec is None:
+        near = difflib.get_close_matches(name, SETTINGS, n=3)
+        raise ValueError(f"{name!r} is not a query setting" + (f"; did you mean {', '.join(near)}?" if near else
+                                                               "; `pathrag ask --settings` lists them"))
+    text = text.strip()
+    value: object
+    if spec.optional and text.lower() in ("", "none", "default"):
+        value = None
+    elif spec.kind == "bool":
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+            raise ValueError(f"{name}={text!r} must be true or false")
+        value = text.lower() in ("true", "1", "yes", "on")
+    elif spec.kind == "int":
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{name}={text!r} must be an integer ({spec.bounds()})") from None
+    elif spec.kind == "float":
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"{name}={text!r} must be a number ({spec.bounds()})") from None
+    elif spec.kind == "list":
+        value = tuple(item.strip() for item in text.split(",") if item.strip() and item.strip() != "none")
+    else:
+        value = text
+    spec.check(value)
+    return value
+
+
+def settings_markdown() -> str:
+    """The table of every query setting for docs/configuration.md (generated; tests/test_settings.py keeps the
+    page equal to it)."""
+    lines = ["| setting | default | allowed | read by | whose | what |", "| --- | --- | --- | --- | --- | --- |"]
+    for spec in SETTINGS.values():
+        scope = {"all": "every mode", "path": "path", "neuropath": "neuropath"}[spec.scope]
+        lines.append(f"| `{spec.name}` | `{spec.shown_default()}` | {spec.bounds().replace('|', '/')} | {scope} | "
+                     f"{spec.origin} | {spec.help} |")
+    return "\n".join(lines) + "\n"
 
 
 def mode_params(mode: str, params: QueryParams) -> dict:
