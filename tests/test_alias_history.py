@@ -57,6 +57,7 @@ def smiths(home: Path) -> list[str]:
                                           "('j smith', 'john smith', 'jane smith') ORDER BY 1").fetchall()]
 
 
+@pytest.mark.e2e   # several full index runs: end to end, run by .ci/run (pytest -m e2e)
 def test_j_smith_comes_apart_from_john_smith_when_jane_smith_arrives(tmp_path, monkeypatch):
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -145,6 +146,7 @@ def _history(tmp_path: Path, seed: int, steps: int) -> None:
         assert_same(snapshot(home), snapshot(fresh), f"seed {seed}: {'; '.join(history)}")
 
 
+@pytest.mark.e2e   # a long random history: end to end, run by .ci/run (pytest -m e2e)
 def test_a_random_history_of_changes_ends_as_a_fresh_build(tmp_path):
     _history(tmp_path, seed=3, steps=8)
 

@@ -38,6 +38,7 @@ def test_offline_bench_reextracts_only_the_edited_documents_changed_chunks(tmp_p
     assert result["rows_embedded_full"]["chunks"] == result["chunks"]
 
 
+@pytest.mark.e2e   # a benchmark writing its docs section (lab): run by .ci/run (pytest -m e2e)
 def test_llm_bench_counts_calls_per_chunk_and_reindexes_only_the_edited_document(tmp_path: Path) -> None:
     result = llm_bench(n_docs=8, gleanings=(1, 0), workdir=tmp_path)
     glean1, glean0 = result["builds"]
@@ -109,6 +110,7 @@ def test_question_table_parsing(tmp_path: Path) -> None:
         parse_question_table(tmp_path / "none.md")
 
 
+@pytest.mark.e2e   # a benchmark writing its docs section (lab): run by .ci/run (pytest -m e2e)
 def test_query_bench_reports_median_stages_per_mode(tmp_path: Path) -> None:
     result = run_query_bench(modes=("path", "naive"), rounds=1, workdir=tmp_path)
     assert result["questions"] == 9 and result["documents"] > 0
@@ -147,6 +149,7 @@ def _tiny_dataset(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.e2e   # every report section on a small corpus: end to end, run by .ci/run (pytest -m e2e)
 def test_quick_report_writes_every_section(tmp_path: Path) -> None:
     from dataclasses import replace
 
@@ -196,6 +199,7 @@ def test_cli_indexing_prints_json_and_rejects_bad_sizes(tmp_path: Path) -> None:
     assert runner.invoke(query, ["--rounds", "0"]).exit_code == 2
 
 
+@pytest.mark.e2e   # two evaluation indexes: end to end, run by .ci/run (pytest -m e2e)
 def test_cli_bench_retrieval_splices_the_section_with_its_hop_question_check(tmp_path: Path) -> None:
     from click.testing import CliRunner
 

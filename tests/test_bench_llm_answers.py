@@ -81,6 +81,7 @@ def test_base_url_and_model_go_together(tmp_path):
     assert result.exit_code != 0 and "--base-url and --model together" in result.output
 
 
+@pytest.mark.e2e   # a benchmark writing its docs section (lab): run by .ci/run (pytest -m e2e)
 def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_server, monkeypatch):
     graph_cache.clear_cache()
     monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
@@ -198,6 +199,7 @@ def test_win_rates_are_not_published_when_no_judgment_succeeded():
     assert "| 75% of 4 |" in table and "| 60% |" in table
 
 
+@pytest.mark.e2e   # a benchmark writing its docs section (lab): run by .ci/run (pytest -m e2e)
 def test_winrate_against_a_running_endpoint_writes_its_own_section(tmp_path, openai_server, monkeypatch):
     """`pathrag bench winrate`: path, hybrid and naive answer; path is judged against each by the same model,
     which the section says; the rates sit in their own section before Scale."""

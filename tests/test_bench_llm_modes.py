@@ -3,6 +3,8 @@ of the paper's method and our variant, each suite rendered as its own section.""
 
 from __future__ import annotations
 
+import pytest
+
 import re
 
 from click.testing import CliRunner
@@ -29,6 +31,7 @@ def _run_suite(command: str, tmp_path, openai_server, monkeypatch) -> str:
     return docs.read_text()
 
 
+@pytest.mark.e2e   # a benchmark writing its docs section (lab): run by .ci/run (pytest -m e2e)
 def test_neuropath_llm_bench_measures_both_variants_on_the_same_questions(tmp_path, openai_server, monkeypatch):
     text = _run_suite("neuropath-llm", tmp_path, openai_server, monkeypatch)
     assert text.index("## NeuroPath with an LLM tracker") < text.index("## Scale") and "old scale text" in text
@@ -53,6 +56,7 @@ def test_neuropath_llm_bench_measures_both_variants_on_the_same_questions(tmp_pa
     assert any("select a set of valid clue paths" in m[0]["content"] and "\n0: " in m[1]["content"] for m in bodies)
 
 
+@pytest.mark.e2e   # a benchmark writing its docs section (lab): run by .ci/run (pytest -m e2e)
 def test_pooling_llm_bench_compares_each_pooling_variant_with_path(tmp_path, openai_server, monkeypatch):
     text = _run_suite("pooling-llm", tmp_path, openai_server, monkeypatch)
     section = text.split("## Path Pooling through a local LLM", 1)[1].split("## Scale", 1)[0]

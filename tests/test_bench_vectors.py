@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from pathrag_pipeline.cli.bench import bench
 
 
+@pytest.mark.e2e   # a benchmark writing its docs section (lab): run by .ci/run (pytest -m e2e)
 def test_vectors_bench_writes_its_section_with_sizes_and_versions(tmp_path, monkeypatch):
     from datetime import timedelta
 

@@ -67,6 +67,7 @@ def test_index_with_a_wrong_key_stops_at_the_first_chunk_in_one_line(folder, mon
     assert not [r for r in caplog.records if "extraction of chunk" in r.getMessage()]
 
 
+@pytest.mark.e2e   # subprocess index runs: end to end, run by .ci/run (pytest -m e2e)
 def test_index_with_an_embedder_that_cannot_load_is_one_line(folder, monkeypatch) -> None:
     pytest.importorskip("pathrag_pipeline.llm.embedding")
     try:
@@ -185,6 +186,7 @@ def test_sql_timeout_covers_fetching_and_printing_and_the_table_stops_at_its_row
     assert streamed.exit_code == 0 and [r["i"] for r in json.loads(streamed.output)] == list(range(2500))
 
 
+@pytest.mark.e2e   # a real spill to disk: end to end, run by .ci/run (pytest -m e2e)
 def test_sql_spill_is_capped_and_removed_when_the_command_ends(folder, monkeypatch, tmp_path) -> None:
     """A heavy statement spills to a folder of its own, within PATHRAG_SQL_MAX_TEMP, removed at the end; a
     folder left by a killed session is removed by the next one."""

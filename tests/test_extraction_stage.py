@@ -187,7 +187,8 @@ def test_deleting_a_document_never_loads_its_extraction_records(tmp_path, monkey
     assert incremental == rebuilt
 
 
-@pytest.mark.parametrize("fault", ["429", "500", "timeout", "cut_body"])
+# "timeout" waits out real client timeouts: end to end (.ci/run: pytest -m e2e)
+@pytest.mark.parametrize("fault", ["429", "500", pytest.param("timeout", marks=pytest.mark.e2e), "cut_body"])
 def test_transport_faults_are_retried_and_the_run_succeeds(corpus: Corpus, openai_server, fault: str) -> None:
     # The stalled request never answers (until the server stops), and the client waits 3 s, several times
     # what a normal answer takes on a loaded machine: only the injected stall can time out, so the call count
@@ -679,6 +680,7 @@ def test_texts_and_cached_results_are_read_in_bounded_batches_with_the_same_tabl
     assert opened.count(True) >= len(docs) // 2       # texts read two groups at a time
 
 
+@pytest.mark.e2e   # waits out real timeouts: end to end, run by .ci/run (pytest -m e2e)
 def test_hung_requests_on_a_serial_server_neither_abort_the_run_nor_stack_retries(corpus: Corpus, openai_server) -> None:
     """Issue 61, item 2: a one-slot server where about one request in six hangs past the client's timeout. The
     timed-out request keeps its slot until the server is done with it, so retries never queue behind it and time

@@ -340,7 +340,8 @@ def random_record(rng, chunk_id, doc):
     return rec(chunk_id, doc, entities, relations, status)
 
 
-@pytest.mark.parametrize("seed,cap", [(1, MAX_SOURCE_IDS), (2, MAX_SOURCE_IDS), (3, 2)])
+# one of each kind in the developer run, the rest end to end (.ci/run: pytest -m e2e)
+@pytest.mark.parametrize("seed,cap", [(1, MAX_SOURCE_IDS), pytest.param(2, MAX_SOURCE_IDS, marks=pytest.mark.e2e), (3, 2)])
 def test_incremental_equals_full_rebuild(seed, cap):
     """After any sequence of record changes merged incrementally, the tables equal a from-scratch rebuild; also
     with the provenance lists capped (``cap`` 2: most keys of this history have more chunks than that)."""
@@ -755,7 +756,8 @@ def _check_tallies(con):
     return checked
 
 
-@pytest.mark.parametrize("seed,cap", [(1, MAX_SOURCE_IDS), (2, 2), (3, 3)])
+# the small-cap history in the developer run, the others end to end (.ci/run: pytest -m e2e)
+@pytest.mark.parametrize("seed,cap", [pytest.param(1, MAX_SOURCE_IDS, marks=pytest.mark.e2e), pytest.param(2, 2, marks=pytest.mark.e2e), (3, 3)])
 def test_kept_rankings_updated_by_difference_equal_a_rebuild(seed, cap, monkeypatch):
     """Random adds, replacements (one or two before a merge), deletions and alias changes on keys whose
     description rankings and entity tallies are kept: after each step the graph equals a rebuild, each kept

@@ -146,6 +146,7 @@ def _embedder(settings):
     return embedder_from_settings(settings)
 
 
+@pytest.mark.e2e   # three index runs: end to end, run by .ci/run (pytest -m e2e)
 def test_a_failed_reembed_keeps_the_previous_vectors_and_a_good_one_replaces_them(setup, openai_server):
     """`--reembed` used to drop the tables first: an endpoint failing half-way left LanceDB empty until the next
     good run (issue 22 item 2). It now embeds beside the store and swaps only once everything is embedded."""

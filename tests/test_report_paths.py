@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from pathrag_pipeline.bench.neuropath import command_of
 from pathrag_pipeline.bench.report import QUICK, musique_section
 from pathrag_pipeline.bench.report_sections import repo_path
@@ -45,6 +47,7 @@ def test_offline_sections_label_neuropath_rows_as_the_heuristic_tracker():
     assert offline_label("path") == "path" and offline_label("bm25+dense") == "bm25+dense"
 
 
+@pytest.mark.e2e   # a benchmark writing its docs section (lab): run by .ci/run (pytest -m e2e)
 def test_bench_query_replaces_its_own_section_and_key_figure(tmp_path):
     from click.testing import CliRunner
 

@@ -119,6 +119,7 @@ def test_sigterm_while_waiting_for_the_pool_stops_with_one_line(instance):
     assert signal.getsignal(signal.SIGTERM) == before          # the handler is put back
 
 
+@pytest.mark.e2e   # index runs in subprocesses: end to end, run by .ci/run (pytest -m e2e)
 def test_index_killed_while_holding_the_pool_does_not_block_the_next_index(tmp_path):
     """kill -9 of `pathrag index` inside its first step, then a plain `pathrag index` completes (it used to
     wait forever, spinning a core and deaf to SIGTERM)."""
@@ -220,6 +221,7 @@ print("done", flush=True)
 """
 
 
+@pytest.mark.e2e   # index runs in subprocesses: end to end, run by .ci/run (pytest -m e2e)
 def test_index_waits_for_a_live_pool_holder_outside_the_index_lock_so_both_finish(tmp_path):
     """A UI/daemon run's step holds the duckdb pool and then needs the index lock: `pathrag index` must not wait
     for the pool while holding that lock (both would wait forever)."""

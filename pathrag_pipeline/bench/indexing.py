@@ -343,15 +343,3 @@ def musique_bench(folder: Path = MUSIQUE, workdir: Path | None = None, log: Log 
         "seconds": {("import" if k == "extraction" else k): v for k, v in stages.items()},
         "unchanged_rerun_s": again["total"],
     }
-
-
-def run_indexing_bench(n_docs: int = 1000, llm_docs: int | None = None, repeats: int = 3, edits: int = 3,
-                       musique: Path | None = MUSIQUE, workdir: Path | None = None,
-                       log: Log = _quiet) -> dict[str, Any]:
-    """All three indexing measurements; ``llm_docs`` defaults to ``n_docs``."""
-    base = Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-indexing-"))
-    return {
-        "offline": offline_bench(n_docs, repeats=repeats, edits=edits, workdir=base / "offline", log=log),
-        "llm": llm_bench(llm_docs or n_docs, workdir=base / "llm", log=log),
-        "musique": musique_bench(musique, workdir=base / "musique", log=log) if musique is not None else None,
-    }

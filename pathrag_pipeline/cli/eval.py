@@ -52,7 +52,8 @@ from pathrag_pipeline.evaluation.judging import (
 )
 from pathrag_pipeline.llm.client import LLMError, llm_from_settings
 from pathrag_pipeline.evaluation.prompt_context import DEFAULT_BUDGETS, parse_budgets
-from pathrag_pipeline.query.params import DEFAULT_TOP_N, MODES, PROMPT_STYLES, VARIANTS, QueryParams
+from pathrag_pipeline.cli.query_settings import click_type
+from pathrag_pipeline.query.params import MODES, SETTINGS, VARIANTS, QueryParams
 from pathrag_pipeline.storage.store import Store, StoreLockedError
 from pathrag_pipeline.cli.terminal import make_console
 
@@ -190,9 +191,10 @@ def _print_prompts(e: RetrievalEvaluation, console: Console) -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Evaluate only the first N questions.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Index folder (default: $PATHRAG_HOME/eval/<dataset>-<triples|extractor>).")
-@click.option("--top-n", type=click.IntRange(min=1), default=DEFAULT_TOP_N, show_default=True,
+@click.option("--top-n", type=click_type(SETTINGS["top_n"]), default=SETTINGS["top_n"].default, show_default=True,
               help="Entity nodes (or chunks, naive) retrieved per query.")
-@click.option("--top-k", type=click.IntRange(min=1), default=15, show_default=True, help="Paths kept after pruning.")
+@click.option("--top-k", type=click_type(SETTINGS["top_k"]), default=SETTINGS["top_k"].default, show_default=True,
+              help=SETTINGS["top_k"].help)
 @click.option("--variant", type=click.Choice(VARIANTS), default="paper", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON (no progress bar).")
 @click.option("--per-question", is_flag=True, help="With --json: include each question's ranked passages.")
@@ -204,7 +206,7 @@ def _print_prompts(e: RetrievalEvaluation, console: Console) -> None:
 @click.option("--budgets", "budget_list", default=",".join(map(str, DEFAULT_BUDGETS)), show_default=True,
               help="Token budgets at which each mode's answer prompt is rendered and scored without an LLM (answer "
                    "in context, quoted passages, tokens; table eval_prompts); '' skips that measurement.")
-@click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default=QueryParams.prompt,
+@click.option("--prompt", "prompt_style", type=click_type(SETTINGS["prompt"]), default=SETTINGS["prompt"].default,
               show_default=True, help="Path mode's answer-prompt layout (see pathrag ask --help).")
 def retrieval(dataset_dir: Path, use_triples: bool, graph: str, modes: str | None, ablations: bool, ks: str, limit: int | None, workdir: Path | None,
               top_n: int, top_k: int, variant: str, as_json: bool, per_question: bool, hop_questions: bool,
@@ -440,9 +442,9 @@ def _print_diagnosis(diagnosis: dict, console: Console) -> None:
               help="Token budget of every mode's answer prompt.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Index folder (default: $PATHRAG_HOME/eval/<dataset>-<triples|extractor>).")
-@click.option("--top-n", type=click.IntRange(min=1), default=DEFAULT_TOP_N, show_default=True)
-@click.option("--top-k", type=click.IntRange(min=1), default=15, show_default=True)
-@click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default=QueryParams.prompt,
+@click.option("--top-n", type=click_type(SETTINGS["top_n"]), default=SETTINGS["top_n"].default, show_default=True)
+@click.option("--top-k", type=click_type(SETTINGS["top_k"]), default=SETTINGS["top_k"].default, show_default=True)
+@click.option("--prompt", "prompt_style", type=click_type(SETTINGS["prompt"]), default=SETTINGS["prompt"].default,
               show_default=True, help="The default path mode's prompt layout (the path:*_prompt rows are the others).")
 @click.option("--fresh", is_flag=True, help="Start a new run instead of resuming the newest run with the same "
                                             "configuration.")

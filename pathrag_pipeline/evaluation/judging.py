@@ -318,13 +318,6 @@ def load_eval_questions(path: Path) -> list[tuple[str, str]]:
     return [(str(i), q) for i, q in enumerate(questions, start=1)]
 
 
-def answers_from_modes(settings: Settings, questions: Sequence[tuple[str, str]], mode_a: str, mode_b: str,
-                       on_answer: Callable[[], None] | None = None) -> list[AnswerPair]:
-    """Answer every question in both modes from the configured index (the queries are logged as usual)."""
-    answers = answer_modes(settings, questions, [mode_a, mode_b], on_answer)
-    return pair_modes(questions, answers, mode_a, mode_b)
-
-
 def answer_modes(settings: Settings, questions: Sequence[tuple[str, str]], modes: Sequence[str],
                  on_answer: Callable[[], None] | None = None, params: QueryParams | None = None) -> dict[str, list[str]]:
     """Every question answered in each mode (once per mode, however many pairs use it), in question order."""

@@ -185,14 +185,6 @@ def scan_folder(root: Path, *, max_bytes: int, cache: HashCache | None = None) -
     return scan
 
 
-def scan_file(root: Path, rel_path: str, *, max_bytes: int) -> FileEntry | None:
-    """The entry for one file of the folder, or None when it no longer exists."""
-    abs_path = Path(root) / rel_path
-    if not abs_path.exists() and not abs_path.is_symlink():
-        return None
-    return _entry(abs_path, rel_path, Path(root).resolve(), max_bytes)
-
-
 _SPECIAL_KINDS = ((stat_module.S_ISFIFO, "a FIFO (named pipe)"), (stat_module.S_ISSOCK, "a socket"),
                   (stat_module.S_ISCHR, "a character device"), (stat_module.S_ISBLK, "a block device"))
 
