@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
+from pathrag_lab.testing.openai_server import FakeOpenAIServer
 
 
 @pytest.fixture

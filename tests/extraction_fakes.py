@@ -22,7 +22,7 @@ from pathrag_pipeline.index.llm_extraction import GLEANING_PROMPT
 from pathrag_pipeline.ingest.folder_sync import sync_folder
 from pathrag_pipeline.llm.client import LLMClient
 from pathrag_pipeline.storage.store import Store
-from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
+from pathrag_lab.testing.openai_server import FakeOpenAIServer
 
 _WORD = re.compile(r"\b[A-Z][a-z]+\b")
 

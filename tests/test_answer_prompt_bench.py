@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathrag_pipeline.bench.answer_prompt import CANDIDATES, FALLBACK, Cell, cell_of, decide, markdown
+from pathrag_lab.bench.answer_prompt import CANDIDATES, FALLBACK, Cell, cell_of, decide, markdown
 
 
 def _cell(reader: str, qs: str, f1: dict[str, float], trails: tuple[str, ...] = ()) -> Cell:

@@ -1,6 +1,7 @@
 """The package layout is the data flow: each subpackage imports only the stages before it, no module
-imports another that (directly or through others) imports it back, and the CLI starts without loading
-the heavy libraries it does not need."""
+imports another that (directly or through others) imports it back, the lab (pathrag_lab: benchmarks and test
+doubles) imports the product and never the other way, and the CLI starts without loading the heavy libraries it
+does not need."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pathrag_pipeline"
+LAB = ROOT / "pathrag_lab"
+TOPS = ("pathrag_pipeline", "pathrag_lab")
 
 # Each group may import its own and any earlier group, never a later one.
 LAYERS = [
     {"errors"},
     {"config", "dagster_home", "dagster_state", "worker_processes"},
-    {"testing"},  # test doubles shared by the tests and the benchmarks (standard library only)
     {"text"},
     {"llm"},
     {"storage"},
@@ -28,9 +30,13 @@ LAYERS = [
     {"index"},
     {"query"},
     {"evaluation"},
-    {"bench"},
     {"cli"},
+    # the lab, after the whole product: it imports the product, the product never imports it
+    {"lab.testing"},  # test doubles shared by the tests and the benchmarks (standard library only)
+    {"lab.bench"},
+    {"lab.cli"},
 ]
+PRODUCT_LAYERS = LAYERS.index({"cli"}) + 1
 LAYER_OF = {name: i for i, group in enumerate(LAYERS) for name in group}
 
 
@@ -53,23 +59,25 @@ def project_imports(path: Path, known: set[str]) -> set[str]:
                      for a in node.names]
         else:
             continue
-        out.update(n for n in names if n.split(".")[0] == "pathrag_pipeline")
+        out.update(n for n in names if n.split(".")[0] in TOPS)
     return out
 
 
 def graph() -> dict[str, set[str]]:
-    files = sorted(PACKAGE.rglob("*.py"))
+    files = sorted([*PACKAGE.rglob("*.py"), *LAB.rglob("*.py")])
     known = {module_name(f) for f in files}
     return {module_name(f): project_imports(f, known) - {module_name(f)} for f in files}
 
 
 def layer(module: str) -> int | None:
     parts = module.split(".")
-    return LAYER_OF.get(parts[1]) if len(parts) > 1 else None
+    if len(parts) < 2:
+        return None
+    return LAYER_OF.get(parts[1]) if parts[0] == "pathrag_pipeline" else LAYER_OF.get(f"lab.{parts[1]}")
 
 
 def test_every_module_belongs_to_a_layer():
-    unplaced = [m for m in graph() if m != "pathrag_pipeline" and layer(m) is None]
+    unplaced = [m for m in graph() if m not in TOPS and layer(m) is None]
     assert not unplaced, f"add these to LAYERS (and to the package docstring): {unplaced}"
 
 
@@ -104,7 +112,7 @@ def test_no_import_circles():
 
 # The CLI and the benchmarks run Dagster (`pathrag index` runs the `index_folder` job in-process, `pathrag
 # bench dagster` times it); they are not the core and import it only inside the functions that need it.
-RUNS_DAGSTER = {"cli", "bench"}
+RUNS_DAGSTER = {"cli", "lab.bench", "lab.cli"}
 
 
 def _imported_names(node) -> list[str]:
@@ -114,7 +122,7 @@ def _imported_names(node) -> list[str]:
 
 def test_core_never_imports_dagster_or_the_assets():
     offenders = []
-    for f in PACKAGE.rglob("*.py"):
+    for f in [*PACKAGE.rglob("*.py"), *LAB.rglob("*.py")]:
         tree = ast.parse(f.read_text())
         if layer(module_name(f)) is not None and LAYERS[layer(module_name(f))] & RUNS_DAGSTER:
             nodes = tree.body  # module level only: inside a command function is allowed
@@ -127,22 +135,38 @@ def test_core_never_imports_dagster_or_the_assets():
 
 
 def test_the_assets_use_the_core_not_the_cli_or_benchmarks():
-    known = {module_name(f) for f in PACKAGE.rglob("*.py")}
+    known = set(graph())
     wrong = [f"{f.name} -> {d}" for f in (ROOT / "assets").glob("*.py") for d in project_imports(f, known)
-             if layer(d) is not None and LAYERS[layer(d)] & {"cli", "bench"}]
+             if d.startswith("pathrag_lab") or (layer(d) is not None and LAYERS[layer(d)] & {"cli"})]
     assert not wrong, wrong
 
 
-def test_only_the_benchmarks_use_the_test_doubles():
-    """``testing`` sits early so that it can import nothing but ``errors``/``config``; that does not make it
-    something the pipeline may run: of the package only ``bench`` uses it, and ``assets`` never does."""
+def test_the_product_never_imports_the_lab():
+    """Issue 60 item 1: the product (pathrag_pipeline, assets) imports nothing of pathrag_lab, neither with an
+    import statement nor by name through the import machinery; `pathrag bench` reaches the product's CLI through
+    the `pathrag.commands` entry point."""
     g = graph()
     wrong = [f"{m} -> {d}" for m, deps in g.items() for d in deps
-             if d.startswith("pathrag_pipeline.testing") and layer(m) is not None
-             and not LAYERS[layer(m)] & {"testing", "bench"}]
+             if m.startswith("pathrag_pipeline") and d.startswith("pathrag_lab")]
     wrong += [f"{f.name} -> {d}" for f in (ROOT / "assets").glob("*.py") for d in project_imports(f, set(g))
-              if d.startswith("pathrag_pipeline.testing")]
-    assert not wrong, wrong
+              if d.startswith("pathrag_lab")]
+    for f in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "assets").rglob("*.py")]):
+        for n in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and re.match(r"pathrag_lab\b", n.value):
+                wrong.append(f"{f.relative_to(ROOT)}:{n.lineno}: names the lab in {n.value!r}")
+    assert not wrong, "the product imports the lab:\n" + "\n".join(wrong)
+
+
+def test_the_lab_reaches_the_cli_through_its_entry_point():
+    from importlib.metadata import entry_points
+
+    from pathrag_pipeline.cli.lazy import plugin_commands
+    from pathrag_pipeline.cli.main import PLUGIN_GROUP
+
+    assert any(p.value == "pathrag_lab.cli:bench" for p in entry_points(group=PLUGIN_GROUP)), \
+        "reinstall the project (pip install -e .): the entry point is declared in pyproject.toml"
+    module, attribute, help_line = plugin_commands(PLUGIN_GROUP)["bench"]
+    assert (module, attribute) == ("pathrag_lab.cli", "bench") and help_line.startswith("Benchmarks")
 
 
 # The package never imports the test suite, neither with an import statement nor through the import machinery
@@ -187,9 +211,9 @@ def imports_of_tests(source: str, filename: str = "<source>") -> list[str]:
 
 
 def test_the_package_and_the_assets_never_import_the_tests():
-    found = [hit for f in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "assets").rglob("*.py")])
+    found = [hit for f in sorted([*PACKAGE.rglob("*.py"), *LAB.rglob("*.py"), *(ROOT / "assets").rglob("*.py")])
              for hit in imports_of_tests(f.read_text(), str(f.relative_to(ROOT)))]
-    assert not found, ("the package imports the test suite (move what it needs into pathrag_pipeline/testing):\n"
+    assert not found, ("the package imports the test suite (move what it needs into pathrag_lab/testing):\n"
                        + "\n".join(found))
 
 
@@ -217,9 +241,9 @@ def test_the_tests_import_check_catches(source):
 
 
 @pytest.mark.parametrize("source", [
-    "import pathrag_pipeline.testing.openai_server",
-    "from pathrag_pipeline.testing.openai_server import FakeOpenAIServer",
-    "import importlib\nimportlib.import_module('pathrag_pipeline.bench.ingest')",
+    "import pathrag_lab.testing.openai_server",
+    "from pathrag_lab.testing.openai_server import FakeOpenAIServer",
+    "import importlib\nimportlib.import_module('pathrag_lab.bench.ingest')",
     "import importlib\nimportlib.import_module('contests.x')",
     '"""The scripted server used to live in tests/openai_server.py."""',
     "print('tests/openai_server.py')",
@@ -230,7 +254,7 @@ def test_the_tests_import_check_lets_pass(source):
 
 
 def test_every_subpackage_says_what_it_owns_and_may_import():
-    for init in PACKAGE.glob("*/__init__.py"):
+    for init in [*PACKAGE.glob("*/__init__.py"), *LAB.glob("*/__init__.py"), LAB / "__init__.py"]:
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         assert "May import" in doc, f"{init.relative_to(ROOT)} needs a docstring with 'May import: ...'"
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pathrag_pipeline.bench.concurrency import markdown_section, run_concurrency_bench
+from pathrag_lab.bench.concurrency import markdown_section, run_concurrency_bench
 
 
 @pytest.mark.slow   # some 20 s of subprocesses: a benchmark, outside the default test run

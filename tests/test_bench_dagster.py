@@ -2,7 +2,7 @@
 
 import pytest
 
-from pathrag_pipeline.bench.report_sections import read_section, splice
+from pathrag_lab.bench.report_sections import read_section, splice
 
 
 def test_splice_inserts_before_retrieval_recall_then_replaces_only_its_section(tmp_path):
@@ -30,7 +30,7 @@ def test_splice_appends_a_section_the_report_lacks_and_its_anchor_is_missing(tmp
 
 @pytest.mark.slow
 def test_bench_dagster_small_run(tmp_path):
-    from pathrag_pipeline.bench.dagster import markdown_section, run_dagster_bench
+    from pathrag_lab.bench.dagster import markdown_section, run_dagster_bench
 
     result = run_dagster_bench(repeats=1, files=50, new_files=20, workdir=tmp_path)
     assert result["sensor_scale"]["runs_for_new_files"] == 1 and result["sensor_latency"]["runs_per_drop"] == 1

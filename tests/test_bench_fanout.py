@@ -9,7 +9,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from pathrag_pipeline.cli.bench import bench
+from pathrag_lab.cli import bench
 
 
 @pytest.mark.parametrize("workers", ["1,x", "0,2", ""])

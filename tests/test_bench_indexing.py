@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pathrag_pipeline.bench.indexing import (
+from pathrag_lab.bench.indexing import (
     STAGES,
     OfflineBackedModel,
     llm_bench,
@@ -15,8 +15,8 @@ from pathrag_pipeline.bench.indexing import (
     offline_bench,
     timed_index,
 )
-from pathrag_pipeline.bench.query import parse_question_table, run_query_bench
-from pathrag_pipeline.bench.report import QUICK, build_report, machine_info, md_table, retrieval_section
+from pathrag_lab.bench.query import parse_question_table, run_query_bench
+from pathrag_lab.bench.report import QUICK, build_report, machine_info, md_table, retrieval_section
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.index.llm_extraction import EXTRACTION_USER_PROMPT, GLEANING_PROMPT
 from pathrag_pipeline.index.extraction_models import ChunkExtraction
@@ -179,7 +179,7 @@ def test_quick_report_writes_every_section(tmp_path: Path) -> None:
 def test_cli_indexing_prints_json_and_rejects_bad_sizes(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from pathrag_pipeline.cli.bench import indexing, query
+    from pathrag_lab.cli import indexing, query
 
     runner = CliRunner()
     docs = tmp_path / "benchmarks.md"
@@ -203,7 +203,7 @@ def test_cli_indexing_prints_json_and_rejects_bad_sizes(tmp_path: Path) -> None:
 def test_cli_bench_retrieval_splices_the_section_with_its_hop_question_check(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from pathrag_pipeline.cli.bench import bench_retrieval
+    from pathrag_lab.cli import bench_retrieval
 
     data = _tiny_dataset(tmp_path / "tiny")
     rows = [json.loads(line) for line in (data / "questions.jsonl").read_text().splitlines()]

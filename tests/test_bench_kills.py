@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pathrag_pipeline.bench.kills import markdown_section, run_kills_bench
+from pathrag_lab.bench.kills import markdown_section, run_kills_bench
 
 
 @pytest.mark.slow   # three index runs in subprocesses: a benchmark, outside the default test run

@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 import pytest
 
-from pathrag_pipeline.bench import llm_answers
-from pathrag_pipeline.bench.local_models import BenchSetupError, LocalModel, assemble_model
-from pathrag_pipeline.cli.bench import bench
+from pathrag_lab.bench import llm_answers
+from pathrag_lab.bench.local_models import BenchSetupError, LocalModel, assemble_model
+from pathrag_lab.cli import bench
 from pathrag_pipeline.query import graph_cache
 from pathrag_pipeline.query.answering import SHORT_ANSWER
 from tests.test_answer_eval import reader
@@ -84,7 +84,7 @@ def test_base_url_and_model_go_together(tmp_path):
 @pytest.mark.e2e   # a benchmark writing its docs section (lab): run by .ci/run (pytest -m e2e)
 def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_server, monkeypatch):
     graph_cache.clear_cache()
-    monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
+    monkeypatch.setattr("pathrag_lab.bench.embedding_runtime.minilm_available", lambda: False)
     openai_server.chat_responder = reader_and_judge
     dataset = write_dataset(tmp_path / "tiny-qa")
     # MuSiQue-style hops (the last hop's passage holds the answer), so the section carries the hop diagnosis
@@ -158,7 +158,7 @@ def test_its_own_server_is_asked_one_request_at_a_time_with_a_long_timeout(tmp_p
     monkeypatch.setattr(llm_answers, "assemble_model", lambda folder, local: tmp_path / local.file)
     monkeypatch.setattr(llm_answers, "LocalServer", FakeServer)
     monkeypatch.setattr(llm_answers, "answer_all", capture)
-    monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
+    monkeypatch.setattr("pathrag_lab.bench.embedding_runtime.minilm_available", lambda: False)
     monkeypatch.delenv("PATHRAG_LLM_TIMEOUT", raising=False)
     monkeypatch.delenv("PATHRAG_LLM_MAX_CONCURRENCY", raising=False)
     dataset = write_dataset(tmp_path / "tiny-qa")
@@ -178,7 +178,7 @@ def test_its_own_server_is_asked_one_request_at_a_time_with_a_long_timeout(tmp_p
 
 def test_win_rates_are_not_published_when_no_judgment_succeeded():
     """The 30-question rerun once had every judgment fail and printed 0% everywhere; now it says why instead."""
-    from pathrag_pipeline.bench.llm_winrate import _winrate_parts
+    from pathrag_lab.bench.llm_winrate import _winrate_parts
     from pathrag_pipeline.evaluation.judging import DIMENSIONS, OVERALL
 
     zero = {d: {"a": 0.0, "b": 0.0, "wins_a": 0, "wins_b": 0} for d in [*DIMENSIONS, OVERALL]}
@@ -204,7 +204,7 @@ def test_winrate_against_a_running_endpoint_writes_its_own_section(tmp_path, ope
     """`pathrag bench winrate`: path, hybrid and naive answer; path is judged against each by the same model,
     which the section says; the rates sit in their own section before Scale."""
     graph_cache.clear_cache()
-    monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
+    monkeypatch.setattr("pathrag_lab.bench.embedding_runtime.minilm_available", lambda: False)
     openai_server.chat_responder = reader_and_judge
     dataset = write_dataset(tmp_path / "tiny-qa")
     docs = tmp_path / "benchmarks.md"

@@ -9,7 +9,7 @@ import re
 
 from click.testing import CliRunner
 
-from pathrag_pipeline.cli.bench import bench
+from pathrag_lab.cli import bench
 from pathrag_pipeline.query import graph_cache, neuropath
 from tests.test_bench_llm_answers import reader_and_judge
 from tests.test_evaluation import write_dataset
@@ -19,7 +19,7 @@ def _run_suite(command: str, tmp_path, openai_server, monkeypatch) -> str:
     """`pathrag bench COMMAND` on a tiny dataset against the scripted server; the report it updated."""
     graph_cache.clear_cache()
     neuropath.clear_cache()
-    monkeypatch.setattr("pathrag_pipeline.bench.embedding_runtime.minilm_available", lambda: False)
+    monkeypatch.setattr("pathrag_lab.bench.embedding_runtime.minilm_available", lambda: False)
     openai_server.chat_responder = reader_and_judge
     dataset = write_dataset(tmp_path / "tiny-qa")
     docs = tmp_path / "benchmarks.md"

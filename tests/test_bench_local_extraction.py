@@ -3,8 +3,8 @@ counting proxy forwards every request and counts the server's tokens independent
 
 from __future__ import annotations
 
-from pathrag_pipeline.bench.local_extraction import CountingProxy, markdown_section, raw_names, run_mode
-from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
+from pathrag_lab.bench.local_extraction import CountingProxy, markdown_section, raw_names, run_mode
+from pathrag_lab.testing.openai_server import FakeOpenAIServer
 from tests.extraction_fakes import FakeExtractionModel
 
 

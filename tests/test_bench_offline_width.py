@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pathrag_pipeline.bench.offline_width import markdown_section, run_width_bench
+from pathrag_lab.bench.offline_width import markdown_section, run_width_bench
 
 
 def test_width_bench_measures_recall_and_bytes_against_the_default(tmp_path):

@@ -1,6 +1,6 @@
 """`pathrag bench quantized`: its section states the paired interval's verdict and both models' identities."""
 
-from pathrag_pipeline.bench.quantized import markdown_section
+from pathrag_lab.bench.quantized import markdown_section
 
 
 def _result(diff):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pathrag_pipeline.bench.report import scale_section
-from pathrag_pipeline.bench.scale import generate_big_jsonl, generate_scale_corpus, memory_growth, run_scale_bench
+from pathrag_lab.bench.report import scale_section
+from pathrag_lab.bench.scale import generate_big_jsonl, generate_scale_corpus, memory_growth, run_scale_bench
 
 
 def test_corpus_reaches_its_size_and_is_deterministic(tmp_path):
@@ -100,7 +100,7 @@ def test_the_section_says_which_edits_merged_row_groups():
 def test_the_one_process_build_is_of_the_main_size_in_a_home_of_its_own(tmp_path, monkeypatch):
     """Issue 23 sets the build time at --size-mb and asks for the speedup over one process: the one-process build
     is of that corpus, and the edits run on the home the workers built."""
-    from pathrag_pipeline.bench import scale
+    from pathrag_lab.bench import scale
 
     calls = []
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from pathrag_pipeline.bench.startup import time_command
+from pathrag_lab.bench.startup import time_command
 from pathrag_pipeline.config import PACKAGE_ROOT
 
 
@@ -29,7 +29,7 @@ def test_before_runs_ahead_of_every_run_warm_up_included(tmp_path):
 def test_update_docs_replaces_only_the_start_up_section(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from pathrag_pipeline.bench import startup
+    from pathrag_lab.bench import startup
     from pathrag_pipeline.cli import main
 
     rows = [{"command": "pathrag ask", "wall_s": 1.25, "cpu_s": 1.5}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from pathrag_pipeline.cli.bench import bench
+from pathrag_lab.cli import bench
 
 
 @pytest.mark.e2e   # a benchmark writing its docs section (lab): run by .ci/run (pytest -m e2e)

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from pathrag_pipeline.cli import main
-from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
+from pathrag_lab.testing.openai_server import FakeOpenAIServer
 
 SECRET = "sk-cli-5ecret-never-shown-4d2e"
 
@@ -341,7 +341,7 @@ def test_an_index_that_left_rows_unembedded_exits_non_zero_saying_partial(folder
                                                                           openai_server: FakeOpenAIServer) -> None:
     """Issue 61, item 3: a run whose embedding batches failed for some rows used to exit 0. It now says
     "partial" in one line (exit 1); the next run embeds the rows and exits 0."""
-    from pathrag_pipeline.testing.openai_server import hash_embedding
+    from pathrag_lab.testing.openai_server import hash_embedding
 
     failing = {"on": True}
 
@@ -375,7 +375,7 @@ def test_an_ask_over_a_vector_table_left_empty_by_failed_batches_says_why_and_ho
         folder, monkeypatch, openai_server: FakeOpenAIServer) -> None:
     """Issue 61: every chunk's batch failed, so naive mode has no vector to search: the error names the rows the
     last run left without vectors and the command that embeds them (not "index documents")."""
-    from pathrag_pipeline.testing.openai_server import hash_embedding
+    from pathrag_lab.testing.openai_server import hash_embedding
 
     def responder(texts, model):
         if any("# Valmere" in t for t in texts):   # the chunk's batch (its text keeps the heading)

@@ -275,7 +275,7 @@ def test_query_job_without_questions_is_refused_at_launch_in_one_line(tmp_path, 
 @pytest.mark.slow
 def test_key_echoed_by_the_endpoint_stays_out_of_dagster_run_storage(tmp_path, folder, monkeypatch):
     """Slow: the echoing endpoint is retried through openai's backoff before the run stops."""
-    from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
+    from pathrag_lab.testing.openai_server import FakeOpenAIServer
 
     secret = "sk-dagster-5ecret-never-stored-e51f"
     instance = dg.DagsterInstance.ephemeral()

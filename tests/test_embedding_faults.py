@@ -9,7 +9,7 @@ import pytest
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.llm.embedding import EmbeddingError, OpenAIEmbedder, embedder_from_settings
 from pathrag_pipeline.storage.vector_store import VectorStore
-from pathrag_pipeline.testing.openai_server import FakeOpenAIServer, hash_embedding
+from pathrag_lab.testing.openai_server import FakeOpenAIServer, hash_embedding
 
 SECRET = "sk-embed-5ecret-never-shown-91bc"
 

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from pathrag_pipeline.bench import entity_precision
-from pathrag_pipeline.bench.entity_precision import LabelError, load_labels, measure, wilson
+from pathrag_lab.bench import entity_precision
+from pathrag_lab.bench.entity_precision import LabelError, load_labels, measure, wilson
 
 
 def _folder(tmp_path: Path, labels: str) -> Path:

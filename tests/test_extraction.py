@@ -20,7 +20,7 @@ from pathrag_pipeline.index.llm_extraction import (
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation, entity_of, relation_of
 from pathrag_pipeline.llm.client import LLMOutputError
 from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID
-from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
+from pathrag_lab.testing.openai_server import FakeOpenAIServer
 from tests.extraction_fakes import FakeExtractionModel, chunk_text_of, make_client
 
 TEXT = "Ada Lovelace wrote notes on the Analytical Engine designed by Charles Babbage in London."

@@ -15,7 +15,7 @@ from pathrag_pipeline.index.extraction_stage import run_extraction
 from pathrag_pipeline.index.llm_extraction import LLMExtractor
 from pathrag_pipeline.index.pipeline import graph_counts
 from pathrag_pipeline.llm.client import LLMError, LLMStoppedError, LLMUnsupportedModeError
-from pathrag_pipeline.testing.openai_server import FakeOpenAIServer, schema_echo
+from pathrag_lab.testing.openai_server import FakeOpenAIServer, schema_echo
 from tests.extraction_fakes import Corpus, FakeExtractionModel, chunk_text_of, make_client, names_in
 
 DOCS = {

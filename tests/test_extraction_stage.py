@@ -7,7 +7,7 @@ import pytest
 from pathrag_pipeline.index.llm_extraction import LLMExtractor, OfflineExtractor
 from pathrag_pipeline.index.extraction_stage import GRAPH_DIRTY_META, run_extraction
 from pathrag_pipeline.llm.client import LLMUnavailableError
-from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
+from pathrag_lab.testing.openai_server import FakeOpenAIServer
 from tests.extraction_fakes import Corpus, FakeExtractionModel, make_client, names_in
 
 DOCS = {

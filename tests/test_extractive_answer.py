@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pathrag_pipeline.bench.sample_answers import is_answered, lead_name, parse_answer_key
+from pathrag_lab.bench.sample_answers import is_answered, lead_name, parse_answer_key
 from pathrag_pipeline.query.answering import (EXTRACTIVE_LABEL, Evidence, extractive_answer, holds_fact,
                                               question_profile)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from pathrag_pipeline.bench.fanout import TABLES  # what "the same tables" means, as the benchmark checks it
+from pathrag_lab.bench.fanout import TABLES  # what "the same tables" means, as the benchmark checks it
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.index.extraction_shards import plan_shards
 from pathrag_pipeline.index.extraction_stage import run_extraction

@@ -74,7 +74,7 @@ def cluster(tmp_path, monkeypatch):
     pytest.importorskip("dagster_celery", reason="pip install -e '.[distributed]' (dagster-celery)")
     pytest.importorskip("dagster_aws", reason="pip install -e '.[distributed]' (dagster-aws)")
     from pathrag_pipeline.dagster_home import ensure_dagster_yaml
-    from pathrag_pipeline.testing.backing_services import RedisServer, S3Server, ServiceUnavailable
+    from pathrag_lab.testing.backing_services import RedisServer, S3Server, ServiceUnavailable
 
     started = []
     try:
@@ -106,7 +106,7 @@ def test_fanout_on_celery_workers_writes_the_tables_one_process_writes(setup, cl
     import boto3
 
     from assets.fanout import fanout_job
-    from pathrag_pipeline.testing.backing_services import start_workers
+    from pathrag_lab.testing.backing_services import start_workers
 
     single, fanned, calls_single = setup
     env, broker, s3 = cluster

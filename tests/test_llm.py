@@ -18,7 +18,7 @@ from pathrag_pipeline.llm.client import (
     Usage,
     llm_from_settings,
 )
-from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
+from pathrag_lab.testing.openai_server import FakeOpenAIServer
 
 SECRET = "sk-test-5ecret-do-not-log-8c1f"
 MESSAGES = [

@@ -19,7 +19,7 @@ from pathrag_pipeline.llm.client import (
     LLMUnsupportedModeError,
     llm_from_settings,
 )
-from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
+from pathrag_lab.testing.openai_server import FakeOpenAIServer
 
 SECRET = "sk-local-5ecret-never-shown-77aa"
 MESSAGES = [

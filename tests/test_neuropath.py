@@ -19,7 +19,7 @@ from pathrag_pipeline.query.keywords import Keywords
 from pathrag_pipeline.query.neuropath_tracker import OFFLINE_TRACKER, TrackerStep, remaining_terms, step_model
 from pathrag_pipeline.query.params import QueryParams
 from pathrag_pipeline.storage.store import Store
-from pathrag_pipeline.testing.openai_server import _word_count
+from pathrag_lab.testing.openai_server import _word_count
 from pathrag_pipeline.text.names import name_key
 from tests.query_fixtures import build_tiny_index, chunk_id
 
@@ -303,8 +303,8 @@ def test_an_existing_home_gains_the_new_query_columns(tmp_path):
 # ---- evaluation and the benchmark section --------------------------------------------------------------
 
 def test_eval_retrieval_runs_neuropath_and_stores_its_cost(tmp_path):
-    from pathrag_pipeline.bench.neuropath import markdown_section
-    from pathrag_pipeline.bench.report_sections import splice
+    from pathrag_lab.bench.neuropath import markdown_section
+    from pathrag_lab.bench.report_sections import splice
     from pathrag_pipeline.evaluation.retrieval_eval import evaluate_retrieval, save_evaluation
     from tests.test_evaluation import write_dataset
 

@@ -9,7 +9,7 @@ import httpx2
 import openai
 import pytest
 
-from pathrag_pipeline.testing.openai_server import FakeOpenAIServer, hash_embedding
+from pathrag_lab.testing.openai_server import FakeOpenAIServer, hash_embedding
 
 
 @pytest.fixture
@@ -149,7 +149,7 @@ def test_runaway_model_stalls_without_a_cap_and_is_cut_with_one(openai_server: F
 
 
 def test_schema_echo_repeats_the_schema_in_the_prompt() -> None:
-    from pathrag_pipeline.testing.openai_server import schema_echo
+    from pathrag_lab.testing.openai_server import schema_echo
 
     prompt = 'Answer as:\n{\n  "$defs": {"E": {"type": "object"}},\n  "properties": {"entities": {}},\n  "title": "ChunkExtraction",\n  "type": "object"\n}\nnow'
     echo = schema_echo({"messages": [{"role": "system", "content": prompt}]})

@@ -3,7 +3,7 @@ import itertools
 import numpy as np
 import pytest
 
-from pathrag_pipeline.bench.pruning import generate_graph, generate_seeds
+from pathrag_lab.bench.pruning import generate_graph, generate_seeds
 from pathrag_pipeline.query.graph_view import GraphView
 from pathrag_pipeline.query.pruning import _enumerate_simple_paths, prune_paths, propagate
 
@@ -270,7 +270,7 @@ def test_reference_is_deterministic_on_generated_graph():
 # ---- benchmark loaders, runner and CLI ----------------------------------------------------------
 
 def test_load_edges_tsv_and_line_numbered_errors(tmp_path):
-    from pathrag_pipeline.bench.pruning import load_edges_tsv
+    from pathrag_lab.bench.pruning import load_edges_tsv
 
     good = tmp_path / "g.tsv"
     good.write_text("# comment\nA\tB\n\nB\tC\nC\tA\n", encoding="utf-8")
@@ -286,7 +286,7 @@ def test_load_edges_tsv_and_line_numbered_errors(tmp_path):
 
 
 def test_load_seeds_jsonl_and_line_numbered_errors(tmp_path):
-    from pathrag_pipeline.bench.pruning import load_seeds_jsonl
+    from pathrag_lab.bench.pruning import load_seeds_jsonl
 
     good = tmp_path / "s.jsonl"
     good.write_text('["A", "B"]\n\n["C"]\n', encoding="utf-8")
@@ -310,7 +310,7 @@ def test_generators_are_seeded_and_sized():
 
 
 def test_run_bench_reports_documented_keys():
-    from pathrag_pipeline.bench.pruning import run_bench
+    from pathrag_lab.bench.pruning import run_bench
 
     view = _view(DIAMOND)
     result = run_bench(view, [["s", "d"], ["a", "d", "nope"]], variant="paper", top_k=5)
@@ -325,7 +325,7 @@ def test_cli_generate_and_edges(tmp_path):
 
     from click.testing import CliRunner
 
-    from pathrag_pipeline.cli.bench import pruning
+    from pathrag_lab.cli import pruning
 
     runner = CliRunner()
     png = tmp_path / "scaling.png"
@@ -355,7 +355,7 @@ def test_cli_generate_and_edges(tmp_path):
 # ---- hub seeds, both rules, and the report's pruning section (no timings asserted) ---------------
 
 def test_hub_seeds_are_the_highest_degree_nodes_deterministically():
-    from pathrag_pipeline.bench.pruning import hub_seeds, seed_sets_for
+    from pathrag_lab.bench.pruning import hub_seeds, seed_sets_for
 
     view = generate_graph(1_000, m=10, seed=0)
     hubs = hub_seeds(view, 40)
@@ -375,7 +375,7 @@ def test_hub_seeds_are_the_highest_degree_nodes_deterministically():
 
 
 def test_rules_resolve_to_the_query_default_first():
-    from pathrag_pipeline.bench.pruning import default_rule, resolve_rules, resolve_seed_kinds
+    from pathrag_lab.bench.pruning import default_rule, resolve_rules, resolve_seed_kinds
     from pathrag_pipeline.query.params import QueryParams
 
     assert default_rule() == ("seed_pass" if QueryParams().seed_pass else "literal") == "literal"
@@ -387,7 +387,7 @@ def test_rules_resolve_to_the_query_default_first():
 
 
 def test_scaling_bench_rows_cover_each_rule_and_seed_kind():
-    from pathrag_pipeline.bench.pruning import scaling_bench
+    from pathrag_lab.bench.pruning import scaling_bench
 
     rows = scaling_bench((1_000,), n_queries=2, n_seeds=40, seed_kinds=("random", "hub"),
                          rules=("default", "seed_pass"))
@@ -405,8 +405,8 @@ def test_scaling_bench_rows_cover_each_rule_and_seed_kind():
 def test_report_pruning_section_has_both_rules_and_both_seed_kinds(tmp_path):
     from dataclasses import replace
 
-    from pathrag_pipeline.bench.pruning import SEED_KINDS, plot_scaling, resolve_rules, scaling_bench
-    from pathrag_pipeline.bench.report import QUICK, pruning_section
+    from pathrag_lab.bench.pruning import SEED_KINDS, plot_scaling, resolve_rules, scaling_bench
+    from pathrag_lab.bench.report import QUICK, pruning_section
 
     sizes = replace(QUICK, pruning_edges=(1_000,), pruning_queries=3, reference_edges=(1_000,))
     paper = scaling_bench(sizes.pruning_edges, n_queries=3, n_seeds=40, seed_kinds=SEED_KINDS,
@@ -431,7 +431,7 @@ def test_cli_selects_seed_kinds_and_rules(tmp_path):
 
     from click.testing import CliRunner
 
-    from pathrag_pipeline.cli.bench import pruning
+    from pathrag_lab.cli import pruning
 
     runner = CliRunner()
     out = runner.invoke(pruning, ["--generate", "--edges-count", "1000", "--queries", "2", "--seed-kind", "hub",

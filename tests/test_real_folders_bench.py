@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from pathrag_pipeline.bench.real_folders import (
+from pathrag_lab.bench.real_folders import (
     encyclopedic_target,
     markdown,
     score_folder,

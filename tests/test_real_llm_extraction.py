@@ -12,8 +12,8 @@ import shutil
 
 import pytest
 
-from pathrag_pipeline.bench.llm_answers import LocalServer, assemble_model, missing
-from pathrag_pipeline.bench.local_extraction import CountingProxy, run_mode
+from pathrag_lab.bench.llm_answers import LocalServer, assemble_model, missing
+from pathrag_lab.bench.local_extraction import CountingProxy, run_mode
 from pathrag_pipeline.config import SAMPLE_DOCS
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import json
 import duckdb
 import pytest
 
-from pathrag_pipeline.bench.llm_answers import LocalServer, assemble_model, missing
+from pathrag_lab.bench.llm_answers import LocalServer, assemble_model, missing
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.evaluation.answer_eval import evaluate_answers
 from pathrag_pipeline.query import graph_cache

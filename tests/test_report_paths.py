@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from pathrag_pipeline.bench.neuropath import command_of
-from pathrag_pipeline.bench.report import QUICK, musique_section
-from pathrag_pipeline.bench.report_sections import repo_path
+from pathrag_lab.bench.neuropath import command_of
+from pathrag_lab.bench.report import QUICK, musique_section
+from pathrag_lab.bench.report_sections import repo_path
 from pathrag_pipeline.config import PACKAGE_ROOT
 
 MUSIQUE_BESIDE = PACKAGE_ROOT.parent / "shared" / "bench" / "musique-100"
@@ -40,7 +40,7 @@ def test_published_reproduce_lines_use_relative_paths():
 
 def test_offline_sections_label_neuropath_rows_as_the_heuristic_tracker():
     """Issue 24: a NeuroPath row measured without an LLM says its tracker is a heuristic, in every table."""
-    from pathrag_pipeline.bench.report import offline_label
+    from pathrag_lab.bench.report import offline_label
 
     assert offline_label("neuropath") == "neuropath (heuristic tracker)"
     assert offline_label("neuropath:ours") == "neuropath:ours (heuristic tracker)"
@@ -51,7 +51,7 @@ def test_offline_sections_label_neuropath_rows_as_the_heuristic_tracker():
 def test_bench_query_replaces_its_own_section_and_key_figure(tmp_path):
     from click.testing import CliRunner
 
-    from pathrag_pipeline.cli.bench import bench
+    from pathrag_lab.cli import bench
 
     docs = tmp_path / "benchmarks.md"
     docs.write_text("# Benchmarks\n\n## Key figures\n\n- Offline `path` query on the sample corpus: median 1 ms end "

@@ -10,7 +10,7 @@ import pytest
 
 from pathrag_pipeline.index.extraction_models import ENTITY_TYPES, ChunkExtraction, name_problem
 from pathrag_pipeline.index.llm_extraction import LLMExtractor
-from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
+from pathrag_lab.testing.openai_server import FakeOpenAIServer
 from tests.extraction_fakes import make_client
 
 TEXT = ("The Pellingham Institute of Hydrology studied the Varne River. Its director, Agnes Morrow, wrote "

@@ -83,7 +83,7 @@ def test_a_bad_setting_is_one_line_naming_it_and_never_quoting_a_secret(name, va
 # ---- against a real S3-compatible server ---------------------------------------------------------------------
 @pytest.fixture()
 def s3(tmp_path):
-    from pathrag_pipeline.testing.backing_services import S3Server, ServiceUnavailable
+    from pathrag_lab.testing.backing_services import S3Server, ServiceUnavailable
 
     try:
         server = S3Server(tmp_path / "moto").start()

@@ -16,12 +16,41 @@ import click
 from pathrag_pipeline.errors import PipelineError, disk_full_cause
 
 
+def plugin_commands(group: str) -> dict[str, tuple[str, str, str]]:
+    """The commands installed packages declare in entry-point ``group`` (``name = "module:attribute"``), as
+    name -> (module, attribute, one-line help). The help is the first line of the module's docstring, read from
+    its source without importing it, so ``pathrag --help`` stays fast and the product never imports a plugin."""
+    import ast
+    from importlib.metadata import entry_points
+    from importlib.util import find_spec
+
+    found: dict[str, tuple[str, str, str]] = {}
+    for point in entry_points(group=group):
+        module, _, attribute = point.value.partition(":")
+        help_line = ""
+        try:
+            spec = find_spec(module)
+            if spec is not None and spec.origin and spec.origin.endswith(".py"):
+                with open(spec.origin, encoding="utf-8") as source:
+                    doc = ast.get_docstring(ast.parse(source.read())) or ""
+                help_line = doc.strip().splitlines()[0] if doc.strip() else ""
+        except (ImportError, OSError, SyntaxError, ValueError):
+            continue   # a plugin whose package is gone is not offered
+        if spec is not None:
+            found[point.name] = (module, attribute or point.name, help_line)
+    return found
+
+
 class LazyGroup(click.Group):
     """``lazy_commands``: name -> (module, attribute, one-line help)."""
 
-    def __init__(self, *args, lazy_commands: dict[str, tuple[str, str, str]] | None = None, **kwargs) -> None:
+    def __init__(self, *args, lazy_commands: dict[str, tuple[str, str, str]] | None = None,
+                 plugin_group: str | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.lazy_commands = dict(lazy_commands or {})
+        if plugin_group:
+            for name, entry in plugin_commands(plugin_group).items():
+                self.lazy_commands.setdefault(name, entry)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy_commands})

@@ -26,11 +26,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "eval": ("pathrag_pipeline.cli.eval", "eval_group",
              "Evaluate retrieval (recall@k on a QA dataset), answers (exact match, token F1) and LLM-judged "
              "win rates."),
-    "bench": ("pathrag_pipeline.cli.bench", "bench", "Benchmarks whose results go to docs/benchmarks.md."),
 }
+# Commands of other packages (entry-point group PLUGIN_GROUP; this repository's lab adds `bench`) join these,
+# discovered from the installed metadata without importing them (cli/lazy.py).
+PLUGIN_GROUP = "pathrag.commands"
 
 
-@click.group(cls=LazyGroup, lazy_commands=COMMANDS)
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS, plugin_group=PLUGIN_GROUP)
 @click.version_option(package_name="pathrag-pipeline")
 def main() -> None:
     """PathRAG graph-RAG pipeline. Settings come from PATHRAG_* environment variables (see docs/configuration.md)."""

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pathrag_pipeline.bench.ingest import _document
+from pathrag_lab.bench.ingest import _document
 
 Log = Callable[[str], None]
 MB = 1_000_000
@@ -87,7 +87,7 @@ def generate_big_jsonl(path: Path, lines: int, seed: int = 17) -> int:
 
 def _child(home: str, folder: str, queue, processes: int = 0) -> None:
     try:
-        from pathrag_pipeline.bench.indexing import _settings, timed_index
+        from pathrag_lab.bench.indexing import _settings, timed_index
 
         settings = _settings(Path(home), Path(folder), extract_processes=processes)
         report, seconds = timed_index(settings, Path(folder))
@@ -167,7 +167,7 @@ def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction:
     between 100 MB and 300 MB). ``edits``: one-file edits of the ``size_mb`` corpus (``EDITS``)."""
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="pathrag-bench-scale-"))
     base.mkdir(parents=True, exist_ok=True)
-    from pathrag_pipeline.bench.report import machine_info
+    from pathrag_lab.bench.report import machine_info
 
     results: dict[str, Any] = {"size_mb": size_mb, "files": files, "memory_mb": memory_mb, "parts": parts,
                                "sizes": [], "loads": [_load()],

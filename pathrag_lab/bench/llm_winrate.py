@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pathrag_pipeline.bench import llm_answers
-from pathrag_pipeline.bench.local_models import DEFAULT_LOCAL_MODEL
-from pathrag_pipeline.bench.report_sections import repo_path
+from pathrag_lab.bench import llm_answers
+from pathrag_lab.bench.local_models import DEFAULT_LOCAL_MODEL
+from pathrag_lab.bench.report_sections import repo_path
 
 DEFAULT_QUESTIONS = 30
 DEFAULT_BUDGET = 1000
@@ -36,7 +36,7 @@ def run_winrate_bench(dataset: Path, workdir: Path, *, questions: int = DEFAULT_
                       local: str = DEFAULT_LOCAL_MODEL, log: Log = print) -> dict[str, Any]:
     """Start the local server (unless ``base_url``/``model``), answer and judge; the figures with the model, the
     machine and the time. ``workdir`` is ``pathrag bench answers``'s: the same index, home and joined model."""
-    from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
+    from pathrag_lab.bench.embedding_runtime import minilm_available, minilm_model
 
     served = llm_answers.check_endpoint("winrate", base_url, model, local)
     embed_model = minilm_model() if minilm_available() else None
@@ -93,7 +93,7 @@ def judge_modes(settings: Any, dataset: Path, index: Path, questions: int, budge
 
 
 def _winrate_parts(runs: list[dict[str, Any]], budget: int) -> list[str]:
-    from pathrag_pipeline.bench.report import md_table
+    from pathrag_lab.bench.report import md_table
     from pathrag_pipeline.evaluation.judging import DIMENSIONS, OVERALL
 
     if not runs:

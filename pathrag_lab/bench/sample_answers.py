@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from pathrag_pipeline.bench.query import SAMPLE_QUESTIONS, parse_markdown_table
+from pathrag_lab.bench.query import SAMPLE_QUESTIONS, parse_markdown_table
 from pathrag_pipeline.config import SAMPLE_DOCS, Settings
 from pathrag_pipeline.index.pipeline import run_indexing
 from pathrag_pipeline.query.engine import MODES, PathRAG
@@ -62,7 +62,7 @@ def run_dataset_answers(dataset: Path, workdir: Path, modes: tuple[str, ...] = M
                         log: Callable[[str], None] = lambda _: None) -> dict[str, Any] | None:
     """Index ``dataset`` (corpus.jsonl + triples.jsonl) offline and count, per mode, the questions whose gold
     answer (or an alias) appears in the extractive answer; None when the dataset is not there."""
-    from pathrag_pipeline.bench.indexing import _settings, timed_index
+    from pathrag_lab.bench.indexing import _settings, timed_index
 
     corpus, triples, questions = (dataset / n for n in ("corpus.jsonl", "triples.jsonl", "questions.jsonl"))
     if not all(p.is_file() for p in (corpus, triples, questions)):
@@ -114,7 +114,7 @@ def run_answers_bench(docs: Path = SAMPLE_DOCS, key_path: Path = SAMPLE_QUESTION
     out["llm"] = "offline" if rag.llm is None else rag.llm.model
     out["docs"], out["key"] = str(docs), str(key_path)
     if dataset is True:
-        from pathrag_pipeline.bench.indexing import MUSIQUE
+        from pathrag_lab.bench.indexing import MUSIQUE
 
         dataset = MUSIQUE
     out["dataset"] = run_dataset_answers(dataset, home.parent / "dataset", modes, log) if dataset else None

@@ -2,7 +2,7 @@
 
 Two inputs: the musique-100 triples (one record per passage, 17k triples; real entity names, so alias
 detection has something to find) and a synthetic corpus of ``--records`` single-chunk records with a few
-entities and relations each. Run: ``python -m pathrag_pipeline.bench.graph_merge [--records 17000]``.
+entities and relations each. Run: ``python -m pathrag_lab.bench.graph_merge [--records 17000]``.
 """
 
 from __future__ import annotations

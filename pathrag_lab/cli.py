@@ -1,7 +1,8 @@
-"""`pathrag bench ...`: every benchmark whose results go to docs/benchmarks.md.
+"""Benchmarks whose results go to docs/benchmarks.md (the lab, pathrag_lab: `pathrag bench ...`).
 
-All logic lives in ``pathrag_pipeline.bench``; each command imports its benchmark module when it runs, so
-``pathrag bench --help`` starts at once.
+All logic lives in ``pathrag_lab.bench``; each command imports its benchmark module when it runs, so
+``pathrag bench --help`` starts at once. The product's ``pathrag`` finds this group through the
+``pathrag.commands`` entry point (pyproject.toml); it never imports the lab.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from pathrag_pipeline.bench.local_models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS
+from pathrag_lab.bench.local_models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS
 from pathrag_pipeline.cli.common import console, esc, print_table
 from pathrag_pipeline.config import BENCH_DIR
 
@@ -44,7 +45,7 @@ def _dataset_option(files: str):
 
 def _measured(started: float) -> str:
     """A section's closing line: when, on what, and how long the section took."""
-    from pathrag_pipeline.bench.report import machine_info
+    from pathrag_lab.bench.report import machine_info
 
     m = machine_info()
     return (f"_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']}); this section ran "
@@ -56,7 +57,7 @@ def _publish(section: str, heading: str, update_docs: Path | None, as_json: bool
     """A long benchmark's output: its ``## heading`` section spliced into ``update_docs`` (when given), then
     the JSON or the section printed."""
     if update_docs is not None:
-        from pathrag_pipeline.bench.report_sections import splice
+        from pathrag_lab.bench.report_sections import splice
 
         splice(update_docs, heading, section, before=before)
     if as_json:
@@ -70,7 +71,7 @@ def _log(as_json: bool):
 
 
 def _print_indexing(result: dict) -> None:
-    from pathrag_pipeline.bench.indexing import STAGES
+    from pathrag_lab.bench.indexing import STAGES
 
     off = result.get("offline")
     if off:
@@ -121,7 +122,7 @@ def indexing(n_docs: int, llm_docs: int | None, repeats: int, edits: int, musiqu
     ``--update-docs`` replaces the report's "Indexing, offline" section and its key-figures line with this run's."""
     if n_docs < 1 or repeats < 1 or edits < 1:
         raise click.UsageError(f"--docs {n_docs}, --repeats {repeats} and --edits {edits} must be at least 1")
-    from pathrag_pipeline.bench.indexing import llm_bench, musique_bench, offline_bench
+    from pathrag_lab.bench.indexing import llm_bench, musique_bench, offline_bench
 
     log = _log(as_json)
     started = time.perf_counter()
@@ -134,10 +135,10 @@ def indexing(n_docs: int, llm_docs: int | None, repeats: int, edits: int, musiqu
         if result["musique"] is None:
             log(f"musique-100 not found at {musique_dir}: skipped")
     if update_docs is not None:
-        from pathrag_pipeline.bench.report import (
+        from pathrag_lab.bench.report import (
             ReportSizes, machine_info, machine_stamp, offline_key_figure, offline_section,
         )
-        from pathrag_pipeline.bench.report_sections import replace_key_figure, splice
+        from pathrag_lab.bench.report_sections import replace_key_figure, splice
 
         sizes = ReportSizes(index_docs=n_docs, index_repeats=repeats, index_edits=edits)
         stamp = (f"_Measured {machine_stamp(machine_info())}; `pathrag bench indexing` ran "
@@ -162,9 +163,9 @@ def extractor(dataset_dir: Path, real_docs: Path | None, update_docs: Path | Non
     """The offline extractor: entity precision on real documentation against hand labels, and against an LLM's
     entity lists on a QA corpus (precision/recall, relations per 1,000 passages, entity types and hubs, with the
     current rules and with the v2 rules: dates as nodes, 2 neighbours)."""
-    from pathrag_pipeline.bench import entity_precision
-    from pathrag_pipeline.bench.offline_extraction import compare_rules
-    from pathrag_pipeline.bench.report import (
+    from pathrag_lab.bench import entity_precision
+    from pathrag_lab.bench.offline_extraction import compare_rules
+    from pathrag_lab.bench.report import (
         ENTITY_PRECISION_HEADING,
         entity_precision_section,
         extractor_section,
@@ -181,7 +182,7 @@ def extractor(dataset_dir: Path, real_docs: Path | None, update_docs: Path | Non
     section = (entity_precision_section(precision) + f"\n\n_Measured {m['date']} on {m['usable_cores']} cores "
                f"({m['cpu']}, Python {m['python']})._")
     if update_docs is not None:
-        from pathrag_pipeline.bench.report_sections import splice
+        from pathrag_lab.bench.report_sections import splice
 
         splice(update_docs, ENTITY_PRECISION_HEADING, section, before="Offline extractor rules")
         if result is not None:
@@ -237,9 +238,9 @@ def answer_prompt(readers: tuple[str, ...], datasets: tuple[Path, ...], folders:
     """Which answer prompt reads best: the layouts that keep PathRAG's pruning in the loop, the paper's PathRAG and
     the flat chunk prompts, answered by each local reader on musique-100 and a documentation folder, and the rule
     that picks the default from them (bench/answer_prompt.py)."""
-    from pathrag_pipeline.bench.answer_prompt import HEADING, READERS, decide, markdown, run_answer_prompt_bench, Cell
-    from pathrag_pipeline.bench.llm_answers import BenchSetupError
-    from pathrag_pipeline.bench.real_folders import FOLDERS
+    from pathrag_lab.bench.answer_prompt import HEADING, READERS, decide, markdown, run_answer_prompt_bench, Cell
+    from pathrag_lab.bench.llm_answers import BenchSetupError
+    from pathrag_lab.bench.real_folders import FOLDERS
     from pathrag_pipeline.evaluation.answer_eval import EndpointDown
     from pathrag_pipeline.llm.client import LLMError
 
@@ -290,7 +291,7 @@ def answers(dataset_dir: Path, limit: int, budget: int, modes: str | None, time_
     (Qwen2.5-Coder-0.5B-Instruct from the [local-llm-model] extra, or the 1.5B with --local-model), runs `pathrag eval answers` on musique-100
     and reports EM/F1 per mode with paired intervals. Says what to install when the server or model is missing.
     """
-    from pathrag_pipeline.bench.llm_answers import (HEADING, BenchSetupError, llm_answers_section,
+    from pathrag_lab.bench.llm_answers import (HEADING, BenchSetupError, llm_answers_section,
                                                     run_llm_answers_bench, to_json)
     from pathrag_pipeline.evaluation.answer_eval import EndpointDown
     from pathrag_pipeline.evaluation.retrieval_eval import EVAL_MODES, parse_csv
@@ -324,8 +325,8 @@ def winrate(dataset_dir: Path, questions: int, budget: int, base_url: str | None
             workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
     """Judged win rates through a real local LLM (as `bench answers`): path against hybrid and naive, the
     papers' judging prompt, answers' order alternated, the same small model as judge (a weak judge, said so)."""
-    from pathrag_pipeline.bench.llm_answers import BenchSetupError
-    from pathrag_pipeline.bench.llm_winrate import HEADING, run_winrate_bench, winrate_section
+    from pathrag_lab.bench.llm_answers import BenchSetupError
+    from pathrag_lab.bench.llm_winrate import HEADING, run_winrate_bench, winrate_section
     from pathrag_pipeline.evaluation.answer_eval import EndpointDown
     from pathrag_pipeline.llm.client import LLMError
 
@@ -341,7 +342,7 @@ def winrate(dataset_dir: Path, questions: int, budget: int, base_url: str | None
 
 def _llm_modes_command(suite_name: str, what: str):
     """`pathrag bench neuropath-llm` / `pooling-llm`: one suite of modes through a local LLM (bench/llm_modes.py)."""
-    from pathrag_pipeline.bench.llm_modes import SUITES
+    from pathrag_lab.bench.llm_modes import SUITES
 
     suite = SUITES[suite_name]
 
@@ -362,8 +363,8 @@ def _llm_modes_command(suite_name: str, what: str):
     def command(dataset_dir: Path, limit: int, budget: int, time_limit: float | None, base_url: str | None,
                 model: str | None, local: str, workdir: Path | None, update_docs: Path | None,
                 as_json: bool) -> None:
-        from pathrag_pipeline.bench.llm_answers import BenchSetupError
-        from pathrag_pipeline.bench.llm_modes import modes_llm_section, run_modes_llm_bench
+        from pathrag_lab.bench.llm_answers import BenchSetupError
+        from pathrag_lab.bench.llm_modes import modes_llm_section, run_modes_llm_bench
         from pathrag_pipeline.evaluation.answer_eval import EndpointDown
         from pathrag_pipeline.llm.client import LLMError
 
@@ -399,8 +400,8 @@ pooling_llm = _llm_modes_command(
 def sample_answers(docs_dir: Path | None, key_path: Path | None, update_docs: Path | None, as_json: bool) -> None:
     """How many sample questions (data/sample_questions.md) each mode answers offline: the answer key's lead
     name appears in the extractive answer; and musique-100's questions whose gold answer appears in it."""
-    from pathrag_pipeline.bench.report import answers_section, docs_answers_section
-    from pathrag_pipeline.bench.sample_answers import run_answers_bench
+    from pathrag_lab.bench.report import answers_section, docs_answers_section
+    from pathrag_lab.bench.sample_answers import run_answers_bench
 
     if (docs_dir is None) != (key_path is None):
         raise click.UsageError("give --docs and --questions together (a folder and its answer key)")
@@ -428,8 +429,8 @@ def embedder(texts: int, runs: int, threads: int, mix: int, update_docs: Path | 
     """all-MiniLM-L6-v2 on torch versus onnxruntime (needs the local-embeddings extra and optimum[onnx])."""
     if texts < 1 or runs < 1 or threads < 1 or mix < 0:
         raise click.UsageError("--texts, --runs and --threads must be at least 1, --mix at least 0")
-    from pathrag_pipeline.bench.embedding_runtime import measure
-    from pathrag_pipeline.bench.report import embedder_section, machine_info
+    from pathrag_lab.bench.embedding_runtime import measure
+    from pathrag_lab.bench.report import embedder_section, machine_info
 
     started = time.perf_counter()
     try:
@@ -442,7 +443,7 @@ def embedder(texts: int, runs: int, threads: int, mix: int, update_docs: Path | 
         section = embedder_section(result) + (
             f"\n\n_Measured {m['date']}, {m['cpu']}, {m['usable_cores']} cores, Python {m['python']}; this section "
             f"ran {time.perf_counter() - started:.0f} s._")
-        from pathrag_pipeline.bench.report_sections import splice
+        from pathrag_lab.bench.report_sections import splice
 
         splice(update_docs, "Local embedder: torch versus onnxruntime", section, before="Path pruning scaling")
     if as_json:
@@ -470,22 +471,22 @@ def query(rounds: int, update_docs: Path | None, as_json: bool) -> None:
     """Query latency per stage on the sample corpus, offline, for every mode (medians)."""
     if rounds < 1:
         raise click.UsageError(f"--rounds {rounds} must be at least 1")
-    from pathrag_pipeline.bench.query import STAGE_ORDER, run_query_bench
+    from pathrag_lab.bench.query import STAGE_ORDER, run_query_bench
 
     started = time.perf_counter()
     result = run_query_bench(rounds=rounds, log=_log(as_json))
     if update_docs is not None:
         from dataclasses import replace
 
-        from pathrag_pipeline.bench.report import FULL, machine_info, machine_stamp, query_section
-        from pathrag_pipeline.bench.report_sections import splice
+        from pathrag_lab.bench.report import FULL, machine_info, machine_stamp, query_section
+        from pathrag_lab.bench.report_sections import splice
 
         section = (query_section(result, replace(FULL, query_rounds=rounds))
                    + f"\n\n_Measured {machine_stamp(machine_info())}; this section ran "
                      f"{time.perf_counter() - started:.0f} s._")
         splice(update_docs, "Query latency per stage (sample corpus, offline)", section)
         if "path" in result["modes"]:
-            from pathrag_pipeline.bench.report_sections import replace_key_figure
+            from pathrag_lab.bench.report_sections import replace_key_figure
 
             replace_key_figure(update_docs, "Offline `path` query on the sample corpus:",
                                f"Offline `path` query on the sample corpus: median "
@@ -510,7 +511,7 @@ def query(rounds: int, update_docs: Path | None, as_json: bool) -> None:
                    "then skips embedding musique-100 again (about 20 minutes with MiniLM on 2 cores).")
 def report(quick: bool, out: Path | None, workdir: Path | None) -> None:
     """Run every benchmark and regenerate docs/benchmarks.md and docs/pruning_scaling.png."""
-    from pathrag_pipeline.bench.report import build_report
+    from pathrag_lab.bench.report import build_report
 
     path = build_report(quick=quick, out=out, workdir=workdir,
                         log=lambda msg: console.print(msg, highlight=False, markup=False))
@@ -525,7 +526,7 @@ def report(quick: bool, out: Path | None, workdir: Path | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
     """Generate a corpus and measure full ingest and re-ingest after one file changed."""
-    from pathrag_pipeline.bench.ingest import run_ingest_bench
+    from pathrag_lab.bench.ingest import run_ingest_bench
 
     started = time.perf_counter()
     try:
@@ -535,8 +536,8 @@ def bench_ingest(n_docs: int, repeats: int, workdir: Path | None, update_docs: P
     if update_docs is not None:
         from dataclasses import replace
 
-        from pathrag_pipeline.bench.report import FULL, ingest_section
-        from pathrag_pipeline.bench.report_sections import splice
+        from pathrag_lab.bench.report import FULL, ingest_section
+        from pathrag_lab.bench.report_sections import splice
 
         splice(update_docs, "Ingest", ingest_section(result, replace(FULL, ingest_docs=n_docs, ingest_repeats=repeats))
                + "\n\n" + _measured(started))
@@ -570,8 +571,8 @@ def bench_scale(size_mb: float, files: int, small_fraction: float, big_txt_mb: f
                 workdir: Path | None, keep: bool, parts: str, memory_mb: float, markdown_out: Path | None,
                 update_docs: Path | None, as_json: bool) -> None:
     """Peak memory and throughput of full offline indexes at two corpus sizes, one edit, one huge file."""
-    from pathrag_pipeline.bench.report import scale_section
-    from pathrag_pipeline.bench.scale import run_scale_bench
+    from pathrag_lab.bench.report import scale_section
+    from pathrag_lab.bench.scale import run_scale_bench
 
     if memory_mb and memory_mb <= size_mb:
         raise click.BadParameter(f"{memory_mb:g} must be larger than --size-mb {size_mb:g} (or 0: no third build)",
@@ -631,7 +632,7 @@ def pruning(edges_path: Path | None, seeds_path: Path | None, generate: bool, ed
 
     By default: the paper variant under the rule queries use, on random seed sets. `--seed-kind both --rules
     both` adds hub seeds and the seed_pass rule (the report's pruning section)."""
-    from pathrag_pipeline.bench.pruning import (
+    from pathrag_lab.bench.pruning import (
         DEFAULT_EDGE_COUNTS,
         RULES,
         default_rule,
@@ -708,7 +709,7 @@ def pruning(edges_path: Path | None, seeds_path: Path | None, generate: bool, ed
 def startup(repeats: int, baseline: str | None, update_docs: Path | None, as_json: bool) -> None:
     """Wall and CPU seconds of whole `pathrag` invocations (--version, --help, sql, status, ask, no-op index), medians.
     ``--update-docs`` replaces the report's "CLI start-up" section with this run's."""
-    from pathrag_pipeline.bench.startup import run_startup_bench
+    from pathrag_lab.bench.startup import run_startup_bench
 
     if repeats < 1:
         raise click.UsageError(f"--repeats {repeats} must be at least 1")
@@ -718,8 +719,8 @@ def startup(repeats: int, baseline: str | None, update_docs: Path | None, as_jso
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from None
     if update_docs is not None:
-        from pathrag_pipeline.bench.report import machine_info, machine_stamp, startup_section
-        from pathrag_pipeline.bench.report_sections import splice
+        from pathrag_lab.bench.report import machine_info, machine_stamp, startup_section
+        from pathrag_lab.bench.report_sections import splice
 
         splice(update_docs, "CLI start-up", startup_section(result) + (
             f"\n\n_Measured {machine_stamp(machine_info())}; `pathrag bench startup` ran "
@@ -746,7 +747,7 @@ def bench_dagster(repeats: int, files: int, new_files: int, workdir: Path | None
     """Sensor latency and tick time at scale, runs per batch, Dagster run start-up, what Dagster costs the CLI."""
     if repeats < 1 or files < 1 or new_files < 1:
         raise click.UsageError("--repeats, --files and --new-files must be at least 1")
-    from pathrag_pipeline.bench.dagster import markdown_section, run_dagster_bench, to_json
+    from pathrag_lab.bench.dagster import markdown_section, run_dagster_bench, to_json
 
     result = run_dagster_bench(repeats=repeats, files=files, new_files=new_files, workdir=workdir,
                                log=_log(as_json))
@@ -767,7 +768,7 @@ def bench_dagster(repeats: int, files: int, new_files: int, workdir: Path | None
 def bench_vectors(n_docs: int, runs: int, pause: float | None, workdir: Path | None, update_docs: Path | None,
                   as_json: bool) -> None:
     """The LanceDB folder's size and kept versions over repeated index runs (touched files, one edit per run)."""
-    from pathrag_pipeline.bench.vectors import HEADING, markdown_section, run_vectors_bench, to_json
+    from pathrag_lab.bench.vectors import HEADING, markdown_section, run_vectors_bench, to_json
 
     result = run_vectors_bench(n_docs=n_docs, runs=runs, pause=pause, workdir=workdir, log=_log(as_json))
     _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Answers through a local LLM")
@@ -782,7 +783,7 @@ def bench_vectors(n_docs: int, runs: int, pause: float | None, workdir: Path | N
 @_json_option
 def bench_kills(n_docs: int, workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
     """kill -9 of `pathrag index` at 5 points of a run, then a plain `pathrag index`: completes, tables as clean."""
-    from pathrag_pipeline.bench.kills import HEADING, markdown_section, run_kills_bench, to_json
+    from pathrag_lab.bench.kills import HEADING, markdown_section, run_kills_bench, to_json
 
     result = run_kills_bench(n_docs=n_docs, workdir=workdir, log=_log(as_json))
     _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Offline embedder width")
@@ -812,7 +813,7 @@ def bench_fanout(n_docs: int, workers: str, shards: int, delay: float, query_rou
         raise click.UsageError(f"--workers {workers!r} must be whole numbers separated by commas, e.g. 1,2,4") from None
     if not counts or min(counts) < 1:
         raise click.UsageError(f"--workers {workers!r}: every count must be at least 1")
-    from pathrag_pipeline.bench.fanout import HEADING, ServiceUnavailable, markdown_section, run_fanout_bench, to_json
+    from pathrag_lab.bench.fanout import HEADING, ServiceUnavailable, markdown_section, run_fanout_bench, to_json
 
     try:
         result = run_fanout_bench(n_docs=n_docs, workers=counts, shards=shards, delay=delay,
@@ -828,7 +829,7 @@ def bench_fanout(n_docs: int, workers: str, shards: int, delay: float, query_rou
 @_json_option
 def bench_offline_width(dataset_dir: Path, update_docs: Path | None, as_json: bool) -> None:
     """Passage recall against bytes per vector for the offline embedder's width (the default's justification)."""
-    from pathrag_pipeline.bench.offline_width import HEADING, markdown_section, run_width_bench, to_json
+    from pathrag_lab.bench.offline_width import HEADING, markdown_section, run_width_bench, to_json
 
     result = run_width_bench(dataset_dir, log=_log(as_json))
     _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Concurrent asks")
@@ -844,7 +845,7 @@ def bench_quantized(dataset_dir: Path, cache: Path | None, update_docs: Path | N
     """Recall and speed of all-MiniLM-L6-v2 quantized to int8 against the full model (local-embeddings-onnx extra)."""
     import tempfile
 
-    from pathrag_pipeline.bench.quantized import HEADING, markdown_section, run_quantized_bench, to_json
+    from pathrag_lab.bench.quantized import HEADING, markdown_section, run_quantized_bench, to_json
     from pathrag_pipeline.llm.embedding import EmbeddingError
 
     try:
@@ -868,7 +869,7 @@ def bench_quantized(dataset_dir: Path, cache: Path | None, update_docs: Path | N
 def bench_concurrency(asks: int, single: int, dataset_dir: Path, workdir: Path | None, update_docs: Path | None,
                       as_json: bool) -> None:
     """Many `pathrag ask` processes at once on the musique-100 index, idle and with an index run going."""
-    from pathrag_pipeline.bench.concurrency import HEADING, markdown_section, run_concurrency_bench, to_json
+    from pathrag_lab.bench.concurrency import HEADING, markdown_section, run_concurrency_bench, to_json
 
     result = run_concurrency_bench(asks=asks, single=single, dataset=dataset_dir, workdir=workdir, log=_log(as_json))
     _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result),
@@ -888,8 +889,8 @@ def bench_concurrency(asks: int, single: int, dataset_dir: Path, workdir: Path |
 @_json_option
 def bench_local_extraction(workdir: Path, modes: str, files: str, update_docs: Path | None, as_json: bool) -> None:
     """The small local models in every LLM mode extracting the sample documents through a real llama.cpp server."""
-    from pathrag_pipeline.bench.llm_answers import BenchSetupError
-    from pathrag_pipeline.bench.local_extraction import HEADING, markdown_section, run_local_extraction_bench, to_json
+    from pathrag_lab.bench.llm_answers import BenchSetupError
+    from pathrag_lab.bench.local_extraction import HEADING, markdown_section, run_local_extraction_bench, to_json
 
     chosen = tuple(m.strip() for m in modes.split(",") if m.strip())
     try:
@@ -918,7 +919,7 @@ def bench_retrieval(dataset_dir: Path, limit: int | None, no_hop_check: bool, wo
     """Recall@k of every mode, the flat baselines and the path ablations (the report's retrieval section):
     triples + MiniLM when the local-embeddings extra is installed, and offline; plus the oracle hop-question
     check. Baselines and ablations carry paired 95% bootstrap intervals against path."""
-    from pathrag_pipeline.bench.report import retrieval_section, retrieval_runs
+    from pathrag_lab.bench.report import retrieval_section, retrieval_runs
 
     started = time.perf_counter()
     runs = retrieval_runs(dataset_dir, limit, workdir or Path(tempfile.mkdtemp(prefix="pathrag-retrieval-")),
@@ -947,9 +948,9 @@ def bench_retrieval(dataset_dir: Path, limit: int | None, no_hop_check: bool, wo
 def bench_neuropath(dataset_dir: Path, limit: int | None, minilm: bool | None, triples: bool, workdir: Path | None,
                     update_docs: Path | None, as_json: bool) -> None:
     """NeuroPath recall@k, LLM tokens and ms per query beside path mode and the BM25/dense baselines."""
-    from pathrag_pipeline.bench.neuropath import markdown_section, run_neuropath_bench
+    from pathrag_lab.bench.neuropath import markdown_section, run_neuropath_bench
 
-    from pathrag_pipeline.bench.report import machine_info, machine_stamp
+    from pathrag_lab.bench.report import machine_info, machine_stamp
 
     started = time.perf_counter()
     runs = run_neuropath_bench(dataset_dir, workdir or Path(tempfile.mkdtemp(prefix="pathrag-neuropath-")),
@@ -977,7 +978,7 @@ def real_folders(names: tuple[str, ...], extra: tuple[str, ...], modes: str, bas
     """Real documentation folders (Debian's git-doc, postgresql-doc-15, sqlite3-doc, sphinx-doc) indexed offline
     as a user would: template entities among the 50 most-mentioned, names asked about that are entities, answers
     that state the fact in their first 400 characters per mode, index time and memory."""
-    from pathrag_pipeline.bench.real_folders import ENCYCLOPEDIC, FOLDERS, markdown, run_real_folders_bench
+    from pathrag_lab.bench.real_folders import ENCYCLOPEDIC, FOLDERS, markdown, run_real_folders_bench
 
     unknown = [n for n in names if n not in FOLDERS and n not in ENCYCLOPEDIC]
     if unknown:
@@ -1007,8 +1008,8 @@ def html(pages: int, update_docs: Path | None, as_json: bool) -> None:
     """Main-content extraction of HTML documentation pages (Debian's sphinx-doc, postgresql-doc-15, git-doc,
     sqlite3-doc): this indexer's reading against trafilatura, readability-lxml, jusText, resiliparse and inscriptis
     (the `bench` extra): furniture kept, content kept against a hand-made reference, structure, time."""
-    from pathrag_pipeline.bench.html_extractors import DEBIAN_FOLDERS, INDEXER, compare, render_markdown
-    from pathrag_pipeline.bench.report import machine_info
+    from pathrag_lab.bench.html_extractors import DEBIAN_FOLDERS, INDEXER, compare, render_markdown
+    from pathrag_lab.bench.report import machine_info
 
     folders = {name: path for name, path in DEBIAN_FOLDERS.items() if path.is_dir()}
     if not folders:
@@ -1049,8 +1050,8 @@ def real_folders_llm(name: str, modes: str, limit: int | None, budget: int, work
                      model: str | None, update_docs: Path | None, as_json: bool) -> None:
     """One real folder's questions answered by an LLM (default: Qwen2.5-Coder-0.5B through the bench's own llama.cpp
     server, docs/llm-endpoints.md), per mode: exact match, token F1, answer in the prompt."""
-    from pathrag_pipeline.bench.llm_answers import check_endpoint
-    from pathrag_pipeline.bench.real_folders import FOLDERS, llm_markdown, run_folder_llm
+    from pathrag_lab.bench.llm_answers import check_endpoint
+    from pathrag_lab.bench.real_folders import FOLDERS, llm_markdown, run_folder_llm
 
     if name not in FOLDERS:
         raise click.BadParameter(f"{name!r}: one of {', '.join(FOLDERS)}", param_hint="--folder")

@@ -84,7 +84,7 @@ def run_width_bench(dataset: Path, widths: tuple[int, ...] = WIDTHS, log: Log = 
 
 
 def markdown_section(r: dict[str, Any]) -> str:
-    from pathrag_pipeline.bench.report import machine_info, md_table
+    from pathrag_lab.bench.report import machine_info, md_table
 
     def delta(w: dict) -> str:
         d, lo, hi = w["vs_default"]

@@ -6,7 +6,7 @@ Three measurements, all through ``run_indexing`` exactly as ``pathrag index`` ru
   offline extraction throughput), then one document edited and the index brought up to date (time, chunks
   re-extracted, rows re-embedded);
 - LLM: the same corpus against a local scripted OpenAI-compatible server
-  (``pathrag_pipeline.testing.openai_server``) that answers each extraction prompt with the offline
+  (``pathrag_lab.testing.openai_server``) that answers each extraction prompt with the offline
   extractor's output for the chunk in the prompt, so the graph is realistic. It measures the pipeline's call
   accounting and overhead (calls and tokens per chunk, calls to re-index one changed document) — not an LLM's
   quality or latency. Token figures are the fake server's (whitespace words of the messages), not a real
@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pathrag_pipeline.config import BENCH_DIR
-from pathrag_pipeline.bench.ingest import generate_corpus
+from pathrag_lab.bench.ingest import generate_corpus
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.index.llm_extraction import GLEANING_PROMPT
 from pathrag_pipeline.index.extraction_models import ChunkExtraction
 from pathrag_pipeline.index.offline_extraction import extract_offline
 from pathrag_pipeline.index.pipeline import IndexReport, run_indexing
 from pathrag_pipeline.storage.store import Store
-from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
+from pathrag_lab.testing.openai_server import FakeOpenAIServer
 
 MUSIQUE = BENCH_DIR / "musique-100"
 LLM_CAVEAT = ("Measured against a local scripted OpenAI-compatible server (127.0.0.1) that answers with the offline "

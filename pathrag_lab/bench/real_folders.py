@@ -248,7 +248,7 @@ def encyclopedic_target(name: str, base: Path) -> tuple[Path, Path] | None:
     base.mkdir(parents=True, exist_ok=True)
     questions = base / f"{name}.questions.jsonl"
     if name == "sample":
-        from pathrag_pipeline.bench.sample_answers import lead_name, parse_answer_key
+        from pathrag_lab.bench.sample_answers import lead_name, parse_answer_key
 
         rows = [{"id": f"sample-{i}", "question": q, "answers": [lead_name(a)], "names": []}
                 for i, (q, a) in enumerate(parse_answer_key(), 1)]
@@ -354,7 +354,7 @@ INTRO = (
 
 def markdown(result: dict[str, Any]) -> str:
     """The benchmark's section of docs/benchmarks.md."""
-    from pathrag_pipeline.bench.report_sections import repo_path
+    from pathrag_lab.bench.report_sections import repo_path
 
     modes = result["modes"]
     sides = ["current"] + (["baseline"] if result.get("baseline") else [])
@@ -403,7 +403,7 @@ def run_folder_llm(name: str, workdir: Path, *, base_url: str | None = None, mod
     and token F1 of the short answer (SQuAD normalisation) against the accepted answers, and whether the mode's
     prompt held one of them. The endpoint is ``base_url``/``model``, or the bench's own llama.cpp server with
     Qwen2.5-Coder-0.5B (``bench/llm_answers.py``)."""
-    from pathrag_pipeline.bench.llm_answers import bench_settings, on_endpoint
+    from pathrag_lab.bench.llm_answers import bench_settings, on_endpoint
     from pathrag_pipeline.config import PACKAGE_ROOT as ROOT
     from pathrag_pipeline.evaluation.answer_scoring import answer_in_context, exact_match, token_f1
     from pathrag_pipeline.query.engine import PathRAG

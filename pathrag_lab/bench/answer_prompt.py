@@ -116,7 +116,7 @@ def markdown(cells: Sequence[Cell], decision: dict[str, Any], command: str) -> s
     intro = (f"Reproduce: `{command}`.\n\nAnswer F1 of each layout (SQuAD token F1 of the short answer, cut to its span) "
              "and, in brackets, its paired difference from the cell's best flat chunk prompt with the 95% bootstrap "
              f"interval over the questions ({RESAMPLES:,} resamples, seed {SEED}). The rule "
-             "(`bench/answer_prompt.py`, docs/methods.md): among the layouts that keep PathRAG's pruning in the loop "
+             "(`pathrag_lab/bench/answer_prompt.py`, docs/methods.md): among the layouts that keep PathRAG's pruning in the loop "
              f"({', '.join(f'`{m}`' for m in CANDIDATES)}), the default is the one with the best F1 averaged over the "
              "cells among those that trail the best flat prompt in no cell; if none qualifies, the passages ranked by "
              f"path mode (`{FALLBACK}`), the kept paths staying the answer's evidence. `{PAPER}` is the paper's PathRAG "
@@ -143,10 +143,10 @@ def run_answer_prompt_bench(workdir: Path, *, readers: Sequence[str] = READERS, 
     ``model``) answers each dataset (offline-rules graph, its first ``limit`` questions) and each real folder
     (indexed offline in ``workdir/folders/NAME``, its first ``limit`` questions) in ``MODES``; returns the cells and the rule's
     outcome. Resumable: answers are stored as they come (``workdir/home`` for datasets, each folder's own home)."""
-    from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
-    from pathrag_pipeline.bench.llm_answers import bench_settings, check_endpoint, on_endpoint
-    from pathrag_pipeline.bench.real_folders import FOLDERS, QUESTIONS_DIR
-    from pathrag_pipeline.bench.report_sections import repo_path
+    from pathrag_lab.bench.embedding_runtime import minilm_available, minilm_model
+    from pathrag_lab.bench.llm_answers import bench_settings, check_endpoint, on_endpoint
+    from pathrag_lab.bench.real_folders import FOLDERS, QUESTIONS_DIR
+    from pathrag_lab.bench.report_sections import repo_path
     from pathrag_pipeline.evaluation.answer_eval import evaluate_answers
     from pathrag_pipeline.evaluation.retrieval_eval import indexing_settings
     from pathrag_pipeline.index.pipeline import run_indexing

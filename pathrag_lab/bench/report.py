@@ -21,20 +21,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from pathrag_pipeline.bench.dagster import markdown_section as dagster_section, run_dagster_bench
-from pathrag_pipeline.bench.embedding_runtime import COMPARED as COMPARED_TEXTS, measure as measure_runtimes, \
+from pathrag_lab.bench.dagster import markdown_section as dagster_section, run_dagster_bench
+from pathrag_lab.bench.embedding_runtime import COMPARED as COMPARED_TEXTS, measure as measure_runtimes, \
     minilm_available, minilm_model
-from pathrag_pipeline.bench.indexing import LLM_CAVEAT, MUSIQUE, llm_bench, musique_bench, offline_bench
-from pathrag_pipeline.bench.ingest import run_ingest_bench
-from pathrag_pipeline.bench.offline_extraction import compare_rules
-from pathrag_pipeline.bench.entity_precision import measure as measure_entity_precision
-from pathrag_pipeline.bench.neuropath import markdown_section as neuropath_section
-from pathrag_pipeline.bench.pruning import (DEFAULT_EDGE_COUNTS, SEED_KINDS, default_rule, plot_scaling,
+from pathrag_lab.bench.indexing import LLM_CAVEAT, MUSIQUE, llm_bench, musique_bench, offline_bench
+from pathrag_lab.bench.ingest import run_ingest_bench
+from pathrag_lab.bench.offline_extraction import compare_rules
+from pathrag_lab.bench.entity_precision import measure as measure_entity_precision
+from pathrag_lab.bench.neuropath import markdown_section as neuropath_section
+from pathrag_lab.bench.pruning import (DEFAULT_EDGE_COUNTS, SEED_KINDS, default_rule, plot_scaling,
                                             resolve_rules, rule_label, scaling_bench)
-from pathrag_pipeline.bench.query import STAGE_ORDER, run_query_bench
-from pathrag_pipeline.bench.report_sections import repo_path
-from pathrag_pipeline.bench.sample_answers import run_answers_bench
-from pathrag_pipeline.bench.startup import run_startup_bench
+from pathrag_lab.bench.query import STAGE_ORDER, run_query_bench
+from pathrag_lab.bench.report_sections import repo_path
+from pathrag_lab.bench.sample_answers import run_answers_bench
+from pathrag_lab.bench.startup import run_startup_bench
 from pathrag_pipeline.config import PACKAGE_ROOT, Settings
 from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID
 from pathrag_pipeline.query.engine import MODES
@@ -348,7 +348,7 @@ def _mix_part(r: dict[str, Any]) -> str:
 def llm_section(r: dict[str, Any], sizes: ReportSizes) -> str:
     head = ["## Indexing, LLM mode: call accounting",
             _reproduce(f"pathrag bench indexing --docs {sizes.index_docs} --llm-docs {sizes.llm_docs}")
-            + " (the scripted server is `pathrag_pipeline/testing/openai_server.py`)",
+            + " (the scripted server is `pathrag_lab/testing/openai_server.py`)",
             f"**What this measures:** {LLM_CAVEAT}"]
     rows = [[b["gleaning"], b["chunks_extracted"], b["extraction_calls"], b["calls_per_chunk"],
              b["prompt_tokens_per_chunk"], b["completion_tokens_per_chunk"], b["summary_calls"],

@@ -181,7 +181,7 @@ def measure(texts: int = 512, runs: int = 3, threads: int = 2, cache: Path | Non
     for backend, source in (("torch", torch_source), ("onnx", onnx_source)):
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
             out = handle.name
-        code = (f"from pathrag_pipeline.bench.embedding_runtime import _child; "
+        code = (f"from pathrag_lab.bench.embedding_runtime import _child; "
                 f"_child({backend!r}, {str(source)!r}, {texts}, {runs}, {threads}, {out!r}, {mix_file!r})")
         subprocess.run([sys.executable, "-c", code], check=True, env=env)
         data = json.loads(Path(out).read_text())

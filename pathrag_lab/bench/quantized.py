@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pathrag_pipeline.bench.offline_width import KS, _load, passage_recall
+from pathrag_lab.bench.offline_width import KS, _load, passage_recall
 
 Log = Callable[[str], None]
 HEADING = "Quantized local embedder"
@@ -57,7 +57,7 @@ def run_quantized_bench(dataset: Path, cache: Path, log: Log = _quiet) -> dict[s
 
 
 def markdown_section(r: dict[str, Any]) -> str:
-    from pathrag_pipeline.bench.report import machine_info, md_table
+    from pathrag_lab.bench.report import machine_info, md_table
 
     d, lo, hi = r["int8_vs_full"]
     verdict = "loses recall" if hi < 0 else "gains recall" if lo > 0 else "ties"

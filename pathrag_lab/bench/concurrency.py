@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pathrag_pipeline.bench.indexing import MUSIQUE, _settings, timed_index
+from pathrag_lab.bench.indexing import MUSIQUE, _settings, timed_index
 
 Log = Callable[[str], None]
 HEADING = "Concurrent asks"
@@ -243,7 +243,7 @@ def run_concurrency_bench(asks: int = 50, single: int = 5, dataset: Path = MUSIQ
     result["queries_logged"] = _logged(home)
     result["queries_expected"] = 3 * (single + 2 * asks)
     result["seconds"] = round(time.perf_counter() - started, 1)
-    from pathrag_pipeline.bench.report import machine_info
+    from pathrag_lab.bench.report import machine_info
 
     result["machine"] = machine_info()
     return result
@@ -275,7 +275,7 @@ def _verdict(r: dict[str, Any]) -> str:
 
 
 def markdown_section(r: dict[str, Any]) -> str:
-    from pathrag_pipeline.bench.report import md_table
+    from pathrag_lab.bench.report import md_table
 
     rows = []
     for config, label in CONFIGS:

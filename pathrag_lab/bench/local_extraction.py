@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from pathrag_pipeline.bench.llm_answers import LocalServer, server_installed, WHEEL_HINT
-from pathrag_pipeline.bench.local_models import LOCAL_MODELS, BenchSetupError, assemble_model
+from pathrag_lab.bench.llm_answers import LocalServer, server_installed, WHEEL_HINT
+from pathrag_lab.bench.local_models import LOCAL_MODELS, BenchSetupError, assemble_model
 
 Log = Callable[[str], None]
 HEADING = "Small local models extracting a graph"
@@ -206,7 +206,7 @@ def run_mode(model: str, mode: str, docs: Path, home: Path, proxy: CountingProxy
 
 def run_local_extraction_bench(workdir: Path, *, files: tuple[str, ...] = DEFAULT_FILES,
                                modes: tuple[str, ...] = MODES, log: Log = lambda _: None) -> dict[str, Any]:
-    from pathrag_pipeline.bench.report import machine_info
+    from pathrag_lab.bench.report import machine_info
     from pathrag_pipeline.config import SAMPLE_DOCS
 
     if not server_installed():
@@ -240,7 +240,7 @@ def run_local_extraction_bench(workdir: Path, *, files: tuple[str, ...] = DEFAUL
 
 
 def markdown_section(r: dict[str, Any]) -> str:
-    from pathrag_pipeline.bench.report import md_table
+    from pathrag_lab.bench.report import md_table
 
     rows = []
     for label, runs in r["models"].items():

@@ -26,7 +26,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Callable
 
-from pathrag_pipeline.bench.concurrency import _env
+from pathrag_lab.bench.concurrency import _env
 
 Log = Callable[[str], None]
 HEADING = "Kill -9 during an index run"
@@ -96,7 +96,7 @@ def _label(step: str | None, delay: float) -> str:
 def run_kills_bench(n_docs: int = 300, points: tuple[tuple[str | None, float], ...] = POINTS,
                     workdir: Path | None = None,
                     log: Log = _quiet) -> dict[str, Any]:
-    from pathrag_pipeline.bench.ingest import generate_corpus
+    from pathrag_lab.bench.ingest import generate_corpus
 
     base = Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-kills-"))
     folder = base / "corpus"
@@ -137,14 +137,14 @@ def run_kills_bench(n_docs: int = 300, points: tuple[tuple[str | None, float], .
                      "ended_before_kill": finished_first, "completed": completed, "second_run_s": round(seconds, 1),
                      "released_dead_run": "left running by a process that is gone" in stderr,
                      "tables_equal_clean": equal, "error": "" if completed else stderr.strip().splitlines()[-1:]})
-    from pathrag_pipeline.bench.report import machine_info
+    from pathrag_lab.bench.report import machine_info
 
     return {"documents": n_docs, "clean_s": round(clean_s, 1), "points": rows, "reference": reference,
             "machine": machine_info()}
 
 
 def markdown_section(r: dict[str, Any]) -> str:
-    from pathrag_pipeline.bench.report import md_table
+    from pathrag_lab.bench.report import md_table
 
     rows = [[f"{p['point']} ({p['killed_after_s']} s)", p["step"] + (" (the run had ended: no kill)" if p["ended_before_kill"] else ""),
              "yes" if p["completed"] else "NO", p["second_run_s"], "yes" if p["released_dead_run"] else "no",

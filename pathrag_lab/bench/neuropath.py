@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
-from pathrag_pipeline.bench.report_sections import repo_path
+from pathrag_lab.bench.embedding_runtime import minilm_available, minilm_model
+from pathrag_lab.bench.report_sections import repo_path
 from pathrag_pipeline.config import Settings
 
 SECTION_TITLE = "## NeuroPath retrieval"

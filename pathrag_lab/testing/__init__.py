@@ -4,5 +4,5 @@ not in ``tests/``, so ``pathrag bench`` runs from an installed package without i
 
 Importing this package loads nothing heavy; ``openai_server`` uses the standard library only.
 
-May import: ``errors`` and ``config`` (it needs neither today); never a later stage. ``bench`` imports it.
+May import: the product's ``errors`` and ``config`` (it needs neither today). The lab's ``bench`` imports it.
 """

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from pathrag_pipeline.testing.backing_services import ServiceUnavailable  # noqa: F401 - what the CLI reports
+from pathrag_lab.testing.backing_services import ServiceUnavailable  # noqa: F401 - what the CLI reports
 
 Log = Callable[[str], None]
 HEADING = "Extraction on celery workers, vectors on an object store"
@@ -73,7 +73,7 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
 
 def _reference(template: Path, home: Path, folder: Path, base_url: str) -> tuple[float, dict[str, list[tuple]]]:
     """One process, no Dagster: the extraction stage as the write step runs it, 8 requests at once."""
-    from pathrag_pipeline.bench.indexing import _settings
+    from pathrag_lab.bench.indexing import _settings
     from pathrag_pipeline.index.extraction_stage import run_extraction, summariser_for
     from pathrag_pipeline.index.llm_extraction import extractor_from_settings
     from pathrag_pipeline.storage.store import Store
@@ -94,7 +94,7 @@ def _celery_run(n_workers: int, shards: int, template: Path, base: Path, folder:
     from assets.executors import HOME_QUEUE, SHARD_QUEUE
     from assets.fanout import fanout_job
     from pathrag_pipeline.dagster_home import ensure_dagster_yaml
-    from pathrag_pipeline.testing.backing_services import start_workers
+    from pathrag_lab.testing.backing_services import start_workers
 
     run_dir = base / f"celery-{n_workers}"
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -152,8 +152,8 @@ def _query_p50(settings: Any, questions: list[str], rounds: int) -> dict[str, fl
 
 
 def _query_part(base: Path, s3: Any, rounds: int, log: Log) -> dict[str, Any]:
-    from pathrag_pipeline.bench.indexing import _settings
-    from pathrag_pipeline.bench.query import parse_question_table
+    from pathrag_lab.bench.indexing import _settings
+    from pathrag_lab.bench.query import parse_question_table
     from pathrag_pipeline.config import SAMPLE_DOCS, Settings
     from pathrag_pipeline.index.pipeline import run_indexing
 
@@ -181,12 +181,12 @@ def run_fanout_bench(n_docs: int = 1000, workers: tuple[int, ...] = (1, 2, 4), s
                      delay: float = 0.2, query_rounds: int = 5, workdir: Path | None = None,
                      log: Log = _quiet) -> dict[str, Any]:
     """Both parts (see the module docstring); raises ``ServiceUnavailable`` when Redis or moto cannot start."""
-    from pathrag_pipeline.bench.indexing import OfflineBackedModel, _corpus, _settings
-    from pathrag_pipeline.bench.report import machine_info
+    from pathrag_lab.bench.indexing import OfflineBackedModel, _corpus, _settings
+    from pathrag_lab.bench.report import machine_info
     from pathrag_pipeline.index.pipeline import ingest_stage
     from pathrag_pipeline.storage.store import Store
-    from pathrag_pipeline.testing.backing_services import RedisServer, S3Server
-    from pathrag_pipeline.testing.openai_server import FakeOpenAIServer
+    from pathrag_lab.testing.backing_services import RedisServer, S3Server
+    from pathrag_lab.testing.openai_server import FakeOpenAIServer
 
     base = Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-fanout-"))
     base.mkdir(parents=True, exist_ok=True)
@@ -231,7 +231,7 @@ def run_fanout_bench(n_docs: int = 1000, workers: tuple[int, ...] = (1, 2, 4), s
 
 
 def markdown_section(r: dict[str, Any]) -> str:
-    from pathrag_pipeline.bench.report import machine_stamp, md_table
+    from pathrag_lab.bench.report import machine_stamp, md_table
 
     rows = [[run["workers"], run["shard_processes"], f"{run['seconds']:.1f}", f"{run['speedup']:.2f}x",
              f"{run['plan_s']:.1f}", ", ".join(f"{s:.0f}" for s in run["shard_s"]), f"{run['write_s']:.1f}",

@@ -35,14 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pathrag_pipeline.bench.local_models import (DEFAULT_LOCAL_MODEL, QWEN_05B, BenchSetupError, LocalModel,
+from pathrag_lab.bench.local_models import (DEFAULT_LOCAL_MODEL, QWEN_05B, BenchSetupError, LocalModel,
                                                  assemble_model, local_model)
-from pathrag_pipeline.bench.report_sections import repo_path
+from pathrag_lab.bench.report_sections import repo_path
 from pathrag_pipeline.evaluation.bootstrap import format_figures
 
 
 def machine() -> dict[str, Any]:
-    from pathrag_pipeline.bench.report import machine_info   # the report's machine facts, imported when measured
+    from pathrag_lab.bench.report import machine_info   # the report's machine facts, imported when measured
 
     return machine_info()
 
@@ -173,7 +173,7 @@ def run_llm_answers_bench(dataset: Path, workdir: Path, *, limit: int = DEFAULT_
     that many questions (the grid's answers are reused) and state the verdict there too. ``local``: the key of the
     model the bench serves itself (bench/local_models.py).
     The judged win rates are ``pathrag bench winrate`` (bench/llm_winrate.py), a run of their own."""
-    from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
+    from pathrag_lab.bench.embedding_runtime import minilm_available, minilm_model
 
     served = check_endpoint("answers", base_url, model, local)
     if embed_model is None and minilm_available():
@@ -280,7 +280,7 @@ def llm_use_recall(settings: Any, dataset: Path, index: Path, limit: int, log: L
 
 
 def _llm_use_parts(k: dict[str, Any] | None) -> list[str]:
-    from pathrag_pipeline.bench.report import md_table
+    from pathrag_lab.bench.report import md_table
 
     if not k:
         return []
@@ -330,7 +330,7 @@ MODE_COLUMNS = ["mode", "F1", "EM", "in context", "F1 if in context", "R@5", "pr
 
 
 def _verdict_study_parts(v: dict[str, Any] | None) -> list[str]:
-    from pathrag_pipeline.bench.report import md_table
+    from pathrag_lab.bench.report import md_table
 
     if not v:
         return []
@@ -347,7 +347,7 @@ def _verdict_study_parts(v: dict[str, Any] | None) -> list[str]:
 
 def _diagnosis_parts(e: dict[str, Any] | None) -> list[str]:
     """The hop diagnosis of a run (its ``diagnosis`` and ``verdict_detail``): where each mode's evidence went."""
-    from pathrag_pipeline.bench.report import md_table
+    from pathrag_lab.bench.report import md_table
     from pathrag_pipeline.evaluation.answer_diagnosis import DIAGNOSIS_COLUMNS, diagnosis_row, diagnosis_sentence
 
     if not e or not e.get("diagnosis"):
@@ -373,7 +373,7 @@ def _against(m: dict[str, Any]) -> str:
 
 def llm_answers_section(r: dict[str, Any]) -> str:
     """The docs/benchmarks.md section of one bench run."""
-    from pathrag_pipeline.bench.report import md_table
+    from pathrag_lab.bench.report import md_table
 
     e = r["evaluation"]
     mach = r["machine"]

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from pathrag_pipeline.bench.local_models import DEFAULT_LOCAL_MODEL
-from pathrag_pipeline.bench.neuropath import md_table
-from pathrag_pipeline.bench.report_sections import repo_path
+from pathrag_lab.bench.local_models import DEFAULT_LOCAL_MODEL
+from pathrag_lab.bench.neuropath import md_table
+from pathrag_lab.bench.report_sections import repo_path
 
 DEFAULT_LIMIT = 50
 DEFAULT_BUDGET = 1000
@@ -74,8 +74,8 @@ def run_modes_llm_bench(dataset: Path, workdir: Path, *, suite: Suite = NEUROPAT
     """Start the local server (unless ``base_url``/``model``), then recall and answers of the suite's modes.
     ``workdir``: ``retrieval/triples[-minilm]`` the dataset's index (shared with ``pathrag bench answers``),
     ``neuropath-llm/home`` the runs (the answers resume; both suites), ``models`` the joined GGUF."""
-    from pathrag_pipeline.bench import llm_answers
-    from pathrag_pipeline.bench.embedding_runtime import minilm_available, minilm_model
+    from pathrag_lab.bench import llm_answers
+    from pathrag_lab.bench.embedding_runtime import minilm_available, minilm_model
     from pathrag_pipeline.evaluation.retrieval_eval import evaluate_retrieval, save_evaluation
     from pathrag_pipeline.storage.store import Store
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pathrag_pipeline.bench.indexing import _corpus, _edit, _settings, timed_index
+from pathrag_lab.bench.indexing import _corpus, _edit, _settings, timed_index
 
 Log = Callable[[str], None]
 TABLES = ("entities", "relations", "chunks")
@@ -100,14 +100,14 @@ def run_vectors_bench(n_docs: int = 1000, runs: int = 10, pause: float | None = 
             "embedded_per_run": round(statistics.median(r["embedded"] for r in rows), 1),
         }
     result["seconds"] = round(time.perf_counter() - started, 1)
-    from pathrag_pipeline.bench.report import machine_info
+    from pathrag_lab.bench.report import machine_info
 
     result["machine"] = machine_info()
     return result
 
 
 def markdown_section(r: dict[str, Any]) -> str:
-    from pathrag_pipeline.bench.report import machine_info, md_table
+    from pathrag_lab.bench.report import machine_info, md_table
 
     first = r["first"]
     rows = [["first build", 1, f"{first['bytes'] / 1e6:.1f}", "1.00",
