@@ -10,7 +10,7 @@ from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Re
 from pathrag_pipeline.index.extraction_records import ExtractionRecord, write_records
 from pathrag_pipeline.index.graph_merge import merge_keys, remerge_entities
 from pathrag_pipeline.text.names import name_key
-from pathrag_pipeline.storage.store import init_schema
+from pathrag_pipeline.storage.schema import init_schema
 
 
 def names(*pairs):

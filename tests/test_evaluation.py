@@ -305,7 +305,7 @@ def test_default_modes_add_the_fused_baseline_and_dense_only_when_semantic():
 def test_an_older_home_gains_the_new_eval_columns_and_stores_runs(tmp_path, settings, dataset):
     import duckdb
 
-    from pathrag_pipeline.storage.store import ADDED_COLUMNS
+    from pathrag_pipeline.storage.schema import ADDED_COLUMNS
 
     home = tmp_path / "old-home"
     home.mkdir()

@@ -13,7 +13,7 @@ from pathrag_pipeline.index.graph_merge import (
     relation_key,
 )
 from pathrag_pipeline.index.mention_index import entries, prepare_mentions
-from pathrag_pipeline.storage.store import init_schema
+from pathrag_pipeline.storage.schema import init_schema
 from pathrag_pipeline.text.tokenizer import count_tokens
 
 ENTITY_COLS = "entity_key, name, type, description, description_tokens, mention_count, source_chunk_ids, document_ids"

@@ -21,7 +21,7 @@ from pathrag_pipeline.index.aliases import find_alias_candidates, read_alias_inp
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Entity, Relation
 from pathrag_pipeline.index.extraction_records import ExtractionRecord, write_records
 from pathrag_pipeline.index.graph_merge import apply_chunk_changes, merge_keys
-from pathrag_pipeline.storage.store import init_schema
+from pathrag_pipeline.storage.schema import init_schema
 
 MUSIQUE = BENCH_DIR / "musique-100"
 

@@ -1026,7 +1026,7 @@ def evaluate_retrieval(settings: Settings, dataset_dir: Path | str, *, modes: Se
 
 
 def _insert(con, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """Named columns: a home whose table gained columns by migration (store.ADDED_COLUMNS) has them last.
+    """Named columns: a home whose table gained columns by migration (schema.ADDED_COLUMNS) has them last.
     No rows, no statement (DuckDB's executemany refuses an empty list)."""
     if not rows:
         return

@@ -1,6 +1,6 @@
 """The append-only query log: every question asked, its retained paths and its retrieved nodes.
 
-Tables ``queries``, ``path_traces`` and ``retrieved_nodes`` (DDL in ``store.DDL``, documented in
+Tables ``queries``, ``path_traces`` and ``retrieved_nodes`` (DDL in ``schema.DDL``, documented in
 docs/tables.md) make queries inspectable and comparable with plain SQL, e.g. which paths a question got,
 how long each stage took, or how answers changed across graph versions. Rows are only ever inserted.
 Questions and answers are bound as parameters, never spliced into SQL. A batch of results is written on
