@@ -22,7 +22,9 @@ from __future__ import annotations
 from typing import Iterator
 
 import re
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Relation, entity_of, relation_of
 from pathrag_pipeline.index.identifiers import CODE_SPAN, bare_names, code_name, heading_name, is_operator, is_term
@@ -62,208 +64,51 @@ TITLE_LEAD_SENTENCES = 2    # the title entity links to every entity of this man
 LITERAL_TYPES = frozenset({"date", "other"})
 
 # --- word lists --------------------------------------------------------------------------------------
+# The lists are data, in offline_words.toml beside this module, each with why its words are there; read once here.
+_WORDS: dict[str, frozenset[str]] = {
+    key: frozenset(text.split())
+    for key, text in tomllib.loads(Path(__file__).with_name("offline_words.toml").read_text(encoding="utf-8")).items()
+}
 
 _MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|December"
            "|Jan\\.|Feb\\.|Mar\\.|Apr\\.|Jun\\.|Jul\\.|Aug\\.|Sep\\.|Sept\\.|Oct\\.|Nov\\.|Dec\\.")
 
-# Capitalised words that are not names on their own; dropped from the start of a capitalised run.
-_FUNCTION_WORDS = frozenset("""
-a an the this that these those his her its their our my your he she it they we i you me him them us
-in on at by for from with as of to into onto upon after before during since until till while when where
-what who whom whose which why how however although though because if unless but and or nor so yet also
-there here then thus therefore furthermore moreover meanwhile nevertheless nonetheless otherwise
-today currently later originally both each every all some many most several other another such
-following according despite among between under over within without through throughout like unlike
-about around once is was are were be being been has have had do does did can could will would shall
-should might must not no yes only even just still now formerly previously additionally eventually
-initially finally subsequently instead indeed hence overall further besides likewise similarly
-consequently accordingly regardless whereas whether either neither none any few more less much
-again often sometimes usually generally together rather soon already almost perhaps recently
-along against across beyond near toward towards via per alongside amid amongst behind below beneath
-above except inside outside off out up down away back ago here's it's that's there's what's let
-born located known named called based considered described released produced written directed
-despite although nearly approximately around roughly unlike unfortunately fortunately notably
-especially particularly primarily mainly mostly largely partly fully simply apart
-""".split())
+_FUNCTION_WORDS = _WORDS["function_words"]
 
-# Lower-case words allowed inside a capitalised run when a capitalised word follows them.
-_CONNECTORS = frozenset(
-    "of the de du des la le les di da do del della dos das van von der den ter y e al el bin ibn ben upon for on".split()
-)
+_CONNECTORS = _WORDS["connectors"]
 
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr st jr sr inc ltd co corp mt ft prof gen col lt capt sgt rev hon gov sen rep no vol vs etc"
-    " jan feb mar apr jun jul aug sep sept oct nov dec fig approx est dept univ bros ave blvd".split()
-)
-_HONORIFICS = frozenset("Mr Mr. Mrs Mrs. Ms Ms. Dr Dr. Prof Prof. Messrs Messrs.".split())
-_NAME_SUFFIXES = frozenset("Jr. Sr. Jr Sr II III IV V VI VII VIII Inc. Ltd. Co. Corp. LLC PLC plc".split())
-_COMPANY_SUFFIXES = frozenset("Inc. Ltd. Co. Corp. LLC PLC plc L.P. S.A. AG GmbH".split())
+_ABBREVIATIONS = _WORDS["abbreviations"]
+_HONORIFICS = _WORDS["honorifics"]
+_NAME_SUFFIXES = _WORDS["name_suffixes"]
+_COMPANY_SUFFIXES = _WORDS["company_suffixes"]
 
-_PERSON_TITLES = frozenset("""
-mr mr. mrs mrs. ms ms. dr dr. sir dame lord lady king queen prince princess emperor empress pope saint
-president senator governor mayor general admiral colonel captain lieutenant sergeant major professor
-prof. reverend rev. bishop archbishop cardinal sultan shah tsar czar duke duchess count countess baron
-baroness earl chancellor judge justice rabbi imam sheikh
-""".split())
-_PERSON_CUES = frozenset("""
-actor actress singer songwriter rapper musician composer writer author novelist poet playwright painter
-artist sculptor director filmmaker producer psychologist philosopher politician president king queen
-prince princess emperor pope bishop player footballer coach manager journalist scientist physicist
-chemist biologist mathematician economist historian architect engineer inventor entrepreneur
-businessman businesswoman lawyer judge senator governor mayor general admiral colonel captain husband
-wife son daughter father mother brother sister uncle aunt nephew niece cousin grandson granddaughter
-dancer comedian presenter host guitarist drummer bassist pianist violinist vocalist conductor
-astronomer physician surgeon explorer activist leader minister chairman founder ceo designer
-photographer model boxer wrestler cyclist athlete striker goalkeeper defender midfielder pitcher
-quarterback cricketer batsman bowler jockey driver chef teacher student mr mrs ms dr sir
-""".split())
-_GIVEN_NAMES = frozenset("""
-john james robert michael william david richard joseph thomas charles christopher daniel matthew anthony
-mark donald steven paul andrew joshua kenneth kevin brian george edward ronald timothy jason jeffrey ryan
-jacob gary nicholas eric jonathan stephen larry justin scott brandon benjamin samuel frank gregory raymond
-alexander patrick jack dennis jerry tyler aaron henry adam douglas nathan peter zachary kyle walter harold
-jeremy ethan carl keith roger gerald christian terry sean arthur austin noah lawrence jesse joe bryan billy
-bruce albert willie gabriel logan alan juan wayne roy ralph randy eugene vincent russell louis philip
-bobby johnny bradley mary patricia jennifer linda elizabeth barbara susan jessica sarah karen nancy lisa
-betty margaret sandra ashley kimberly emily donna michelle dorothy carol amanda melissa deborah stephanie
-rebecca sharon laura cynthia kathleen amy shirley angela helen anna brenda pamela nicole emma samantha
-katherine christine debra rachel catherine carolyn janet ruth maria heather diane virginia julie joyce
-victoria olivia kelly christina lauren joan evelyn judith megan cheryl andrea hannah martha jacqueline
-frances gloria ann teresa kathryn sara janice jean alice madison doris abigail julia judy grace denise
-amber marilyn beverly danielle theresa sophia marie diana brittany natalie isabella charlotte rose
-alexis kayla hans karl friedrich wilhelm johann ludwig otto heinrich franz pierre jean jacques louis
-francois henri michel giovanni giuseppe carlo luigi antonio francesco marco juan carlos jose luis miguel
-pedro manuel ivan sergei vladimir nikolai dmitri alexei mikhail ali mohammed muhammad ahmed hassan
-omar yuri jan erik lars anders olaf sven nils bill tom jim bob mike dave steve tony ben sam max leo
-frederick edgar howard harry jimmy ray ernest martin fred clarence herbert eddie leonard stanley
-ernst rudolf gustav wolfgang
-""".split())
+_PERSON_TITLES = _WORDS["person_titles"]
+_PERSON_CUES = _WORDS["person_cues"]
+_GIVEN_NAMES = _WORDS["given_names"]
 
-_ORG_HEADS = frozenset("""
-university college school academy institute institution company corporation corp inc ltd llc plc
-association society council party journal press records bank club team army navy force forces corps
-church commission committee department ministry agency foundation museum library hospital group
-network networks airlines airways federation league union board court parliament senate congress
-assembly government administration authority bureau office service services organization
-organisation orchestra band trust fund studio studios pictures entertainment media publishing
-publishers publications magazine newspaper times post herald tribune gazette review railway railways
-railroad brewery motors industries systems technologies labs laboratory laboratories center centre
-conservatory seminary cathedral abbey monastery diocese order brigade regiment division battalion
-fleet squadron command guard police coalition alliance movement front synod
-""".split())
-_EVENT_FIRST = frozenset("treaty act battle siege war".split())
-_ORG_FIRST = frozenset("university bank church department ministry government house council college school institute".split())
-_LOCATION_HEADS = frozenset("""
-river county city lake lakes mountain mountains mount island islands valley bay sea ocean street road
-avenue park state province district region airport station bridge square republic range falls
-peninsula desert forest coast gulf strait canyon hill hills heights township village town parish
-borough prefecture territory oblast canton commune municipality metropolitan area basin delta
-highlands plateau upland uplands glacier cape harbor harbour port beach creek springs field fields
-stadium arena building tower palace castle kingdom empire
-""".split())
-_LOCATION_FIRST = frozenset("mount lake cape fort port saint san santa city republic kingdom state".split())
-_EVENT_HEADS = frozenset("""
-war battle siege championship championships cup olympics games festival election elections revolution
-awards award prize tournament series season massacre treaty conference expedition crisis uprising
-rebellion campaign riots strike summit grand prix open marathon census draft olympiad sabha
-""".split())
-_LOCATION_PREPS = frozenset("in at near from to into across throughout".split())
-_PLACES = frozenset("""
-alabama alaska arizona arkansas california colorado connecticut delaware florida georgia hawaii idaho
-illinois indiana iowa kansas kentucky louisiana maine maryland massachusetts michigan minnesota
-mississippi missouri montana nebraska nevada ohio oklahoma oregon pennsylvania tennessee texas utah
-vermont virginia washington wisconsin wyoming america canada mexico brazil argentina chile peru colombia
-venezuela england scotland wales ireland britain france germany italy spain portugal netherlands
-belgium switzerland austria poland russia ukraine sweden norway denmark finland iceland greece turkey
-egypt israel iran iraq india pakistan china japan korea vietnam thailand indonesia philippines
-australia zealand africa nigeria kenya ethiopia europe asia london paris berlin rome madrid moscow tokyo
-beijing vienna prague budapest warsaw dublin edinburgh chicago boston york angeles philadelphia
-detroit atlanta seattle toronto montreal sydney melbourne nashville memphis dallas houston miami
-hungary romania bulgaria serbia croatia slovenia slovakia czech congo ghana morocco algeria sudan
-lebanon syria jordan arabia afghanistan bangladesh nepal singapore malaysia cuba jamaica haiti
-""".split())
-_PRONOUN_OPENERS = frozenset("it its he his she her they their this these the".split())
-_VERB_HINTS = frozenset("""
-is was are were be been became become becomes has had have won wins lost married born died founded
-established published released directed produced wrote written composed created developed designed
-built owned owns located lies lives lived served serves played plays joined led leads named called
-known includes included contains housed hosts hosted held holds made makes replaced succeeded
-preceded received awarded elected appointed signed moved returned studied taught attended graduated
-worked works flows flowed borders bordered covers covered starred stars sang sings recorded features
-featured acquired merged headed heads governed ruled located situated settled invaded defeated
-""".split())
-_RELATION_PREPS = frozenset("by in of from at to for with on as into under after before during since between against".split())
-_ARTICLES = frozenset("a an the".split())
-_COPULAS = frozenset("is was are were be been became become becomes remains remained".split())
-# Capitalised words that open sentences without being names, beyond the function words.
-_COMMON_OPENERS = frozenset("""
-one two three four five six seven eight nine ten eleven twelve twenty hundreds thousands dozens first
-second third many few due prior next given nearby elsewhere very long large little recent average
-single former new significant part parts note set some most other others earlier later previously
-built begun located found set born named early late modern ancient major minor local regional
-national international general special total main several various numerous certain right left top
-bottom high low private public official full half whole own same different similar
-""".split())
-_DERIVED_SUFFIXES = frozenset("""
-based born held owned speaking language led controlled occupied era style class made native funded
-backed sponsored affiliated bound inspired influenced dominated produced themed oriented related
-""".split())
-_EPITHETS = frozenset("Great Younger Elder First Second Third Conqueror Bold Pious Wise Good Confessor Lionheart"
-                      " Magnificent Terrible Apostle Baptist Evangelist Fair Just Red Navigator".split())
-_OF_HEADS_EXTRA = frozenset("""
-history list book acts act friends order house bank battle siege treaty duke duchess earl king queen prince
-princess lord lady bishop archbishop president minister secretary member governor mayor chief head director
-chancellor emperor empress sultan count countess baron marquess viscount knight dean provost rector
-speaker leader chairman chair commissioner ambassador consul general attorney state states republic
-kingdom isle isles bay gulf cape lake sea straits port city county province district territory
-gallery museum temple basilica cathedral church chapel abbey shrine tomb palace castle tower hall
-journal annals proceedings transactions bulletin letters review history encyclopedia dictionary
-declaration constitution charter bill statute code convention protocol day feast festival year
-register hall fame prize medal
-""".split())
-_SPECIFIC_HEADS = frozenset("congress parliament senate congresswoman".split())
-_NOT_NAMES = frozenset("""
-fm am bc ad bce ce tv mw kw gw mhz khz ghz zip cd cds dvd ep lp lps gdp hdtv ko pc id ok usd inc ltd jr sr
-mph rpm cdp pm
-api apis sdk sdks db dbs ids url urls ui cpu gpu ram kb mb gb tb isbn issn doi pp true false none null nan
-i'd i'll i'm i've you'd you'll you're you've we'd we'll we're we've he'd he'll she'd she'll they'd they'll
-they're they've it'll
-""".split())
-# Verbs that open an instruction in documentation ("See the guide", "Please note", "Build ORT with ...");
-# one of them opening a sentence is not part of the name after it, unless the text capitalises it mid-sentence.
-_IMPERATIVES = frozenset("""
-see set build use run add install make create call pass click open read check note copy write load start
-stop fill assert switch try import define configure enable disable remove replace update change select
-choose enter type find follow visit refer consult download keep avoid ensure let please thanks thank
-test deploy upgrade migrate debug develop contribute get
-""".split())
-# Verbs that open a description in reference documentation ("Insert x in a", "Returns the value", "Implies
-# --foo"): a lone one opening a sentence is not a name (v5). Not used to cut a longer run ("Show Boat" stays).
-_DESCRIPTION_VERBS = _IMPERATIVES | frozenset("""
-insert return locate raise compute convert append delete yield generate produce specify determine indicate
-show display allow output print apply perform execute sort split join parse format encode decode close send
-receive register initialize initialise reset store save wait match search merge fetch push pull commit
-imply turn limit override ignore skip list pick prefer
-""".split())
-# A lowercase word right after a lone capitalised sentence opener that marks the opener as a verb
-# ("Fill in", "Copy the", "Make sure", "Assert that"), not a name ("Ethiopia is", "Dagster runs").
-_VERB_OBJECTS = frozenset("a an the your this that these those my our its their it them sure all any each every".split())
-# Words of documentation layout: section headings and field labels ("References", "Data Set
-# Characteristics:", "Number of Instances:"). A heading or label line made only of these, of words the text
-# also writes in lower case, and of function words, is not an entity (see ``_is_layout_label``). Written from
-# common conventions (numpydoc and Google docstring sections, README sections, paper sections, dataset cards).
-_LAYOUT_WORDS = frozenset("""
-abstract acknowledgements acknowledgments appendix attribute attributes author authors background
-bibliography build builds changelog changes characteristics citation class classes collection comments
-conclusion conclusions configuration considerations contents contributing contributors copyright creator
-credits data date description details discussion distribution donor download evaluation example examples
-experiments faq features further getting glossary guide history index information installation instances
-introduction issues license licence limitations links method methods methodology missing motivation note
-notes number official options original overview owners parameters prerequisites private raises reading
-reference references related release requirements results returns sample samples see set setup source
-sources started statistics structure summary support table technical thanks todo troubleshooting tutorial
-usage values version warning warnings yields
-""".split())
+_ORG_HEADS = _WORDS["org_heads"]
+_EVENT_FIRST = _WORDS["event_first"]
+_ORG_FIRST = _WORDS["org_first"]
+_LOCATION_HEADS = _WORDS["location_heads"]
+_LOCATION_FIRST = _WORDS["location_first"]
+_EVENT_HEADS = _WORDS["event_heads"]
+_LOCATION_PREPS = _WORDS["location_preps"]
+_PLACES = _WORDS["places"]
+_PRONOUN_OPENERS = _WORDS["pronoun_openers"]
+_VERB_HINTS = _WORDS["verb_hints"]
+_RELATION_PREPS = _WORDS["relation_preps"]
+_ARTICLES = _WORDS["articles"]
+_COPULAS = _WORDS["copulas"]
+_COMMON_OPENERS = _WORDS["common_openers"]
+_DERIVED_SUFFIXES = _WORDS["derived_suffixes"]
+_EPITHETS = _WORDS["epithets"]
+_OF_HEADS_EXTRA = _WORDS["of_heads_extra"]
+_SPECIFIC_HEADS = _WORDS["specific_heads"]
+_NOT_NAMES = _WORDS["not_names"]
+_IMPERATIVES = _WORDS["imperatives"]
+_DESCRIPTION_VERBS = _IMPERATIVES | _WORDS["description_verbs"]
+_VERB_OBJECTS = _WORDS["verb_objects"]
+_LAYOUT_WORDS = _WORDS["layout_words"]
 _MONTH_WORDS = frozenset(m for m in _MONTHS.split("|") if not m.endswith("."))
 
 # --- patterns ----------------------------------------------------------------------------------------
@@ -581,8 +426,7 @@ class NameContext:
         return not word.isupper() or len(word) >= 3
 
 
-# Initials that name places or legal forms after a comma ("Washington, D.C.", "Georgia, U.S.A.", "Fiat, S.A.").
-_PLACE_INITIALS = frozenset("U.S. U.S.A. U.K. D.C. S.A. U.N. E.U. N.Y. L.A. N.Z. U.A.E. P.R.C. U.S.S.R.".split())
+_PLACE_INITIALS = _WORDS["place_initials"]
 _CITED_INITIALS = re.compile(r", ((?:[A-Z]\.\s?){1,3})(?=[\s,;:()]|$)")
 _PLACE_AFTER = re.compile(r", ([A-Z][a-z]+)\b")
 _CITED_SURNAME = re.compile(r"(?:^|[\s(\[;])[A-Z][a-z][\w'-]*, $")
@@ -1138,7 +982,7 @@ def _title_type(sentences: list[str]) -> str:
 
 
 _DEFINITION = re.compile(r"\b(?:is|was|are|were)\s+(?:an?|the)\s+((?:[\w-]+\s+){0,5}[\w-]+)")
-_WORK_NOUNS = frozenset("film album song novel book single play opera series show poem painting episode game".split())
+_WORK_NOUNS = _WORDS["work_nouns"]
 
 
 def _describe(sentence_ids: list[int], sentences: list[str]) -> str:
