@@ -681,6 +681,184 @@ def _with_texts(store: Store, groups: Iterator[list[PendingChunk]]) -> Iterator[
         del batch, texts
 
 
+_Outcome = tuple[list[PendingChunk], "PreparedOutcome | None", "Exception | _Raised | None"]
+
+
+class _Tasks:
+    """The extraction tasks in flight: a thread pool (one text a task) or worker processes (PROCESS_TASK_TEXTS
+    texts a task), fed lazily from ``queue`` (at most 2 x the pool's width in flight, PROCESS_QUEUE_PER_WORKER per
+    worker process) so an abort or crash leaves little work running. When the worker processes stop (one killed
+    for memory, say: the pool is broken and takes no task) extraction goes on in this process, one text at a
+    time, as a run too small for processes would."""
+
+    def __init__(self, extractor: Extractor, queue: Iterator[list[PendingChunk]], total: int, max_concurrency: int,
+                 processes: int, stats: ExtractionStats) -> None:
+        self.extractor, self.queue, self.stats = extractor, queue, stats
+        self.pool, in_flight, self.in_processes = _executor(extractor, total, max_concurrency, processes)
+        stats.processes = in_flight if self.in_processes else 1
+        self.window = (PROCESS_QUEUE_PER_WORKER if self.in_processes else 2) * in_flight   # groups in flight
+        self.per_task = PROCESS_TASK_TEXTS if self.in_processes else 1
+        self.running: dict[Future, list[list[PendingChunk]]] = {}   # each task's groups (one with threads)
+        self.in_queue = 0   # groups in flight
+
+    def _submit(self, groups: list[list[PendingChunk]]) -> Future:
+        if self.in_processes:   # their outcomes come back as a list
+            return self.pool.submit(_extract_in_worker, [(group[0].text, group[0].title) for group in groups])
+        return self.pool.submit(_extract_prepared, self.extractor, groups[0][0].text, groups[0][0].title)
+
+    def in_this_process(self, exc: BaseException) -> None:
+        if self.in_processes:
+            log.warning("extraction goes on in this process: its worker processes stopped (%s)", exc)
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool, self.in_processes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="extract"), False
+            self.window, self.per_task = 2, 1
+            self.stats.processes = 1
+
+    def put(self, groups: list[list[PendingChunk]]) -> None:
+        try:
+            future = self._submit(groups)
+        except BrokenProcessPool as exc:
+            self.in_this_process(exc)
+            future = self._submit(groups)
+        self.running[future] = groups
+        self.in_queue += len(groups)
+
+    def refill(self) -> None:
+        while self.in_queue < self.window:
+            groups = list(itertools.islice(self.queue, min(self.per_task, self.window - self.in_queue)))
+            if not groups:
+                return
+            self.put(groups)
+
+    def finished(self, timeout: float) -> Iterator[tuple[Future, list[list[PendingChunk]]]]:
+        """The tasks that ended within ``timeout``, each with its groups; a task the broken process pool lost is
+        put again, in this process, and not returned."""
+        done, _ = wait(self.running, timeout=timeout, return_when=FIRST_COMPLETED)
+        for future in done:
+            groups = self.running.pop(future)
+            self.in_queue -= len(groups)
+            if future.cancelled():
+                continue
+            broken = future.exception()
+            if isinstance(broken, BrokenProcessPool):
+                self.in_this_process(broken)   # its texts are extracted again, here
+                for group in groups:
+                    self.put([group])
+                continue
+            yield future, groups
+
+    def cancel_queued(self) -> None:
+        for queued in self.running:
+            queued.cancel()   # not started yet: left for the next run
+
+
+def _outcomes(future: Future, groups: list[list[PendingChunk]]) -> Iterator[_Outcome]:
+    """(group, outcome, or what was raised instead) for each group of a finished task."""
+    try:
+        value = future.result()
+    except Exception as exc:  # noqa: BLE001 - the task's failure is each of its groups' (handled by the caller)
+        for group in groups:
+            yield group, None, exc
+        return
+    # a list from a worker process (a task finished there may be collected after the fall-back to threads)
+    for group, item in zip(groups, value if isinstance(value, list) else [value]):
+        yield (group, None, item) if isinstance(item, _Raised) else (group, item, None)
+
+
+def _llm_failure_records(group: list[PendingChunk], exc: LLMError, identity: str, retry_key: str,
+                         stats: ExtractionStats) -> list[ExtractionRecord]:
+    """A chunk the LLM call failed for: counted, said, and recorded as failed (retried on the next run)."""
+    usage = exc.usage
+    stats.calls += usage.calls
+    stats.prompt_tokens += usage.prompt_tokens
+    stats.completion_tokens += usage.completion_tokens
+    stats.failed += len(group)
+    message = f"{exc}; it is retried on the next run"
+    if len(stats.errors) < 5:
+        stats.errors.append(f"{group[0].chunk_id}: {exc}")
+    if not isinstance(exc, LLMStoppedError):  # a stop is said once, by the run's error
+        log.warning("extraction of chunk %s failed: %s", group[0].chunk_id, " ".join(str(exc).split())[:500])
+    own = not isinstance(exc, (LLMStoppedError, LLMUnavailableError))   # not the endpoint's
+    return [_record(c, identity, error=message, calls=usage.calls if i == 0 else 0,
+                    prompt_tokens=usage.prompt_tokens if i == 0 else 0,
+                    completion_tokens=usage.completion_tokens if i == 0 else 0, retry_key=retry_key, counts=own)
+            for i, c in enumerate(group)]
+
+
+def _crash_records(group: list[PendingChunk], exc: Exception | _Raised, identity: str, retry_key: str,
+                   stats: ExtractionStats) -> list[ExtractionRecord]:
+    """One chunk's crash (a rule bug, bad text) never stops the run: the chunk is recorded as failed."""
+    kind, said = (exc.kind, exc.message) if isinstance(exc, _Raised) else (type(exc).__name__, str(exc))
+    stats.failed += len(group)
+    message = (f"extractor {identity} raised {kind}: {said}; the chunk is retried on the next run (report it if it "
+               "persists)")
+    if len(stats.errors) < 5:
+        stats.errors.append(f"{group[0].chunk_id}: {message}")
+    return [_record(c, identity, error=message, retry_key=retry_key) for c in group]
+
+
+def _outcome_records(group: list[PendingChunk], outcome: PreparedOutcome, identity: str, retry_key: str,
+                     stats: ExtractionStats) -> tuple[list[ExtractionRecord], int]:
+    """An extracted (or empty) chunk: its records and how many mention rows they carry."""
+    empty = outcome.status == "empty"
+    if empty:
+        stats.empty += len(group)
+        log.warning("extraction of chunk %s is empty: %s", group[0].chunk_id, outcome.note)
+    else:
+        stats.extracted += len(group)
+    stats.calls += outcome.calls
+    stats.prompt_tokens += outcome.prompt_tokens
+    stats.completion_tokens += outcome.completion_tokens
+    trimmed = outcome.trimmed
+    if trimmed:
+        stats.trimmed += len(group)
+        log.warning("extraction of chunk %s (document %s): %s", group[0].chunk_id, group[0].document_id, trimmed)
+    note = outcome.note if empty else "; ".join(n for n in (outcome.note, trimmed) if n) or None
+    rows = len(outcome.mentions) * len(group) if outcome.mentions is not None else 0
+    return [_record(c, identity, result_json=outcome.result_json, mentions=outcome.mentions,
+                    status="empty" if empty else "ok", error=note, retry_key=retry_key,
+                    calls=outcome.calls if i == 0 else 0, prompt_tokens=outcome.prompt_tokens if i == 0 else 0,
+                    completion_tokens=outcome.completion_tokens if i == 0 else 0)
+            for i, c in enumerate(group)], rows
+
+
+class _Batch:
+    """The records waiting to be written, written together with the run's llm_usage row; larger batches when
+    writes are costly (storage/write_pacing.py)."""
+
+    def __init__(self, store: Store, meter: _UsageMeter | None, min_flush_seconds: float,
+                 write_share: float | None) -> None:
+        self.store, self.meter = store, meter
+        self.records: list[ExtractionRecord] = []
+        self.rows = 0   # the batch's prepared mention rows
+        self.pacer = WritePacer(min_flush_seconds, write_share)
+
+    def add(self, records: list[ExtractionRecord], rows: int = 0) -> None:
+        self.records.extend(records)
+        self.rows += rows
+
+    def full(self, batch_size: int) -> bool:
+        return ((len(self.records) >= batch_size and self.pacer.due()) or len(self.records) >= MAX_BATCH_RECORDS
+                or self.rows >= MAX_BATCH_MENTION_ROWS)
+
+    def flush(self) -> None:
+        if self.records or (self.meter is not None and self.meter.changed()):
+            with self.pacer.write(self.store) as con:
+                persist_changes(con, [], self.records)
+                if self.meter is not None:
+                    self.meter.write(con)
+            self.records.clear()
+            self.rows = 0
+        else:
+            self.pacer.last = time.monotonic()   # nothing to write: the next batch waits from now, as after a write
+
+    def write_usage_if_due(self) -> None:
+        """Only the run's llm_usage row: calls are on record while the records wait for a full batch."""
+        if self.pacer.due() and self.meter is not None and self.meter.changed():
+            with self.pacer.write(self.store) as con:
+                self.meter.write(con)
+
+
 def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[PendingChunk]],
                  stats: ExtractionStats, *, max_concurrency: int, batch_size: int, progress: Progress | None,
                  abort_after_unavailable: int, min_flush_seconds: float,
@@ -695,187 +873,53 @@ def _extract_all(store: Store, extractor: Extractor, by_hash: dict[str, list[Pen
     retry_key = getattr(extractor, "retry_key", "")
     total = len(by_hash)
     done = 0
-    batch: list[ExtractionRecord] = []
-    batch_rows = [0]   # the batch's prepared mention rows
     unavailable_streak = 0
     abort: LLMUnavailableError | None = None
-    pacer = WritePacer(min_flush_seconds, write_share)   # larger batches when writes are costly (storage/write_pacing.py)
-
-    def flush() -> None:
-        if batch or (meter is not None and meter.changed()):
-            with pacer.write(store) as con:
-                persist_changes(con, [], batch)
-                if meter is not None:
-                    meter.write(con)
-            batch.clear()
-            batch_rows[0] = 0
-        else:
-            pacer.last = time.monotonic()   # nothing to write: the next batch waits from now, as after a write
-
-    def write_usage() -> None:
-        """Only the run's llm_usage row: calls are on record while the records wait for a full batch."""
-        assert meter is not None
-        with pacer.write(store) as con:
-            meter.write(con)
-
-    pool, in_flight, in_processes = _executor(extractor, total, max_concurrency, processes)
-    stats.processes = in_flight if in_processes else 1
-
-    def submit(groups: list[list[PendingChunk]]) -> Future:
-        if in_processes:   # up to PROCESS_TASK_TEXTS texts a task; their outcomes come back as a list
-            return pool.submit(_extract_in_worker, [(group[0].text, group[0].title) for group in groups])
-        return pool.submit(_extract_prepared, extractor, groups[0][0].text, groups[0][0].title)
-
-    def outcomes(future: Future, groups: list[list[PendingChunk]]
-                 ) -> Iterator[tuple[list[PendingChunk], PreparedOutcome | None, Exception | _Raised | None]]:
-        """(group, outcome, or what was raised instead) for each group of a finished task."""
-        try:
-            value = future.result()
-        except Exception as exc:  # noqa: BLE001 - the task's failure is each of its groups' (handled by the caller)
-            for group in groups:
-                yield group, None, exc
-            return
-        # a list from a worker process (a task finished there may be collected after the fall-back to threads)
-        for group, item in zip(groups, value if isinstance(value, list) else [value]):
-            yield (group, None, item) if isinstance(item, _Raised) else (group, item, None)
-
+    batch = _Batch(store, meter, min_flush_seconds, write_share)
+    # texts are read TEXT_BATCH groups ahead
+    tasks = _Tasks(extractor, _with_texts(store, iter(by_hash.values())), total, max_concurrency, processes, stats)
+    stopped = False
     try:
-        # Submit lazily (at most 2 x the pool's width in flight, PROCESS_QUEUE_PER_WORKER per worker process, in
-        # tasks of PROCESS_TASK_TEXTS) so an abort or crash leaves little work running; texts are read TEXT_BATCH
-        # groups ahead.
-        queue = _with_texts(store, iter(by_hash.values()))
-        running: dict[Future, list[list[PendingChunk]]] = {}   # each task's groups (one with threads)
-        window = (PROCESS_QUEUE_PER_WORKER if in_processes else 2) * in_flight   # groups in flight
-        per_task = PROCESS_TASK_TEXTS if in_processes else 1
-        in_queue = [0]   # groups in flight
-
-        def in_this_process(exc: BaseException) -> None:
-            """The worker processes stopped (one killed for memory, say: the pool is broken and takes no task): go on
-            in this process, one text at a time, as a run too small for processes would."""
-            nonlocal pool, in_processes, window, per_task
-            if in_processes:
-                log.warning("extraction goes on in this process: its worker processes stopped (%s)", exc)
-                pool.shutdown(wait=False, cancel_futures=True)
-                pool, in_processes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="extract"), False
-                window, per_task = 2, 1
-                stats.processes = 1
-
-        def put(groups: list[list[PendingChunk]]) -> None:
-            try:
-                future = submit(groups)
-            except BrokenProcessPool as exc:
-                in_this_process(exc)
-                future = submit(groups)
-            running[future] = groups
-            in_queue[0] += len(groups)
-
-        def refill() -> None:
-            while abort is None and in_queue[0] < window:
-                groups = list(itertools.islice(queue, min(per_task, window - in_queue[0])))
-                if not groups:
-                    return
-                put(groups)
-
-        refill()
-        stopped = False
-        while running and not stopped:
+        tasks.refill()
+        while tasks.running and not stopped:
             # The timeout lets usage reach llm_usage while long calls run, not only when chunks finish.
-            finished, _ = wait(running, timeout=max(min_flush_seconds, 1.0), return_when=FIRST_COMPLETED)
-            for future in finished:
-                groups = running.pop(future)
-                in_queue[0] -= len(groups)
-                if future.cancelled():
-                    continue
-                broken = future.exception()
-                if isinstance(broken, BrokenProcessPool):
-                    in_this_process(broken)   # its texts are extracted again, here
-                    for group in groups:
-                        put([group])
-                    continue
+            for future, groups in tasks.finished(timeout=max(min_flush_seconds, 1.0)):
                 done += len(groups)
-                for group, outcome, exc in outcomes(future, groups):
+                for group, outcome, exc in _outcomes(future, groups):
                     if isinstance(exc, LLMError):
-                        usage = exc.usage
-                        stats.calls += usage.calls
-                        stats.prompt_tokens += usage.prompt_tokens
-                        stats.completion_tokens += usage.completion_tokens
-                        stats.failed += len(group)
-                        message = f"{exc}; it is retried on the next run"
-                        if len(stats.errors) < 5:
-                            stats.errors.append(f"{group[0].chunk_id}: {exc}")
-                        if not isinstance(exc, LLMStoppedError):  # a stop is said once, by the run's error
-                            log.warning("extraction of chunk %s failed: %s", group[0].chunk_id,
-                                        " ".join(str(exc).split())[:500])
-                        own = not isinstance(exc, (LLMStoppedError, LLMUnavailableError))   # not the endpoint's
-                        batch.extend(_record(c, identity, error=message, calls=usage.calls if i == 0 else 0,
-                                             prompt_tokens=usage.prompt_tokens if i == 0 else 0,
-                                             completion_tokens=usage.completion_tokens if i == 0 else 0,
-                                             retry_key=retry_key, counts=own)
-                                     for i, c in enumerate(group))
+                        batch.add(_llm_failure_records(group, exc, identity, retry_key, stats))
                         if isinstance(exc, LLMStoppedError) and abort is None:
                             abort, stopped = exc, True  # the client stopped: do not wait for calls in flight
-                            for queued in running:
-                                queued.cancel()
+                            tasks.cancel_queued()
                         if isinstance(exc, LLMUnavailableError):
                             unavailable_streak += 1
                             if unavailable_streak >= abort_after_unavailable and abort is None:
                                 abort = exc
-                                for queued in running:
-                                    queued.cancel()  # not started yet: leave it for the next run
-                        continue
-                    if exc is not None:  # one chunk's crash (a rule bug, bad text) never stops the run
-                        kind, said = ((exc.kind, exc.message) if isinstance(exc, _Raised)
-                                      else (type(exc).__name__, str(exc)))
-                        stats.failed += len(group)
-                        message = (f"extractor {identity} raised {kind}: {said}; the chunk is retried on "
-                                   "the next run (report it if it persists)")
-                        if len(stats.errors) < 5:
-                            stats.errors.append(f"{group[0].chunk_id}: {message}")
-                        batch.extend(_record(c, identity, error=message, retry_key=retry_key) for c in group)
-                        continue
-                    unavailable_streak = 0
-                    empty = outcome.status == "empty"
-                    if empty:
-                        stats.empty += len(group)
-                        log.warning("extraction of chunk %s is empty: %s", group[0].chunk_id, outcome.note)
+                                tasks.cancel_queued()
+                    elif exc is not None:
+                        batch.add(_crash_records(group, exc, identity, retry_key, stats))
                     else:
-                        stats.extracted += len(group)
-                    stats.calls += outcome.calls
-                    stats.prompt_tokens += outcome.prompt_tokens
-                    stats.completion_tokens += outcome.completion_tokens
-                    trimmed = outcome.trimmed
-                    if trimmed:
-                        stats.trimmed += len(group)
-                        log.warning("extraction of chunk %s (document %s): %s", group[0].chunk_id,
-                                    group[0].document_id, trimmed)
-                    note = outcome.note if empty else "; ".join(n for n in (outcome.note, trimmed) if n) or None
-                    batch_rows[0] += len(outcome.mentions) * len(group) if outcome.mentions is not None else 0
-                    batch.extend(_record(c, identity, result_json=outcome.result_json, mentions=outcome.mentions,
-                                         status="empty" if empty else "ok",
-                                         error=note, retry_key=retry_key,
-                                         calls=outcome.calls if i == 0 else 0,
-                                         prompt_tokens=outcome.prompt_tokens if i == 0 else 0,
-                                         completion_tokens=outcome.completion_tokens if i == 0 else 0)
-                                 for i, c in enumerate(group))
-            if (len(batch) >= batch_size and pacer.due()) or len(batch) >= MAX_BATCH_RECORDS \
-                    or batch_rows[0] >= MAX_BATCH_MENTION_ROWS:
-                flush()
+                        unavailable_streak = 0
+                        batch.add(*_outcome_records(group, outcome, identity, retry_key, stats))
+            if batch.full(batch_size):
+                batch.flush()
                 if progress:
                     progress(done, total)
-            elif pacer.due() and meter is not None and meter.changed():
-                write_usage()
-            refill()
-        flush()
+            else:
+                batch.write_usage_if_due()
+            if abort is None:
+                tasks.refill()
+        batch.flush()
         if progress:
             progress(done, total)
     except BaseException as exc:
-        pool.shutdown(wait=False, cancel_futures=True)
+        tasks.pool.shutdown(wait=False, cancel_futures=True)
         try:
-            flush()  # keep what finished, so the next run resumes after it
+            batch.flush()  # keep what finished, so the next run resumes after it
         except Exception as flush_exc:  # noqa: BLE001 - the error that stopped the run is the one to report
             log.warning("could not write the finished chunks after %s: %s", type(exc).__name__,
                         " ".join(str(flush_exc).split())[:500])
         raise
     # After a client stop the calls still in flight fail at their next attempt; they are not waited for.
-    pool.shutdown(wait=not stopped, cancel_futures=stopped)
+    tasks.pool.shutdown(wait=not stopped, cancel_futures=stopped)
     return abort
