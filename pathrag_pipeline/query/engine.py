@@ -67,7 +67,7 @@ from pathrag_pipeline.query.params import (  # noqa: F401 (re-exported)
     QueryParams,
     mode_params,
 )
-from pathrag_pipeline.query.pruning import prune_paths
+from pathrag_pipeline.query.pruning import ScoredPath, prune_paths
 from pathrag_pipeline.query.query_log import write_results
 from pathrag_pipeline.query.results import BudgetedPrompt, QueryResult
 from pathrag_pipeline.query.retrieval import (
@@ -432,64 +432,14 @@ class PathRAG:
                 snapshot = load_graph(self.store)
 
         traces: list[PathTrace] = []
-        retrieved: list[RetrievedNode] = []
-        path_ends: list[RetrievedNode] = []     # with path_seeds="standing": the seeds the paths run between
-        ctx = ModeContext()
         scored = []
         with clock.stage("retrieval"):
-            if mode == "naive":
-                how = params.chunk_search_for(mode)
-                if how != "bm25":
-                    self._check_vectors("chunks")
-                lexical = chunk_index(self.store) if how != "vector" else None
-                ctx = naive_context(self.vectors if how != "bm25" else None, self.embedder, text,
-                                    params.top_n, how=how, lexical=lexical)
-            else:
-                assert snapshot is not None
-                if mode in ("path", "local", "hybrid"):
-                    self._check_vectors("entities")
-                    # Nodes come from the low-level (entity) keywords, as in PathRAG; path mode adds the whole
-                    # question as one more query, so a question naming no entity still finds its nodes.
-                    ask_question = mode == "path" and "question_seed" not in params.revert
-                    low_level = keywords.low_level
-                    if mode == "path" and params.seed_query == "joined" and low_level:
-                        low_level = [", ".join(low_level)]    # SEED_QUERIES (query/params.py)
-                    low = query_keywords(low_level, [text] if ask_question else [], text)
-                    low_vectors = np.asarray(self.embedder.embed(low))
-                    retrieved = retrieve_nodes(snapshot, self.vectors, self.embedder, low, params.top_n,
-                                               lexical=entity_index(snapshot) if params.seed_search == "hybrid" else None,
-                                               exact_name="exact_name" not in params.revert,
-                                               keyword_vectors=low_vectors)
-                    if (mode == "path" and "seed_gate" not in params.revert
-                            and not seeds_stand_out(self.vectors, low_vectors, low, retrieved)):
-                        retrieved = []   # nothing the question names is in the graph: no paths (issue 25)
-                    if mode == "path" and params.path_seeds == "standing":
-                        path_ends = standing_seeds(self.vectors, low_vectors, low, retrieved)
-                if mode in ("global", "hybrid"):
-                    self._check_vectors("relations")
-                    high = query_keywords([], keywords.high_level, text)
-                    rels = retrieve_relations(snapshot, self.vectors, self.embedder, high, params.top_n)
-                    global_ctx = global_context(snapshot, rels)
-                if mode == "local":
-                    ctx = local_context(snapshot, retrieved)
-                elif mode == "global":
-                    ctx = global_ctx
-                    retrieved = ctx.nodes
-                elif mode == "hybrid":
-                    ctx = hybrid_context(local_context(snapshot, retrieved), global_ctx)
-                    retrieved = ctx.nodes
+            ctx, retrieved, path_ends = self._retrieve(text, mode, params, keywords, snapshot)
 
         if mode == "path":
             assert snapshot is not None
             with clock.stage("pruning"):
-                pool = RESELECT_POOL if params.path_pooling == "reselect" else 1
-                ends = retrieved if params.path_seeds == "all" else path_ends   # PATH_SEEDS (query/params.py)
-                scored = prune_paths(snapshot.view, [n.node for n in ends], alpha=params.alpha,
-                                     theta=params.theta, max_hops=params.max_hops, top_k=params.top_k * pool,
-                                     variant=params.variant, ordering=params.ordering, seed_pass=params.seed_pass)
-                if params.path_pooling != "off":
-                    scored = self._pool_paths(text, params, snapshot, retrieved, scored)
-                traces = render_paths(snapshot, scored)
+                scored, traces = self._paths(text, params, snapshot, retrieved, path_ends)
 
         with clock.stage("sources"):
             if mode == "path":
@@ -516,24 +466,93 @@ class PathRAG:
         tokens["prompt"] = {"prompt_tokens": prompt.tokens, "dropped_items": prompt.dropped}
 
         with clock.stage("answer"):
-            if not params.answer:
-                answer = Answer("", "none", Usage())
-            elif self.llm is not None:
-                answer = answer_with_llm(self.llm, prompt, params.response, text)
-            else:
-                texts = {c: s.text for c, s in sources.items()}
-                documents = {c: (s.document_id, s.title) for c, s in sources.items()}
-                path_names = tuple(dict.fromkeys(n for t in traces for n in t.nodes)) if mode == "path" else ()
-                for evidence in self._evidence(mode, snapshot, traces, retrieved, chunk_ids):
-                    answer = extractive_answer(text, kw_all, evidence, texts, names=keywords.low_level,
-                                               documents=documents, path_names=path_names)
-                    if answer.found:
-                        break
+            answer = self._answer(text, mode, params, keywords, kw_all, prompt, snapshot, traces, retrieved,
+                                  sources, chunk_ids)
         tokens["answer"] = _usage(answer.usage)
         result = self._result(question, mode, params, asked_at, answer, keywords, traces, retrieved, chunk_ids,
                               document_ids, clock, tokens, started, prompt, snapshot)
         result.prompts = prompts
         return result
+
+    def _retrieve(self, text: str, mode: str, params: QueryParams, keywords: Keywords,
+                  snapshot: GraphSnapshot | None) -> tuple[ModeContext, list[RetrievedNode], list[RetrievedNode]]:
+        """What a mode retrieves before any pruning: its context (the LightRAG modes'), the seed entities and, with
+        ``path_seeds="standing"``, the seeds the paths run between."""
+        retrieved: list[RetrievedNode] = []
+        path_ends: list[RetrievedNode] = []
+        ctx = ModeContext()
+        if mode == "naive":
+            how = params.chunk_search_for(mode)
+            if how != "bm25":
+                self._check_vectors("chunks")
+            lexical = chunk_index(self.store) if how != "vector" else None
+            ctx = naive_context(self.vectors if how != "bm25" else None, self.embedder, text,
+                                params.top_n, how=how, lexical=lexical)
+        else:
+            assert snapshot is not None
+            if mode in ("path", "local", "hybrid"):
+                self._check_vectors("entities")
+                # Nodes come from the low-level (entity) keywords, as in PathRAG; path mode adds the whole
+                # question as one more query, so a question naming no entity still finds its nodes.
+                ask_question = mode == "path" and "question_seed" not in params.revert
+                low_level = keywords.low_level
+                if mode == "path" and params.seed_query == "joined" and low_level:
+                    low_level = [", ".join(low_level)]    # SEED_QUERIES (query/params.py)
+                low = query_keywords(low_level, [text] if ask_question else [], text)
+                low_vectors = np.asarray(self.embedder.embed(low))
+                retrieved = retrieve_nodes(snapshot, self.vectors, self.embedder, low, params.top_n,
+                                           lexical=entity_index(snapshot) if params.seed_search == "hybrid" else None,
+                                           exact_name="exact_name" not in params.revert,
+                                           keyword_vectors=low_vectors)
+                if (mode == "path" and "seed_gate" not in params.revert
+                        and not seeds_stand_out(self.vectors, low_vectors, low, retrieved)):
+                    retrieved = []   # nothing the question names is in the graph: no paths (issue 25)
+                if mode == "path" and params.path_seeds == "standing":
+                    path_ends = standing_seeds(self.vectors, low_vectors, low, retrieved)
+            if mode in ("global", "hybrid"):
+                self._check_vectors("relations")
+                high = query_keywords([], keywords.high_level, text)
+                rels = retrieve_relations(snapshot, self.vectors, self.embedder, high, params.top_n)
+                global_ctx = global_context(snapshot, rels)
+            if mode == "local":
+                ctx = local_context(snapshot, retrieved)
+            elif mode == "global":
+                ctx = global_ctx
+                retrieved = ctx.nodes
+            elif mode == "hybrid":
+                ctx = hybrid_context(local_context(snapshot, retrieved), global_ctx)
+                retrieved = ctx.nodes
+        return ctx, retrieved, path_ends
+
+    def _paths(self, text: str, params: QueryParams, snapshot: GraphSnapshot, retrieved: list[RetrievedNode],
+               path_ends: list[RetrievedNode]) -> tuple[list[ScoredPath], list[PathTrace]]:
+        """PathRAG's flow-based pruning between the seeds (query/pruning.py), then Path Pooling when asked."""
+        pool = RESELECT_POOL if params.path_pooling == "reselect" else 1
+        ends = retrieved if params.path_seeds == "all" else path_ends   # PATH_SEEDS (query/params.py)
+        scored = prune_paths(snapshot.view, [n.node for n in ends], alpha=params.alpha,
+                             theta=params.theta, max_hops=params.max_hops, top_k=params.top_k * pool,
+                             variant=params.variant, ordering=params.ordering, seed_pass=params.seed_pass)
+        if params.path_pooling != "off":
+            scored = self._pool_paths(text, params, snapshot, retrieved, scored)
+        return scored, render_paths(snapshot, scored)
+
+    def _answer(self, text: str, mode: str, params: QueryParams, keywords: Keywords, kw_all: list[str],
+                prompt: Prompt, snapshot: GraphSnapshot | None, traces: list[PathTrace],
+                retrieved: list[RetrievedNode], sources: dict, chunk_ids: list[str]) -> Answer:
+        """The LLM's answer to the prompt, or offline the extractive one from the mode's evidence."""
+        if not params.answer:
+            return Answer("", "none", Usage())
+        if self.llm is not None:
+            return answer_with_llm(self.llm, prompt, params.response, text)
+        texts = {c: s.text for c, s in sources.items()}
+        documents = {c: (s.document_id, s.title) for c, s in sources.items()}
+        path_names = tuple(dict.fromkeys(n for t in traces for n in t.nodes)) if mode == "path" else ()
+        for evidence in self._evidence(mode, snapshot, traces, retrieved, chunk_ids):
+            answer = extractive_answer(text, kw_all, evidence, texts, names=keywords.low_level,
+                                       documents=documents, path_names=path_names)
+            if answer.found:
+                break
+        return answer
 
     def _run_neuropath(self, question: str, params: QueryParams, clock: _Clock, started: float,
                        asked_at: datetime, budgets: tuple[int, ...] = ()) -> QueryResult:
