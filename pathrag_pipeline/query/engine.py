@@ -30,35 +30,24 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pathrag_pipeline.query.answering import Answer, Evidence, answer_with_llm, extractive_answer, mentions
+from pathrag_pipeline.query.answering import Answer, Evidence, answer_with_llm, extractive_answer
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.llm.embedding import Embedder, embedder_from_settings
 from pathrag_pipeline.query.graph_cache import GraphSnapshot, load_graph
 from pathrag_pipeline.query.keywords import Keywords, NamedEntities, extract_keywords_offline
 from pathrag_pipeline.llm.client import LLMClient, LLMOutputError, Usage, llm_from_settings
-from pathrag_pipeline.index.offline_extraction import text_sentences
 from pathrag_pipeline.query.prompting import (
     NEUROPATH_NER_PROMPT,
-    PATH_SHARE,
-    PATHS_LT,
-    Excerpt,
-    Passage,
     PathTrace,
     Prompt,
-    Section,
-    flat_prompt,
-    lightrag_prompt,
     neuropath_ner_message,
     neuropath_prompt,
-    node_line,
-    path_prompt,
     render_paths,
 )
 from pathrag_pipeline.query.params import (  # noqa: F401 (re-exported)
@@ -67,9 +56,10 @@ from pathrag_pipeline.query.params import (  # noqa: F401 (re-exported)
     QueryParams,
     mode_params,
 )
+from pathrag_pipeline.query.prompt_layouts import ChunkSource, at_budget, ordered_prompt, passages_of
 from pathrag_pipeline.query.pruning import ScoredPath, prune_paths
 from pathrag_pipeline.query.query_log import write_results
-from pathrag_pipeline.query.results import BudgetedPrompt, QueryResult
+from pathrag_pipeline.query.results import QueryResult
 from pathrag_pipeline.query.retrieval import (
     ModeContext,
     RetrievedNode,
@@ -100,7 +90,6 @@ MAX_RANKED_CHUNKS = 100
 # Path mode's offline answer quotes sentences of this many best-ranked passages first (``PathRAG._evidence``);
 # 3 and 5 both beat quoting the paths' sources on the sample questions and on musique-100, 5 slightly more.
 ANSWER_PASSAGES = 5
-EXCERPTS_PER_PATH = 2
 OFFLINE = "offline"
 KEYWORD_MEMO = 4096   # questions whose LLM keywords one PathRAG instance remembers (oldest forgotten first)
 
@@ -115,14 +104,6 @@ not sentences.
 Example question: "How does international trade influence global economic stability?"
 high_level: ["International trade", "Global economic stability", "Economic impact"]
 low_level: ["Trade agreements", "Tariffs", "Currency exchange", "Imports", "Exports"]"""
-
-
-@dataclass(frozen=True)
-class ChunkSource:
-    id: str
-    document_id: str
-    title: str
-    text: str
 
 
 class _Clock:
@@ -161,76 +142,6 @@ def fetch_chunks(store: Store, chunk_ids: Sequence[str]) -> dict[str, ChunkSourc
             [list(chunk_ids)],
         ).fetchall()
     return {r[0]: ChunkSource(*r) for r in rows}
-
-
-def _path_excerpts(trace: PathTrace, sources: dict[str, ChunkSource]) -> list[Excerpt]:
-    """For ``--excerpts``: from each of the path's first source chunks, the sentence naming most of its nodes."""
-    out: list[Excerpt] = []
-    for chunk_id in trace.chunk_ids:
-        source = sources.get(chunk_id)
-        if source is None:
-            continue
-        best, best_named = "", 0
-        for sentence in text_sentences(source.text):
-            named = sum(mentions(sentence.casefold(), n) for n in trace.nodes)
-            if named > best_named:
-                best, best_named = sentence, named
-        if best:
-            out.append(Excerpt(source.title, best, chunk_id))
-        if len(out) >= EXCERPTS_PER_PATH:
-            break
-    return out
-
-
-def _sections(snapshot: GraphSnapshot, ctx: ModeContext, sources: dict[str, ChunkSource]) -> list[Section]:
-    degree = snapshot.view.degree
-    entities = Section("Entities", ["id", "entity", "type", "description", "rank"], [
-        [str(i), snapshot.entity_names[n.node], snapshot.entity_types[n.node],
-         " ".join(snapshot.entity_descriptions[n.node].split()), str(degree(n.node))]
-        for i, n in enumerate(ctx.nodes)
-    ])
-    relations = Section("Relationships", ["id", "source", "target", "description", "keywords", "weight", "rank"], [
-        [str(i), snapshot.entity_names[snapshot.relation_src[r]], snapshot.entity_names[snapshot.relation_tgt[r]],
-         " ".join(snapshot.relation_descriptions[r].split()), snapshot.relation_keywords[r],
-         f"{snapshot.relation_strengths[r]:g}", str(degree(snapshot.relation_src[r]) + degree(snapshot.relation_tgt[r]))]
-        for i, r in enumerate(ctx.relations)
-    ])
-    return [entities, relations, _sources_section(ctx.chunk_ids, sources)]
-
-
-def _sources_section(chunk_ids: Sequence[str], sources: dict[str, ChunkSource]) -> Section:
-    present = [c for c in dict.fromkeys(chunk_ids) if c in sources]
-    return Section("Sources", ["id", "content"], [[str(i), " ".join(sources[c].text.split())]
-                                                  for i, c in enumerate(present)], ids=present)
-
-
-def _passages(chunk_ids: Sequence[str], sources: dict[str, ChunkSource]) -> list[Passage]:
-    return [Passage(c, sources[c].title, sources[c].text) for c in chunk_ids if c in sources]
-
-
-# The ``public`` layout (the public PathRAG code's context: entities, relations as paths, sources). Its code caps
-# paths at 5000 and sources at 4000 tokens and the entities only by count (top 40); we give the entities the
-# quarter our LightRAG modes give them and split the rest 5:4, as prompting.PATH_SHARE does.
-PUBLIC_SHARES = (0.25, 0.75 * PATH_SHARE, 0.75 * (1 - PATH_SHARE))
-# the path layouts that quote passages through path_prompt
-PASSAGE_LAYOUTS = ("paths_passages", "passages_last", "passages_paths")
-
-
-def _public_sections(snapshot: GraphSnapshot, retrieved: Sequence[RetrievedNode], traces: Sequence[PathTrace],
-                     chunk_ids: Sequence[str], sources: dict[str, ChunkSource]) -> list[Section]:
-    degree = snapshot.view.degree
-    entities = Section("Entities", ["id", "entity", "type", "description", "rank"], [
-        [str(i), snapshot.entity_names[n.node], snapshot.entity_types[n.node],
-         " ".join(snapshot.entity_descriptions[n.node].split()), str(degree(n.node))]
-        for i, n in enumerate(retrieved)])
-    paths = Section("Relational paths (ascending reliability)", ["id", "context"], [
-        [str(t.rank), " | ".join(t.text.splitlines())] for t in traces], ascending=True)
-    return [entities, paths, _sources_section(chunk_ids, sources)]
-
-
-def _at_budget(prompt: Prompt, budget: int, sources: dict[str, ChunkSource]) -> BudgetedPrompt:
-    documents = tuple(dict.fromkeys(sources[c].document_id for c in prompt.quoted if c in sources))
-    return BudgetedPrompt(budget, prompt.text, prompt.tokens, documents)
 
 
 class PathRAG:
@@ -456,9 +367,9 @@ class PathRAG:
             # passage_order="question": the question's cosine to every ranked passage, once for all the budgets
             cosines = (self._question_cosines(text, chunk_ids)
                        if mode == "path" and params.passage_order == "question" else None)
-            prompt = self._ordered_prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources,
+            prompt = ordered_prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources,
                                           chunk_ids, cosines)
-            prompts = {b: _at_budget(self._ordered_prompt(text, mode, dataclasses.replace(params, token_budget=b),
+            prompts = {b: at_budget(ordered_prompt(text, mode, dataclasses.replace(params, token_budget=b),
                                                           snapshot, scored, traces, retrieved, ctx, sources, chunk_ids,
                                                           cosines),
                                      b, sources)
@@ -598,9 +509,9 @@ class PathRAG:
             chunk_ids = [c for c in ranked if c in sources]
             document_ids = list(dict.fromkeys(sources[c].document_id for c in chunk_ids))
         with clock.stage("prompt"):
-            passages = _passages(chunk_ids, sources)
+            passages = passages_of(chunk_ids, sources)
             prompt = neuropath_prompt(text, run.reasoning_chain, run.traces, passages, token_budget=params.token_budget)
-            prompts = {b: _at_budget(neuropath_prompt(text, run.reasoning_chain, run.traces, passages, token_budget=b),
+            prompts = {b: at_budget(neuropath_prompt(text, run.reasoning_chain, run.traces, passages, token_budget=b),
                                      b, sources) for b in budgets}
         tokens["prompt"] = {"prompt_tokens": prompt.tokens, "dropped_items": prompt.dropped}
         with clock.stage("answer"):
@@ -686,57 +597,10 @@ class PathRAG:
         return apply_pooling(scored, params.path_pooling, params.top_k, relations, query_nodes, scores,
                              params.pool_variant)
 
-    def _prompt(self, text: str, mode: str, params: QueryParams, snapshot: GraphSnapshot | None, scored: list,
-                traces: list[PathTrace], retrieved: list[RetrievedNode], ctx: ModeContext,
-                sources: dict[str, ChunkSource], chunk_ids: Sequence[str] = ()) -> Prompt:
-        """The answer prompt; in path mode ``params.prompt`` picks the layout (``query/params.py``) and
-        ``chunk_ids`` are the ranked passages the passage-quoting layouts draw from, best first."""
-        budget = params.token_budget
-        if mode == "naive":
-            return lightrag_prompt(text, [_sources_section(ctx.chunk_ids, sources)], token_budget=budget)
-        assert snapshot is not None
-        if mode != "path":
-            return lightrag_prompt(text, _sections(snapshot, ctx, sources), token_budget=budget,
-                                   shares=(0.25, 0.25, 0.5))
-        if params.prompt == "flat":
-            return flat_prompt(text, snapshot, scored, token_budget=budget)
-        if params.prompt == "passages":
-            return lightrag_prompt(text, [_sources_section(chunk_ids, sources)], token_budget=budget)
-        if params.prompt == "public":
-            return lightrag_prompt(text, _public_sections(snapshot, retrieved, traces, chunk_ids, sources),
-                                   token_budget=budget, shares=PUBLIC_SHARES)
-        quoted = {t.rank: _path_excerpts(t, sources) for t in traces} if params.excerpts else None
-        return path_prompt(text, traces, token_budget=budget, excerpts=quoted,
-                           fallback_nodes=[node_line(snapshot, n.node) for n in retrieved],
-                           passages=(_passages(chunk_ids, sources) if params.prompt in PASSAGE_LAYOUTS else ()),
-                           passages_last=params.prompt == "passages_last",
-                           max_paths=PATHS_LT if params.prompt == "passages_paths" else None)
-
     def _question_cosines(self, text: str, chunk_ids: Sequence[str]) -> dict[str, float]:
         """The question's cosine to each of these passages (those with a stored vector)."""
         self._check_vectors("chunks")
         return self.vectors.similarities("chunks", self.embedder.embed([text])[0], chunk_ids)
-
-    def _ordered_prompt(self, text: str, mode: str, params: QueryParams, snapshot: GraphSnapshot | None,
-                        scored: list, traces: list[PathTrace], retrieved: list[RetrievedNode], ctx: ModeContext,
-                        sources: dict[str, ChunkSource], chunk_ids: Sequence[str],
-                        cosines: dict[str, float] | None) -> Prompt:
-        """``_prompt``; with ``cosines`` (``params.passage_order == "question"``) the passages it quotes are shown
-        most similar to the question first. The ranker still chooses which passages: the prompt is laid out once in
-        rank order, the quoted ones (a prefix of ``chunk_ids``) are sorted by cosine, and the prompt is laid out
-        again from that order. The same passages fit, since they cost the same tokens in any order."""
-        prompt = self._prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources, chunk_ids)
-        if cosines is None:
-            return prompt
-        quoted = set(prompt.quoted)
-        shown = 0
-        while shown < len(chunk_ids) and chunk_ids[shown] in quoted:
-            shown += 1
-        if shown < 2:
-            return prompt
-        head = sorted(chunk_ids[:shown], key=lambda c: -cosines.get(c, -1.0))   # stable: ties keep rank order
-        return self._prompt(text, mode, params, snapshot, scored, traces, retrieved, ctx, sources,
-                            [*head, *chunk_ids[shown:]])
 
     @staticmethod
     def _evidence(mode: str, snapshot: GraphSnapshot | None, traces: list[PathTrace],
