@@ -993,6 +993,52 @@ def _summary(ingest: dict, offline: dict, llm: dict, query: dict | None, paper: 
     return "## Key figures\n\n" + "\n".join(f"- {i}" for i in items)
 
 
+# Sections `pathrag bench report` does not measure, each with the command that does and why it is left out.
+UNMEASURED: tuple[tuple[str, str, str], ...] = (
+    ('Vector store size over re-index runs',
+     'pathrag bench vectors --update-docs docs/benchmarks.md',
+     'it pauses a minute before each of its edited runs, as scheduled runs are apart'),
+    ('Kill -9 during an index run',
+     'pathrag bench kills --update-docs docs/benchmarks.md',
+     'it runs eleven index processes and kills five of them'),
+    ('Offline embedder width',
+     'pathrag bench offline-width --update-docs docs/benchmarks.md',
+     'a one-off measurement behind a default'),
+    ('Quantized local embedder',
+     'HF_HUB_OFFLINE=1 pathrag bench quantized --update-docs docs/benchmarks.md',
+     'it needs the local-embeddings-onnx extra'),
+    ('Concurrent asks',
+     'pathrag bench concurrency --update-docs docs/benchmarks.md',
+     'it starts a hundred ask processes and loads both cores for minutes'),
+    ('Small local models extracting a graph',
+     'pathrag bench local-extraction --update-docs docs/benchmarks.md',
+     'it runs two small models in four LLM modes through a local llama.cpp server for an hour and needs '
+     'the optional server and models (docs/llm-endpoints.md)'),
+    ('Answers through a local LLM',
+     'pathrag bench answers --update-docs docs/benchmarks.md',
+     'it runs a local LLM server for over an hour and needs the optional server and model installs of '
+     'docs/llm-endpoints.md'),
+    ('Win rates through a local LLM',
+     'HF_HUB_OFFLINE=1 pathrag bench winrate --update-docs docs/benchmarks.md',
+     'it runs a local LLM server for most of an hour and needs the optional server and model installs of '
+     'docs/llm-endpoints.md'),
+    ('NeuroPath with an LLM tracker',
+     'HF_HUB_OFFLINE=1 pathrag bench neuropath-llm --update-docs docs/benchmarks.md',
+     'it runs a local LLM server for half an hour or more and needs the optional server and model installs'
+     ' of docs/llm-endpoints.md'),
+    ('Path Pooling through a local LLM',
+     'HF_HUB_OFFLINE=1 pathrag bench pooling-llm --update-docs docs/benchmarks.md',
+     'it runs a local LLM server for most of an hour and needs the optional server and model installs of '
+     'docs/llm-endpoints.md'),
+    ('Extraction on celery workers, vectors on an object store',
+     'pathrag bench fanout --update-docs docs/benchmarks.md',
+     'it runs 25 minutes of celery workers and needs the distributed extra and redis-server'),
+    ('Scale',
+     'pathrag bench scale --update-docs docs/benchmarks.md',
+     'its benchmark runs for about half an hour on its own'),
+)
+
+
 def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSizes | None = None,
                  workdir: Path | None = None, log: Log = print) -> Path:
     """Run every benchmark and write the Markdown report (and the pruning plot next to it); returns its path.
@@ -1075,41 +1121,7 @@ def build_report(quick: bool = False, out: Path | None = None, sizes: ReportSize
         failed_section("CLI start-up", errors.get("CLI start-up")),
         measured(dagster_section(dagster).rstrip(), secs["dagster"]) if dagster else
         failed_section("Dagster", errors.get("Dagster")),
-        unmeasured_section("Vector store size over re-index runs",
-                           "pathrag bench vectors --update-docs docs/benchmarks.md",
-                           "it pauses a minute before each of its edited runs, as scheduled runs are apart"),
-        unmeasured_section("Kill -9 during an index run", "pathrag bench kills --update-docs docs/benchmarks.md",
-                           "it runs eleven index processes and kills five of them"),
-        unmeasured_section("Offline embedder width", "pathrag bench offline-width --update-docs docs/benchmarks.md",
-                           "a one-off measurement behind a default"),
-        unmeasured_section("Quantized local embedder", "HF_HUB_OFFLINE=1 pathrag bench quantized --update-docs "
-                           "docs/benchmarks.md", "it needs the local-embeddings-onnx extra"),
-        unmeasured_section("Concurrent asks", "pathrag bench concurrency --update-docs docs/benchmarks.md",
-                           "it starts a hundred ask processes and loads both cores for minutes"),
-        unmeasured_section("Small local models extracting a graph",
-                           "pathrag bench local-extraction --update-docs docs/benchmarks.md",
-                           "it runs two small models in four LLM modes through a local llama.cpp server for an hour "
-                           "and needs the optional server and models (docs/llm-endpoints.md)"),
-        unmeasured_section("Answers through a local LLM", "pathrag bench answers --update-docs docs/benchmarks.md",
-                           "it runs a local LLM server for over an hour and needs the optional server and model "
-                           "installs of docs/llm-endpoints.md"),
-        unmeasured_section("Win rates through a local LLM",
-                           "HF_HUB_OFFLINE=1 pathrag bench winrate --update-docs docs/benchmarks.md",
-                           "it runs a local LLM server for most of an hour and needs the optional server and "
-                           "model installs of docs/llm-endpoints.md"),
-        unmeasured_section("NeuroPath with an LLM tracker",
-                           "HF_HUB_OFFLINE=1 pathrag bench neuropath-llm --update-docs docs/benchmarks.md",
-                           "it runs a local LLM server for half an hour or more and needs the optional server and "
-                           "model installs of docs/llm-endpoints.md"),
-        unmeasured_section("Path Pooling through a local LLM",
-                           "HF_HUB_OFFLINE=1 pathrag bench pooling-llm --update-docs docs/benchmarks.md",
-                           "it runs a local LLM server for most of an hour and needs the optional server and "
-                           "model installs of docs/llm-endpoints.md"),
-        unmeasured_section("Extraction on celery workers, vectors on an object store",
-                           "pathrag bench fanout --update-docs docs/benchmarks.md",
-                           "it runs 25 minutes of celery workers and needs the distributed extra and redis-server"),
-        unmeasured_section("Scale", "pathrag bench scale --update-docs docs/benchmarks.md",
-                           "its benchmark runs for about half an hour on its own"),
+        *(unmeasured_section(heading, command, why) for heading, command, why in UNMEASURED),
         measured(retrieval_section(retrieval), secs["retrieval"]) if retrieval else
         retrieval_section(None, errors.get("retrieval recall")),
         neuropath_section(retrieval),
