@@ -5,7 +5,8 @@ import pytest
 
 from pathrag_lab.bench.pruning import generate_graph, generate_seeds
 from pathrag_pipeline.query.graph_view import GraphView
-from pathrag_pipeline.query.pruning import _enumerate_simple_paths, prune_paths, propagate
+from pathrag_pipeline.query.pruning import prune_paths, propagate
+from pathrag_pipeline.query.reference_pruning import _enumerate_simple_paths
 
 # A diamond with a tail:  s - a, s - b, a - c, b - c, c - d
 # degrees: s 2, a 2, b 2, c 3, d 1

@@ -50,7 +50,8 @@ union of a pair's paths (1/out-degree on the first hop, then ``alpha * w / out-d
 edge weight exceeds the threshold 0.3) and scores each path by its mean edge weight;
 ``_find_most_related_edges_from_entities3`` sorts all paths by that score (stable, descending),
 drops paths whose node set was already seen, and keeps ``min(15, sum over hop counts h of
-int(#h-hop paths / 2))``. See :func:`_reference_paths` for the two places where we had to pick an order.
+int(#h-hop paths / 2))``. ``query/reference_pruning.py`` implements it (loaded only for this variant) and
+says where we had to pick an order.
 
 Both variants return paths best first; the prompt renderer reverses them (the public code and the
 paper put the most reliable path last, next to the question).
@@ -61,8 +62,6 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from pathrag_pipeline.query.graph_view import GraphView
 from pathrag_pipeline.query.params import DEFAULT_MAX_HOPS, DEFAULT_THETA, ORDERINGS, VARIANTS  # noqa: F401 (re-exported)
@@ -129,8 +128,11 @@ def prune_paths(
             unique.append(s)
     if top_k == 0 or len(unique) < 2:
         return []
-    if variant == "reference":
-        return _reference_paths(view, unique, alpha=alpha, threshold=theta, max_hops=max_hops, top_k=top_k)
+    if variant == "reference":   # the public code's reading, kept for comparison: loaded only when asked for
+        from pathrag_pipeline.query.reference_pruning import reference_paths
+
+        return [ScoredPath(nodes, edges, score, len(edges), nodes[0], nodes[-1]) for nodes, edges, score
+                in reference_paths(view, unique, alpha=alpha, threshold=theta, max_hops=max_hops, top_k=top_k)]
     return _paper_paths(view, unique, alpha=alpha, theta=theta, max_hops=max_hops, top_k=top_k,
                         ordering=ordering, rng_seed=rng_seed, seed_pass=seed_pass)
 
@@ -239,139 +241,3 @@ def order_paths(paths: list[ScoredPath], ordering: str, rng_seed: int = 0) -> li
         random.Random(rng_seed).shuffle(by_reliability)
         return by_reliability
     raise ValueError(f"ordering={ordering!r} is not one of {ORDERINGS}")
-
-
-# ---- reference variant (public PathRAG code) -----------------------------------------------------
-
-def _enumerate_simple_paths(view: GraphView, seeds: list[int], max_hops: int
-                            ) -> tuple[dict[tuple[int, int], list[tuple[tuple[int, ...], tuple[int, ...]]]], list[int]]:
-    """Every simple path of 1..max_hops edges from each seed to each other seed.
-
-    Equivalent to ``find_paths_and_edges_with_stats``, which runs one DFS per ordered pair and
-    returns at the target: one DFS per start that records a path whenever it meets any seed yields,
-    for each pair, the same paths in the same (preorder) order, because a simple path to ``t`` never
-    continues through ``t``. Neighbours are visited in edge-insertion order, as ``networkx.Graph``
-    does. At the last hop only edges into seeds matter, so they come from a per-query index of the
-    seeds' neighbours instead of a scan of the whole adjacency.
-    Returns paths per ordered pair (node ids, edge ids) and the number of paths per hop count.
-    """
-    seed_set = set(seeds)
-    into_seed: dict[int, list[tuple[int, int]]] = {}
-    for t in seeds:
-        lo, hi = view.indptr_list[t], view.indptr_list[t + 1]
-        for x, e in zip(view.indices[lo:hi].tolist(), view.slot_edge[lo:hi].tolist()):
-            into_seed.setdefault(x, []).append((t, e))
-    relevant = np.zeros(view.node_count, dtype=bool)
-    relevant[list(seed_set)] = True
-    relevant[list(into_seed)] = True
-    indptr, indices, slot_edge = view.indptr_list, view.indices, view.slot_edge
-    paths: dict[tuple[int, int], list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
-    hop_counts = [0] * (max_hops + 1)
-
-    def record(nodes: list[int], edges: list[int]) -> None:
-        paths.setdefault((nodes[0], nodes[-1]), []).append((tuple(nodes), tuple(edges)))
-        hop_counts[len(edges)] += 1
-
-    def extend(nodes: list[int], edges: list[int], on_path: set[int]) -> None:
-        depth = len(edges)  # hops so far; the next node sits at depth + 1
-        cur = nodes[-1]
-        lo, hi = indptr[cur], indptr[cur + 1]
-        nbrs = indices[lo:hi]
-        eids = slot_edge[lo:hi]
-        if depth + 1 < max_hops - 1:
-            pairs = zip(nbrs.tolist(), eids.tolist())
-        else:  # the next node cannot be passed through to a farther seed beyond the last hop
-            sel = np.flatnonzero(relevant[nbrs])
-            pairs = zip(nbrs[sel].tolist(), eids[sel].tolist())
-        for x, e in pairs:
-            if x in on_path:
-                continue
-            nodes.append(x)
-            edges.append(e)
-            if x in seed_set:
-                record(nodes, edges)
-            if depth + 1 == max_hops - 1:
-                for t, e2 in into_seed.get(x, ()):
-                    if t not in on_path:
-                        record(nodes + [t], edges + [e2])
-            elif depth + 1 < max_hops - 1:
-                on_path.add(x)
-                extend(nodes, edges, on_path)
-                on_path.discard(x)
-            nodes.pop()
-            edges.pop()
-
-    if max_hops == 1:
-        for s in seeds:
-            lo, hi = indptr[s], indptr[s + 1]
-            for x, e in zip(indices[lo:hi].tolist(), slot_edge[lo:hi].tolist()):
-                if x in seed_set:
-                    record([s, x], [e])
-    else:
-        for s in seeds:
-            extend([s], [], {s})
-    return paths, hop_counts
-
-
-def _edge_flow_scores(pair_paths: list[tuple[tuple[int, ...], tuple[int, ...]]], source: int, target: int,
-                      *, threshold: float, alpha: float, max_hops: int) -> list[float]:
-    """Mean edge resource of each path of one ordered pair, as ``bfs_weighted_paths`` computes it.
-
-    ``follow[u]`` is the set of successors of ``u`` over the pair's paths. The first hop gives edge
-    (source, v) ``1/|follow[source]|``; a later hop from ``u`` to ``w`` adds
-    ``weight(prev, u) * alpha / |follow[u]|`` to edge (u, w). Spreading continues from an edge
-    only while its accumulated weight exceeds ``threshold``, never past the target, and at most
-    ``max_hops`` hops deep (3 in the public code).
-    The public code keeps ``follow`` as Python sets of names, so its iteration order follows string
-    hashing (PYTHONHASHSEED); that order is only visible when one edge collects weight at two depths
-    before its threshold test. We iterate in first-seen order, which makes the result reproducible.
-    """
-    follow: dict[int, dict[int, None]] = {}
-    for nodes, _ in pair_paths:
-        for u, v in zip(nodes[:-1], nodes[1:]):
-            follow.setdefault(u, {})[v] = None
-    weights: dict[tuple[int, int], float] = {}
-
-    def spread(u: int, incoming: float, depth: int) -> None:
-        succ = follow[u]
-        for w in succ:
-            edge = (u, w)
-            weights[edge] = weights.get(edge, 0.0) + incoming / len(succ)
-            if w == target:
-                continue
-            if depth < max_hops and weights[edge] > threshold:
-                spread(w, weights[edge] * alpha, depth + 1)
-
-    spread(source, 1.0, 1)
-    return [sum(weights.get((u, v), 0.0) for u, v in zip(nodes[:-1], nodes[1:])) / (len(nodes) - 1)
-            for nodes, _ in pair_paths]
-
-
-def _reference_paths(view: GraphView, seeds: list[int], *, alpha: float, threshold: float, max_hops: int,
-                     top_k: int) -> list[ScoredPath]:
-    """``_find_most_related_edges_from_entities3`` of the public code, on node ids.
-
-    Deviations, both invisible on graphs without those ambiguities: successor sets are iterated in
-    first-seen order (see :func:`_edge_flow_scores`), and repeated seeds are dropped up front.
-    """
-    per_pair, hop_counts = _enumerate_simple_paths(view, seeds, max_hops)
-    scored: list[tuple[float, tuple[int, ...], tuple[int, ...]]] = []
-    for s in seeds:
-        for t in seeds:
-            pair_paths = per_pair.get((s, t)) if s != t else None
-            if not pair_paths:
-                continue
-            scores = _edge_flow_scores(pair_paths, s, t, threshold=threshold, alpha=alpha, max_hops=max_hops)
-            scored.extend((score, nodes, edges) for (nodes, edges), score in zip(pair_paths, scores))
-    scored.sort(key=lambda item: item[0], reverse=True)  # stable, like Python's sorted(..., reverse=True)
-    keep = min(top_k, sum(count // 2 for count in hop_counts))
-    seen: set[tuple[int, ...]] = set()
-    kept: list[ScoredPath] = []
-    for score, nodes, edges in scored:
-        if len(kept) == keep:
-            break
-        key = tuple(sorted(nodes))
-        if key not in seen:
-            seen.add(key)
-            kept.append(ScoredPath(nodes, edges, score, len(edges), nodes[0], nodes[-1]))
-    return kept
