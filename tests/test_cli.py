@@ -128,6 +128,10 @@ def test_ask_preset_paper_runs_the_papers_pathrag_and_given_options_win(home, fo
     mixed = json.loads(run("ask", "Who founded Valmere University?", "--preset", "paper", "--prompt", "passages",
                            "--local", "--json").output)["params"]
     assert (mixed["prompt"], mixed["passages"]) == ("passages", "path_order")
+    public = json.loads(run("ask", "Who founded Valmere University?", "--preset", "public-code", "--local",
+                            "--json").output)
+    assert (public["params"]["variant"], public["params"]["prompt"], public["params"]["passages"]) == \
+        ("reference", "public", "seeds") and public["answer"]
     result = CliRunner().invoke(main, ["ask", "Who founded Valmere University?", "--preset", "paper", "--mode",
                                        "naive"])
     assert result.exit_code != 0 and "path-mode method" in result.output

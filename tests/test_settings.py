@@ -86,6 +86,8 @@ def test_ask_passes_only_what_the_command_line_sets(monkeypatch, home):
     assert code == 1 and seen == {"mode": "path", "max_hops": 14, "prompt": "paths", "revert": (), "excerpts": True}
     code, _, seen = _ask_options(monkeypatch, "--preset", "paper", "--set", "prompt=passages")
     assert seen["prompt"] == "passages" and seen["passages"] == PRESETS["paper"]["passages"]
+    code, _, seen = _ask_options(monkeypatch, "--preset", "public-code")
+    assert (seen["variant"], seen["prompt"], seen["seed_query"]) == ("reference", "public", "joined")
     assert json.dumps(seen)   # what goes to a query service is JSON
 
 

@@ -63,9 +63,9 @@ def query_setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
                            help="Any query setting, e.g. --set max_hops=14 --set revert=none (repeatable; "
                                 "--settings lists them).")(command)
     command = click.option("--preset", type=click.Choice(sorted(PRESETS)), default=None,
-                           help="A paper's method end to end: 'paper' is PathRAG as published (paths-only prompt, "
-                                "the paths' own passages, none of our tuned departures). Settings given beside it "
-                                "win.")(command)
+                           help="A method end to end: 'paper' is PathRAG as published (paths-only prompt, the "
+                                "paths' own passages, none of our tuned departures); 'public-code' as its public code "
+                                "runs it. Settings given beside it win.")(command)
     return click.option("--settings", is_flag=True, expose_value=False, is_eager=True, callback=_print_settings,
                         help="List every query setting (default, bounds, whose) and exit.")(command)
 

@@ -168,6 +168,8 @@ ABLATIONS = {
        for style, mode in PROMPT_LAYOUT_MODES.items() if style in ("paths_passages", "passages", "passages_paths")},
     # the paper's PathRAG end to end (query/params.py PRESETS["paper"], `pathrag ask --preset paper`)
     "path:paper": dict(PRESETS["paper"]),
+    # the public PathRAG code's end to end (PRESETS["public-code"], `pathrag ask --preset public-code`)
+    "path:public_code": dict(PRESETS["public-code"]),
     # the passages alone, chosen by a walk the kept paths restart too: PathRAG's pruning picks what is quoted
     "path:passages_prompt:paths_in_walk": {"prompt": "passages", "passages": "fused"},
 }

@@ -114,9 +114,17 @@ DEFAULT_REVERT = ("question_seed", "both_ends")
 # departure of ours set back (REVERTIBLE), seeds by the embedder alone, the literal early stop, the top-N seeds and
 # no Path Pooling; the pruning's own values (variant "paper": N = 40, K = 15, alpha = 0.8, theta = 0.05, 4-hop cap)
 # are the defaults already and stay as they are.
+# "public-code": PathRAG as its public code (github.com/BUPT-GAMMA/PathRAG, PathRAG/operate.py, kg_query) runs it:
+# the low-level keywords joined into one entity search ("joined"), every simple path of up to 3 hops scored by its
+# edge flow (variant "reference", theta 0.3), the prompt's entities + relational paths + sources sections
+# ("public"), and sources taken from the seed entities' chunks ("seeds", its _find_most_related_text_unit_from_
+# entities), with none of our tuned departures. The evaluated mode is `path:public_code`.
 PRESETS: dict[str, dict[str, object]] = {
     "paper": {"prompt": "paths", "passages": "path_order", "revert": REVERTIBLE, "variant": "paper",
               "seed_search": "vector", "seed_pass": False, "path_seeds": "all", "path_pooling": "off"},
+    "public-code": {"prompt": "public", "passages": "seeds", "revert": REVERTIBLE, "variant": "reference",
+                    "seed_query": "joined", "seed_search": "vector", "seed_pass": False, "path_seeds": "all",
+                    "path_pooling": "off"},
 }
 
 
