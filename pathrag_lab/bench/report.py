@@ -442,7 +442,8 @@ def startup_section(r: dict[str, Any]) -> str:
         "re-index the unchanged sample: nothing to do, so no Dagster run is launched (index/pending_work.py). "
         "The `one file changed` rows append a sentence to one file of a copy of the sample before each run: a "
         "real index of a small change, recorded as an `index_folder` run (default) or, with `--runless`, as "
-        "runless materialisations after the stages ran without Dagster.",
+        "runless materialisations after the stages ran without Dagster. The `quickstart` rows run the README's "
+        "first command (after its install): in a home removed before each run, and again in a home it built.",
     ]
     return "\n\n".join(text)
 

@@ -5,6 +5,9 @@ a home holding the sample corpus indexed offline, ``repeats`` times after one un
 also compiles bytecode); medians are reported. CPU is user + system time of the child process, which is
 what import cost shows as on a busy machine where wall time is noisy.
 
+``quickstart (fresh home)`` runs the README's first command in a home removed before every run (the warm-up
+included), ``quickstart (second run)`` the same command again in a home it already built.
+
 ``index (one file changed)`` and ``index --runless (one file changed)`` run against their own home and a copy
 of the sample, appending a sentence to one file before every run (warm-up included): each is a real index of
 a small change, recorded as an `index_folder` run, or as runless materialisations. The no-op rows find
@@ -43,6 +46,8 @@ COMMANDS: dict[str, list[str]] = {
 CHANGED = "index (one file changed)"   # a recorded Dagster run of a one-sentence edit (see the module docstring)
 CHANGED_RUNLESS = "index --runless (one file changed)"   # the same edit, stages run without Dagster, then recorded
 EDITED_FILE = "varne_valley_geography.md"
+QUICKSTART_FRESH = "quickstart (fresh home)"     # what the README's first command runs after the install
+QUICKSTART_AGAIN = "quickstart (second run)"     # the same home again: nothing to index, the showcase answered
 LAUNCH = "import sys; from pathrag_pipeline.cli import main; sys.exit(main())"
 
 
@@ -110,6 +115,12 @@ def run_startup_bench(repeats: int = 5, baseline: str | None = None, workdir: Pa
     edited_env = dict(env, PATHRAG_HOME=str(edited_home), PATHRAG_DOCS=str(edited_docs))
     cases[CHANGED] = (["index", str(edited_docs)], edited_env, edit)
     cases[CHANGED_RUNLESS] = (["index", "--runless", str(edited_docs)], edited_env, edit)
+    # the README's first command after its install: a fresh home every run, then the same command again on it
+    fresh_home, again_home = base / "quickstart-fresh", base / "quickstart-again"
+    quick_env = {k: v for k, v in env.items() if k not in ("PATHRAG_HOME", "PATHRAG_DOCS")}
+    cases[QUICKSTART_FRESH] = (["quickstart"], dict(quick_env, PATHRAG_HOME=str(fresh_home)),
+                               lambda: shutil.rmtree(fresh_home, ignore_errors=True))
+    cases[QUICKSTART_AGAIN] = (["quickstart"], dict(quick_env, PATHRAG_HOME=str(again_home)), None)
     roots = {"current": PACKAGE_ROOT}
     tree = None
     if baseline:
