@@ -305,10 +305,40 @@ def print_status(settings: Settings) -> None:
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
-def status(as_json: bool) -> None:
+@click.option("--check", is_flag=True,
+              help="Read every stored byte (DuckDB tables, LanceDB tables, Dagster storage) and name each damaged "
+                   "part with the command that repairs it; exits 1 when one is damaged.")
+def status(as_json: bool, check: bool) -> None:
     """Documents by status, chunks, the last runs, and the Dagster sensor, schedule and runs."""
     settings = load_settings()
+    if check:
+        _check(settings, as_json)
+        return
     if as_json:
         click.echo(json.dumps(status_summary(settings), default=str, indent=1))
     else:
         print_status(settings)
+
+
+def _check(settings: Settings, as_json: bool) -> None:
+    """`status --check`: every part of the home read in full (storage/home_check.py); exit 1 when one is damaged."""
+    from pathrag_pipeline.ingest.home_folder import home_folder
+    from pathrag_pipeline.storage.home_check import check_home
+    from pathrag_pipeline.storage.vector_location import VectorLocation
+
+    try:
+        folder = home_folder(settings) or "FOLDER"
+    except Exception:  # noqa: BLE001 - a damaged home may not say its folder; the repairs then name FOLDER
+        folder = "FOLDER"
+    parts = check_home(settings.duckdb_path, VectorLocation.for_settings(settings),
+                       settings.dagster_home, folder)
+    damaged = [p for p in parts if not p.ok]
+    if as_json:
+        click.echo(json.dumps({"ok": not damaged, "parts": [p.__dict__ for p in parts]}, indent=1))
+    else:
+        for part in parts:
+            click.echo(part.line())
+        click.echo(f"{len(damaged)} of {len(parts)} parts damaged" if damaged else
+                   f"all {len(parts)} parts read whole")
+    if damaged:
+        raise SystemExit(1)

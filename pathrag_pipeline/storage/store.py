@@ -91,7 +91,8 @@ def _physical_memory() -> int | None:
         return None
 
 
-def _is_lock_error(exc: Exception) -> bool:
+def is_lock_error(exc: Exception) -> bool:
+    """Whether DuckDB refused a connection because another process (or thread) holds the file."""
     text = str(exc)
     if "Unique file handle conflict" in text:
         # another thread of this process is opening or closing its own connection to the file right now
@@ -456,7 +457,7 @@ class Store:
             try:
                 return duckdb.connect(str(self.path), read_only=read_only, config=config or {})
             except (duckdb.IOException, duckdb.ResourceInUseException) as exc:  # busy elsewhere: retry
-                if not _is_lock_error(exc):
+                if not is_lock_error(exc):
                     raise
                 if time.monotonic() >= deadline:
                     raise StoreLockedError(

@@ -1,0 +1,73 @@
+"""`pathrag status --check` reads every part of a home and names the damaged one with its repair (issue 61)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pathrag_pipeline.cli import main
+
+
+@pytest.fixture()
+def indexed(home, tmp_path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Valmere\n\nValmere University was founded by Ada Halden in 1851 in Port Aster.\n")
+    (docs / "b.txt").write_text("Drayton\n\nAda Halden designed the Drayton Railway, which reached Carrick in 1880.\n")
+    result = CliRunner().invoke(main, ["index", str(docs)])
+    assert result.exit_code == 0, result.output
+    return docs
+
+
+def check() -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["status", "--check"])
+    return result.exit_code, result.output
+
+
+def _overwrite(path: Path, start: int, length: int | None = None) -> None:
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.seek(start)
+        fh.write(os.urandom((size - start) if length is None else length))
+
+
+def test_a_whole_home_reads_whole(indexed, home):
+    code, output = check()
+    assert code == 0 and "parts read whole" in output and "DAMAGED" not in output
+    assert "duckdb pathrag.duckdb table entities: ok" in output and "lancedb table entities: ok" in output
+    data = json.loads(CliRunner().invoke(main, ["status", "--check", "--json"]).output)
+    assert data["ok"] and {p["part"] for p in data["parts"]} == {"duckdb", "lancedb", "dagster"}
+
+
+def test_a_damaged_duckdb_file_is_named_with_its_repair(indexed, home):
+    _overwrite(home / "pathrag.duckdb", 3 * 4096)   # every block after the file header
+    code, output = check()
+    assert code == 1
+    line = next(x for x in output.splitlines() if x.startswith("duckdb"))
+    assert "DAMAGED" in line and "Corrupt database file" in line and f"pathrag index {indexed}" in line
+    assert "lancedb table entities: ok" in output    # the other parts are still read and said
+
+
+def test_a_garbled_dagster_storage_is_named_and_the_index_is_not(indexed, home):
+    runs = home / "dagster" / "history" / "runs.db"
+    _overwrite(runs, runs.stat().st_size // 3, runs.stat().st_size // 3)
+    code, output = check()
+    assert code == 1 and "dagster history/runs.db: DAMAGED" in output and "history is lost, the index is kept" in output
+    assert not [x for x in output.splitlines() if x.startswith(("duckdb", "lancedb")) and "DAMAGED" in x]
+
+
+@pytest.mark.e2e   # a re-embedding index run: end to end, run by .ci/run (pytest -m e2e)
+def test_a_truncated_vector_table_is_named_and_reembed_repairs_it(indexed, home):
+    data = sorted((home / "lancedb" / "entities.lance" / "data").glob("*.lance"))[0]
+    with open(data, "r+b") as fh:
+        fh.truncate(data.stat().st_size // 2)
+    code, output = check()
+    assert code == 1 and "lancedb table entities: DAMAGED" in output
+    assert f"pathrag index --reembed {indexed}" in output
+    assert CliRunner().invoke(main, ["index", "--reembed", str(indexed)]).exit_code == 0
+    code, output = check()
+    assert code == 0 and "DAMAGED" not in output
