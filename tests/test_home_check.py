@@ -50,6 +50,11 @@ def test_a_damaged_duckdb_file_is_named_with_its_repair(indexed, home):
     line = next(x for x in output.splitlines() if x.startswith("duckdb"))
     assert "DAMAGED" in line and "Corrupt database file" in line and f"pathrag index {indexed}" in line
     assert "lancedb table entities: ok" in output    # the other parts are still read and said
+    for command in (["ask", "Who founded Valmere University?", "--local"], ["status"], ["index", str(indexed)]):
+        result = CliRunner().invoke(main, command)
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 1 and len(lines) == 1, (command, result.output[-2000:])
+        assert "pathrag.duckdb) is damaged" in lines[0] and "`pathrag status --check`" in lines[0]
 
 
 def test_a_garbled_dagster_storage_is_named_and_the_index_is_not(indexed, home):

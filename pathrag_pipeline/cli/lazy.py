@@ -94,11 +94,37 @@ class LazyGroup(click.Group):
             missing = _missing_table(exc)
             if missing is not None:
                 raise click.ClickException(missing) from None
+            damaged = damaged_store(exc)
+            if damaged is not None:
+                raise click.ClickException(damaged) from None
             raise
         except BaseException as exc:   # Dagster's interrupt error is a BaseException, like KeyboardInterrupt
             if type(exc).__name__ == "DagsterExecutionInterruptedError":
                 _interrupted(ctx)
             raise
+
+
+# What each store says when its bytes are damaged (DuckDB's checksum, SQLite's, Lance's reads of a cut file), and
+# which part of the home that is.
+_DAMAGE = (("Corrupt database file", "the home's DuckDB file (pathrag.duckdb)"),
+           ("database disk image is malformed", "the home's Dagster storage (dagster/)"),
+           ("file is not a database", "the home's Dagster storage (dagster/)"),
+           ("LanceError(IO)", "a vector table of the home (LanceDB)"))
+
+
+def damaged_store(exc: BaseException | None) -> str | None:
+    """One line for an error, anywhere in the chain, that says a store of the home is damaged (issue 61: a
+    traceback of 40 to 110 lines named no way out), pointing at `pathrag status --check`, which names each damaged
+    part and the command that repairs it."""
+    seen = 0
+    while exc is not None and seen < 20:
+        text = " ".join(str(exc).split())
+        for sign, part in _DAMAGE:
+            if sign in text:
+                return (f"{part} is damaged ({text[:200]}); `pathrag status --check` names each damaged part and the "
+                        "command that repairs it")
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 def _interrupted(ctx: click.Context) -> None:
