@@ -789,6 +789,22 @@ def bench_kills(n_docs: int, workdir: Path | None, update_docs: Path | None, as_
     _publish(markdown_section(result), HEADING, update_docs, as_json, to_json(result), before="Offline embedder width")
 
 
+@bench.command("corruption")
+@click.option("--docs", "n_docs", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Documents in the generated corpus.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the corpus and the homes go (default: a temp dir).")
+@_update_docs_option
+@_json_option
+def bench_corruption(n_docs: int, workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
+    """Each store file damaged in turn: status --check names it, ask/index say one line, the named repair restores."""
+    from pathrag_lab.bench.corruption import HEADING, markdown_section, run_corruption_bench
+
+    result = run_corruption_bench(n_docs=n_docs, workdir=workdir, log=_log(as_json))
+    _publish(markdown_section(result), HEADING, update_docs, as_json, json.dumps(result, indent=1),
+             before="Offline embedder width")
+
+
 @bench.command("fanout")
 @click.option("--docs", "n_docs", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Documents in the generated corpus.")

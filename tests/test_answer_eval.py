@@ -232,6 +232,7 @@ def _answers_asked(server, since: int = 0) -> int:
                if endpoint == "chat")
 
 
+@pytest.mark.e2e   # two full answer runs: run by .ci/run (pytest -m e2e)
 def test_a_changed_default_reuses_every_answer_whose_mode_does_not_read_it(tmp_path, dataset, openai_server):
     """Changing path mode's prompt layout is a new run (a new config hash), but naive and bm25 do not read the
     layout, and the new default's answers already exist under the layout's own mode name: nothing is asked

@@ -259,6 +259,7 @@ def test_ask_refuses_a_theta_the_job_would_refuse():
     assert result.exit_code == 2 and "--theta" in result.output and "0<=x<=1" in result.output
 
 
+@pytest.mark.e2e   # four index runs: run by .ci/run (pytest -m e2e)
 def test_a_file_in_error_is_said_on_every_run_until_fixed(home, folder):
     (folder / "empty.txt").write_text("")
     first = run("index", str(folder))

@@ -337,6 +337,7 @@ def test_ctrl_c_is_one_line_and_exit_130(raised, monkeypatch) -> None:
     assert result.output.strip() == "Interrupted: what was finished is kept; run the same command again to go on."
 
 
+@pytest.mark.e2e   # index runs with failing batches: run by .ci/run (pytest -m e2e)
 def test_an_index_that_left_rows_unembedded_exits_non_zero_saying_partial(folder, monkeypatch,
                                                                           openai_server: FakeOpenAIServer) -> None:
     """Issue 61, item 3: a run whose embedding batches failed for some rows used to exit 0. It now says

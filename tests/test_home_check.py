@@ -76,3 +76,29 @@ def test_a_truncated_vector_table_is_named_and_reembed_repairs_it(indexed, home)
     assert CliRunner().invoke(main, ["index", "--reembed", str(indexed)]).exit_code == 0
     code, output = check()
     assert code == 0 and "DAMAGED" not in output
+
+
+def test_damage_anywhere_in_the_chain_is_one_line_naming_the_part():
+    from pathrag_pipeline.cli.lazy import damaged_store
+
+    class RustPanic(Exception):
+        pass
+
+    def chained(inner: Exception) -> Exception:
+        try:
+            try:
+                raise inner
+            except Exception as exc:
+                raise RuntimeError("step failed") from exc
+        except RuntimeError as outer:
+            return outer
+
+    cases = {"Corrupt database file: computed checksum 1 does not match": "DuckDB file",
+             'IO Error: Could not read enough bytes from file "x.duckdb"': "DuckDB file",
+             "(sqlite3.DatabaseError) database disk image is malformed": "Dagster storage",
+             "lance error: LanceError(IO): failed to fill whole buffer": "vector table"}
+    for message, part in cases.items():
+        line = damaged_store(chained(OSError(message)))
+        assert line is not None and part in line and "`pathrag status --check`" in line and "\n" not in line
+    assert "vector table" in (damaged_store(RustPanic("rust future panicked: unknown error")) or "")
+    assert damaged_store(chained(ValueError("top_n=0 is out of range"))) is None

@@ -107,6 +107,7 @@ class LazyGroup(click.Group):
 # What each store says when its bytes are damaged (DuckDB's checksum, SQLite's, Lance's reads of a cut file), and
 # which part of the home that is.
 _DAMAGE = (("Corrupt database file", "the home's DuckDB file (pathrag.duckdb)"),
+           ("Could not read enough bytes from file", "the home's DuckDB file (pathrag.duckdb)"),
            ("database disk image is malformed", "the home's Dagster storage (dagster/)"),
            ("file is not a database", "the home's Dagster storage (dagster/)"),
            ("LanceError(IO)", "a vector table of the home (LanceDB)"))
@@ -119,6 +120,8 @@ def damaged_store(exc: BaseException | None) -> str | None:
     seen = 0
     while exc is not None and seen < 20:
         text = " ".join(str(exc).split())
+        if type(exc).__name__ == "RustPanic":   # LanceDB's Rust side panicked opening a table (a cut manifest does it)
+            text = f"LanceError(IO): a panic in LanceDB reading a vector table ({text})"
         for sign, part in _DAMAGE:
             if sign in text:
                 return (f"{part} is damaged ({text[:200]}); `pathrag status --check` names each damaged part and the "
