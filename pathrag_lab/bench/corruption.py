@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pathrag_lab.bench.concurrency import _env
-from pathrag_lab.bench.kills import fingerprint
+from pathrag_lab.bench.kills import clean_build, fingerprint
 
 Log = Callable[[str], None]
 HEADING = "A damaged home: check and repair"
@@ -109,20 +109,8 @@ def _repair(kind: str, home: Path, folder: Path) -> subprocess.CompletedProcess:
 
 
 def run_corruption_bench(n_docs: int = 100, workdir: Path | None = None, log: Log = _quiet) -> dict[str, Any]:
-    from pathrag_lab.bench.ingest import generate_corpus
-
     base = Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-corruption-"))
-    folder = base / "corpus"
-    if not folder.exists():
-        generate_corpus(folder, n_docs)
-    clean = base / "clean"
-    log(f"clean build of {n_docs} documents")
-    started = time.perf_counter()
-    proc = _cli("index", str(folder), home=clean)
-    clean_s = time.perf_counter() - started
-    if proc.returncode != 0:
-        raise RuntimeError(f"the clean build failed: {proc.stderr.strip().splitlines()[-1:]}")
-    reference = fingerprint(clean)
+    folder, clean_s, reference = clean_build(base, n_docs, log)
     rows = []
     for i, (case, part, target, damage, repair) in enumerate(CASES):
         home = base / f"case-{i}"

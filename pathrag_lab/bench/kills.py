@@ -93,12 +93,11 @@ def _label(step: str | None, delay: float) -> str:
     return f"start-up, {delay:g} s in" if step is None else f"{step} step, {delay:g} s after it started"
 
 
-def run_kills_bench(n_docs: int = 300, points: tuple[tuple[str | None, float], ...] = POINTS,
-                    workdir: Path | None = None,
-                    log: Log = _quiet) -> dict[str, Any]:
+def clean_build(base: Path, n_docs: int, log: Log) -> tuple[Path, float, dict[str, str]]:
+    """A generated corpus of ``n_docs`` under ``base/corpus`` (kept between runs) indexed offline into
+    ``base/clean`` by a `pathrag index` process: (the corpus, the build's seconds, its ``fingerprint``)."""
     from pathrag_lab.bench.ingest import generate_corpus
 
-    base = Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-kills-"))
     folder = base / "corpus"
     if not folder.exists():
         generate_corpus(folder, n_docs)
@@ -109,7 +108,14 @@ def run_kills_bench(n_docs: int = 300, points: tuple[tuple[str | None, float], .
     clean_s = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"the clean build failed: {proc.stderr.strip().splitlines()[-1:]}")
-    reference = fingerprint(clean)
+    return folder, clean_s, fingerprint(clean)
+
+
+def run_kills_bench(n_docs: int = 300, points: tuple[tuple[str | None, float], ...] = POINTS,
+                    workdir: Path | None = None,
+                    log: Log = _quiet) -> dict[str, Any]:
+    base = Path(workdir or tempfile.mkdtemp(prefix="pathrag-bench-kills-"))
+    folder, clean_s, reference = clean_build(base, n_docs, log)
     rows = []
     for i, (target, delay) in enumerate(points):
         home = base / f"killed-{i}"
