@@ -102,3 +102,17 @@ def test_damage_anywhere_in_the_chain_is_one_line_naming_the_part():
         assert line is not None and part in line and "`pathrag status --check`" in line and "\n" not in line
     assert "vector table" in (damaged_store(RustPanic("rust future panicked: unknown error")) or "")
     assert damaged_store(chained(ValueError("top_n=0 is out of range"))) is None
+
+
+def test_check_repair_moves_the_damage_aside_and_rebuilds_what_it_held(indexed, home):
+    _overwrite(home / "pathrag.duckdb", 3 * 4096)
+    runs = home / "dagster" / "history" / "runs.db"
+    _overwrite(runs, runs.stat().st_size // 3, runs.stat().st_size // 3)
+    assert CliRunner().invoke(main, ["status", "--repair"]).exit_code == 2   # repairs what --check finds
+    result = CliRunner().invoke(main, ["status", "--check", "--repair"])
+    assert result.exit_code == 0, result.output[-3000:]
+    assert result.output.rstrip().endswith("parts read whole") and "DAMAGED" in result.output   # before, then after
+    kept = sorted(p.name for p in home.iterdir() if ".damaged-" in p.name)
+    assert [k.split(".damaged-")[0] for k in kept] == ["dagster", "pathrag.duckdb"]   # moved aside, not deleted
+    answer = CliRunner().invoke(main, ["ask", "Who founded Valmere University?", "--local"])
+    assert answer.exit_code == 0 and "Ada Halden" in answer.output

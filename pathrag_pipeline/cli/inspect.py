@@ -308,11 +308,16 @@ def print_status(settings: Settings) -> None:
 @click.option("--check", is_flag=True,
               help="Read every stored byte (DuckDB tables, LanceDB tables, Dagster storage) and name each damaged "
                    "part with the command that repairs it; exits 1 when one is damaged.")
-def status(as_json: bool, check: bool) -> None:
+@click.option("--repair", is_flag=True,
+              help="With --check: repair what it found (a damaged file or folder is moved aside, never deleted), "
+                   "then check again.")
+def status(as_json: bool, check: bool, repair: bool) -> None:
     """Documents by status, chunks, the last runs, and the Dagster sensor, schedule and runs."""
     settings = load_settings()
+    if repair and not check:
+        raise click.UsageError("--repair repairs what --check finds: give both (`pathrag status --check --repair`)")
     if check:
-        _check(settings, as_json)
+        _check(settings, as_json, repair)
         return
     if as_json:
         click.echo(json.dumps(status_summary(settings), default=str, indent=1))
@@ -320,8 +325,9 @@ def status(as_json: bool, check: bool) -> None:
         print_status(settings)
 
 
-def _check(settings: Settings, as_json: bool) -> None:
-    """`status --check`: every part of the home read in full (storage/home_check.py); exit 1 when one is damaged."""
+def _check(settings: Settings, as_json: bool, repair: bool = False) -> None:
+    """`status --check`: every part of the home read in full (storage/home_check.py); exit 1 when one is damaged.
+    With ``repair``, what is damaged is repaired (``_repair``) and the home checked again."""
     from pathrag_pipeline.ingest.home_folder import home_folder
     from pathrag_pipeline.storage.home_check import check_home
     from pathrag_pipeline.storage.vector_location import VectorLocation
@@ -333,12 +339,53 @@ def _check(settings: Settings, as_json: bool) -> None:
     parts = check_home(settings.duckdb_path, VectorLocation.for_settings(settings),
                        settings.dagster_home, folder)
     damaged = [p for p in parts if not p.ok]
-    if as_json:
+    if as_json and damaged and repair:
+        pass   # one JSON object: the check after the repair
+    elif as_json:
         click.echo(json.dumps({"ok": not damaged, "parts": [p.__dict__ for p in parts]}, indent=1))
     else:
         for part in parts:
             click.echo(part.line())
         click.echo(f"{len(damaged)} of {len(parts)} parts damaged" if damaged else
                    f"all {len(parts)} parts read whole")
+    if damaged and repair:
+        if folder == "FOLDER":
+            raise click.ClickException("the home does not say which folder it indexes: repair by hand, as each line "
+                                       "above says, with the folder's path")
+        _repair(settings, folder, {p.part for p in damaged}, as_json)
+        _check(settings, as_json)
+        return
     if damaged:
         raise SystemExit(1)
+
+
+def _repair(settings: Settings, folder: str, parts: set[str], as_json: bool) -> None:
+    """Move the damaged DuckDB file and Dagster folder aside (never deleted: their names end in ``.damaged-TIME``),
+    index the folder again (offline extraction is free; an LLM-built index pays its extraction again), and re-embed
+    when a vector table is damaged (from DuckDB, no LLM call). Each step is a `pathrag index` process, as a user
+    would run it."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    say = (lambda _: None) if as_json else (lambda text: click.echo(text, err=True))
+    if "dagster" in parts and settings.dagster_home.exists():
+        aside = settings.dagster_home.with_name(f"dagster.damaged-{stamp}")
+        shutil.move(str(settings.dagster_home), str(aside))
+        say(f"repair: moved {settings.dagster_home} to {aside} (its run history; the index is kept)")
+    if "duckdb" in parts:
+        for path in (settings.duckdb_path, settings.duckdb_path.with_name(settings.duckdb_path.name + ".wal")):
+            if path.exists():
+                aside = path.with_name(f"{path.name}.damaged-{stamp}")
+                shutil.move(str(path), str(aside))
+                say(f"repair: moved {path} to {aside}")
+    steps = ([["index", folder]] if parts & {"duckdb", "dagster"} else []) + \
+        ([["index", "--reembed", folder]] if "lancedb" in parts else [])
+    for step in steps:
+        say(f"repair: pathrag {' '.join(step)}")
+        proc = subprocess.run([sys.executable, "-m", "pathrag_pipeline.cli", *step], capture_output=True, text=True)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:]
+            raise click.ClickException(f"the repair step `pathrag {' '.join(step)}` failed: {' '.join(last)}")

@@ -8,7 +8,8 @@ of the error and the command that repairs it. The repairs are the ones that exis
 rebuilt from DuckDB by `pathrag index --reembed`; the Dagster storage is made anew by the next run once the
 damaged one is moved aside (its run history is lost, the index is kept); a damaged DuckDB file is rebuilt by
 indexing the folder into a fresh file (the offline extractor is free; an LLM-built home pays its extraction
-again: the paid-work log of issue 61 is not built yet).
+again: the paid-work log of issue 61 is not built yet). `pathrag status --check --repair` (cli/inspect.py) applies
+them itself, moving a damaged file or folder aside rather than deleting it.
 """
 
 from __future__ import annotations
