@@ -61,6 +61,9 @@ def test_a_question_for_a_code_name_leads_with_the_definition_that_gives_one():
     ("At what value is the early-stop threshold fixed?", "value"), ("Which option moves fixup commits?", "code"),
     ("How many textbooks were used?", "number"), ("When was PostgreSQL 15 released?", "date"),
     ("Who wrote the paper?", "person"), ("Which river flows past the mill?", "name"),
+    # a superlative asks for a quantity, and so does an offset
+    ("What is the largest precision that can be declared?", "number"), ("At which byte offset is it stored?", "number"),
+    ("What is the smallest page size?", "number"),
 ])
 def test_the_question_says_what_kind_of_fact_answers_it(question, expects):
     assert question_profile(question).expects == expects
@@ -71,6 +74,16 @@ def test_a_value_is_a_number_or_a_code_name():
     assert holds_fact("The threshold is fixed as 0.05.", profile, "At what value is the threshold fixed?") == 2
     assert holds_fact("The encoding is `utf-8` unless `locale` is set.", profile, "What value is the encoding?") == 2
     assert holds_fact("The threshold is fixed in the experiments.", profile, "At what value is it fixed?") == 0
+
+
+def test_a_path_in_a_code_span_and_a_name_of_letters_and_digits_answer_a_question_for_a_name():
+    where = "Where should you put ignore patterns specific to one repository?"
+    assert holds_fact("They should go into the `$GIT_DIR/info/exclude` file.", question_profile(where), where) == 2
+    assert holds_fact("They should go into a file of their own.", question_profile(where), where) == 0
+    which = "Which tokenizer does FTS5 use by default?"
+    said = "By default, the porter tokenizer wraps the default tokenizer (unicode61)."
+    assert holds_fact(said, question_profile(which), which) == 2
+    assert holds_fact("By default, the porter tokenizer wraps another one.", question_profile(which), which) == 0
 
 
 def test_a_reference_number_is_no_quantity():

@@ -423,31 +423,39 @@ def run_folder_llm(name: str, workdir: Path, *, base_url: str | None = None, mod
         rag = PathRAG(settings, record=False)
         out["model"] = model_name
         for mode in modes:
-            em = f1 = held = 0.0
-            answers = []
+            ems, f1s, held, answers = [], [], [], []
             for i, row in enumerate(rows, 1):
                 result = rag.query(row["question"], mode=mode, response="short", token_budget=budget)
-                em += exact_match(result.answer, row["answers"])
-                f1 += token_f1(result.answer, row["answers"])
-                held += answer_in_context(result.prompt or "", row["answers"])
+                ems.append(float(exact_match(result.answer, row["answers"])))
+                f1s.append(float(token_f1(result.answer, row["answers"])))
+                held.append(float(answer_in_context(result.prompt or "", row["answers"])))
                 answers.append(result.answer)
                 log(f"real folders LLM: {name} {mode} {i}/{len(rows)}")
             n = len(rows) or 1
-            out["modes"][mode] = {"em": round(em / n, 3), "f1": round(f1 / n, 3), "in_prompt": round(held / n, 3),
-                                  "answers": answers}
+            out["modes"][mode] = {"em": round(sum(ems) / n, 3), "f1": round(sum(f1s) / n, 3),
+                                  "in_prompt": round(sum(held) / n, 3), "answers": answers, "f1s": f1s}
 
     out["server"] = on_endpoint(workdir, base_url, model, run, log)
     return out
 
 
 def llm_markdown(result: dict[str, Any]) -> str:
+    from pathrag_pipeline.evaluation.bootstrap import paired_bootstrap
+
     lines = [f"Reproduce: `pathrag bench real-folders-llm --folder {result['folder']} --workdir DIR --update-docs "
              "docs/benchmarks.md` (the local server and model of docs/llm-endpoints.md).\n\n"
              f"{result['questions']} questions of {result['folder']}, answered by {result.get('model', '?')} over the "
              f"folder indexed offline, {result.get('budget', '?')}-token prompts, asked for the answer alone "
              "(`response=short`); SQuAD exact match and token F1 "
-             "against the accepted answers; *in prompt*: an accepted answer occurs in the mode's prompt.", "",
-             "| mode | EM | F1 | answer in prompt |", "| --- | --- | --- | --- |"]
-    lines += [f"| {mode} | {m['em']:.2f} | {m['f1']:.2f} | {m['in_prompt']:.2f} |"
-              for mode, m in result["modes"].items()]
+             "against the accepted answers; *in prompt*: an accepted answer occurs in the mode's prompt; "
+             "*F1 - naive*: the paired difference of token F1 with `naive` (the flat baseline) over the same "
+             "questions, with its 95% bootstrap interval.", "",
+             "| mode | EM | F1 | answer in prompt | F1 - naive [95% CI] |", "| --- | --- | --- | --- | --- |"]
+    base = result["modes"].get("naive", {}).get("f1s")
+    for mode, m in result["modes"].items():
+        versus = "-"
+        if base and mode != "naive" and m.get("f1s"):
+            interval = paired_bootstrap(m["f1s"], base)
+            versus = f"{interval.diff:+.2f} [{interval.low:+.2f}, {interval.high:+.2f}]"
+        lines.append(f"| {mode} | {m['em']:.2f} | {m['f1']:.2f} | {m['in_prompt']:.2f} | {versus} |")
     return "\n".join(lines)

@@ -90,9 +90,12 @@ errors code codes header headers extension theme themes backend backends mode mo
 """.split())
 _NUMBER_NOUNS = frozenset("""
 number count size length limit maximum minimum max min default port amount percentage percent many much
-long large timeout depth width height bytes characters digits times
+long large timeout depth width height bytes characters digits times offset
+largest smallest highest lowest longest shortest greatest fewest biggest
 """.split())
 _DATE_NOUNS = frozenset("year version release date century decade month day".split())
+_PATH = re.compile(r"^[$~.]?[\w.$-]*(?:/[\w.*$<>-]+)+/?$")
+_LETTERS_DIGITS = re.compile(r"(?<![\w.-])[a-z]{2,}\d+(?![\w-])")
 # Words of one family that questions and answers use for each other ("birthplace" - "born").
 _FAMILIES = [
     {"birthplace", "born", "birth"}, {"death", "died", "dies", "die"}, {"founder", "founded", "founding", "foundation"},
@@ -101,6 +104,8 @@ _FAMILIES = [
     {"default", "defaults", "defaulting"}, {"inventor", "invented"}, {"owner", "owned", "owns"},
     {"publisher", "published"}, {"editor", "edited"}, {"successor", "succeeded"}, {"predecessor", "preceded"},
     {"remove", "removed", "removes", "delete", "deleted", "deletes"}, {"add", "added", "adds"},
+    {"maximum", "max", "largest", "highest", "greatest"}, {"minimum", "min", "smallest", "lowest", "fewest"},
+    {"raise", "raised", "raising", "increase", "increased", "increasing"},
 ]
 _DEFAULT_WORDS = frozenset({"default", "defaulting"})   # stems of the family's words
 _FAMILY_OF = {word: family for family in _FAMILIES for word in family}
@@ -243,15 +248,9 @@ def question_profile(question: str) -> QuestionProfile:
         if after and _stem(after[0]) in ("unit", "units"):
             return QuestionProfile("unit")
         for word in after[:3]:
-            stem = _stem(word)
-            if stem in _DATE_NOUNS or word in _DATE_NOUNS:
-                return QuestionProfile("date", stem)
-            if word in _NUMBER_NOUNS or stem in _NUMBER_NOUNS:
-                return QuestionProfile("number", stem)
-            if stem == "value":   # "what value ...": a number ("0.05") or a literal or name ("`utf-8`", "`auto`")
-                return QuestionProfile("value", stem)
-            if word in _CODE_NOUNS or stem in _CODE_NOUNS:
-                return QuestionProfile("code", stem)
+            kind = _kind_of(word)
+            if kind:
+                return QuestionProfile(kind, _stem(word))
         if after:
             return QuestionProfile("name", _stem(after[0]))
     if wh == "where":
@@ -259,9 +258,28 @@ def question_profile(question: str) -> QuestionProfile:
     return QuestionProfile("")
 
 
+def _kind_of(word: str) -> str:
+    """The kind of fact a noun after "which"/"what" asks for, or "" for a noun of no kind."""
+    stem = _stem(word)
+    if stem in _DATE_NOUNS or word in _DATE_NOUNS:
+        return "date"
+    if word in _NUMBER_NOUNS or stem in _NUMBER_NOUNS:
+        return "number"
+    if stem == "value":   # "what value ...": a number ("0.05") or a literal or name ("`utf-8`", "`auto`")
+        return "value"
+    if word in _CODE_NOUNS or stem in _CODE_NOUNS:
+        return "code"
+    return ""
+
+
 def _code_names(sentence: str) -> set[str]:
-    names = {code_name(span) for span in CODE_SPAN.findall(sentence)}
-    names.update(name for name, _, _ in bare_names(CODE_SPAN.sub(" ", sentence)))
+    """Code names a sentence writes: code spans (a path in one too: "`$GIT_DIR/info/exclude`"), bare technical names
+    (``index/identifiers.py``) and names joining letters and digits ("unicode61", "fts5")."""
+    spans = CODE_SPAN.findall(sentence)
+    names = {code_name(span) or (span.strip("`") if _PATH.match(span.strip("`")) else None) for span in spans}
+    rest = CODE_SPAN.sub(" ", sentence) if spans else sentence
+    names.update(name for name, _, _ in bare_names(rest))
+    names.update(_LETTERS_DIGITS.findall(rest))
     names.discard(None)
     return {n.casefold() for n in names}
 
@@ -291,10 +309,12 @@ def holds_fact(sentence: str, profile: QuestionProfile, question: str) -> int:
         if any(profile.focus in _terms(name) for name, _ in typed):
             return 2
         folded = sentence.casefold()
-        # the name right before or after the asked noun ("a PENDING lock", "the octopus strategy"), or a term whose
-        # definition uses the noun ("`octopus`: ... the default merge strategy ...")
+        # the name right before or after the asked noun ("a PENDING lock", "the octopus strategy", "the default
+        # tokenizer (unicode61)"), or a term whose definition uses the noun ("`octopus`: ... the default merge
+        # strategy ...")
+        near = [name for name, _ in typed] + [name for name in _code_names(sentence) if name not in asked]
         if any(re.search(rf"\b{re.escape(name.casefold())}\W+{profile.focus}|{profile.focus}\w*\W+(?:\w+\W+)?"
-                         rf"{re.escape(name.casefold())}\b", folded) for name, _ in typed):
+                         rf"{re.escape(name.casefold())}\b", folded) for name in near):
             return 2
         term, colon, definition = sentence.partition(": ")
         if colon and _code_names(term) and profile.focus in _terms(definition):
