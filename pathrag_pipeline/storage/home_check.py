@@ -7,8 +7,8 @@ the LanceDB vector tables (every fragment of every table scanned) and the Dagste
 of the error and the command that repairs it. The repairs are the ones that exist today: the vector tables are
 rebuilt from DuckDB by `pathrag index --reembed`; the Dagster storage is made anew by the next run once the
 damaged one is moved aside (its run history is lost, the index is kept); a damaged DuckDB file is rebuilt by
-indexing the folder into a fresh file (the offline extractor is free; an LLM-built home pays its extraction
-again: the paid-work log of issue 61 is not built yet). `pathrag status --check --repair` (cli/inspect.py) applies
+indexing the folder into a fresh file (the offline extractor is free; an LLM-built home's extractions and summaries
+come back from its paid-work log, ``storage/paid_work.py``, with no LLM call). `pathrag status --check --repair` (cli/inspect.py) applies
 them itself, moving a damaged file or folder aside rather than deleting it.
 """
 
@@ -49,8 +49,8 @@ def check_duckdb(path: Path, folder: str) -> list[PartCheck]:
     """Every table of the DuckDB file read in full (read-only)."""
     import duckdb
 
-    repair = (f"move {path} aside and index the folder into a fresh file: `pathrag index {folder}` (the offline "
-              "extractor is free; an LLM-built index pays its extraction again)")
+    repair = (f"move {path} aside and index the folder into a fresh file: `pathrag index {folder}` (no LLM call: "
+              "an LLM-built index reads its paid results back from paid_work.jsonl)")
     if not path.exists():
         return [PartCheck("duckdb", path.name, False, "missing", f"`pathrag index {folder}`")]
     try:
