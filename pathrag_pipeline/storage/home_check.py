@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pathrag_pipeline.storage.store import is_lock_error
+from pathrag_pipeline.storage.vector_sums import verify as verify_sums
 
 BATCH_ROWS = 65_536
 
@@ -100,6 +101,10 @@ def check_lancedb(location: Any, folder: str) -> list[PartCheck]:
             out.append(PartCheck("lancedb", f"table {name}", False, _first_line(exc), repair))
             continue
         out.append(PartCheck("lancedb", f"table {name}", True, f"{rows} rows read"))
+    if location.is_local:   # bytes changed in place read back without an error: their sums say it (vector_sums)
+        for name in verify_sums(location.path):
+            out.append(PartCheck("lancedb", f"file {name}", False,
+                                 "its bytes changed since an index run wrote it (sha256 differs)", repair))
     return out
 
 
