@@ -5,7 +5,8 @@ OpenAI-compatible server (``testing/openai_server.py``, on 127.0.0.1) playing an
 (``indexing.OfflineBackedModel``: the offline rules' output as the model's reply), first with no fault (the
 reference), then once per fault, each striking a share of the chat requests at random (seeded): HTTP 429, HTTP 500,
 hangs past the client's timeout, trickled bodies, malformed (not JSON), schema-violating (JSON of the wrong shape),
-empty (no choices) and dropped connections. Per fault: whether the run completed (no exception, the run's exit),
+empty (no choices) and dropped connections (the three faults of content strike the extraction requests, whose
+reply has a structure, not the description summaries, whose free text "this is not JSON {" would be). Per fault: whether the run completed (no exception, the run's exit),
 the chunks extracted and failed, the requests the server saw, and the same after a second run (failed chunks are
 retried by the next run), with whether the graph then equals the reference's (``kills.fingerprint`` of the
 entity and relation tables). No timing is asserted anywhere: the seconds are what the runs took here.
@@ -34,6 +35,9 @@ NAMES = {"429": "HTTP 429", "500": "HTTP 500", "timeout": "hang past the timeout
          "malformed": "malformed (not JSON)", "schema": "schema-violating JSON", "empty_choices": "empty (no choices)",
          "disconnect": "dropped connection"}
 GRAPH_TABLES = ("entities", "relations")
+CONTENT_FAULTS = frozenset({"malformed", "schema", "empty_choices"})
+"""Faults in what a reply says, not how it arrives: they strike the extraction requests (structured output), not the
+description summaries (free text)."""
 Log = Callable[[str], None]
 
 
@@ -49,18 +53,29 @@ def _server(fault: str | None, share: float, seed: int) -> Any:
     lock = threading.Lock()
     model = OfflineBackedModel()
 
+    current = threading.local()
+
     class FaultyServer(FakeOpenAIServer):
         """Strikes each chat request with ``fault`` at ``share``, at random."""
 
+        def _enter(self, endpoint: str, body: dict[str, Any], headers: dict[str, str]) -> None:
+            current.body = body
+            super()._enter(endpoint, body, headers)
+
         def _take_fault(self, endpoint: str) -> str | None:
-            if endpoint == "chat" and fault is not None and fault != "schema":
+            if endpoint == "chat" and fault is not None and fault != "schema" and _strikes(current.body):
                 with self._lock:
                     if rng.random() < share:
                         return fault
             return super()._take_fault(endpoint)
 
+    def _strikes(body: dict[str, Any]) -> bool:
+        # a reply of the wrong content is only wrong where a structure is asked for: a description summary is
+        # free text, which "this is not JSON {" is too (transport faults strike every request)
+        return fault not in CONTENT_FAULTS or not _is_summary(body)
+
     def respond(request: dict[str, Any]) -> str:
-        if fault == "schema":
+        if fault == "schema" and _strikes(request):
             with lock:
                 struck = rng.random() < share
             if struck:
@@ -72,6 +87,10 @@ def _server(fault: str | None, share: float, seed: int) -> Any:
     server.timeout_sleep = TIMEOUT_S * 1.5      # a hang outlasts the client's timeout
     server.trickle_interval = 0.001             # a body of ~2 kB dribbles out over ~2 s
     return server
+
+
+def _is_summary(body: dict[str, Any]) -> bool:
+    return "Description list:" in str(((body or {}).get("messages") or [{}])[-1].get("content") or "")
 
 
 def _run(home: Path, folder: Path, base_url: str) -> dict[str, Any]:
