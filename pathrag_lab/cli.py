@@ -805,6 +805,45 @@ def bench_corruption(n_docs: int, workdir: Path | None, update_docs: Path | None
              before="Offline embedder width")
 
 
+@bench.command("faults")
+@click.option("--docs", "n_docs", type=click.IntRange(min=1), default=40, show_default=True,
+              help="Documents in the generated corpus.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the corpus and the homes go (default: a temp dir).")
+@_update_docs_option
+@_json_option
+def bench_faults(n_docs: int, workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
+    """An LLM build through a scripted endpoint failing on a share of its requests (429, 500, hangs, trickles,
+    malformed, schema-violating, empty, dropped): does the run complete with the good chunks, and the next one
+    with the rest."""
+    from pathrag_lab.bench.faults import HEADING, markdown_section, run_faults_bench
+
+    result = run_faults_bench(n_docs=n_docs, workdir=workdir, log=_log(as_json))
+    _publish(markdown_section(result), HEADING, update_docs, as_json, json.dumps(result, indent=1),
+             before="Offline embedder width")
+
+
+@bench.command("sql-memory")
+@click.option("--docs", "n_docs", type=click.IntRange(min=1), default=300, show_default=True,
+              help="Documents in the generated corpus.")
+@click.option("--memory-limit", default="256MB", show_default=True, help="PATHRAG_DUCKDB_MEMORY_LIMIT of the runs.")
+@click.option("--timeout", "timeout_s", type=click.IntRange(min=1), default=30, show_default=True,
+              help="pathrag sql --timeout of the runs.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the corpus and the home go (default: a temp dir).")
+@_update_docs_option
+@_json_option
+def bench_sql_memory(n_docs: int, memory_limit: str, timeout_s: int, workdir: Path | None, update_docs: Path | None,
+                     as_json: bool) -> None:
+    """pathrag sql's peak memory and wall time against its limits on cross joins that grow without bound."""
+    from pathrag_lab.bench.sql_memory import HEADING, markdown_section, run_sql_memory_bench
+
+    result = run_sql_memory_bench(n_docs=n_docs, memory_limit=memory_limit, timeout_s=timeout_s, workdir=workdir,
+                                  log=_log(as_json))
+    _publish(markdown_section(result), HEADING, update_docs, as_json, json.dumps(result, indent=1),
+             before="Offline embedder width")
+
+
 @bench.command("fanout")
 @click.option("--docs", "n_docs", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Documents in the generated corpus.")

@@ -8,6 +8,7 @@ from pathrag_pipeline.index.llm_extraction import LLMExtractor, OfflineExtractor
 from pathrag_pipeline.index.extraction_stage import GRAPH_DIRTY_META, run_extraction
 from pathrag_pipeline.llm.client import LLMUnavailableError
 from pathrag_lab.testing.openai_server import FakeOpenAIServer
+from pathrag_pipeline.storage.store import Store
 from tests.extraction_fakes import Corpus, FakeExtractionModel, make_client, names_in
 
 DOCS = {
@@ -726,3 +727,57 @@ def test_a_burst_of_server_errors_amid_successes_does_not_stop_the_client(corpus
     openai_server.chat_responder = bursty
     stats = run_extraction(corpus.store, extractor, max_concurrency=2)
     assert calls["n"] > 6 and stats.failed == 0 and stats.extracted == stats.pending == len(DOCS)
+
+
+def _graph(corpus: Corpus) -> tuple[list, list]:
+    return (corpus.query("SELECT entity_key, name, description FROM entities ORDER BY entity_key"),
+            corpus.query("SELECT relation_key, description, keywords FROM relations ORDER BY relation_key"))
+
+
+def test_a_lost_duckdb_file_is_rebuilt_from_the_paid_work_log_with_no_llm_call(corpus: Corpus, openai_server) -> None:
+    """Issue 61: the LLM's extractions and summaries are also appended to paid_work.jsonl beside pathrag.duckdb;
+    a home whose DuckDB file is gone is rebuilt (folder synced again, the same run) with 0 LLM calls, to the same
+    graph."""
+    from pathrag_pipeline.storage import paid_work
+
+    model = FakeExtractionModel()
+    extractor = llm_extractor(openai_server, model)
+    first = run_extraction(corpus.store, extractor, batch_size=2, max_description_tokens=3)
+    assert first.calls > 0 and first.summary_calls > 0
+    built = _graph(corpus)
+    log_file = paid_work.log_path(corpus.store.path.parent)
+    kinds = [line.split('"kind":"', 1)[1].split('"', 1)[0] for line in log_file.read_text().splitlines()]
+    assert kinds.count("extraction") == len(DOCS) and kinds.count("summary") == first.summary_calls
+
+    for lost in corpus.store.path.parent.glob("pathrag.duckdb*"):
+        lost.unlink()   # lost (or moved aside as damaged by `pathrag status --check --repair`)
+    corpus.store = Store(corpus.settings.duckdb_path)
+    corpus.sync()
+    openai_server.reset()
+    summaries_before = model.summaries
+    again = run_extraction(corpus.store, extractor, batch_size=2, max_description_tokens=3)
+
+    assert openai_server.count("chat") == 0 and again.calls == 0 and model.summaries == summaries_before
+    assert again.cache_hits == len(DOCS)
+    assert _graph(corpus) == built
+    # nothing is logged twice: the rebuild paid for nothing
+    assert len(log_file.read_text().splitlines()) == len(kinds)
+
+
+def test_a_home_from_before_the_log_writes_its_paid_results_there_on_its_next_run(corpus: Corpus, openai_server,
+                                                                                  ) -> None:
+    from pathrag_pipeline.storage import paid_work
+
+    run_extraction(corpus.store, llm_extractor(openai_server), max_description_tokens=3)
+    log_file = paid_work.log_path(corpus.store.path.parent)
+    written = log_file.read_text()
+    log_file.unlink()   # as a home built before the log existed
+    run_extraction(corpus.store, llm_extractor(openai_server))
+    assert len(log_file.read_text().splitlines()) == len(written.splitlines()) > 0
+    # a line cut short by a crash is skipped, and the next append starts a line of its own
+    with open(log_file, "a") as out:
+        out.write('{"kind": "extraction", "extr')
+    paid_work.append(corpus.store.path.parent, [{"kind": "summary", "input_hash": "h", "summary": "s",
+                                                 "model": "llm:x", "at": "2026-01-01T00:00:00"}])
+    with corpus.store.connect() as con:
+        assert paid_work.sync(con, corpus.store.path.parent) == {"extractions": 0, "summaries": 1}

@@ -116,3 +116,24 @@ def test_check_repair_moves_the_damage_aside_and_rebuilds_what_it_held(indexed, 
     assert [k.split(".damaged-")[0] for k in kept] == ["dagster", "pathrag.duckdb"]   # moved aside, not deleted
     answer = CliRunner().invoke(main, ["ask", "Who founded Valmere University?", "--local"])
     assert answer.exit_code == 0 and "Ada Halden" in answer.output
+
+
+def test_a_vector_file_overwritten_in_place_is_named_by_its_sum_and_a_cut_one_is_not_up_to_date(indexed, home):
+    """LanceDB reads bytes changed in place without an error; the sums recorded when the index run wrote each file
+    see them (storage/vector_sums.py). A second run over an edited folder adds files and keeps the others' sums,
+    so the check stays whole; a file cut afterwards makes `pathrag index` run instead of saying "Up to date"."""
+    (indexed / "c.md").write_text("# Carrick\n\nCarrick lies on the River Lode below Drayton.\n")
+    assert CliRunner().invoke(main, ["index", str(indexed)]).exit_code == 0
+    code, output = check()
+    assert code == 0 and "DAMAGED" not in output, output
+    data = max((home / "lancedb" / "chunks.lance" / "data").glob("*.lance"), key=lambda p: p.stat().st_size)
+    size = data.stat().st_size
+    _overwrite(data, size // 3, size // 3)
+    assert data.stat().st_size == size
+    code, output = check()
+    name = data.relative_to(home / "lancedb").as_posix()
+    assert code == 1 and f"lancedb file {name}: DAMAGED" in output and "pathrag index --reembed" in output
+    with open(data, "r+b") as fh:
+        fh.truncate(size // 2)
+    result = CliRunner().invoke(main, ["index", str(indexed)])
+    assert "Up to date" not in result.output

@@ -7,14 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from pathrag_pipeline.query import path_pooling
-from pathrag_pipeline.query.path_pooling import (
-    apply_pooling,
-    kernels,
-    pool_paths,
-    relation_scores,
-    smoothed_scores,
-)
+from pathrag_pipeline.query import path_pooling, path_pooling_ours
+from pathrag_pipeline.query.path_pooling import apply_pooling, kernels, pool_paths, relation_scores
+from pathrag_pipeline.query.path_pooling_ours import smoothed_scores
 
 
 def test_kernels_are_shortest_paths_from_the_nearest_query_entity():
@@ -33,7 +28,7 @@ def test_mean_pooling_lifts_a_weak_relation_on_a_strong_kernel_and_the_bonus_fav
     kernel_list = [["a"], ["a", "b"], ["x"]]
     distance = {"a": 1, "b": 2, "x": 1}
     got = smoothed_scores(scores, kernel_list, distance)
-    s, bonus = path_pooling.SMOOTHING, path_pooling.POSITION_BONUS
+    s, bonus = path_pooling_ours.SMOOTHING, path_pooling_ours.POSITION_BONUS
     # b lies on the kernel a-b (mean 0.5): pooled 0.5, second hop
     assert got["b"] == pytest.approx((1 - s) * 0.1 + s * 0.5 + bonus / 2)
     # x has the same own score but its kernel is weak

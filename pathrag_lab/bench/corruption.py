@@ -8,8 +8,9 @@ exits 1 naming the damaged part; whether `pathrag ask` and `pathrag index` stop 
 never "Up to date"); then the repair the check names is applied as a user would (``pathrag index --reembed``
 for a vector table; the Dagster folder moved aside, then a plain index; the DuckDB file moved aside, then a plain
 index), and whether the home then checks whole and its tables equal the clean build's (``kills.fingerprint``).
-Offline only: an LLM-built home would pay its extraction again when its DuckDB file is lost (the paid-work log
-of issue 61 is not built yet), and the table says so.
+Offline only: that an LLM-built home whose DuckDB file is lost is rebuilt with 0 LLM calls (its paid-work log,
+``storage/paid_work.py``) is tested through the scripted server (tests/test_extraction_stage.py), and the section
+says so.
 """
 
 from __future__ import annotations
@@ -165,12 +166,14 @@ def markdown_section(r: dict[str, Any]) -> str:
         "over its middle third, or cut to half its length). \"check names it\": `pathrag status --check` exits 1 "
         "with that part's line DAMAGED. \"ask\"/\"index\": the command stops with one line pointing at the check "
         "(not a traceback, not \"Up to date\"); \"answered\"/\"ran\": it did not notice (the damage is in a part "
-        "it does not read: a no-op index reads no vector or Dagster file; vectors overwritten in place carry no "
-        "checksum, so the check reads them whole too). Then the repair the check names, as a user would run it; "
+        "it does not read: a no-op index reads no vector or Dagster file, only the sizes of the vector files; the "
+        "check hashes each vector file against the sha256 recorded when an index run wrote it, since LanceDB reads "
+        "bytes overwritten in place without an error). Then the repair the check names, as a user would run it; "
         "\"tables "
         "equal\": documents, chunks, entities, relations, extraction records and the LanceDB tables' keys equal the "
-        "clean build's, and the check reads the home whole. Offline: an LLM-built home whose DuckDB file is lost pays "
-        "its extraction again (no paid-work log yet, issue 61).",
+        "clean build's, and the check reads the home whole. Offline: an LLM-built home whose DuckDB file is lost is "
+        "rebuilt with 0 LLM calls from its paid-work log (`paid_work.jsonl`; tested through the scripted server, "
+        "tests/test_extraction_stage.py).",
         md_table(["damage", "check names it", "ask: one line", "index: one line", "repair", "repair s",
                   "whole after", "tables equal"], rows),
         f"**{good} of {len(r['cases'])}** cases: named by the check, repaired by the command it names, tables equal "

@@ -231,7 +231,8 @@ class OfflineBackedModel:
         full = self._extraction(title, text)
         keep = max(1, (len(full.entities) * 4) // 5)
         first = {e.name for e in full.entities[:keep]}
-        if last == GLEANING_PROMPT:
+        # the gleaning pass, or a re-ask of it after an invalid reply (the validation error is then the last message)
+        if any(m.get("content") == GLEANING_PROMPT for m in request.get("messages") or []):
             entities = full.entities[keep:]
             relations = [r for r in full.relations if not (r.source in first and r.target in first)]
         else:

@@ -146,7 +146,7 @@ ABLATIONS = {
     "path:pool_rerank": {"path_pooling": "rerank", "passages": "path_order"},
     "path:pool_reselect": {"path_pooling": "reselect", "passages": "fused"},
     "path:pool_reselect_order": {"path_pooling": "reselect", "passages": "path_order"},
-    # the same with our smoothing formula (query/path_pooling.py: smoothed_scores) instead of Algorithm 1
+    # the same with our smoothing formula (query/path_pooling_ours.py: smoothed_scores) instead of Algorithm 1
     "path:pool_rerank_ours": {"path_pooling": "rerank", "passages": "path_order", "pool_variant": "ours"},
     "path:pool_reselect_ours": {"path_pooling": "reselect", "passages": "fused", "pool_variant": "ours"},
     # Tuned choices one at a time: kept ones reverted to the simpler rule, reverted ones back on (TUNED_CHOICES)
@@ -175,7 +175,7 @@ ABLATIONS = {
 }
 # NeuroPath ablations: what each half of its passage merge gives alone, and tracking cut to one hop.
 NEUROPATH_ABLATIONS = {
-    "neuropath:ours": {"np_variant": "ours"},                # our earlier variant (query/neuropath.py _track_ours)
+    "neuropath:ours": {"np_variant": "ours"},                # our earlier variant (query/neuropath_ours.py)
     "neuropath:fused": {"np_passages": "fused"},             # our RRF merge instead of the paper's union
     "neuropath:tracked": {"np_passages": "tracked"},         # the tracked paths' passages only
     "neuropath:completion": {"np_passages": "completion"},   # the post-retrieval completion only

@@ -70,6 +70,7 @@ from pathrag_pipeline.index.graph_merge import (
     store_summaries,
 )
 from pathrag_pipeline.llm.client import LLMClient, LLMError, LLMStoppedError, LLMUnavailableError, Usage
+from pathrag_pipeline.storage import paid_work
 from pathrag_pipeline.storage.store import Store, get_meta, set_meta, transaction, utc_now
 from pathrag_pipeline.storage.write_pacing import WRITE_OVERHEAD_SHARE, WritePacer
 from pathrag_pipeline.text.names import NAME_KEY_VERSION
@@ -490,7 +491,13 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
         meter.client.resume()  # a new run tries the endpoint again even if an earlier run stopped it
     retry_key = getattr(extractor, "retry_key", "")
     with store.connect() as con:
+        # paid results the DuckDB file does not hold (it was lost, damaged and moved aside, or predates them) come
+        # back from the paid-work log first: the plan below then finds them cached (storage/paid_work.py)
+        restored = paid_work.sync(con, store.path.parent)
         plan = plan_extraction(con, identity, retry_key, retry_failed, texts=False)
+    if restored["extractions"] or restored["summaries"]:
+        log.warning("read %d extraction result(s) and %d summary(ies) back from %s: no LLM call is made for them",
+                    restored["extractions"], restored["summaries"], paid_work.FILE_NAME)
     stats.chunks, stats.pending, stats.given_up = plan.chunks, len(plan.pending), plan.given_up
     if plan.given_up:
         log.warning("%d chunk(s) failed %d runs in a row with this model and settings and are not retried until "
@@ -544,8 +551,12 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
         summaries, errors = make_summaries(deferred.requests, summarise, max_description_tokens, max_concurrency,
                                            on_done=summary_progress)
         stats.errors.extend(errors[:5])
+        model = getattr(summarise, "identity", None)
+        paid = paid_work.append(store.path.parent, paid_work.summary_lines(summaries, model))
         with store.connect() as con:
-            store_summaries(con, summaries, getattr(summarise, "identity", None))
+            store_summaries(con, summaries, model)
+            if paid:
+                paid_work.mark_read(con, store.path.parent)
             with transaction(con):
                 second = merge_keys(con, deferred.entity_keys, deferred.relation_keys,
                                     max_description_tokens=max_description_tokens, by_difference=True)
@@ -843,8 +854,12 @@ class _Batch:
 
     def flush(self) -> None:
         if self.records or (self.meter is not None and self.meter.changed()):
+            # paid results go to the paid-work log before DuckDB: a crash between the two loses no paid call
+            paid = paid_work.append(self.store.path.parent, paid_work.extraction_lines(self.records))
             with self.pacer.write(self.store) as con:
                 persist_changes(con, [], self.records)
+                if paid:
+                    paid_work.mark_read(con, self.store.path.parent)
                 if self.meter is not None:
                     self.meter.write(con)
             self.records.clear()

@@ -60,6 +60,7 @@ from pathrag_pipeline.ingest.home_folder import check_plan, folder_key, recorded
 from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.storage.store import Store, StoreLockedError
 from pathrag_pipeline.storage.vector_location import VectorLocation
+from pathrag_pipeline.storage.vector_sums import changed_sizes
 from pathrag_pipeline.storage.vector_store import SyncStats
 
 
@@ -156,6 +157,12 @@ def _pending(con: duckdb.DuckDBPyConnection, settings: Settings, folder: Path, s
     missing = [name for name, n in work.rows.items() if n and not location.has_table(name)]
     if missing:
         reasons.append(f"LanceDB table(s) missing: {', '.join(missing)}")
+    elif location.is_local:
+        # a stat per vector file, no read: a file cut or removed since it was written is not "up to date"
+        # (storage/vector_sums.py); the run that follows meets the damage and names it
+        changed = changed_sizes(location.path)
+        if changed:
+            reasons.append(f"vector file(s) changed since they were written: {', '.join(changed[:3])}")
     work.graph = count_graph(con)
     return work
 

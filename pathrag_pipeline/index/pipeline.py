@@ -33,6 +33,7 @@ from pathrag_pipeline.ingest.folder_sync import SyncReport, sync_folder
 from pathrag_pipeline.llm.client import llm_from_settings
 from pathrag_pipeline.storage.run_lock import index_lock
 from pathrag_pipeline.storage.store import Store
+from pathrag_pipeline.storage.vector_sums import record as record_vector_sums
 from pathrag_pipeline.index.triples_import import ImportStats, import_triples
 
 
@@ -179,6 +180,8 @@ def _embedding_stage(settings: Settings, store: Store, *, reembed: bool) -> Embe
         # LanceDB now holds exactly the rows of these tables and an alias pass would add nothing: recorded, so
         # `pathrag index` can tell a later no-op without LanceDB or Dagster (index/pending_work.py).
         remember_synced_state(store, embedder=embedder.identity, alias_threshold=settings.alias_embedding_threshold)
+    if vectors.path is not None:   # the files this run wrote, hashed once: `status --check` sees one damaged in place
+        record_vector_sums(vectors.path)
     return EmbeddingStage(embedder.identity, embeddings, aliases)
 
 

@@ -497,10 +497,14 @@ class PathRAG:
                 self._check_vectors("chunks")
             search = neuropath.completion_search(self.vectors if semantic else None, self.embedder, lexical, how)
         with clock.stage("tracking"):
-            run = neuropath.track(text, params, snapshot=snapshot, embedder=self.embedder, names=names,
-                                  relations=relations, key_entities=query_keywords(keywords.low_level, [], text),
-                                  llm=self.llm if params.np_tracker == "auto" else None, lexical=lexical, text_search=search,
-                                  tokens_spent=usage.total_tokens)
+            if paper:
+                track = neuropath.track
+            else:   # our earlier variant, kept for comparison: imported only when asked for
+                from pathrag_pipeline.query.neuropath_ours import track
+            run = track(text, params, snapshot=snapshot, embedder=self.embedder, names=names, relations=relations,
+                        key_entities=query_keywords(keywords.low_level, [], text),
+                        llm=self.llm if params.np_tracker == "auto" else None, lexical=lexical, text_search=search,
+                        tokens_spent=usage.total_tokens)
         tokens["tracking"] = _usage(run.usage)
         tokens["completion"] = _usage(Usage())
         with clock.stage("sources"):

@@ -4,7 +4,7 @@ One ``neuropath`` query (``PathRAG.query(q, "neuropath")``) runs one of two vari
 
 **"paper" (the default, issue 24): the method of the paper** (``../shared/papers/002_0d443a49977e0766.txt``,
 Sec. 3.3-3.4, Algorithm 1, Appendix I), read against its reference code where the text leaves a choice open
-(:func:`_track_paper` says where):
+(:func:`track` says where):
 
 1. **Key entities** from the paper's NER prompt (Figure 13) with an LLM; without one, the offline keyword rules'
    low-level keywords stand in. Each is matched to its nearest entity by *name-only* embeddings (an exact name
@@ -21,7 +21,8 @@ Sec. 3.3-3.4, Algorithm 1, Appendix I), read against its reference code where th
    retrieval for q' = q + c_last + g_last gives D_e; D_ret = D_p ∪ D_e, the path documents first
    (``np_passages="union"``).
 
-**"ours"**: the variant the figures before issue 24 measured (:func:`_track_ours`): coreference sets at the
+**"ours"**: the variant the figures before issue 24 measured, kept for comparison in ``query/neuropath_ours.py``
+(the engine imports it only when it is asked for): coreference sets at the
 seeds only; every hop's valid paths kept (deepest first); pruning by the cosine of the *newest* triple's index
 vector (the ``relations`` vectors); LightRAG's low-level keywords as key entities; our tracker prompt (which
 also shows the triple's description); the completion by path mode's text search (BM25, fused with the embedder
@@ -71,13 +72,7 @@ COREF_MAX = 5                 # coreferent entities added per matched key entity
 LEXICAL_HITS = 100            # BM25 passage hits of the question that count as lexical support
 MAX_EXPANSIONS_PER_NODE = 500  # adjacent triples read per expanded entity (bounds hub entities)
 DESCRIPTION_TOKENS = 40       # the new triple's description, as shown to the tracker
-PATH_EMBED_CAP = 1000         # paper variant: new paths embedded whole per hop (preselected beyond; see _track_paper)
-
-
-@dataclass(frozen=True)
-class _Path:
-    nodes: tuple[int, ...]
-    rows: tuple[int, ...]     # relation rows along the path (len(nodes) - 1)
+PATH_EMBED_CAP = 1000         # paper variant: new paths embedded whole per hop (preselected beyond; see track)
 
 
 @dataclass
@@ -95,7 +90,7 @@ class NeuroPathRun:
     hops: list[dict[str, Any]] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)   # the tracking calls
     error: str | None = None              # ours: the tracker's output stayed invalid, so the query fails
-    tracker_error: str | None = None      # paper: the same, but tracking ends with no path (see _track_paper)
+    tracker_error: str | None = None      # paper: the same, but tracking ends with no path (see track)
 
     def record(self) -> dict[str, Any]:
         """The ``queries.tracking`` JSON."""
@@ -215,46 +210,11 @@ def key_entity_seeds(snapshot: GraphSnapshot, names: np.ndarray, embedder: Embed
     return out
 
 
-# ---- the tracking loop ---------------------------------------------------------------------------------
+# ---- the tracked paths ---------------------------------------------------------------------------------
 
-def _chain_text(snapshot: GraphSnapshot, path: _Path) -> str:
-    parts = [snapshot.entity_names[path.nodes[0]]]
-    for i, row in enumerate(path.rows):
-        keywords = clip(snapshot.relation_keywords[row], 12) or "related to"
-        parts.append(f" --[{keywords}]--> {snapshot.entity_names[path.nodes[i + 1]]}")
-    return "".join(parts)
-
-
-def _candidate_text(snapshot: GraphSnapshot, path: _Path) -> str:
-    description = clip(snapshot.relation_descriptions[path.rows[-1]], DESCRIPTION_TOKENS)
-    return _chain_text(snapshot, path) + (f"\n    ({description})" if description else "")
-
-
-def _new_text(snapshot: GraphSnapshot, path: _Path) -> str:
-    a, b, row = path.nodes[-2], path.nodes[-1], path.rows[-1]
-    return f"{snapshot.entity_names[a]} {snapshot.relation_keywords[row]} {snapshot.entity_names[b]}"
-
-
-def _expand(snapshot: GraphSnapshot, paths: Sequence[_Path]) -> list[_Path]:
-    """Every path extended by one adjacent triple that does not revisit one of its nodes; one per edge set."""
-    out: list[_Path] = []
-    seen: set[tuple[int, ...]] = set()
-    for path in paths:
-        last = path.nodes[-1]
-        for row in snapshot.incident_relations(last)[:MAX_EXPANSIONS_PER_NODE]:
-            src, tgt = snapshot.relation_src[row], snapshot.relation_tgt[row]
-            other = tgt if src == last else src
-            if other in path.nodes:
-                continue
-            key = (*path.rows, row)
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append(_Path((*path.nodes, other), (*path.rows, row)))
-    return out
-
-
-def _trace(snapshot: GraphSnapshot, rank: int, score: float, path: "_Path | _Chain") -> PathTrace:
+def _trace(snapshot: GraphSnapshot, rank: int, score: float, path: Any) -> PathTrace:
+    """A tracked path as a query's ``PathTrace``: a paper chain (``steps``) or, for our variant, a path of ``nodes``
+    and relation ``rows``."""
     steps = path.steps if isinstance(path, _Chain) else tuple(
         (row, path.nodes[i], path.nodes[i + 1]) for i, row in enumerate(path.rows))
     nodes = _chain_nodes(steps) if steps else path.nodes
@@ -360,10 +320,16 @@ def _paper_expand(snapshot: GraphSnapshot, paths: Sequence[_Chain], names: np.nd
     return out
 
 
-def _track_paper(question: str, params: QueryParams, *, snapshot: GraphSnapshot, embedder: Embedder,
-                 names: np.ndarray, relations: np.ndarray, key_entities: Sequence[str], llm: LLMClient | None,
-                 lexical: BM25Index, text_search: Any, tokens_spent: int = 0) -> NeuroPathRun:
-    """NeuroPath as its paper defines it (002_0d443a49977e0766.txt, Sec. 3.3-3.4, Algorithm 1; the reference
+def track(question: str, params: QueryParams, *, snapshot: GraphSnapshot, embedder: Embedder,
+          names: np.ndarray, relations: np.ndarray, key_entities: Sequence[str], llm: LLMClient | None,
+          lexical: BM25Index, text_search: Any, tokens_spent: int = 0) -> NeuroPathRun:
+    """Seeds -> path tracking -> post-retrieval completion for one question (``np_variant="paper"``; our earlier
+    variant is ``query/neuropath_ours.track``, with the same arguments). ``relations`` = :func:`relation_vectors`;
+    ``lexical`` = BM25 over the chunks; ``text_search(query, k)`` = the completion retriever (ranked chunk ids);
+    ``tokens_spent`` = LLM tokens the query already used (keywords or key entities), counted against
+    ``params.np_token_budget``.
+
+    NeuroPath as its paper defines it (002_0d443a49977e0766.txt, Sec. 3.3-3.4, Algorithm 1; the reference
     code, github.com/KennyCaty/NeuroPath ``src/neuropath.py``, where the text leaves a choice open):
 
     - hop 1: the seeds (each key entity's nearest entity plus its coreference set) give every triple touching
@@ -459,87 +425,6 @@ def _track_paper(question: str, params: QueryParams, *, snapshot: GraphSnapshot,
 
     run.traces = [_trace(snapshot, rank, score, path) for rank, (score, path) in enumerate(valid, start=1)]
     tracked_chunks = list(dict.fromkeys(c for _, p in valid for r in p.rows for c in snapshot.relation_chunks[r]))
-    _complete(run, question, params, tracked_chunks, text_search)
-    return run
-
-
-def track(question: str, params: QueryParams, *, snapshot: GraphSnapshot, embedder: Embedder,
-          names: np.ndarray, relations: np.ndarray, key_entities: Sequence[str], llm: LLMClient | None,
-          lexical: BM25Index, text_search: Any, tokens_spent: int = 0) -> NeuroPathRun:
-    """Run seeds -> path tracking -> post-retrieval completion for one question, as ``params.np_variant`` says.
-
-    ``relations`` = :func:`relation_vectors`; ``lexical`` = BM25 over the chunks; ``text_search(query, k)`` =
-    the completion retriever (ranked chunk ids); ``tokens_spent`` = LLM tokens the query already used
-    (keywords or key entities), counted against ``params.np_token_budget``.
-    """
-    run_variant = _track_paper if params.np_variant == "paper" else _track_ours
-    return run_variant(question, params, snapshot=snapshot, embedder=embedder, names=names, relations=relations,
-                       key_entities=key_entities, llm=llm, lexical=lexical, text_search=text_search,
-                       tokens_spent=tokens_spent)
-
-
-def _track_ours(question: str, params: QueryParams, *, snapshot: GraphSnapshot, embedder: Embedder,
-                names: np.ndarray, relations: np.ndarray, key_entities: Sequence[str], llm: LLMClient | None,
-                lexical: BM25Index, text_search: Any, tokens_spent: int = 0) -> NeuroPathRun:
-    """``np_variant="ours"``: the tracking loop the figures before issue 24 measured (module docstring)."""
-    tracker: LLMTracker | OfflineTracker = (LLMTracker(llm, style="ours") if llm is not None
-                                            else OfflineTracker(embedder.identity))
-    seeds = key_entity_seeds(snapshot, names, embedder, key_entities, params.np_coref_threshold)
-    run = NeuroPathRun(tracker=tracker.identity, seeds=seeds, traces=[], chunk_ids=[], reasoning_chain="",
-                       expansion_requirement=question, completion_query=question, stop_reason="no_seeds")
-    q_vec = _unit(np.asarray(embedder.embed([question]), dtype=np.float32))[0]
-    lex_rank = {c: r for r, (c, _) in enumerate(lexical.search(question, LEXICAL_HITS), start=1)}
-    frontier = [_Path((s.node,), ()) for s in seeds]
-    tracked: dict[tuple[int, ...], tuple[int, float, _Path]] = {}   # rows -> (hop, score, path)
-    covered: list[str] = []
-    spent = tokens_spent
-    hop = 0
-    while frontier:
-        hop += 1
-        if hop > params.np_max_hops:
-            run.stop_reason = "hop_cap"
-            break
-        expanded = _expand(snapshot, frontier)
-        if _stops_before_judging(run, params, expanded, spent):
-            break
-        started = time.perf_counter()
-        r_vec = q_vec if hop == 1 else _unit(np.asarray(embedder.embed([run.expansion_requirement]),
-                                                        dtype=np.float32))[0]
-        new_rows = np.fromiter((p.rows[-1] for p in expanded), dtype=np.int64, count=len(expanded))
-        req_sims = relations[new_rows] @ r_vec
-        q_sims = relations[new_rows] @ q_vec
-        order = np.argsort(-req_sims, kind="stable")[:params.np_candidates]
-        shown = [expanded[i] for i in order]
-        candidates = [Candidate(id=n, text=_candidate_text(snapshot, p), new_text=_new_text(snapshot, p),
-                                requirement_similarity=float(req_sims[i]), question_similarity=float(q_sims[i]),
-                                lexical_rank=min((lex_rank[c] for c in snapshot.relation_chunks[p.rows[-1]]
-                                                  if c in lex_rank), default=None))
-                      for n, (i, p) in enumerate(zip(order, shown), start=1)]
-        judgement = _judge(run, tracker, question, hop, run.expansion_requirement, candidates, len(expanded),
-                           started, covered=covered)
-        if judgement is None:
-            return run
-        step = judgement.step
-        spent += judgement.usage.total_tokens
-        for cid in step.valid_paths:
-            path = shown[cid - 1]
-            if path.rows not in tracked:
-                tracked[path.rows] = (hop, judgement.scores.get(cid, 0.0), path)
-                covered.append(candidates[cid - 1].new_text)
-        run.reasoning_chain = step.reasoning_chain or run.reasoning_chain
-        run.expansion_requirement = step.expansion_requirement or run.expansion_requirement
-        frontier = [shown[cid - 1] for cid in step.paths_to_expand]
-        if not step.continue_tracking:
-            run.stop_reason = "tracker_stop"
-            break
-        if not frontier:
-            run.stop_reason = "nothing_to_expand"
-            break
-
-    # deepest hop first (a longer path carries the whole chain), then the tracker's score, then order found
-    kept = sorted(tracked.values(), key=lambda t: (-t[0], -t[1]))
-    run.traces = [_trace(snapshot, rank, score, path) for rank, (_, score, path) in enumerate(kept, start=1)]
-    tracked_chunks = list(dict.fromkeys(c for _, _, p in kept for r in p.rows for c in snapshot.relation_chunks[r]))
     _complete(run, question, params, tracked_chunks, text_search)
     return run
 

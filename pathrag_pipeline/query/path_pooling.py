@@ -17,7 +17,7 @@ style; here the relations of the pruned paths play that part):
 5. **Smoothed score.** ``s'(r) = (1 - SMOOTHING) * s(r) + SMOOTHING * p(r) + POSITION_BONUS / d(r)``, and a
    path's score is the mean of ``s'`` over its relations.
 
-That is our variant (``variant="ours"``). The default is the paper's Algorithm 1 (003_9db30f8cbae2c0cd.txt, lines
+That is our variant (``variant="ours"``, kept for comparison in ``query/path_pooling_ours.py``). The default is the paper's Algorithm 1 (003_9db30f8cbae2c0cd.txt, lines
 272-289 and Sec. 3.3), ``variant="paper"`` (:func:`paper_scores`; issue 24), which differs from ours in four ways: a kernel's triples all get the kernel's mean score with no
 interpolation with their own score (Alg. 1 lines 5-6); the positional score is ``s_min / (i * a)`` for the
 i-th triple of the kernel, ``s_min`` the smallest score of all candidate triples (line 9: relative, where our
@@ -45,8 +45,6 @@ import numpy as np
 
 from pathrag_pipeline.query.params import PATH_POOLINGS, POOL_VARIANTS
 
-SMOOTHING = 0.5
-POSITION_BONUS = 0.1
 RESELECT_POOL = 3
 POSITION_A = 1.0     # the paper's positional constant a ("a nonzero constant", no value given): our reading
 
@@ -120,27 +118,6 @@ def kernels(query_nodes: Sequence[int], edges: Sequence[tuple[int, int, str]]) -
     return out, distance
 
 
-def smoothed_scores(scores: Mapping[str, float], kernel_list: Sequence[Sequence[str]],
-                    distance: Mapping[str, int]) -> dict[str, float]:
-    """``s'(r)`` for every scored relation: mean-pooled over its kernels, plus the positional bonus."""
-    pooled_sum: dict[str, float] = {}
-    pooled_n: dict[str, int] = {}
-    for kernel in kernel_list:
-        if not kernel:
-            continue
-        mean = sum(scores.get(k, 0.0) for k in kernel) / len(kernel)
-        for key in dict.fromkeys(kernel):
-            pooled_sum[key] = pooled_sum.get(key, 0.0) + mean
-            pooled_n[key] = pooled_n.get(key, 0) + 1
-    out: dict[str, float] = {}
-    for key, s in scores.items():
-        pooled = pooled_sum[key] / pooled_n[key] if key in pooled_n else s
-        d = distance.get(key)
-        bonus = POSITION_BONUS / d if d else 0.0
-        out[key] = (1.0 - SMOOTHING) * s + SMOOTHING * pooled + bonus
-    return out
-
-
 def paper_scores(scores: Mapping[str, float], kernel_list: Sequence[Sequence[str]]) -> dict[str, float]:
     """The paper's Algorithm 1 for every scored triple (relation): per kernel ``p = (t_1 .. t_l)``,
     ``S(t_i) = mean(s over p) + s_min / (i * a)``; a triple's score is the max of ``S`` over the kernels holding
@@ -170,15 +147,18 @@ def pool_paths(paths: Sequence[Sequence[tuple[int, int, str]]], query_nodes: Seq
     """Path Pooling scores of candidate paths, each given as its relations ``(node, node, relation key)`` in order.
 
     Best first; ties keep the candidates' order (their reliability order from pruning). ``variant``: "ours"
-    (:func:`smoothed_scores`) or "paper" (:func:`paper_scores`, Algorithm 1).
+    (``path_pooling_ours.smoothed_scores``) or "paper" (:func:`paper_scores`, Algorithm 1).
     """
     if variant not in POOL_VARIANTS:
         raise ValueError(f"pool_variant={variant!r} is not one of {', '.join(POOL_VARIANTS)}")
     edges = [e for path in paths for e in path]
     kernel_list, distance = kernels(query_nodes, edges)
     triples = {key: scores.get(key, 0.0) for _, _, key in edges}
-    smooth = (paper_scores(triples, kernel_list) if variant == "paper"
-              else smoothed_scores(triples, kernel_list, distance))
+    if variant == "paper":
+        smooth = paper_scores(triples, kernel_list)
+    else:   # ours, kept for comparison: imported only when asked for
+        from pathrag_pipeline.query.path_pooling_ours import smoothed_scores
+        smooth = smoothed_scores(triples, kernel_list, distance)
     pooled = [PooledPath(i, sum(smooth[k] for _, _, k in p) / len(p) if p else 0.0) for i, p in enumerate(paths)]
     return sorted(pooled, key=lambda p: (-p.score, p.index))
 

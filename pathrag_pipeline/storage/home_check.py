@@ -7,8 +7,8 @@ the LanceDB vector tables (every fragment of every table scanned) and the Dagste
 of the error and the command that repairs it. The repairs are the ones that exist today: the vector tables are
 rebuilt from DuckDB by `pathrag index --reembed`; the Dagster storage is made anew by the next run once the
 damaged one is moved aside (its run history is lost, the index is kept); a damaged DuckDB file is rebuilt by
-indexing the folder into a fresh file (the offline extractor is free; an LLM-built home pays its extraction
-again: the paid-work log of issue 61 is not built yet). `pathrag status --check --repair` (cli/inspect.py) applies
+indexing the folder into a fresh file (the offline extractor is free; an LLM-built home's extractions and summaries
+come back from its paid-work log, ``storage/paid_work.py``, with no LLM call). `pathrag status --check --repair` (cli/inspect.py) applies
 them itself, moving a damaged file or folder aside rather than deleting it.
 """
 
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pathrag_pipeline.storage.store import is_lock_error
+from pathrag_pipeline.storage.vector_sums import verify as verify_sums
 
 BATCH_ROWS = 65_536
 
@@ -49,8 +50,8 @@ def check_duckdb(path: Path, folder: str) -> list[PartCheck]:
     """Every table of the DuckDB file read in full (read-only)."""
     import duckdb
 
-    repair = (f"move {path} aside and index the folder into a fresh file: `pathrag index {folder}` (the offline "
-              "extractor is free; an LLM-built index pays its extraction again)")
+    repair = (f"move {path} aside and index the folder into a fresh file: `pathrag index {folder}` (no LLM call: "
+              "an LLM-built index reads its paid results back from paid_work.jsonl)")
     if not path.exists():
         return [PartCheck("duckdb", path.name, False, "missing", f"`pathrag index {folder}`")]
     try:
@@ -100,6 +101,10 @@ def check_lancedb(location: Any, folder: str) -> list[PartCheck]:
             out.append(PartCheck("lancedb", f"table {name}", False, _first_line(exc), repair))
             continue
         out.append(PartCheck("lancedb", f"table {name}", True, f"{rows} rows read"))
+    if location.is_local:   # bytes changed in place read back without an error: their sums say it (vector_sums)
+        for name in verify_sums(location.path):
+            out.append(PartCheck("lancedb", f"file {name}", False,
+                                 "its bytes changed since an index run wrote it (sha256 differs)", repair))
     return out
 
 

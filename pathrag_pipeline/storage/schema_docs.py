@@ -102,7 +102,11 @@ def markdown() -> str:
         "them read-only with `pathrag sql \"...\"`. Names and columns are a public interface: they are only ever",
         "added to. Logs are append-only. Vectors live in LanceDB (`$PATHRAG_HOME/lancedb`, or the folder or object",
         "store `PATHRAG_LANCEDB_URI` names), tables `entities`, `relations` and `chunks` keyed like their DuckDB",
-        "namesakes, each recording its embedding model and dimension.",
+        "namesakes, each recording its embedding model and dimension. What an LLM was paid for (extraction",
+        "results, description summaries) is also appended to `$PATHRAG_HOME/paid_work.jsonl`, one JSON object a",
+        "line (`kind` 'extraction': `extractor`, `chunk_hash`, `result`, `calls`, `prompt_tokens`,",
+        "`completion_tokens`, `at`; `kind` 'summary': `input_hash`, `summary`, `model`, `at`), never rewritten: a",
+        "home whose DuckDB file is lost or damaged is rebuilt from it with no LLM call (`storage/paid_work.py`).",
     ]
     for name, columns in tables():
         lines += ["", f"## {name}", ""]
