@@ -86,6 +86,19 @@ def test_a_path_in_a_code_span_and_a_name_of_letters_and_digits_answer_a_questio
     assert holds_fact("By default, the porter tokenizer wraps another one.", question_profile(which), which) == 0
 
 
+def test_where_asks_for_a_path_or_a_place_and_an_environment_variable_has_its_shape():
+    where = "Where should you put ignore patterns specific to one repository?"
+    profile = question_profile(where)
+    assert profile.expects == "place"
+    assert holds_fact("Put them in the `$GIT_DIR/info/exclude` file.", profile, where) == 2
+    assert holds_fact("Edit `setup.cfg` for that.", profile, where) == 2
+    assert holds_fact("`-s`, `--shared`: the objects are shared with the clone.", profile, where) == 0
+    which = "Which environment variable makes upload-pack work on one namespace?"
+    profile = question_profile(which)
+    assert holds_fact("They rewrite the names of refs as specified by `GIT_NAMESPACE`.", profile, which) == 2
+    assert holds_fact("`transfer.hideRefs`: refs under it are hidden.", profile, which) == 1
+
+
 def test_a_reference_number_is_no_quantity():
     question = "How long does Git keep unreachable reflog entries by default?"
     profile = question_profile(question)

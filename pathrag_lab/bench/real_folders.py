@@ -66,6 +66,8 @@ FOLDERS: dict[str, Folder] = {
     "postgresql-doc": Folder(Path("/usr/share/doc/postgresql-doc-15/html"), "postgresql-doc-15", "DocBook (HTML)"),
     "sqlite3-doc": Folder(Path("/usr/share/doc/sqlite3"), "sqlite3-doc", "SQLite's own (HTML)"),
     "sphinx-doc": Folder(Path("/usr/share/doc/sphinx-doc/html"), "sphinx-doc", "Sphinx (HTML) + .rst.txt sources"),
+    "flask-doc": Folder(Path("/usr/share/doc/python-flask-doc/html"), "python-flask-doc",
+                        "Sphinx (HTML) + .txt sources"),
 }
 ENCYCLOPEDIC = ("sample", "musique-100")
 """Encyclopedic sets asked the same way, so a change made for documentation is seen not to cost prose: the bundled
@@ -337,7 +339,8 @@ def run_real_folders_bench(names: list[str] | None = None, extra: dict[str, tupl
 
 INTRO = (
     "Reproduce: `pathrag bench real-folders --baseline REV --update-docs docs/benchmarks.md` (the folders from "
-    "Debian's packages: `apt-get install git-doc postgresql-doc-15 sqlite3-doc sphinx-doc`; another folder with its "
+    "Debian's packages: `apt-get install git-doc postgresql-doc-15 sqlite3-doc sphinx-doc python-flask-doc`; another "
+    "folder with its "
     "own questions: `--folder NAME=DIR=QUESTIONS`).\n\n"
     "Each folder indexed offline by `pathrag index` as a user runs it, then asked its own questions "
     "(`data/eval/real-folders/NAME.questions.jsonl`: 25 a folder, written from the pages' text, each with accepted "
@@ -349,7 +352,10 @@ INTRO = (
     "\"Extractive answer\" label; the interval is the paired bootstrap of `path` minus `naive` over the questions. "
     "*Chunk tokens*: what an LLM extraction reads (the text of every chunk). sphinx-doc's questions were not looked "
     "at while the extractor or the answer rules were changed: its row is held out. The answer rules' constants "
-    "(`query/answering.py`) were set on git-doc, postgresql-doc, sqlite3-doc and musique-100.")
+    "(`query/answering.py`) were set on git-doc, postgresql-doc, sqlite3-doc, flask-doc (added in session 53, its "
+    "questions written by a helper from Flask's pages before any rule was changed for it) and musique-100. *Chunk "
+    "tokens* also show what skipping the pages' own source files saves (`ingest/page_sources.py`: Sphinx's "
+    "`_sources/*.txt`, asciidoc's `PAGE.txt` beside `PAGE.html`).")
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -44,6 +44,10 @@ def _print_sync(report) -> None:
         names = ", ".join(report.unsupported) + (f" and {more} more" if more > 0 else "")
         console.print(f"[yellow]skipped {report.unsupported_count} unsupported file(s)[/yellow] "
                       f"(supported: {' '.join(sorted(SUPPORTED))}): {esc(names)}", highlight=False)
+    if report.page_sources:
+        source, page = next(iter(report.page_sources.items()))
+        console.print(f"skipped {len(report.page_sources)} source file(s) of rendered pages, whose page is indexed "
+                      f"instead (e.g. {esc(source)}, the source of {esc(page)})", highlight=False)
 
 
 def _print_index(report, settings: Settings) -> None:

@@ -39,6 +39,7 @@ from pathrag_pipeline.ingest.home_folder import (FOLDER_HINT, check_plan, record
                                                   write_folder_note)
 from pathrag_pipeline.config import Settings, usable_cores
 from pathrag_pipeline.ingest.hash_cache import HashCache
+from pathrag_pipeline.ingest.page_sources import page_sources
 from pathrag_pipeline.ingest.parsing import PARSER_ID, ParsedDocument, ParseError, is_supported, parse_file
 from pathrag_pipeline.storage import vector_ledger
 from pathrag_pipeline.storage.store import Store, bump_chunks_version, get_meta, set_meta, transaction, utc_now
@@ -89,6 +90,7 @@ class SyncReport:
     rechunked_chunks: int = 0      # chunks rebuilt because the chunk settings changed
     unsupported_count: int = 0     # files skipped because their format is not supported (.csv, .xlsx, ...)
     unsupported: list[str] = field(default_factory=list)   # the first UNSUPPORTED_EXAMPLES of them
+    page_sources: dict[str, str] = field(default_factory=dict)   # source file -> its rendered page, not indexed
 
 
     @property
@@ -137,6 +139,7 @@ class FolderScan(dict):
         self.unreadable_dirs: dict[str, str] = {}      # relative dir -> message
         self.unsupported: list[str] = []
         self.unsupported_count = 0
+        self.page_sources: dict[str, str] = {}   # source file -> the rendered page indexed instead (page_sources.py)
 
     def hidden_by_unreadable_dir(self, rel_path: str) -> bool:
         """Whether an indexed path lies in a subfolder the scan could not read (so its absence proves nothing)."""
@@ -180,6 +183,9 @@ def scan_folder(root: Path, *, max_bytes: int, cache: HashCache | None = None) -
                     scan.unsupported.append(rel)
                 continue
             scan[rel] = _entry(folder / name, rel, root_real, max_bytes, cache)
+    scan.page_sources = page_sources(scan)
+    for rel in scan.page_sources:
+        del scan[rel]   # the page is indexed; its source would count it twice (ingest/page_sources.py)
     if cache is not None:
         cache.save()
     return scan
@@ -749,7 +755,7 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
     store.settle_row_groups()   # a large sync merges the row groups its batches wrote (storage/row_group_merging)
     seconds = time.perf_counter() - started
     report = SyncReport(run_id or uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked,
-                        scan.unsupported_count, list(scan.unsupported))
+                        scan.unsupported_count, list(scan.unsupported), dict(scan.page_sources))
     with store.connect() as con:
         record_folder(con, root)
         record_run(con, report, trigger=trigger, started_at=started_at)

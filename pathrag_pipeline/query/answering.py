@@ -95,6 +95,8 @@ largest smallest highest lowest longest shortest greatest fewest biggest
 """.split())
 _DATE_NOUNS = frozenset("year version release date century decade month day".split())
 _PATH = re.compile(r"^[$~.]?[\w.$-]*(?:/[\w.*$<>-]+)+/?$")
+_ENV_VAR = re.compile(r"(?<![\w$])[A-Z][A-Z0-9]*_[A-Z0-9_]+\b")
+_FILE_NAME = re.compile(r"\w\.(?:conf|cfg|ini|txt|json|ya?ml|toml|py|sh|db|sqlite|log|lock|html?|md|rst|xml|csv)$")
 _LETTERS_DIGITS = re.compile(r"(?<![\w.-])[a-z]{2,}\d+(?![\w-])")
 # Words of one family that questions and answers use for each other ("birthplace" - "born").
 _FAMILIES = [
@@ -222,7 +224,8 @@ def mentions(sentence_folded: str, name: str) -> bool:
 @dataclass(frozen=True)
 class QuestionProfile:
     """The kind of fact that answers a question: "number", "date", "code", "value" (a number or a code name),
-    "person", "name" (a name holding ``focus``, or any name) or "" (anything new)."""
+    "person", "place" (for "where": a path or file name, or a name not a person's), "name" (a name holding
+    ``focus``, or any name) or "" (anything new)."""
 
     expects: str
     focus: str = ""
@@ -254,7 +257,7 @@ def question_profile(question: str) -> QuestionProfile:
         if after:
             return QuestionProfile("name", _stem(after[0]))
     if wh == "where":
-        return QuestionProfile("name")
+        return QuestionProfile("place")
     return QuestionProfile("")
 
 
@@ -295,7 +298,18 @@ def holds_fact(sentence: str, profile: QuestionProfile, question: str) -> int:
         return 2 * (any(m.group() not in question for m in _YEAR_OR_VERSION.finditer(sentence))
                     or any(m.group() not in question for m in _MONTH.finditer(sentence)))
     if profile.expects == "code":
-        return 2 * any(name not in asked for name in _code_names(sentence))
+        names = [name for name in _code_names(sentence) if name not in asked]
+        if profile.focus == "environment" and names:
+            # "which environment variable": a name shaped like one (GIT_NAMESPACE), not any code name
+            return 2 if _ENV_VAR.search(CODE_SPAN.sub(lambda m: m.group().strip("`"), sentence)) else 1
+        return 2 * bool(names)
+    if profile.expects == "place":
+        # "where ...?" in documentation: a file or a folder (a path, a file name) or a place's name (any name not
+        # a person's nor a code name: the extractor's place type misses many)
+        code = _code_names(sentence)
+        return 2 * (any("/" in name or _FILE_NAME.search(name) for name in code if name not in asked)
+                    or any(kind != "person" and name.casefold() not in code and not name.startswith("-")
+                           for name, kind in _typed_names(sentence) if name.casefold() not in asked))
     if profile.expects == "value":
         return max(holds_fact(sentence, QuestionProfile(kind), question) for kind in ("number", "code"))
     typed = [(name, kind) for name, kind in _typed_names(sentence) if name.casefold() not in asked]
