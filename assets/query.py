@@ -101,7 +101,8 @@ QuestionsConfig = pydantic.create_model("QuestionsConfig", __base__=_Questions,
 @one_line_failures
 def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig, pathrag: PathragResource):
     params = {k: getattr(config, k) for k in QuestionsConfig.model_fields if k not in NOT_QUERY_PARAMS}
-    results = run_questions(pathrag.settings(), config.all_questions(), config.mode, params)
+    results = run_questions(pathrag.settings(), config.all_questions(), config.mode, params,
+                            asked_from=f"dagster run {context.run_id}")
     lines = [f"**{r.question}** ({r.mode}, {r.answer_kind}): {r.answer[:300]}" for r in results]
     for r in results:
         if r.error:

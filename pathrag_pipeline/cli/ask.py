@@ -153,7 +153,7 @@ def ask(question: str, mode: str, as_json: bool, local: bool, **values: Any) -> 
     from pathrag_pipeline.storage.store import StoreLockedError
 
     try:
-        result = PathRAG(settings).query(question, mode, **options)
+        result = PathRAG(settings, asked_from="pathrag ask").query(question, mode, **options)
     except (ConfigError, EmptyGraphError, LLMError, ValueError, FileNotFoundError, StoreLockedError) as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:

@@ -96,7 +96,7 @@ class QueryService:
         from pathrag_pipeline.query.engine import PathRAG
 
         self.settings = settings
-        self.rag = PathRAG(settings, record=False)
+        self.rag = PathRAG(settings, record=False, asked_from="pathrag serve")
         self.log = log
         self.workers = workers or (offline_workers() if self.rag.llm is None else settings.llm_max_concurrency)
         self._queue: queue.Queue[_Request | None] = queue.Queue()
