@@ -207,7 +207,9 @@ svg{background:#fbfcfd;border:1px solid #dde3e8;max-width:100%;height:auto}
 table{border-collapse:collapse;width:100%;font-size:13px} td,th{border-bottom:1px solid #e3e8ec;padding:4px 6px;
 text-align:left;vertical-align:top} .passage{margin:10px 0;padding:8px 12px;border:1px solid #e3e8ec}
 .passage.top{border-color:#2f6f9f} .passage pre{white-space:pre-wrap;margin:6px 0 0;font:13px/1.4 ui-monospace,monospace}
-.note{color:#8a5a00}
+.note{color:#8a5a00} form.ask{display:flex;gap:8px;margin-bottom:18px} form.ask input[type=text]{flex:1;padding:6px 8px;
+font:inherit} form.ask select,form.ask button{font:inherit;padding:6px 10px} .error{color:#a3261c;font-weight:600}
+ul.recent{padding-left:18px;font-size:14px}
 """
 
 
@@ -219,8 +221,14 @@ def _link(folder: str | None, document: str) -> str:
     return f'<a href="{html.escape(path.as_uri())}">{name}</a>'
 
 
-def render(view: AnswerView) -> str:
-    """The whole page."""
+def page(title: str, body: str) -> str:
+    """A page of this look around ``body`` (HTML)."""
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")
+
+
+def render(view: AnswerView, *, before: str = "", after: str = "") -> str:
+    """The whole page; ``before`` and ``after``: HTML around the answer (the query service's form, its recent asks)."""
     top = set(view.paths[0].chunk_ids) if view.paths else set()
     rows = "".join(f"<tr><td>{p.rank}</td><td>{p.reliability:.4g}</td><td>{html.escape(' → '.join(p.nodes))}</td></tr>"
                    for p in view.paths)
@@ -231,9 +239,7 @@ def render(view: AnswerView) -> str:
         for i, p in enumerate(view.passages, 1))
     drawing = svg(view.paths, view.seeds)
     notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in view.notes)
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(_clip(view.question, 80))}</title>
-<style>{STYLE}</style></head><body>
+    return page(_clip(view.question, 80), f"""{before}
 <h1>{html.escape(view.question)}</h1>
 <p class="meta">mode {html.escape(view.mode)} · {html.escape(view.answer_kind)} answer by {html.escape(view.model)} ·
 asked {html.escape(view.asked_at)} UTC · query {html.escape(view.query_id)}</p>
@@ -244,5 +250,4 @@ asked {html.escape(view.asked_at)} UTC · query {html.escape(view.query_id)}</p>
 {f'<table><tr><th>rank</th><th>reliability</th><th>path</th></tr>{rows}</table>' if rows else ''}
 <h2>Passages ({len(view.passages)})</h2>
 {passages or '<p class="meta">No passage.</p>'}
-</body></html>
-"""
+{after}""")
