@@ -57,6 +57,7 @@ from pathrag_pipeline.query.service_client import (
 )
 
 Log = Callable[[str], None]
+COOKIE_AGE = 7 * 24 * 3600   # seconds the page's browser keeps the token (a restarted service has a new one)
 REQUEST_READ_TIMEOUT = 10.0   # seconds a connection may stay silent before the service hangs up (408 mid-body)
 BATCH = 8   # offline asks answered together on shared reads when that many wait
 
@@ -295,12 +296,17 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
                 from pathrag_pipeline.query.service_page import COOKIE
 
                 # the token moves to a cookie only this page's requests carry, and leaves the address bar
+                # kept across browser restarts (Max-Age) until the service's next start makes a new token
                 self._page(303, "", {"Location": "/", "Set-Cookie": f"{COOKIE}={token}; HttpOnly; "
-                                                                      "SameSite=Strict; Path=/"})
+                                                                      f"SameSite=Strict; Path=/; Max-Age={COOKIE_AGE}"})
                 return
             if url.path == "/" or url.path.startswith("/show/"):
                 if self._authorised(page=True):
                     self._page(*service_page_get(service, url.path))
+                return
+            if url.path == "/page":   # the form sent by GET: an address that asks, e.g. bookmarked or scripted
+                if self._authorised(page=True):
+                    self._page(*service_page_post(service, url.query.encode()))
                 return
             if not self._authorised():
                 return
