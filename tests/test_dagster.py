@@ -259,6 +259,13 @@ def test_query_job_answers_a_batch_and_logs_it(tmp_path, folder):
     with Store(res.settings().duckdb_path).connect(read_only=True) as con:
         rows = con.execute("SELECT question, mode, json_extract(params, '$.top_k')::INT FROM queries ORDER BY question").fetchall()
     assert rows == [("When did the Drayton Railway reach Carrick?", "path", 5), ("Who founded Valmere University?", "path", 5)]
+    # each answer drawn, one page per question, linked from the materialisation (issue 63 item 4)
+    event = next(e for e in result.get_asset_materialization_events()
+                 if e.asset_key.path == ["queries"]).materialization
+    links = event.metadata["pages"].value
+    pages = sorted((res.settings().home / "pages" / result.run_id).glob("*.html"))
+    assert len(pages) == 2 and all(p.as_uri() in links for p in pages)
+    assert "Who founded Valmere University?" in links and 'class="node' in pages[0].read_text()
 
 
 def test_query_job_without_questions_is_refused_at_launch_in_one_line(tmp_path, folder):

@@ -21,7 +21,8 @@ from tests.query_fixtures import tiny_index_home
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # as the workplace's notes say Chromium runs here: headless, as root without a sandbox, no background traffic
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage"]
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "data" / "screenshots"
 QUESTION = "Which sea does the Varne River flow into?"
 

@@ -251,3 +251,18 @@ asked {html.escape(view.asked_at)} UTC · query {html.escape(view.query_id)}</p>
 <h2>Passages ({len(view.passages)})</h2>
 {passages or '<p class="meta">No passage.</p>'}
 {after}""")
+
+
+PAGES_DIR = "pages"
+
+
+def write_pages(store: Any, results: Sequence[Any], folder: Path) -> list[Path]:
+    """Each result's page written to ``folder/QUERY_ID.html`` (the Dagster query job's answers); returns the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    with store.connect(read_only=True) as con:
+        for result in results:
+            path = folder / f"{result.query_id}.html"
+            path.write_text(render(view_of_result(result, con)), encoding="utf-8")
+            out.append(path)
+    return out
