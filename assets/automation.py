@@ -97,6 +97,7 @@ def _already_indexed(settings) -> bool:
 
 INDEX_ASSETS = ("documents", "chunks", "extractions", "entities", "relations", "embeddings")
 ROW_COUNT = "dagster/row_count"
+MAX_PROCESSES_SHOWN = 10
 
 
 def asks_outside_runs(instance: dg.DagsterInstance, store: Store, reporter: str) -> list[dg.AssetMaterialization]:
@@ -118,7 +119,10 @@ def asks_outside_runs(instance: dg.DagsterInstance, store: Store, reporter: str)
     common = {"asks_since_last_report": growth["asks"], "modes": ", ".join(growth["modes"]),
               "answered_by": ", ".join(growth["models"]), "last_asked_at": growth["last_asked_at"],
               "reported_by": reporter,
-              "asked_from": "pathrag ask, Python or pathrag serve (the ask_questions job reports its own asks)"}
+              "asked_from": ", ".join(f"{source}: {n}" for source, n in growth["asked_from"].items()),
+              "processes": ", ".join(growth["processes"][:MAX_PROCESSES_SHOWN])
+              + (f" and {len(growth['processes']) - MAX_PROCESSES_SHOWN} more"
+                 if len(growth["processes"]) > MAX_PROCESSES_SHOWN else "")}
     return [dg.AssetMaterialization(asset_key=table, metadata={**common, ROW_COUNT: growth["rows"][table]})
             for table in QUERY_TABLES]
 

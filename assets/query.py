@@ -26,6 +26,7 @@ from assets.automation import ROW_COUNT, RUN_TAGS
 from assets.ingestion import DUCKDB_POOL
 from assets.resources import PathragResource
 from assets.run_config import bounded_run_config
+from pathrag_pipeline.query.answer_page import PAGES_DIR, write_pages
 from pathrag_pipeline.query.engine import load_questions, run_questions
 from pathrag_pipeline.query.params import MODES, SETTINGS, Setting
 
@@ -101,7 +102,8 @@ QuestionsConfig = pydantic.create_model("QuestionsConfig", __base__=_Questions,
 @one_line_failures
 def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig, pathrag: PathragResource):
     params = {k: getattr(config, k) for k in QuestionsConfig.model_fields if k not in NOT_QUERY_PARAMS}
-    results = run_questions(pathrag.settings(), config.all_questions(), config.mode, params)
+    results = run_questions(pathrag.settings(), config.all_questions(), config.mode, params,
+                            asked_from=f"dagster run {context.run_id}")
     lines = [f"**{r.question}** ({r.mode}, {r.answer_kind}): {r.answer[:300]}" for r in results]
     for r in results:
         if r.error:
@@ -109,7 +111,9 @@ def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig,
         else:
             context.log.info(f"{r.query_id}: {r.answer[:200]}")
     rows = _log_rows(pathrag)
+    page_links = _pages(context, pathrag, [r for r in results if not r.error])
     yield dg.MaterializeResult(asset_key="queries", metadata={
+        "pages": dg.MetadataValue.md(page_links or "no answer to draw"),
         **rows.get("queries", {}),
         "questions": len(results),
         "mode": config.mode,
@@ -125,6 +129,19 @@ def answer_questions(context: dg.AssetExecutionContext, config: QuestionsConfig,
     yield dg.MaterializeResult(asset_key="retrieved_nodes",
                                metadata={**rows.get("retrieved_nodes", {}),
                                          "nodes": sum(len(r.retrieved) for r in results)})
+
+
+def _pages(context: dg.AssetExecutionContext, pathrag: PathragResource, results: list) -> str:
+    """Each answer drawn as `pathrag ask --html` draws it, one page per question in PATHRAG_HOME/pages/RUN_ID/,
+    as Markdown links for the materialisation (a note instead when another process holds the file)."""
+    from pathrag_pipeline.storage.store import StoreLockedError
+
+    folder = pathrag.settings().home / PAGES_DIR / context.run_id
+    try:
+        pages = write_pages(pathrag.store(), results, folder)
+    except StoreLockedError:
+        return "not drawn: another process held the index; `pathrag ask --show QUERY_ID --html FILE` draws any"
+    return "\n".join(f"- [{r.question}]({p.as_uri()}) `{p}`" for r, p in zip(results, pages)) or "no answer to draw"
 
 
 def _log_rows(pathrag: PathragResource) -> dict[str, dict[str, int]]:

@@ -844,6 +844,19 @@ def bench_sql_memory(n_docs: int, memory_limit: str, timeout_s: int, workdir: Pa
              before="Offline embedder width")
 
 
+@bench.command("answer-page")
+@click.option("--rounds", type=click.IntRange(min=1), default=20, show_default=True, help="Pages made.")
+@_update_docs_option
+@_json_option
+def bench_answer_page(rounds: int, update_docs: Path | None, as_json: bool) -> None:
+    """What drawing an answer costs: an answer with 15 paths read from the tables and rendered as a page."""
+    from pathrag_lab.bench.answer_page import markdown_section, run_answer_page_bench
+
+    result = run_answer_page_bench(rounds=rounds)
+    _publish(markdown_section(result), "Drawing an answer", update_docs, as_json, json.dumps(result, indent=1),
+             before="Offline embedder width")
+
+
 @bench.command("fanout")
 @click.option("--docs", "n_docs", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Documents in the generated corpus.")

@@ -2,6 +2,8 @@
 instance (as `pathrag index` runs it), parse failures as a failing check, run config validated at launch."""
 
 import json
+import os
+import socket
 import signal
 
 import dagster as dg
@@ -257,6 +259,13 @@ def test_query_job_answers_a_batch_and_logs_it(tmp_path, folder):
     with Store(res.settings().duckdb_path).connect(read_only=True) as con:
         rows = con.execute("SELECT question, mode, json_extract(params, '$.top_k')::INT FROM queries ORDER BY question").fetchall()
     assert rows == [("When did the Drayton Railway reach Carrick?", "path", 5), ("Who founded Valmere University?", "path", 5)]
+    # each answer drawn, one page per question, linked from the materialisation (issue 63 item 4)
+    event = next(e for e in result.get_asset_materialization_events()
+                 if e.asset_key.path == ["queries"]).materialization
+    links = event.metadata["pages"].value
+    pages = sorted((res.settings().home / "pages" / result.run_id).glob("*.html"))
+    assert len(pages) == 2 and all(p.as_uri() in links for p in pages)
+    assert "Who founded Valmere University?" in links and 'class="node' in pages[0].read_text()
 
 
 def test_query_job_without_questions_is_refused_at_launch_in_one_line(tmp_path, folder):
@@ -593,12 +602,18 @@ def test_asks_outside_dagster_reach_the_catalog_with_their_row_counts(tmp_path, 
     assert {t: m["dagster/row_count"].value for t, m in first.items()} == counts
     assert first["queries"]["asks_since_last_report"].value == 2
     assert first["queries"]["modes"].value == "naive, path" and first["queries"]["answered_by"].value == "offline"
+    # which command or process asked: the Python API here, from this process
+    assert first["queries"]["asked_from"].value == "python: 2"
+    assert first["queries"]["processes"].value == f"{socket.gethostname()}:{os.getpid()}"
     assert tick() == {}                              # nothing new: nothing reported again
 
     defs.resolve_job_def("ask_questions").execute_in_process(
         instance=instance, resources={"pathrag": res},
         run_config={"ops": {"answer_questions": {"config": {"question": "Who designed the Drayton Railway?"}}}})
     assert tick() == {}                              # the job recorded its own ask, with the row counts
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        job_ask = con.execute("SELECT asked_from FROM queries ORDER BY asked_at DESC LIMIT 1").fetchone()[0]
+    assert job_ask.startswith("dagster run ") and len(job_ask) > len("dagster run ")
     rag.query("Where is Valmere University?")
     later = asks_outside_runs(instance, Store(settings.duckdb_path), "test")
     assert [e.metadata["asks_since_last_report"].value for e in later] == [1, 1, 1]

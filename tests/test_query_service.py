@@ -4,8 +4,10 @@ answering itself (one line) when the service is gone or configured differently. 
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -323,3 +325,69 @@ def test_shared_reads_refuse_an_engine_that_logs_its_own_queries(settings):
     with rag.shared_reads():
         assert rag.store.read_memo() == {}
     assert rag.store.read_memo() is None
+
+
+def _browser(info: ServiceInfo):
+    """A cookie-keeping client, as a browser is, that never follows a redirect by itself."""
+    import http.cookiejar
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar), NoRedirect)
+
+    def fetch(path: str, form: dict | None = None, content_type: str = "application/x-www-form-urlencoded"):
+        import urllib.error
+        import urllib.parse
+
+        data = urllib.parse.urlencode(form).encode() if form is not None else None
+        request = urllib.request.Request(info.url + path, data=data,
+                                         headers={"Content-Type": content_type} if data is not None else {})
+        try:
+            with opener.open(request, timeout=60) as res:
+                return res.status, res.headers, res.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.headers, err.read().decode()
+    return fetch, jar
+
+
+def test_the_page_asks_draws_the_answer_and_lists_earlier_asks_with_the_token_in_a_cookie(settings, service):
+    """Issue 63 item 2: `pathrag page`'s address carries the token once; the service moves it to an HttpOnly cookie
+    and sends the browser on to `/`; the form's ask comes back drawn (one node per path entity), logged with
+    asked_from 'pathrag serve', and listed under the recent asks, which link back to it."""
+    info, _ = service
+    fetch, jar = _browser(info)
+    status, _, text = fetch("/")
+    assert status == 401 and "pathrag page" in text and info.token not in text      # no token, no page
+    url = CliRunner().invoke(main, ["page", "--print-url"]).output.strip()
+    assert url == f"{info.url}/?token={info.token}"
+    status, headers, _ = fetch(url[len(info.url):])
+    assert status == 303 and headers["Location"] == "/"
+    assert "HttpOnly" in headers["Set-Cookie"] and "SameSite=Strict" in headers["Set-Cookie"]
+    status, _, text = fetch("/")
+    assert status == 200 and '<form class="ask"' in text and "<script" not in text
+    status, _, text = fetch("/page", {"question": "Which sea does the Varne River flow into?", "mode": "path"})
+    assert status == 200, text
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        query_id, asked_from = con.execute("SELECT query_id, asked_from FROM queries ORDER BY asked_at DESC").fetchone()
+        nodes = {n for (names,) in con.execute("SELECT node_names FROM path_traces WHERE query_id = ?",
+                                               [query_id]).fetchall() for n in names}
+    assert asked_from == "pathrag serve" and nodes
+    drawn = {html.unescape(n) for n in re.findall(r'<g class="node[^"]*" data-name="([^"]+)"',
+                                                                        text)}
+    assert drawn == nodes
+    assert f'href="/show/{query_id}"' in text                                              # listed, to go back to
+    status, _, again = fetch(f"/show/{query_id}")
+    assert status == 200 and "Which sea does the Varne River flow into?" in again
+    # bad input: each a message in the page, never a stack trace
+    for form, message in (({"question": "  ", "mode": "path"}, "the question is empty"),
+                          ({"question": "Who?", "mode": "sideways"}, "mode 'sideways' is not one of")):
+        status, _, text = fetch("/page", form)
+        assert status == 400 and message in html.unescape(text) and "Traceback" not in text
+    status, _, text = fetch("/show/no-such-id")
+    assert status == 404 and "no ask with query id 'no-such-id'" in html.unescape(text)
+    status, _, text = fetch("/page", {"question": "x"}, content_type="text/plain")
+    assert status == 415 and "application/x-www-form-urlencoded" in text

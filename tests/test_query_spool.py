@@ -136,3 +136,27 @@ def test_spooled_files_read_together_go_in_as_one_transaction(settings, monkeypa
         assert merge_spool(con, spool_dir(store)) == len(results)
     assert inserts == [len(results)] and spooled(store) == 0
     assert sorted(logged(settings)) == sorted(QUESTIONS * 3)
+
+
+def test_each_ask_records_the_command_and_process_that_asked_and_an_older_spool_file_still_merges(settings):
+    """Issue 62: queries.asked_from / queries.process say which command (or Dagster run) and process asked; a spool
+    file written before those columns existed (shorter rows) merges with them NULL."""
+    import os
+    import socket
+
+    result = CliRunner().invoke(main, ["ask", QUESTIONS[0], "--local"])
+    assert result.exit_code == 0, result.output
+    PathRAG(settings).query(QUESTIONS[1])
+    old = PathRAG(settings, record=False).query_many(["Who designed the Corran Ford Bridge?"])
+    store = Store.for_settings(settings)
+    from pathrag_pipeline.query import query_log
+
+    rows = query_log._rows(old)
+    rows["queries"] = [row[:-2] for row in rows["queries"]]   # as an older version spooled them
+    query_log._spool(spool_dir(store), rows)
+    with store.connect() as con:
+        assert merge_spool(con, spool_dir(store)) == 1
+        got = con.execute("SELECT question, asked_from, process FROM queries ORDER BY asked_at").fetchall()
+    assert got[0][1] == "pathrag ask" and got[0][2].startswith(socket.gethostname() + ":")
+    assert got[1][1:] == ("python", f"{socket.gethostname()}:{os.getpid()}")
+    assert got[2] == ("Who designed the Corran Ford Bridge?", None, None)

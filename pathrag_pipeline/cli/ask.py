@@ -7,6 +7,7 @@ Loaded by the root group when used. People get the answer, then the retained pat
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -118,19 +119,32 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
 
 
 @click.command()
-@click.argument("question")
+@click.argument("question", required=False)
 @click.option("--mode", type=click.Choice(MODES), default="path", show_default=True,
               help="path = PathRAG; neuropath = NeuroPath path tracking; naive/local/global/hybrid = LightRAG baselines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the answer as one self-contained page: its paths drawn, its passages quoted.")
+@click.option("--show", "show_id", metavar="QUERY_ID", default=None,
+              help="Draw a logged ask (its query id) instead of asking: with --html FILE.")
 @query_setting_options
 @click.option("--local", is_flag=True,
               help="Answer in this process even when a query service (`pathrag serve`) runs for the home.")
-def ask(question: str, mode: str, as_json: bool, local: bool, **values: Any) -> None:
+def ask(question: str | None, mode: str, as_json: bool, html_file: Path | None, show_id: str | None, local: bool,
+        **values: Any) -> None:
     """Answer QUESTION from the index; the query is logged in the queries/path_traces tables.
 
     When `pathrag serve` runs for the home with the same settings, the question goes to it (no start-up cost).
     Every query setting is declared once (docs/configuration.md): the common ones are options below, any other
-    is `--set NAME=VALUE` (`--settings` lists them)."""
+    is `--set NAME=VALUE` (`--settings` lists them). `--html FILE` writes the answer as a page (answered in this
+    process); `--show QUERY_ID --html FILE` draws an ask from the log."""
+    if show_id is not None:
+        if question or html_file is None:
+            raise click.UsageError("--show QUERY_ID draws a logged ask: give --html FILE and no question")
+        _write_page(Settings.from_env(), html_file, query_id=show_id)
+        return
+    if question is None:
+        raise click.UsageError('give a QUESTION, e.g. pathrag ask "Who founded Aldermere University?"')
     if values.get("preset") is not None and mode != "path":
         raise click.UsageError(f"--preset {values['preset']} is a path-mode method; drop --mode {mode} or the preset")
     options = given_settings(values)
@@ -145,7 +159,7 @@ def ask(question: str, mode: str, as_json: bool, local: bool, **values: Any) -> 
         settings = Settings.from_env()
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    if not local and _ask_service(settings, question, mode, options, as_json):
+    if not local and html_file is None and _ask_service(settings, question, mode, options, as_json):
         return
     from pathrag_pipeline.llm.client import LLMError
     from pathrag_pipeline.query.engine import PathRAG
@@ -153,7 +167,7 @@ def ask(question: str, mode: str, as_json: bool, local: bool, **values: Any) -> 
     from pathrag_pipeline.storage.store import StoreLockedError
 
     try:
-        result = PathRAG(settings).query(question, mode, **options)
+        result = PathRAG(settings, asked_from="pathrag ask").query(question, mode, **options)
     except (ConfigError, EmptyGraphError, LLMError, ValueError, FileNotFoundError, StoreLockedError) as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -162,9 +176,32 @@ def ask(question: str, mode: str, as_json: bool, local: bool, **values: Any) -> 
         from pathrag_pipeline.cli.terminal import make_console
 
         print_result(result, make_console())
+    if html_file is not None:
+        _write_page(settings, html_file, result=result)
     _say_what_is_missing(settings)
     if result.error:
         raise click.ClickException(f"query {result.query_id} failed: {result.error}")
+
+
+def _write_page(settings: Settings, path: Path, *, result: QueryResult | None = None,
+                query_id: str | None = None) -> None:
+    """The answer page (query/answer_page.py) of ``result``, or of the logged ask ``query_id``, written to ``path``."""
+    from pathrag_pipeline.query.answer_page import UnknownQuery, render, view_of_logged, view_of_result
+    from pathrag_pipeline.storage.store import Store
+
+    store = Store.for_settings(settings)
+    if not store.path.exists():
+        raise click.ClickException(f"no index in {settings.home}: run `pathrag index FOLDER` first")
+    with store.connect(read_only=True) as con:
+        try:
+            view = view_of_result(result, con) if result is not None else view_of_logged(con, str(query_id))
+        except UnknownQuery as exc:
+            raise click.ClickException(str(exc)) from None
+    try:
+        path.write_text(render(view), encoding="utf-8")
+    except OSError as exc:
+        raise click.ClickException(f"cannot write the page to {path}: {exc.strerror or exc}") from None
+    click.echo(f"page written: {path} (open it in a browser; it needs no network)", err=True)
 
 
 def _say_what_is_missing(settings: Settings) -> None:

@@ -289,7 +289,7 @@ def quickstart(replace_folder: bool) -> None:
     from pathrag_pipeline.query.engine import PathRAG
 
     console.print(f"\n[bold]Sample question[/bold] (mode path): {esc(SAMPLE_QUESTION)}", highlight=False)
-    print_result(PathRAG(settings).query(SAMPLE_QUESTION), console, max_paths=5)
+    print_result(PathRAG(settings, asked_from="pathrag quickstart").query(SAMPLE_QUESTION), console, max_paths=5)
     console.print(
         f"\nWhere things are: DuckDB {settings.duckdb_path}, LanceDB {settings.lancedb_location}, "
         f"Dagster home {settings.dagster_home}.\n"

@@ -34,11 +34,36 @@ def serve(host: str, port: int, workers: int | None) -> None:
 
     def ready(info) -> None:
         click.echo(f"query service for {settings.home} at {info.url} (token in "
-                   f"{settings.home / 'query_service.json'}); `pathrag ask` uses it. Ctrl-C or SIGTERM stops it.",
-                   err=True)
+                   f"{settings.home / 'query_service.json'}); `pathrag ask` uses it, `pathrag page` opens its page "
+                   "in a browser. Ctrl-C or SIGTERM stops it.", err=True)
 
     try:
         answered = run(settings, host=host, port=port, workers=workers, ready=ready)
     except ServiceStartError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"query service stopped after {answered} queries", err=True)
+
+
+@click.command()
+@click.option("--print-url", "print_url", is_flag=True,
+              help="Print the page's address (with its one-time token) instead of opening a browser.")
+def page(print_url: bool) -> None:
+    """Open the query service's page (ask, see the paths drawn, earlier asks) in a browser."""
+    import webbrowser
+
+    from pathrag_pipeline.query.service_client import live_service
+
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    info = live_service(settings.home)
+    if info is None:
+        raise click.ClickException(f"no query service runs for {settings.home}: start one with `pathrag serve`, "
+                                   "then run `pathrag page` again")
+    url = f"{info.url}/?token={info.token}"
+    if print_url or not webbrowser.open(url):
+        # the address carries the token (it moves to a cookie on the first visit): shown only when asked for
+        click.echo(url)
+    else:
+        click.echo(f"opened {info.url}/ in your browser", err=True)

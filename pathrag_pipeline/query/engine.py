@@ -153,12 +153,13 @@ class PathRAG:
     """
 
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
-                 llm: LLMClient | None = None, record: bool = True) -> None:
+                 llm: LLMClient | None = None, record: bool = True, asked_from: str = "python") -> None:
         self.settings = settings or Settings.from_env()
         self.store = Store.for_settings(self.settings)
         self.embedder = embedder or embedder_from_settings(self.settings)
         self.llm = llm if llm is not None else llm_from_settings(self.settings)
         self.record = record
+        self.asked_from = asked_from   # queries.asked_from of what this engine logs: the command or job asking
         self._vectors: VectorStore | None = None
         self._relation_rows: tuple[object, dict[str, int]] | None = None
         self._keyword_memo: dict[str | tuple[str, str], tuple[Keywords, Usage]] = {}
@@ -651,13 +652,14 @@ class PathRAG:
             total_ms=round((time.perf_counter() - started) * 1000.0, 3),
             prompt=prompt.text,
             raw_answer=answer.raw,
+            asked_from=self.asked_from,
         )
 
 
 def run_questions(settings: Settings, questions: list[str], mode: str = "path",
-                  params: dict[str, Any] | None = None) -> list[QueryResult]:
-    """Answer and log a batch of questions (the Dagster query job's entry point)."""
-    return PathRAG(settings).query_many(questions, mode, **(params or {}))
+                  params: dict[str, Any] | None = None, asked_from: str = "python") -> list[QueryResult]:
+    """Answer and log a batch of questions (the Dagster query job's entry point: ``asked_from`` names its run)."""
+    return PathRAG(settings, asked_from=asked_from).query_many(questions, mode, **(params or {}))
 
 
 def load_questions(path: str | Path) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -33,7 +34,8 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
                 ("params", "string"), ("keywords", "string"), ("provider", "string"), ("model", "string"),
                 ("answer_kind", "string"), ("tokens", "string"), ("ms", "string"), ("total_ms", "float"),
                 ("answer", "string"), ("chunk_ids", "strings"), ("document_ids", "strings"), ("tracking", "string"),
-                ("llm_calls", "int"), ("llm_tokens", "int"), ("error", "string")],
+                ("llm_calls", "int"), ("llm_tokens", "int"), ("error", "string"), ("asked_from", "string"),
+                ("process", "string")],
     "path_traces": [("query_id", "string"), ("rank", "int"), ("reliability", "float"), ("hops", "int"),
                     ("node_names", "strings"), ("edge_ids", "strings"), ("text", "string"), ("chunk_ids", "strings"),
                     ("document_ids", "strings")],
@@ -42,6 +44,7 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
 }
 
 SPOOL_DIR = "query_spool"
+_HOST = socket.gethostname()
 MERGE_BATCH = 200   # spool files merged per transaction: bounded memory however many asks were spooled
 
 
@@ -58,6 +61,7 @@ def _rows(results: Sequence["QueryResult"]) -> dict[str, list[list]]:
             json.dumps(r.keywords), r.provider, r.model, r.answer_kind, json.dumps(r.tokens),
             json.dumps(r.timings_ms), r.total_ms, r.answer, list(r.chunk_ids), list(r.document_ids),
             json.dumps(r.tracking) if r.tracking is not None else None, r.llm_calls, r.llm_tokens, r.error,
+            r.asked_from, f"{_HOST}:{os.getpid()}",
         ])
         paths.extend(
             [r.query_id, p.rank, p.reliability, p.hops, list(p.nodes), list(p.edge_ids), p.text,
@@ -81,7 +85,8 @@ def _insert(con, rows: dict[str, list[list]]) -> None:
         if not rows[table]:
             continue
         names = [name for name, _ in columns]
-        data = pa.table([pa.array([row[i] for row in rows[table]], type=types[kind])
+        # a spool file written before a column was added has shorter rows: the column is NULL for them
+        data = pa.table([pa.array([row[i] if i < len(row) else None for row in rows[table]], type=types[kind])
                          for i, (_, kind) in enumerate(columns)], names=names)
         con.register("_log_rows", data)
         try:
@@ -257,8 +262,13 @@ def log_growth(store: Store, reported_asks: int) -> dict | None:
         asks = rows["queries"] - reported_asks if rows["queries"] >= reported_asks else rows["queries"]
         if asks <= 0:
             return None
-        modes, models, last = con.execute(
+        modes, models, last, processes = con.execute(
             "SELECT list(DISTINCT mode ORDER BY mode), list(DISTINCT model ORDER BY model), "
-            "strftime(max(asked_at), '%Y-%m-%d %H:%M:%S') "
-            "FROM (SELECT mode, model, asked_at FROM queries ORDER BY asked_at DESC LIMIT ?)", [asks]).fetchone()
-    return {"rows": rows, "asks": asks, "modes": modes, "models": models, "last_asked_at": last}
+            "strftime(max(asked_at), '%Y-%m-%d %H:%M:%S'), list(DISTINCT process ORDER BY process) "
+            "FROM (SELECT mode, model, asked_at, process FROM queries ORDER BY asked_at DESC LIMIT ?)",
+            [asks]).fetchone()
+        sources = con.execute(
+            "SELECT coalesce(asked_from, 'not recorded'), count(*) FROM (SELECT asked_from FROM queries "
+            "ORDER BY asked_at DESC LIMIT ?) GROUP BY 1 ORDER BY 2 DESC, 1", [asks]).fetchall()
+    return {"rows": rows, "asks": asks, "modes": modes, "models": models, "last_asked_at": last,
+            "asked_from": dict(sources), "processes": [p for p in processes if p]}

@@ -46,6 +46,7 @@ class QueryResult:
     tracking: dict[str, Any] | None = None   # neuropath: tracker, stop reason, per-hop reasoning/requirement/cost
     error: str | None = None                 # why this query failed (e.g. the tracker's output stayed invalid)
     prompts: dict[int, BudgetedPrompt] = field(default_factory=dict, repr=False)  # budget -> prompt (evaluation)
+    asked_from: str = "python"               # where the ask came from (queries.asked_from)
     raw_answer: str | None = None            # the model's reply as it came, when ``answer`` was cut from it (a short
                                              # answer cut to its span: query/answering.py short_answer)
 

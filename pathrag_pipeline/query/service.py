@@ -57,6 +57,7 @@ from pathrag_pipeline.query.service_client import (
 )
 
 Log = Callable[[str], None]
+COOKIE_AGE = 7 * 24 * 3600   # seconds the page's browser keeps the token (a restarted service has a new one)
 REQUEST_READ_TIMEOUT = 10.0   # seconds a connection may stay silent before the service hangs up (408 mid-body)
 BATCH = 8   # offline asks answered together on shared reads when that many wait
 
@@ -96,7 +97,7 @@ class QueryService:
         from pathrag_pipeline.query.engine import PathRAG
 
         self.settings = settings
-        self.rag = PathRAG(settings, record=False)
+        self.rag = PathRAG(settings, record=False, asked_from="pathrag serve")
         self.log = log
         self.workers = workers or (offline_workers() if self.rag.llm is None else settings.llm_max_concurrency)
         self._queue: queue.Queue[_Request | None] = queue.Queue()
@@ -131,7 +132,7 @@ class QueryService:
             self._queue.put(None)
         for t in self._threads:
             t.join(timeout=30)
-        self._merge_spool()
+        self.merge_spool()
 
     def submit(self, question: str, mode: str, options: dict[str, Any]) -> Future:
         request = _Request(question, mode, options)
@@ -166,7 +167,7 @@ class QueryService:
                     self._busy -= 1
                     idle = self._busy == 0 and self._queue.empty()
                 if spooled and idle:
-                    self._merge_spool()
+                    self.merge_spool()
             if stop:
                 return
 
@@ -175,7 +176,7 @@ class QueryService:
         with self._state:
             return self._busy <= 1 and self._queue.empty()
 
-    def _merge_spool(self) -> None:
+    def merge_spool(self) -> None:
         from pathrag_pipeline.query.query_log import merge_spool_now
 
         try:
@@ -246,14 +247,67 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def _authorised(self) -> bool:
+        def _page(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
+            body = text.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; "
+                                                        "img-src data:; form-action 'self'")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _cookie_token(self) -> str:
+            from http.cookies import CookieError, SimpleCookie
+
+            try:
+                jar = SimpleCookie(self.headers.get("Cookie", ""))
+            except CookieError:
+                return ""
+            from pathrag_pipeline.query.service_page import COOKIE
+
+            return jar[COOKIE].value if COOKIE in jar else ""
+
+        def _authorised(self, page: bool = False) -> bool:
             given = self.headers.get("Authorization", "")
-            if secrets.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            if secrets.compare_digest(given.encode(), f"Bearer {token}".encode()) or (
+                    page and secrets.compare_digest(self._cookie_token().encode(), token.encode())):
                 return True
-            self._reply(401, {"error": "missing or wrong token: read it from PATHRAG_HOME/query_service.json"})
+            if page:
+                from pathrag_pipeline.query.answer_page import page as html_page
+
+                self._page(401, html_page("pathrag", '<p class="error">This page needs the query service\'s token: '
+                                                     "open it with <code>pathrag page</code>.</p>"))
+            else:
+                self._reply(401, {"error": "missing or wrong token: read it from PATHRAG_HOME/query_service.json"})
             return False
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            from urllib.parse import parse_qs, urlsplit
+
+            url = urlsplit(self.path)
+            if url.path == "/" and "token" in parse_qs(url.query):
+                given = parse_qs(url.query)["token"][0]
+                if not secrets.compare_digest(given.encode(), token.encode()):
+                    self._authorised(page=True)
+                    return
+                from pathrag_pipeline.query.service_page import COOKIE
+
+                # the token moves to a cookie only this page's requests carry, and leaves the address bar
+                # kept across browser restarts (Max-Age) until the service's next start makes a new token
+                self._page(303, "", {"Location": "/", "Set-Cookie": f"{COOKIE}={token}; HttpOnly; "
+                                                                      f"SameSite=Strict; Path=/; Max-Age={COOKIE_AGE}"})
+                return
+            if url.path == "/" or url.path.startswith("/show/"):
+                if self._authorised(page=True):
+                    self._page(*service_page_get(service, url.path))
+                return
+            if url.path == "/page":   # the form sent by GET: an address that asks, e.g. bookmarked or scripted
+                if self._authorised(page=True):
+                    self._page(*service_page_post(service, url.query.encode()))
+                return
             if not self._authorised():
                 return
             if self.path != "/health":
@@ -261,33 +315,54 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
                 return
             self._reply(200, {"ok": True, "answered": service.answered, "workers": service.workers})
 
-        def do_POST(self) -> None:  # noqa: N802
-            if not self._authorised():
-                return
-            if self.path != "/ask":
-                self._reply(404, {"error": f"no {self.path}: use POST /ask or GET /health"})
-                return
+        def _body(self, wanted: str) -> bytes | None:
+            """The request's body, or None after replying why not (wrong Content-Type, size, or a body that never
+            comes)."""
+            reply = self._page if wanted != "application/json" else None
             kind = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-            if kind != "application/json":
+
+            def refuse(status: int, message: str) -> None:
                 self.close_connection = True
-                self._reply(415, {"error": f"Content-Type {kind or '(none)'!r}: send the ask as application/json"})
-                return
+                if reply is not None:
+                    from pathrag_pipeline.query.answer_page import page as html_page
+
+                    reply(status, html_page("pathrag", f'<p class="error">{message}</p>'))
+                else:
+                    self._reply(status, {"error": message})
+
+            if kind != wanted:
+                refuse(415, f"Content-Type {kind or '(none)'!r}: send the ask as {wanted}")
+                return None
             try:
                 length = int(self.headers.get("Content-Length") or 0)
             except ValueError:
                 length = -1
             if length < 0 or length > MAX_REQUEST_BYTES:
-                self.close_connection = True
-                self._reply(413 if length > 0 else 400,
-                            {"error": f"Content-Length {self.headers.get('Content-Length')!r}: give the body's size "
-                                      f"in bytes, at most {MAX_REQUEST_BYTES}"})
-                return
+                refuse(413 if length > 0 else 400, f"Content-Length {self.headers.get('Content-Length')!r}: give the "
+                                                   f"body's size in bytes, at most {MAX_REQUEST_BYTES}")
+                return None
             try:
-                body = self.rfile.read(length)
+                return self.rfile.read(length)
             except TimeoutError:
-                self.close_connection = True
-                self._reply(408, {"error": f"the request's body did not arrive within {REQUEST_READ_TIMEOUT:g} s "
-                                           f"(Content-Length {length}, fewer bytes sent)"})
+                refuse(408, f"the request's body did not arrive within {REQUEST_READ_TIMEOUT:g} s "
+                            f"(Content-Length {length}, fewer bytes sent)")
+                return None
+
+        def do_POST(self) -> None:  # noqa: N802
+            if self.path == "/page":
+                if not self._authorised(page=True):
+                    return
+                body = self._body("application/x-www-form-urlencoded")
+                if body is not None:
+                    self._page(*service_page_post(service, body))
+                return
+            if not self._authorised():
+                return
+            if self.path != "/ask":
+                self._reply(404, {"error": f"no {self.path}: use POST /ask or GET /health"})
+                return
+            body = self._body("application/json")
+            if body is None:
                 return
             try:
                 data = json.loads(body)
@@ -311,6 +386,66 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
             self._reply(200, result.to_dict())
 
     return Handler
+
+
+def _recent(service: QueryService) -> list:
+    from pathrag_pipeline.query.service_page import recent_asks
+
+    try:
+        with service.rag.store.connect(read_only=True) as con:
+            return recent_asks(con)
+    except Exception:   # noqa: BLE001 - no index yet, or the log unreadable: the page shows no list
+        return []
+
+
+def service_page_get(service: QueryService, path: str) -> tuple[int, str]:
+    """(status, HTML) of ``GET /`` (the form and the recent asks) or ``GET /show/QUERY_ID`` (a logged ask drawn)."""
+    from pathrag_pipeline.query import service_page
+    from pathrag_pipeline.query.answer_page import UnknownQuery, render, view_of_logged
+
+    service.merge_spool()
+    rows = _recent(service)
+    if path == "/":
+        return 200, service_page.home(rows)
+    query_id = path[len("/show/"):]
+    try:
+        with service.rag.store.connect(read_only=True) as con:
+            view = view_of_logged(con, query_id)
+    except (UnknownQuery, FileNotFoundError) as exc:
+        return 404, service_page.home(rows, message=str(exc))
+    return 200, render(view, before=service_page.form(view.question, view.mode),
+                       after=service_page.recent(rows))
+
+
+def service_page_post(service: QueryService, body: bytes) -> tuple[int, str]:
+    """(status, HTML) of a question asked from the page: the answer drawn, or the form saying why not."""
+    from urllib.parse import parse_qs
+
+    from pathrag_pipeline.query import service_page
+    from pathrag_pipeline.query.answer_page import render, view_of_result
+    from pathrag_pipeline.query.params import MODES
+
+    fields = parse_qs(body.decode("utf-8", "replace"))
+    question = (fields.get("question") or [""])[0].strip()
+    mode = (fields.get("mode") or ["path"])[0]
+    rows = _recent(service)
+    if not question:
+        return 400, service_page.home(rows, message="the question is empty: type one, e.g. Who founded Aldermere "
+                                                    "University?", mode=mode)
+    if mode not in MODES:
+        return 400, service_page.home(rows, message=f"mode {mode!r} is not one of {', '.join(MODES)}",
+                                      question=question)
+    try:
+        result = service.submit(question, mode, {}).result()
+        with service.rag.store.connect(read_only=True) as con:
+            view = view_of_result(result, con)
+    except BaseException as exc:  # noqa: BLE001 - the page says it; a stack trace never reaches it
+        if not _client_error(exc):
+            service.log(f"query failed: {type(exc).__name__}: {exc}")
+        return (400 if _client_error(exc) else 500), service_page.home(rows, message=str(exc), question=question,
+                                                                         mode=mode)
+    service.merge_spool()
+    return 200, render(view, before=service_page.form(question, mode), after=service_page.recent(_recent(service)))
 
 
 class _Server(ThreadingHTTPServer):

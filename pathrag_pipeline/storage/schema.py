@@ -306,7 +306,9 @@ DDL = [
         tracking      JSON,                  -- neuropath only: {"tracker": 'llm:<model>' or 'heuristic:embedder+bm25' (no LLM: a heuristic tracker, not NeuroPath's), "stop_reason", "hops": [{hop, candidates, shown, reasoning_chain, expansion_requirement, valid_paths, valid, expand, continue, calls, prompt_tokens, completion_tokens, ms}], "seeds", "reasoning_chain", "expansion_requirement", "completion_query", "error", "tracker_error" (the paper's variant: the tracker's answer stayed invalid and the query went on from the completion alone, stop_reason 'tracker_invalid')}; NULL for other modes
         llm_calls     INTEGER,               -- LLM requests over every stage of the query (re-asks and retries included; 0 offline)
         llm_tokens    INTEGER,               -- LLM prompt + completion tokens over every stage of the query (0 offline)
-        error         VARCHAR                -- why the query failed (e.g. the neuropath tracker's output stayed invalid after its re-ask); NULL when it succeeded
+        error         VARCHAR,               -- why the query failed (e.g. the neuropath tracker's output stayed invalid after its re-ask); NULL when it succeeded
+        asked_from    VARCHAR,               -- where the ask came from: 'pathrag ask', 'pathrag serve', 'pathrag quickstart', 'dagster run <run id>' (the ask_questions job) or 'python' (the API); NULL for asks logged before it was recorded
+        process       VARCHAR                -- the process that asked, 'host:pid'
     )
     """,
     """
@@ -498,6 +500,8 @@ ADDED_COLUMNS: list[tuple[str, str, str]] = [
     ("queries", "llm_calls", "INTEGER"),
     ("queries", "llm_tokens", "INTEGER"),
     ("queries", "error", "VARCHAR"),
+    ("queries", "asked_from", "VARCHAR"),
+    ("queries", "process", "VARCHAR"),
     ("eval_results", "llm_calls", "DOUBLE"),
     ("eval_results", "llm_tokens", "DOUBLE"),
     ("eval_runs", "verdict", "VARCHAR"),
