@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import collections
 import errno
-import hashlib
 import logging
 import os
 import stat as stat_module
@@ -40,6 +39,7 @@ from pathrag_pipeline.ingest.home_folder import (FOLDER_HINT, check_plan, record
 from pathrag_pipeline.config import Settings, usable_cores
 from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.ingest.page_sources import page_sources
+from pathrag_pipeline.storage.file_hash import file_sha256
 from pathrag_pipeline.ingest.parsing import PARSER_ID, ParsedDocument, ParseError, is_supported, parse_file
 from pathrag_pipeline.storage import vector_ledger
 from pathrag_pipeline.storage.store import Store, bump_chunks_version, get_meta, set_meta, transaction, utc_now
@@ -114,15 +114,6 @@ class SyncReport:
     def warnings(self) -> list[str]:
         return [w for r in self.results for w in r.warnings]
 
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file's bytes, read in blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 UNSUPPORTED_EXAMPLES = 20

@@ -275,6 +275,8 @@ class Store:
         spill: Path | None = None
         if sandboxed:
             _remove_dead_sessions(self.temp_directory)
+            # DuckDB makes the session's folder, not its parent: without this a statement that spills fails
+            self.temp_directory.mkdir(parents=True, exist_ok=True)
             spill = self.temp_directory / f"{SQL_SESSION_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
             config.update(enable_external_access=False, temp_directory=str(spill), threads=usable_cores())
         else:

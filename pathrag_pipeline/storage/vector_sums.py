@@ -14,10 +14,11 @@ only: an object store (``PATHRAG_LANCEDB_URI``) checks its objects itself.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
+
+from pathrag_pipeline.storage.file_hash import file_sha256
 
 SUMS_FILE = "_pathrag_sums.json"
 MUTABLE = "latest"   # in the names of LanceDB's pointers to the newest version, rewritten by every commit
@@ -28,14 +29,6 @@ def _files(root: Path):
         if path.is_file() and path.name != SUMS_FILE and MUTABLE not in path.name \
                 and not path.name.endswith(".tmp"):
             yield path
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load(root: Path) -> dict[str, dict]:
@@ -61,7 +54,7 @@ def record(root: Path) -> int:
         if name in known:
             now[name] = known[name]
         else:
-            now[name] = {"size": path.stat().st_size, "sha256": _sha256(path)}
+            now[name] = {"size": path.stat().st_size, "sha256": file_sha256(path)}
             hashed += 1
     if now != known:
         target = root / SUMS_FILE
@@ -80,7 +73,7 @@ def verify(root: Path) -> list[str]:
         path = root / name
         if not path.is_file():
             continue
-        if path.stat().st_size != entry.get("size") or _sha256(path) != entry.get("sha256"):
+        if path.stat().st_size != entry.get("size") or file_sha256(path) != entry.get("sha256"):
             out.append(name)
     return out
 
