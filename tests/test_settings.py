@@ -68,7 +68,7 @@ def _ask_options(monkeypatch, *args: str) -> tuple[int, str, dict]:
     seen: dict = {}
 
     class Recorder:
-        def __init__(self, settings):
+        def __init__(self, settings, **kwargs):
             pass
 
         def query(self, question, mode, **options):
