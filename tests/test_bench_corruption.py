@@ -19,5 +19,8 @@ def test_each_damaged_part_is_named_and_the_named_repair_restores_a_clean_build(
         assert case["check_whole_after"] and case["tables_equal_clean"], case
     duckdb_case = result["cases"][0]
     assert duckdb_case["ask_one_line"] and duckdb_case["index_one_line"] and not duckdb_case["index_said_up_to_date"]
+    llm = result["llm_case"]   # an LLM-built home repaired by `status --check --repair`: no paid call again
+    assert llm["build_requests"] > 0 and llm["repair_requests"] == 0 and llm["graph_equal"], llm
     text = corruption.markdown_section(result)
     assert "**2 of 2** cases" in text and "pathrag bench corruption --docs 6" in text
+    assert "**0 LLM requests** to rebuild" in text

@@ -140,7 +140,46 @@ def run_corruption_bench(n_docs: int = 100, workdir: Path | None = None, log: Lo
                      "check_whole_after": after.returncode == 0, "tables_equal_clean": equal})
     from pathrag_lab.bench.report import machine_info
 
-    return {"documents": n_docs, "clean_s": round(clean_s, 1), "cases": rows, "machine": machine_info()}
+    llm = _llm_built_case(base, folder, log)
+    return {"documents": n_docs, "clean_s": round(clean_s, 1), "cases": rows, "llm_case": llm,
+            "machine": machine_info()}
+
+
+def _llm_built_case(base: Path, folder: Path, log: Log) -> dict[str, Any]:
+    """An LLM-built home (the scripted OpenAI-compatible server playing the extraction model) whose DuckDB file is
+    overwritten in the middle, repaired by `pathrag status --check --repair` as a user runs it: the LLM requests the
+    repair made (its paid results come back from paid_work.jsonl) and whether the graph equals the build's."""
+    from pathrag_lab.bench.indexing import OfflineBackedModel
+    from pathrag_lab.testing.openai_server import FakeOpenAIServer
+
+    home = base / "case-llm"
+    shutil.rmtree(home, ignore_errors=True)
+    log("LLM-built home, DuckDB file overwritten in the middle")
+    with FakeOpenAIServer() as server:
+        server.chat_responder = OfflineBackedModel()
+        env = {**_env(home), "PATHRAG_LLM_BASE_URL": server.base_url, "PATHRAG_LLM_MODEL": "fake-chat"}
+
+        def cli(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "pathrag_pipeline.cli", *args], env=env,
+                                  capture_output=True, text=True, timeout=1200)
+
+        built = cli("index", str(folder))
+        if built.returncode != 0:
+            raise RuntimeError(f"the LLM-built home failed: {built.stderr.strip().splitlines()[-1:]}")
+        build_requests = server.count("chat")
+        graph = {k: v for k, v in fingerprint(home).items() if k in ("entities", "relations")}
+        _overwrite_middle(_duckdb(home))
+        server.reset()
+        started = time.perf_counter()
+        repaired = cli("status", "--check", "--repair")
+        repair_s = time.perf_counter() - started
+        repair_requests = server.count("chat")
+    after = {k: v for k, v in fingerprint(home).items() if k in ("entities", "relations")}
+    return {"build_requests": build_requests, "repair_requests": repair_requests,
+            "repair_completed": repaired.returncode == 0, "repair_s": round(repair_s, 1),
+            "graph_equal": repaired.returncode == 0 and after == graph,
+            "paid_log_kib": round((home / "paid_work.jsonl").stat().st_size / 1024, 1)
+            if (home / "paid_work.jsonl").exists() else 0.0}
 
 
 def _yes(value: bool) -> str:
@@ -171,12 +210,19 @@ def markdown_section(r: dict[str, Any]) -> str:
         "bytes overwritten in place without an error). Then the repair the check names, as a user would run it; "
         "\"tables "
         "equal\": documents, chunks, entities, relations, extraction records and the LanceDB tables' keys equal the "
-        "clean build's, and the check reads the home whole. Offline: an LLM-built home whose DuckDB file is lost is "
-        "rebuilt with 0 LLM calls from its paid-work log (`paid_work.jsonl`; tested through the scripted server, "
-        "tests/test_extraction_stage.py).",
+        "clean build's, and the check reads the home whole.",
         md_table(["damage", "check names it", "ask: one line", "index: one line", "repair", "repair s",
                   "whole after", "tables equal"], rows),
         f"**{good} of {len(r['cases'])}** cases: named by the check, repaired by the command it names, tables equal "
         "to a clean build's.",
+        *([_llm_paragraph(r["llm_case"])] if r.get("llm_case") else []),
         f"_Measured {m['date']} on {m['usable_cores']} cores ({m['cpu']}, Python {m['python']})._",
     ])
+
+
+def _llm_paragraph(c: dict[str, Any]) -> str:
+    return (f"**An LLM-built home** (the same corpus extracted through the scripted OpenAI-compatible server playing "
+            f"the model: {c['build_requests']} chat requests to build), its DuckDB file overwritten in the middle and "
+            f"repaired by `pathrag status --check --repair`: **{c['repair_requests']} LLM requests** to rebuild "
+            f"(the extractions and summaries come back from `paid_work.jsonl`, {c['paid_log_kib']} KiB beside the "
+            f"DuckDB file), {c['repair_s']} s, graph equal to the build's: {_yes(c['graph_equal'])}.")
