@@ -5,6 +5,8 @@ table (only new or changed chunks are extracted, records of deleted chunks are d
 recomputes only the entity and relation keys those chunks touched.
 """
 
+import contextlib
+
 import dagster as dg
 
 from assets.failures import one_line_failures
@@ -12,7 +14,8 @@ from assets.failures import one_line_failures
 from assets.ingestion import DUCKDB_POOL, md_table
 from assets.resources import PathragResource, RunReports
 from pathrag_pipeline.index.embedding_stage import embedding_rows
-from pathrag_pipeline.index.pipeline import embedding_stage, graph_stage
+from pathrag_pipeline.index.pipeline import embedding_stage, graph_stage, holds_file
+from pathrag_pipeline.llm.embedding import is_offline as is_offline_embedder
 from pathrag_pipeline.storage.vector_store import VectorStore
 
 
@@ -81,6 +84,24 @@ def graph_metadata(store, cost: dict) -> dict[str, dict]:
 def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: dg.ResourceParam[RunReports]):
     settings = pathrag.settings()
     store = pathrag.store()
+    with _held(store, settings, reports, triples=pathrag.triples_path()):
+        yield from _graph(context, pathrag, reports, settings, store)
+
+
+def _held(store, settings, reports, *, triples=None, reembed: bool = False, embedding: bool = False):
+    """One DuckDB connection for the step's many short ones (``Store.holding``), on the terms ``run_indexing``
+    holds it: an offline run whose ingest wrote few chunks (``pipeline.holds_file``), told by the ingest report of
+    this in-process run (`pathrag index`). A run launched from the UI, sensor or schedule keeps no reports and
+    holds nothing, as before."""
+    sync = reports.get("sync")
+    if sync is None or not holds_file(settings, sync, triples=triples, reembed=reembed):
+        return contextlib.nullcontext()
+    if embedding and not is_offline_embedder(settings):
+        return contextlib.nullcontext()
+    return store.holding()
+
+
+def _graph(context, pathrag: PathragResource, reports: RunReports, settings, store):
     stage = graph_stage(settings, store, triples=pathrag.triples_path(), run_id=context.run_id,
                         retry_failed=pathrag.retry_failed)
     reports.put("graph", stage)
@@ -115,7 +136,9 @@ class EmbeddingsConfig(dg.Config):
 @one_line_failures
 def embeddings(context: dg.AssetExecutionContext, config: EmbeddingsConfig, pathrag: PathragResource,
                reports: dg.ResourceParam[RunReports]):
-    stage = embedding_stage(pathrag.settings(), pathrag.store(), reembed=config.reembed)
+    settings, store = pathrag.settings(), pathrag.store()
+    with _held(store, settings, reports, reembed=config.reembed, embedding=True):
+        stage = embedding_stage(settings, store, reembed=config.reembed)
     reports.put("embeddings", stage)
     report = stage.embeddings
     meta = {"embedder": report.embedder, "dim": report.dim, "embedded": report.embedded,
