@@ -15,7 +15,8 @@ DAGSTER_YAML = f"""\
 # Written by pathrag. Runs tagged {DUCKDB_TAG} write the DuckDB file, which admits one writer process:
 # the run queue launches them one at a time (queued runs wait; they do not fail on the lock).
 # Every pathrag asset is also in the "duckdb" pool, limited to one step at a time, which covers runs
-# launched from the UI without the tag.
+# launched from the UI without the tag. Nothing leaves the machine: no telemetry, and no "join the community"
+# dialog (it asks for an e-mail address and covers the page on a first visit).
 concurrency:
   pools:
     default_limit: 1
@@ -24,6 +25,8 @@ concurrency:
       - key: "{DUCKDB_TAG}"
         limit: 1
 telemetry:
+  enabled: false
+nux:
   enabled: false
 """
 

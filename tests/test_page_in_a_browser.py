@@ -5,34 +5,20 @@ from __future__ import annotations
 
 import html
 import re
-import shutil
-import subprocess
 import threading
 import urllib.parse
-from pathlib import Path
 
 import pytest
 
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.query.service import serve, wait_ready
 from pathrag_pipeline.storage.store import Store
+from tests.browser import SCREENSHOTS, chromium, needs_chromium
 from tests.query_fixtures import tiny_index_home
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-# as the workplace's notes say Chromium runs here: headless, as root without a sandbox, no background traffic
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage"]
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "data" / "screenshots"
 QUESTION = "Which sea does the Varne River flow into?"
 
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(CHROMIUM is None, reason="no Chromium: apt-get install chromium")]
-
-
-def chromium(profile: Path, *args: str) -> str:
-    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
-                          timeout=120)
-    return done.stdout
+pytestmark = [pytest.mark.e2e, needs_chromium]
 
 
 def test_the_page_in_chromium_shows_the_answer_every_path_entity_and_the_top_passage(tmp_path, monkeypatch):
