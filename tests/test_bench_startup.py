@@ -43,3 +43,22 @@ def test_update_docs_replaces_only_the_start_up_section(tmp_path, monkeypatch):
     assert "old figures" not in text and "## Dagster\n\nkept" in text
     assert "| pathrag ask | 1.25 | 1.5 |" in text and "`pathrag bench startup --repeats 2`" in text
     assert "_Measured " in text and text.count("## CLI start-up") == 1
+
+
+@pytest.mark.e2e   # two quickstarts in fresh homes
+def test_a_fresh_quickstart_row_says_where_its_time_went(tmp_path, monkeypatch):
+    """The parts come from the quickstart's own index report (the time line `pathrag index` prints)."""
+    from pathrag_lab.bench.report import startup_section
+    from pathrag_lab.bench.startup import report_parts
+
+    home = tmp_path / "home"
+    figures = time_command(["quickstart"], code_root=PACKAGE_ROOT, repeats=1,
+                           env={**os.environ, "PATHRAG_HOME": str(home)},
+                           before=lambda: __import__("shutil").rmtree(home, ignore_errors=True))
+    parts = figures["parts"]
+    assert {"index run", "ingest", "graph", "embeddings", "the run around them", "the process around it"} == set(parts)
+    assert parts["index run"] < figures["wall_s"]
+    assert abs(parts["index run"] + parts["the process around it"] - figures["wall_s"]) < 0.05
+    assert report_parts("no report here") == {}
+    text = startup_section({"repeats": 1, "rows": [{"command": "pathrag quickstart (fresh home)", **figures}]})
+    assert f"the `index_folder` run {parts['index run']} s (ingest {parts['ingest']} s" in text

@@ -445,6 +445,18 @@ def startup_section(r: dict[str, Any]) -> str:
         "runless materialisations after the stages ran without Dagster. The `quickstart` rows run the README's "
         "first command (after its install): in a home removed before each run, and again in a home it built.",
     ]
+    fresh = next((row for row in r["rows"] if row.get("parts")), None)
+    if fresh is not None:
+        parts = dict(fresh["parts"])
+        run = parts.pop("index run")
+        rest = parts.pop("the process around it")
+        text.append(
+            f"Where the fresh-home quickstart's {fresh['wall_s']} s go (medians of each part): the `index_folder` run "
+            f"{run} s ({', '.join(f'{name} {value} s' for name, value in parts.items())}, as its own report prints "
+            f"them; the first embeddings include importing LanceDB, and the run around the stages includes "
+            f"creating the Dagster instance's SQLite storage), and {rest} s for the rest of the process: Python "
+            "start-up and imports before the run, then the showcase answer (the query engine's imports and the "
+            "ask).")
     return "\n\n".join(text)
 
 
