@@ -57,6 +57,7 @@ def _rows(settings: Settings, sql: str):
         return con.execute(sql).fetchall()
 
 
+@pytest.mark.e2e
 def test_answers_are_scored_against_gold_stored_and_compared_with_intervals(tmp_path, dataset, openai_server):
     openai_server.chat_responder = reader
     settings = _settings(tmp_path, openai_server)
@@ -96,6 +97,7 @@ def test_answers_are_scored_against_gold_stored_and_compared_with_intervals(tmp_
     assert run == [(e.run_id, 3, 3, 12, 0, None, verdict, 600)]
 
 
+@pytest.mark.e2e
 def test_a_killed_run_resumes_with_the_answers_it_had(tmp_path, dataset, openai_server):
     openai_server.chat_responder = reader
     settings = _settings(tmp_path, openai_server)
@@ -127,6 +129,7 @@ def test_a_killed_run_resumes_with_the_answers_it_had(tmp_path, dataset, openai_
     assert again.run_id != other.run_id and again.resumed == 0
 
 
+@pytest.mark.e2e
 def test_an_endpoint_that_stops_answering_stops_the_run_and_failed_rows_are_retried(tmp_path, dataset,
                                                                                     openai_server):
     from pathrag_pipeline.evaluation.answer_eval import EndpointDown
@@ -146,6 +149,7 @@ def test_an_endpoint_that_stops_answering_stops_the_run_and_failed_rows_are_retr
     assert _rows(settings, "SELECT count(*) FROM eval_answers WHERE error IS NULL")[0][0] == 3
 
 
+@pytest.mark.e2e
 def test_offline_answers_are_the_extractive_ones_and_say_so(tmp_path, dataset):
     settings = _settings(tmp_path)
     e = evaluate_answers(settings, dataset, modes=["path", "bm25", "bm25+dense"], use_triples=True, budget=600)
@@ -165,6 +169,7 @@ def test_questions_without_gold_answers_are_refused_with_the_file_named(tmp_path
         evaluate_answers(_settings(tmp_path), dataset, modes=["naive"], use_triples=True)
 
 
+@pytest.mark.e2e
 def test_cli_json_and_table(tmp_path, dataset, openai_server, monkeypatch):
     openai_server.chat_responder = reader
     monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
@@ -204,6 +209,7 @@ def test_new_query_options_are_validated_and_the_python_api_defaults_to_the_cli_
     assert not set(parameters) & set(QueryParams.__dataclass_fields__) and "settings" in parameters
 
 
+@pytest.mark.e2e
 def test_llm_keywords_are_measured_against_the_offline_rules_on_the_same_questions(tmp_path, dataset,
                                                                                     openai_server):
     from pathrag_pipeline.evaluation.retrieval_eval import evaluate_retrieval
@@ -323,6 +329,7 @@ def test_the_time_limit_counts_answering_not_indexing(tmp_path, dataset, monkeyp
     assert e.index_seconds == pytest.approx(1000.0)
 
 
+@pytest.mark.e2e
 def test_every_mode_is_compared_with_path_naive_included(tmp_path, dataset, openai_server):
     openai_server.chat_responder = reader
     e = evaluate_answers(_settings(tmp_path, openai_server), dataset, modes=["path", "naive", "hybrid"],
@@ -333,6 +340,7 @@ def test_every_mode_is_compared_with_path_naive_included(tmp_path, dataset, open
     assert summary["path"].vs is None
 
 
+@pytest.mark.e2e
 def test_a_reply_that_adds_to_the_answer_is_cut_to_it_and_the_reply_kept(tmp_path, dataset, openai_server):
     """Issue 59: "Yes, Lindenholm. It lies on ..." where a name was asked is scored as "Lindenholm"; the reply
     as it came stays in eval_answers.raw_answer."""
@@ -350,6 +358,7 @@ def test_a_reply_that_adds_to_the_answer_is_cut_to_it_and_the_reply_kept(tmp_pat
     assert rows["q1"] == ("Lindenholm", "Yes, Lindenholm. It is what the passages say.", 1.0)
 
 
+@pytest.mark.e2e
 def test_own_questions_are_answered_over_the_indexed_home(tmp_path, openai_server):
     """`eval answers --questions FILE`: a user's QA set over the home as it is indexed, no dataset folder."""
     from pathrag_pipeline.config import SAMPLE_DOCS

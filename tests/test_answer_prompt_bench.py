@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pathrag_lab.bench.answer_prompt import CANDIDATES, FALLBACK, Cell, cell_of, decide, markdown
 
 
@@ -38,6 +40,7 @@ def test_too_few_cells_say_what_is_missing_and_the_section_says_it_sets_nothing(
     assert "default stays as it is" in text and text.count("| 0.5b |") == 2
 
 
+@pytest.mark.e2e
 def test_a_cell_is_read_from_an_answer_evaluation(tmp_path):
     from pathrag_pipeline.config import Settings
     from pathrag_pipeline.evaluation.answer_eval import evaluate_answers

@@ -23,6 +23,7 @@ from pathrag_pipeline.index.extraction_models import ChunkExtraction
 from pathrag_pipeline.index.offline_extraction import extract_offline
 
 
+@pytest.mark.e2e
 def test_offline_bench_reextracts_only_the_edited_documents_changed_chunks(tmp_path: Path) -> None:
     result = offline_bench(n_docs=12, repeats=1, edits=2, workdir=tmp_path)
     assert result["documents"] == 12

@@ -24,6 +24,7 @@ def run(*args):
     return result
 
 
+@pytest.mark.e2e
 def test_index_then_reindex_processes_only_changes(home, folder):
     first = run("index", str(folder))
     assert first.exit_code == 0, first.output
@@ -36,6 +37,7 @@ def test_index_then_reindex_processes_only_changes(home, folder):
     assert "1 chunks pending" in third.output
 
 
+@pytest.mark.e2e
 def test_sql_table_json_csv_and_read_only(home, folder):
     run("index", str(folder))
     out = run("sql", "SELECT id, status FROM documents ORDER BY id", "--json")
@@ -50,6 +52,7 @@ def test_sql_table_json_csv_and_read_only(home, folder):
     assert typo.exit_code == 1 and "SQL error" in typo.output
 
 
+@pytest.mark.e2e
 def test_status_json_reports_documents_graph_and_runs(home, folder):
     run("index", str(folder))
     status = json.loads(run("status", "--json").output)
@@ -64,6 +67,7 @@ def test_status_json_reports_documents_graph_and_runs(home, folder):
                                                                     "reconcile_documents_nightly"}
 
 
+@pytest.mark.e2e
 def test_status_says_which_folder_the_sensor_watches_and_warns_when_pathrag_docs_names_another(home, folder,
                                                                                                  monkeypatch, tmp_path):
     monkeypatch.delenv("PATHRAG_DOCS", raising=False)
@@ -80,6 +84,7 @@ def test_status_says_which_folder_the_sensor_watches_and_warns_when_pathrag_docs
     assert "unset PATHRAG_DOCS" in " ".join(run("status").output.split())
 
 
+@pytest.mark.e2e
 def test_status_names_the_files_that_failed_with_their_whole_error(home, folder):
     (folder / "empty.md").write_text("")
     (folder / "binary.txt").write_bytes(b"\x00\x01\x02" * 200)
@@ -97,6 +102,7 @@ def test_status_without_an_index_says_what_to_do(home):
     assert result.exit_code == 1 and "pathrag index" in result.output
 
 
+@pytest.mark.e2e
 def test_ask_json_shape(home, folder):
     run("index", str(folder))
     out = run("ask", "Who founded Valmere University?", "--json")
@@ -107,6 +113,7 @@ def test_ask_json_shape(home, folder):
     assert data["mode"] == "path"
 
 
+@pytest.mark.e2e
 def test_ask_path_pooling_reranks_and_says_so(home, folder):
     run("index", str(folder))
     out = run("ask", "Who founded Valmere University?", "--path-pooling", "rerank")
@@ -117,6 +124,7 @@ def test_ask_path_pooling_reranks_and_says_so(home, folder):
     assert "rank 1 = most reliable" in plain.output.replace("\n", " ")
 
 
+@pytest.mark.e2e
 def test_ask_preset_paper_runs_the_papers_pathrag_and_given_options_win(home, folder):
     run("index", str(folder))
     paper = json.loads(run("ask", "Who founded Valmere University?", "--preset", "paper", "--local", "--json").output)
@@ -150,6 +158,7 @@ def test_bad_setting_is_a_clear_error(home, folder, monkeypatch):
     assert result.exit_code == 1 and "PATHRAG_CHUNK_TOKENS" in result.output
 
 
+@pytest.mark.e2e
 def test_quickstart_indexes_the_sample_and_answers(home):
     result = run("quickstart")
     assert result.exit_code == 0, result.output
@@ -167,6 +176,7 @@ def test_quickstart_indexes_the_sample_and_answers(home):
     assert "Sources: [1] varne_valley_geography.md" in answer
 
 
+@pytest.mark.e2e
 def test_sql_cannot_touch_other_files_and_rejects_empty_or_conflicting_input(home, folder, tmp_path):
     run("index", str(folder))
     target = tmp_path / "out.csv"
@@ -183,6 +193,7 @@ def test_sql_cannot_touch_other_files_and_rejects_empty_or_conflicting_input(hom
     assert CliRunner().invoke(main, ["sql", "SELECT ';' AS semicolon;"]).exit_code == 0
 
 
+@pytest.mark.e2e
 def test_ask_rejects_path_options_in_other_modes(home, folder):
     run("index", str(folder))
     result = CliRunner().invoke(main, ["ask", "Who founded Valmere University?", "--mode", "local",
@@ -206,6 +217,7 @@ def test_index_of_a_folder_without_supported_files_says_so(home, tmp_path):
     assert "no supported files" in result.output and ".md" in result.output
 
 
+@pytest.mark.e2e
 def test_index_lists_unsupported_files(home, folder):
     (folder / "figures.csv").write_text("a,b\n1,2\n")
     out = run("index", str(folder))

@@ -32,6 +32,7 @@ def one_line_error(result) -> str:
     return lines[0]
 
 
+@pytest.mark.e2e
 def test_index_with_a_rejected_mode_is_one_line_naming_the_fix(folder, monkeypatch,
                                                                openai_server: FakeOpenAIServer) -> None:
     openai_server.unsupported_formats = {"json_schema"}
@@ -81,6 +82,7 @@ def test_index_with_an_embedder_that_cannot_load_is_one_line(folder, monkeypatch
     assert "pip install" in line
 
 
+@pytest.mark.e2e
 def test_ask_with_the_llm_stopped_is_one_line(folder, monkeypatch, openai_server: FakeOpenAIServer) -> None:
     assert CliRunner().invoke(main, ["index", str(folder)]).exit_code == 0  # offline index
     openai_server.unsupported_formats = {"json_schema"}
@@ -133,6 +135,7 @@ def test_index_that_runs_duckdb_out_of_memory_is_one_line_naming_the_setting(fol
     assert "PATHRAG_DUCKDB_MEMORY_LIMIT=8GB" in line
 
 
+@pytest.mark.e2e
 def test_sql_that_runs_duckdb_out_of_memory_is_one_line_naming_the_setting(folder, monkeypatch) -> None:
     """After the huge_line.txt report even `pathrag sql` over the extractions ran out of memory; it says so in
     one line with the setting to raise, not as an 'SQL error' carrying DuckDB's list of SET statements."""
@@ -146,6 +149,7 @@ def test_sql_that_runs_duckdb_out_of_memory_is_one_line_naming_the_setting(folde
     assert "SQL error" not in result.output and "Possible solutions" not in result.output
 
 
+@pytest.mark.e2e
 def test_sql_cannot_lift_its_limits_with_set(folder) -> None:
     """`SET memory_limit='20GB'` inside the statement used to lift the configured cap (15 GB peak measured)."""
     assert CliRunner().invoke(main, ["index", str(folder)]).exit_code == 0
@@ -160,6 +164,7 @@ def test_sql_cannot_lift_its_limits_with_set(folder) -> None:
     assert memory.startswith("1.8 GiB") and temp.startswith("3.7 GiB")     # 2GB and 4GB, DuckDB's units
 
 
+@pytest.mark.e2e
 def test_sql_statement_that_runs_too_long_is_stopped_in_one_line(folder, monkeypatch) -> None:
     assert CliRunner().invoke(main, ["index", str(folder)]).exit_code == 0
     endless = "SELECT count(*) FROM range(1000000000000) a"
@@ -172,6 +177,7 @@ def test_sql_statement_that_runs_too_long_is_stopped_in_one_line(folder, monkeyp
     assert "PATHRAG_SQL_TIMEOUT='soon' is not a whole number" in CliRunner().invoke(main, ["sql", "SELECT 1"]).output
 
 
+@pytest.mark.e2e
 def test_sql_timeout_covers_fetching_and_printing_and_the_table_stops_at_its_row_cap(folder) -> None:
     """Issue 61: a statement that returns at once but yields millions of rows is stopped by --timeout while its
     rows stream out (it used to be fetched whole, then printed without limit); the table view shows its first
@@ -225,6 +231,7 @@ def test_a_home_that_is_a_file_is_one_line_for_every_command(folder, tmp_path, m
     assert home.read_text() == "a file"
 
 
+@pytest.mark.e2e
 def test_a_rate_limit_that_never_lifts_stops_the_index_in_one_line(folder, monkeypatch,
                                                                    openai_server: FakeOpenAIServer) -> None:
     """Each chunk used to fail on its own after its retries, every one printed; a limit that does not lift now
@@ -251,6 +258,7 @@ def test_an_exhausted_quota_is_one_line_naming_the_key(folder, monkeypatch, open
     assert openai_server.count("chat") == 1                     # not retried: no retry can add credit
 
 
+@pytest.mark.e2e
 def test_a_chunk_given_up_is_left_alone_by_index_until_retry_failed(folder, monkeypatch,
                                                                    openai_server: FakeOpenAIServer) -> None:
     """Issue 27: a chunk the model cannot extract used to be retried on every run, at the full cost each time."""
@@ -294,6 +302,7 @@ def test_each_failed_chunk_is_printed_once(folder, monkeypatch, openai_server: F
     assert "1 chunk(s) failed" in result.output
 
 
+@pytest.mark.e2e
 def test_index_from_a_bad_triples_file_is_one_line_and_keeps_the_index(folder, tmp_path) -> None:
     """A triples file with no triple in it is the user's to fix: one line naming the file and the line, as every
     other bad input gets (it was a Dagster step's traceback of ~100 lines), and what was indexed stays."""
@@ -376,6 +385,7 @@ def test_an_index_that_left_rows_unembedded_exits_non_zero_saying_partial(folder
     assert "partial index" not in CliRunner().invoke(main, ["ask", "Who founded Valmere University?"]).stderr
 
 
+@pytest.mark.e2e
 def test_an_ask_over_a_vector_table_left_empty_by_failed_batches_says_why_and_how_to_mend_it(
         folder, monkeypatch, openai_server: FakeOpenAIServer) -> None:
     """Issue 61: every chunk's batch failed, so naive mode has no vector to search: the error names the rows the

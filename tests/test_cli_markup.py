@@ -26,6 +26,7 @@ def run(*args):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
+@pytest.mark.e2e
 def test_sql_prints_bracketed_text_literally(home, folder):
     assert run("index", str(folder)).exit_code == 0
     out = run("sql", "SELECT text FROM documents WHERE status = 'indexed'")
@@ -34,12 +35,14 @@ def test_sql_prints_bracketed_text_literally(home, folder):
     assert "[/home]" in flat and "[citation needed]" in flat
 
 
+@pytest.mark.e2e
 def test_index_error_names_the_file_with_its_brackets(home, folder):
     out = run("index", str(folder))
     assert out.exit_code == 0, out.output
     assert "broken [old].txt" in out.output
 
 
+@pytest.mark.e2e
 def test_ask_prints_bracketed_text_in_answer_and_paths(home, folder):
     assert run("index", str(folder)).exit_code == 0
     out = run("ask", "Where did Ada Halden keep her notes?", "--mode", "naive")

@@ -160,6 +160,7 @@ def test_a_broken_file_fails_the_parse_check_naming_file_and_error(tmp_path, fol
     assert all(c.passed for c in again.get_asset_check_evaluations())
 
 
+@pytest.mark.e2e
 def test_cli_runner_records_the_run_in_the_persistent_instance(tmp_path, folder):
     from assets.runs import index_folder
     from pathrag_pipeline.config import Settings
@@ -184,6 +185,7 @@ def test_cli_runner_records_the_run_in_the_persistent_instance(tmp_path, folder)
         "document_folder_sensor": "STOPPED (default)", "reconcile_documents_nightly": "STOPPED (default)"}
 
 
+@pytest.mark.e2e
 def test_the_ui_can_re_execute_a_run_the_cli_made(tmp_path, folder):
     """The UI's Re-execute (its GraphQL mutation, against the code location `pathrag dev` serves) on a run of
     `pathrag index`: it used to fail with `CheckError: Expected non-None value` (no code-location origin)."""
@@ -522,6 +524,7 @@ def _ui_launch_index(instance, tmp_path):
                 signal.signal(sig, handler)
 
 
+@pytest.mark.e2e
 def test_a_home_knows_its_folder_in_the_sensor_and_ui_launches(tmp_path, folder, monkeypatch):
     """Issue 62: a home indexed from folder A with PATHRAG_DOCS unset: the sensor watches A and a UI launch indexes
     A (not the sample folder); with PATHRAG_DOCS naming B, the UI's run is refused in one line that does not
@@ -641,6 +644,7 @@ def test_pathrag_dev_opens_the_ui_with_the_asks_in_the_catalog(tmp_path, folder)
         instance.dispose()
 
 
+@pytest.mark.e2e
 def test_a_small_offline_edit_through_the_job_holds_one_connection_per_stage_as_the_runless_path_does(tmp_path,
                                                                                                        folder):
     """Issue 64: the graph and embeddings steps of a small offline `index_folder` run keep one DuckDB connection

@@ -47,6 +47,7 @@ def _duckdb_full(*args, **kwargs):
 
 
 @pytest.mark.parametrize("where", [pytest.param("lancedb", marks=pytest.mark.e2e), "duckdb"])   # lancedb: end to end (.ci/run)
+@pytest.mark.e2e
 def test_disk_full_is_one_line_and_the_next_run_ends_like_a_clean_build(tmp_path, folder, monkeypatch, where):
     import assets.graph
     from pathrag_pipeline.storage.vector_store import VectorStore

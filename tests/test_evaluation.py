@@ -138,6 +138,7 @@ def test_naive_recall_matches_hand_computed_values_and_runs_are_stored(settings,
     assert json.loads(per_question[0][3])["recall@1"] == 1.0
 
 
+@pytest.mark.e2e
 def test_second_run_reuses_the_index_and_a_changed_corpus_is_reindexed(settings, dataset):
     first = evaluate_retrieval(settings, dataset, modes=["naive"], ks=[2], use_triples=True)
     second = evaluate_retrieval(settings, dataset, modes=["naive"], ks=[2], use_triples=True)
@@ -208,6 +209,7 @@ def test_cli_json_shape_and_offline_extractor_workdir(tmp_path, dataset, monkeyp
     assert bad.exit_code == 1 and "fancy" in bad.output
 
 
+@pytest.mark.e2e
 def test_table_says_reference_figures_cover_the_whole_set_when_limit_is_given(tmp_path, monkeypatch):
     # The README's reference figures are keyed by dataset name and measured on every question.
     graph_cache.clear_cache()

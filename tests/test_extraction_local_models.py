@@ -73,6 +73,7 @@ def test_answer_cut_at_the_cap_splits_the_chunk_instead_of_storing_it(corpus: Co
 
 # ---- 11.2 a serial server: the run stops soon and says what to set -----------------------------------
 
+@pytest.mark.e2e
 def test_serial_server_slower_than_the_timeout_stops_the_run_with_advice(corpus: Corpus,
                                                                          openai_server: FakeOpenAIServer) -> None:
     for i in range(9):
@@ -321,6 +322,7 @@ def test_split_parts_that_succeed_are_kept_and_the_record_says_partial(corpus: C
     assert not any(n.startswith("Padding") for n in names)
 
 
+@pytest.mark.e2e
 def test_a_chunk_failing_three_runs_in_a_row_is_left_alone_until_retry_failed_or_new_settings(
         corpus: Corpus, openai_server: FakeOpenAIServer) -> None:
     model = FakeExtractionModel(poison={"Babbage"})   # the Ada chunk's answer is never JSON
@@ -348,6 +350,7 @@ def test_a_chunk_failing_three_runs_in_a_row_is_left_alone_until_retry_failed_or
     assert corpus.query("SELECT count(*) FROM extractions WHERE failed_runs IS NOT NULL")[0][0] == 0
 
 
+@pytest.mark.e2e
 def test_an_unreachable_endpoint_does_not_count_against_the_chunk(corpus: Corpus,
                                                                   openai_server: FakeOpenAIServer) -> None:
     extractor = extractor_for(openai_server, FakeExtractionModel(), max_retries=0)

@@ -248,6 +248,7 @@ def test_same_text_under_another_chunk_id_is_a_cache_hit(corpus: Corpus, openai_
     assert "ada-copy.txt" in corpus.query("SELECT document_ids FROM entities WHERE name = 'Lovelace'")[0][0]
 
 
+@pytest.mark.e2e
 def test_a_replaced_or_deleted_result_is_kept_once_and_served_when_its_text_comes_back(corpus: Corpus,
                                                                                         openai_server) -> None:
     extractor = llm_extractor(openai_server)
@@ -497,6 +498,7 @@ def test_a_new_provenance_cap_is_pending_work_and_merges_the_graph_again(tmp_pat
     assert run_extraction(corpus.store, OfflineExtractor()).merge is None   # once only
 
 
+@pytest.mark.e2e
 def test_a_failed_summary_is_asked_again_next_run_and_ends_as_a_rebuild(corpus: Corpus, tmp_path) -> None:
     """A summary that fails leaves its key dirty: the next run (nothing else changed) asks for it again and
     the graph ends equal to a build whose summaries never failed (issue 23)."""
@@ -579,6 +581,7 @@ def test_a_text_that_crashes_a_worker_process_fails_alone_in_its_task(tmp_path, 
     assert "Turing" in names and "Hopper" not in names
 
 
+@pytest.mark.e2e
 def test_worker_processes_that_die_leave_their_texts_and_the_rest_to_this_process(tmp_path, monkeypatch,
                                                                                   caplog) -> None:
     """A worker process that ends (killed for memory, say) breaks the pool: every task in flight fails at once and
@@ -626,6 +629,7 @@ def test_a_batch_is_written_at_its_cap_even_when_no_write_is_due(corpus: Corpus,
     assert corpus.query("SELECT count(*) FROM extractions WHERE status = 'ok'")[0][0] == len(DOCS)
 
 
+@pytest.mark.e2e
 def test_texts_and_cached_results_are_read_in_bounded_batches_with_the_same_tables(tmp_path, monkeypatch) -> None:
     """Issue 23, flat memory: the plan holds chunk ids, not texts; texts are read TEXT_BATCH groups at a time
     and cached results written TEXT_BATCH records per transaction. Tables equal those of one batch."""

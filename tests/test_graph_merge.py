@@ -438,6 +438,7 @@ def _random_corpus(con, n_chunks=60, seed=3):
     return records
 
 
+@pytest.mark.e2e
 def test_merge_in_small_batches_equals_one_batch_and_bounds_python_rows(con, monkeypatch):
     from pathrag_pipeline.index import graph_merge
 
@@ -616,6 +617,7 @@ def _rebuilt_with_aliases(live, **merge_options):
     return out
 
 
+@pytest.mark.e2e
 def test_mentions_inserted_and_parts_streamed_in_small_pieces_equal_one_piece(monkeypatch):
     """Issue 23, flat memory: the mention rows of a write are inserted every ``INSERT_ROWS`` rows, ranked parts
     are fetched ``STREAM_ROWS`` at a time, and the extraction stage holds results as JSON (``result_json``);

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from pathrag_pipeline.cli import main
@@ -20,6 +21,7 @@ def one_line(result) -> str:
     return errors[0]
 
 
+@pytest.mark.e2e
 def test_a_first_index_out_of_memory_leaves_no_half_schema_and_every_command_says_what_to_do(tmp_path, monkeypatch):
     docs = tmp_path / "docs"
     shutil.copytree(SAMPLE, docs)

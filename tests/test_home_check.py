@@ -43,6 +43,7 @@ def test_a_whole_home_reads_whole(indexed, home):
     assert data["ok"] and {p["part"] for p in data["parts"]} == {"duckdb", "lancedb", "dagster"}
 
 
+@pytest.mark.e2e
 def test_a_damaged_duckdb_file_is_named_with_its_repair(indexed, home):
     _overwrite(home / "pathrag.duckdb", 3 * 4096)   # every block after the file header
     code, output = check()
@@ -57,6 +58,7 @@ def test_a_damaged_duckdb_file_is_named_with_its_repair(indexed, home):
         assert "pathrag.duckdb) is damaged" in lines[0] and "`pathrag status --check`" in lines[0]
 
 
+@pytest.mark.e2e
 def test_a_garbled_dagster_storage_is_named_and_the_index_is_not(indexed, home):
     runs = home / "dagster" / "history" / "runs.db"
     _overwrite(runs, runs.stat().st_size // 3, runs.stat().st_size // 3)
@@ -104,6 +106,7 @@ def test_damage_anywhere_in_the_chain_is_one_line_naming_the_part():
     assert damaged_store(chained(ValueError("top_n=0 is out of range"))) is None
 
 
+@pytest.mark.e2e
 def test_check_repair_moves_the_damage_aside_and_rebuilds_what_it_held(indexed, home):
     _overwrite(home / "pathrag.duckdb", 3 * 4096)
     runs = home / "dagster" / "history" / "runs.db"
@@ -118,6 +121,7 @@ def test_check_repair_moves_the_damage_aside_and_rebuilds_what_it_held(indexed, 
     assert answer.exit_code == 0 and "Ada Halden" in answer.output
 
 
+@pytest.mark.e2e
 def test_a_vector_file_overwritten_in_place_is_named_by_its_sum_and_a_cut_one_is_not_up_to_date(indexed, home):
     """LanceDB reads bytes changed in place without an error; the sums recorded when the index run wrote each file
     see them (storage/vector_sums.py). A second run over an edited folder adds files and keeps the others' sums,

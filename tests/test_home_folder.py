@@ -77,6 +77,7 @@ def recorded(home) -> str | None:
     return row[0] if row else None
 
 
+@pytest.mark.e2e
 def test_another_folder_is_refused_naming_home_folder_count_and_the_two_ways(home, mine, other):
     indexed(mine)
     before = snapshot(home)
@@ -89,6 +90,7 @@ def test_another_folder_is_refused_naming_home_folder_count_and_the_two_ways(hom
     assert documents(home) == ["a.md", "b.txt", "c.txt"]
 
 
+@pytest.mark.e2e
 def test_replace_indexes_the_new_folder_in_place_of_the_old(home, mine, other):
     indexed(mine)
 
@@ -103,6 +105,7 @@ def test_replace_indexes_the_new_folder_in_place_of_the_old(home, mine, other):
 
 
 @pytest.mark.parametrize("how", ["emptied", "missing"])
+@pytest.mark.e2e
 def test_an_empty_or_missing_folder_is_refused_with_the_count(home, mine, how):
     indexed(mine)
     before = snapshot(home)
@@ -117,6 +120,7 @@ def test_an_empty_or_missing_folder_is_refused_with_the_count(home, mine, how):
     assert snapshot(home) == before
 
 
+@pytest.mark.e2e
 def test_replace_empties_the_index_on_purpose(home, mine):
     indexed(mine)
     for path in mine.iterdir():
@@ -125,6 +129,7 @@ def test_replace_empties_the_index_on_purpose(home, mine):
     assert documents(home) == []
 
 
+@pytest.mark.e2e
 def test_removing_some_files_needs_no_flag(home, mine):
     indexed(mine)
     (mine / "b.txt").unlink()
@@ -135,6 +140,7 @@ def test_removing_some_files_needs_no_flag(home, mine):
     assert documents(home) == ["a.md"]
 
 
+@pytest.mark.e2e
 def test_a_home_made_before_the_record_adopts_the_folder_of_its_next_index(home, mine, other):
     indexed(mine)
     with duckdb.connect(str(home / "pathrag.duckdb")) as con:
@@ -148,6 +154,7 @@ def test_a_home_made_before_the_record_adopts_the_folder_of_its_next_index(home,
     refusal(run("index", str(other)))
 
 
+@pytest.mark.e2e
 def test_quickstart_does_not_wipe_a_home_holding_another_folder(home, mine):
     indexed(mine)
     before = snapshot(home)
@@ -158,6 +165,7 @@ def test_quickstart_does_not_wipe_a_home_holding_another_folder(home, mine):
     assert snapshot(home) == before
 
 
+@pytest.mark.e2e
 def test_triples_and_reembed_runs_are_refused_before_a_run_too(home, mine, other):
     indexed(mine)
     before = snapshot(home)
@@ -177,6 +185,7 @@ def test_run_indexing_refuses_another_folder(tmp_path, mine, other):
 
 # ---- Dagster: the sensor's and schedule's runs go through the same ingest step ----------------------------
 
+@pytest.mark.e2e
 def test_a_scheduled_run_on_an_emptied_folder_fails_clearly_and_keeps_the_index(tmp_path, mine):
     from assets.definitions import defs
     from assets.resources import PathragResource, RunReports
@@ -201,6 +210,7 @@ def test_a_scheduled_run_on_an_emptied_folder_fails_clearly_and_keeps_the_index(
     assert replaced.success and documents(tmp_path / "home") == []
 
 
+@pytest.mark.e2e
 def test_status_shows_the_folder(home, mine):
     indexed(mine)
     assert recorded(home) == str(mine.resolve())

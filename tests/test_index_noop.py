@@ -55,6 +55,7 @@ def tables(home) -> dict[str, list]:
         return {n: sorted(map(repr, con.execute(f'SELECT * FROM "{n}"').fetchall())) for n in names}
 
 
+@pytest.mark.e2e
 def test_noop_launches_no_run_and_leaves_the_tables_unchanged(home, folder):
     first = index(folder)
     assert "Dagster run" in first and NO_RUN not in first
@@ -68,6 +69,7 @@ def test_noop_launches_no_run_and_leaves_the_tables_unchanged(home, folder):
     assert tables(home) == before_tables                            # no ingest_runs or llm_usage row either
 
 
+@pytest.mark.e2e
 def test_a_changed_file_after_a_noop_gets_a_recorded_run(home, folder):
     index(folder)
     assert NO_RUN in index(folder)
@@ -121,6 +123,7 @@ def reasons(settings, folder, mode, **override) -> list[str]:
     return find_pending_work(settings, folder, **ids).reasons
 
 
+@pytest.mark.e2e
 def test_unmerged_records_of_a_crashed_run_are_work(indexed, folder):
     settings, mode = indexed
     with Store.for_settings(settings).connect() as con:
@@ -138,6 +141,7 @@ def test_another_extractor_or_embedder_or_chunking_is_work(indexed, folder, monk
     assert "the chunk settings changed" in reasons(replace(settings, chunk_tokens=50), folder, mode)
 
 
+@pytest.mark.e2e
 def test_an_alias_edit_or_a_missing_lancedb_table_is_work(indexed, folder):
     settings, mode = indexed
     import shutil
@@ -149,6 +153,7 @@ def test_an_alias_edit_or_a_missing_lancedb_table_is_work(indexed, folder):
     assert reasons(settings, folder, mode) == ["embeddings or aliases not confirmed in sync with the graph"]
 
 
+@pytest.mark.e2e
 def test_a_home_whose_aliases_were_decided_the_old_way_re_decides_them(indexed, folder):
     """Before issue 23 aliases were only ever added: such a home's next run re-decides them once."""
     settings, mode = indexed
@@ -161,6 +166,7 @@ def test_a_home_whose_aliases_were_decided_the_old_way_re_decides_them(indexed, 
     assert reasons(settings, folder, mode) == ["embeddings or aliases not confirmed in sync with the graph"]
 
 
+@pytest.mark.e2e
 def test_an_embedding_stage_that_stops_part_way_vouches_for_nothing(indexed, folder, monkeypatch):
     settings, mode = indexed
 
@@ -177,6 +183,7 @@ def test_an_embedding_stage_that_stops_part_way_vouches_for_nothing(indexed, fol
     assert report is None and why == ["embeddings or aliases not confirmed in sync with the graph"]
 
 
+@pytest.mark.e2e
 def test_a_run_that_adds_aliases_vouches_once_none_is_left_to_add(tmp_path, monkeypatch):
     """The sample has near-duplicate names: its first run adds aliases and re-merges entities, then looks
     for further ones (without applying them); none, so the very next index is already a no-op."""

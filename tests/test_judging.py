@@ -241,6 +241,7 @@ def test_cli_answers_two_modes_then_judges(tmp_path, monkeypatch, openai_server)
     assert "same model that wrote both answers" in out["judge_note"]
 
 
+@pytest.mark.e2e
 def test_cli_dataset_questions_judged_against_two_modes_with_side_a_answered_once(tmp_path, monkeypatch,
                                                                                  openai_server):
     from tests.test_evaluation import write_dataset

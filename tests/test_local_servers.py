@@ -105,6 +105,7 @@ def test_free_text_answer_at_the_cap_is_kept_and_marked(openai_server: FakeOpenA
 
 # ---- 11.2 serial server, timeouts, the overall stop ------------------------------------------------
 
+@pytest.mark.e2e
 def test_serial_server_makes_the_client_back_off_and_stop_with_advice(openai_server: FakeOpenAIServer) -> None:
     """Every request takes longer than the timeout on a server serving one at a time: the client halves its
     concurrency, stops after ``stop_after`` failed attempts, and the calls still running or queued fail at

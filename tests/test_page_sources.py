@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from pathrag_pipeline.cli import main
@@ -18,6 +19,7 @@ def test_the_sources_sphinx_and_asciidoc_ship_beside_their_pages_are_known():
     assert page_sources(["a.txt", "b.md"]) == {}
 
 
+@pytest.mark.e2e
 def test_an_index_reads_the_page_not_its_source_and_a_home_that_held_both_drops_the_source(home, tmp_path):
     docs = tmp_path / "docs"
     (docs / "_sources").mkdir(parents=True)

@@ -250,6 +250,7 @@ def test_only_small_offline_runs_hold_the_file(setup):
     assert not holds_file(online, sync(1))                              # LLM calls never hold the file
 
 
+@pytest.mark.e2e
 def test_a_home_with_relation_parts_in_mention_texts_moves_them_and_ends_as_a_fresh_build(tmp_path):
     """Before relation-parts-1 a relation mention's keywords and sentences were rows of mention_texts: such a
     home rebuilds its mention tables from the records once (nothing extracted again) and its graph, vectors and

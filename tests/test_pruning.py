@@ -403,6 +403,7 @@ def test_scaling_bench_rows_cover_each_rule_and_seed_kind():
     assert [r["rule"] for r in ref] == ["reference"]
 
 
+@pytest.mark.e2e
 def test_report_pruning_section_has_both_rules_and_both_seed_kinds(tmp_path):
     from dataclasses import replace
 

@@ -25,6 +25,7 @@ def hold_lock(path, seconds):
     return proc
 
 
+@pytest.mark.e2e
 def test_waits_for_another_writer_then_succeeds(tmp_path):
     path = tmp_path / "x.duckdb"
     proc = hold_lock(path, 1.5)

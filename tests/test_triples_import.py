@@ -134,6 +134,7 @@ def test_extraction_run_after_import_replaces_imported_records(corpus: Corpus, t
 
 
 @pytest.mark.skipif(not (BENCH / "triples.jsonl").exists(), reason="benchmark data not present")
+@pytest.mark.e2e
 def test_musique_triples_import_smoke(tmp_path) -> None:
     corpus = Corpus(tmp_path)
     corpus.write("corpus.jsonl", (BENCH / "corpus.jsonl").read_text(encoding="utf-8"))

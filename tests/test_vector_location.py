@@ -30,6 +30,7 @@ print(bool(client.__version__), client.ApiClient.__name__, "lance_namespace_urll
 """
 
 
+@pytest.mark.e2e
 def test_lancedb_opens_without_importing_its_rest_client_which_still_loads_when_asked(tmp_path):
     """storage.lancedb_import: LanceDB's REST namespace client's package __init__ (~0.9 s) runs only when one of
     its names is looked up; a local table works without it (a fresh process: this one may hold it already)."""
