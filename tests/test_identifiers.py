@@ -98,3 +98,13 @@ def test_a_run_in_label_is_read_with_its_sentence():
     got = extract_offline("**Hesketh Mill.** A mill village on the River Lode, below Kestle Moor.".replace("**", ""))
     pairs = {frozenset((r.source, r.target)) for r in got.relations}
     assert frozenset(("Hesketh Mill", "River Lode")) in pairs
+
+
+def test_a_hyphenated_header_name_as_a_heading_is_an_entity_defined_by_its_section():
+    """flask-doc's security page: each HTTP header is a section heading, named in prose nowhere else (issue 58)."""
+    doc = ("# Security Headers\n\n## X-Content-Type-Options\n\nForces the browser to honor the response content "
+           "type instead of trying to detect it.\n\n## Getting Started\n\nRead the tutorial first.\n")
+    entities = {e.name: e for e in extract_offline(doc, "Security Considerations").entities}
+    assert "X-Content-Type-Options" in entities
+    assert entities["X-Content-Type-Options"].description.startswith("X-Content-Type-Options: Forces the browser")
+    assert not {"Getting Started", "Security Headers", "Getting"} & set(entities)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pathrag_pipeline.config import Settings
+from pathrag_pipeline.index.offline_extraction import OFFLINE_EXTRACTOR_ID
 from pathrag_pipeline.index.pending_work import find_pending_work
 from pathrag_pipeline.ingest import template_lines
 from pathrag_pipeline.ingest.folder_sync import sync_folder
@@ -69,7 +70,7 @@ def test_edits_and_deletes_that_move_a_line_across_the_threshold_cut_its_documen
     sync_folder(settings, folder=docs)
     assert stored_template(store) == [FOOTER]
     assert not [t for t in chunk_texts(store).values() if "Report a bug" in t]
-    assert find_pending_work(settings, docs, "offline-rules-v5", "x").reasons != []   # extraction still to run
+    assert find_pending_work(settings, docs, OFFLINE_EXTRACTOR_ID, "x").reasons != []   # extraction still to run
     with store.connect(read_only=True) as con:
         assert template_lines.is_current(con)
 

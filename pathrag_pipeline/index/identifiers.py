@@ -143,12 +143,19 @@ def is_term(line: str) -> bool:
 
 
 _KEYWORD = re.compile(r"[A-Z][A-Z0-9_]*")
+# a heading that is one word of capitalised parts joined by hyphens names one thing: HTTP headers
+# ("X-Content-Type-Options", "Strict-Transport-Security") and hyphenated proper names ("Austria-Hungary"). In a
+# sentence the capitalisation rules find such words; a heading's words are never read that way.
+_HYPHENATED_NAME = re.compile(r"[A-Z][A-Za-z0-9]*(?:-[A-Z][A-Za-z0-9]*)+")
 
 
 def heading_name(heading: str) -> str | None:
     """A heading that is one name as a whole: keywords in capitals and a code name, at most ``MAX_CODE_NAME_WORDS``
-    words ("PRAGMA cache_size", "`git rebase --onto`"), or None. A heading of plain words ("Options", "NAME") is not."""
+    words ("PRAGMA cache_size", "`git rebase --onto`"), or one hyphenated capitalised word ("X-Frame-Options"); else
+    None. A heading of plain words ("Options", "NAME", "Getting started") is not."""
     text = heading.strip().strip(":.;").replace("`", "")
+    if _HYPHENATED_NAME.fullmatch(text):
+        return text
     words = text.split()
     if not words or len(words) > MAX_CODE_NAME_WORDS or len(words) < 2:
         return None

@@ -39,7 +39,9 @@ from pathrag_pipeline.text.structure import blocks
 # address are typed (measured on hand-labelled real docs, `pathrag bench extractor`).
 # v5: structure (text/structure.py): headings are read for the names in them only, code blocks not at all; technical
 # names (index/identifiers.py) are entities, a term line defines its names, a section's subject relates to them.
-OFFLINE_EXTRACTOR_ID = "offline-rules-v5"
+# v6: a heading that is one hyphenated capitalised word ("X-Frame-Options") is a name, and a heading that is one
+# name is defined by the sentence opening its section (as a term line is).
+OFFLINE_EXTRACTOR_ID = "offline-rules-v6"
 
 DESCRIPTION_MAX_CHARS = 400
 # A "sentence" longer than MAX_SENTENCE_CHARS is not one: a word list, an unpunctuated transcript or dump, a
@@ -861,7 +863,7 @@ def _structure(units: list[Unit], per_sentence: list[list[_Mention]], entities: 
                title_key: str) -> tuple[dict[str, str], list[Relation]]:
     """What the page's structure says: each heading's subject (the first name in it, else its parent's, else the
     title's) defines the names of the term lines under it ("module bisect defines insort"), and a heading's subject
-    sits in its parent's. Returns the term names' definitions (the term line and the sentence after it:
+    sits in its parent's. A heading that is one name is defined by the sentence opening its section. Returns the term names' definitions (the term line and the sentence after it:
     "`insort(a, x)`: Insert x in a in sorted order.") and those relations."""
     subject: dict[int, str] = {}
     definitions: dict[str, str] = {}
@@ -883,6 +885,12 @@ def _structure(units: list[Unit], per_sentence: list[list[_Mention]], entities: 
             subject[idx] = keys[0] if keys else parent
             if keys:
                 relate(parent, keys[0], "contains", unit.text)
+            following = units[idx + 1] if idx + 1 < len(units) else None
+            if (keys and following is not None and following.kind == "prose" and following.section == idx
+                    and heading_name(unit.text)):
+                # a heading that is one name ("PRAGMA cache_size", "X-Frame-Options") is defined, as a term line
+                # is, by the sentence that opens its section
+                definitions.setdefault(keys[0], _clip(f"{unit.text}: {following.text}"))
         elif unit.kind == "term" and keys:
             following = units[idx + 1] if idx + 1 < len(units) else None
             definition = unit.text
