@@ -57,9 +57,12 @@ def _publish(section: str, heading: str, update_docs: Path | None, as_json: bool
     """A long benchmark's output: its ``## heading`` section spliced into ``update_docs`` (when given), then
     the JSON or the section printed."""
     if update_docs is not None:
+        from pathrag_lab.bench.report import machine_info, machine_stamp
         from pathrag_lab.bench.report_sections import splice
 
-        splice(update_docs, heading, section, before=before)
+        stamped = section if "_Measured " in section else (
+            f"{section.rstrip()}\n\n_Measured {machine_stamp(machine_info())}._\n\n")   # where and when, always
+        splice(update_docs, heading, stamped, before=before)
     if as_json:
         click.echo(json_text)
     else:

@@ -35,3 +35,13 @@ def test_bench_dagster_small_run(tmp_path):
     result = run_dagster_bench(repeats=1, files=50, new_files=20, workdir=tmp_path)
     assert result["sensor_scale"]["runs_for_new_files"] == 1 and result["sensor_latency"]["runs_per_drop"] == 1
     assert "## Dagster" in markdown_section(result)
+
+
+@pytest.mark.e2e   # an index and 101 asks
+def test_the_catalog_report_of_asks_is_measured_per_ask_and_its_rows_are_shown(tmp_path):
+    from pathrag_lab.bench.dagster import _asks_rows, asks_in_catalog
+
+    asks = asks_in_catalog(tmp_path, 1, lambda _: None)   # asserts 3 events per report, none when nothing is new
+    assert asks["report_after_100_s"] > 0 and asks["per_ask_ms"] == round(asks["report_after_100_s"] * 10, 2)
+    rows = _asks_rows(asks)
+    assert f"{asks['per_ask_ms']} ms" in rows and rows.count("\n") == 3

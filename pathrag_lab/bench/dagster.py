@@ -12,6 +12,11 @@ Measured (medians of ``repeats`` unless said otherwise):
   RUN_START to STEP_START inside the run (what the in-process executor adds).
 - CLI cost: `index_folder` through Dagster (as `pathrag index` runs it) against `run_indexing` without
   Dagster, on the unchanged sample folder, in this process; and `import assets.runs` in a fresh process.
+- asks in the catalog: asks made outside Dagster (the Python API here, as `pathrag ask` and `serve` make them)
+  write only their rows; the sensor's tick (and `pathrag dev`'s start) reports them to the asset catalog as one
+  runless materialisation per query table for all the asks since the last report. Measured: one ask offline in
+  this process, then one report after 1 and after 100 asks (reading the log's growth and recording the three
+  events), and one with nothing new; per ask, the 100-ask report divided by 100.
 - sensor at scale: tick time with ``files`` small files in the folder (first tick, then an unchanged
   tick), runs requested for 1,000 new files, and for comparison the per-file dynamic partitions the
   sensor used to maintain: adding ``files`` partition keys and reading them back.
@@ -165,6 +170,53 @@ def cli_cost(base: Path, repeats: int, log: Log) -> dict[str, Any]:
             "import_assets_runs_s": _median(imports)}
 
 
+def asks_in_catalog(base: Path, repeats: int, log: Log) -> dict[str, Any]:
+    from assets.automation import asks_outside_runs
+    from assets.runs import instance_for
+    from pathrag_pipeline.index.pipeline import run_indexing
+    from pathrag_pipeline.query.engine import PathRAG
+    from pathrag_pipeline.storage.store import Store
+
+    settings = _settings(base / "home", SAMPLE_DOCS)
+    run_indexing(settings, folder=SAMPLE_DOCS, trigger="bench")
+    rag = PathRAG(settings)
+    store = Store(settings.duckdb_path)
+    questions = ["Who founded the Pellingham Institute of Hydrology?", "Where was Agnes Morrow born?",
+                 "Which river flows through Corran Ford?"]
+    instance = instance_for(settings)
+
+    def report() -> tuple[float, int]:
+        t0 = time.perf_counter()
+        events = asks_outside_runs(instance, store, "bench")
+        for event in events:
+            instance.report_runless_asset_event(event)
+        return time.perf_counter() - t0, len(events)
+
+    try:
+        report()   # the catalog starts level with the log
+        asks, after_one, after_many, nothing = [], [], [], []
+        for i in range(repeats):
+            t0 = time.perf_counter()
+            rag.query(questions[i % len(questions)])
+            asks.append(time.perf_counter() - t0)
+            seconds, events = report()
+            assert events == 3, events
+            after_one.append(seconds)
+            for j in range(100):
+                rag.query(questions[j % len(questions)])
+            seconds, events = report()
+            assert events == 3, events
+            after_many.append(seconds)
+            seconds, events = report()
+            assert events == 0, events
+            nothing.append(seconds)
+    finally:
+        instance.dispose()
+    log("catalog reports of asks measured")
+    return {"ask_s": _median(asks), "report_after_1_s": _median(after_one), "report_after_100_s": _median(after_many),
+            "report_nothing_new_s": _median(nothing), "per_ask_ms": round(_median(after_many) * 1000 / 100, 2)}
+
+
 def sensor_scale(base: Path, n_files: int, new_files: int, log: Log) -> dict[str, Any]:
     import dagster as dg
 
@@ -220,6 +272,7 @@ def run_dagster_bench(*, repeats: int = 3, files: int = 10_000, new_files: int =
     result["sensor_latency"] = sensor_latency(base / "latency", repeats, log)
     result["run_startup"] = run_startup(base / "startup", repeats, log)
     result["cli"] = cli_cost(base / "cli", repeats, log)
+    result["asks"] = asks_in_catalog(base / "asks", repeats, log)
     result["sensor_scale"] = sensor_scale(base / "scale", files, new_files, log)
     result["load_average_1min"] = round(os.getloadavg()[0], 2)
     result["usable_cores"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -249,11 +302,21 @@ the schedule or the UI is one `index_folder` run with the in-process executor (s
 | `pathrag index` cost of Dagster: full sample build with / without a recorded run | {cli['full_build_dagster_s']} s / {cli['full_build_plain_s']} s |
 | same, unchanged folder (re-index) | {cli['unchanged_dagster_s']} s / {cli['unchanged_plain_s']} s |
 | `import assets.runs` (Dagster + the code location) in a fresh process | {cli['import_assets_runs_s']} s |
-
+{_asks_rows(r.get("asks"))}
 The daemon evaluates the sensor at most every 30 s and launches each run as a new process, so a dropped
 file reaches the tables within about tick interval + run start-up + the latency above.
 
 """
+
+
+def _asks_rows(asks: dict[str, Any] | None) -> str:
+    if not asks:
+        return ""
+    return (f"| an ask outside Dagster (offline, Python API, in process), for scale | {asks['ask_s']} s |\n"
+            f"| asks in the catalog: the tick's report after 1 ask / after 100 asks (3 runless materialisations) | "
+            f"{asks['report_after_1_s']} s / {asks['report_after_100_s']} s |\n"
+            f"| same, per ask when 100 are reported together / a tick with no new ask | {asks['per_ask_ms']} ms / "
+            f"{asks['report_nothing_new_s']} s |\n")
 
 
 def to_json(result: dict) -> str:
