@@ -18,8 +18,11 @@ import gc
 import time
 from collections.abc import Iterable, Sequence
 
-import igraph as ig
 import numpy as np
+
+from pathrag_pipeline.query.igraph_import import import_igraph
+
+ig = import_igraph()   # without matplotlib, ~1 s of every query process (query/igraph_import.py)
 
 
 class GraphView:
