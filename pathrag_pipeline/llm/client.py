@@ -44,8 +44,9 @@ from pathrag_pipeline.llm.redaction import chain_contains_secret, redact, regist
 
 log = logging.getLogger(__name__)
 
-# instructor modes by setting value. openai and instructor are imported when a client is made, so offline
-# runs (and every command that does not call a model) never pay their import time.
+# instructor modes by setting value. openai and instructor are imported when a client first calls its endpoint
+# (LLMClient._clients), so offline runs, and every command that only needs a client's identity, never pay their
+# import time (about 1.5-2 s).
 MODES: dict[str, str] = {"json": "JSON", "json_schema": "JSON_SCHEMA", "tools": "TOOLS", "md_json": "MD_JSON"}
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 KEYLESS_PLACEHOLDER = "not-needed"
@@ -181,24 +182,50 @@ class LLMClient:
         self._local = threading.local()
         self._totals_lock = threading.Lock()
         self._totals: dict[str, Usage] = {}
-        import instructor
-        import openai
+        self._stop_cooldown = stop_cooldown
+        self._built: tuple[Any, Any, Any] | None = None   # (transport, openai client, instructor client)
+        self._build_lock = threading.Lock()
 
-        from pathrag_pipeline.llm.transport import GuardedTransport
+    def _clients(self) -> tuple[Any, Any, Any]:
+        """The transport, the openai client and the instructor client, made on first use: importing openai and
+        instructor costs about 1.5-2 s, which a process that only needs the client's identity (the no-op
+        check of `pathrag index`, a report's mode line) never pays."""
+        built = self._built
+        if built is not None:
+            return built
+        with self._build_lock:
+            if self._built is None:
+                import instructor
+                import openai
 
-        self._transport = GuardedTransport(timeout=timeout, max_concurrency=max_concurrency,
-                                           stop_after=self.stop_after, cooldown=stop_cooldown,
-                                           base_url=self.identity["base_url"], on_send=self._count_request,
-                                           on_usage=self._count_usage)
-        http_client = openai.DefaultHttpxClient(transport=self._transport)
-        self._openai = openai.OpenAI(
-            base_url=self.base_url,
-            api_key=api_key or KEYLESS_PLACEHOLDER,
-            timeout=timeout,
-            max_retries=max_retries,
-            http_client=http_client,
-        )
-        self._instructor = instructor.from_openai(self._openai, mode=instructor.Mode[MODES[mode]])
+                from pathrag_pipeline.llm.transport import GuardedTransport
+
+                transport = GuardedTransport(timeout=self.timeout, max_concurrency=self.max_concurrency,
+                                             stop_after=self.stop_after, cooldown=self._stop_cooldown,
+                                             base_url=self.identity["base_url"], on_send=self._count_request,
+                                             on_usage=self._count_usage)
+                client = openai.OpenAI(
+                    base_url=self.base_url,
+                    api_key=self._secret or KEYLESS_PLACEHOLDER,
+                    timeout=self.timeout,
+                    max_retries=self.max_retries,
+                    http_client=openai.DefaultHttpxClient(transport=transport),
+                )
+                self._built = (transport, client, instructor.from_openai(client,
+                                                                         mode=instructor.Mode[MODES[self.mode]]))
+            return self._built
+
+    @property
+    def _transport(self) -> Any:
+        return self._clients()[0]
+
+    @property
+    def _openai(self) -> Any:
+        return self._clients()[1]
+
+    @property
+    def _instructor(self) -> Any:
+        return self._clients()[2]
 
     # ---- public API ----------------------------------------------------------------------------
     @property
@@ -315,7 +342,8 @@ class LLMClient:
             return sum(self._totals.values(), Usage())
 
     def close(self) -> None:
-        self._openai.close()
+        if self._built is not None:
+            self._built[1].close()
 
     # ---- internals -----------------------------------------------------------------------------
     def _sampling(self) -> dict[str, Any]:
