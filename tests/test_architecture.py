@@ -355,15 +355,17 @@ def test_igraph_is_imported_without_matplotlib_which_the_process_can_still_impor
 
 
 def test_the_mode_of_llm_settings_is_described_without_importing_the_model_client():
-    """`pathrag index`'s no-op check and reports need the extractor's identity, not a client: openai and instructor
-    (about 1.5-2 s) are imported when the client first calls its endpoint (issue 64: 3.8 s of a one-file edit)."""
+    """`pathrag index`'s no-op check and reports need the extractor's and embedder's identities, not clients: openai
+    and instructor (about 1.5-2 s) are imported when a client first calls its endpoint (issue 64: 3.8 s of a
+    one-file edit's 11.9 s)."""
     code = ("import sys; from pathrag_pipeline.config import Settings; "
             "from pathrag_pipeline.index.pipeline import describe_mode; "
-            "mode = describe_mode(Settings.from_env()); print(mode['extractor']); "
+            "mode = describe_mode(Settings.from_env()); print(mode['extractor'], mode['embedder']); "
             "print(sorted({'openai', 'instructor', 'httpx'} & set(sys.modules)))")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PATHRAG_", "OPENAI_"))}
-    env.update(PATHRAG_LLM_BASE_URL="http://127.0.0.1:9/v1", PATHRAG_LLM_MODEL="some-model")
+    env.update(PATHRAG_LLM_BASE_URL="http://127.0.0.1:9/v1", PATHRAG_LLM_MODEL="some-model",
+               PATHRAG_EMBED_BASE_URL="http://127.0.0.1:9/v1", PATHRAG_EMBED_MODEL="some-embedder")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["llm:some-model:extract-v1:glean1", "[]"]
+    assert done.stdout.splitlines() == ["llm:some-model:extract-v1:glean1 openai:some-embedder", "[]"]

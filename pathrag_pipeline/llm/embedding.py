@@ -421,25 +421,37 @@ class OpenAIEmbedder:
             )
         if batch_size < 1:
             raise ValueError(f"OpenAIEmbedder batch_size={batch_size} must be at least 1")
-        import openai
-
-        from pathrag_pipeline.llm.transport import GuardedTransport
-
         self.base_url = base_url
         self.model = model
         self.batch_size = batch_size
         self.timeout = timeout
+        self.max_retries = max_retries
         self._dimensions = dimensions
         self._dim: int | None = dimensions
         register_secret(api_key)
-        transport = GuardedTransport(timeout=timeout, max_concurrency=4, stop_after=max_retries + 1,
-                                     base_url=base_url, settings="PATHRAG_EMBED")
-        # Local servers accept any key, but the client insists on one being set.
-        self._client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries,
-            http_client=openai.DefaultHttpxClient(transport=transport),
-        )
+        self._secret = api_key
+        self._openai = None   # made on the first request (``_client``): a no-op index needs only the identity
+        self._build_lock = threading.Lock()
         self.identity = f"openai:{model}" + (f"@{dimensions}" if dimensions else "")
+
+    @property
+    def _client(self):
+        """The openai client over the guarded transport, made on first use (importing openai costs ~1.5 s)."""
+        if self._openai is None:
+            with self._build_lock:
+                if self._openai is None:
+                    import openai
+
+                    from pathrag_pipeline.llm.transport import GuardedTransport
+
+                    transport = GuardedTransport(timeout=self.timeout, max_concurrency=4,
+                                                 stop_after=self.max_retries + 1, base_url=self.base_url,
+                                                 settings="PATHRAG_EMBED")
+                    # Local servers accept any key, but the client insists on one being set.
+                    self._openai = openai.OpenAI(
+                        base_url=self.base_url, api_key=self._secret or "not-needed", timeout=self.timeout,
+                        max_retries=self.max_retries, http_client=openai.DefaultHttpxClient(transport=transport))
+        return self._openai
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(base_url={self.base_url!r}, model={self.model!r}, batch_size={self.batch_size})"
