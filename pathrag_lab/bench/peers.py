@@ -215,6 +215,15 @@ class System:
         shutil.copytree(self.corpus.folder, self.docs)
         self.questions.write_text(json.dumps(self.corpus.question_texts))
 
+    def graph_size(self) -> dict[str, int]:
+        """Our index's documents, entities and relations (read after the measured child ended)."""
+        import duckdb
+
+        with duckdb.connect(str(self.work / "home" / "pathrag.duckdb"), read_only=True) as con:
+            row = con.execute("SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM entities), "
+                              "(SELECT count(*) FROM relations)").fetchone()
+        return dict(zip(("documents", "entities", "relations"), row))
+
     @property
     def victim(self) -> Path:
         return self.docs / self.corpus.victim.name
@@ -229,7 +238,10 @@ class System:
             else:   # edit and delete change the folder first (see run_peers_bench); the index brings it up to date
                 argv = [sys.executable, "-c", LAUNCH, "index", *(["--runless"] if runless else []), str(self.docs)]
             from pathrag_pipeline.config import PACKAGE_ROOT
-            return run_child(argv, env, PACKAGE_ROOT)
+            measured = run_child(argv, env, PACKAGE_ROOT)
+            if measured["result"] is None:
+                measured["result"] = self.graph_size()
+            return measured
         peer = PEERS[self.name]
         argv = [str(self.python), str(DRIVERS / peer["driver"]), step, "--base-url", self.base_url,
                 "--workdir", str(self.work / "store"), "--dim", str(EMBED_DIM), "--mode", peer["mode"]]
@@ -339,8 +351,10 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
             results[name] = {"figures": figures, "runs": runs}
     if workdir is None:
         shutil.rmtree(base, ignore_errors=True)
+    names = {n.casefold() for g in corpus.graphs for n, _ in g.entities}
+    pairs = {frozenset((s.casefold(), t.casefold())) for g in corpus.graphs for s, t, _, _ in g.relations}
     return {"dataset": dataset.name, "questions": len(corpus.questions), "passages": len(corpus.graphs),
-            "triples": sum(len(g.relations) for g in corpus.graphs), "delay_s": delay, "repeats": repeats,
+            "scripted_entities": len(names), "scripted_relations": len(pairs), "delay_s": delay, "repeats": repeats,
             "embedding_dim": EMBED_DIM, "modes": {"ours": "path", **{k: v["mode"] for k, v in PEERS.items()}},
             "packages": {k: v["packages"] for k, v in PEERS.items()}, "systems": results,
             "machine": machine_info(), "seconds": round(time.perf_counter() - started, 1)}
