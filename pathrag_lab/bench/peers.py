@@ -358,3 +358,153 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
             "embedding_dim": EMBED_DIM, "modes": {"ours": "path", **{k: v["mode"] for k, v in PEERS.items()}},
             "packages": {k: v["packages"] for k, v in PEERS.items()}, "systems": results,
             "machine": machine_info(), "seconds": round(time.perf_counter() - started, 1)}
+
+
+# ---- the report ----------------------------------------------------------------------------------
+
+UNFAIR = [
+    "**Concurrency as shipped.** Ours sends at most 4 LLM requests at once (`PATHRAG_LLM_MAX_CONCURRENCY`), "
+    "LightRAG 4 (`llm_model_max_async`, with `max_parallel_insert` 3 documents at once), nano-graphrag 16 "
+    "(`best_model_max_async`). With a fixed delay per request, wall time follows these limits as much as the code.",
+    "**One process per step.** Every index, edit, delete and query step is a fresh process for every system, so each "
+    "figure includes imports and opening the stores. Ours is driven as its users drive it (the `pathrag index` CLI, "
+    "a Dagster run recorded per index); the peers are libraries, whose users may keep one process alive and pay "
+    "this once.",
+    "**Tokenizers.** tiktoken's files cannot be downloaded here, so both peers run with a reversible word-piece "
+    "encoding in its place (about 1.3 tiktoken tokens a piece): their chunk sizes and context budgets hold more "
+    "text than with tiktoken. Ours counts with its own tokenizer. musique passages are ~76 words, so every system "
+    "makes one chunk per passage anyway.",
+    "**Gleaning.** All three make one gleaning pass per chunk (ours `PATHRAG_GLEANING=1`, LightRAG "
+    "`entity_extract_max_gleaning=1`, nano-graphrag 1, which then asks no YES/NO loop question). The scripted model "
+    "returns 4/5 of a passage's entities first and the rest when gleaning, for all three.",
+    "**Same graph, different normalisation.** The scripted model gives every system the same entities and relations "
+    "per passage (the passage's musique-100 triples, type `concept` for all), but each system merges names its own "
+    "way (nano-graphrag upper-cases them, ours merges aliases), so the graph sizes below differ slightly.",
+    "**What each system does beyond extraction.** Description summaries follow each system's own trigger (ours: its "
+    "merge rules; LightRAG: 8 or more description fragments; nano-graphrag: descriptions over 500 tokens). "
+    "nano-graphrag also clusters the graph and asks for a report per community (GraphRAG) at every insert, "
+    "rewriting every report each time; neither ours nor LightRAG has communities.",
+    "**What an edit re-does.** Ours re-chunks the changed file, re-extracts only its changed chunks (cache by chunk "
+    "text) and re-embeds what changed, inside a recorded Dagster run (`--runless`: the same stages without Dagster). "
+    "LightRAG has no update: the benchmark deletes the document by id (it rebuilds the entities and relations it "
+    "touched from its cached extraction results) and inserts the new text. nano-graphrag has no update or delete: "
+    "it inserts the new text as a new document (ids are content hashes) and keeps the old version's chunks, "
+    "entities and relations, then re-clusters and re-reports every community.",
+    "**Delete.** nano-graphrag 0.0.8.2 cannot delete a document: no figure.",
+    "**Query modes.** Ours `path` (an LLM keyword call, then the answer), LightRAG `hybrid` (an LLM keyword call, "
+    "then the answer), nano-graphrag `local` (no keyword call: it embeds the question; then the answer). With the "
+    "fixed delay per request, nano-graphrag's query pays one delay, the others two. Ours queries with "
+    "`record=False` (no query-log write, as the peers keep none).",
+    "**Caches.** LightRAG's LLM response cache is on (its default; its delete needs the cached extraction results). "
+    "nano-graphrag's cache lives inside its own OpenAI functions, which the benchmark replaces, so it is off. "
+    "Ours caches extractions by chunk text in its own tables. Each query question is asked once after a warm-up "
+    "with a different question, so no answer comes from a cache.",
+    "**Embeddings.** All three get the same 384-dimension bag-of-words vectors from the scripted server (a lexical "
+    "stand-in for an embedding model: texts sharing words are close). Batching differs (embedding requests below). "
+    "Ours would use its local embedder by default.",
+    "**Storage.** The peers use their defaults (JSON files, nano-vectordb, NetworkX graphml); ours DuckDB and "
+    "LanceDB, plus Dagster's run storage.",
+    "**Gold titles in the context.** The check looks for each gold passage's title in the answer prompt the system "
+    "sent (the question's own text removed first). Systems send contexts of different sizes (their own budgets), "
+    "and a bigger context holds more titles; a title can also be present as an entity name rather than as the "
+    "passage. It says what reached the prompt, not whether an LLM would answer right.",
+    "**Tokens** are the scripted server's (whitespace words of every message and reply), not a real tokenizer's; "
+    "prompts that re-send a conversation (gleaning) count it again, as a paid API would.",
+]
+
+
+def _fmt(v: Any, unit: str = "") -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.2f}{unit}"
+    return f"{v}{unit}"
+
+
+def _ratio(a: Any, b: Any) -> str:
+    return f"{a / b:.2f}" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else "n/a"
+
+
+def table_rows(r: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The report's table: one row per figure, one column per system, then ours/peer ratios."""
+    systems = list(r["systems"])
+    fig = {s: r["systems"][s]["figures"] for s in systems}
+    peers = [s for s in systems if s != "ours"]
+
+    def get(s: str, phase: str, key: str) -> Any:
+        return (fig[s].get(phase) or {}).get(key)
+
+    def wall_cpu(s: str, phase: str) -> str:
+        if phase not in fig[s]:
+            return "not supported"
+        text = f"{_fmt(get(s, phase, 'wall_s'), ' s')} / {_fmt(get(s, phase, 'cpu_s'), ' s')}"
+        if s == "ours" and phase == "edit" and "edit_runless" in fig[s]:
+            text += f" (`--runless` {_fmt(get(s, 'edit_runless', 'wall_s'), ' s')} / " \
+                    f"{_fmt(get(s, 'edit_runless', 'cpu_s'), ' s')})"
+        if s == "nano" and phase == "edit":
+            text += " (keeps the old copy)"
+        if s == "lightrag" and phase == "edit":
+            text += " (delete + insert)"
+        return text
+
+    def calls(s: str, phase: str) -> str:
+        if phase not in fig[s]:
+            return "n/a"
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(get(s, phase, "by_kind").items()))
+        return f"{get(s, phase, 'calls')} ({kinds})" if kinds else str(get(s, phase, "calls"))
+
+    def graph(s: str) -> str:
+        d = get(s, "index", "driver") or {}
+        return f"{d.get('entities', 'n/a')} / {d.get('relations', 'n/a')}"
+
+    rows: list[tuple[str, Callable[[str], str], str | None, str | None]] = [
+        ("full index, wall / CPU", lambda s: wall_cpu(s, "index"), "index", "wall_s"),
+        ("full index CPU", lambda s: _fmt(get(s, "index", "cpu_s"), " s"), "index", "cpu_s"),
+        ("chat calls for the index", lambda s: calls(s, "index"), "index", "calls"),
+        ("prompt / completion tokens for the index",
+         lambda s: f"{get(s, 'index', 'prompt_tokens')} / {get(s, 'index', 'completion_tokens')}", "index",
+         "prompt_tokens"),
+        ("embedding requests for the index", lambda s: _fmt(get(s, "index", "embedding_requests")), "index",
+         "embedding_requests"),
+        ("entities / relations after the index", graph, None, None),
+        ("edit one file, wall / CPU", lambda s: wall_cpu(s, "edit"), "edit", "wall_s"),
+        ("chat calls for the edit", lambda s: calls(s, "edit"), "edit", "calls"),
+        ("delete one file, wall / CPU", lambda s: wall_cpu(s, "delete"), "delete", "wall_s"),
+        ("query, in one process (median)", lambda s: _fmt(get(s, "query", "query_median_s"), " s"), "query",
+         "query_median_s"),
+        ("chat calls for the queries (warm-up included)", lambda s: calls(s, "query"), "query", "calls"),
+        (f"every gold passage title in the context, {r['questions']} questions",
+         lambda s: _fmt(get(s, "query", "all_gold_titles")), "query", "all_gold_titles"),
+        ("share of gold passage titles in the context", lambda s: _fmt(get(s, "query", "gold_titles_share")),
+         "query", "gold_titles_share"),
+    ]
+    columns = ["figure", *[LABELS[s] for s in systems], *[f"ours / {LABELS[p]}" for p in peers]]
+    out = []
+    for label, cell, phase, key in rows:
+        ratios = [(_ratio(get("ours", phase, key), get(p, phase, key)) if phase and "ours" in fig else "")
+                  for p in peers]
+        out.append([label, *[cell(s) for s in systems], *ratios])
+    return columns, out
+
+
+def markdown_section(r: dict[str, Any]) -> str:
+    from pathrag_lab.bench.report import machine_stamp, md_table
+
+    columns, rows = table_rows(r)
+    pins = ", ".join(p for pk in r["packages"].values() for p in pk)
+    intro = (
+        f"Reproduce: `pathrag bench peers --repeats {r['repeats']} --update-docs docs/benchmarks.md`.\n\n"
+        f"Ours against LightRAG and nano-graphrag ({pins}, each in its own virtual environment) on "
+        f"{r['passages']} passages of {r['dataset']} (every gold passage of its first {r['questions']} questions, "
+        "then the passages nearest them in the dataset; one .txt file each, title first), all three answered by one "
+        f"scripted OpenAI-compatible server on 127.0.0.1 waiting {r['delay_s'] * 1000:.0f} ms before every reply. Its "
+        "model gives each system, in that system's own output format, the same entities and relations for a passage: "
+        f"the passage's musique-100 triples ({r['scripted_entities']} distinct entities and {r['scripted_relations']} "
+        "related pairs in all). Each step runs as its own process and is timed from outside: wall time and CPU (user + "
+        f"system) of that process, median of {r['repeats']} fresh runs; calls and tokens as the server counted them "
+        f"(the last run). Query modes: ours `{r['modes']['ours']}`, LightRAG `{r['modes']['lightrag']}`, "
+        f"nano-graphrag `{r['modes']['nano']}`; latency is the median over the {r['questions']} questions after one "
+        "warm-up question, in one process. Ratios are ours / the peer's (below 1: ours is lower).\n")
+    unfair = "\n".join(f"- {u}" for u in UNFAIR)
+    return (f"## {HEADING}\n\n{intro}\n{md_table(columns, rows)}\n\nEvery way this comparison is unfair:\n\n{unfair}"
+            f"\n\n_Measured {machine_stamp(r['machine'])}; this section ran {r['seconds']:.0f} s._")
