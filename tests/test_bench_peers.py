@@ -145,6 +145,18 @@ def test_the_model_answers_every_system_with_the_same_graph(graph):
                                                                                          "if_loop": 1}
 
 
+def test_near_duplicate_passages_are_told_apart_by_their_whole_text():
+    # musique-100 holds paragraphs of one article whose first 80 characters are equal (p0207 and p0211)
+    opening = "The atomic bombings of Hiroshima and Nagasaki were conducted by the United States during the final"
+    a = pf.PassageGraph.of("a", "Atomic bombings", opening + " stage of the war, killing 90,000 -- 146,000.",
+                           [("Atomic bombings", "killed", "90,000 -- 146,000 people")])
+    b = pf.PassageGraph.of("b", "Atomic bombings", opening + " stage of World War II. Truman ordered them.",
+                           [("Harry S. Truman", "ordered", "Atomic bombings")])
+    model = pf.PeerModel([a, b])
+    for g in (a, b):
+        assert model.passage_in("Document title: x\nText:\n" + g.file_text + "\nAn added line.") is g
+
+
 def test_an_unknown_passage_is_counted_not_invented(graph):
     model = pf.PeerModel([graph])
     stranger = pf.PassageGraph.of("p9", "Elsewhere", "Nothing about journals at all here.", [])

@@ -28,6 +28,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -226,11 +227,12 @@ class Tally:
 class PeerModel:
     """The chat responder: one scripted model for the three systems (see the module docstring)."""
 
-    def __init__(self, graphs: Iterable[PassageGraph], questions: Iterable[str] = ()) -> None:
+    def __init__(self, graphs: Iterable[PassageGraph], questions: Iterable[str] = (), delay: float = 0.0) -> None:
         self.graphs = list(graphs)
+        self.delay = delay   # seconds every chat reply waits (embeddings are not delayed)
         self.questions = list(questions)
         self._names = sorted({n for g in self.graphs for n, _ in g.entities}, key=len, reverse=True)
-        self._keys = [(g, " ".join(g.text.split())[:80]) for g in self.graphs]
+        self._texts = [(g, " ".join(g.text.split())) for g in self.graphs]
         self._lock = threading.Lock()
         self.tally: dict[tuple[str, str], Tally] = defaultdict(Tally)
         self.answer_prompts: list[tuple[str, str]] = []   # (system, every message of the answer request)
@@ -251,10 +253,14 @@ class PeerModel:
 
     # ---- matching --------------------------------------------------------------------------------
     def passage_in(self, text: str) -> PassageGraph | None:
-        """The passage whose title and opening words the prompt carries (the longest title wins)."""
+        """The passage whose title and whole text the prompt carries; near-duplicate passages (musique has
+        paragraphs of one article that differ by a dash) are told apart by their whole text, the longest match
+        winning. A chunk holding only part of a passage is matched by its opening words."""
         flat = " ".join(text.split())
-        found = [g for g, key in self._keys if key in flat and g.title in flat]
-        return max(found, key=lambda g: len(g.title)) if found else None
+        found = [g for g, t in self._texts if t in flat and g.title in flat]
+        if not found:
+            found = [g for g, t in self._texts if t[:80] in flat and g.title in flat]
+        return max(found, key=lambda g: (len(g.text), len(g.title))) if found else None
 
     def keywords(self, question: str) -> tuple[list[str], list[str]]:
         """(low level, high level) keywords of a question, the same for every system: the graph's entity names
@@ -278,6 +284,8 @@ class PeerModel:
         system, kind = classify(request)
         msgs = _contents(request)
         reply = self._reply(system, kind, msgs)
+        if self.delay:
+            time.sleep(self.delay)
         with self._lock:
             t = self.tally[(system, kind)]
             t.calls += 1

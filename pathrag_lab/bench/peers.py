@@ -239,8 +239,10 @@ class System:
                 argv = [sys.executable, "-c", LAUNCH, "index", *(["--runless"] if runless else []), str(self.docs)]
             from pathrag_pipeline.config import PACKAGE_ROOT
             measured = run_child(argv, env, PACKAGE_ROOT)
-            if measured["result"] is None:
-                measured["result"] = self.graph_size()
+            if measured["result"] is None:   # an index step: the graph it left, where its time went (its report)
+                from pathrag_lab.bench.startup import report_parts
+
+                measured["result"] = dict(self.graph_size(), parts=report_parts(measured["stdout"]))
             return measured
         peer = PEERS[self.name]
         argv = [str(self.python), str(DRIVERS / peer["driver"]), step, "--base-url", self.base_url,
@@ -295,12 +297,11 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
     for name in systems:
         if name != "ours":
             ensure_env(envs, name, log)
-    model = PeerModel(corpus.graphs, corpus.question_texts)
+    model = PeerModel(corpus.graphs, corpus.question_texts, delay=delay)   # a delay per chat call, not per embedding
     results: dict[str, Any] = {}
     with FakeOpenAIServer() as server:
         server.chat_responder = model
         server.embed_responder = embed_responder
-        server.response_delay = delay
         for name in systems:
             runs: dict[str, list[dict[str, Any]]] = {}
             figures: dict[str, Any] = {}
@@ -497,7 +498,8 @@ def markdown_section(r: dict[str, Any]) -> str:
         f"Ours against LightRAG and nano-graphrag ({pins}, each in its own virtual environment) on "
         f"{r['passages']} passages of {r['dataset']} (every gold passage of its first {r['questions']} questions, "
         "then the passages nearest them in the dataset; one .txt file each, title first), all three answered by one "
-        f"scripted OpenAI-compatible server on 127.0.0.1 waiting {r['delay_s'] * 1000:.0f} ms before every reply. Its "
+        f"scripted OpenAI-compatible server on 127.0.0.1 waiting {r['delay_s'] * 1000:.0f} ms before every chat reply "
+        "(embeddings are answered at once). Its "
         "model gives each system, in that system's own output format, the same entities and relations for a passage: "
         f"the passage's musique-100 triples ({r['scripted_entities']} distinct entities and {r['scripted_relations']} "
         "related pairs in all). Each step runs as its own process and is timed from outside: wall time and CPU (user + "
