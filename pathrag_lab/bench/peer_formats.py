@@ -30,7 +30,7 @@ import re
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 ENTITY_TYPE = "concept"   # the triples carry no types: every system gets the same one
@@ -227,10 +227,9 @@ class Tally:
 class PeerModel:
     """The chat responder: one scripted model for the three systems (see the module docstring)."""
 
-    def __init__(self, graphs: Iterable[PassageGraph], questions: Iterable[str] = (), delay: float = 0.0) -> None:
+    def __init__(self, graphs: Iterable[PassageGraph], delay: float = 0.0) -> None:
         self.graphs = list(graphs)
         self.delay = delay   # seconds every chat reply waits (embeddings are not delayed)
-        self.questions = list(questions)
         self._names = sorted({n for g in self.graphs for n, _ in g.entities}, key=len, reverse=True)
         self._texts = [(g, " ".join(g.text.split())) for g in self.graphs]
         self._lock = threading.Lock()
@@ -363,11 +362,3 @@ def titles_in(prompt: str, question: str, titles: Iterable[str]) -> list[bool]:
     question names is not retrieved context)."""
     context = prompt.replace(question, " ")
     return [t in context for t in titles]
-
-
-@dataclass
-class Captured:
-    """What the server saw for one question: its answer prompt per system."""
-
-    question: str
-    prompts: dict[str, str] = field(default_factory=dict)

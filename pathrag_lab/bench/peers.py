@@ -297,7 +297,7 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
     for name in systems:
         if name != "ours":
             ensure_env(envs, name, log)
-    model = PeerModel(corpus.graphs, corpus.question_texts, delay=delay)   # a delay per chat call, not per embedding
+    model = PeerModel(corpus.graphs, delay=delay)   # a delay per chat call, not per embedding
     results: dict[str, Any] = {}
     with FakeOpenAIServer() as server:
         server.chat_responder = model
@@ -317,12 +317,10 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
                     phases += [("edit", "edit")]   # nano-graphrag: insert only, no delete (see UNFAIR)
                 phases += [("query", "query")]
                 for label, step in phases:
-                    if name == "ours" and step == "edit":
-                        _edit(system.victim, len(runs.get(label, [])) * 10 + (label == "edit_runless"))
-                    elif name == "ours" and step == "delete":
-                        system.victim.unlink()
-                    elif step == "edit":
+                    if step == "edit":   # the same sentence appended again still changes the file
                         _edit(system.victim, r)
+                    elif name == "ours" and step == "delete":   # ours: the file leaves the folder, the index follows
+                        system.victim.unlink()
                     model.reset()
                     embeds0 = server.count("embeddings")
                     log(f"peers: {LABELS[name]} {label} (run {r + 1}/{repeats})")
