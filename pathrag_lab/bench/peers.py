@@ -504,7 +504,8 @@ def markdown_section(r: dict[str, Any]) -> str:
         f"system) of that process, median of {r['repeats']} fresh runs; calls and tokens as the server counted them "
         f"(the last run). Query modes: ours `{r['modes']['ours']}`, LightRAG `{r['modes']['lightrag']}`, "
         f"nano-graphrag `{r['modes']['nano']}`; latency is the median over the {r['questions']} questions after one "
-        "warm-up question, in one process. Ratios are ours / the peer's (below 1: ours is lower).\n")
+        "warm-up question, in one process. Ratios are ours / the peer's (below 1: ours is lower); in a wall / CPU row "
+        "the ratio is of wall time.\n")
     unfair = "\n".join(f"- {u}" for u in UNFAIR)
     return (f"## {HEADING}\n\n{intro}\n{md_table(columns, rows)}\n\nEvery way this comparison is unfair:\n\n{unfair}"
             f"\n\n_Measured {machine_stamp(r['machine'])}; this section ran {r['seconds']:.0f} s._")
