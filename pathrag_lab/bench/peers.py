@@ -270,19 +270,20 @@ def gold_share(model: PeerModel, system: str, questions: list[dict[str, Any]]) -
     """For each question, the answer prompt the system sent (the last one holding the question) and whether the
     gold passages' titles are in it: share of questions with every gold title, and mean share of gold titles."""
     prompts = [p for s, p in model.answer_prompts if s == system]
-    every, share, missing = 0, [], 0
+    every, share, missing, words = 0, [], 0, []
     for q in questions:
         prompt = next((p for p in reversed(prompts) if q["question"] in p), None)
         if prompt is None:
             missing += 1
             share.append(0.0)
             continue
+        words.append(len(prompt.split()))
         found = titles_in(prompt, q["question"], q["gold_titles"])
         every += all(found)
         share.append(sum(found) / len(found) if found else 0.0)
     n = len(questions) or 1
     return {"all_gold_titles": round(every / n, 2), "gold_titles_share": round(sum(share) / n, 2),
-            "questions_without_prompt": missing}
+            "questions_without_prompt": missing, "answer_prompt_words": _median(words)}
 
 
 def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = SYSTEMS, delay: float = DELAY_S,
@@ -344,7 +345,8 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
                 }
                 if label == "query":
                     figures[label].update({k: rows[-1][k] for k in ("all_gold_titles", "gold_titles_share",
-                                                                     "questions_without_prompt")})
+                                                                     "questions_without_prompt",
+                                                                     "answer_prompt_words")})
                     figures[label]["query_median_s"] = _median([x["query_median_s"] for x in rows
                                                                 if x["query_median_s"] is not None])
             results[name] = {"figures": figures, "runs": runs}
@@ -476,6 +478,8 @@ def table_rows(r: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
          lambda s: _fmt(get(s, "query", "all_gold_titles")), "query", "all_gold_titles"),
         ("share of gold passage titles in the context", lambda s: _fmt(get(s, "query", "gold_titles_share")),
          "query", "gold_titles_share"),
+        ("words in an answer prompt (median)", lambda s: _fmt(get(s, "query", "answer_prompt_words")), "query",
+         "answer_prompt_words"),
     ]
     columns = ["figure", *[LABELS[s] for s in systems], *[f"ours / {LABELS[p]}" for p in peers]]
     out = []
