@@ -512,4 +512,10 @@ def markdown_section(r: dict[str, Any]) -> str:
         "the ratio is of wall time.\n")
     unfair = "\n".join(f"- {u}" for u in UNFAIR)
     return (f"## {HEADING}\n\n{intro}\n{md_table(columns, rows)}\n\nEvery way this comparison is unfair:\n\n{unfair}"
-            f"\n\n_Measured {machine_stamp(r['machine'])}; this section ran {r['seconds']:.0f} s._")
+            f"\n\n_Measured {machine_stamp(r['machine'])}; this section ran {r['seconds']:.0f} s{_load(r['machine'])}._")
+
+
+def _load(machine: dict[str, Any]) -> str:
+    """The load average at the end of the run: the machine is shared, and wall times stretch with its load."""
+    loads = machine.get("load_average") or []
+    return f"; load average {loads[0]:.1f} at its end" if loads else ""
