@@ -1137,3 +1137,42 @@ def real_folders_llm(name: str, modes: str, limit: int | None, budget: int, work
     section = "## Real documentation folders through a local LLM\n\n" + llm_markdown(result) + "\n\n" + _measured(started)
     _publish(section, "Real documentation folders through a local LLM", update_docs, as_json,
              json.dumps(result, indent=1))
+
+
+@bench.command("peers")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Fresh runs of every step (medians are reported).")
+@click.option("--systems", default="ours,lightrag,nano", show_default=True,
+              help="Systems to run, comma-separated (ours, lightrag, nano).")
+@click.option("--questions", "n_questions", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Questions of the dataset (their gold passages are always in the corpus).")
+@click.option("--passages", "n_passages", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Passages in the corpus (one .txt file each).")
+@click.option("--delay", type=click.FloatRange(min=0), default=0.05, show_default=True,
+              help="Seconds the scripted server waits before every reply.")
+@click.option("--envs", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the peers' virtual environments are created once and reused "
+                   "(default ~/.cache/pathrag/peers).")
+@_dataset_option("corpus.jsonl, questions.jsonl, triples.jsonl")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the corpus and every system's stores go (default: a temp dir, removed after).")
+@_update_docs_option
+@_json_option
+def bench_peers(repeats: int, systems: str, n_questions: int, n_passages: int, delay: float, envs: Path | None,
+                dataset_dir: Path, workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
+    """Ours against LightRAG and nano-graphrag (side environments) through one scripted server: full index, edit,
+    delete and query, wall and CPU, calls and tokens, gold titles in the context, as ratios (issue 64)."""
+    from pathrag_lab.bench.peers import DEFAULT_ENVS, HEADING, SYSTEMS, markdown_section, run_peers_bench
+
+    chosen = tuple(s.strip() for s in systems.split(",") if s.strip())
+    unknown = [s for s in chosen if s not in SYSTEMS]
+    if unknown or not chosen:
+        raise click.BadParameter(f"{', '.join(unknown) or '(none)'}: give some of {', '.join(SYSTEMS)}",
+                                 param_hint="--systems")
+    try:
+        result = run_peers_bench(dataset_dir, repeats=repeats, systems=chosen, delay=delay, n_questions=n_questions,
+                                 n_passages=n_passages, envs=envs or DEFAULT_ENVS, workdir=workdir,
+                                 log=_log(as_json))
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    _publish(markdown_section(result), HEADING, update_docs, as_json, json.dumps(result, indent=1))

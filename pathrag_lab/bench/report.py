@@ -952,7 +952,8 @@ def _header(machine: dict[str, Any], end_load: list[float] | None, section_loads
         "hour through a local LLM server: `pathrag bench answers ...`, see docs/llm-endpoints.md), "
         "`## Win rates through a local LLM` (the same server: `pathrag bench winrate ...`) and "
         "`## NeuroPath with an LLM tracker` and `## Path Pooling through a local LLM` (the same server: "
-        "`pathrag bench neuropath-llm ...`, `pathrag bench pooling-llm ...`). A section this "
+        "`pathrag bench neuropath-llm ...`, `pathrag bench pooling-llm ...`), `## Peers` (LightRAG and nano-graphrag "
+        "installed beside ours: `pathrag bench peers ...`). A section this "
         "run measures may also be rerun on its own since (`--update-docs`): it then ends with its own "
         "_Measured_ line, which dates its figures. Rerun the command to regenerate this file.",
     ]
@@ -1052,6 +1053,9 @@ UNMEASURED: tuple[tuple[str, str, str], ...] = (
     ('Scale',
      'pathrag bench scale --update-docs docs/benchmarks.md',
      'its benchmark runs for about half an hour on its own'),
+    ('Peers',
+     'pathrag bench peers --update-docs docs/benchmarks.md',
+     'it installs LightRAG and nano-graphrag into side environments (once) and runs for about twelve minutes'),
 )
 
 
