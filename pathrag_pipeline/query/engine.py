@@ -79,6 +79,7 @@ from pathrag_pipeline.query.retrieval import (
 from pathrag_pipeline.query.lexical import chunk_index, entity_index
 from pathrag_pipeline.query.ranking import HIPPORAG_DAMPING, PPR_DAMPING, graph_passages, rrf
 from pathrag_pipeline.query.path_pooling import RESELECT_POOL, apply_pooling, relation_scores
+from pathrag_pipeline.query.recent_vectors import RecentVectors
 from pathrag_pipeline.storage.store import Store
 from pathrag_pipeline.storage.vector_location import VectorLocation
 from pathrag_pipeline.storage.vector_store import VectorStore
@@ -156,7 +157,8 @@ class PathRAG:
                  llm: LLMClient | None = None, record: bool = True, asked_from: str = "python") -> None:
         self.settings = settings or Settings.from_env()
         self.store = Store.for_settings(self.settings)
-        self.embedder = embedder or embedder_from_settings(self.settings)
+        # the question's text is embedded by several stages of a query: once (query/recent_vectors.py)
+        self.embedder = RecentVectors(embedder or embedder_from_settings(self.settings))
         self.llm = llm if llm is not None else llm_from_settings(self.settings)
         self.record = record
         self.asked_from = asked_from   # queries.asked_from of what this engine logs: the command or job asking
