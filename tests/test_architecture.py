@@ -369,3 +369,16 @@ def test_the_mode_of_llm_settings_is_described_without_importing_the_model_clien
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["llm:some-model:extract-v1:glean1 openai:some-embedder", "[]"]
+
+
+def test_a_client_that_never_called_is_not_stopped_and_imports_nothing_to_say_so():
+    """Every extraction run resumes its client first (extraction_stage.run_extraction); a run with no chunk to
+    extract (a delete) must not import openai for that (issue 64: a one-file delete's graph stage took 2.5 s in a
+    fresh process, 0.5 s warm)."""
+    code = ("import sys; from pathrag_pipeline.llm.client import LLMClient; "
+            "c = LLMClient('http://127.0.0.1:9/v1', 'm', max_concurrency=3); c.resume(); "
+            "print(c.stopped, c.concurrency_limit, 'openai' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["None", "3", "False"]

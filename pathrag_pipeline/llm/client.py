@@ -355,17 +355,21 @@ class LLMClient:
     @property
     def stopped(self) -> str | None:
         """Why the client stopped calling the endpoint, while it is stopped; else None."""
+        if self._built is None:
+            return None   # nothing was sent yet: nothing stopped it (and no reason to import openai to say so)
         error = self._transport.state.stopped
         return redact(error.reason) if error is not None else None
 
     def resume(self) -> None:
-        """Lift a stop (e.g. at the start of a new run): the next call tries the endpoint again."""
-        self._transport.resume()
+        """Lift a stop (e.g. at the start of a new run): the next call tries the endpoint again. A client that
+        never called has nothing to lift (and an index run with nothing to extract imports no openai for it)."""
+        if self._built is not None:
+            self._transport.resume()
 
     @property
     def concurrency_limit(self) -> int:
         """Requests allowed in flight now: ``max_concurrency``, halved after each timeout (down to 1)."""
-        return self._transport.state.limit
+        return self._transport.state.limit if self._built is not None else self.max_concurrency
 
     @contextmanager
     def _call(self, stage: str, *, structured: bool) -> Iterator[int]:
