@@ -344,14 +344,20 @@ def test_a_noop_index_loads_no_dagster_or_lancedb(tmp_path, cli_env):
     assert not loaded & set(HEAVY), f"a no-op `pathrag index` imported {sorted(loaded & set(HEAVY))}"
 
 
+def python_prints(code: str, env: dict[str, str] | None = None) -> str:
+    """What ``python -c CODE`` prints in a fresh interpreter from the repository root (it must exit 0)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_igraph_is_imported_without_matplotlib_which_the_process_can_still_import():
     code = ("import sys; from pathrag_pipeline.query.igraph_import import import_igraph; ig = import_igraph(); "
             "assert ig.Graph([(0, 1)]).ecount() == 1; print('matplotlib' in sys.modules); "
             "import matplotlib.pyplot; print(matplotlib.pyplot.__name__)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parent.parent)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False", "matplotlib.pyplot"]
+    printed = python_prints(code)
+    assert printed.split() == ["False", "matplotlib.pyplot"]
 
 
 def test_the_mode_of_llm_settings_is_described_without_importing_the_model_client():
@@ -365,10 +371,8 @@ def test_the_mode_of_llm_settings_is_described_without_importing_the_model_clien
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PATHRAG_", "OPENAI_"))}
     env.update(PATHRAG_LLM_BASE_URL="http://127.0.0.1:9/v1", PATHRAG_LLM_MODEL="some-model",
                PATHRAG_EMBED_BASE_URL="http://127.0.0.1:9/v1", PATHRAG_EMBED_MODEL="some-embedder")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
-                          cwd=Path(__file__).resolve().parent.parent)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["llm:some-model:extract-v1:glean1 openai:some-embedder", "[]"]
+    printed = python_prints(code, env)
+    assert printed.splitlines() == ["llm:some-model:extract-v1:glean1 openai:some-embedder", "[]"]
 
 
 def test_a_client_that_never_called_is_not_stopped_and_imports_nothing_to_say_so():
@@ -378,7 +382,5 @@ def test_a_client_that_never_called_is_not_stopped_and_imports_nothing_to_say_so
     code = ("import sys; from pathrag_pipeline.llm.client import LLMClient; "
             "c = LLMClient('http://127.0.0.1:9/v1', 'm', max_concurrency=3); c.resume(); "
             "print(c.stopped, c.concurrency_limit, 'openai' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parent.parent)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["None", "3", "False"]
+    printed = python_prints(code)
+    assert printed.split() == ["None", "3", "False"]

@@ -36,6 +36,8 @@ class RecentVectors:
         return self.inner.dim
 
     def __getattr__(self, name: str) -> Any:   # anything else an embedder offers (close, batch_size, ...)
+        if name == "inner":   # not set yet (a copy being built): no lookup through itself
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def __repr__(self) -> str:
