@@ -183,6 +183,24 @@ def test_a_failed_reembed_keeps_the_previous_vectors_and_a_good_one_replaces_the
     assert not settings.lancedb_path.with_name("lancedb.replaced").exists()
 
 
+def test_a_delete_with_a_remote_embedder_sends_it_no_request(setup, openai_server):
+    """A delete embeds nothing; its report's dimension comes from the vector tables, not from a probe request
+    (which built the client and imported openai: 3.1 s of a fresh process's one-file delete, issue 64)."""
+    from dataclasses import replace
+
+    settings, docs = setup
+    remote = replace(settings, embed_base_url=openai_server.base_url, embed_model="fake-embed")
+    openai_server.embed_responder = lambda texts, model: [[float(len(t) % 7 + 1)] * 6 for t in texts]
+    run_indexing(remote)
+    sent = openai_server.count("embeddings")
+    assert sent > 0
+    (docs / "railway.md").unlink()   # its entities are its own: nothing left changes its text
+    report = run_indexing(replace(remote))   # a new Settings: a new embedder that has never called
+    assert report.sync.documents_deleted == 1
+    assert openai_server.count("embeddings") == sent, [r.body for r in openai_server.requests][sent:]
+    assert report.embeddings.dim == 6
+
+
 def test_an_offline_edit_opens_the_file_once_for_its_graph_and_embedding_stages(setup, monkeypatch):
     from pathrag_pipeline.index import pipeline
 

@@ -172,7 +172,18 @@ def sync_embeddings(store: Store, vectors: VectorStore, embedder: Embedder,
                 _remember(con, vectors, embedder, name, written=written, deleted=deleted)
             if set(tables) >= set(SOURCES):   # every table planned: its ledger now keeps the writers' contract
                 set_meta(con, EXACT_META, "1")
-    return EmbeddingReport(embedder.identity, embedder.dim, stats)
+    return EmbeddingReport(embedder.identity, _stored_dim(vectors, embedder, tables) or embedder.dim, stats)
+
+
+def _stored_dim(vectors: VectorStore, embedder: Embedder, tables: tuple[str, ...]) -> int | None:
+    """The dimension the tables record for this embedder, so a report costs no probe request: a remote embedder
+    learns its dimension by embedding a text, which built its client (importing openai, about 1 s in a fresh
+    process) for a delete that embedded nothing (issue 64: 3.1 s of an 8 s one-file delete)."""
+    for name in tables:
+        meta = vectors.meta(name)
+        if meta is not None and meta.embedder == embedder.identity and meta.dim:
+            return meta.dim
+    return None
 
 
 def _ledger_state(vectors: VectorStore, name: str, embedder: Embedder) -> dict | None:
