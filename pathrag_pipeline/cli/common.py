@@ -58,7 +58,7 @@ def plain(value: object):
     return Text("" if value is None else str(value))
 
 
-def print_table(columns: list[str], rows: list[tuple], title: str | None = None) -> None:
+def print_table(columns: list[str], rows: list[tuple], title: str | None = None, out: "Console | None" = None) -> None:
     from rich.table import Table
 
     table = Table(title=plain(title) if title is not None else None, show_lines=False)
@@ -66,7 +66,7 @@ def print_table(columns: list[str], rows: list[tuple], title: str | None = None)
         table.add_column(plain(col), overflow="fold")
     for row in rows:
         table.add_row(*[plain(v) for v in row])
-    _console().print(table)
+    (out or _console()).print(table)
 
 
 def query_process_threads() -> None:

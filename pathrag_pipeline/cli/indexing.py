@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import click
 
-from pathrag_pipeline.cli.common import console, esc, load_settings, print_table
-from pathrag_pipeline.cli.inspect import print_status
+from pathrag_pipeline.cli.common import esc, load_settings, print_table
 from pathrag_pipeline.config import SAMPLE_DOCS, Settings
 
 # Question 1 of data/sample_questions.md: its answer (River Lode) needs three documents in two formats.
@@ -18,7 +20,7 @@ SAMPLE_QUESTION = ("On which river lies the birthplace of the first director of 
 WARNINGS_SHOWN = 10
 
 
-def _print_sync(report) -> None:
+def _print_sync(report, out) -> None:
     plan = report.plan
     print_table(
         ["files", "new", "changed", "same", "deleted", "failed", "docs written", "docs deleted", "chunks written",
@@ -26,39 +28,39 @@ def _print_sync(report) -> None:
         [(len(plan.new) + len(plan.changed) + len(plan.unchanged), len(plan.new), len(plan.changed),
           len(plan.unchanged), len(plan.deleted), len(report.failed), report.documents_written,
           report.documents_deleted, report.chunks_written, f"{report.seconds:.2f}")],
-        title=f"Indexed {report.folder}",
+        title=f"Indexed {report.folder}", out=out,
     )
     for failed in report.failed:
         for err in failed.errors:
-            console.print(f"[yellow]{esc(failed.status)}[/yellow] {esc(failed.rel_path)}: {esc(err)}", highlight=False)
+            out.print(f"[yellow]{esc(failed.status)}[/yellow] {esc(failed.rel_path)}: {esc(err)}", highlight=False)
     warnings = report.warnings
     for warning in warnings[:WARNINGS_SHOWN]:
-        console.print(f"[yellow]warning[/yellow] {esc(warning)}", highlight=False)
+        out.print(f"[yellow]warning[/yellow] {esc(warning)}", highlight=False)
     if len(warnings) > WARNINGS_SHOWN:
-        console.print(f"[yellow]and {len(warnings) - WARNINGS_SHOWN} more warning(s)[/yellow]: pathrag sql \"SELECT "
+        out.print(f"[yellow]and {len(warnings) - WARNINGS_SHOWN} more warning(s)[/yellow]: pathrag sql \"SELECT "
                       "path, warning FROM documents WHERE warning IS NOT NULL\"", highlight=False)
     if report.unsupported_count:
         from pathrag_pipeline.ingest.parsing import SUPPORTED
 
         more = report.unsupported_count - len(report.unsupported)
         names = ", ".join(report.unsupported) + (f" and {more} more" if more > 0 else "")
-        console.print(f"[yellow]skipped {report.unsupported_count} unsupported file(s)[/yellow] "
+        out.print(f"[yellow]skipped {report.unsupported_count} unsupported file(s)[/yellow] "
                       f"(supported: {' '.join(sorted(SUPPORTED))}): {esc(names)}", highlight=False)
     if report.page_sources:
         source, page = next(iter(report.page_sources.items()))
-        console.print(f"skipped {len(report.page_sources)} source file(s) of rendered pages, whose page is indexed "
+        out.print(f"skipped {len(report.page_sources)} source file(s) of rendered pages, whose page is indexed "
                       f"instead (e.g. {esc(source)}, the source of {esc(page)})", highlight=False)
 
 
-def _print_index(report, settings: Settings) -> None:
-    _print_sync(report.sync)
+def _print_index(report, settings: Settings, out) -> None:
+    _print_sync(report.sync, out)
     if not report.sync.plan.new and not report.sync.plan.changed and not report.sync.plan.unchanged:
         from pathrag_pipeline.ingest.parsing import SUPPORTED
 
-        console.print(f"[yellow]no supported files found in {esc(report.sync.folder)}[/yellow] "
+        out.print(f"[yellow]no supported files found in {esc(report.sync.folder)}[/yellow] "
                       f"(supported: {' '.join(sorted(SUPPORTED))})", highlight=False)
     mode = report.mode
-    console.print(f"mode: {mode['mode']} | extractor {mode['extractor']} | embeddings {mode['embedder']}",
+    out.print(f"mode: {mode['mode']} | extractor {mode['extractor']} | embeddings {mode['embedder']}",
                   highlight=False, markup=False)
     rows = []
     if report.extraction is not None:
@@ -72,7 +74,7 @@ def _print_index(report, settings: Settings) -> None:
                                    + f"; {x.calls} LLM calls, {x.prompt_tokens + x.completion_tokens} tokens"))
         if x.failed:
             # each failure was printed once as it happened (the extraction stage's warning line); not again here
-            console.print(f"[yellow]{x.failed} chunk(s) failed[/yellow] (each one's line is above; all of them: "
+            out.print(f"[yellow]{x.failed} chunk(s) failed[/yellow] (each one's line is above; all of them: "
                           "pathrag sql \"SELECT chunk_id, error FROM extractions WHERE status = 'failed'\")",
                           highlight=False)
     if report.triples is not None:
@@ -91,19 +93,19 @@ def _print_index(report, settings: Settings) -> None:
         rows.append((f"embeddings: {table}", f"{st.embedded} embedded, {st.unchanged} unchanged, "
                                              f"{st.deleted} deleted, {st.total} rows"
                                              + (f", {st.failed} failed (retried next run)" if st.failed else "")))
-    print_table(["stage", "result"], rows)
+    print_table(["stage", "result"], rows, out=out)
     if report.seconds is not None:
         parts = dict(report.stage_seconds)
         # the rest: Dagster's job set-up and run records, the lock and pool waits, the report's own counts
         parts["the run around them"] = max(0.0, report.seconds - sum(parts.values()))
         stages = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in parts.items())
-        console.print(f"time: {report.seconds:.1f} s in all ({stages})", highlight=False, markup=False)
+        out.print(f"time: {report.seconds:.1f} s in all ({stages})", highlight=False, markup=False)
     for err in report.embeddings.errors:
-        console.print(f"embedding batch failed: {err}", highlight=False, markup=False)
-    _print_earlier_failures(settings, report)
+        out.print(f"embedding batch failed: {err}", highlight=False, markup=False)
+    _print_earlier_failures(settings, report, out)
 
 
-def _print_earlier_failures(settings: Settings, report) -> None:
+def _print_earlier_failures(settings: Settings, report, out) -> None:
     """Files still in error from an earlier run (unchanged since, so this run did not list them): a failure
     is said on every run until the file is fixed or removed, not only on the run that met it."""
     from pathrag_pipeline.storage.store import Store
@@ -117,17 +119,18 @@ def _print_earlier_failures(settings: Settings, report) -> None:
     earlier = [(path, error) for path, error in rows if path not in listed]
     if not earlier:
         return
-    console.print(f"[yellow]{len(earlier)} file(s) still in error from an earlier run[/yellow] (unchanged since; "
+    out.print(f"[yellow]{len(earlier)} file(s) still in error from an earlier run[/yellow] (unchanged since; "
                   "fix or remove them):", highlight=False)
     for path, error in earlier[:10]:
-        console.print(f"  {esc(path)}: {esc(' '.join(str(error or '').split())[:200])}", highlight=False)
+        out.print(f"  {esc(path)}: {esc(' '.join(str(error or '').split())[:200])}", highlight=False)
     if len(earlier) > 10:
-        console.print(f"  and {len(earlier) - 10} more: pathrag sql \"SELECT path, error FROM documents WHERE "
+        out.print(f"  and {len(earlier) - 10} more: pathrag sql \"SELECT path, error FROM documents WHERE "
                       "status = 'error'\"", highlight=False, markup=False)
 
 
 def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | None = None, reembed: bool = False,
-               runless: bool = False, replace_folder: bool = False, retry_failed: bool = False):
+               runless: bool = False, replace_folder: bool = False, retry_failed: bool = False, *, out=None,
+               instance=None):
     # First the no-op check (index/pending_work.py: the run's own change detection, no Dagster, no LanceDB):
     # when nothing is new, changed, deleted or pending, the report is printed and no run is launched, as a
     # sensor tick that finds nothing launches none. Otherwise the index runs as the Dagster job
@@ -148,7 +151,7 @@ def _run_index(settings: Settings, folder: Path, trigger: str, triples: Path | N
     try:
         while True:
             report = _index_once(settings, folder, trigger, triples, reembed, runless, replace_folder,
-                                 retry_failed)
+                                 retry_failed, out=out if out is not None else _console(), instance=instance)
             if report is not None:
                 return report
     except BaseException:
@@ -171,9 +174,11 @@ def _drop_empty_home(home: Path) -> None:
 
 
 def _index_once(settings: Settings, folder: Path, trigger: str, triples: Path | None, reembed: bool,
-                runless: bool, replace_folder: bool, retry_failed: bool = False):
+                runless: bool, replace_folder: bool, retry_failed: bool = False, *, out, instance=None):
     """One attempt of ``_run_index``: None when a live Dagster run held the duckdb pool, after waiting for it
-    outside the index lock (its step takes that lock next: waiting inside it would deadlock both)."""
+    outside the index lock (its step takes that lock next: waiting inside it would deadlock both). ``out``: the
+    console the report is printed to; ``instance``: a Dagster instance the caller keeps (the query service's),
+    else one is opened and disposed of here."""
     from pathrag_pipeline.storage.run_lock import index_lock
 
     with index_lock(settings.home):
@@ -187,49 +192,158 @@ def _index_once(settings: Settings, folder: Path, trigger: str, triples: Path | 
             report, _reasons = up_to_date_report(settings, folder, replace_folder=replace_folder,
                                                  retry_failed=retry_failed)
             if report is not None:
-                _print_index(report, settings)
-                console.print(f"Up to date, no run launched: nothing new, changed, deleted or pending in {esc(folder)} "
+                _print_index(report, settings, out)
+                out.print(f"Up to date, no run launched: nothing new, changed, deleted or pending in {esc(folder)} "
                               "(the last run's results stand; `pathrag dev` shows it)", highlight=False)
                 return report
         if runless:
             from pathrag_pipeline.index.pipeline import run_indexing
 
-            with console.status(f"indexing {esc(folder)} ..."):
+            with out.status(f"indexing {esc(folder)} ..."):
                 report = run_indexing(settings, folder=folder, trigger=trigger, triples=triples, reembed=reembed,
                                       replace_folder=replace_folder, retry_failed=retry_failed)
             from assets.runs import record_runless
 
             recorded = record_runless(settings, report)
-            _print_index(report, settings)
-            console.print(f"Recorded as {recorded} materialisations of run {report.sync.run_id} (no Dagster run; "
+            _print_index(report, settings, out)
+            out.print(f"Recorded as {recorded} materialisations of run {report.sync.run_id} (no Dagster run; "
                           f"Dagster home {settings.dagster_home}; `pathrag dev` shows them on the asset pages)",
                           highlight=False)
             return report
         from assets.runs import index_folder, instance_for, pool_busy, wait_for_pool
 
-        instance = instance_for(settings)
+        own = instance is None
+        instance = instance if instance is not None else instance_for(settings)
         try:
             busy = pool_busy(instance) is not None
             if not busy:
-                with console.status(f"indexing {esc(folder)} ..."):
+                with out.status(f"indexing {esc(folder)} ..."):
                     report = index_folder(settings, trigger=trigger, triples=triples, reembed=reembed,
                                           replace_folder=replace_folder, instance=instance,
                                           retry_failed=retry_failed)
         except BaseException:
-            instance.dispose()
+            if own:
+                instance.dispose()
             raise
-        if not busy:
+        if not busy and own:
             instance.dispose()
     if busy:
         try:
             wait_for_pool(instance)
         finally:
-            instance.dispose()
+            if own:
+                instance.dispose()
         return None
-    _print_index(report, settings)
-    console.print(f"Dagster run {report.dagster_run_id} (Dagster home {settings.dagster_home}; `pathrag dev` shows it)",
+    _print_index(report, settings, out)
+    out.print(f"Dagster run {report.dagster_run_id} (Dagster home {settings.dagster_home}; `pathrag dev` shows it)",
                   highlight=False)
     return report
+
+
+def _console():
+    from pathrag_pipeline.cli.common import console
+
+    return console
+
+
+class ServiceIndexer:
+    """`pathrag index` run inside the home's query service (`pathrag serve`), which ``pathrag index`` hands its
+    run to when one runs with the same settings (``POST /index``, ``query/service.py``).
+
+    Why: a one-file edit in a new process spent about 7 of its 9.5 s before and around the work (imports of
+    Dagster, openai and LanceDB, the Dagster instance, DuckDB's first opens), and the same edit in a process
+    that had them took 2.9 s (issue 64). The run is the same Dagster run (`index_folder`, trigger ``cli``) with
+    the same no-op check, lock and report; the service keeps one Dagster instance for its runs and renders the
+    report as the CLI would print it, for the caller's terminal (width, colour). One run at a time; asks keep
+    being answered meanwhile (they wait for the file only while the run writes it, as they would from another
+    process)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._instance = None
+
+    def warm(self) -> None:
+        """Import the job and the model client and open the instance before the first request (the service calls
+        this in a thread after it starts answering asks): the first edit otherwise paid them, 6.8 s against 3.5."""
+        with self._lock:
+            self._kept_instance()
+            from pathrag_pipeline.llm.client import llm_from_settings
+
+            if llm_from_settings(self.settings) is not None:
+                import instructor  # noqa: F401 - imported for the first run's extraction
+                import openai  # noqa: F401
+
+    def _kept_instance(self):
+        if self._instance is None:
+            from assets.runs import instance_for
+
+            self._instance = instance_for(self.settings)
+        return self._instance
+
+    def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+        from io import StringIO
+
+        from rich.console import Console
+
+        from pathrag_pipeline.cli.lazy import expected_failure
+        from pathrag_pipeline.errors import PipelineError
+
+        folder = Path(str(request["folder"]))
+        color = bool(request.get("color"))
+        buffer = StringIO()
+        out = Console(file=buffer, width=int(request.get("width") or 200), force_terminal=color,
+                      color_system="standard" if color else None, highlight=False)
+        with self._lock:
+            try:
+                report = _run_index(self.settings, folder, "cli", replace_folder=bool(request.get("replace")),
+                                    retry_failed=bool(request.get("retry_failed")), out=out,
+                                    instance=self._kept_instance())
+            except Exception as exc:
+                message = expected_failure(exc)
+                if message is not None:   # the caller prints it as its own one-line error
+                    raise PipelineError(message) from None
+                if self._instance is not None:   # a broken instance is not kept for the next run
+                    self._instance.dispose()
+                    self._instance = None
+                raise
+        return {"printed": buffer.getvalue(), "unembedded": _unembedded(report),
+                "dagster_run_id": getattr(report, "dagster_run_id", None)}
+
+    def close(self) -> None:
+        with self._lock:
+            if self._instance is not None:
+                self._instance.dispose()
+                self._instance = None
+
+
+def _unembedded(report) -> int:
+    return report.embeddings.failed if report is not None and report.embeddings is not None else 0
+
+
+def _index_in_service(settings: Settings, folder: Path, replace_folder: bool, retry_failed: bool) -> dict | None:
+    """The reply of the home's query service after it ran this index (``ServiceIndexer``), or None when the caller
+    must run it itself: no service, one with other settings (one stderr line says so) or one that cannot index."""
+    import os
+    import shutil
+
+    from pathrag_pipeline.cli.terminal import PIPED_WIDTH
+    from pathrag_pipeline.query import service_client
+
+    tty = sys.stdout.isatty()
+    request = {"folder": str(folder), "replace": replace_folder, "retry_failed": retry_failed,
+               "width": shutil.get_terminal_size().columns if tty else PIPED_WIDTH,
+               "color": tty and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"}
+    try:
+        return service_client.index(settings.home, settings.public(), request)
+    except service_client.ServiceUnavailable as exc:
+        if not exc.quiet:
+            click.echo(f"{exc}; indexing in this process", err=True)
+        return None
+    except service_client.ServiceError as exc:
+        if str(exc).startswith("no /index"):   # a service started before it could index
+            return None
+        raise click.ClickException(str(exc)) from None
 
 
 REPLACE_HELP = ("Index this folder in place of the one PATHRAG_HOME holds (its documents not found here are "
@@ -250,17 +364,30 @@ REPLACE_HELP = ("Index this folder in place of the one PATHRAG_HOME holds (its d
 @click.option("--retry-failed", is_flag=True,
               help="Also extract the chunks that failed 3 runs in a row with this model and settings (left alone "
                    "otherwise until their text, the model or the LLM mode or output cap change).")
+@click.option("--local", is_flag=True,
+              help="Index in this process even when a query service (`pathrag serve`) runs for the home.")
 def index(path: Path, triples: Path | None, reembed: bool, runless: bool, replace_folder: bool,
-          retry_failed: bool) -> None:
+          retry_failed: bool, local: bool) -> None:
     """Index the documents under PATH: only new or changed files are processed, deleted ones are removed.
 
-    A PATHRAG_HOME indexes one folder: another folder, or an empty one, is refused unless --replace."""
+    A PATHRAG_HOME indexes one folder: another folder, or an empty one, is refused unless --replace. When a
+    query service (`pathrag serve`) runs for the home with the same settings, it runs the index (the same
+    Dagster run, without this process's start-up); --local, --runless, --triples and --reembed run it here."""
     settings = load_settings(docs=path.resolve())
-    report = _run_index(settings, path.resolve(), "cli", triples=triples, reembed=reembed, runless=runless,
-                        replace_folder=replace_folder, retry_failed=retry_failed)
-    console.print(f"Stored in {settings.duckdb_path} and {settings.lancedb_location}. "
-                  "Query it with: pathrag sql \"SELECT name, type FROM entities LIMIT 10\"", highlight=False, markup=False)
-    unembedded = report.embeddings.failed if report is not None and report.embeddings is not None else 0
+    served = None
+    if not (local or runless or triples or reembed):
+        served = _index_in_service(settings, path.resolve(), replace_folder, retry_failed)
+    if served is not None:
+        sys.stdout.write(served["printed"])
+        sys.stdout.flush()
+        click.echo("indexed by the query service (`pathrag serve`); --local indexes in this process", err=True)
+        unembedded = int(served.get("unembedded") or 0)
+    else:
+        report = _run_index(settings, path.resolve(), "cli", triples=triples, reembed=reembed, runless=runless,
+                            replace_folder=replace_folder, retry_failed=retry_failed)
+        unembedded = _unembedded(report)
+    click.echo(f"Stored in {settings.duckdb_path} and {settings.lancedb_location}. "
+               "Query it with: pathrag sql \"SELECT name, type FROM entities LIMIT 10\"")
     if unembedded:
         # partial is partial (issue 61): the rows are kept and embedded by the next run, but this one did not finish
         raise click.ClickException(f"partial: {unembedded} row(s) were left unembedded (their batches failed, "
@@ -276,8 +403,10 @@ def quickstart(replace_folder: bool) -> None:
 
     Refused when PATHRAG_HOME holds another folder: set PATHRAG_HOME to a new folder for the sample, or
     pass --replace."""
+    from pathrag_pipeline.cli.inspect import print_status
     from pathrag_pipeline.index.pipeline import describe_mode
 
+    console = _console()
     settings = load_settings(docs=SAMPLE_DOCS)
     console.print(f"[bold]PathRAG quickstart[/bold]: sample documents in {esc(SAMPLE_DOCS)}")
     mode = describe_mode(settings)

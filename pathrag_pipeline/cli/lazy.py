@@ -80,28 +80,32 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             _interrupted(ctx)
-        except (PipelineError, FileNotFoundError) as exc:
-            raise click.ClickException(str(exc)) from None
         except Exception as exc:
             if _dagster_interrupted(exc):
                 _interrupted(ctx)
-            failure = _dagster_failure(exc)
-            if failure is not None:   # a step's expected failure, already one line (assets/failures.py)
-                raise click.ClickException(failure) from None
-            full = disk_full_cause(exc)
-            if full is not None:
-                raise click.ClickException(disk_full_message(full)) from None
-            missing = _missing_table(exc)
-            if missing is not None:
-                raise click.ClickException(missing) from None
-            damaged = damaged_store(exc)
-            if damaged is not None:
-                raise click.ClickException(damaged) from None
+            message = expected_failure(exc)
+            if message is not None:
+                raise click.ClickException(message) from None
             raise
         except BaseException as exc:   # Dagster's interrupt error is a BaseException, like KeyboardInterrupt
             if type(exc).__name__ == "DagsterExecutionInterruptedError":
                 _interrupted(ctx)
             raise
+
+
+def expected_failure(exc: Exception) -> str | None:
+    """The one line a command shows for an expected failure (``errors.PipelineError``, a missing file, a failed
+    Dagster step's own error, a full disk, a table the home lacks, a damaged store); None for a bug, which keeps
+    its traceback. The query service says the same line for an index run handed to it."""
+    if isinstance(exc, (PipelineError, FileNotFoundError)):
+        return str(exc)
+    failure = _dagster_failure(exc)
+    if failure is not None:   # a step's expected failure, already one line (assets/failures.py)
+        return failure
+    full = disk_full_cause(exc)
+    if full is not None:
+        return disk_full_message(full)
+    return _missing_table(exc) or damaged_store(exc)
 
 
 # What each store says when its bytes are damaged (DuckDB's checksum, SQLite's, Lance's reads of a cut file), and

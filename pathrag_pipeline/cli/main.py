@@ -16,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "ask": ("pathrag_pipeline.cli.ask", "ask",
             "Answer QUESTION from the index; the query is logged in the queries/path_traces tables."),
     "serve": ("pathrag_pipeline.cli.serve", "serve",
-              "Answer `pathrag ask` (and HTTP POST /ask) for PATHRAG_HOME from one long-lived process."),
+              "Answer `pathrag ask` and run `pathrag index` for PATHRAG_HOME from one long-lived process."),
     "page": ("pathrag_pipeline.cli.serve", "page",
              "Open the query service's page (ask, see the paths drawn, earlier asks) in a browser."),
     "sql": ("pathrag_pipeline.cli.inspect", "sql",

@@ -1,7 +1,8 @@
-"""`pathrag serve`: keep the query engine loaded for a home so every `pathrag ask` skips its start-up.
+"""`pathrag serve`: keep the query engine loaded for a home so every `pathrag ask` skips its start-up, and
+run the home's `pathrag index` runs (``cli/indexing.ServiceIndexer``) without theirs.
 
-The service and its protocol are in ``query/service.py``; `pathrag ask` finds it through
-``PATHRAG_HOME/query_service.json`` and answers locally when it is gone or runs with other settings.
+The service and its protocol are in ``query/service.py``; `pathrag ask` and `pathrag index` find it through
+``PATHRAG_HOME/query_service.json`` and work locally when it is gone or runs with other settings.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ query_process_threads()
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Queries answered at once (default: one per core offline, PATHRAG_LLM_MAX_CONCURRENCY with an LLM).")
 def serve(host: str, port: int, workers: int | None) -> None:
-    """Answer `pathrag ask` (and HTTP POST /ask) for PATHRAG_HOME from one long-lived process."""
+    """Answer `pathrag ask` and run `pathrag index` for PATHRAG_HOME from one long-lived process."""
+    from pathrag_pipeline.cli.indexing import ServiceIndexer
     from pathrag_pipeline.query.service import ServiceStartError
     from pathrag_pipeline.query.service import serve as run
 
@@ -34,11 +36,12 @@ def serve(host: str, port: int, workers: int | None) -> None:
 
     def ready(info) -> None:
         click.echo(f"query service for {settings.home} at {info.url} (token in "
-                   f"{settings.home / 'query_service.json'}); `pathrag ask` uses it, `pathrag page` opens its page "
-                   "in a browser. Ctrl-C or SIGTERM stops it.", err=True)
+                   f"{settings.home / 'query_service.json'}); `pathrag ask` and `pathrag index` use it, `pathrag "
+                   "page` opens its page in a browser. Ctrl-C or SIGTERM stops it.", err=True)
 
     try:
-        answered = run(settings, host=host, port=port, workers=workers, ready=ready)
+        answered = run(settings, host=host, port=port, workers=workers, ready=ready,
+                       indexer=ServiceIndexer(settings))
     except ServiceStartError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"query service stopped after {answered} queries", err=True)

@@ -8,6 +8,9 @@ LanceDB tables are reopened at their latest version, so answers always come from
 
 Protocol: HTTP on 127.0.0.1 (standard library ``http.server``), ``POST /ask`` with ``{"question", "mode",
 "options"}`` (the ``PathRAG.query`` keyword options) returning ``QueryResult.to_dict()``; ``GET /health``.
+``POST /index`` with ``{"folder", "replace", "retry_failed", "width", "color"}`` runs `pathrag index` in the
+service (``indexer``, given by `pathrag serve`: ``cli/indexing.ServiceIndexer``, a Dagster run, one at a time)
+and returns ``{"printed", "unembedded", "dagster_run_id"}``; a service started without one answers 404.
 Every request carries ``Authorization: Bearer TOKEN``; the token is in ``PATHRAG_HOME/query_service.json``,
 readable by its owner only (``service_client``), so the service answers whoever can read the home and nobody
 else. Nothing of a request is logged but its query id, mode and time.
@@ -51,7 +54,6 @@ from pathrag_pipeline.query.service_client import (
     MAX_REQUEST_BYTES,
     ServiceInfo,
     live_service,
-    query_settings,
     remove_info,
     write_info,
 )
@@ -93,10 +95,12 @@ def _client_error(exc: BaseException) -> bool:
 class QueryService:
     """The engine, its work queue and workers; ``serve`` wires it to HTTP and signals."""
 
-    def __init__(self, settings: Settings, *, workers: int | None = None, log: Log = lambda _: None) -> None:
+    def __init__(self, settings: Settings, *, workers: int | None = None, log: Log = lambda _: None,
+                 indexer: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         from pathrag_pipeline.query.engine import PathRAG
 
         self.settings = settings
+        self.indexer = indexer
         self.rag = PathRAG(settings, record=False, asked_from="pathrag serve")
         self.log = log
         self.workers = workers or (offline_workers() if self.rag.llm is None else settings.llm_max_concurrency)
@@ -358,6 +362,9 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
                 return
             if not self._authorised():
                 return
+            if self.path == "/index" and service.indexer is not None:
+                self._index()
+                return
             if self.path != "/ask":
                 self._reply(404, {"error": f"no {self.path}: use POST /ask or GET /health"})
                 return
@@ -384,6 +391,33 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
                     self._reply(500, {"error": f"the query failed in the service ({type(exc).__name__}: {exc})"})
                 return
             self._reply(200, result.to_dict())
+
+        def _index(self) -> None:
+            body = self._body("application/json")
+            if body is None:
+                return
+            try:
+                data = json.loads(body)
+                if not isinstance(data, dict) or not isinstance(data.get("folder"), str):
+                    raise TypeError("folder must be text")
+            except (ValueError, TypeError) as exc:
+                self._reply(400, {"error": f"not an index request ({exc}): send {{\"folder\": \"...\"}}"})
+                return
+            started = time.perf_counter()
+            try:
+                reply = service.indexer(data)
+            except Exception as exc:  # noqa: BLE001 - the caller shows it; the service keeps serving
+                from pathrag_pipeline.errors import PipelineError
+
+                if isinstance(exc, (PipelineError, ConfigError)):
+                    self._reply(400, {"error": str(exc)})
+                else:
+                    service.log(f"index failed: {type(exc).__name__}: {exc}")
+                    self._reply(500, {"error": f"the index run failed in the service ({type(exc).__name__}: {exc})"})
+                return
+            service.log(f"index of {data['folder']} in {time.perf_counter() - started:.1f} s "
+                        f"(Dagster run {reply.get('dagster_run_id') or 'none: up to date'})")
+            self._reply(200, reply)
 
     return Handler
 
@@ -456,8 +490,10 @@ class _Server(ThreadingHTTPServer):
 
 def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers: int | None = None,
           log: Log = lambda m: print(m, file=sys.stderr, flush=True), ready: Callable[[ServiceInfo], None] | None = None,
-          stop: threading.Event | None = None) -> int:
-    """Serve the home of ``settings`` until SIGTERM, SIGINT or ``stop``; returns the queries answered."""
+          stop: threading.Event | None = None, indexer: Any = None) -> int:
+    """Serve the home of ``settings`` until SIGTERM, SIGINT or ``stop``; returns the queries answered. ``indexer``
+    (a callable taking an index request; its ``warm()`` runs in a thread once asks are answered, its ``close()``
+    at the end) makes ``POST /index`` run index runs here."""
     from pathrag_pipeline.storage.process_identity import describe, identity
 
     home = settings.home
@@ -466,7 +502,7 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers
         raise ServiceStartError(f"a query service already serves {home} at {running.url} "
                                 f"({describe(running.process)}); stop it first")
     home.mkdir(parents=True, exist_ok=True)
-    service = QueryService(settings, workers=workers, log=log)
+    service = QueryService(settings, workers=workers, log=log, indexer=indexer)
     service.warm()
     try:
         server = _Server((host, port), _handler(service, token := secrets.token_urlsafe(32)))
@@ -475,7 +511,7 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers
             from None
     bound_host, bound_port = server.server_address[:2]
     info = ServiceInfo(url=f"http://{bound_host}:{bound_port}", token=token, process=identity(),
-                       settings=query_settings(settings.public()),
+                       settings=settings.public(),
                        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     stop = stop or threading.Event()
     previous = {}
@@ -488,6 +524,8 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers
     write_info(home, info)
     if ready is not None:
         ready(info)
+    if hasattr(indexer, "warm"):
+        threading.Thread(target=_warm_indexer, args=(indexer, log), name="pathrag-index-warm", daemon=True).start()
     try:
         while not stop.wait(1.0):
             pass
@@ -496,9 +534,18 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers
         server.shutdown()
         server.server_close()
         service.stop()
+        if hasattr(indexer, "close"):
+            indexer.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return service.answered
+
+
+def _warm_indexer(indexer: Any, log: Log) -> None:
+    try:
+        indexer.warm()
+    except Exception as exc:  # noqa: BLE001 - the first index request tries again and says why
+        log(f"index runs not warmed up: {type(exc).__name__}: {exc}")
 
 
 def wait_ready(home, timeout: float = 60.0) -> ServiceInfo:

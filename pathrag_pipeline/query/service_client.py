@@ -5,9 +5,10 @@ not pay the engine's imports (LanceDB's client, DuckDB, igraph: about 2 s of the
 on 2 cores). Standard library only, plus ``config`` and ``storage.process_identity`` (both light).
 
 The service describes itself in ``PATHRAG_HOME/query_service.json`` (mode 0600, removed when it stops):
-its URL, a random token every request must carry, its process identity and the query-relevant settings it
-runs with (``Settings.public()`` fields, so never a secret). A client uses it only when that process is alive
-and its settings equal the client's; otherwise the caller answers in its own process.
+its URL, a random token every request must carry, its process identity and the settings it runs with
+(``Settings.public()``, so never a secret). A client uses it only when that process is alive and the settings
+its request depends on equal the client's (an ask: ``QUERY_SETTINGS``; an index: every setting but the folder,
+``index_mismatch``); otherwise the caller does the work in its own process.
 """
 
 from __future__ import annotations
@@ -107,7 +108,15 @@ def settings_mismatch(info: ServiceInfo, public: dict[str, Any]) -> list[str]:
     return [k for k in QUERY_SETTINGS if info.settings.get(k) != mine.get(k)]
 
 
-def call(info: ServiceInfo, path: str, payload: dict[str, Any] | None = None, timeout: float = 600.0) -> dict[str, Any]:
+def index_mismatch(info: ServiceInfo, public: dict[str, Any]) -> list[str]:
+    """Names of the settings whose values differ between the service and a caller that would hand it an index
+    run: every setting but the folder (``docs``, which the request names). A service whose description holds
+    only the query settings (written before it could index) differs in the rest, so it is not handed one."""
+    return sorted(k for k in set(public) | set(info.settings) if k != "docs" and info.settings.get(k) != public.get(k))
+
+
+def call(info: ServiceInfo, path: str, payload: dict[str, Any] | None = None,
+         timeout: float | None = 600.0) -> dict[str, Any]:
     """POST ``payload`` (GET when None) to the service; the decoded JSON reply. Connection faults raise
     ``ServiceUnavailable``; an error reply (4xx/5xx with ``{"error": ...}``) raises ``ServiceError``."""
     parts = urlsplit(info.url)
@@ -140,17 +149,37 @@ def ask(home: Path, public: dict[str, Any], question: str, mode: str, options: d
     """Answer through the home's service: the result as ``QueryResult.to_dict()``. Raises ``ServiceUnavailable``
     when there is no live service with the caller's settings (the caller answers itself), ``ServiceError`` when
     the service refused or failed the query."""
-    from pathrag_pipeline.storage.process_identity import describe, is_alive
-
-    info = read_info(home)
-    if info is None:
-        raise ServiceUnavailable("no query service runs for this home", quiet=True)
-    if is_alive(info.process) is False:   # killed without cleaning up: its file must not send every ask here
-        remove_info(home, info.token)
-        raise ServiceUnavailable(f"the query service recorded in {service_file(home)} is gone "
-                                 f"({describe(info.process)}; removed)")
+    info = _running(home)
     differ = settings_mismatch(info, public)
     if differ:
         raise ServiceUnavailable(f"the query service at {info.url} runs with other settings "
                                  f"({', '.join('PATHRAG_' + k.upper() for k in differ)})")
     return call(info, "/ask", {"question": question, "mode": mode, "options": options})
+
+
+def _running(home: Path) -> ServiceInfo:
+    """The home's live service; ``ServiceUnavailable`` when there is none (quiet) or its process is gone (its
+    description, which would otherwise send every request there, is removed)."""
+    from pathrag_pipeline.storage.process_identity import describe, is_alive
+
+    info = read_info(home)
+    if info is None:
+        raise ServiceUnavailable("no query service runs for this home", quiet=True)
+    if is_alive(info.process) is False:
+        remove_info(home, info.token)
+        raise ServiceUnavailable(f"the query service recorded in {service_file(home)} is gone "
+                                 f"({describe(info.process)}; removed)")
+    return info
+
+
+def index(home: Path, public: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    """Hand an index run to the home's service (``POST /index``): its reply (``printed``, the report as the CLI
+    prints it, and a few figures). Raises ``ServiceUnavailable`` when no live service runs with the caller's
+    settings, ``ServiceError`` when it refused or failed the run. No timeout: a run takes as long as its folder."""
+    info = _running(home)
+    differ = index_mismatch(info, public)
+    if differ:
+        raise ServiceUnavailable(f"the query service at {info.url} runs with other settings "
+                                 f"({', '.join('PATHRAG_' + k.upper() for k in differ[:6])}"
+                                 f"{', ...' if len(differ) > 6 else ''})")
+    return call(info, "/index", request, timeout=None)
