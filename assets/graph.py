@@ -15,7 +15,6 @@ from assets.ingestion import DUCKDB_POOL, md_table
 from assets.resources import PathragResource, RunReports
 from pathrag_pipeline.index.embedding_stage import embedding_rows
 from pathrag_pipeline.index.pipeline import embedding_stage, graph_stage, holds_file
-from pathrag_pipeline.llm.embedding import is_offline as is_offline_embedder
 from pathrag_pipeline.storage.vector_store import VectorStore
 
 
@@ -88,15 +87,13 @@ def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: 
         yield from _graph(context, pathrag, reports, settings, store)
 
 
-def _held(store, settings, reports, *, triples=None, reembed: bool = False, embedding: bool = False):
+def _held(store, settings, reports, *, triples=None, reembed: bool = False):
     """One DuckDB connection for the step's many short ones (``Store.holding``), on the terms ``run_indexing``
-    holds it: an offline run whose ingest wrote few chunks (``pipeline.holds_file``), told by the ingest report of
+    holds it: a run whose ingest wrote few chunks (``pipeline.holds_file``), told by the ingest report of
     this in-process run (`pathrag index`). A run launched from the UI, sensor or schedule keeps no reports and
     holds nothing, as before."""
     sync = reports.get("sync")
     if sync is None or not holds_file(settings, sync, triples=triples, reembed=reembed):
-        return contextlib.nullcontext()
-    if embedding and not is_offline_embedder(settings):
         return contextlib.nullcontext()
     return store.holding()
 
@@ -137,23 +134,23 @@ class EmbeddingsConfig(dg.Config):
 def embeddings(context: dg.AssetExecutionContext, config: EmbeddingsConfig, pathrag: PathragResource,
                reports: dg.ResourceParam[RunReports]):
     settings, store = pathrag.settings(), pathrag.store()
-    with _held(store, settings, reports, reembed=config.reembed, embedding=True):
+    with _held(store, settings, reports, reembed=config.reembed):
         stage = embedding_stage(settings, store, reembed=config.reembed)
-    reports.put("embeddings", stage)
-    report = stage.embeddings
-    meta = {"embedder": report.embedder, "dim": report.dim, "embedded": report.embedded,
-            "alias_candidates": stage.aliases.candidates, "new_aliases": stage.aliases.new_aliases,
-            "removed_aliases": stage.aliases.removed_aliases}
-    for table, st in report.tables.items():
-        meta[f"{table}_rows"] = st.total
-        meta[f"{table}_embedded"] = st.embedded
-        meta[f"{table}_deleted"] = st.deleted
-        meta[f"{table}_failed"] = st.failed
-    for err in report.errors:
-        context.log.warning(f"embedding batch failed (retried next run): {err}")
-    meta["dagster/row_count"] = sum(st.total for st in report.tables.values())
-    yield dg.MaterializeResult(metadata=meta)
-    yield embedding_keys_match(pathrag)
+        reports.put("embeddings", stage)
+        report = stage.embeddings
+        meta = {"embedder": report.embedder, "dim": report.dim, "embedded": report.embedded,
+                "alias_candidates": stage.aliases.candidates, "new_aliases": stage.aliases.new_aliases,
+                "removed_aliases": stage.aliases.removed_aliases}
+        for table, st in report.tables.items():
+            meta[f"{table}_rows"] = st.total
+            meta[f"{table}_embedded"] = st.embedded
+            meta[f"{table}_deleted"] = st.deleted
+            meta[f"{table}_failed"] = st.failed
+        for err in report.errors:
+            context.log.warning(f"embedding batch failed (retried next run): {err}")
+        meta["dagster/row_count"] = sum(st.total for st in report.tables.values())
+        yield dg.MaterializeResult(metadata=meta)
+        yield embedding_keys_match(pathrag, store)   # on the step's held connection
 
 
 def relations_have_entities(store) -> dg.AssetCheckResult:
@@ -179,11 +176,11 @@ def graph_has_provenance(store) -> dg.AssetCheckResult:
                                metadata={f"{t}_without_provenance": n for t, n in missing.items()})
 
 
-def embedding_keys_match(pathrag: PathragResource) -> dg.AssetCheckResult:
+def embedding_keys_match(pathrag: PathragResource, store=None) -> dg.AssetCheckResult:
     """LanceDB keys equal DuckDB keys for entities, relations and chunks."""
     settings = pathrag.settings()
     vectors = VectorStore.for_settings(settings)
-    expected = embedding_rows(pathrag.store())
+    expected = embedding_rows(store or pathrag.store())
     meta, passed = {}, True
     for table, rows in expected.items():
         duck = {r[0] for r in rows}

@@ -92,14 +92,16 @@ def ingest(context: dg.AssetExecutionContext, config: IngestConfig, pathrag: Pat
         context.instance.add_run_tags(context.run_id, {FAILED_FILES_TAG: str(len(failed))})
     for warning in sync.warnings[:FAILED_FILES_SHOWN]:
         context.log.warning(warning)
-    with store.connect(read_only=True) as con:
-        docs = con.execute("SELECT count(*) FROM documents").fetchone()[0]
-        chunks = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
-        doc_preview = _preview(con, "SELECT id, title, format, status, left(error, 80) AS error, length(text) AS chars "
-                                    "FROM documents ORDER BY updated_at DESC, id LIMIT 10")
-        chunk_preview = _preview(con, "SELECT id, document_id, ordinal, section, token_count, left(text, 80) AS text "
-                                      "FROM chunks ORDER BY document_id, ordinal LIMIT 10")
-        template_count = con.execute("SELECT count(*) FROM template_lines").fetchone()[0]
+    with store.reading():   # the step's reads and its check on one read connection
+        with store.connect(read_only=True) as con:
+            docs = con.execute("SELECT count(*) FROM documents").fetchone()[0]
+            chunks = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            doc_preview = _preview(con, "SELECT id, title, format, status, left(error, 80) AS error, length(text) AS chars "
+                                        "FROM documents ORDER BY updated_at DESC, id LIMIT 10")
+            chunk_preview = _preview(con, "SELECT id, document_id, ordinal, section, token_count, left(text, 80) AS text "
+                                          "FROM chunks ORDER BY document_id, ordinal LIMIT 10")
+            template_count = con.execute("SELECT count(*) FROM template_lines").fetchone()[0]
+        check = documents_parse_cleanly(store)
     yield dg.MaterializeResult(asset_key="documents", metadata={
         "trigger": trigger_of(context.run.tags),
         "folder": sync.folder,
@@ -115,7 +117,7 @@ def ingest(context: dg.AssetExecutionContext, config: IngestConfig, pathrag: Pat
     yield dg.MaterializeResult(asset_key="chunks", metadata={
         "chunks_written": sync.chunks_written, "dagster/row_count": chunks, "template_lines": template_count,
         "preview": chunk_preview})
-    yield documents_parse_cleanly(store)
+    yield check
 
 
 def documents_parse_cleanly(store) -> dg.AssetCheckResult:

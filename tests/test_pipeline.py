@@ -1,6 +1,8 @@
 """The whole indexing pipeline, offline: incremental at every stage, aliases, deletions, bad settings."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -229,28 +231,36 @@ def test_an_offline_edit_opens_the_file_once_for_its_graph_and_embedding_stages(
         assert con.execute("SELECT count(*) FROM entities WHERE name = 'Agnes Morrow'").fetchone()[0] == 1
 
 
-def test_a_model_embedder_runs_with_the_file_released(setup, monkeypatch):
-    """The hold covers the graph stage only when the embedder is not the offline one: a model or an endpoint
-    embeds while other processes can open the file (the embedding stage's own short connections)."""
+def test_a_model_embedder_embeds_with_the_file_released(setup, monkeypatch):
+    """A small run holds one connection for its embedding stage too, but a model or an endpoint embeds with it
+    closed (``Store.released``): other processes can open the file while it works."""
     from pathrag_pipeline.index import pipeline
+    from pathrag_pipeline.llm.embedding import HashingEmbedder
 
     settings, docs = setup
     run_indexing(settings)
     monkeypatch.setattr(pipeline, "is_offline_embedder", lambda _settings: False)
-    held_during: list[bool] = []
-    real_stage = pipeline.embedding_stage
+    stores, seen = [], []
+    real_stage, real_embed = pipeline.embedding_stage, HashingEmbedder.embed
 
     def stage(settings, store, **kwargs):
-        held_during.append(getattr(store._holding, "active", False))
+        stores.append(store)
+        seen.append(("stage", store._holding.active))
         return real_stage(settings, store, **kwargs)
 
+    def embed(self, texts):
+        seen.append(("embed", stores[-1]._holding.active or stores[-1]._holding.con is not None))
+        return real_embed(self, texts)
+
     monkeypatch.setattr(pipeline, "embedding_stage", stage)
+    monkeypatch.setattr(HashingEmbedder, "embed", embed)
     (docs / "railway.md").write_text("# Railway\n\nThomas Greaves built the Varne Valley Railway to Hesketh Mill.\n")
     assert run_indexing(settings).extraction.extracted == 1
-    assert held_during == [False]
+    assert seen[0] == ("stage", True) and len(seen) > 1
+    assert {held for kind, held in seen[1:]} == {False}, seen
 
 
-def test_only_small_offline_runs_hold_the_file(setup):
+def test_only_small_runs_hold_the_file(setup):
     from pathrag_pipeline.index.pipeline import HOLD_MAX_CHUNKS, holds_file
     from pathrag_pipeline.ingest.folder_sync import Plan, SyncReport
 
@@ -265,7 +275,30 @@ def test_only_small_offline_runs_hold_the_file(setup):
     assert not holds_file(settings, sync(1), triples=docs / "triples.jsonl")
     online = Settings.from_env(env={"PATHRAG_LLM_BASE_URL": "http://127.0.0.1:9/v1", "PATHRAG_LLM_MODEL": "m"},
                                home=settings.home, docs=docs)
-    assert not holds_file(online, sync(1))                              # LLM calls never hold the file
+    assert holds_file(online, sync(1))   # the extraction lets go of it while the model works (next test)
+
+
+def test_a_small_llm_run_lets_go_of_the_file_while_the_model_works(setup, openai_server):
+    """Another process can open the DuckDB file while the model extracts (``Store.released`` in the extraction
+    stage), though the run holds one connection for its graph and embedding stages around it (issue 64)."""
+    from dataclasses import replace
+
+    settings, docs = setup
+    online = replace(settings, llm_base_url=openai_server.base_url, llm_model="fake-chat")
+    opened: list[str] = []
+
+    def responder(request):
+        if len(opened) < 2:   # a probe or two: every call waits in the same place
+            probe = subprocess.run([sys.executable, "-c", "import duckdb, sys; "
+                                    "duckdb.connect(sys.argv[1], read_only=True).close(); print('opened')",
+                                    str(online.duckdb_path)], capture_output=True, text=True, timeout=120)
+            opened.append(probe.stdout.strip() or probe.stderr.strip().splitlines()[-1])
+        return json.dumps({"entities": [], "relations": []})
+
+    openai_server.chat_responder = responder
+    report = run_indexing(online)
+    assert report.extraction.calls > 0 and report.extraction.failed == 0
+    assert opened and set(opened) == {"opened"}
 
 
 @pytest.mark.e2e

@@ -22,6 +22,7 @@ and nothing else, on its next index run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -153,7 +154,8 @@ def _convert_ledger(con: duckdb.DuckDBPyConnection) -> None:
 
 def sync_embeddings(store: Store, vectors: VectorStore, embedder: Embedder,
                     tables: tuple[str, ...] = ("entities", "relations", "chunks"),
-                    batch_rows: int = SYNC_BATCH_ROWS, *, forget_synced: bool = False) -> EmbeddingReport:
+                    batch_rows: int = SYNC_BATCH_ROWS, *, forget_synced: bool = False,
+                    release_while_embedding: bool = False) -> EmbeddingReport:
     """Make each LanceDB table hold exactly its DuckDB rows, sending only what changed since the last sync.
 
     A sync whose tables each send at most ``batch_rows`` rows (an edit) plans every table and fetches their rows
@@ -162,10 +164,14 @@ def sync_embeddings(store: Store, vectors: VectorStore, embedder: Embedder,
     the rows it wrote unrecorded: the next run sends them again (every row of a table whose LanceDB row count
     or id no longer matches its ledger), and the vector store re-embeds none whose text it already holds.
     Larger syncs fetch and record batch by batch. ``forget_synced``: delete the stage's no-op record (``forget_synced_state``) on the
-    plan's connection, before LanceDB is touched."""
+    plan's connection, before LanceDB is touched. ``release_while_embedding``: a caller holding the file
+    (``Store.holding``) lets go of it while the tables are embedded and written (an embedding model or endpoint
+    may take a while), and holds it again for the ledger."""
     plans = _plan_all(store, vectors, embedder, tables, batch_rows, forget_synced=forget_synced)
     ledger: list[tuple[str, list[tuple[str, str]], list[str]]] = []   # (table, written, deleted) to record
-    stats = {name: _sync_table(store, vectors, embedder, name, batch_rows, plans[name], ledger) for name in tables}
+    with store.released() if release_while_embedding else contextlib.nullcontext():
+        stats = {name: _sync_table(store, vectors, embedder, name, batch_rows, plans[name], ledger)
+                 for name in tables}
     if ledger:
         with store.connect() as con, transaction(con):
             for name, written, deleted in ledger:

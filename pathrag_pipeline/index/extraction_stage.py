@@ -37,6 +37,8 @@ Why it is shaped this way:
 
 from __future__ import annotations
 
+import contextlib
+
 import dataclasses
 import itertools
 import json
@@ -525,10 +527,13 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
     stats.cache_hits += sum(len(group) - 1 for group in by_hash.values())
     abort = None
     if by_hash:
-        abort = _extract_all(store, extractor, by_hash, stats, max_concurrency=max_concurrency,
-                             batch_size=batch_size, progress=progress, abort_after_unavailable=abort_after_unavailable,
-                             min_flush_seconds=min_flush_seconds, meter=meter, processes=processes,
-                             write_share=write_share)
+        # a caller holding the file (``Store.holding``: a small run) lets go of it while a model extracts, which
+        # may take minutes; the plan before and the merge after use the held connection (the offline rules keep it)
+        with store.released() if meter.client is not None else contextlib.nullcontext():
+            abort = _extract_all(store, extractor, by_hash, stats, max_concurrency=max_concurrency,
+                                 batch_size=batch_size, progress=progress,
+                                 abort_after_unavailable=abort_after_unavailable, min_flush_seconds=min_flush_seconds,
+                                 meter=meter, processes=processes, write_share=write_share)
 
     merge_started = time.perf_counter()
     summary_meter = _SummaryMeter(summarise, stats, merge_started)
@@ -548,8 +553,9 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
                     summary_meter.write(con)
                 last_write[0] = time.perf_counter()
 
-        summaries, errors = make_summaries(deferred.requests, summarise, max_description_tokens, max_concurrency,
-                                           on_done=summary_progress)
+        with store.released():
+            summaries, errors = make_summaries(deferred.requests, summarise, max_description_tokens, max_concurrency,
+                                               on_done=summary_progress)
         stats.errors.extend(errors[:5])
         model = getattr(summarise, "identity", None)
         paid = paid_work.append(store.path.parent, paid_work.summary_lines(summaries, model))

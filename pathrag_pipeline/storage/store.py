@@ -345,6 +345,21 @@ class Store:
                 self._holding.active = False
 
     @contextlib.contextmanager
+    def released(self) -> Iterator[None]:
+        """Within ``holding()``: close the held connection for this block, whose ``connect()`` calls open their own
+        as outside it (work that waits on a model: the file stays free for other processes meanwhile); the block
+        after it holds again (reopened by its first ``connect()``). Outside ``holding()``: nothing."""
+        if not getattr(self._holding, "active", False):
+            yield
+            return
+        self._release_held()
+        self._holding.active = False
+        try:
+            yield
+        finally:
+            self._holding.active = True
+
+    @contextlib.contextmanager
     def _held_cursor(self, wait: bool) -> Iterator[duckdb.DuckDBPyConnection]:
         if self._holding.con is None:
             locked = contextlib.ExitStack()
