@@ -224,6 +224,11 @@ class Tally:
     completion_tokens: int = 0
 
 
+def _word_in(key: str, text: str) -> bool:
+    """Whether ``key`` occurs in ``text`` with no word character right before or after it."""
+    return re.search(rf"(?<!\w){re.escape(key)}(?!\w)", text) is not None
+
+
 class PeerModel:
     """The chat responder: one scripted model for the three systems (see the module docstring)."""
 
@@ -231,6 +236,10 @@ class PeerModel:
         self.graphs = list(graphs)
         self.delay = delay   # seconds every chat reply waits (embeddings are not delayed)
         self._names = sorted({n for g in self.graphs for n, _ in g.entities}, key=len, reverse=True)
+        # (name, folded name) of the names keywords() may pick, longest first; matched as words with _word_in.
+        # Compiling a pattern per name per question cost 0.15 s of every keyword call (1,800 names, past re's
+        # cache), a delay that only the systems asking for keywords (ours, LightRAG) paid
+        self._keys = [(n, n.casefold()) for n in self._names if len(n.casefold()) > 2]
         self._texts = [(g, " ".join(g.text.split())) for g in self.graphs]
         self._lock = threading.Lock()
         self.tally: dict[tuple[str, str], Tally] = defaultdict(Tally)
@@ -266,10 +275,8 @@ class PeerModel:
         the question contains (longest first, at most 5), then its other content words (at most 5)."""
         folded = question.casefold()
         low: list[str] = []
-        for name in self._names:
-            key = name.casefold()
-            if len(key) > 2 and re.search(rf"(?<!\w){re.escape(key)}(?!\w)", folded) and \
-                    not any(key in chosen.casefold() for chosen in low):
+        for name, key in self._keys:
+            if key in folded and _word_in(key, folded) and not any(key in chosen.casefold() for chosen in low):
                 low.append(name)
             if len(low) == 5:
                 break
