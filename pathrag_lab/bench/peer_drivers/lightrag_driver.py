@@ -2,7 +2,8 @@
 
 ``index`` inserts every .txt file of ``--docs`` (doc id = file stem); ``edit`` deletes the file's document by id and
 inserts its new text (LightRAG has no update); ``delete`` deletes it by id; ``query`` answers ``--questions`` in one
-process in ``--mode`` (hybrid by default). Storage is LightRAG's default (JSON KV, NanoVectorDB, NetworkX) in
+process in ``--mode`` (hybrid by default). ``edit`` and ``delete`` also report ``step_s``, the work alone (what a
+process that keeps LightRAG loaded would wait). Storage is LightRAG's default (JSON KV, NanoVectorDB, NetworkX) in
 ``--workdir``. Prints ``PEER-RESULT {json}`` last.
 """
 
@@ -42,13 +43,17 @@ async def main() -> None:
         if args.step == "index":
             docs = read_folder(args.docs)
             await rag.ainsert([t for _, _, t in docs], ids=[i for i, _, _ in docs], file_paths=[n for _, n, _ in docs])
-        elif args.step == "edit":
+        elif args.step == "edit":   # step_s: the work alone, as in a process that keeps LightRAG loaded
+            started = time.perf_counter()
             result = await rag.adelete_by_doc_id(args.file.stem)
             out["delete_status"] = getattr(result, "status", str(result))
             await rag.ainsert(args.file.read_text(encoding="utf-8"), ids=args.file.stem, file_paths=args.file.name)
+            out["step_s"] = round(time.perf_counter() - started, 4)
         elif args.step == "delete":
+            started = time.perf_counter()
             result = await rag.adelete_by_doc_id(args.file.stem)
             out["delete_status"] = getattr(result, "status", str(result))
+            out["step_s"] = round(time.perf_counter() - started, 4)
         else:
             questions = json.loads(args.questions.read_text(encoding="utf-8"))
             param = QueryParam(mode=args.mode or "hybrid")
