@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import re
 
 import pytest
@@ -233,6 +234,29 @@ def test_llm_keywords_then_answer_over_openai_server(settings, openai_server):
     stored = _rows(settings, "SELECT provider, model, answer_kind, tokens::VARCHAR FROM queries")
     assert stored[0][:3] == ("openai-compatible", "fake-chat", "llm")
     assert "sk-test-secret" not in json.dumps(result.to_dict()) and "sk-test-secret" not in stored[0][3]
+
+
+def test_the_question_is_embedded_while_the_llm_finds_its_keywords(settings, openai_server):
+    """The retrieval needs the question's vector and the keywords: the vector is asked for in a thread while the
+    keyword call is in flight (issue 64), so an embedding endpoint's round trip hides behind the model's."""
+    embedded_during_keywords = []
+
+    def responder(request):
+        if request.get("response_format") or "keywords" in json.dumps(request["messages"][0]).lower():
+            deadline = time.monotonic() + 10
+            while QUESTION not in rag.embedder._kept and time.monotonic() < deadline:
+                time.sleep(0.01)
+            embedded_during_keywords.append(QUESTION in rag.embedder._kept)
+            return Keywords(low_level=["Aldermere University"], high_level=["founder"]).model_dump_json()
+        return "Helena Voss."
+
+    openai_server.chat_responder = responder
+    rag = PathRAG(Settings(home=settings.home, docs=settings.docs, llm_base_url=openai_server.base_url,
+                           llm_model="fake-chat"))
+    result = rag.query(QUESTION)
+    assert embedded_during_keywords == [True] and result.answer == "Helena Voss."
+    rag.query(QUESTION, mode="hybrid")   # keywords from the memo: no call to hide behind, nothing asked ahead
+    assert openai_server.count("chat") == 3
 
 
 def test_retrieval_only_query_makes_no_answer_call(settings, openai_server):

@@ -165,6 +165,7 @@ class PathRAG:
         self._vectors: VectorStore | None = None
         self._relation_rows: tuple[object, dict[str, int]] | None = None
         self._keyword_memo: dict[str | tuple[str, str], tuple[Keywords, Usage]] = {}
+        self._ahead = None   # the thread pool of ``_embed_ahead``, made on first use
 
     @property
     def vectors(self) -> VectorStore:
@@ -287,6 +288,18 @@ class PathRAG:
         self._keyword_memo[memo_key] = (keywords, result.usage)
         return keywords, result.usage, False
 
+    def _embed_ahead(self, text: str, params: QueryParams):
+        """The question's vector, asked for in a thread while the LLM finds its keywords (the retrieval needs
+        both; ``RecentVectors`` keeps it for the retrieval): with an embedding endpoint or model, its time is
+        hidden behind the keyword call's. None when no keyword call goes to an LLM (nothing to hide behind)."""
+        if self.llm is None or params.keywords == "offline" or text in self._keyword_memo:
+            return None
+        if self._ahead is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._ahead = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pathrag-embed-ahead")
+        return self._ahead.submit(self.embedder.embed, [text])
+
     def _check_vectors(self, table: str) -> None:
         meta = self.vectors.meta(table)
         if meta is None or meta.rows == 0:
@@ -320,9 +333,13 @@ class PathRAG:
             return self._run_neuropath(question, params, clock, started, asked_at, budgets)
         keywords = Keywords(low_level=[], high_level=[])
         if mode != "naive":
+            ahead = self._embed_ahead(text, params)
             with clock.stage("keywords"):
                 keywords, usage, memo = self._keywords(text, params.keywords)
             tokens["keywords"] = _usage(usage, memo)
+            if ahead is not None:
+                with contextlib.suppress(Exception):   # a failed embedding fails again, and says so, where it is used
+                    ahead.result()
 
         # graph, retrieval, pruning and sources read DuckDB three times: one open connection serves them all
         # (opening the file is most of each read's cost), closed before the answer so the file is never held
@@ -330,6 +347,9 @@ class PathRAG:
         reads = contextlib.ExitStack()
         try:
             reads.enter_context(self.store.reading())
+            with contextlib.suppress(FileNotFoundError):   # no vector store: the retrieval says so in its words
+                # each vector table opened once for the query, not at each search (6 openings, ~14 ms a query)
+                reads.enter_context(self.vectors.pinned())
             return self._retrieve_and_answer(question, text, mode, params, budgets, keywords, clock, tokens,
                                              started, asked_at, reads)
         finally:
