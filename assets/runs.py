@@ -28,6 +28,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.automation import RUN_TAGS, index_job
+from assets.event_log_engines import keep_engines
 from assets.failures import original_error
 from assets.graph import embeddings, graph
 from assets.ingestion import TRIGGER_TAG, ingest
@@ -44,9 +45,10 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def instance_for(settings: Settings) -> dg.DagsterInstance:
-    """The persistent instance in PATHRAG_HOME/dagster (created, with its dagster.yaml, on first use)."""
+    """The persistent instance in PATHRAG_HOME/dagster (created, with its dagster.yaml, on first use), its SQLite
+    event log keeping one engine per shard (``event_log_engines``)."""
     ensure_dagster_yaml(settings.dagster_home)
-    return dg.DagsterInstance.from_config(str(settings.dagster_home))
+    return keep_engines(dg.DagsterInstance.from_config(str(settings.dagster_home)))
 
 
 def index_folder(settings: Settings, *, trigger: str = "python", triples: Path | None = None,

@@ -7,11 +7,16 @@ fold tables, so piped output gets a wide fixed width instead.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 PIPED_WIDTH = 200
 
 
-def make_console() -> Console:
+def make_console() -> "Console":
+    from rich.console import Console   # here, not at import: `pathrag index` handing its run to the service reads
+    # PIPED_WIDTH and prints the service's text without rich
+
     return Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)
