@@ -265,14 +265,16 @@ class ServiceIndexer:
 
     def warm(self) -> None:
         """Import the job and the model client and open the instance before the first request (the service calls
-        this in a thread after it starts answering asks): the first edit otherwise paid them, 6.8 s against 3.5."""
+        this in a thread after it starts answering asks): the first edit otherwise paid them, 6.8 s against 3.5.
+        The first run still pays the rest of its first use (Dagster's, LanceDB's, pydantic's schemas): about a
+        second more than the next ones at 200 files (issue 64)."""
         with self._lock:
             self._kept_instance()
             from pathrag_pipeline.llm.client import llm_from_settings
 
-            if llm_from_settings(self.settings) is not None:
-                import instructor  # noqa: F401 - imported for the first run's extraction
-                import openai  # noqa: F401
+            llm = llm_from_settings(self.settings)
+            if llm is not None:
+                llm.prepare()   # openai, instructor and its provider code: 0.3-1 s of a first run otherwise
 
     def _kept_instance(self):
         if self._instance is None:

@@ -228,6 +228,11 @@ class LLMClient:
         return self._clients()[2]
 
     # ---- public API ----------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Build the clients now, without calling the endpoint: a long-lived process (the query service) pays
+        their imports at its start rather than in its first request's time."""
+        self._clients()
+
     @property
     def identity(self) -> dict[str, str]:
         """What produced an output, safe to store with it: endpoint (credentials stripped), model, mode."""
