@@ -160,3 +160,15 @@ def test_a_path_between_entities_the_question_does_not_name_gets_no_hop_preferen
                             max_sentences=1)
     # the sentence stating the hop (Morrow - Hesketh Mill) does not jump ahead of the better-matching one
     assert got.text.endswith("Hesketh Mill measured the river every morning for a century.")
+
+
+def test_the_head_of_the_asked_noun_phrase_says_what_kind_of_fact_answers():
+    """English puts a compound's head last: "what cookie header size" asks for a size (a number), not a header
+    (issue 58: the flask folder's question asked for 4093 and got a code name)."""
+    question = "By default, above what cookie header size in bytes does the server warn?"
+    profile = question_profile(question)
+    assert (profile.expects, profile.focus) == ("number", "size")
+    assert holds_fact("Warn if cookie headers are larger than this. Defaults to `4093`.", profile, question) == 2
+    assert holds_fact("The `Set-Cookie` header carries it.", profile, question) == 0
+    # one kind in the phrase: its first word is the focus, as before ("environment variable")
+    assert question_profile("Which environment variable sets it?").focus == "environment"

@@ -20,7 +20,9 @@ PAGE = f"""<!DOCTYPE html><html><head><title>Gauges — Varne Docs 2.1 documenta
 <p>Call <code class="docutils literal"><span class="pre">read_gauge()</span></code> to read one.</p>
 <h2>Options<a class="headerlink" href="#o">¶</a></h2>
 <dl><dt><code>--interval</code></dt><dd><p>Seconds between two readings. The default is 3600.</p></dd>
-<dt>units</dt><dd><p>The unit of the reading, millimetres by default.</p></dd></dl>
+<dt>units</dt><dd><p>The unit of the reading, millimetres by default.</p></dd>
+<dt><code>STATION_SCHEME</code></dt><dd><p>Use this scheme for the station codes of the readings.</p>
+<p>Default: <code>'kestle'</code></p></dd></dl>
 <ul><li>{PARA}</li><li>The float gauge at Corran Ford drew a continuous trace.</li></ul>
 <table><tr><th>site</th><th>gauge</th></tr><tr><td>Hesketh Mill</td><td>staff</td></tr></table>
 <pre>gauge --interval 60
@@ -49,6 +51,8 @@ def test_furniture_goes_and_structure_stays(tmp_path):
     assert "Call `read_gauge()` to read one." in doc.text           # inline code marked
     assert "`--interval`\n\nSeconds between two readings. The default is 3600." in doc.text   # terms as lines
     assert "`units`\n\nThe unit of the reading" in doc.text         # a one-word term is a name
+    # a definition's short paragraph (trafilatura keeps it inside the definition's item, not as an element alone)
+    assert "Use this scheme for the station codes of the readings.\n\nDefault: `'kestle'`" in doc.text
     assert "The float gauge at Corran Ford drew a continuous trace." in doc.text   # list items kept
     assert "site | gauge\nHesketh Mill | staff" in doc.text
     assert "```\ngauge --interval 60\ngauge --units mm\n```" in doc.text          # code keeps its lines

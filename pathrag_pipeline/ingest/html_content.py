@@ -240,7 +240,10 @@ _TEXT_ELEMENTS = frozenset({"head", "p", "item", "cell", "code", "quote", "row"}
 
 
 def _elements(xml: str) -> list[tuple[bool, tuple[str, ...]]]:
-    """trafilatura's XML as (is a heading, folded words) per text element, outermost ones."""
+    """trafilatura's XML as (is a heading, folded words) per text element: the outermost ones, then each text element
+    nested in one, whole too. A definition's item holds its paragraphs ("Use this scheme ...", then "Default:
+    'http'"): matched only against the item's whole text, a paragraph of under ``SHORT_WORDS`` words inside it was
+    dropped from every Sphinx configuration reference (issue 58: the default values its questions ask for)."""
     from lxml import etree
 
     try:
@@ -257,6 +260,11 @@ def _elements(xml: str) -> list[tuple[bool, tuple[str, ...]]]:
                 words = tuple(_fold(" ".join(child.itertext())))
                 if words:
                     out.append((child.tag == "head", words))
+                for inner in child.iterdescendants():
+                    if inner.tag in _TEXT_ELEMENTS and inner.tag != "head":
+                        words = tuple(_fold(" ".join(inner.itertext())))
+                        if words:
+                            out.append((False, words))
             else:
                 walk(child)
 

@@ -26,8 +26,9 @@ SUPPORTED = frozenset({".txt", ".md", ".markdown", ".mdx", ".rst", ".html", ".ht
 
 # What a parser change is measured by: a home whose documents were read by another PARSER_ID reads every file again
 # once (ingest/folder_sync.parsing_current), so no document keeps text an older parser made. v2: headings, code
-# blocks and inline code marked (text/structure.py), plain-text headings, HTML main content.
-PARSER_ID = "parse-v2"
+# blocks and inline code marked (text/structure.py), plain-text headings, HTML main content. v3: a short paragraph
+# inside a kept list item or definition is kept ("Default: 'http'", html_content._elements).
+PARSER_ID = "parse-v3"
 
 TITLE_MAX_CHARS = 200
 BINARY_SNIFF_BYTES = 8192

@@ -24,6 +24,7 @@ is an extract rather than a generated answer. It quotes few, and the one that an
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -73,6 +74,9 @@ _YEAR_OR_VERSION = re.compile(r"(?<![\w.])(?:1[5-9]\d\d|20\d\d|\d+\.\d+(?:\.\d+)
 _MONTH = re.compile(r"\b(?:January|February|March|April|May|June|July|August|September|October|November|December)\b")
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:of|the|de|von|van|and)?\s*[A-Z][\w'’-]*)*")
 # A sentence opening with one of these speaks of the previous sentence's subject: it also counts that one's terms.
+# a chunk's first line opening so was cut from its sentence: punctuation, or a plain lower-case word not naming a
+# manual page ("git - the stupid content tracker", "git-rebase - Reapply commits": a document's own first line)
+_CUT_OPENING = re.compile(r"[,;:.)\]]|[a-z]+\b(?!-)(?! [-\u2013\u2014] )")
 _ANAPHORIC_OPENER = re.compile(r"^(?:This|These|It|They|Such)\b")
 _PRONOUN_OPENER = re.compile(r"^(?:He|She|It|They|Its|His|Her|Their|This|The (?:module|function|command|option|"
                              r"company|institute|university|journal|bridge|river|village|town|city))\b")
@@ -250,6 +254,17 @@ def question_profile(question: str) -> QuestionProfile:
     if wh in ("which", "what"):
         if after and _stem(after[0]) in ("unit", "units"):
             return QuestionProfile("unit")
+        # the noun right after the question word, up to 3 words: its head is its last noun with a kind ("what cookie
+        # header size ...": a size, a number; not a header)
+        phrase: list[str] = []
+        for word in words[lead + 1:lead + 4]:
+            if word in STOPWORDS or word in ("does", "did", "do", "can"):
+                break
+            phrase.append(word)
+        head = next((w for w in reversed(phrase) if _kind_of(w)), None)
+        if head is not None:   # its focus: the phrase's first word of that kind ("environment variable")
+            kind = _kind_of(head)
+            return QuestionProfile(kind, _stem(next(w for w in phrase if _kind_of(w) == kind)))
         for word in after[:3]:
             kind = _kind_of(word)
             if kind:
@@ -363,6 +378,8 @@ class _Candidate:
     folded: str = ""
     hop: int = 2              # 0: states a path's final hop, 1: another hop, 2: none
     context: set[str] = field(default_factory=set)   # terms of the sentence "This ..." refers to
+    before: str = ""          # the line right before it in its section (a short one or code too), if any
+    after: str = ""           # the line right after it in its section, if any
 
 
 @functools.lru_cache(maxsize=1024)
@@ -372,8 +389,13 @@ def _sentences(text: str) -> tuple[tuple[str, str, list[str], str], ...]:
     opening "This ..." comes with the one before it, whose subject "this" is."""
     units = read_units(text)
     out: list[tuple[str, str, list[str], str]] = []
+    first = next((i for i, unit in enumerate(units) if unit.kind != "heading"), None)
     for i, unit in enumerate(units):
         if unit.kind == "heading":
+            continue
+        if i == first and unit.kind == "prose" and _CUT_OPENING.match(unit.text):
+            # the chunk's window opened mid-sentence ("organization on GitHub allows ..." lost "The Pallets-Eco"):
+            # a fragment without its subject; the chunk before holds the sentence whole (windows overlap)
             continue
         path: list[str] = []
         at = unit.section
@@ -446,8 +468,12 @@ def _candidates(evidence: Sequence[Evidence], chunk_texts: dict[str, str], quest
         for chunk in unit.chunk_ids:
             if chunk not in cache:
                 cache[chunk] = _sentences(chunk_texts.get(chunk, ""))
-            for sentence, section, paragraph, antecedent in cache[chunk]:
+            lines = cache[chunk]
+            for j, (sentence, section, paragraph, antecedent) in enumerate(lines):
                 order += 1
+                before = lines[j - 1][0] if j and lines[j - 1][1] == section and not lines[j - 1][2] else ""
+                after = (lines[j + 1][0] if j + 1 < len(lines) and lines[j + 1][1] == section
+                         and not lines[j + 1][2] else "")
                 if paragraph:
                     sentence = _definition(sentence, paragraph, question_terms, profile, question)
                 if len(sentence.split()) < 4:   # headings and table cells answer nothing on their own
@@ -460,7 +486,7 @@ def _candidates(evidence: Sequence[Evidence], chunk_texts: dict[str, str], quest
                     out[key].hop = min(out[key].hop, hop)
                     continue
                 out[key] = _Candidate(sentence, chunk, section, subjects.get(chunk, ""), rank, order,
-                                      _terms(sentence), folded, hop, _terms(antecedent))
+                                      _terms(sentence), folded, hop, _terms(antecedent), before, after)
     return list(out.values())
 
 
@@ -566,7 +592,13 @@ def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence
             floor = TYPED_SHARE * relevance[id(best)]
             typed = next((c for c in ranked if relevance[id(c)] >= floor and fact(c.text) == 2), None)
             chain = [typed or best]
-    chosen = [chain[-1]] + list(reversed(chain[:-1]))
+            if typed is None:
+                # documentation states the fact on the line next to the one the question matches: a version
+                # heading's "Released 2010-04-16", a description's code example, a setting's "Default: 'http'"
+                chain = _with_neighbour(best, fact)
+    # the chain's end (the fact) first; a line and its neighbour as the page reads them
+    chosen = sorted(chain, key=lambda c: c.order) if len(chain) == 2 and chain[0].chunk == chain[1].chunk and \
+        abs(chain[0].order - chain[1].order) == 1 else [chain[-1]] + list(reversed(chain[:-1]))
     said = {" ".join(_WORD.findall(c.folded)) for c in chosen}
     for c in ranked:
         if len(chosen) >= max_sentences:
@@ -588,6 +620,17 @@ def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence
     if places:
         body += "\nSources: " + "; ".join(f"[{i}] {place}" for i, place in enumerate(places, 1))
     return Answer(f"{EXTRACTIVE_LABEL} {body}", "extractive", Usage(), found=True)
+
+
+def _with_neighbour(best: _Candidate, fact: Callable[[str], int]) -> list[_Candidate]:
+    """``best`` and the line after (else before) it in its section when that line holds a fact of the asked kind
+    and ``best`` does not: [best, neighbour]; else [best]."""
+    for text, step in ((best.after, 1), (best.before, -1)):
+        if text and len(text.split()) <= MAX_SENTENCE_TOKENS and fact(text) == 2:
+            neighbour = dataclasses.replace(best, text=text, folded=text.casefold(), terms=_terms(text),
+                                            order=best.order + step, before="", after="")
+            return [best, neighbour]
+    return [best]
 
 
 def _ordered_terms(question: str) -> list[str]:
