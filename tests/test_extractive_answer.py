@@ -172,3 +172,35 @@ def test_the_head_of_the_asked_noun_phrase_says_what_kind_of_fact_answers():
     assert holds_fact("The `Set-Cookie` header carries it.", profile, question) == 0
     # one kind in the phrase: its first word is the focus, as before ("environment variable")
     assert question_profile("Which environment variable sets it?").focus == "environment"
+
+
+def test_the_line_next_to_the_best_one_is_quoted_with_it_when_it_holds_the_asked_fact():
+    """Documentation states a fact on the line beside the one a question matches: a version heading's release
+    date, a description's code example. The answer quotes both, as the page reads (issue 58)."""
+    text = ("# Changes\n## Version 0.1\n\nReleased 2010-04-16\n\nFirst public preview release of the gauge "
+            "library.\n\n## Version 0.2\n\nReleased later\n\nSecond preview release.")
+    got = extractive_answer("When was the first public preview release of the gauge library published?", [],
+                            [Evidence((), ("c",))], {"c": text}, max_sentences=2)
+    assert got.text.startswith(f"{EXTRACTIVE_LABEL} Released 2010-04-16 [1] First public preview release")
+    text = ("# Security\n## Frame options\n\nPrevents other sites from embedding your pages in a frame.\n\n"
+            "```\nresponse.headers['X-Frame-Options'] = 'SAMEORIGIN'\n```")
+    got = extractive_answer("What value does the guide set the X-Frame-Options header to against embedding?", [],
+                            [Evidence((), ("c",))], {"c": text}, max_sentences=2)
+    assert "'SAMEORIGIN'" in got.text[:400]
+
+
+def test_a_chunk_opening_mid_sentence_does_not_lead_with_the_fragment():
+    """A chunk's window can open in the middle of a sentence ("organization on GitHub allows ...", its subject in
+    the chunk before): that fragment is not quoted; a manual page's own first line ("git - the stupid content
+    tracker") is."""
+    chunks = {"a": "# Guide\n## Maintainers\n\norganization on GitHub allows for community maintenance.\n\n"
+                   "Extensions keep their own maintainers.",
+              "b": "# Guide\n## Maintainers\n\nThe Pallets-Eco organization on GitHub allows for community "
+                   "maintenance."}
+    got = extractive_answer("Which GitHub organization allows community maintenance?", [],
+                            [Evidence((), ("a", "b"))], chunks, max_sentences=1)
+    assert got.text.startswith(f"{EXTRACTIVE_LABEL} The Pallets-Eco organization on GitHub allows for community "
+                               "maintenance.")
+    man = {"m": "# git(1)\n## NAME\n\ngit - the stupid content tracker"}
+    got = extractive_answer("What is git, the stupid content tracker?", [], [Evidence((), ("m",))], man)
+    assert "stupid content tracker" in got.text

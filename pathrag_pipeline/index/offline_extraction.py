@@ -215,14 +215,23 @@ class Unit:
     block: int = 0     # the prose block (paragraph, list item, definition) it is part of: units of one block share it
 
 
-def read_units(text: str) -> list[Unit]:
+CODE_UNIT_LINES = 3   # a code block of at most this many lines is a unit when asked for (``read_units(code=True)``)
+
+
+def read_units(text: str, *, code: bool = False) -> list[Unit]:
     """The units of document text (``text.structure`` marks): headings, then each prose block's segments (see
-    ``_segments``), cleaned, a term line whole, other segments split into sentences. Code blocks are not read."""
+    ``_segments``), cleaned, a term line whole, other segments split into sentences. Code blocks are not read; with
+    ``code``, a block of at most ``CODE_UNIT_LINES`` lines is a unit of kind "code" (its lines joined by spaces: the
+    answers' neighbour line, ``query/answering``)."""
     units: list[Unit] = []
     stack: list[tuple[int, int]] = []   # (heading level, its unit index)
     blocks_read = 0
     for block in blocks(text):
         if block.kind == "code":
+            lines = [line.strip() for line in block.text.splitlines() if line.strip()]
+            if code and 0 < len(lines) <= CODE_UNIT_LINES:
+                blocks_read += 1
+                units.append(Unit(" ".join(lines), "code", stack[-1][1] if stack else -1, blocks_read))
             continue
         if block.kind == "heading":
             while stack and stack[-1][0] >= block.level:

@@ -383,13 +383,16 @@ class _Candidate:
 
 
 @functools.lru_cache(maxsize=1024)
-def _sentences(text: str) -> tuple[tuple[str, str, list[str], str], ...]:
-    """(sentence, section path, definition, antecedent) of chunk text: a term line comes with the paragraph defining
-    it (see ``_definition``), whose sentences are candidates of their own too; other sentences with none; a sentence
-    opening "This ..." comes with the one before it, whose subject "this" is."""
-    units = read_units(text)
-    out: list[tuple[str, str, list[str], str]] = []
-    first = next((i for i, unit in enumerate(units) if unit.kind != "heading"), None)
+def _sentences(text: str) -> tuple[tuple[str, str, list[str], str, bool], ...]:
+    """(sentence, section path, definition, antecedent, is code) of chunk text: a term line comes with the paragraph
+    defining it (see ``_definition``), whose sentences are candidates of their own too; other sentences with none; a
+    sentence opening "This ..." comes with the one before it, whose subject "this" is. A short code block is there
+    as a line of its own (is code), never a candidate, only the neighbour of the line before or after it."""
+    units = read_units(text, code=True)
+    out: list[tuple[str, str, list[str], str, bool]] = []
+    first = next((i for i, unit in enumerate(units) if unit.kind not in ("heading", "code")), None)
+    read = [u for u in units if u.kind != "code"]   # what the sentences below read around: code lines are no prose
+    at_read = {id(u): k for k, u in enumerate(read)}
     for i, unit in enumerate(units):
         if unit.kind == "heading":
             continue
@@ -403,24 +406,28 @@ def _sentences(text: str) -> tuple[tuple[str, str, list[str], str], ...]:
             path.append(plain(units[at].text))
             at = units[at].section
         section = SECTION_SEPARATOR.join(reversed(path))
+        if unit.kind == "code":
+            out.append((unit.text, section, [], "", True))
+            continue
+        k = at_read[id(unit)]
         if unit.kind == "term":
-            following = units[i + 1] if i + 1 < len(units) else None
+            following = read[k + 1] if k + 1 < len(read) else None
             if following is not None and following.kind == "prose" and following.section == unit.section:
                 paragraph = []   # its prose up to the next term or heading: a definition may hold several paragraphs
-                for later in units[i + 1:i + 1 + MAX_DEFINITION_UNITS]:
+                for later in read[k + 1:k + 1 + MAX_DEFINITION_UNITS]:
                     if later.kind != "prose" or later.section != unit.section:
                         break
                     paragraph.append(later.text)
-                out.append((unit.text, section, paragraph, ""))
+                out.append((unit.text, section, paragraph, "", False))
             continue
-        before = units[i - 1] if i else None
+        before = read[k - 1] if k else None
         if (_ANAPHORIC_OPENER.match(unit.text) and before is not None and before.kind == "prose"
                 and before.section == unit.section and len(before.text.split()) <= MAX_ANTECEDENT_WORDS):
             # "This form ... requires an ACCESS EXCLUSIVE lock": its terms include the previous sentence's, which
             # says what "this" is ("VACUUM FULL rewrites ..."); quoted alone (quoting both would push the fact later)
-            out.append((unit.text, section, [], before.text))
+            out.append((unit.text, section, [], before.text, False))
             continue
-        out.append((unit.text, section, [], ""))
+        out.append((unit.text, section, [], "", False))
     return tuple(out)   # memoised: a service or an evaluation reads the same passages for many questions
 
 
@@ -469,8 +476,10 @@ def _candidates(evidence: Sequence[Evidence], chunk_texts: dict[str, str], quest
             if chunk not in cache:
                 cache[chunk] = _sentences(chunk_texts.get(chunk, ""))
             lines = cache[chunk]
-            for j, (sentence, section, paragraph, antecedent) in enumerate(lines):
+            for j, (sentence, section, paragraph, antecedent, is_code) in enumerate(lines):
                 order += 1
+                if is_code:
+                    continue
                 before = lines[j - 1][0] if j and lines[j - 1][1] == section and not lines[j - 1][2] else ""
                 after = (lines[j + 1][0] if j + 1 < len(lines) and lines[j + 1][1] == section
                          and not lines[j + 1][2] else "")
