@@ -116,3 +116,19 @@ def test_a_service_with_other_settings_is_not_handed_the_run(home, monkeypatch):
     code, out, err = index(docs)
     assert "runs with other settings (PATHRAG_CHUNK_TOKENS); indexing in this process" in err
     assert len(runs_in_log(lines)) == before
+
+
+def test_a_terminal_gets_colour_and_no_spinner_frames(home):
+    """The service renders the report for the caller's terminal: colour codes when it has colour, and never the
+    spinner a local run shows while it works (its frames would be replayed into the caller's terminal)."""
+    settings, docs, _ = home
+    (docs / "new.md").write_text("# New\n\nThe Varne Valley Railway reached Corran Ford in 1887.\n")
+    indexer = ServiceIndexer(settings)
+    try:
+        reply = indexer({"folder": str(docs), "color": True, "width": 120})
+    finally:
+        indexer.close()
+    assert "\x1b[" in reply["printed"] and "Dagster run " in reply["printed"]
+    assert "\x1b[?25l" not in reply["printed"]   # a live display hides the cursor first
+    with pytest.raises(Exception, match="not a number of columns"):
+        ServiceIndexer(settings)({"folder": str(docs), "width": "wide"})

@@ -199,7 +199,7 @@ def _index_once(settings: Settings, folder: Path, trigger: str, triples: Path | 
         if runless:
             from pathrag_pipeline.index.pipeline import run_indexing
 
-            with out.status(f"indexing {esc(folder)} ..."):
+            with _status(out, f"indexing {esc(folder)} ..."):
                 report = run_indexing(settings, folder=folder, trigger=trigger, triples=triples, reembed=reembed,
                                       replace_folder=replace_folder, retry_failed=retry_failed)
             from assets.runs import record_runless
@@ -217,7 +217,7 @@ def _index_once(settings: Settings, folder: Path, trigger: str, triples: Path | 
         try:
             busy = pool_busy(instance) is not None
             if not busy:
-                with out.status(f"indexing {esc(folder)} ..."):
+                with _status(out, f"indexing {esc(folder)} ..."):
                     report = index_folder(settings, trigger=trigger, triples=triples, reembed=reembed,
                                           replace_folder=replace_folder, instance=instance,
                                           retry_failed=retry_failed)
@@ -244,6 +244,14 @@ def _console():
     from pathrag_pipeline.cli.common import console
 
     return console
+
+
+def _status(out, text: str):
+    """The spinner while a run works, on the terminal's own console only: the query service renders its report
+    into text for the caller, where a spinner's frames would be written out too."""
+    import contextlib
+
+    return out.status(text) if out is _console() else contextlib.nullcontext()
 
 
 class ServiceIndexer:
@@ -293,9 +301,13 @@ class ServiceIndexer:
 
         folder = Path(str(request["folder"]))
         color = bool(request.get("color"))
+        try:
+            width = max(40, min(int(request.get("width") or 200), 1000))
+        except (TypeError, ValueError):
+            raise PipelineError(f"width {request.get('width')!r} is not a number of columns") from None
         buffer = StringIO()
-        out = Console(file=buffer, width=int(request.get("width") or 200), force_terminal=color,
-                      color_system="standard" if color else None, highlight=False)
+        out = Console(file=buffer, width=width, force_terminal=color, color_system="standard" if color else None,
+                      highlight=False)
         with self._lock:
             try:
                 report = _run_index(self.settings, folder, "cli", replace_folder=bool(request.get("replace")),
