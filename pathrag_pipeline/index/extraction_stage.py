@@ -38,7 +38,6 @@ Why it is shaped this way:
 from __future__ import annotations
 
 import contextlib
-
 import dataclasses
 import itertools
 import json

@@ -13,7 +13,8 @@ service (``indexer``, given by `pathrag serve`: ``cli/indexing.ServiceIndexer``,
 and returns ``{"printed", "unembedded", "dagster_run_id"}``; a service started without one answers 404.
 Every request carries ``Authorization: Bearer TOKEN``; the token is in ``PATHRAG_HOME/query_service.json``,
 readable by its owner only (``service_client``), so the service answers whoever can read the home and nobody
-else. Nothing of a request is logged but its query id, mode and time.
+else. Nothing of a request is logged but its query id, mode and time (of an index request: its folder, time
+and Dagster run id).
 
 Work: handler threads queue requests; ``workers`` threads take them. Offline there is one worker per usable core
 (``offline_workers``: most of an ask's CPU is in DuckDB, LanceDB and numpy, which release the GIL, so a second
