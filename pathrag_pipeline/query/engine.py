@@ -347,9 +347,6 @@ class PathRAG:
         reads = contextlib.ExitStack()
         try:
             reads.enter_context(self.store.reading())
-            with contextlib.suppress(FileNotFoundError):   # no vector store: the retrieval says so in its words
-                # each vector table opened once for the query, not at each search (6 openings, ~14 ms a query)
-                reads.enter_context(self.vectors.pinned())
             return self._retrieve_and_answer(question, text, mode, params, budgets, keywords, clock, tokens,
                                              started, asked_at, reads)
         finally:
@@ -367,7 +364,10 @@ class PathRAG:
 
         traces: list[PathTrace] = []
         scored = []
-        with clock.stage("retrieval"):
+        with clock.stage("retrieval"):   # (opening LanceDB, and importing it in a new process, counts here)
+            with contextlib.suppress(FileNotFoundError):   # no vector store: the retrieval says so in its words
+                # each vector table opened once for the query, not at each search (6 openings, ~14 ms a query)
+                reads.enter_context(self.vectors.pinned())
             ctx, retrieved, path_ends = self._retrieve(text, mode, params, keywords, snapshot)
 
         if mode == "path":
