@@ -83,17 +83,17 @@ def graph_metadata(store, cost: dict) -> dict[str, dict]:
 def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: dg.ResourceParam[RunReports]):
     settings = pathrag.settings()
     store = pathrag.store()
-    with _held(store, settings, reports, triples=pathrag.triples_path()):
+    with _held(store, reports, triples=pathrag.triples_path()):
         yield from _graph(context, pathrag, reports, settings, store)
 
 
-def _held(store, settings, reports, *, triples=None, reembed: bool = False):
+def _held(store, reports, *, triples=None, reembed: bool = False):
     """One DuckDB connection for the step's many short ones (``Store.holding``), on the terms ``run_indexing``
     holds it: a run whose ingest wrote few chunks (``pipeline.holds_file``), told by the ingest report of
     this in-process run (`pathrag index`). A run launched from the UI, sensor or schedule keeps no reports and
     holds nothing, as before."""
     sync = reports.get("sync")
-    if sync is None or not holds_file(settings, sync, triples=triples, reembed=reembed):
+    if sync is None or not holds_file(sync, triples=triples, reembed=reembed):
         return contextlib.nullcontext()
     return store.holding()
 
@@ -134,7 +134,7 @@ class EmbeddingsConfig(dg.Config):
 def embeddings(context: dg.AssetExecutionContext, config: EmbeddingsConfig, pathrag: PathragResource,
                reports: dg.ResourceParam[RunReports]):
     settings, store = pathrag.settings(), pathrag.store()
-    with _held(store, settings, reports, reembed=config.reembed):
+    with _held(store, reports, reembed=config.reembed):
         stage = embedding_stage(settings, store, reembed=config.reembed)
         reports.put("embeddings", stage)
         report = stage.embeddings

@@ -245,10 +245,11 @@ larger runs keep their short connections and let readers in between them, and th
 LLM extracts or summarises (``Store.released``) and for an embedding model's stage."""
 
 
-def holds_file(settings: Settings, sync: SyncReport, *, triples: Path | None = None, reembed: bool = False) -> bool:
+def holds_file(sync: SyncReport, *, triples: Path | None = None, reembed: bool = False) -> bool:
     """Whether ``run_indexing`` keeps one connection for the graph and embedding stages (``HOLD_MAX_CHUNKS``).
     With an LLM too: the extraction stage lets go of it while the model works (``Store.released``), so a one-file
-    edit opens the file about a dozen times fewer (issue 64: 22 opens, 0.7 s of a warm 2.9 s edit)."""
+    edit opens the file about a dozen times fewer (issue 64: 22 opens, 0.7 s of a warm 2.9 s edit). The settings
+    (model or not) no longer decide it."""
     return triples is None and not reembed and sync.chunks_written <= HOLD_MAX_CHUNKS
 
 
@@ -266,7 +267,7 @@ def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str
         sync = ingest_stage(settings, store, folder=folder, trigger=trigger, run_id=run_id,
                             replace_folder=replace_folder)
         with contextlib.ExitStack() as hold:
-            if holds_file(settings, sync, triples=triples, reembed=reembed):
+            if holds_file(sync, triples=triples, reembed=reembed):
                 hold.enter_context(store.holding())
             graph = graph_stage(settings, store, triples=triples, run_id=run_id or sync.run_id, progress=progress,
                                 retry_failed=retry_failed)
