@@ -1,11 +1,12 @@
 """Technical names become entities offline, defined by the sentence after their term line, related to the name their
-section is about; headings give no entity of their own words, and code blocks none at all."""
+section is about; headings give no entity of their own words, and code blocks none but the names a shell command, an
+import or a header string declares."""
 
 from __future__ import annotations
 
 import pytest
 
-from pathrag_pipeline.index.identifiers import bare_names, code_name, is_term
+from pathrag_pipeline.index.identifiers import bare_names, code_line_names, code_name, is_term
 from pathrag_pipeline.index.offline_extraction import extract_offline
 
 
@@ -108,3 +109,37 @@ def test_a_hyphenated_header_name_as_a_heading_is_an_entity_defined_by_its_secti
     assert "X-Content-Type-Options" in entities
     assert entities["X-Content-Type-Options"].description.startswith("X-Content-Type-Options: Forces the browser")
     assert not {"Getting Started", "Security Headers", "Getting"} & set(entities)
+
+
+@pytest.mark.parametrize("line, names", [
+    ("$ gunicorn -k gevent 'hello:create_app()'", ["gunicorn", "-k"]),
+    ("$ FLASK_APP=hello flask run --debug --port=5000 | tee -a log", ["flask", "--debug", "--port"]),
+    ("$ sudo apt-get install -y git  # as root", ["apt-get", "-y"]),
+    ("$ cd hello-app", []), ("$ . venv/bin/activate", []), ("$ export FLASK_DEBUG=1", []),
+    ("from asgiref.wsgi import WsgiToAsgi", ["asgiref", "asgiref.wsgi", "WsgiToAsgi"]),
+    (">>> from bisect import insort, bisect_left as bl", ["bisect", "insort", "bisect_left"]),
+    ("import os.path as p, sys", ["os", "os.path", "sys"]),
+    ("from . import views", []), ("import Foo Bar", []),
+    ("response.headers['Strict-Transport-Security'] = 'max-age=31536000'", ["Strict-Transport-Security"]),
+    ("app = Flask(__name__)", []), ("x = 'utf-8'", []), ("git rebase --onto main", []),
+])
+def test_a_code_line_declares_names_only_as_a_command_an_import_or_a_header(line, names):
+    found = code_line_names(line)
+    assert [name for name, _, _ in found] == names
+    assert all(line[start:end] == name for name, start, end in found)
+
+
+def test_code_lines_give_entities_related_as_they_stand_and_to_their_section():
+    """flask-doc (issue 58): "-k" is written only in a shell line, "asgiref" only in an import and lower-case prose,
+    "Strict-Transport-Security" only in code; other code gives nothing."""
+    doc = ("# Deploying\n\n## Gunicorn\n\nGunicorn is a WSGI server.\n\n```\n$ gunicorn -k gevent 'hello:app'\n"
+           "Listening at: http://127.0.0.1:8000 (x)\n```\n\n## ASGI\n\nThe asgiref adapter is recommended.\n\n"
+           "```python\nfrom asgiref.wsgi import WsgiToAsgi\nasgi_app = WsgiToAsgi(app)\nKestle Observatory = 1\n```\n")
+    got = extract_offline(doc, "Deploying")
+    names = {e.name: e for e in got.entities}
+    assert {"-k", "asgiref", "asgiref.wsgi", "WsgiToAsgi"} <= set(names)
+    assert names["-k"].description == "$ gunicorn -k gevent 'hello:app'"
+    assert not {"Listening", "Kestle Observatory", "asgi_app", "app"} & set(names)
+    pairs = {frozenset((r.source, r.target)): r for r in got.relations}
+    assert frozenset(("Gunicorn", "-k")) in pairs and frozenset(("asgiref", "WsgiToAsgi")) in pairs
+    assert pairs[frozenset(("Deploying", "asgiref"))].keywords == "uses"   # the section's subject: the title here

@@ -13,7 +13,14 @@ finds them, in three ways:
   inner capital, calls ``f()``, long options ``--flag`` and man page references ``git-rebase(1)``.
 
 A line made only of such names (a definition term, a signature, an option list: ``--autosquash, --no-autosquash``)
-is a *term line* (``is_term``): what follows it defines them. Standard library only.
+is a *term line* (``is_term``): what follows it defines them.
+
+Code blocks are not prose and are not read for these shapes (a listing holds hundreds of local names). Three kinds of
+code line declare the names a page is about, and ``code_line_names`` reads only those: a shell command line
+(``$ gunicorn -k gevent app``: the command and its options), a Python import (``from asgiref.wsgi import
+WsgiToAsgi``: the package, the module and what it imports) and a string that is one hyphenated capitalised word
+(``headers['Strict-Transport-Security']``: an HTTP header, the shape ``heading_name`` takes as a name). Standard
+library only.
 """
 
 from __future__ import annotations
@@ -163,3 +170,93 @@ def heading_name(heading: str) -> str | None:
     if not names or not all(_KEYWORD.fullmatch(w) or w in names for w in words):
         return None
     return text
+
+
+# Names declared by code lines (``code_line_names``).
+_PROMPT_LINE = re.compile(r"\s*\$\s+(.*)")
+_SHELL_PREFIXES = frozenset("sudo env time nohup exec command".split())
+# shell builtins: the command word of such a line is no name a page is about ("cd", "export FOO=1")
+_SHELL_BUILTINS = frozenset("cd export source set unset alias echo exit pwd ls mkdir rm cp mv cat true false".split())
+_COMMAND_WORD = re.compile(r"[a-z][a-z0-9_.+-]*[a-z0-9]")
+_OPTION_WORD = re.compile(r"(--?[A-Za-z][A-Za-z0-9-]*)(?:=\S*)?")
+_SHELL_STOP = frozenset("| || && ; > >> < 2> #".split())
+_IMPORT_LINE = re.compile(r"\s*(?:>>>\s+|\.\.\.\s+)?(?:from\s+(?P<module>[A-Za-z_][\w.]*)\s+import\s+(?P<names>[^#]*)"
+                          r"|import\s+(?P<modules>[A-Za-z_][\w.]*(?:\s+as\s+\w+)?(?:\s*,\s*[A-Za-z_][\w.]*(?:\s+as\s+\w+)?)*))"
+                          r"\s*(?:#.*)?$")
+_IMPORTED = re.compile(r"[A-Za-z_]\w*")
+_QUOTED_HYPHENATED = re.compile(r"(?<=['\"])(?:[A-Z][A-Za-z0-9]*(?:-[A-Z][A-Za-z0-9]*)+)(?=['\"])")
+MAX_CODE_LINE_CHARS = 300
+
+
+def code_line_names(line: str) -> list[tuple[str, int, int]]:
+    """(name, start, end) of the names one line of a code block declares (see the module docstring), in order;
+    [] for every other line. ``$ gunicorn -k gevent 'hello:app'`` -> gunicorn, -k; ``from asgiref.wsgi import
+    WsgiToAsgi`` -> asgiref, asgiref.wsgi, WsgiToAsgi; ``r.headers['X-Frame-Options'] = 'DENY'`` -> X-Frame-Options."""
+    if len(line) > MAX_CODE_LINE_CHARS:
+        return []
+    prompt = _PROMPT_LINE.match(line)
+    if prompt:
+        return _shell_names(line, prompt.start(1))
+    found = _import_names(line)
+    if found:
+        return found
+    if "-" in line and ("'" in line or '"' in line):
+        return [(m.group(), m.start(), m.end()) for m in _QUOTED_HYPHENATED.finditer(line)]
+    return []
+
+
+def _shell_names(line: str, start: int) -> list[tuple[str, int, int]]:
+    words = [(m.group(), m.start()) for m in re.finditer(r"\S+", line[start:])]
+    k = 0
+    while k < len(words) and (words[k][0] in _SHELL_PREFIXES or "=" in words[k][0]):
+        k += 1   # "sudo", "FOO=1 cmd"
+    if k == len(words) or words[k][0] in _SHELL_BUILTINS or not _COMMAND_WORD.fullmatch(words[k][0]):
+        return []
+    command, at = words[k]
+    out = [(command, start + at, start + at + len(command))]
+    for word, at in words[k + 1:]:
+        if word in _SHELL_STOP or word.startswith("#"):
+            break
+        option = _OPTION_WORD.fullmatch(word)
+        if option:
+            out.append((option.group(1), start + at, start + at + len(option.group(1))))
+    return out
+
+
+def _import_names(line: str) -> list[tuple[str, int, int]]:
+    match = _IMPORT_LINE.fullmatch(line)
+    if not match:
+        return []
+    out: list[tuple[str, int, int]] = []
+
+    def module(name: str, at: int) -> None:
+        if len(name) < 2:
+            return
+        if "." in name:   # the package first: "asgiref" of "asgiref.wsgi"
+            top = name.split(".", 1)[0]
+            out.append((top, at, at + len(top)))
+        out.append((name, at, at + len(name)))
+
+    if match.group("module"):
+        module(match.group("module"), match.start("module"))
+        names = match.group("names")
+        offset = match.start("names")
+        if names.lstrip().startswith("("):   # "from x import (a, b," : the names on this line
+            offset += names.index("(") + 1
+            names = names[names.index("(") + 1:]
+        _unaliased(names, offset, lambda name, at: out.append((name, at, at + len(name))) if len(name) > 1 else None)
+    else:
+        _unaliased(match.group("modules"), match.start("modules"), module)
+    return out
+
+
+def _unaliased(names: str, offset: int, take) -> None:
+    """Calls ``take(name, start)`` for each name of an import list, the alias of "X as Y" left out."""
+    skip_next = False
+    for word in re.finditer(r"[A-Za-z_][\w.]*", names):
+        if skip_next:
+            skip_next = False
+        elif word.group() == "as":
+            skip_next = True
+        else:
+            take(word.group(), offset + word.start())

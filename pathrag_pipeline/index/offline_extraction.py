@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pathrag_pipeline.index.extraction_models import ChunkExtraction, Relation, entity_of, relation_of
-from pathrag_pipeline.index.identifiers import CODE_SPAN, bare_names, code_name, heading_name, is_operator, is_term
+from pathrag_pipeline.index.identifiers import (CODE_SPAN, bare_names, code_line_names, code_name, heading_name,
+                                                is_operator, is_term)
 from pathrag_pipeline.text.structure import blocks
 
 # v2: titles inside longer names, line segments; v3: dates and amounts are not graph nodes, one neighbour.
@@ -41,7 +42,9 @@ from pathrag_pipeline.text.structure import blocks
 # names (index/identifiers.py) are entities, a term line defines its names, a section's subject relates to them.
 # v6: a heading that is one hyphenated capitalised word ("X-Frame-Options") is a name, and a heading that is one
 # name is defined by the sentence opening its section (as a term line is).
-OFFLINE_EXTRACTOR_ID = "offline-rules-v6"
+# v7: code lines that declare names (identifiers.code_line_names: a shell command and its options, a Python import, a
+# header string) give those names, related as they stand on the line; no other code is read.
+OFFLINE_EXTRACTOR_ID = "offline-rules-v7"
 
 DESCRIPTION_MAX_CHARS = 400
 # A "sentence" longer than MAX_SENTENCE_CHARS is not one: a word list, an unpunctuated transcript or dump, a
@@ -218,11 +221,12 @@ class Unit:
 CODE_UNIT_LINES = 3   # a code block of at most this many lines is a unit when asked for (``read_units(code=True)``)
 
 
-def read_units(text: str, *, code: bool = False) -> list[Unit]:
+def read_units(text: str, *, code: bool = False, code_names: bool = False) -> list[Unit]:
     """The units of document text (``text.structure`` marks): headings, then each prose block's segments (see
     ``_segments``), cleaned, a term line whole, other segments split into sentences. Code blocks are not read; with
     ``code``, a block of at most ``CODE_UNIT_LINES`` lines is a unit of kind "code" (its lines joined by spaces: the
-    answers' neighbour line, ``query/answering``)."""
+    answers' neighbour line, ``query/answering``); with ``code_names``, each line of a code block that declares names
+    (``identifiers.code_line_names``: a shell command, an import, a header string) is a unit of kind "code line"."""
     units: list[Unit] = []
     stack: list[tuple[int, int]] = []   # (heading level, its unit index)
     blocks_read = 0
@@ -232,6 +236,10 @@ def read_units(text: str, *, code: bool = False) -> list[Unit]:
             if code and 0 < len(lines) <= CODE_UNIT_LINES:
                 blocks_read += 1
                 units.append(Unit(" ".join(lines), "code", stack[-1][1] if stack else -1, blocks_read))
+            elif code_names:
+                blocks_read += 1
+                units.extend(Unit(line, "code line", stack[-1][1] if stack else -1, blocks_read)
+                             for line in lines if code_line_names(line))
             continue
         if block.kind == "heading":
             while stack and stack[-1][0] >= block.level:
@@ -810,10 +818,10 @@ def extract_offline(text: str, title: str | None = None) -> ChunkExtraction:
     if not isinstance(text, str):
         raise TypeError(f"extract_offline expects text as str, got {type(text).__name__}; decode it first")
     title_name = _clean_title(title)
-    units = read_units(text)
+    units = read_units(text, code_names=True)
     sentences = [unit.text for unit in units]
 
-    context = NameContext.of(sentences, title_name)
+    context = NameContext.of([unit.text for unit in units if unit.kind != "code line"], title_name)
 
     known_names = (title_name,) if title_name else ()
     entities: dict[str, dict] = {}
@@ -821,7 +829,11 @@ def extract_offline(text: str, title: str | None = None) -> ChunkExtraction:
     per_sentence: list[list[_Mention]] = []
     for idx, sentence in enumerate(sentences):
         mentions: list[_Mention] = []
-        for cand in find_candidates(sentence, context, known_names, names_only=units[idx].kind == "heading"):
+        if units[idx].kind == "code line":
+            candidates = [Candidate(name, "concept", start, end) for name, start, end in code_line_names(sentence)]
+        else:
+            candidates = find_candidates(sentence, context, known_names, names_only=units[idx].kind == "heading")
+        for cand in candidates:
             key = _key(cand.name)
             if not key or cand.type in LITERAL_TYPES:
                 continue
@@ -872,7 +884,9 @@ def _structure(units: list[Unit], per_sentence: list[list[_Mention]], entities: 
                title_key: str) -> tuple[dict[str, str], list[Relation]]:
     """What the page's structure says: each heading's subject (the first name in it, else its parent's, else the
     title's) defines the names of the term lines under it ("module bisect defines insort"), and a heading's subject
-    sits in its parent's. A heading that is one name is defined by the sentence opening its section. Returns the term names' definitions (the term line and the sentence after it:
+    sits in its parent's. A heading that is one name is defined by the sentence opening its section. The first name
+    of a code line (``code_line_names``: the command, the package, the header) is one its section's subject uses.
+    Returns the term names' definitions (the term line and the sentence after it:
     "`insort(a, x)`: Insert x in a in sorted order.") and those relations."""
     subject: dict[int, str] = {}
     definitions: dict[str, str] = {}
@@ -900,6 +914,9 @@ def _structure(units: list[Unit], per_sentence: list[list[_Mention]], entities: 
                 # a heading that is one name ("PRAGMA cache_size", "X-Frame-Options") is defined, as a term line
                 # is, by the sentence that opens its section
                 definitions.setdefault(keys[0], _clip(f"{unit.text}: {following.text}"))
+        elif unit.kind == "code line" and keys:
+            # a command, import or header its section's code shows: the section's subject uses it
+            relate(subject_of(unit.section), keys[0], "uses", unit.text)
         elif unit.kind == "term" and keys:
             following = units[idx + 1] if idx + 1 < len(units) else None
             definition = unit.text
