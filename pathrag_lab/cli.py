@@ -1090,7 +1090,8 @@ def html(pages: int, update_docs: Path | None, as_json: bool) -> None:
     started = time.perf_counter()
     result = compare(folders, pages)
     intro = ("Reproduce: `pip install -e '.[bench]' && pathrag bench html --update-docs docs/benchmarks.md` (the four "
-             "folders: `apt-get install sphinx-doc postgresql-doc-15 git-doc sqlite3-doc`).\n\n"
+             "folders: `apt-get install sphinx-doc postgresql-doc-15 git-doc sqlite3-doc`; the `bench` extra needs pip "
+             "24 or later: pip 23.2 stops on readability-lxml's `lxml[html_clean]`).\n\n"
              f"Every k-th page by path of each folder ({pages} a folder), read by each library. *Furniture*: lines of "
              "the page read whole that half of the folder's sampled pages repeat, outside a hand-made reference region "
              "(one CSS selector per generator, chosen by reading the pages: an oracle of what is content). *Recall*: "
@@ -1100,7 +1101,9 @@ def html(pages: int, update_docs: Path | None, as_json: bool) -> None:
              "none: trafilatura keeps the least furniture with the most content, but its own output loses half of the "
              "headings (three quarters on DocBook and SQLite pages, without the <article>) and code blocks' lines; "
              "resiliparse is 15 times faster but drops every short bulleted list and keeps DocBook's and SQLite's "
-             "menus; readability-lxml and jusText lose whole sections.\n\n")
+             "menus; readability-lxml and jusText lose whole sections. *What an LLM reads* (issue 58) counts every page "
+             "of each folder, not the sample: the tokens of the page's text read whole against those of the main "
+             "content the indexer stores, which an LLM extraction reads.\n\n")
     chosen = (INDEXER, "trafilatura xml, body as <article>", "resiliparse minimal_html, nav skipped")
     section = "## HTML main content\n\n" + intro + render_markdown(result, chosen=chosen) + "\n" + _measured(started)
     _publish(section, "HTML main content", update_docs, as_json, json.dumps(result, indent=1, default=str))

@@ -97,3 +97,21 @@ def test_a_warning_reaches_the_index_report_and_the_documents_table(tmp_path, mo
     assert len(report.warnings) == 1 and report.warnings[0].startswith("gauges.html: ") and not report.failed
     with Store.for_settings(settings).connect(read_only=True) as con:
         assert con.execute("SELECT status, warning FROM documents").fetchone() == ("indexed", report.warnings[0])
+
+
+def test_the_tokens_cleaning_saves_count_every_page_whole_and_cleaned(tmp_path, monkeypatch):
+    """`pathrag bench html`'s "What an LLM reads": the furniture's tokens are the saving, and a page whose cleaning
+    empties counts whole on both sides."""
+    import trafilatura
+
+    from pathrag_lab.bench.html_extractors import llm_tokens
+    from pathrag_pipeline.text.tokenizer import count_tokens
+
+    (tmp_path / "gauges.html").write_text(PAGE, encoding="utf-8")
+    once = llm_tokens({"varne": tmp_path})["varne"]
+    assert once["pages"] == 1 and once["fallback_pages"] == 0
+    assert once["tokens_whole"] > once["tokens_cleaned"] == count_tokens(one(tmp_path, "gauges.html", PAGE).text)
+    assert 0 < once["saved_share"] < 1
+    monkeypatch.setattr(trafilatura, "extract", lambda *a, **kw: None)   # a page the library finds nothing in
+    missed = llm_tokens({"varne": tmp_path})["varne"]
+    assert missed["fallback_pages"] == 1 and missed["tokens_cleaned"] == missed["tokens_whole"] == once["tokens_whole"]

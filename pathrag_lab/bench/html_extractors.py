@@ -175,8 +175,7 @@ EXTRACTORS: dict[str, Extractor] = {
 
 def sample_pages(name: str, folder: Path, n: int) -> list[Path]:
     """Every k-th page by sorted path, k = count // n, the first ``n`` of them (all pages when fewer)."""
-    pattern, skip = PAGES.get(name, ("*.html", None))
-    paths = sorted(p for p in folder.glob(pattern) if not (skip and skip.search(p.relative_to(folder).as_posix())))
+    paths = all_pages(name, folder)
     return paths[:: max(1, len(paths) // n)][:n]
 
 
@@ -245,6 +244,34 @@ def _templates(pages: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, s
             {k: text[k] for k in common if inside[k] * 2 >= seen[k]})
 
 
+def all_pages(name: str, folder: Path) -> list[Path]:
+    pattern, skip = PAGES.get(name, ("*.html", None))
+    return sorted(p for p in folder.glob(pattern) if not (skip and skip.search(p.relative_to(folder).as_posix())))
+
+
+def llm_tokens(folders: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    """What cleaning saves an LLM that reads the folder (issue 58): over every page, the tokens of the page's text
+    read whole (every block of the indexer's rendering, what it keeps when the main content is a miss) against the
+    tokens of what it stores (``ingest/html_content``), by the product's token count (``text/tokenizer``)."""
+    from pathrag_pipeline.ingest import html_content
+    from pathrag_pipeline.text.tokenizer import count_tokens
+
+    out = {}
+    for name, folder in folders.items():
+        whole = cleaned = fallback = pages = 0
+        for path in all_pages(name, folder):
+            main, blocks = html_content.main_content(html_content.decoded(path.read_bytes()))
+            if html_content.is_miss(sum(html_content.word_count(b.text) for b in main),
+                                    sum(html_content.word_count(b.text) for b in blocks)):
+                main, fallback = blocks, fallback + 1
+            pages += 1
+            whole += count_tokens(html_content.as_text(blocks))
+            cleaned += count_tokens(html_content.as_text(main))
+        out[name] = {"pages": pages, "tokens_whole": whole, "tokens_cleaned": cleaned, "fallback_pages": fallback,
+                     "saved_share": round(1 - cleaned / whole, 3) if whole else 0.0}
+    return out
+
+
 def compare(folders: dict[str, Path], pages_per_folder: int = 40,
             extractors: dict[str, Extractor] | None = None) -> dict[str, Any]:
     """All figures, per extractor and folder and over every page. Each extractor reads the sample twice in this
@@ -297,6 +324,7 @@ def compare(folders: dict[str, Path], pages_per_folder: int = 40,
                                        "ms_per_mb": round(1000 * sum(all_times) / (total_bytes / 1e6), 1)}
     for info in result["folders"].values():
         info.pop("_furniture")
+    result["llm_tokens"] = llm_tokens(folders)
     return result
 
 
@@ -346,6 +374,13 @@ def render_markdown(result: dict[str, Any], chosen: tuple[str, ...] = ()) -> str
         s = ex["all"]
         out.append(_row(label, [s["headings_mean"], s["headings_marked_mean"], s["heading_levels_mean"],
                                 s["code_mean"], s["code_lines_mean"], ex["ms_per_mb"]]))
+    if result.get("llm_tokens"):
+        out += ["", "#### What an LLM reads: every page, whole and cleaned", "",
+                "| folder | pages | tokens, page read whole | tokens, main content (stored) | saved | pages read whole "
+                "(main content a miss) |", "|---" * 6 + "|"]
+        for name, t in result["llm_tokens"].items():
+            out.append(_row(name, [t["pages"], f"{t['tokens_whole']:,}", f"{t['tokens_cleaned']:,}",
+                                   f"{100 * t['saved_share']:.1f}%", t["fallback_pages"]]))
     for name, info in result["folders"].items():
         out += ["", f"Furniture template lines, {name}: " + "; ".join(f"`{x}`" for x in info["furniture_lines"]),
                 f"Template lines inside the reference (not furniture), {name}: "
