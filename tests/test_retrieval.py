@@ -142,8 +142,8 @@ class _FakeVectors:
     def __init__(self, per_call):
         self.per_call = list(per_call)
 
-    def search(self, table, vector, k, embedder=None):
-        return [_Hit(key, sim) for key, sim in self.per_call.pop(0)][:k]
+    def search_many(self, table, vectors, k, embedder=None):
+        return [[_Hit(key, sim) for key, sim in self.per_call.pop(0)][:k] for _ in vectors]
 
 
 def test_retrieve_nodes_round_robins_over_keywords(tiny):
@@ -166,8 +166,8 @@ def test_retrieve_nodes_gives_lexical_only_hits_their_own_cosine(tiny):
             return [("lindenholm", 3.0)]
 
     class Blind:
-        def search(self, table, vector, k, embedder=None):
-            return []
+        def search_many(self, table, vectors, k, embedder=None):
+            return [[] for _ in vectors]
 
         def similarities(self, table, vector, keys):
             return vectors.similarities(table, vector, keys)

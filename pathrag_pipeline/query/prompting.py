@@ -12,6 +12,7 @@ The baseline modes get LightRAG's context: CSV sections of entities, relationshi
 from __future__ import annotations
 
 import csv
+import functools
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -149,13 +150,18 @@ class Passage:
     text: str
 
 
+# A block's token count, remembered: a prompt counts each of its path and passage blocks up to four times while it
+# shares the budget out, and a running process (``pathrag serve``) quotes the same passages again and again.
+_block_tokens = functools.lru_cache(maxsize=4096)(count_tokens)
+
+
 def _fit(blocks_best_first: Sequence[str], budget: int) -> list[int]:
     """Indices of the longest best-first prefix of blocks whose tokens fit in ``budget``; a best block that
     alone exceeds it is not dropped but truncated by the caller (index -1 signals that)."""
     kept: list[int] = []
     used = 0
     for i, block in enumerate(blocks_best_first):
-        cost = count_tokens(block) + 2  # the blank line between blocks
+        cost = _block_tokens(block) + 2  # the blank line between blocks
         if used + cost > budget:
             break
         kept.append(i)
@@ -244,7 +250,7 @@ def _prefix_cost(blocks: Sequence[str], budget: int) -> tuple[int, int]:
     kept = _fit(blocks, budget)
     if kept == [-1]:
         return 0, 0
-    return len(kept), sum(count_tokens(blocks[i]) + 2 for i in kept)
+    return len(kept), sum(_block_tokens(blocks[i]) + 2 for i in kept)
 
 
 def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int = DEFAULT_TOKEN_BUDGET,
@@ -296,7 +302,7 @@ def path_prompt(question: str, traces: Sequence[PathTrace], *, token_budget: int
     head = ("Source passages follow, the most relevant last."
             if passages_last else "Source passages follow, the most relevant first.")
     passage_blocks = [f"[{p.title}] {' '.join(p.text.split())}" for p in passages]
-    fixed = (count_tokens(SYSTEM_PROMPT) + count_tokens(head) + count_tokens(tail) + count_tokens(paths_head)
+    fixed = (_block_tokens(SYSTEM_PROMPT) + _block_tokens(head) + count_tokens(tail) + _block_tokens(paths_head)
              + 6)
     _check_budget(fixed, token_budget)
     context = token_budget - fixed

@@ -38,6 +38,8 @@ class VectorSearch(Protocol):
 
     def search(self, table: str, vector_or_text: Any, k: int, embedder: Any = None) -> list[Any]: ...
 
+    def search_many(self, table: str, queries: Any, k: int, embedder: Any = None) -> list[list[Any]]: ...
+
     def similarities(self, table: str, vector: Any, keys: Iterable[str]) -> dict[str, float]: ...
 
     def matrix(self, table: str) -> tuple[list[str], Any]: ...
@@ -110,13 +112,12 @@ def round_robin(rankings: Sequence[Sequence[tuple[str, float]]], limit: int) -> 
 
 def _search_each(vectors: VectorSearch, table: str, embedder: Embedder, keywords: list[str], k: int,
                  matrix: np.ndarray | None = None) -> list[list[tuple[str, float]]]:
-    """Per keyword, the ``k`` nearest rows of ``table`` as (key, cosine); ``matrix`` = the keywords' vectors."""
+    """Per keyword, the ``k`` nearest rows of ``table`` as (key, cosine); ``matrix`` = the keywords' vectors. One
+    search for all the keywords: one matrix product instead of one per keyword (a third of the time for three)."""
     matrix = np.asarray(embedder.embed(keywords) if matrix is None else matrix)
-    rankings: list[list[tuple[str, float]]] = []
-    for row in matrix:
-        hits = vectors.search(table, row, k)
-        rankings.append([(str(h.key), float(h.similarity)) for h in hits])
-    return rankings
+    if len(matrix) == 0:
+        return []
+    return [[(str(h.key), float(h.similarity)) for h in hits] for hits in vectors.search_many(table, matrix, k)]
 
 
 def retrieve_nodes(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Embedder, keywords: list[str],
