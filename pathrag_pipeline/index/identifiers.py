@@ -183,7 +183,6 @@ _SHELL_STOP = frozenset("| || && ; > >> < 2> #".split())
 _IMPORT_LINE = re.compile(r"\s*(?:>>>\s+|\.\.\.\s+)?(?:from\s+(?P<module>[A-Za-z_][\w.]*)\s+import\s+(?P<names>[^#]*)"
                           r"|import\s+(?P<modules>[A-Za-z_][\w.]*(?:\s+as\s+\w+)?(?:\s*,\s*[A-Za-z_][\w.]*(?:\s+as\s+\w+)?)*))"
                           r"\s*(?:#.*)?$")
-_IMPORTED = re.compile(r"[A-Za-z_]\w*")
 _QUOTED_HYPHENATED = re.compile(r"(?<=['\"])(?:[A-Z][A-Za-z0-9]*(?:-[A-Z][A-Za-z0-9]*)+)(?=['\"])")
 MAX_CODE_LINE_CHARS = 300
 
@@ -237,6 +236,10 @@ def _import_names(line: str) -> list[tuple[str, int, int]]:
             out.append((top, at, at + len(top)))
         out.append((name, at, at + len(name)))
 
+    def imported(name: str, at: int) -> None:
+        if len(name) > 1:
+            out.append((name, at, at + len(name)))
+
     if match.group("module"):
         module(match.group("module"), match.start("module"))
         names = match.group("names")
@@ -244,7 +247,7 @@ def _import_names(line: str) -> list[tuple[str, int, int]]:
         if names.lstrip().startswith("("):   # "from x import (a, b," : the names on this line
             offset += names.index("(") + 1
             names = names[names.index("(") + 1:]
-        _unaliased(names, offset, lambda name, at: out.append((name, at, at + len(name))) if len(name) > 1 else None)
+        _unaliased(names, offset, imported)
     else:
         _unaliased(match.group("modules"), match.start("modules"), module)
     return out
