@@ -605,9 +605,12 @@ def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence
                 # documentation states the fact on the line next to the one the question matches: a version
                 # heading's "Released 2010-04-16", a description's code example, a setting's "Default: 'http'"
                 chain = _with_neighbour(best, fact)
-    # the chain's end (the fact) first; a line and its neighbour as the page reads them
-    chosen = sorted(chain, key=lambda c: c.order) if len(chain) == 2 and chain[0].chunk == chain[1].chunk and \
-        abs(chain[0].order - chain[1].order) == 1 else [chain[-1]] + list(reversed(chain[:-1]))
+    adjacent = (len(chain) == 2 and chain[0].chunk == chain[1].chunk
+                and abs(chain[0].order - chain[1].order) == 1)
+    if adjacent:   # a line and its neighbour, as the page reads them
+        chosen = sorted(chain, key=lambda c: c.order)
+    else:          # the chain's end (the fact) first
+        chosen = [chain[-1]] + list(reversed(chain[:-1]))
     said = {" ".join(_WORD.findall(c.folded)) for c in chosen}
     for c in ranked:
         if len(chosen) >= max_sentences:
