@@ -245,7 +245,8 @@ def test_waiting_offline_asks_are_answered_together_on_one_read_connection_and_s
     from pathrag_pipeline.query.engine import PathRAG
 
     questions = [QUESTION, "Where is Aldermere University?", "Who studied at Aldermere?"]
-    alone = [PathRAG(Settings.from_env(), record=False).query(q, "path") for q in questions]
+    with PathRAG(Settings.from_env(), record=False) as rag:   # closed: the batch below opens the file itself
+        alone = [rag.query(q, "path") for q in questions]
     svc = service_module.QueryService(Settings.from_env(), workers=1)   # one worker takes the three queued asks
     opened: list[bool] = []
     real_open = Store._open

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from pathrag_pipeline.cli import main
 from pathrag_pipeline.query.engine import PathRAG
 from pathrag_pipeline.query.query_log import merge_spool, spool_dir, spooled, write_results
-from pathrag_pipeline.storage.store import Store, StoreLockedError
+from pathrag_pipeline.storage.store import Store, StoreLockedError, close_kept_reads
 from tests.query_fixtures import tiny_index_home
 
 QUESTIONS = ["Who founded Aldermere University?", "Which sea does the Varne River flow into?"]
@@ -28,6 +28,7 @@ class Holder:
     """Another process holding the DuckDB file for writing until told to let go."""
 
     def __init__(self, path):
+        close_kept_reads(path)   # this process's last query keeps the file open a moment (KEEP_READING_S): free it
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
                                    "sys.stdin.readline()", str(path)],

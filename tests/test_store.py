@@ -215,3 +215,106 @@ def test_the_schema_is_created_once_and_again_when_the_code_expects_another(tmp_
                            [table, column]).fetchone()[0] == 1
         assert con.execute("SELECT value FROM pathrag_meta WHERE key = ?", [SCHEMA_META]).fetchone()[0] == \
             SCHEMA_FINGERPRINT
+
+
+# ---- the read connection kept between read blocks (store.KEEP_READING_S) ----------------------------------------
+
+TRY_WRITE = """
+import sys, duckdb
+try:
+    duckdb.connect(sys.argv[1]).close()
+    print("wrote")
+except duckdb.Error as exc:
+    print("refused", type(exc).__name__)
+"""
+
+
+def _write_from_another_process(path) -> str:
+    return subprocess.run([sys.executable, "-c", TRY_WRITE, str(path)], capture_output=True, text=True,
+                          timeout=60).stdout.strip()
+
+
+def _table_with(path, *values) -> Store:
+    store = Store(path)
+    with store.connect() as con:
+        con.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+        for v in values:
+            con.execute("INSERT INTO t VALUES (?)", [v])
+    return store
+
+
+def test_the_next_read_block_reuses_the_kept_connection_and_its_memo_and_a_write_closes_it(tmp_path, monkeypatch):
+    store = _table_with(tmp_path / "t.duckdb", 1)
+    opened = counting_opens(monkeypatch)
+    loads: list[int] = []
+    for _ in range(3):
+        with store.reading(), store.connect(read_only=True) as con:
+            assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+            assert store.read_once("k", lambda: loads.append(1) or "loaded") == "loaded"
+    assert opened == [True] and loads == [1]        # one open, one load for three blocks
+    with store.connect() as con:                    # a write of this process closes it and goes at once
+        con.execute("INSERT INTO t VALUES (2)")
+    with store.reading(), store.connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 2   # the write is seen
+        store.read_once("k", lambda: loads.append(1) or "loaded")
+    assert opened == [True, False, True] and loads == [1, 1]              # reopened, memo loaded afresh
+
+
+def test_a_file_replaced_at_the_same_path_is_read_afresh(tmp_path):
+    store = _table_with(tmp_path / "t.duckdb", 1)
+    with store.reading(), store.connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+    rebuilt = tmp_path / "rebuilt.duckdb"
+    _table_with(rebuilt, 1, 2, 3)   # another path: another store's lock, so the kept connection stays
+    rebuilt.replace(store.path)
+    with store.reading(), store.connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 3
+
+
+def test_a_read_block_that_raised_closes_its_connection(tmp_path, monkeypatch):
+    store = _table_with(tmp_path / "t.duckdb", 1)
+    opened = counting_opens(monkeypatch)
+    with pytest.raises(ZeroDivisionError):
+        with store.reading():
+            1 / 0
+    with store.reading():
+        pass
+    assert opened == [True, True]
+
+
+def test_a_sandboxed_connection_after_a_read_block_is_not_refused(tmp_path):
+    store = _table_with(tmp_path / "t.duckdb", 1)
+    with store.reading(), store.connect(read_only=True) as con:
+        con.execute("SELECT 1").fetchall()
+    # DuckDB refuses a second connection to one file with other settings while the first is open
+    with store.connect(read_only=True, sandboxed=True) as con:
+        assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+
+
+def test_the_kept_connection_holds_the_file_until_closed(tmp_path, monkeypatch):
+    from pathrag_pipeline.storage import store as store_module
+
+    store = _table_with(tmp_path / "t.duckdb", 1)
+    monkeypatch.setattr(store_module, "KEEP_READING_S", 3600.0)
+    with store.reading():
+        pass
+    assert _write_from_another_process(store.path).startswith("refused")   # kept: the read lock is held
+    store_module.close_kept_reads(store.path)
+    assert _write_from_another_process(store.path) == "wrote"
+
+
+def test_the_kept_connection_is_closed_once_idle(tmp_path, monkeypatch):
+    import time
+
+    from pathrag_pipeline.storage import store as store_module
+
+    store = _table_with(tmp_path / "t.duckdb", 1)
+    monkeypatch.setattr(store_module, "KEEP_READING_S", 0.05)
+    with store.reading():
+        pass
+    lock = store_module._mode_lock(store.path)
+    deadline = time.monotonic() + 30   # a bound on waiting, not a timing assertion
+    while (lock._kept is not None or lock._reaper is not None) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert lock._kept is None and lock._reaper is None
+    assert _write_from_another_process(store.path) == "wrote"

@@ -80,7 +80,7 @@ from pathrag_pipeline.query.lexical import chunk_index, entity_index
 from pathrag_pipeline.query.ranking import HIPPORAG_DAMPING, PPR_DAMPING, graph_passages, rrf
 from pathrag_pipeline.query.path_pooling import RESELECT_POOL, apply_pooling, relation_scores
 from pathrag_pipeline.query.recent_vectors import RecentVectors
-from pathrag_pipeline.storage.store import Store
+from pathrag_pipeline.storage.store import Store, close_kept_reads
 from pathrag_pipeline.storage.vector_location import VectorLocation
 from pathrag_pipeline.storage.vector_store import VectorStore
 
@@ -151,6 +151,10 @@ class PathRAG:
     Settings come from the environment unless given. With no LLM configured every stage runs offline
     (rule-based keywords, the configured embedder, extractive answers). Each query is appended to the
     query log tables unless ``record=False``.
+
+    Queries asked back to back share one open DuckDB file: it stays open for ``store.KEEP_READING_S`` after a
+    query (a write of this process closes it first; another process's writer waits that long at most).
+    ``close()`` (or ``with PathRAG() as rag:``) frees the file at once.
     """
 
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
@@ -180,6 +184,20 @@ class PathRAG:
         return self._vectors
 
     # ---- public API ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Free the DuckDB file at once (the read connection kept after the last query) and the embedding thread.
+        The engine stays usable: the next query opens the file again."""
+        close_kept_reads(self.store.path)
+        if self._ahead is not None:
+            self._ahead.shutdown(wait=False)
+            self._ahead = None
+
+    def __enter__(self) -> "PathRAG":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def query(self, question: str, mode: str = "path", **settings: Any) -> QueryResult:
         """Answer one question. ``mode`` is ``path`` (PathRAG), ``neuropath`` (NeuroPath path tracking,
         ``query/neuropath.py``) or a LightRAG baseline (naive, local, global, hybrid). ``settings`` are
@@ -342,8 +360,8 @@ class PathRAG:
                     ahead.result()
 
         # graph, retrieval, pruning and sources read DuckDB three times: one open connection serves them all
-        # (opening the file is most of each read's cost), closed before the answer so the file is never held
-        # while a model writes it (nor during the keyword call above)
+        # (opening the file is most of each read's cost). Its block ends before the answer: the connection is kept
+        # for the next query only KEEP_READING_S more (store.py), so a slow model's answer never holds the file
         reads = contextlib.ExitStack()
         try:
             reads.enter_context(self.store.reading())

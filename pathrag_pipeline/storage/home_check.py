@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pathrag_pipeline.storage.store import is_lock_error
+from pathrag_pipeline.storage.store import close_kept_reads, is_lock_error
 from pathrag_pipeline.storage.vector_sums import verify as verify_sums
 
 BATCH_ROWS = 65_536
@@ -54,6 +54,7 @@ def check_duckdb(path: Path, folder: str) -> list[PartCheck]:
               "an LLM-built index reads its paid results back from paid_work.jsonl)")
     if not path.exists():
         return [PartCheck("duckdb", path.name, False, "missing", f"`pathrag index {folder}`")]
+    close_kept_reads(path)   # a query of this process may keep it open with other settings
     try:
         con = duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:

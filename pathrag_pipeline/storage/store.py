@@ -2,7 +2,8 @@
 
 DuckDB allows one read-write process at a time (or many read-only ones, never both). Every Dagster run
 is its own process and the CLI is another, so connections here are opened late, held briefly, and
-retried with backoff while another process holds the lock. LLM calls and parsing happen outside them.
+retried with backoff while another process holds the lock. LLM calls and parsing happen outside them. The one
+exception is a read connection kept open for a second after a query, for the next one (``KEEP_READING_S``).
 Table columns are documented in docs/tables.md; names are stable.
 """
 
@@ -143,6 +144,10 @@ class _ModeLock:
         self._writer_depth = 0
         self._waiting_writers = 0
         self._local = threading.local()
+        # the read connection ``Store.reading`` keeps open between read blocks (``KEEP_READING_S``): (connection,
+        # memo, file signature, when parked); a reaper thread closes it once it has been idle that long
+        self._kept: tuple | None = None
+        self._reaper: threading.Thread | None = None
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -189,11 +194,89 @@ class _ModeLock:
                 self._waiting_writers -= 1
             self._writer, self._writer_depth = me, 1
         try:
+            self.drop_kept()   # no reader is in a block now: the kept connection is idle (DuckDB refuses both)
             yield
         finally:
             with self._cond:
                 self._writer, self._writer_depth = None, 0
                 self._cond.notify_all()
+
+
+    # ---- the kept read connection -------------------------------------------------------------------
+    def take_kept(self, signature: tuple) -> tuple | None:
+        """The kept read connection and its memo, taken out of the slot for this read block; None when none is
+        kept or the file changed under it (deleted and rebuilt: another inode; written: another mtime or size),
+        in which case it is closed. Call with ``shared()`` held."""
+        with self._cond:
+            kept, self._kept = self._kept, None
+        if kept is None:
+            return None
+        if kept[2] != signature:
+            _close_quietly(kept[0])
+            return None
+        return kept[0], kept[1]
+
+    def park(self, con, memo: dict, signature: tuple) -> None:
+        """Keep ``con`` open for the next read block of this process, for ``KEEP_READING_S`` after this one; closed
+        now when a writer of this process is waiting (it goes first) or another block already parked one."""
+        with self._cond:
+            if self._kept is None and not self._waiting_writers and self._writer is None:
+                self._kept = (con, memo, signature, time.monotonic())
+                if self._reaper is None:
+                    self._reaper = threading.Thread(target=self._reap, name="pathrag-read-keeper", daemon=True)
+                    self._reaper.start()
+                return
+        _close_quietly(con)
+
+    def drop_kept(self) -> None:
+        """Close the kept read connection now (a writer, or a connection of another configuration, is next)."""
+        with self._cond:
+            kept, self._kept = self._kept, None
+        if kept is not None:
+            _close_quietly(kept[0])
+
+    def _reap(self) -> None:
+        while True:
+            with self._cond:
+                if self._kept is None:
+                    self._reaper = None
+                    return
+                left = self._kept[3] + KEEP_READING_S - time.monotonic()
+                if left <= 0:
+                    kept, self._kept = self._kept, None
+                    self._readers += 1   # a writer of this process waits until the file is closed
+            if left > 0:
+                time.sleep(left)
+                continue
+            try:
+                _close_quietly(kept[0])
+            finally:
+                with self._cond:
+                    self._readers -= 1
+                    self._reaper = None
+                    self._cond.notify_all()
+            return
+
+
+KEEP_READING_S = 1.0
+"""How long ``Store.reading`` keeps its read connection open after a read block ends, for the next one of this
+process: opening and closing the DuckDB file costs ~35 ms, about a third of a path query's own work. Queries asked
+back to back (a script's loop, a batch, the query service) pay it once. While kept, the file's read lock is held:
+a write of this process closes it first and goes at once; a writer in another process waits up to this long more
+(its connect retries); a query whose answer takes longer than this (most real models) closes it during the answer
+as before. The file is checked on every reuse (inode, size, mtime), so a home rebuilt at the same path is read
+afresh. A latency-for-lock-time trade chosen, not tuned on a benchmark: one second is well under the index run
+that would wait behind it and longer than a fast model's answer call."""
+
+
+def _close_quietly(con) -> None:
+    with contextlib.suppress(duckdb.Error):
+        con.close()
+
+
+def _file_signature(path: Path) -> tuple:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 _mode_locks: dict[str, _ModeLock] = {}
@@ -204,6 +287,13 @@ def _mode_lock(path: Path) -> _ModeLock:
     key = os.path.abspath(path)
     with _mode_locks_guard:
         return _mode_locks.setdefault(key, _ModeLock())
+
+
+def close_kept_reads(path: Path | str) -> None:
+    """Close the read connection ``Store.reading`` keeps open for the file at ``path`` in this process, if any:
+    before opening the file with another configuration (DuckDB refuses one file open twice in a process with
+    different settings), as ``pathrag check`` does."""
+    _mode_lock(Path(path)).drop_kept()
 
 
 class Store:
@@ -259,6 +349,8 @@ class Store:
             return
         lock = _mode_lock(self.path)
         with lock.shared() if read_only else lock.exclusive():
+            if sandboxed:
+                lock.drop_kept()   # its settings differ from the kept read connection's, which DuckDB refuses
             with self._connect(read_only, sandboxed, wait) as con:
                 yield con
 
@@ -430,7 +522,10 @@ class Store:
         """Within this block, this thread's read-only ``connect()`` calls share one open connection: a query reads
         the graph version, the lexical index version and its passages on three connections, and opening the file
         is most of what each costs. Keep the block short (one query): while it is open this process holds the
-        file's read lock, so a writer (an index run) waits for its end. Nested blocks reuse the outer one."""
+        file's read lock, so a writer (an index run) waits for its end. Nested blocks reuse the outer one.
+        When the block ends the connection, and what its readers kept in ``read_memo()``, stay open for the next
+        block of this process for ``KEEP_READING_S`` (a writer of this process closes it first); a block that
+        raised closes it."""
         if getattr(self._reading, "con", None) is not None or getattr(self._holding, "active", False):
             yield   # inside ``holding()``, reads are cursors on its connection already
             return
@@ -438,14 +533,27 @@ class Store:
             raise FileNotFoundError(
                 f"no index at {self.path}: run `pathrag index PATH` or `pathrag quickstart` first"
             )
-        with _mode_lock(self.path).shared():
-            con = self._open(True, {"memory_limit": self.memory_limit, "temp_directory": str(self.temp_directory)})
-            self._reading.con, self._reading.memo = con, {}
+        lock = _mode_lock(self.path)
+        with lock.shared():
+            signature = _file_signature(self.path)
+            kept = lock.take_kept(signature)
+            if kept is None:
+                con = self._open(True, {"memory_limit": self.memory_limit,
+                                        "temp_directory": str(self.temp_directory)})
+                memo: dict = {}
+            else:
+                con, memo = kept
+            self._reading.con, self._reading.memo = con, memo
+            finished = False
             try:
                 yield
+                finished = True
             finally:
                 self._reading.con = self._reading.memo = None
-                con.close()
+                if finished:
+                    lock.park(con, memo, signature)   # open for the next block a moment more (KEEP_READING_S)
+                else:
+                    con.close()
 
     def read_memo(self) -> dict | None:
         """Inside ``reading()``, a dict this thread's readers may keep what they read from the file in (the graph
