@@ -325,7 +325,12 @@ def test_pinned_reads_open_each_table_once_and_keep_their_version(store, monkeyp
     store.sync("entities", [(k, v, {}) for k, v in NAMES.items()], e)
     opened: list[str] = []
     real = store._db.open_table
-    monkeypatch.setattr(store._db, "open_table", lambda name, *a, **k: opened.append(name) or real(name, *a, **k))
+    def counting(name, *a, **k):
+        table = real(name, *a, **k)   # a missing table raises: tried, not opened
+        opened.append(name)
+        return table
+
+    monkeypatch.setattr(store._db, "open_table", counting)
     with store.pinned():
         first = store.search("entities", "Copenhagen", k=2, embedder=e)
         with store.pinned():

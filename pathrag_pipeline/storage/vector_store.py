@@ -221,7 +221,12 @@ class VectorStore:
         pinned = getattr(self._pinned, "tables", None)
         if pinned is not None and table in pinned:
             return pinned[table]
-        tbl = self._db.open_table(table) if table in self._db.list_tables().tables else None
+        try:
+            tbl = self._db.open_table(table)   # one call where listing the tables first was two
+        except ValueError:   # LanceDB's "Table '...' was not found"; anything else about a listed table is raised
+            if table in self._db.list_tables().tables:
+                raise
+            tbl = None
         if pinned is not None:
             pinned[table] = tbl
         return tbl
