@@ -198,11 +198,15 @@ import json, sys, time
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.query.engine import PathRAG
 questions = json.load(open(sys.argv[1]))
-options = {"keywords": sys.argv[2]} if len(sys.argv) > 2 else {}
+options = {"keywords": sys.argv[2]} if len(sys.argv) > 2 and sys.argv[2] != "auto" else {}
+paused = len(sys.argv) > 3 and sys.argv[3] == "paused"
 rag = PathRAG(Settings.from_env(), record=False)
 rag.query("What is this collection of passages about?", mode="path", **options)
 seconds = []
-for q in questions:
+for q in questions[:5] if paused else questions:
+    if paused:   # longer than the store keeps its read connection: this query opens the DuckDB file again
+        from pathrag_pipeline.storage.store import KEEP_READING_S
+        time.sleep(KEEP_READING_S + 0.5)
     t0 = time.perf_counter()
     rag.query(q, mode="path", **options)
     seconds.append(round(time.perf_counter() - t0, 4))
@@ -294,6 +298,8 @@ class System:
                 argv = [sys.executable, "-c", OURS_QUERY, str(self.questions)]
             elif step == "query_offline_keywords":   # the question's keywords by the offline rules: one model call
                 argv = [sys.executable, "-c", OURS_QUERY, str(self.questions), "offline"]
+            elif step == "paused_query":   # each question after a pause: the DuckDB file reopened every query
+                argv = [sys.executable, "-c", OURS_QUERY, str(self.questions), "auto", "paused"]
             else:   # edit and delete change the folder first (see run_peers_bench); the index brings it up to date
                 argv = [sys.executable, "-c", LAUNCH, "index", *(["--runless"] if runless else []), str(self.docs)]
             from pathrag_pipeline.config import PACKAGE_ROOT
@@ -378,9 +384,10 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
                     row = {"wall_s": measured["wall_s"], "cpu_s": measured["cpu_s"], **usage,
                            "embedding_requests": server.count("embeddings") - embeds0,
                            "unmatched_extractions": model.unmatched, "driver": measured["result"]}
-                    if step.startswith("query"):
+                    if step.startswith("query") or step == "paused_query":
                         qs = (measured["result"] or {}).get("query_s") or []
                         row["query_median_s"] = _median(qs)
+                    if step.startswith("query"):
                         row.update(gold_share(model, name, corpus.questions))
                     runs.setdefault(label, []).append(row)
 
@@ -408,6 +415,7 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
                 measure("query", "query")
                 if name == "ours":
                     measure("query_offline_keywords", "query_offline_keywords")
+                    measure("paused_query", "paused_query")
             for label, rows in runs.items():
                 figures[label] = {
                     "wall_s": _median([x["wall_s"] for x in rows]), "cpu_s": _median([x["cpu_s"] for x in rows]),
@@ -422,6 +430,7 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
                     figures[label].update({k: rows[-1][k] for k in ("all_gold_titles", "gold_titles_share",
                                                                      "questions_without_prompt",
                                                                      "answer_prompt_words")})
+                if label.startswith("query") or label == "paused_query":
                     figures[label]["query_median_s"] = _median([x["query_median_s"] for x in rows
                                                                 if x["query_median_s"] is not None])
             results[name] = {"figures": figures, "runs": runs}
@@ -477,6 +486,10 @@ UNFAIR = [
     "then the answer), nano-graphrag `local` (no keyword call: it embeds the question; then the answer). With the "
     "fixed delay per request, nano-graphrag's query pays one delay, the others two. Ours queries with "
     "`record=False` (no query-log write, as the peers keep none).",
+    "**Stores kept open between queries.** The peers load their stores (JSON files, nano-vectordb, the graph) into "
+    "memory once per process. Ours reads its DuckDB file per query but keeps it open for one second after each "
+    "(`KEEP_READING_S`, for the next query; every query here follows the last within that second), and opens its "
+    "LanceDB tables per query. The row \"query after a pause\" gives ours when every query reopens the file.",
     "**Caches.** LightRAG's LLM response cache is on (its default; its delete needs the cached extraction results). "
     "nano-graphrag's cache lives inside its own OpenAI functions, which the benchmark replaces, so it is off. "
     "Ours caches extractions by chunk text in its own tables. Each query question is asked once after a warm-up "
@@ -578,6 +591,9 @@ def table_rows(r: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
          lambda s: wall_cpu(s, "ask_served") if "ask_served" in fig[s] else "n/a", None, None),
         ("query, in one process (median)", lambda s: _fmt(get(s, "query", "query_median_s"), " s"), "query",
          "query_median_s"),
+        ("query after a pause, in one process (ours: past the second its DuckDB file stays open; median of 5)",
+         lambda s: _fmt(get(s, "paused_query", "query_median_s"), " s") if "paused_query" in fig[s] else "n/a",
+         None, None),
         ("chat calls for the queries (warm-up included)", lambda s: calls(s, "query"), "query", "calls"),
         (f"every gold passage title in the context, {r['questions']} questions",
          lambda s: _fmt(get(s, "query", "all_gold_titles")), "query", "all_gold_titles"),
