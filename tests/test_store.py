@@ -318,3 +318,33 @@ def test_the_kept_connection_is_closed_once_idle(tmp_path, monkeypatch):
         time.sleep(0.02)
     assert lock._kept is None and lock._reaper is None
     assert _write_from_another_process(store.path) == "wrote"
+
+
+def test_passages_read_in_one_read_block_are_not_read_again_in_the_next_until_a_write(tmp_path, monkeypatch):
+    from pathrag_pipeline.query.engine import fetch_chunks
+
+    store = Store(tmp_path / "t.duckdb")
+    with store.connect() as con:
+        con.execute("INSERT INTO documents (id, path, title, status, content_hash, created_at, updated_at) "
+                    "VALUES ('d', 'd.txt', 'Doc', 'indexed', 'h', now(), now())")
+        for i in range(3):
+            con.execute("INSERT INTO chunks (id, document_id, ordinal, text, token_count, char_start, char_end, "
+                        "content_hash) VALUES (?, 'd', ?, ?, 2, 0, 9, 'h')", [f"c{i}", i, f"passage {i}"])
+    executed: list[str] = []
+    real = duckdb.DuckDBPyConnection.execute
+    monkeypatch.setattr(duckdb.DuckDBPyConnection, "execute",
+                        lambda self, sql, *a: executed.append(sql) or real(self, sql, *a))
+    reads = lambda: sum("FROM chunks c" in sql for sql in executed)   # noqa: E731
+    with store.reading():
+        assert {c: s.text for c, s in fetch_chunks(store, ["c0", "c1", "gone"]).items()} == \
+            {"c0": "passage 0", "c1": "passage 1"}
+    with store.reading():   # the kept connection's memo: only c2 is read
+        assert list(fetch_chunks(store, ["c1", "gone", "c2"])) == ["c1", "c2"]
+        assert list(fetch_chunks(store, ["c2", "c0"])) == ["c2", "c0"]
+    assert reads() == 2
+    with store.connect() as con:
+        con.execute("UPDATE chunks SET text = 'changed' WHERE id = 'c0'")
+    with store.reading():
+        assert fetch_chunks(store, ["c0"])["c0"].text == "changed"
+    assert fetch_chunks(store, ["c1"])["c1"].text == "passage 1"   # outside a block: read every time
+    assert reads() == 4

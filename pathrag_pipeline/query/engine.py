@@ -131,18 +131,35 @@ def _usage(usage: Usage, memo: bool = False) -> dict[str, int]:
     return {"calls": usage.calls, "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
 
 
+MEMO_CHUNKS = 20_000
+"""Passages ``fetch_chunks`` keeps in a read block's memo (``Store.read_memo``: valid while the DuckDB file is
+unchanged, across the queries that share the kept connection), so a passage read once is not read again; emptied
+when it would hold more (about 1 KB a passage: tens of MB at most)."""
+
+
 def fetch_chunks(store: Store, chunk_ids: Sequence[str]) -> dict[str, ChunkSource]:
     """Text, document and title of the given chunks (ids no longer in ``chunks`` are absent)."""
     if not chunk_ids:
         return {}
-    with store.connect(read_only=True) as con:
-        rows = con.execute(
-            """SELECT c.id, c.document_id, coalesce(d.title, c.document_id), c.text
-               FROM chunks c LEFT JOIN documents d ON d.id = c.document_id
-               WHERE c.id IN (SELECT unnest(?::VARCHAR[]))""",
-            [list(chunk_ids)],
-        ).fetchall()
-    return {r[0]: ChunkSource(*r) for r in rows}
+    memo = store.read_memo()
+    known: dict[str, ChunkSource | None] = {} if memo is None else memo.setdefault("chunk_sources", {})
+    wanted = [c for c in dict.fromkeys(chunk_ids) if c not in known]
+    fetched: dict[str, ChunkSource] = {}
+    if wanted:
+        with store.connect(read_only=True) as con:
+            rows = con.execute(
+                """SELECT c.id, c.document_id, coalesce(d.title, c.document_id), c.text
+                   FROM chunks c LEFT JOIN documents d ON d.id = c.document_id
+                   WHERE c.id IN (SELECT unnest(?::VARCHAR[]))""",
+                [wanted],
+            ).fetchall()
+        fetched = {r[0]: ChunkSource(*r) for r in rows}
+    found = {c: fetched[c] if c in fetched else known.get(c) for c in chunk_ids}
+    if memo is not None and wanted:
+        if len(known) + len(wanted) > MEMO_CHUNKS:
+            known.clear()
+        known.update({c: fetched.get(c) for c in wanted})   # None: no such chunk (remembered as such)
+    return {c: source for c, source in found.items() if source is not None}
 
 
 class PathRAG:
