@@ -53,3 +53,17 @@ def test_a_path_query_with_pooling_embeds_the_question_once(tmp_path, monkeypatc
     result = rag.query(question, mode="path", path_pooling="rerank")
     assert result.paths                                  # the stages that embed the question ran
     assert inner.asked[question] == 1, inner.asked
+
+
+def test_an_offline_path_query_asks_its_embedder_once_for_the_keywords_and_the_question(tmp_path, monkeypatch):
+    """Offline keywords: the seed queries and the question go in one embedding call (one request to an endpoint),
+    not one for the keywords and another when the sources stage embeds the question."""
+    settings = tiny_index_home(tmp_path, monkeypatch)
+    inner = Counting()
+    calls: list[list[str]] = []
+    real = inner.embed
+    inner.embed = lambda texts: calls.append(list(texts)) or real(texts)
+    rag = PathRAG(settings, embedder=inner, record=False)
+    question = "Which sea does the Varne River flow into?"
+    assert rag.query(question, mode="path", keywords="offline").paths
+    assert len(calls) == 1 and question in calls[0] and len(calls[0]) > 1, calls

@@ -468,7 +468,9 @@ class PathRAG:
                 if mode == "path" and params.seed_query == "joined" and low_level:
                     low_level = [", ".join(low_level)]    # SEED_QUERIES (query/params.py)
                 low = query_keywords(low_level, [text] if ask_question else [], text)
-                low_vectors = np.asarray(self.embedder.embed(low))
+                # the question's text rides along (one embedding request, not two): the sources stage embeds it
+                # next, and RecentVectors hands it over (already there when it was embedded during the keyword call)
+                low_vectors = np.asarray(self.embedder.embed([*low, text] if mode == "path" else low))[:len(low)]
                 retrieved = retrieve_nodes(snapshot, self.vectors, self.embedder, low, params.top_n,
                                            lexical=entity_index(snapshot) if params.seed_search == "hybrid" else None,
                                            exact_name="exact_name" not in params.revert,
