@@ -253,9 +253,8 @@ class _ModeLock:
             finally:
                 with self._cond:
                     self._readers -= 1
-                    self._reaper = None
                     self._cond.notify_all()
-            return
+            # and round again: a block that parked while this closed found this thread still its keeper
 
 
 KEEP_READING_S = 1.0
