@@ -201,7 +201,6 @@ class _ModeLock:
                 self._writer, self._writer_depth = None, 0
                 self._cond.notify_all()
 
-
     # ---- the kept read connection -------------------------------------------------------------------
     def take_kept(self, signature: tuple) -> tuple | None:
         """The kept read connection and its memo, taken out of the slot for this read block; None when none is
