@@ -38,6 +38,9 @@ PLUGIN_GROUP = "pathrag.commands"
 @click.version_option(package_name="pathrag-pipeline")
 def main() -> None:
     """PathRAG graph-RAG pipeline. Settings come from PATHRAG_* environment variables (see docs/configuration.md)."""
+    from pathrag_pipeline.cli import gc_policy
+
+    gc_policy.apply()   # this process's garbage collector: rarely while modules load, not at exit (cli/gc_policy.py)
 
 
 if __name__ == "__main__":  # pragma: no cover
