@@ -418,3 +418,28 @@ def test_a_keyword_answer_cut_at_the_cap_falls_back_to_the_offline_rules(setting
     assert result.tokens["keywords"]["calls"] == 1 and result.tokens["keywords"]["completion_tokens"] == 50
     assert any("offline keyword rules are used" in r.getMessage() and "PATHRAG_LLM_ANSWER_MAX_TOKENS" in r.getMessage()
                for r in caplog.records)
+
+
+def test_back_to_back_queries_open_each_vector_table_once_until_the_index_changes(tmp_path, monkeypatch):
+    """The vector tables a query opened are kept with its DuckDB read connection (``VectorStore.pinned(keep_in=)``):
+    the next query reuses them; after a write to the DuckDB file the next query opens them again."""
+    from pathrag_pipeline.storage import store as store_module
+    from pathrag_pipeline.storage.store import set_meta
+
+    monkeypatch.setattr(store_module, "KEEP_READING_S", 3600.0)   # kept for the test's length, however slow
+    settings = build_tiny_index(tmp_path / "home")
+    graph_cache.clear_cache()
+    with PathRAG(settings, record=False) as rag:
+        opened: list[str] = []
+        real = rag.vectors._db.open_table
+        monkeypatch.setattr(rag.vectors._db, "open_table", lambda name, *a, **k: opened.append(name) or real(name, *a, **k))
+        question = "Which sea does the Varne River flow into?"
+        first = rag.query(question, mode="path", keywords="offline")
+        assert first.paths and opened and len(opened) == len(set(opened))   # each table once within a query
+        once = list(opened)
+        assert rag.query(question, mode="path", keywords="offline").answer == first.answer
+        assert opened == once                                              # the second query opened none
+        with rag.store.connect() as con:                                   # a write: the kept reads are closed
+            set_meta(con, "test_marker", "1")
+        rag.query(question, mode="path", keywords="offline")
+        assert opened == once + once

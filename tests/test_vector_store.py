@@ -346,6 +346,39 @@ def test_pinned_reads_open_each_table_once_and_keep_their_version(store, monkeyp
     assert opened[before:] == ["entities"]
 
 
+def test_tables_kept_in_a_memo_serve_later_blocks_until_they_are_due_again(store, monkeypatch):
+    """``pinned(keep_in=memo)`` (a query's DuckDB read memo): back-to-back blocks open each table once and read the
+    version they opened, with its schema and row count asked of LanceDB once; a new memo (the DuckDB file changed)
+    or ``PINNED_FOR_S`` later, the tables are opened again and a write made meanwhile is seen."""
+    import pathrag_pipeline.storage.vector_store as vs
+
+    e = HashingEmbedder(dim=64)
+    store.sync("entities", [(k, v, {}) for k, v in NAMES.items()], e)
+    opened: list[str] = []
+    real = store._db.open_table
+    monkeypatch.setattr(store._db, "open_table", lambda name, *a, **k: opened.append(name) or real(name, *a, **k))
+    memo: dict = {}
+    with store.pinned(keep_in=memo):
+        assert store.meta("entities").rows == len(NAMES)
+    assert opened == ["entities"]
+    store.sync("entities", [(k, v, {}) for k, v in NAMES.items() if k != "uoc"], e)   # another writer, say
+    opened.clear()
+    with store.pinned(keep_in=memo):
+        table = store._open("entities")
+        counted = []
+        monkeypatch.setattr(table._table, "count_rows", lambda *a: counted.append(a) or 0)
+        assert store.meta("entities").rows == len(NAMES)   # the version opened, its count kept: not asked again
+        assert "uoc" in {h.key for h in store.search("entities", "Copenhagen", k=5, embedder=e)}
+    assert opened == [] and counted == []
+    with store.pinned(keep_in={}):                            # a new memo: opened again, the write seen
+        assert store.meta("entities").rows == len(NAMES) - 1
+    assert opened == ["entities"]
+    monkeypatch.setattr(vs, "PINNED_FOR_S", 0.0)              # the kept tables are due: opened again
+    with store.pinned(keep_in=memo):
+        assert "uoc" not in {h.key for h in store.search("entities", "Copenhagen", k=5, embedder=e)}
+    assert opened == ["entities"] * 2
+
+
 def test_a_table_left_with_no_row_reads_as_empty_not_a_reshape_error(store):
     """Issue 61, item 3: a table whose every row was deleted (or whose run embedded nothing) is read as an empty
     matrix of the table's width; `pathrag ask` used to die on "cannot reshape array of size 0"."""

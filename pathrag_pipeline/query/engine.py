@@ -401,8 +401,9 @@ class PathRAG:
         scored = []
         with clock.stage("retrieval"):   # (opening LanceDB, and importing it in a new process, counts here)
             with contextlib.suppress(FileNotFoundError):   # no vector store: the retrieval says so in its words
-                # each vector table opened once for the query, not at each search (6 openings, ~14 ms a query)
-                reads.enter_context(self.vectors.pinned())
+                # each vector table opened once for the query, not at each search (6 openings, ~14 ms a query), and
+                # kept with the read connection for the next query (``VectorStore.pinned``)
+                reads.enter_context(self.vectors.pinned(keep_in=self.store.read_memo()))
             ctx, retrieved, path_ends = self._retrieve(text, mode, params, keywords, snapshot)
 
         if mode == "path":
