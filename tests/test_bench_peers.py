@@ -329,3 +329,20 @@ def test_nano_graphrag_s_own_parser_reads_the_scripted_reply(graph):
     # nano-graphrag upper-cases names and keeps the double quotes its prompt's examples put around them
     assert set(got["entities"]) == {f'"{n.upper()}"' for n in names}
     assert {tuple(p) for p in got["relations"]} == {(f'"{s.upper()}"', f'"{t.upper()}"') for s, t in pairs}
+
+
+def test_the_peer_drivers_run_with_our_commands_collector_policy():
+    """Every child the benchmark starts gets our `pathrag` command's garbage-collector thresholds
+    (``PEER_GC_THRESHOLDS``), and a peer driver applies them when it imports its common module, before the peer's
+    own imports: no system's new-process figure gains from the policy alone."""
+    import sys
+
+    from pathrag_lab.bench.peers import _base_env
+    from pathrag_pipeline.cli.gc_policy import THRESHOLDS
+
+    env = _base_env()
+    assert env["PEER_GC_THRESHOLDS"] == ",".join(map(str, THRESHOLDS))
+    probe = "import gc, _peer_common; print(gc.get_threshold())"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120,
+                          cwd=DRIVERS)
+    assert done.stdout.strip() == str(THRESHOLDS), done.stderr

@@ -9,13 +9,29 @@ tiktoken's. Both peers then chunk and truncate by these pieces.
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import json
+import os
 import re
 import sys
 import threading
 import time
 from pathlib import Path
 
+
+
+def _collector_policy() -> None:
+    """The garbage-collector policy of our `pathrag` command (its cli/gc_policy.py: these thresholds while the process
+    runs, the heap frozen at exit), given by the bench in PEER_GC_THRESHOLDS, so no system's step gains from it
+    alone. Applied when this module is imported: before the peer's own imports."""
+    spec = os.environ.get("PEER_GC_THRESHOLDS")
+    if spec:
+        gc.set_threshold(*(int(v) for v in spec.split(",")))
+        atexit.register(gc.freeze)
+
+
+_collector_policy()
 _PIECE = re.compile(r"\S+\s*|\s+")
 EMBED_MODEL = "fake-embed"
 CHAT_MODEL = "fake-chat"
