@@ -346,3 +346,18 @@ def test_the_peer_drivers_run_with_our_commands_collector_policy():
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120,
                           cwd=DRIVERS)
     assert done.stdout.strip() == str(THRESHOLDS), done.stderr
+
+
+def test_ours_is_byte_compiled_before_it_is_measured(tmp_path, monkeypatch):
+    """Like the peers' pip-installed packages: with PYTHONDONTWRITEBYTECODE set, an editable checkout would be
+    compiled again by every process the benchmark times."""
+    import pathrag_pipeline.config as config
+    from pathrag_lab.bench.peers import compile_ours
+
+    for package in ("pathrag_pipeline", "assets"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "module.py").write_text("X = 1\n")
+    monkeypatch.setattr(config, "PACKAGE_ROOT", tmp_path)
+    compile_ours()
+    for package in ("pathrag_pipeline", "assets"):
+        assert list((tmp_path / package / "__pycache__").glob("module.*.pyc")), package
