@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import sys
 
 import pytest
@@ -147,7 +148,8 @@ def test_each_ask_records_the_command_and_process_that_asked_and_an_older_spool_
 
     result = CliRunner().invoke(main, ["ask", QUESTIONS[0], "--local"])
     assert result.exit_code == 0, result.output
-    PathRAG(settings).query(QUESTIONS[1])
+    with PathRAG(settings) as rag:   # its close writes the row it spooled while it kept the file (log_results)
+        rag.query(QUESTIONS[1])
     old = PathRAG(settings, record=False).query_many(["Who designed the Corran Ford Bridge?"])
     store = Store.for_settings(settings)
     from pathrag_pipeline.query import query_log
@@ -161,3 +163,59 @@ def test_each_ask_records_the_command_and_process_that_asked_and_an_older_spool_
     assert got[0][1] == "pathrag ask" and got[0][2].startswith(socket.gethostname() + ":")
     assert got[1][1:] == ("python", f"{socket.gethostname()}:{os.getpid()}")
     assert got[2] == ("Who designed the Corran Ford Bridge?", None, None)
+
+
+# ---- the Python API's log while the file is kept for the next query (query_log.log_results) ------------------
+
+def _questions_from_another_process(path) -> list[str]:
+    probe = ("import duckdb, json, sys; c = duckdb.connect(sys.argv[1], read_only=True); "
+             "print(json.dumps([r[0] for r in c.execute('SELECT question FROM queries').fetchall()]))")
+    done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_back_to_back_logged_queries_open_the_file_once_and_this_process_reads_their_rows(settings, monkeypatch):
+    """A logged query (``record=True``, the default) whose process keeps the file for its next query spools its
+    rows instead of closing the file to write them; reading the file in this process merges them first."""
+    from pathrag_pipeline.storage import store as store_module
+
+    monkeypatch.setattr(store_module, "KEEP_READING_S", 3600.0)
+    opened: list[bool] = []
+    real = Store._open
+    monkeypatch.setattr(Store, "_open", lambda self, read_only, *a, **k: opened.append(read_only) or
+                        real(self, read_only, *a, **k))
+    store = Store.for_settings(settings)
+    with PathRAG(settings) as rag:
+        rag.query(QUESTIONS[0])
+        first = len(opened)
+        rag.query(QUESTIONS[1])
+        assert len(opened) == first                    # the second query opened nothing, read or write
+        assert spooled(store) == 2                     # each query's rows wait in the spool
+        assert sorted(logged(settings)) == sorted(QUESTIONS)   # this process's read merged them first
+        assert spooled(store) == 0
+
+
+def test_the_keeper_merges_the_spool_once_the_file_is_idle(settings, monkeypatch):
+    from pathrag_pipeline.storage import store as store_module
+
+    monkeypatch.setattr(store_module, "KEEP_READING_S", 0.05)
+    store = Store.for_settings(settings)
+    rag = PathRAG(settings)
+    rag.query(QUESTIONS[0])
+    deadline = time.monotonic() + 30
+    while spooled(store) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert spooled(store) == 0
+    assert _questions_from_another_process(settings.duckdb_path) == [QUESTIONS[0]]
+
+
+def test_a_process_that_exits_with_the_file_kept_leaves_its_rows_in_the_tables(settings):
+    script = ("import sys; from pathrag_pipeline.storage import store; store.KEEP_READING_S = 3600.0\n"
+              "from pathrag_pipeline.config import Settings; from pathrag_pipeline.query.engine import PathRAG\n"
+              "rag = PathRAG(Settings.from_env()); rag.query(sys.argv[1])\n"
+              "assert store.Store.for_settings(rag.settings).keeps_reads()\n")
+    done = subprocess.run([sys.executable, "-c", script, QUESTIONS[1]], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert spooled(Store.for_settings(settings)) == 0
+    assert _questions_from_another_process(settings.duckdb_path) == [QUESTIONS[1]]

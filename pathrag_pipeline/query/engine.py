@@ -58,7 +58,7 @@ from pathrag_pipeline.query.params import (  # noqa: F401 (re-exported)
 )
 from pathrag_pipeline.query.prompt_layouts import ChunkSource, at_budget, ordered_prompt, passages_of
 from pathrag_pipeline.query.pruning import ScoredPath, prune_paths
-from pathrag_pipeline.query.query_log import write_results
+from pathrag_pipeline.query.query_log import log_results
 from pathrag_pipeline.query.results import QueryResult
 from pathrag_pipeline.query.retrieval import (
     ModeContext,
@@ -247,7 +247,7 @@ class PathRAG:
                 results.append(self._run(q, mode, params, tuple(budgets)))
         finally:
             if self.record:
-                write_results(self.store, results)
+                log_results(self.store, results)   # into the spool while the file is kept for the next query
         return results
 
     @contextmanager

@@ -118,6 +118,21 @@ def write_results(store: Store, results: Sequence["QueryResult"]) -> str:
         return "spooled"
 
 
+def log_results(store: Store, results: Sequence["QueryResult"]) -> str:
+    """Log ``results`` as a query of the Python API does: with ``write_results``, unless this process keeps the
+    DuckDB file open for its next query (``store.KEEP_READING_S``), which a write would close (the next query
+    would then open it again: about half of a logged offline query's own time). Then the rows go to the spool
+    (``spool_results``, a millisecond) and are merged into the tables once the kept connection is closed: idle,
+    ``PathRAG.close()``, the process's exit, or before this process opens the file otherwise (so its own reads
+    see them); `pathrag sql` and `pathrag status` merge the spool before they read. Returns "written" or
+    "spooled"."""
+    if results and store.keeps_reads():
+        spool_results(store, results)
+        store.after_reads("query_log", lambda: merge_spool_now(store))
+        return "spooled"
+    return write_results(store, results)
+
+
 def spool_results(store: Store, results: Sequence["QueryResult"]) -> str:
     """Put ``results`` in the query spool without touching the DuckDB file (a file write and a rename: about a
     millisecond, where a transaction costs tens). The query service logs this way while more asks wait, and writes

@@ -148,6 +148,8 @@ class _ModeLock:
         # memo, file signature, when parked); a reaper thread closes it once it has been idle that long
         self._kept: tuple | None = None
         self._reaper: threading.Thread | None = None
+        # what waits for the kept connection to be closed (``after_kept``): key -> callable
+        self._after_kept: dict[str, Callable[[], None]] = {}
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -234,6 +236,35 @@ class _ModeLock:
         if kept is not None:
             _close_quietly(kept[0])
 
+    def keeps(self) -> bool:
+        """Whether a read connection is kept for the next block now."""
+        with self._cond:
+            return self._kept is not None
+
+    def after_kept(self, key: str, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the kept read connection is closed: by the keeper once it is idle, by
+        ``close_kept_reads``, before another connection of this process opens the file (``Store.connect``), or at
+        the process's exit. One callback per ``key`` waits (a later one replaces it)."""
+        _flush_at_exit()
+        with self._cond:
+            self._after_kept[key] = callback
+
+    def waiting_after_kept(self) -> bool:
+        return bool(self._after_kept)
+
+    def run_after_kept(self) -> None:
+        """Run (and forget) what waits for the kept connection, which must be closed by now. Not in a thread that
+        holds a read-only connection to the file (the callbacks may write): they wait for the next chance."""
+        if getattr(self._local, "depth", 0):
+            return
+        with self._cond:
+            callbacks, self._after_kept = list(self._after_kept.values()), {}
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception as exc:  # noqa: BLE001 - a deferred write says so and the rest goes on
+                _stderr_notice(f"pathrag: a write deferred while a query kept {type(exc).__name__}: {exc}")
+
     def _reap(self) -> None:
         while True:
             with self._cond:
@@ -253,6 +284,7 @@ class _ModeLock:
                 with self._cond:
                     self._readers -= 1
                     self._cond.notify_all()
+            self.run_after_kept()   # the writes deferred while it was kept (a query's log rows)
             # and round again: a block that parked while this closed found this thread still its keeper
 
 
@@ -288,10 +320,34 @@ def _mode_lock(path: Path) -> _ModeLock:
 
 
 def close_kept_reads(path: Path | str) -> None:
-    """Close the read connection ``Store.reading`` keeps open for the file at ``path`` in this process, if any:
-    before opening the file with another configuration (DuckDB refuses one file open twice in a process with
-    different settings), as ``pathrag check`` does."""
-    _mode_lock(Path(path)).drop_kept()
+    """Close the read connection ``Store.reading`` keeps open for the file at ``path`` in this process, if any, and
+    make the writes that waited for it (``after_kept``): before opening the file with another configuration (DuckDB
+    refuses one file open twice in a process with different settings), as ``pathrag check`` does."""
+    lock = _mode_lock(Path(path))
+    lock.drop_kept()
+    lock.run_after_kept()
+
+
+_exit_flush_registered = False
+
+
+def _flush_at_exit() -> None:
+    """At the process's exit, close every kept read connection and make the writes that waited for it (once)."""
+    global _exit_flush_registered
+    with _mode_locks_guard:
+        if _exit_flush_registered:
+            return
+        _exit_flush_registered = True
+
+    def flush() -> None:
+        with _mode_locks_guard:
+            paths = list(_mode_locks)
+        for path in paths:
+            close_kept_reads(path)
+
+    import atexit
+
+    atexit.register(flush)
 
 
 class Store:
@@ -346,6 +402,8 @@ class Store:
                 yield cursor
             return
         lock = _mode_lock(self.path)
+        if lock.waiting_after_kept() and getattr(self._reading, "con", None) is None:
+            close_kept_reads(self.path)   # writes deferred while a query kept the file go first: this reads them
         with lock.shared() if read_only else lock.exclusive():
             if sandboxed:
                 lock.drop_kept()   # its settings differ from the kept read connection's, which DuckDB refuses
@@ -552,6 +610,15 @@ class Store:
                     lock.park(con, memo, signature)   # open for the next block a moment more (KEEP_READING_S)
                 else:
                     con.close()
+
+    def keeps_reads(self) -> bool:
+        """Whether this process keeps a read connection to the file open for its next query (``reading``)."""
+        return _mode_lock(self.path).keeps()
+
+    def after_reads(self, key: str, callback: Callable[[], None]) -> None:
+        """Defer a write until the read connection kept for the next query is closed (``_ModeLock.after_kept``): a
+        write now would close it, and the next query would open the file again."""
+        _mode_lock(self.path).after_kept(key, callback)
 
     def read_memo(self) -> dict | None:
         """Inside ``reading()``, a dict this thread's readers may keep what they read from the file in (the graph
