@@ -121,6 +121,13 @@ def test_query_bench_reports_median_stages_per_mode(tmp_path: Path) -> None:
     assert {"keywords", "pruning", "answer"} <= set(path["median_ms"])
     assert "pruning" not in naive["median_ms"] and "keywords" not in naive["median_ms"]
     assert path["total_p95_ms"] >= path["total_median_ms"]
+    logged = result["logged"]   # the first mode's queries timed logged and unlogged; the logged ones are in the log
+    assert logged["mode"] == "path" and logged["queries"] == 9
+    assert logged["logged_wall_median_ms"] > 0 and logged["unlogged_wall_median_ms"] > 0
+    from pathrag_pipeline.storage.store import Store
+
+    with Store(tmp_path / "home" / "pathrag.duckdb").connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM queries WHERE mode = 'path'").fetchone()[0] == 9 + 1   # + warm-up
 
 
 def test_markdown_helpers() -> None:

@@ -421,7 +421,16 @@ def query_section(r: dict[str, Any], sizes: ReportSizes) -> str:
         md_table(["mode", "queries", *stages, "total median", "total p95", "paths/query"], rows),
         f"The first query of the process ({first['mode']}) took {first['total_ms']} ms. With an LLM configured the "
         "keywords and answer stages become LLM calls and dominate; the other stages stay as measured here.",
+        *([_logged_sentence(r["logged"])] if r.get("logged") else []),
     ])
+
+
+def _logged_sentence(logged: dict[str, Any]) -> str:
+    return (f"Logged as the Python API's default does (`record=True`; the rows wait in the query spool while the "
+            f"process keeps the DuckDB file for its next query, and are merged when it closes), {logged['queries']} "
+            f"{logged['mode']} queries back to back took a median of {_ms(logged['logged_wall_median_ms'])} ms of wall "
+            f"time each, against {_ms(logged['unlogged_wall_median_ms'])} ms unlogged (the same queries, engines "
+            "taking turns by round; wall time around `query()`, so it includes the log).")
 
 
 def startup_section(r: dict[str, Any]) -> str:
