@@ -348,3 +348,30 @@ def test_passages_read_in_one_read_block_are_not_read_again_in_the_next_until_a_
         assert fetch_chunks(store, ["c0"])["c0"].text == "changed"
     assert fetch_chunks(store, ["c1"])["c1"].text == "passage 1"   # outside a block: read every time
     assert reads() == 4
+
+
+def test_a_write_deferred_for_the_kept_connection_runs_when_it_closes_or_at_once_without_one(tmp_path, monkeypatch):
+    """``after_reads``: a write waits while a read connection is kept for the next block, and runs when it is closed
+    (``close_kept_reads``, or a connection of this process opening the file otherwise); with none kept (the keeper
+    closed it between the caller's look and its call) it runs at once."""
+    from pathrag_pipeline.storage import store as store_module
+
+    monkeypatch.setattr(store_module, "KEEP_READING_S", 3600.0)
+    store = _table_with(tmp_path / "d.duckdb", 1)
+    ran: list[str] = []
+    with store.reading():
+        with store.connect(read_only=True) as con:
+            con.execute("SELECT count(*) FROM t").fetchone()
+    assert store.keeps_reads()
+    store.after_reads("a", lambda: ran.append("a"))
+    assert ran == []
+    store_module.close_kept_reads(store.path)
+    assert ran == ["a"] and not store.keeps_reads()
+    store.after_reads("b", lambda: ran.append("b"))   # nothing kept: at once
+    assert ran == ["a", "b"]
+    with store.reading():
+        pass
+    store.after_reads("c", lambda: ran.append("c"))
+    with store.connect(read_only=True) as con:        # another connection of this process: the write goes first
+        assert ran == ["a", "b", "c"]
+        assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 1

@@ -244,10 +244,14 @@ class _ModeLock:
     def after_kept(self, key: str, callback: Callable[[], None]) -> None:
         """Run ``callback`` once the kept read connection is closed: by the keeper once it is idle, by
         ``close_kept_reads``, before another connection of this process opens the file (``Store.connect``), or at
-        the process's exit. One callback per ``key`` waits (a later one replaces it)."""
+        the process's exit. One callback per ``key`` waits (a later one replaces it). When no connection is kept
+        any more (the keeper closed it between the caller's look and now), it runs at once."""
         _flush_at_exit()
         with self._cond:
             self._after_kept[key] = callback
+            kept = self._kept is not None
+        if not kept:
+            self.run_after_kept()
 
     def waiting_after_kept(self) -> bool:
         return bool(self._after_kept)
