@@ -6,7 +6,8 @@ how long each stage took, or how answers changed across graph versions. Rows are
 Questions and answers are bound as parameters, never spliced into SQL. A batch of results is written on
 one short connection, after every LLM call of the batch has returned, so the DuckDB file is never held
 while a model is thinking; when another process holds the file, the rows wait in a spool folder instead of
-the query waiting for the lock (``write_results``).
+the query waiting for the lock (``write_results``). A query of the Python API whose process keeps the file open
+for its next query spools its rows too, merged once that connection closes (``log_results``).
 """
 
 from __future__ import annotations
