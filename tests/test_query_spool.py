@@ -219,3 +219,23 @@ def test_a_process_that_exits_with_the_file_kept_leaves_its_rows_in_the_tables(s
     assert done.returncode == 0, done.stderr
     assert spooled(Store.for_settings(settings)) == 0
     assert _questions_from_another_process(settings.duckdb_path) == [QUESTIONS[1]]
+
+
+def test_pathrag_sql_waits_out_a_kept_connection_to_merge_the_spool(settings, monkeypatch):
+    """Another process that just asked keeps the file open for a second, its rows spooled: `pathrag sql` waits for
+    the database a moment (``SPOOL_MERGE_WAIT_S``) and shows them, rather than noting they are not there yet."""
+    from pathrag_pipeline.storage import store as store_module
+
+    monkeypatch.setattr(store_module, "KEEP_READING_S", 0.5)
+    store = Store.for_settings(settings)
+    results = PathRAG(settings, record=False).query_many(QUESTIONS[:1])   # this process now keeps the file
+    assert store.keeps_reads()
+    from pathrag_pipeline.query.query_log import spool_results
+
+    spool_results(store, results)   # rows spooled with no merge waiting for the kept connection
+    done = subprocess.run([sys.executable, "-c", "import sys; from pathrag_pipeline.cli import main; sys.exit(main())",
+                           "sql", "SELECT question FROM queries", "--json"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [row["question"] for row in json.loads(done.stdout)] == QUESTIONS[:1], done.stderr
+    assert "wait in" not in done.stderr and spooled(store) == 0

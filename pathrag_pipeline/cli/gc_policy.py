@@ -33,10 +33,6 @@ THRESHOLDS = (50_000, 10, 10)   # only the youngest generation's changes: the ol
 _applied = False
 
 
-def _freeze_at_exit() -> None:
-    gc.freeze()
-
-
 def apply() -> None:
     """Set ``THRESHOLDS`` and register the exit hook; once per process (a second call does nothing)."""
     global _applied
@@ -44,4 +40,4 @@ def apply() -> None:
         return
     _applied = True
     gc.set_threshold(*THRESHOLDS)
-    atexit.register(_freeze_at_exit)   # registered before the commands' own: runs after them
+    atexit.register(gc.freeze)   # registered before the commands' own: runs after them

@@ -17,15 +17,20 @@ import duckdb
 from pathrag_pipeline.cli.common import load_settings, print_table
 from pathrag_pipeline.config import DEFAULT_SQL_TIMEOUT, Settings
 from pathrag_pipeline.ingest.home_folder import recorded_folder, watched_folder
-from pathrag_pipeline.storage.store import Store
+from pathrag_pipeline.storage.store import KEEP_READING_S, Store
+
+# How long `pathrag sql` and `pathrag status` wait to merge spooled query rows: past a kept read connection's second.
+SPOOL_MERGE_WAIT_S = 2 * KEEP_READING_S
 
 
 def _merge_query_spool(store: Store) -> None:
     """Queries logged while another process held the database wait in the spool: move them into the tables
-    first (never waiting), or say on stderr that they are not in them yet."""
+    first, or say on stderr that they are not in them yet. With rows spooled, the merge waits for the database a
+    moment (``SPOOL_MERGE_WAIT_S``): a process that just asked queries keeps it open that long for its next one
+    (``KEEP_READING_S``) and its rows wait in the spool meanwhile (``query_log.log_results``)."""
     from pathrag_pipeline.query.query_log import merge_spool_now, spool_dir, spooled
 
-    if store.path.exists() and merge_spool_now(store) is None:
+    if store.path.exists() and merge_spool_now(store, wait_s=SPOOL_MERGE_WAIT_S) is None:
         click.echo(f"note: {spooled(store)} batch(es) of query log rows wait in {spool_dir(store)} while another "
                    "process writes the database; queries/path_traces/retrieved_nodes show them once it is done",
                    err=True)

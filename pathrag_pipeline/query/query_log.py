@@ -244,12 +244,12 @@ def _merge_files(con, loaded: list[tuple[Path, dict[str, list[list]]]]) -> int:
     return len(fresh)
 
 
-def merge_spool_now(store: Store) -> int | None:
-    """Merge the spool if the DuckDB file is free right now (never waits); None when it is not."""
+def merge_spool_now(store: Store, wait_s: float = 0.0) -> int | None:
+    """Merge the spool if the DuckDB file is free right now, or within ``wait_s`` seconds; None when it is not."""
     if not spooled(store):
         return 0
     try:
-        with store.connect(wait=False) as con:
+        with store.connect(wait=wait_s) as con:
             return merge_spool(con, spool_dir(store))
     except StoreLockedError:
         return None

@@ -390,9 +390,10 @@ class Store:
 
     @contextlib.contextmanager
     def connect(self, read_only: bool = False, *, sandboxed: bool = False,
-                wait: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+                wait: bool | float = True) -> Iterator[duckdb.DuckDBPyConnection]:
         """A short-lived connection; ``wait=False`` raises ``StoreLockedError`` at once, without a notice, when
-        another process holds the file (a caller with somewhere else to put its rows: the query log spool). ``sandboxed`` (with read_only, for user SQL) also disables access to
+        another process holds the file (a caller with somewhere else to put its rows: the query log spool); a number
+        waits that many seconds at most. ``sandboxed`` (with read_only, for user SQL) also disables access to
         other files (COPY ... TO, read_csv('/etc/...')), so the connection can only read the index, and locks
         its limits for the session (``lock_configuration``: a statement cannot ``SET memory_limit`` past the
         configured cap, nor threads or the spill folder): it spills at most ``sql_max_temp`` to a folder of its
@@ -415,7 +416,8 @@ class Store:
                 yield con
 
     @contextlib.contextmanager
-    def _connect(self, read_only: bool, sandboxed: bool, wait: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _connect(self, read_only: bool, sandboxed: bool,
+                 wait: bool | float) -> Iterator[duckdb.DuckDBPyConnection]:
         anchor = getattr(self._reading, "con", None)
         if anchor is not None and read_only and not sandboxed:
             # inside ``reading()``: a cursor on the connection already open (opening the file costs ~10 ms)
@@ -512,7 +514,7 @@ class Store:
             self._holding.active = True
 
     @contextlib.contextmanager
-    def _held_cursor(self, wait: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _held_cursor(self, wait: bool | float) -> Iterator[duckdb.DuckDBPyConnection]:
         if self._holding.con is None:
             locked = contextlib.ExitStack()
             locked.enter_context(_mode_lock(self.path).exclusive())
@@ -642,9 +644,11 @@ class Store:
             memo[key] = load()
         return memo[key]
 
-    def _open(self, read_only: bool, config: dict | None = None, wait: bool = True) -> duckdb.DuckDBPyConnection:
+    def _open(self, read_only: bool, config: dict | None = None,
+              wait: bool | float = True) -> duckdb.DuckDBPyConnection:
         started = time.monotonic()
-        deadline = started + (self.lock_timeout if wait else 0.0)
+        limit = self.lock_timeout if wait is True else float(wait)   # False: 0, a number: that many seconds
+        deadline = started + limit
         delay = 0.05
         told = False
         while True:
@@ -656,7 +660,7 @@ class Store:
                 if time.monotonic() >= deadline:
                     raise StoreLockedError(
                         f"{self.path} is locked by {lock_holder(exc)} (a running Dagster run or pathrag command) "
-                        f"for more than {self.lock_timeout if wait else 0:.0f}s; wait for it to finish and retry"
+                        f"for more than {limit:.0f}s; wait for it to finish and retry"
                     ) from exc
                 if not told and self.on_wait is not None and time.monotonic() - started >= self.notice_after:
                     told = True
