@@ -48,9 +48,14 @@ ENV_NAMES = {
     "lancedb_uri": "PATHRAG_LANCEDB_URI",
     "lancedb_storage_options": "PATHRAG_LANCEDB_STORAGE_OPTIONS",
     "shard_storage": "PATHRAG_SHARD_STORAGE",
+    "auto_serve": "PATHRAG_AUTO_SERVE",
 }
 
 LLM_MODES = ("json", "json_schema", "tools", "md_json")
+# When `pathrag index`/`pathrag ask` start the home's query service in the background (cli/background_service.py)
+AUTO_SERVE = ("terminal", "always", "never")
+_AUTO_SERVE_ALIASES = {"1": "always", "on": "always", "yes": "always", "true": "always",
+                       "0": "never", "off": "never", "no": "never", "false": "never"}
 
 SECRET_FIELDS = {"llm_api_key", "embed_api_key"}
 REDACTED_FIELDS = {"lancedb_storage_options"}   # shown with credential values masked (redacted_options)
@@ -66,6 +71,15 @@ def usable_cores() -> int:
 
 class ConfigError(PipelineError, ValueError):
     """A setting has a value the pipeline cannot use; the message names the variable and the fix."""
+
+
+def _auto_serve_env(env: dict[str, str]) -> str:
+    raw = (env.get(ENV_NAMES["auto_serve"]) or "").strip().lower()
+    value = _AUTO_SERVE_ALIASES.get(raw, raw or "terminal")
+    if value not in AUTO_SERVE:
+        raise ConfigError(f"{ENV_NAMES['auto_serve']}={raw!r} is not one of {', '.join(AUTO_SERVE)} (or 1/0); "
+                          "never keeps `pathrag index` and `pathrag ask` from starting a query service in the background")
+    return value
 
 
 def _default_home() -> Path:
@@ -223,6 +237,7 @@ class Settings:
     lancedb_uri: str | None = None                  # None: the home's lancedb/ folder; else a folder or s3:// URI
     lancedb_storage_options: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may hold keys
     shard_storage: str | None = None    # extract_fanout's step data: None = the Dagster home; a shared folder or s3://
+    auto_serve: str = "terminal"        # start `pathrag serve` in the background: at a terminal, always or never
 
     # ---- derived locations -------------------------------------------------------------------
     @property
@@ -278,6 +293,7 @@ class Settings:
             lancedb_uri=parse_lancedb_uri(env.get(ENV_NAMES["lancedb_uri"])),
             lancedb_storage_options=parse_storage_options(env.get(ENV_NAMES["lancedb_storage_options"])),
             shard_storage=parse_storage_uri("shard_storage", env.get(ENV_NAMES["shard_storage"]), ("s3",)),
+            auto_serve=_auto_serve_env(env),
         )
         if overrides:
             settings = replace(settings, **overrides)
@@ -295,6 +311,17 @@ class Settings:
         if self.home.exists() and not self.home.is_dir():
             raise ConfigError(f"PATHRAG_HOME={self.home} is a file, not a folder; point PATHRAG_HOME at a folder "
                               "(it is created if missing) where the index can live")
+
+    def secrets_digest(self, key: str) -> str:
+        """A keyed digest of the secrets (API keys, credential storage options), for telling whether two processes
+        hold the same ones without either showing them: ``public()`` reduces them to set/unset, so a key changed
+        since a query service started would otherwise go unnoticed. ``key`` is random per use (the service's
+        token), so the digest says nothing outside that pairing."""
+        import hashlib
+        import hmac
+
+        held = [self.llm_api_key or "", self.embed_api_key or "", json.dumps(self.lancedb_storage_options)]
+        return hmac.new(key.encode(), json.dumps(held).encode(), hashlib.sha256).hexdigest()
 
     def public(self) -> dict[str, object]:
         """Settings safe to print, log or store: secrets are reduced to whether they are set."""

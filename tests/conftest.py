@@ -31,6 +31,8 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("PATHRAG_") or name.startswith("OPENAI_"):
             monkeypatch.delenv(name, raising=False)
+    # no command leaves a query service behind (cli/background_service.py), even under `pytest -s` at a terminal
+    monkeypatch.setenv("PATHRAG_AUTO_SERVE", "never")
 
 
 @pytest.fixture(autouse=True)

@@ -132,3 +132,27 @@ def test_a_terminal_gets_colour_and_no_spinner_frames(home):
     assert "\x1b[?25l" not in reply["printed"]   # a live display hides the cursor first
     with pytest.raises(Exception, match="not a number of columns"):
         ServiceIndexer(settings)({"folder": str(docs), "width": "wide"})
+
+
+def test_a_local_plain_run_starts_a_service_for_the_next_and_a_served_or_local_one_does_not(tmp_path, monkeypatch):
+    """`pathrag index` leaves a background service (cli/background_service.py) only after a plain run it did itself:
+    not after one the service did, nor after --local/--runless. The start itself is tested with a real process in
+    tests/test_background_service.py; here it is recorded."""
+    from pathrag_pipeline.cli import background_service
+
+    started = []
+    monkeypatch.setattr(background_service, "start_for_next_command", lambda s: started.append(s.home))
+    docs = tmp_path / "docs"
+    shutil.copytree(SAMPLE_DOCS, docs)
+    monkeypatch.setenv("PATHRAG_HOME", str(tmp_path / "home"))
+    code, out, err = index(docs, "--local")
+    assert code == 0, err
+    code, out, err = index(docs, "--runless")
+    assert code == 0 and started == [], err
+    code, out, err = index(docs)
+    assert code == 0 and "Up to date" in out and started == [tmp_path / "home"], err
+    # handed to a service (its reply stands in here: the handing itself is tested above), no start
+    monkeypatch.setattr("pathrag_pipeline.cli.indexing._index_in_service",
+                        lambda *a: {"printed": "Up to date, no run launched\n", "unembedded": 0})
+    code, out, err = index(docs)
+    assert code == 0 and "indexed by the query service" in err and len(started) == 1, err

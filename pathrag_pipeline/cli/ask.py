@@ -97,7 +97,7 @@ def _ask_service(settings: Settings, question: str, mode: str, options: dict[str
     from pathrag_pipeline.query import service_client
 
     try:
-        data = service_client.ask(settings.home, settings.public(), question, mode, options)
+        data = service_client.ask(settings, question, mode, options)
     except service_client.ServiceUnavailable as exc:
         if not exc.quiet:
             click.echo(f"{exc}; answering in this process", err=True)
@@ -134,7 +134,8 @@ def ask(question: str | None, mode: str, as_json: bool, html_file: Path | None, 
         **values: Any) -> None:
     """Answer QUESTION from the index; the query is logged in the queries/path_traces tables.
 
-    When `pathrag serve` runs for the home with the same settings, the question goes to it (no start-up cost).
+    When `pathrag serve` runs for the home with the same settings, the question goes to it (no start-up cost);
+    run at a terminal, an ask answered here starts one in the background for the next (PATHRAG_AUTO_SERVE).
     Every query setting is declared once (docs/configuration.md): the common ones are options below, any other
     is `--set NAME=VALUE` (`--settings` lists them). `--html FILE` writes the answer as a page (answered in this
     process); `--show QUERY_ID --html FILE` draws an ask from the log."""
@@ -181,6 +182,10 @@ def ask(question: str | None, mode: str, as_json: bool, html_file: Path | None, 
     _say_what_is_missing(settings)
     if result.error:
         raise click.ClickException(f"query {result.query_id} failed: {result.error}")
+    if not local:
+        from pathrag_pipeline.cli.background_service import start_for_next_command
+
+        start_for_next_command(settings)
 
 
 def _write_page(settings: Settings, path: Path, *, result: QueryResult | None = None,

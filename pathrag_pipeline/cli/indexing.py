@@ -349,7 +349,7 @@ def _index_in_service(settings: Settings, folder: Path, replace_folder: bool, re
                "width": shutil.get_terminal_size().columns if tty else PIPED_WIDTH,
                "color": tty and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"}
     try:
-        return service_client.index(settings.home, settings.public(), request)
+        return service_client.index(settings, request)
     except service_client.ServiceUnavailable as exc:
         if not exc.quiet:
             click.echo(f"{exc}; indexing in this process", err=True)
@@ -386,7 +386,8 @@ def index(path: Path, triples: Path | None, reembed: bool, runless: bool, replac
 
     A PATHRAG_HOME indexes one folder: another folder, or an empty one, is refused unless --replace. When a
     query service (`pathrag serve`) runs for the home with the same settings, it runs the index (the same
-    Dagster run, without this process's start-up); --local, --runless, --triples and --reembed run it here."""
+    Dagster run, without this process's start-up); --local, --runless, --triples and --reembed run it here.
+    Run at a terminal, it then starts one in the background for the next command (PATHRAG_AUTO_SERVE)."""
     settings = load_settings(docs=path.resolve())
     served = None
     if not (local or runless or triples or reembed):
@@ -402,6 +403,10 @@ def index(path: Path, triples: Path | None, reembed: bool, runless: bool, replac
         unembedded = _unembedded(report)
     click.echo(f"Stored in {settings.duckdb_path} and {settings.lancedb_location}. "
                "Query it with: pathrag sql \"SELECT name, type FROM entities LIMIT 10\"")
+    if served is None and not (local or runless or triples or reembed):
+        from pathrag_pipeline.cli.background_service import start_for_next_command
+
+        start_for_next_command(settings)
     if unembedded:
         # partial is partial (issue 61): the rows are kept and embedded by the next run, but this one did not finish
         raise click.ClickException(f"partial: {unembedded} row(s) were left unembedded (their batches failed, "

@@ -219,7 +219,8 @@ def service_summary(settings: Settings) -> dict | None:
     from pathrag_pipeline.query.service_client import live_service
 
     info = live_service(settings.home)
-    return None if info is None else {"url": info.url, "process": info.process, "started_at": info.started_at}
+    return None if info is None else {"url": info.url, "process": info.process, "started_at": info.started_at,
+                                      "background": info.background}
 
 
 def _given_up(con) -> int:
@@ -285,8 +286,10 @@ def print_status(settings: Settings) -> None:
         cols = ["run id", "started (UTC)", "trigger", "new", "changed", "deleted", "failed", "docs", "chunks", "s"]
         print_table(cols, [tuple(r.values()) for r in summary["last_runs"]], title="Last ingest runs (all entry points)")
     svc = summary["query_service"]
-    console.print("Query service: " + (f"running at {svc['url']} since {svc['started_at']} ({svc['process']}); "
-                                       "`pathrag ask` uses it" if svc else "not running (`pathrag serve` starts one)"),
+    console.print("Query service: " + (f"running at {svc['url']} since {svc['started_at']} ({svc['process']}"
+                                       f"{', started in the background' if svc.get('background') else ''}); "
+                                       "`pathrag ask` and `pathrag index` use it (`pathrag serve --stop` stops it)"
+                                       if svc else "not running (`pathrag serve` starts one)"),
                   markup=False, highlight=False, soft_wrap=True)
     dag = summary["dagster"]
     age = dag["daemon_heartbeat_seconds_ago"]

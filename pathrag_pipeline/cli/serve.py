@@ -23,7 +23,13 @@ query_process_threads()
               help="Port to listen on (0: any free port; the chosen one is written to the service file).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Queries answered at once (default: one per core offline, PATHRAG_LLM_MAX_CONCURRENCY with an LLM).")
-def serve(host: str, port: int, workers: int | None) -> None:
+@click.option("--idle-exit", "idle_exit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Stop after this many seconds without a request (default: run until stopped).")
+@click.option("--stop", is_flag=True, help="Stop the service running for PATHRAG_HOME (once its requests in hand "
+                                           "are done) instead of starting one.")
+@click.option("--background", is_flag=True, hidden=True,
+              help="Started by a command for the next ones (cli/background_service.py).")
+def serve(host: str, port: int, workers: int | None, idle_exit: float | None, stop: bool, background: bool) -> None:
     """Answer `pathrag ask` and run `pathrag index` for PATHRAG_HOME from one long-lived process."""
     from pathrag_pipeline.cli.indexing import ServiceIndexer
     from pathrag_pipeline.query.service import ServiceStartError
@@ -33,18 +39,48 @@ def serve(host: str, port: int, workers: int | None) -> None:
         settings = Settings.from_env()
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
+    if stop:
+        _stop(settings)
+        return
 
     def ready(info) -> None:
+        if background:
+            from pathrag_pipeline.cli.background_service import started
+
+            started(settings.home)
         click.echo(f"query service for {settings.home} at {info.url} (token in "
                    f"{settings.home / 'query_service.json'}); `pathrag ask` and `pathrag index` use it, `pathrag "
-                   "page` opens its page in a browser. Ctrl-C or SIGTERM stops it.", err=True)
+                   "page` opens its page in a browser. " + (
+                       f"Started in the background; it stops after {idle_exit:g} s without a request."
+                       if background else "Ctrl-C or SIGTERM stops it."), err=True)
 
     try:
         answered = run(settings, host=host, port=port, workers=workers, ready=ready,
-                       indexer=ServiceIndexer(settings))
+                       indexer=ServiceIndexer(settings), idle_exit=idle_exit, background=background)
     except ServiceStartError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"query service stopped after {answered} queries", err=True)
+
+
+def _stop(settings: Settings) -> None:
+    import time
+
+    from pathrag_pipeline.query.service_client import ServiceError, ServiceUnavailable, call, live_service
+
+    info = live_service(settings.home)
+    if info is None:
+        raise click.ClickException(f"no query service runs for {settings.home}")
+    try:
+        call(info, "/stop", {}, timeout=10.0)
+    except (ServiceUnavailable, ServiceError) as exc:
+        raise click.ClickException(f"the query service at {info.url} did not stop: {exc}") from None
+    deadline = time.monotonic() + 60
+    while live_service(settings.home) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if live_service(settings.home) is not None:
+        raise click.ClickException(f"the query service at {info.url} was asked to stop and still runs after 60 s "
+                                   "(an index run in hand finishes first)")
+    click.echo(f"query service at {info.url} stopped", err=True)
 
 
 @click.command()

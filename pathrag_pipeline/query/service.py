@@ -11,6 +11,10 @@ Protocol: HTTP on 127.0.0.1 (standard library ``http.server``), ``POST /ask`` wi
 ``POST /index`` with ``{"folder", "replace", "retry_failed", "width", "color"}`` runs `pathrag index` in the
 service (``indexer``, given by `pathrag serve`: ``cli/indexing.ServiceIndexer``, a Dagster run, one at a time)
 and returns ``{"printed", "unembedded", "dagster_run_id"}``; a service started without one answers 404.
+``POST /stop`` ends the service once the requests in hand are answered (`pathrag serve --stop`; a client asks a
+background service whose settings or code differ from its own). With ``idle_exit`` the service stops by itself
+after that many seconds without a request (the one a command starts in the background,
+``cli/background_service.py``).
 Every request carries ``Authorization: Bearer TOKEN``; the token is in ``PATHRAG_HOME/query_service.json``,
 readable by its owner only (``service_client``), so the service answers whoever can read the home and nobody
 else. Nothing of a request is logged but its query id, mode and time (of an index request: its folder, time
@@ -110,6 +114,26 @@ class QueryService:
         self.answered = 0
         self._busy = 0                    # workers answering a batch (under ``_state``)
         self._state = threading.Lock()
+        self._requests = 0                # requests being handled (under ``_state``)
+        self._last_request = time.monotonic()
+        self.stopping = threading.Event()   # set by ``POST /stop``; ``serve`` waits on it
+
+    @contextlib.contextmanager
+    def handling(self):
+        """Around each HTTP request: an index run or a slow ask is not idle time."""
+        with self._state:
+            self._requests += 1
+        try:
+            yield
+        finally:
+            with self._state:
+                self._requests -= 1
+                self._last_request = time.monotonic()
+
+    def idle_for(self) -> float:
+        """Seconds since the last request ended, 0 while one is handled."""
+        with self._state:
+            return 0.0 if self._requests else time.monotonic() - self._last_request
 
     def warm(self) -> None:
         """Load what the first query would (imports, the graph snapshot, vector tables, the lexical index), so
@@ -290,6 +314,14 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
             return False
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            with service.handling():
+                self._get()
+
+        def do_POST(self) -> None:  # noqa: N802
+            with service.handling():
+                self._post()
+
+        def _get(self) -> None:
             from urllib.parse import parse_qs, urlsplit
 
             url = urlsplit(self.path)
@@ -353,7 +385,7 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
                             f"(Content-Length {length}, fewer bytes sent)")
                 return None
 
-        def do_POST(self) -> None:  # noqa: N802
+        def _post(self) -> None:
             if self.path == "/page":
                 if not self._authorised(page=True):
                     return
@@ -366,8 +398,13 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
             if self.path == "/index" and service.indexer is not None:
                 self._index()
                 return
+            if self.path == "/stop":
+                service.log("asked to stop (POST /stop)")
+                self._reply(200, {"stopping": True})
+                service.stopping.set()
+                return
             if self.path != "/ask":
-                self._reply(404, {"error": f"no {self.path}: use POST /ask or GET /health"})
+                self._reply(404, {"error": f"no {self.path}: use POST /ask, POST /stop or GET /health"})
                 return
             body = self._body("application/json")
             if body is None:
@@ -491,10 +528,14 @@ class _Server(ThreadingHTTPServer):
 
 def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers: int | None = None,
           log: Log = lambda m: print(m, file=sys.stderr, flush=True), ready: Callable[[ServiceInfo], None] | None = None,
-          stop: threading.Event | None = None, indexer: Any = None) -> int:
-    """Serve the home of ``settings`` until SIGTERM, SIGINT or ``stop``; returns the queries answered. ``indexer``
-    (a callable taking an index request; its ``warm()`` runs in a thread once asks are answered, its ``close()``
-    at the end) makes ``POST /index`` run index runs here."""
+          stop: threading.Event | None = None, indexer: Any = None, idle_exit: float | None = None,
+          background: bool = False) -> int:
+    """Serve the home of ``settings`` until SIGTERM, SIGINT, ``stop``, ``POST /stop`` or ``idle_exit`` seconds
+    without a request; returns the queries answered. ``indexer`` (a callable taking an index request; its
+    ``warm()`` runs in a thread once asks are answered, its ``close()`` at the end) makes ``POST /index`` run index
+    runs here. ``background``: started by a command for the next ones (``cli/background_service.py``), said in
+    the description so a client that differs from it asks it to stop."""
+    from pathrag_pipeline.query.service_client import code_version
     from pathrag_pipeline.storage.process_identity import describe, identity
 
     home = settings.home
@@ -513,7 +554,8 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers
     bound_host, bound_port = server.server_address[:2]
     info = ServiceInfo(url=f"http://{bound_host}:{bound_port}", token=token, process=identity(),
                        settings=settings.public(),
-                       started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                       started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                       secrets=settings.secrets_digest(token), code=code_version(), background=background)
     stop = stop or threading.Event()
     previous = {}
     if threading.current_thread() is threading.main_thread():
@@ -528,8 +570,12 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers
     if hasattr(indexer, "warm"):
         threading.Thread(target=_warm_indexer, args=(indexer, log), name="pathrag-index-warm", daemon=True).start()
     try:
-        while not stop.wait(1.0):
-            pass
+        while not stop.wait(0.25 if idle_exit is not None and idle_exit < 2 else 1.0):
+            if service.stopping.is_set():
+                break
+            if idle_exit is not None and service.idle_for() > idle_exit:
+                log(f"no request for {idle_exit:g} s: stopping")
+                break
     finally:
         remove_info(home, token)
         server.shutdown()

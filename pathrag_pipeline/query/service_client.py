@@ -5,10 +5,14 @@ not pay the engine's imports (LanceDB's client, DuckDB, igraph: about 2 s of the
 on 2 cores). Standard library only, plus ``config`` and ``storage.process_identity`` (both light).
 
 The service describes itself in ``PATHRAG_HOME/query_service.json`` (mode 0600, removed when it stops):
-its URL, a random token every request must carry, its process identity and the settings it runs with
-(``Settings.public()``, so never a secret). A client uses it only when that process is alive and the settings
-its request depends on equal the client's (an ask: ``QUERY_SETTINGS``; an index: every setting but the folder,
-``index_mismatch``); otherwise the caller does the work in its own process.
+its URL, a random token every request must carry, its process identity, the settings it runs with
+(``Settings.public()``, so never a secret), a digest of its secrets keyed by the token
+(``Settings.secrets_digest``), the code it runs (``code_version``) and whether a command started it in the
+background (``cli/background_service.py``). A client uses it only when that process is alive, runs this code
+and holds the same secrets, and the settings its request depends on equal the client's (an ask:
+``QUERY_SETTINGS``; an index: every setting but the folder and ``auto_serve``, ``index_mismatch``); otherwise
+the caller does the work in its own process, and a background service that differs is asked to stop (the
+next command starts one that matches).
 """
 
 from __future__ import annotations
@@ -49,10 +53,14 @@ class ServiceInfo:
     process: str            # storage.process_identity identity of the serving process
     settings: dict[str, Any]
     started_at: str
+    secrets: str = ""       # Settings.secrets_digest(token)
+    code: str = ""          # code_version() of the serving process
+    background: bool = False   # started by a command (cli/background_service.py), not by `pathrag serve`
 
     def to_json(self) -> str:
         return json.dumps({"url": self.url, "token": self.token, "process": self.process,
-                           "settings": self.settings, "started_at": self.started_at}, indent=1)
+                           "settings": self.settings, "started_at": self.started_at, "secrets": self.secrets,
+                           "code": self.code, "background": self.background}, indent=1)
 
 
 def service_file(home: Path) -> Path:
@@ -70,7 +78,8 @@ def read_info(home: Path) -> ServiceInfo | None:
     try:
         data = json.loads(service_file(home).read_text())
         return ServiceInfo(str(data["url"]), str(data["token"]), str(data["process"]), dict(data["settings"]),
-                           str(data.get("started_at", "")))
+                           str(data.get("started_at", "")), str(data.get("secrets", "")), str(data.get("code", "")),
+                           bool(data.get("background", False)))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -102,6 +111,40 @@ def live_service(home: Path) -> ServiceInfo | None:
     return info
 
 
+def code_version(roots: tuple[Path, ...] | None = None) -> str:
+    """The package's version and the newest modification time of its Python files (``pathrag_pipeline`` and
+    ``assets``): a service started before an upgrade or an edit of the checkout runs other code than a new
+    command would, so it is not used (a background one is stopped). About 2 ms (a few hundred stats)."""
+    import pathrag_pipeline
+
+    newest = 0
+    root = Path(pathrag_pipeline.__file__).resolve().parent
+    for folder in roots or (root, root.parent / "assets"):
+        for dirpath, dirnames, filenames in os.walk(folder):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            for name in filenames:
+                if name.endswith(".py"):
+                    try:
+                        newest = max(newest, os.stat(os.path.join(dirpath, name)).st_mtime_ns)
+                    except OSError:
+                        continue
+    return f"{getattr(pathrag_pipeline, '__version__', '')}:{newest}"
+
+
+SECRET_NAMES = "PATHRAG_LLM_API_KEY, PATHRAG_EMBED_API_KEY or PATHRAG_LANCEDB_STORAGE_OPTIONS"
+
+
+def differences(info: ServiceInfo, settings: Any, compared: list[str]) -> list[str]:
+    """What keeps the caller from using the service, for one message: the differing settings ``compared`` names
+    (``settings_mismatch``/``index_mismatch``), a secret (named, never shown) and the code."""
+    differ = [f"PATHRAG_{k.upper()}" for k in compared]
+    if info.secrets != settings.secrets_digest(info.token):
+        differ.append(f"a secret ({SECRET_NAMES})")
+    if info.code != code_version():
+        differ.append("the code (pathrag was updated or edited since it started)")
+    return differ
+
+
 def settings_mismatch(info: ServiceInfo, public: dict[str, Any]) -> list[str]:
     """Names of the query settings whose values differ between the service and the caller."""
     mine = query_settings(public)
@@ -110,9 +153,11 @@ def settings_mismatch(info: ServiceInfo, public: dict[str, Any]) -> list[str]:
 
 def index_mismatch(info: ServiceInfo, public: dict[str, Any]) -> list[str]:
     """Names of the settings whose values differ between the service and a caller that would hand it an index
-    run: every setting but the folder (``docs``, which the request names). A service whose description holds
-    only the query settings (written before it could index) differs in the rest, so it is not handed one."""
-    return sorted(k for k in set(public) | set(info.settings) if k != "docs" and info.settings.get(k) != public.get(k))
+    run: every setting but the folder (``docs``, which the request names) and ``auto_serve`` (whether commands
+    start a service, not how it works). A service whose description holds only the query settings (written before
+    it could index) differs in the rest, so it is not handed one."""
+    return sorted(k for k in set(public) | set(info.settings)
+                  if k not in ("docs", "auto_serve") and info.settings.get(k) != public.get(k))
 
 
 def call(info: ServiceInfo, path: str, payload: dict[str, Any] | None = None,
@@ -145,16 +190,30 @@ def call(info: ServiceInfo, path: str, payload: dict[str, Any] | None = None,
     return data
 
 
-def ask(home: Path, public: dict[str, Any], question: str, mode: str, options: dict[str, Any]) -> dict[str, Any]:
+def ask(settings: Any, question: str, mode: str, options: dict[str, Any]) -> dict[str, Any]:
     """Answer through the home's service: the result as ``QueryResult.to_dict()``. Raises ``ServiceUnavailable``
     when there is no live service with the caller's settings (the caller answers itself), ``ServiceError`` when
     the service refused or failed the query."""
-    info = _running(home)
-    differ = settings_mismatch(info, public)
-    if differ:
-        raise ServiceUnavailable(f"the query service at {info.url} runs with other settings "
-                                 f"({', '.join('PATHRAG_' + k.upper() for k in differ)})")
+    info = _usable(settings, settings_mismatch)
     return call(info, "/ask", {"question": question, "mode": mode, "options": options})
+
+
+def _usable(settings: Any, compare) -> ServiceInfo:
+    """The home's live service if it can do the caller's work (``compare``: which settings must match); else
+    ``ServiceUnavailable``, after asking a background service that differs to stop."""
+    info = _running(settings.home)
+    differ = differences(info, settings, compare(info, settings.public()))
+    if not differ:
+        return info
+    stopped = ""
+    if info.background:
+        try:
+            call(info, "/stop", {}, timeout=5.0)
+            stopped = "; asked it to stop (the next command starts one with these)"
+        except (ServiceUnavailable, ServiceError):
+            pass
+    raise ServiceUnavailable(f"the query service at {info.url} runs with other settings "
+                             f"({', '.join(differ[:6])}{', ...' if len(differ) > 6 else ''}){stopped}")
 
 
 def _running(home: Path) -> ServiceInfo:
@@ -172,14 +231,9 @@ def _running(home: Path) -> ServiceInfo:
     return info
 
 
-def index(home: Path, public: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+def index(settings: Any, request: dict[str, Any]) -> dict[str, Any]:
     """Hand an index run to the home's service (``POST /index``): its reply (``printed``, the report as the CLI
     prints it, and a few figures). Raises ``ServiceUnavailable`` when no live service runs with the caller's
     settings, ``ServiceError`` when it refused or failed the run. No timeout: a run takes as long as its folder."""
-    info = _running(home)
-    differ = index_mismatch(info, public)
-    if differ:
-        raise ServiceUnavailable(f"the query service at {info.url} runs with other settings "
-                                 f"({', '.join('PATHRAG_' + k.upper() for k in differ[:6])}"
-                                 f"{', ...' if len(differ) > 6 else ''})")
+    info = _usable(settings, index_mismatch)
     return call(info, "/index", request, timeout=None)
