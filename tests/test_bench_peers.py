@@ -251,6 +251,14 @@ def test_the_section_has_the_table_the_ratios_and_the_unfairness(tmp_path):
     running = next(line for line in section.splitlines() if line.startswith("| delete one file in a running"))
     assert "| 2.00 | n/a |" in running and "not supported" in running
     assert next(line for line in section.splitlines() if "`pathrag ask` as a new process" in line).count("0.70 s") == 1
+    # after a command that started the background service: ours handed to it against the peers' new-process edit
+    after = next(line for line in section.splitlines() if line.startswith("| edit one file, a new process after"))
+    assert "| 3.00 s / 1.50 s | 10.00 s / 5.00 s (delete + insert) | 18.00 s / 9.00 s (keeps the old copy) | 0.30 | " \
+           "0.17 |" in after
+    after = next(line for line in section.splitlines() if line.startswith("| delete one file, a new process after"))
+    assert "| 2.00 s / 1.00 s | 9.00 s / 4.50 s | not supported | 0.22 | n/a |" in after, after
+    first = next(line for line in section.splitlines() if line.startswith("| the background service's first run"))
+    assert "| n/a |" in first   # none measured in this result
     assert section.count("\n- **") >= 10
     # one model call a query: ours with the offline keyword rules against nano-graphrag's local query (0.1 / 0.4)
     one_call = next(line for line in section.splitlines() if line.startswith("| query with one model call"))

@@ -165,7 +165,7 @@ def _process_cpu(pid: int | None) -> float:
 
 
 def run_child(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 3600) -> dict[str, Any]:
-    """Run a child to its end: {"wall_s", "cpu_s", "stdout", "result"} (``result``: the driver's PEER-RESULT JSON,
+    """Run a child to its end: {"wall_s", "cpu_s", "stdout", "stderr", "result"} (``result``: the driver's PEER-RESULT JSON,
     when it printed one). A failed child is an error, never a figure."""
     cpu0, t0 = _children_cpu(), time.perf_counter()
     proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
@@ -176,7 +176,8 @@ def run_child(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 
     for line in proc.stdout.splitlines():
         if line.startswith("PEER-RESULT "):
             result = json.loads(line[len("PEER-RESULT "):])
-    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "stdout": proc.stdout, "result": result}
+    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "stdout": proc.stdout, "stderr": proc.stderr,
+            "result": result}
 
 
 def _base_env() -> dict[str, str]:
@@ -195,7 +196,7 @@ def ours_env(base_url: str, home: Path, docs: Path) -> dict[str, str]:
 
     return dict(_base_env(), PYTHONPATH=str(PACKAGE_ROOT), PATHRAG_HOME=str(home), PATHRAG_DOCS=str(docs),
                 PATHRAG_LLM_BASE_URL=base_url, PATHRAG_LLM_MODEL="fake-chat",
-                PATHRAG_EMBED_BASE_URL=base_url, PATHRAG_EMBED_MODEL="fake-embed")
+                PATHRAG_EMBED_BASE_URL=base_url, PATHRAG_EMBED_MODEL="fake-embed", PATHRAG_AUTO_SERVE="never")
 
 
 OURS_QUERY = """
@@ -252,24 +253,31 @@ class System:
 
     @contextlib.contextmanager
     def service(self) -> Iterator[None]:
-        """Ours: `pathrag serve` for the home while the block runs; the ``served`` steps hand their work to it
-        (`pathrag index` and `pathrag ask` find it themselves) and count its CPU with their own."""
+        """Ours: the query service a plain `pathrag index` starts in the background for the next commands (as at a
+        terminal: ``PATHRAG_AUTO_SERVE=always``; cli/background_service.py), while the block runs; the ``served``
+        steps hand their work to it (`pathrag index` and `pathrag ask` find it themselves) and count its CPU with
+        their own. The starting command (it puts the deleted file back) is not measured; `pathrag serve --stop`
+        ends the service."""
         from pathrag_lab.bench.startup import LAUNCH
         from pathrag_pipeline.config import PACKAGE_ROOT
         from pathrag_pipeline.query.service import wait_ready
+        from pathrag_pipeline.storage.process_identity import is_alive, parse
 
         env = ours_env(self.base_url, self.work / "home", self.docs)
-        with open(self.work / "serve.log", "w") as log:
-            proc = subprocess.Popen([sys.executable, "-c", LAUNCH, "serve"], env=env, cwd=PACKAGE_ROOT,
-                                    stdout=log, stderr=subprocess.STDOUT)
-            try:
-                wait_ready(self.work / "home", timeout=300)
-                self.served_pid = proc.pid
-                yield
-            finally:
-                self.served_pid = None
-                proc.terminate()
-                proc.wait(timeout=120)
+        started = run_child([sys.executable, "-c", LAUNCH, "index", str(self.docs)],
+                            dict(env, PATHRAG_AUTO_SERVE="always"), PACKAGE_ROOT)
+        if "started a query service" not in started["stderr"]:
+            raise RuntimeError(f"`pathrag index` started no query service: {started['stderr'][-2000:]}")
+        info = wait_ready(self.work / "home", timeout=300)
+        try:
+            self.served_pid = parse(info.process)[1]
+            yield
+        finally:
+            self.served_pid = None
+            run_child([sys.executable, "-c", LAUNCH, "serve", "--stop"], env, PACKAGE_ROOT)
+            deadline = time.monotonic() + 120
+            while is_alive(info.process) and time.monotonic() < deadline:
+                time.sleep(0.2)
 
     def served_step(self, step: str) -> dict[str, Any]:
         """Ours with `pathrag serve` running: ``index`` (a new `pathrag index` process, handed to the service) or
@@ -424,8 +432,9 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
                     system.victim.unlink()   # ours: the file leaves the folder, the index follows
                     measure("delete", "delete")
                     system.victim.write_text(kept, encoding="utf-8")
-                    with system.service():
-                        system.served_step("index")   # unmeasured: the file back, the service's first run
+                    with system.service():   # started by the `pathrag index` that put the file back
+                        _edit(system.victim, r + 1)
+                        measure("first_served", "index", served=True)   # its first run pays first uses
                         measure("noop_served", "index", served=True)
                         _edit(system.victim, r)
                         measure("edit_served", "index", served=True)
@@ -477,13 +486,18 @@ UNFAIR = [
     "**One process per step.** Every index, edit, delete and query step is a fresh process for every system, so each "
     "figure includes imports and opening the stores. Ours is driven as its users drive it (the `pathrag index` CLI, "
     "a Dagster run recorded per index); the peers are libraries, whose users may keep one process alive and pay "
-    "this once. The rows \"in a running process\" give that case: ours with `pathrag serve` running for the home, "
-    "where a new `pathrag index` process hands it the run (the same Dagster run; the figure is the new process's "
-    "wall time, start-up included, and the CPU of both processes over it); the peers' figure is the time their "
-    "driver measured around the delete and insert calls alone, inside the process that loaded them (no start-up, "
-    "no storage loading: a bound no real client of theirs gets below). The service's first index run after it "
-    "starts pays first-use costs (Dagster's, LanceDB's, the model client's) and is not measured: it puts the "
-    "deleted file back before the measured no-op, edit and delete.",
+    "this once. Ours does it for its users: a plain `pathrag index` or `pathrag ask` at a terminal starts `pathrag "
+    "serve` for the home in the background (`PATHRAG_AUTO_SERVE`; the benchmark sets it to `always`, its children "
+    "having no terminal), and the next commands hand it their work. The rows \"after a command that started the "
+    "background service\" are those next commands: a new `pathrag index` process that hands the run to the service "
+    "(the same Dagster run; the figure is the new process's wall time, start-up included, and the CPU of both "
+    "processes over it), set beside the peers' new-process edit and delete. The first command (the one that starts "
+    "the service, here the one putting the deleted file back) costs what the \"edit one file\" row says and is not "
+    "measured again; the service's first run pays first-use costs (Dagster's, LanceDB's, the model client's) and has "
+    "its own row; after 15 minutes without a command the service stops and the next command is a first one again. "
+    "The rows \"in a running process\" set ours beside the time the peers' driver measured around the delete and "
+    "insert calls alone, inside the process that loaded them (no start-up, no storage loading: a bound no real "
+    "client of theirs gets below).",
     "**Tokenizers.** tiktoken's files cannot be downloaded here, so both peers run with a reversible word-piece "
     "encoding in its place (about 1.3 tiktoken tokens a piece): their chunk sizes and context budgets hold more "
     "text than with tiktoken. Ours counts with its own tokenizer. musique passages are ~76 words, so every system "
@@ -612,13 +626,24 @@ def table_rows(r: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         ("edit one file, wall / CPU", lambda s: wall_cpu(s, "edit"), "edit", "wall_s"),
         ("chat calls for the edit", lambda s: calls(s, "edit"), "edit", "calls"),
         ("delete one file, wall / CPU", lambda s: wall_cpu(s, "delete"), "delete", "wall_s"),
-        ("edit one file in a running process, wall / CPU (ours: `pathrag index` handed to `pathrag serve`)",
-         lambda s: running(s, "edit_served", "edit"), "edit", "step_s", ("edit_served", "wall_s")),
+        ("edit one file, a new process after a command that started the background service, wall / CPU (ours: "
+         "`pathrag index` handed to it; the peers: their new-process edit above)",
+         lambda s: wall_cpu(s, "edit_served") if s == "ours" else wall_cpu(s, "edit"), "edit", "wall_s",
+         ("edit_served", "wall_s")),
+        ("delete one file, a new process after a command that started the background service, wall / CPU (ours: "
+         "as above; the peers: their new-process delete above)",
+         lambda s: wall_cpu(s, "delete_served") if s == "ours" else
+         (wall_cpu(s, "delete") if "delete" in fig[s] else "not supported"), "delete", "wall_s",
+         ("delete_served", "wall_s")),
+        ("edit one file in a running process, wall / CPU (ours: as above; the peers: the work alone, in the process "
+         "that loaded them)", lambda s: running(s, "edit_served", "edit"), "edit", "step_s", ("edit_served", "wall_s")),
         ("delete one file in a running process, wall / CPU (ours: as above)",
          lambda s: running(s, "delete_served", "delete"), "delete", "step_s", ("delete_served", "wall_s")),
-        ("`pathrag index` with nothing to do, handed to `pathrag serve`, wall / CPU",
+        ("the background service's first run (an edit), a new `pathrag index` process, wall / CPU",
+         lambda s: wall_cpu(s, "first_served") if "first_served" in fig[s] else "n/a", None, None),
+        ("`pathrag index` with nothing to do, handed to the background service, wall / CPU",
          lambda s: wall_cpu(s, "noop_served") if "noop_served" in fig[s] else "n/a", None, None),
-        ("`pathrag ask` as a new process, handed to `pathrag serve` (median), wall / CPU",
+        ("`pathrag ask` as a new process, handed to the background service (median), wall / CPU",
          lambda s: wall_cpu(s, "ask_served") if "ask_served" in fig[s] else "n/a", None, None),
         ("query, in one process (median)", lambda s: _fmt(get(s, "query", "query_median_s"), " s"), "query",
          "query_median_s"),
