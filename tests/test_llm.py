@@ -263,3 +263,25 @@ def test_llm_from_settings() -> None:
 
 def test_usage_addition() -> None:
     assert Usage(1, 2, 3, 0) + Usage(2, 5, 7, 1) == Usage(3, 7, 10, 1)
+
+
+def test_transports_share_one_verifying_context_per_ca_setting(monkeypatch):
+    """Making httpx's verifying context loads the CA bundle (~60 ms); every run made two transports, so the context
+    is made once per process and per SSL_CERT_FILE/SSL_CERT_DIR, and a transport given its own keeps it."""
+    import ssl
+
+    import certifi
+
+    from pathrag_pipeline.llm.transport import GuardedTransport
+
+    def make(**kwargs):
+        return GuardedTransport(timeout=1, max_concurrency=1, stop_after=1, base_url="http://127.0.0.1:9", **kwargs)
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    shared = make()._pool._ssl_context
+    assert make()._pool._ssl_context is shared and shared.verify_mode == ssl.CERT_REQUIRED
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
+    assert make()._pool._ssl_context is not shared   # another CA setting: its own context
+    own = ssl.create_default_context()
+    assert make(verify=own)._pool._ssl_context is own

@@ -41,8 +41,11 @@ single read, not the request. Against llama.cpp or Ollama on a laptop that is no
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -172,6 +175,14 @@ class _Attempt:
             self.done.set()
 
 
+@functools.lru_cache(maxsize=4)
+def _default_ssl_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """httpx's default verifying context (its CA bundle, or SSL_CERT_FILE/SSL_CERT_DIR), made once per process and
+    per those two variables: making it loads the CA bundle, ~60 ms, and a transport was made per run and client
+    (a `pathrag serve` edit paid it every run). A context is safe to share between connections."""
+    return httpx2.create_ssl_context()
+
+
 class GuardedTransport(httpx2.HTTPTransport):
     """``httpx2.HTTPTransport`` with the limiter, deadline, stop and reply checks described above."""
 
@@ -180,6 +191,8 @@ class GuardedTransport(httpx2.HTTPTransport):
                  on_usage: Callable[[int, int], None] | None = None,
                  settings: str = "PATHRAG_LLM", **kwargs: Any) -> None:
         kwargs.setdefault("proxy", env_proxy_for(base_url))
+        if "verify" not in kwargs and "cert" not in kwargs:
+            kwargs["verify"] = _default_ssl_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
         super().__init__(**kwargs)
         self.on_send = on_send  # called for each attempt really sent (not for one refused by a stop)
         # called with (prompt, completion) tokens of every reply that reports them, whatever becomes of it:
