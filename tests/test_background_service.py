@@ -115,6 +115,30 @@ def test_an_idle_service_stops_by_itself_and_a_request_keeps_it_up(settings):
         stop.set()
 
 
+def test_health_says_when_the_indexer_has_warmed_up_and_wait_ready_can_wait_for_it(settings):
+    release = threading.Event()
+
+    class SlowIndexer:
+        def warm(self) -> None:
+            release.wait(30)
+
+        def __call__(self, request):
+            return {"printed": "", "unembedded": 0}
+
+    thread, stop, info, lines = serve_in_thread(settings, indexer=SlowIndexer())
+    try:
+        assert service_client.call(info, "/health")["indexer_warm"] is False
+        with pytest.raises(TimeoutError, match="no query service came up warm"):
+            wait_ready(settings.home, timeout=0.5, warm=True)
+        release.set()
+        assert wait_ready(settings.home, timeout=30, warm=True) == info
+        assert service_client.call(info, "/health")["indexer_warm"] is True
+    finally:
+        release.set()
+        stop.set()
+        thread.join(timeout=30)
+
+
 def test_serve_stop_stops_the_running_service(settings):
     thread, stop, info, lines = serve_in_thread(settings)
     try:
@@ -156,8 +180,9 @@ def test_a_command_starts_one_service_for_the_next_and_it_answers_them(settings,
         pid = int(res.stderr.split("(pid ", 1)[1].split(",", 1)[0])
         # a second command while it starts does not start another
         assert background_service.start_for_next_command(Settings.from_env()) is None
-        info = wait_ready(settings.home, timeout=120)
+        info = wait_ready(settings.home, timeout=120, warm=True)
         assert info.background and info.process.split(":")[1] == str(pid)
+        assert service_client.call(info, "/health")["indexer_warm"] is True
         assert not background_service.starting_file(settings.home).exists()
         res = CliRunner().invoke(main, ["ask", QUESTION])
         assert res.exit_code == 0 and "answered by the query service" in res.stdout, res.output

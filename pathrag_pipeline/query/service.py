@@ -117,6 +117,7 @@ class QueryService:
         self._requests = 0                # requests being handled (under ``_state``)
         self._last_request = time.monotonic()
         self.stopping = threading.Event()   # set by ``POST /stop``; ``serve`` waits on it
+        self.indexer_warm = threading.Event()   # the indexer's ``warm()`` is done (or there is none to warm)
 
     @contextlib.contextmanager
     def handling(self):
@@ -350,7 +351,8 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
             if self.path != "/health":
                 self._reply(404, {"error": f"no {self.path}: use POST /ask or GET /health"})
                 return
-            self._reply(200, {"ok": True, "answered": service.answered, "workers": service.workers})
+            self._reply(200, {"ok": True, "answered": service.answered, "workers": service.workers,
+                              "indexer_warm": service.indexer_warm.is_set()})
 
         def _body(self, wanted: str) -> bytes | None:
             """The request's body, or None after replying why not (wrong Content-Type, size, or a body that never
@@ -568,7 +570,10 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers
     if ready is not None:
         ready(info)
     if hasattr(indexer, "warm"):
-        threading.Thread(target=_warm_indexer, args=(indexer, log), name="pathrag-index-warm", daemon=True).start()
+        threading.Thread(target=_warm_indexer, args=(indexer, log, service.indexer_warm), name="pathrag-index-warm",
+                         daemon=True).start()
+    else:
+        service.indexer_warm.set()
     try:
         while not stop.wait(0.25 if idle_exit is not None and idle_exit < 2 else 1.0):
             if service.stopping.is_set():
@@ -588,19 +593,30 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers
     return service.answered
 
 
-def _warm_indexer(indexer: Any, log: Log) -> None:
+def _warm_indexer(indexer: Any, log: Log, done: threading.Event) -> None:
     try:
         indexer.warm()
     except Exception as exc:  # noqa: BLE001 - the first index request tries again and says why
         log(f"index runs not warmed up: {type(exc).__name__}: {exc}")
+    finally:
+        done.set()
 
 
-def wait_ready(home, timeout: float = 60.0) -> ServiceInfo:
-    """The service description once a starting service has written it (tests, benches)."""
+def wait_ready(home, timeout: float = 60.0, warm: bool = False) -> ServiceInfo:
+    """The service description once a starting service has written it (tests, benches); with ``warm``, once its
+    indexer has warmed up too (``GET /health``'s ``indexer_warm``): an index request sent before waits for it."""
+    from pathrag_pipeline.query.service_client import ServiceError, ServiceUnavailable, call
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         info = live_service(home)
         if info is not None:
-            return info
+            if not warm:
+                return info
+            try:
+                if call(info, "/health", timeout=5.0).get("indexer_warm", True):
+                    return info
+            except (ServiceUnavailable, ServiceError):
+                pass
         time.sleep(0.05)
-    raise TimeoutError(f"no query service came up for {home} within {timeout:.0f} s")
+    raise TimeoutError(f"no query service came up{' warm' if warm else ''} for {home} within {timeout:.0f} s")
