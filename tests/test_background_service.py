@@ -219,3 +219,36 @@ def test_a_start_under_way_or_just_failed_blocks_another_until_its_marker_is_old
     old = time.time() - background_service.STARTING_FOR_S - 5
     os.utime(marker, (old, old))
     assert not background_service.start_under_way(settings.home)
+
+
+def test_a_stopping_service_answers_the_run_in_hand_first(settings):
+    """Asked to stop (a client that differs, `serve --stop`) while another client's index run is in hand, the
+    service replies to that client before it ends: a dropped connection would make it index again itself."""
+    release, entered = threading.Event(), threading.Event()
+
+    class BusyIndexer:
+        def warm(self) -> None:
+            pass
+
+        def __call__(self, request):
+            entered.set()
+            release.wait(30)
+            return {"printed": "indexed\n", "unembedded": 0}
+
+    thread, stop, info, lines = serve_in_thread(settings, indexer=BusyIndexer())
+    replies = []
+    client = threading.Thread(target=lambda: replies.append(service_client.call(info, "/index", {"folder": "x"})))
+    client.start()
+    try:
+        assert entered.wait(30)
+        service_client.call(info, "/stop", {})
+        thread.join(timeout=1.5)
+        assert thread.is_alive()   # waiting for the run in hand
+        release.set()
+        client.join(timeout=30)
+        thread.join(timeout=30)
+        assert replies == [{"printed": "indexed\n", "unembedded": 0}] and not thread.is_alive()
+    finally:
+        release.set()
+        stop.set()
+        thread.join(timeout=30)

@@ -131,6 +131,15 @@ class QueryService:
                 self._requests -= 1
                 self._last_request = time.monotonic()
 
+    def wait_for_requests(self) -> None:
+        """Until no request is being handled: a stopping service lets the ask or index run in hand reply (its
+        client would otherwise see the connection drop and do the work again in its own process)."""
+        while True:
+            with self._state:
+                if not self._requests:
+                    return
+            time.sleep(0.05)
+
     def idle_for(self) -> float:
         """Seconds since the last request ended, 0 while one is handled."""
         with self._state:
@@ -585,6 +594,7 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers
         remove_info(home, token)
         server.shutdown()
         server.server_close()
+        service.wait_for_requests()
         service.stop()
         if hasattr(indexer, "close"):
             indexer.close()
