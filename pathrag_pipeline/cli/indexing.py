@@ -393,7 +393,8 @@ def index(path: Path, triples: Path | None, reembed: bool, runless: bool, replac
     Run at a terminal, it then starts one in the background for the next command (PATHRAG_AUTO_SERVE)."""
     settings = load_settings(docs=path.resolve())
     served = None
-    if not (local or runless or triples or reembed):
+    plain = not (local or runless or triples or reembed)   # what a service can run for this process
+    if plain:
         served = _index_in_service(settings, path.resolve(), replace_folder, retry_failed)
     if served is not None:
         sys.stdout.write(served["printed"])
@@ -406,7 +407,7 @@ def index(path: Path, triples: Path | None, reembed: bool, runless: bool, replac
         unembedded = _unembedded(report)
     click.echo(f"Stored in {settings.duckdb_path} and {settings.lancedb_location}. "
                "Query it with: pathrag sql \"SELECT name, type FROM entities LIMIT 10\"")
-    if served is None and not (local or runless or triples or reembed):
+    if plain and served is None:
         from pathrag_pipeline.cli.background_service import start_for_next_command
 
         start_for_next_command(settings)

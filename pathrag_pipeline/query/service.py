@@ -116,7 +116,7 @@ class QueryService:
         self._state = threading.Lock()
         self._requests = 0                # requests being handled (under ``_state``)
         self._last_request = time.monotonic()
-        self.stopping = threading.Event()   # set by ``POST /stop``; ``serve`` waits on it
+        self.stopping = threading.Event()   # set by ``POST /stop``; ``serve`` makes it its own stop event
         self.indexer_warm = threading.Event()   # the indexer's ``warm()`` is done (or there is none to warm)
 
     @contextlib.contextmanager
@@ -567,7 +567,7 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers
                        settings=settings.public(),
                        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        secrets=settings.secrets_digest(token), code=code_version(), background=background)
-    stop = stop or threading.Event()
+    stop = service.stopping = stop or threading.Event()   # POST /stop sets the caller's event too
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -584,9 +584,7 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, workers
     else:
         service.indexer_warm.set()
     try:
-        while not stop.wait(0.25 if idle_exit is not None and idle_exit < 2 else 1.0):
-            if service.stopping.is_set():
-                break
+        while not stop.wait(1.0 if idle_exit is None else min(1.0, idle_exit / 4)):
             if idle_exit is not None and service.idle_for() > idle_exit:
                 log(f"no request for {idle_exit:g} s: stopping")
                 break
