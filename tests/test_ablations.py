@@ -61,6 +61,29 @@ def test_damping_changes_how_far_the_walk_spreads():
     assert graph.pagerank(restart, 0.5)[far] < graph.pagerank(restart, 0.85)[far]
 
 
+def test_pagerank_is_the_power_iteration_of_the_transition_matrix():
+    """Against the same walk written densely: edges both ways, one per node pair, each node's mass split evenly
+    over its neighbours; a node with no edge (entity 3: no relation, no passage) gives its mass to the restart."""
+    from pathrag_pipeline.query.ranking import PPR_MAX_ITER, PPR_TOL
+
+    graph = PassageGraph(4, [0, 1, 1], [1, 2, 2], [("p0", "p1"), ("p1",), (), ()])
+    n = graph.n
+    step = np.zeros((n, n))
+    for s, d in zip(graph.src, graph.dst):
+        step[d, s] = 1.0
+    degree = step.sum(axis=0)
+    step[:, degree > 0] /= degree[degree > 0]
+    restart = np.zeros(n)
+    restart[[0, 3]] = [0.25, 0.75]
+    r = restart.copy()
+    for _ in range(PPR_MAX_ITER):
+        r, before = 0.85 * step @ r + (0.15 + 0.85 * r[degree == 0].sum()) * restart, r
+        if np.abs(r - before).sum() < PPR_TOL:
+            break
+    assert np.allclose(graph.pagerank(restart), r, rtol=0, atol=1e-12)
+    assert graph.pagerank(restart).sum() == pytest.approx(1.0)
+
+
 def test_reverted_choices_change_the_seeds_and_the_query_log_says_so(settings):
     rag = PathRAG(settings, record=False)
     default = rag.query(QUESTION, answer=False)

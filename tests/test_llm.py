@@ -285,3 +285,72 @@ def test_transports_share_one_verifying_context_per_ca_setting(monkeypatch):
     assert make()._pool._ssl_context is not shared   # another CA setting: its own context
     own = ssl.create_default_context()
     assert make(verify=own)._pool._ssl_context is own
+
+
+def test_attempts_reuse_a_runner_thread(openai_server: FakeOpenAIServer, monkeypatch) -> None:
+    """Each HTTP attempt runs in a thread of its own so that its caller can give up at the deadline; starting an OS
+    thread per attempt cost a tenth of a one-call query on a busy 2-core machine, so a runner that finished its
+    attempt takes the next one."""
+    from pathrag_pipeline.llm import transport
+
+    ran_in: list[threading.Thread] = []
+    exchange = transport.GuardedTransport._exchange
+
+    def recording(self, request):
+        ran_in.append(threading.current_thread())
+        return exchange(self, request)
+
+    monkeypatch.setattr(transport.GuardedTransport, "_exchange", recording)
+    openai_server.script_chat(["one", "two", "three"])
+    client = make_client(openai_server)
+    for _ in range(3):
+        client.complete(MESSAGES, stage="answer")
+    assert len(ran_in) == 3 and threading.current_thread() not in ran_in
+    assert ran_in[0] is ran_in[1] is ran_in[2], "every attempt started a thread of its own"
+
+
+def test_a_forked_child_starts_its_own_runners(openai_server: FakeOpenAIServer) -> None:
+    """A forked child (extraction worker processes) has none of its parent's threads: an attempt handed to a runner
+    that was idle in the parent would never run, and the request would wait out its timeout."""
+    import os
+
+    openai_server.script_chat(["parent", "child"])
+    client = make_client(openai_server, timeout=5.0, max_retries=0)
+    client.complete(MESSAGES, stage="answer")   # the parent now has an idle runner
+    pid = os.fork()
+    if pid == 0:   # the child: exit 0 only if its own request was answered
+        try:
+            child = make_client(openai_server, timeout=5.0, max_retries=0)
+            os._exit(0 if child.complete(MESSAGES, stage="answer").text == "child" else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _reply(content, finish="stop", usage=True) -> dict:
+    body = {"id": "x", "object": "chat.completion", "created": 0, "model": "fake-chat",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}]}
+    if usage:
+        body["usage"] = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
+    return body
+
+
+def test_complete_reads_the_reply_body_itself(openai_server: FakeOpenAIServer, caplog) -> None:
+    """``complete`` reads text, finish reason and usage from the reply's JSON (not through the SDK's model): a cut
+    answer is kept and said so, a reply without usage counts zero tokens, no text is an output error naming the
+    output cap when it ran out."""
+    openai_server.script_chat([_reply("cut short", "length"), _reply("no usage", usage=False), _reply(None, "length"),
+                               _reply("")])
+    client = make_client(openai_server)
+    with caplog.at_level(logging.WARNING):
+        cut = client.complete(MESSAGES, stage="answer")
+    assert (cut.text, cut.truncated, cut.usage.prompt_tokens, cut.usage.completion_tokens) == ("cut short", True, 7, 3)
+    assert "stopped at max_tokens" in caplog.text
+    plain = client.complete(MESSAGES, stage="answer")
+    assert (plain.text, plain.truncated, plain.usage.prompt_tokens, plain.usage.calls) == ("no usage", False, 0, 1)
+    with pytest.raises(LLMOutputError, match="output cap"):
+        client.complete(MESSAGES, stage="answer")
+    with pytest.raises(LLMOutputError, match="returned no text") as empty:
+        client.complete(MESSAGES, stage="answer")
+    assert "output cap" not in str(empty.value)

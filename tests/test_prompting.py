@@ -246,3 +246,19 @@ def test_paths_next_to_quoted_passages_are_chains_without_the_descriptions_drawn
     assert "Helena Voss was born in Lindenholm." not in both          # the edge's description is left to the passage
     paper = path_prompt(QUESTION, traces, token_budget=4000).user
     assert "Helena Voss was born in Lindenholm." in paper and "--[" not in paper
+
+
+def test_joined_tokens_counts_as_the_joined_text_would():
+    """A prompt's tokens are summed from its blocks' remembered counts; a blank line between two blocks adds two
+    tokens and changes neither, so the sum is the joined text's count (blocks with edge whitespace, or empty
+    ones, are counted joined)."""
+    import random
+
+    from pathrag_pipeline.query.prompting import joined_tokens
+
+    rng = random.Random(7)
+    pieces = ["Ada", " Lovelace", "'s", "1852", "...", "pneumonoultramicroscopic", "\n", " ", "\t", "é", "—", "x2",
+              "[Title]", "?", "don't", ""]
+    for _ in range(3000):
+        blocks = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(1, 5))]
+        assert joined_tokens(blocks) == count_tokens("\n\n".join(blocks)), blocks

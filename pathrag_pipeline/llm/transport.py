@@ -45,6 +45,7 @@ import functools
 import json
 import logging
 import os
+import queue
 import ssl
 import threading
 import time
@@ -155,8 +156,8 @@ class _DeadlineStream(httpx2.SyncByteStream):
 
 
 class _Attempt:
-    """One HTTP exchange run in its own thread; the transport's limiter slot is released when it ends, whether the
-    caller waited for it or gave up (timed out) before."""
+    """One HTTP exchange run in a thread of its own (a ``_Runners`` thread); the transport's limiter slot is
+    released when it ends, whether the caller waited for it or gave up (timed out) before."""
 
     def __init__(self, transport: "GuardedTransport", request: httpx2.Request) -> None:
         self.transport, self.request = transport, request
@@ -171,8 +172,66 @@ class _Attempt:
         except BaseException as exc:   # handed to the caller, or dropped with the abandoned attempt
             self.error = exc
         finally:
-            self.transport._release()
-            self.done.set()
+            self.transport._release()   # ``done`` is set by the runner once it is free (``_Runners.run``)
+
+
+# How long a runner thread waits for the next attempt before it ends.
+RUNNER_IDLE_S = 60.0
+
+
+class _Runners:
+    """Daemon threads that run attempts, each kept for the next attempt once its own has ended (every transport of
+    the process shares them). A thread per attempt cost its start every request: the OS thread's creation and the
+    wait for it to run, a tenth of a one-call query's own time on a 2-core machine busy with another process (issue
+    64). A runner is never taken from a running attempt, so an abandoned attempt still keeps its own thread until
+    the server is done with it; a runner idle for ``RUNNER_IDLE_S`` ends. A forked child starts with none (its
+    parent's threads do not exist there)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue] = []
+
+    def run(self, work: Callable[[], None], then: Callable[[], None]) -> None:
+        """``work()`` in a runner, then ``then()`` once that runner is free again (so the caller's next attempt,
+        sent when ``then`` tells it this one ended, finds it idle)."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name="llm-attempt", daemon=True).start()
+        inbox.put((work, then))
+
+    def _serve(self, inbox: queue.SimpleQueue) -> None:
+        while True:
+            try:
+                work, then = inbox.get(timeout=RUNNER_IDLE_S)
+            except queue.Empty:
+                with self._lock:
+                    if any(q is inbox for q in self._idle):
+                        self._idle[:] = [q for q in self._idle if q is not inbox]
+                        return
+                continue   # handed an attempt as it timed out: the attempt is in the inbox
+            try:
+                work()
+            finally:
+                with self._lock:
+                    self._idle.append(inbox)
+                then()
+
+    def forget(self) -> None:
+        """In a forked child: the parent's runner threads are not there."""
+        self._lock = threading.Lock()
+        self._idle = []
+
+    @property
+    def idle(self) -> int:
+        with self._lock:
+            return len(self._idle)
+
+
+_RUNNERS = _Runners()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_RUNNERS.forget)
 
 
 @functools.lru_cache(maxsize=4)
@@ -334,7 +393,7 @@ class GuardedTransport(httpx2.HTTPTransport):
             self._release()
             raise
         attempt = _Attempt(self, request)
-        threading.Thread(target=attempt.run, name="llm-attempt", daemon=True).start()
+        _RUNNERS.run(attempt.run, attempt.done.set)
         if not attempt.done.wait(self.timeout):
             self._failed("timeout", f"ReadTimeout: no whole reply within {self.timeout:g} s (the request is "
                                     "left to finish on the server before another is sent)")

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from pathrag_pipeline.blas_threads import one_blas_thread
 from pathrag_pipeline.query.answering import Answer, Evidence, answer_with_llm, extractive_answer
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.llm.embedding import Embedder, embedder_from_settings
@@ -243,8 +244,9 @@ class PathRAG:
                 raise ValueError(f"question {i} is empty or not text ({q!r}); give a non-empty question")
         results: list[QueryResult] = []
         try:
-            for q in questions:
-                results.append(self._run(q, mode, params, tuple(budgets)))
+            with one_blas_thread():   # a query's products are small: no BLAS threads to wake (blas_threads.py)
+                for q in questions:
+                    results.append(self._run(q, mode, params, tuple(budgets)))
         finally:
             if self.record:
                 log_results(self.store, results)   # into the spool while the file is kept for the next query

@@ -83,13 +83,19 @@ class PassageGraph:
         self.weight = 1.0 / deg[self.src]
         self.dangling = deg == 0
         self.n = n
+        # the same factors per node (``weight`` is ``inv_degree[src]``), so that an iteration multiplies n values
+        # rather than one per edge, and the dangling nodes by index (usually none): the same sums, bit for bit
+        with np.errstate(divide="ignore"):
+            self.inv_degree = np.where(deg > 0, 1.0 / deg, 0.0)
+        self.dangling_nodes = np.flatnonzero(self.dangling)
 
     def pagerank(self, restart: np.ndarray, damping: float = PPR_DAMPING) -> np.ndarray:
         """Personalised PageRank by power iteration; dangling nodes restart. ``restart`` sums to 1."""
         r = restart.copy()
         for _ in range(PPR_MAX_ITER):
-            spread = np.bincount(self.dst, weights=r[self.src] * self.weight, minlength=self.n)
-            nxt = damping * spread + (1.0 - damping + damping * r[self.dangling].sum()) * restart
+            spread = np.bincount(self.dst, weights=(r * self.inv_degree)[self.src], minlength=self.n)
+            lost = r[self.dangling_nodes].sum() if len(self.dangling_nodes) else 0.0
+            nxt = damping * spread + (1.0 - damping + damping * lost) * restart
             if np.abs(nxt - r).sum() < PPR_TOL:
                 r = nxt
                 break
