@@ -293,6 +293,31 @@ def test_openai_embedder_restores_order_by_index(openai_server):
     assert v.tolist() == [[1.0, 0.0], [0.0, 1.0]]
 
 
+def test_openai_embedder_reads_base64_and_float_replies_alike(openai_server):
+    """The embedder asks for base64 (as openai's ``embeddings.create`` does) and reads the reply itself; a server
+    that ignores ``encoding_format`` and sends floats gives the same vectors."""
+    openai_server.embed_responder = lambda texts, model: [_vector(t) for t in texts]
+    e = OpenAIEmbedder(openai_server.base_url, "fake-embed", max_retries=0)
+    packed = e.embed(["alpha", "beta gamma"])
+    assert openai_server.requests_for("embeddings")[0].body["encoding_format"] == "base64"
+    as_floats = {"object": "list", "model": "fake-embed", "usage": {"prompt_tokens": 3, "total_tokens": 3},
+                 "data": [{"object": "embedding", "index": i, "embedding": _vector(t)}
+                          for i, t in enumerate(["alpha", "beta gamma"])]}
+    openai_server.script_embed([as_floats])
+    assert np.allclose(e.embed(["alpha", "beta gamma"]), packed, atol=1e-7)
+
+
+@pytest.mark.parametrize("data", [
+    [{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": [1.0]}],    # unequal lengths
+    [{"embedding": [1.0, 0.0]}, {"embedding": [0.0, 1.0]}],                        # no index
+    "not a list",
+])
+def test_openai_embedder_names_a_reply_that_is_not_vectors(openai_server, data):
+    openai_server.script_embed([{"object": "list", "model": "fake-embed", "data": data}])
+    with pytest.raises(EmbeddingError, match=openai_server.base_url):
+        OpenAIEmbedder(openai_server.base_url, "fake-embed", max_retries=0).embed(["a", "b"])
+
+
 def test_openai_embedder_learns_dim_with_one_probe(openai_server):
     openai_server.embed_responder = lambda texts, model: [[1.0] * 5 for _ in texts]
     e = OpenAIEmbedder(openai_server.base_url, "fake-embed", max_retries=0)
