@@ -217,16 +217,12 @@ class _Runners:
                 with self._lock:
                     self._idle.append(inbox)
                 then()
+                work = then = None   # the ended attempt (its reply's body) is not kept while the runner waits
 
     def forget(self) -> None:
         """In a forked child: the parent's runner threads are not there."""
         self._lock = threading.Lock()
         self._idle = []
-
-    @property
-    def idle(self) -> int:
-        with self._lock:
-            return len(self._idle)
 
 
 _RUNNERS = _Runners()

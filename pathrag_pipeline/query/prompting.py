@@ -76,10 +76,10 @@ class Prompt:
         return f"{self.system}\n\n{self.user}"
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=2048)
 def one_line(text: str) -> str:
     """``text`` with every run of whitespace made one space (remembered, as ``clip``: a passage is shown again and
-    again by a process that answers queries)."""
+    again by a process that answers queries; at most 2,048 passages, a few MB)."""
     return " ".join(text.split())
 
 
