@@ -72,10 +72,11 @@ def test_answers_are_scored_against_gold_stored_and_compared_with_intervals(tmp_
         expected = GOLD[qid][0] if aic and GOLD[qid][0] != "x" else "unknown"
         assert answer == expected and f1 == em == float(expected in GOLD[qid])
         assert 0 < ptok <= 600
-        # the keyword call of a graph mode is counted in each mode that needs it, the answer call in every mode
-        assert calls == (1 if mode in ("naive", "bm25") else 2)
+        # the keyword call is counted in each mode that makes it (path takes the offline rules, path:paper
+        # PathRAG's keyword call), the answer call in every mode
+        assert calls == (2 if mode == "path:paper" else 1)
 
-    # keywords are asked once per question (shared by path and path:paper), answers once per row
+    # keywords are asked once per question (by path:paper), answers once per row
     asks = [body for endpoint, body in openai_server.calls if endpoint == "chat"]
     answer_asks = [b for b in asks if SHORT_ANSWER in b["messages"][0]["content"]]
     assert len(answer_asks) == len(rows)
@@ -216,21 +217,21 @@ def test_llm_keywords_are_measured_against_the_offline_rules_on_the_same_questio
 
     openai_server.chat_responder = reader
     e = evaluate_retrieval(_settings(tmp_path, openai_server), dataset,
-                           modes=["path", "path:offline_keywords", "hybrid"], use_triples=True, budgets=())
-    llm, rules = e.modes["path"], e.modes["path:offline_keywords"]
+                           modes=["path", "path:llm_keywords", "hybrid"], use_triples=True, budgets=())
+    rules, llm = e.modes["path"], e.modes["path:llm_keywords"]
     assert llm.llm_calls == 1.0 and rules.llm_calls == 0.0           # one keyword call per question, or none
-    # hybrid reuses path's keyword call (asked once per question) but counts it, as it would spend it alone
+    # hybrid reuses path:llm_keywords' keyword call (asked once per question) but counts it, as it would alone
     assert e.modes["hybrid"].llm_calls == 1.0 and e.modes["hybrid"].llm_tokens == llm.llm_tokens
-    assert rules.vs == "path" and set(rules.delta) >= {"recall@2", "mean_recall"}
+    assert llm.vs == "path" and set(llm.delta) >= {"recall@2", "mean_recall"}
     assert openai_server.count("chat") == len(QUESTIONS)
-    assert not rules.note
+    assert not llm.note
 
     graph_cache.clear_cache()
-    offline = evaluate_retrieval(_settings(tmp_path / "off"), dataset, modes=["path", "path:offline_keywords"],
+    offline = evaluate_retrieval(_settings(tmp_path / "off"), dataset, modes=["path", "path:llm_keywords"],
                                  use_triples=True, budgets=())
-    assert offline.modes["path:offline_keywords"].note == "path:offline_keywords = path without an LLM " \
-                                                          "(offline keywords and tracker either way)"
-    assert offline.modes["path:offline_keywords"].recall == offline.modes["path"].recall
+    assert offline.modes["path:llm_keywords"].note == "path:llm_keywords = path without an LLM " \
+                                                      "(offline keywords and tracker either way)"
+    assert offline.modes["path:llm_keywords"].recall == offline.modes["path"].recall
 
 
 def _answers_asked(server, since: int = 0) -> int:

@@ -103,7 +103,7 @@ def test_against_a_running_endpoint_it_writes_its_section(tmp_path, openai_serve
     text = docs.read_text()
     section = text.split("## Answers through a local LLM", 1)[1].split("## Scale", 1)[0]
     assert "2 questions of tiny-qa" in section and "fake-reader" in section and "--base-url" in section
-    assert "**What the LLM adds besides the answer**" in section and "| `path:offline_keywords` |" in section
+    assert "**What the LLM adds besides the answer**" in section and "| `path:llm_keywords` |" in section
     # NeuroPath's LLM tracker against its offline tracker, with what tracking costs beyond the keyword call
     assert "| `neuropath:offline_tracker` |" in section and "vs `neuropath` |" in section
     assert float(re.search(r"NeuroPath's LLM tracker costs ([\d.]+) calls", section).group(1)) >= 1.0

@@ -219,7 +219,7 @@ def test_llm_keywords_then_answer_over_openai_server(settings, openai_server):
     openai_server.chat_responder = responder
     llm_settings = Settings(home=settings.home, docs=settings.docs, llm_base_url=openai_server.base_url,
                             llm_model="fake-chat", llm_api_key="sk-test-secret")
-    result = PathRAG(llm_settings).query(QUESTION)
+    result = PathRAG(llm_settings).query(QUESTION, keywords="llm")   # PathRAG's keyword call, then the answer
     assert openai_server.count("chat") == 2
     assert result.answer_kind == "llm" and result.answer == "Helena Voss was born in Lindenholm."
     assert result.model == "fake-chat" and result.provider == "openai-compatible"
@@ -234,6 +234,33 @@ def test_llm_keywords_then_answer_over_openai_server(settings, openai_server):
     stored = _rows(settings, "SELECT provider, model, answer_kind, tokens::VARCHAR FROM queries")
     assert stored[0][:3] == ("openai-compatible", "fake-chat", "llm")
     assert "sk-test-secret" not in json.dumps(result.to_dict()) and "sk-test-secret" not in stored[0][3]
+
+
+def test_path_mode_takes_the_offline_keywords_and_the_others_the_llms(settings, openai_server):
+    """Path mode's keywords come from the offline rules by default (one model call a query: the answer), our
+    departure measured on answers (docs/benchmarks.md, "Query keywords from the LLM or the offline rules"); PathRAG's
+    keyword call is ``keywords="llm"`` and the paper preset; the LightRAG modes keep LightRAG's keyword call."""
+    from pathrag_pipeline.query.keywords import extract_keywords_offline
+    from pathrag_pipeline.query.params import PRESETS
+
+    def responder(request):
+        if request.get("response_format") or "keywords" in json.dumps(request["messages"][0]).lower():
+            return Keywords(low_level=["Aldermere University"], high_level=["founder"]).model_dump_json()
+        return "Helena Voss."
+
+    openai_server.chat_responder = responder
+    rag = PathRAG(Settings(home=settings.home, docs=settings.docs, llm_base_url=openai_server.base_url,
+                           llm_model="fake-chat"), record=False)
+    default = rag.query(QUESTION)
+    assert openai_server.count("chat") == 1 and default.tokens["keywords"]["calls"] == 0
+    assert default.keywords["low_level"] == list(extract_keywords_offline(QUESTION).low_level)
+    assert default.answer == "Helena Voss." and default.params["keywords"] == "auto"
+    paper = rag.query(QUESTION, **PRESETS["paper"])
+    assert openai_server.count("chat") == 3 and paper.tokens["keywords"]["calls"] == 1
+    assert paper.keywords["low_level"] == ["Aldermere University"]
+    rag.query(QUESTION, mode="hybrid")   # LightRAG's keyword call, from the memo of the paper query: no new call
+    rag.query("Where was Helena Voss born?", mode="local")
+    assert openai_server.count("chat") == 6   # hybrid's answer; local's keywords and answer
 
 
 def test_the_question_is_embedded_while_the_llm_finds_its_keywords(settings, openai_server):
@@ -253,7 +280,7 @@ def test_the_question_is_embedded_while_the_llm_finds_its_keywords(settings, ope
     openai_server.chat_responder = responder
     rag = PathRAG(Settings(home=settings.home, docs=settings.docs, llm_base_url=openai_server.base_url,
                            llm_model="fake-chat"))
-    result = rag.query(QUESTION)
+    result = rag.query(QUESTION, keywords="llm")
     assert embedded_during_keywords == [True] and result.answer == "Helena Voss."
     rag.query(QUESTION, mode="hybrid")   # keywords from the memo: no call to hide behind, nothing asked ahead
     assert openai_server.count("chat") == 3
@@ -266,7 +293,7 @@ def test_retrieval_only_query_makes_no_answer_call(settings, openai_server):
                                                             high_level=["founder"]).model_dump_json()
     llm_settings = Settings(home=settings.home, docs=settings.docs, llm_base_url=openai_server.base_url,
                             llm_model="fake-chat")
-    [result] = PathRAG(llm_settings).query_many([QUESTION], "path", params=QueryParams(answer=False))
+    [result] = PathRAG(llm_settings).query_many([QUESTION], "path", params=QueryParams(answer=False, keywords="llm"))
     assert openai_server.count("chat") == 1            # keywords only
     assert result.answer_kind == "none" and result.answer == "" and result.chunk_ids
 
@@ -411,7 +438,7 @@ def test_a_keyword_answer_cut_at_the_cap_falls_back_to_the_offline_rules(setting
     openai_server.chat_responder = responder
     llm_settings = Settings(home=settings.home, docs=settings.docs, llm_base_url=openai_server.base_url,
                             llm_model="fake-chat", llm_answer_max_tokens=50)
-    result = PathRAG(llm_settings).query(QUESTION)
+    result = PathRAG(llm_settings).query(QUESTION, keywords="llm")
     assert result.error is None and result.answer == "Helena Voss founded it."
     offline = extract_keywords_offline(QUESTION)
     assert result.keywords == {"low_level": list(offline.low_level), "high_level": list(offline.high_level)}

@@ -152,9 +152,10 @@ class LocalServer:
             self.process.wait(timeout=30)
 
 
-# What the LLM does at query time besides answering, each against the same mode without it: keywords from
-# LightRAG's keyword prompt (path, hybrid) and NeuroPath's LLM tracker, vs the offline rules and tracker.
-LLM_USE_MODES = ("path", "path:offline_keywords", "hybrid", "hybrid:offline_keywords", "neuropath",
+# What the LLM does at query time besides answering, each against the same mode with it or without it: keywords
+# from LightRAG's keyword prompt (path:llm_keywords against path, which takes the offline rules; hybrid against
+# hybrid:offline_keywords) and NeuroPath's LLM tracker against the heuristic one.
+LLM_USE_MODES = ("path", "path:llm_keywords", "hybrid", "hybrid:offline_keywords", "neuropath",
                  "neuropath:offline_tracker")
 
 
@@ -301,12 +302,12 @@ def _llm_use_parts(k: dict[str, Any] | None) -> list[str]:
     return [
         f"**What the LLM adds besides the answer** (`pathrag eval retrieval --dataset ... --use-triples "
         f"--budgets '' --modes {','.join(modes)} --limit {k['questions']}`, the same model): recall of the "
-        f"passages each mode ranks, {k['questions']} questions. `*:offline_keywords` rows take the keywords from "
-        "the offline rules, as without an LLM, the rest from LightRAG's keyword prompt (one call per question); "
-        "`neuropath:offline_tracker` tracks paths with the heuristic (offline) tracker instead of the LLM. Δ is the row "
-        "without the LLM minus the row with it." + tracker,
+        f"passages each mode ranks, {k['questions']} questions. `path` and the `*:offline_keywords` rows take the "
+        "keywords from the offline rules, as without an LLM; `path:llm_keywords`, `hybrid` and the NeuroPath rows "
+        "from LightRAG's keyword prompt (one call per question); `neuropath:offline_tracker` tracks paths with the "
+        "heuristic (offline) tracker instead of the LLM. Δ is the row minus the mode it is compared with." + tracker,
         md_table(["mode", *[key.replace("recall", "R") for key in keys], "mean R", "LLM calls/q", "LLM tokens/q",
-                  "Δ mean R (without − with the LLM)"], rows),
+                  "Δ mean R (the row − the mode named)"], rows),
     ]
 
 

@@ -1045,7 +1045,7 @@ UNMEASURED: tuple[tuple[str, str, str], ...] = (
      'it runs a local LLM server for over an hour and needs the optional server and model installs of '
      'docs/llm-endpoints.md'),
     ('Query keywords from the LLM or the offline rules, through a local LLM',
-     'pathrag eval answers --dataset ../shared/bench/musique-100 --use-triples --modes path,path:offline_keywords '
+     'pathrag eval answers --dataset ../shared/bench/musique-100 --use-triples --modes path,path:llm_keywords '
      '--limit 100 --budget 1000 (against the local llama.cpp server of docs/llm-endpoints.md)',
      'it runs a local LLM server for about an hour and needs the optional server and model installs of '
      'docs/llm-endpoints.md'),

@@ -185,7 +185,7 @@ NEUROPATH_ABLATIONS = {
 # rules, NeuroPath's LLM tracker vs its offline one. Each is compared with its own query mode; without an LLM
 # configured a row equals that mode (its note says so).
 LLM_ABLATIONS = {
-    "path:offline_keywords": ("path", {"keywords": "offline"}),
+    "path:llm_keywords": ("path", {"keywords": "llm"}),   # PathRAG's keyword call (path takes the offline rules)
     "hybrid:offline_keywords": ("hybrid", {"keywords": "offline"}),
     "neuropath:offline_tracker": ("neuropath", {"np_tracker": "offline"}),
 }

@@ -274,7 +274,7 @@ class PathRAG:
             yield
 
     # ---- stages ----------------------------------------------------------------------------------
-    def _keywords(self, question: str, source: str = "auto") -> tuple[Keywords, Usage, bool]:
+    def _keywords(self, question: str, source: str = "llm") -> tuple[Keywords, Usage, bool]:
         """The question's keywords, what the LLM spent on them, and whether they came from this instance's
         memo. LightRAG caches its keyword call's response; the memo does the same for the LLM's keywords of a
         question already asked through this instance (evaluation asks every question in several modes). A memo
@@ -286,7 +286,7 @@ class PathRAG:
             [{"role": "system", "content": KEYWORD_PROMPT}, {"role": "user", "content": f"Question: {question}"}],
             Keywords, lambda k: k if k.low_level or k.high_level else None)
 
-    def _key_entities(self, question: str, source: str = "auto") -> tuple[Keywords, Usage, bool]:
+    def _key_entities(self, question: str, source: str = "llm") -> tuple[Keywords, Usage, bool]:
         """NeuroPath's key entities (``np_variant="paper"``): with an LLM, the paper's NER prompt (Figure 13),
         its ``named_entities`` as the low-level keywords; without one (or ``keywords="offline"``), the offline
         keyword rules' low-level keywords stand in (a heuristic, like the offline tracker). Memoised per question
@@ -325,11 +325,11 @@ class PathRAG:
         self._keyword_memo[memo_key] = (keywords, result.usage)
         return keywords, result.usage, False
 
-    def _embed_ahead(self, text: str, params: QueryParams):
+    def _embed_ahead(self, text: str, params: QueryParams, mode: str):
         """The question's vector, asked for in a thread while the LLM finds its keywords (the retrieval needs
         both; ``RecentVectors`` keeps it for the retrieval): with an embedding endpoint or model, its time is
         hidden behind the keyword call's. None when no keyword call goes to an LLM (nothing to hide behind)."""
-        if self.llm is None or params.keywords == "offline" or text in self._keyword_memo:
+        if self.llm is None or params.keywords_for(mode) == "offline" or text in self._keyword_memo:
             return None
         if self._ahead is None:
             from concurrent.futures import ThreadPoolExecutor
@@ -370,9 +370,9 @@ class PathRAG:
             return self._run_neuropath(question, params, clock, started, asked_at, budgets)
         keywords = Keywords(low_level=[], high_level=[])
         if mode != "naive":
-            ahead = self._embed_ahead(text, params)
+            ahead = self._embed_ahead(text, params, mode)
             with clock.stage("keywords"):
-                keywords, usage, memo = self._keywords(text, params.keywords)
+                keywords, usage, memo = self._keywords(text, params.keywords_for(mode))
             tokens["keywords"] = _usage(usage, memo)
             if ahead is not None:
                 with contextlib.suppress(Exception):   # a failed embedding fails again, and says so, where it is used
@@ -539,9 +539,9 @@ class PathRAG:
         paper = params.np_variant == "paper"
         with clock.stage("keywords"):
             if paper:   # the paper's key entities: its NER prompt (Figure 13) with an LLM
-                keywords, usage, memo = self._key_entities(text, params.keywords)
+                keywords, usage, memo = self._key_entities(text, params.keywords_for("neuropath"))
             else:       # ours: LightRAG's low-level keywords
-                keywords, usage, memo = self._keywords(text, params.keywords)
+                keywords, usage, memo = self._keywords(text, params.keywords_for("neuropath"))
         tokens["keywords"] = _usage(usage, memo)
         with clock.stage("graph"):
             snapshot = load_graph(self.store)

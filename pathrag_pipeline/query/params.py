@@ -83,10 +83,17 @@ NP_DEFAULT_PASSAGES = {"paper": "union", "ours": "fused"}
 # "both_ends" weighs a kept path by its weaker end seed instead of both; "damping" uses HippoRAG's 0.5, not 0.85;
 # "similarity" weighs the walk's restart items by rank alone, not similarity x rank; "seed_gate" keeps the top-N
 # seeds even when none stands out of its keyword's background (retrieval.seeds_stand_out), as PathRAG does.
-# Where query keywords come from: "auto" is LightRAG's keyword prompt when an LLM is configured and the offline
-# rules otherwise; "offline" keeps the rules even with an LLM (the path:offline_keywords ablation, which measures
-# what the LLM's keywords add). NeuroPath's tracker likewise: "auto" (the LLM when configured) or "offline".
-KEYWORD_SOURCES = ("auto", "offline")
+# Where query keywords come from: "llm" is LightRAG's keyword prompt (PathRAG's too) when an LLM is configured and
+# the offline rules otherwise; "offline" keeps the rules even with an LLM; "auto" is each mode's default (``keywords_
+# for``): the offline rules for path mode, the LLM's keywords for the LightRAG modes and NeuroPath (their papers').
+# Path mode's default is our departure from PathRAG, chosen on answers: with a local 0.5B reader on musique-100 the
+# offline keywords answered better than the LLM's (docs/benchmarks.md, "Query keywords from the LLM or the offline
+# rules") for one model call a query instead of two; the paper's keyword call is `keywords="llm"` (the
+# path:llm_keywords row, and the "paper" and "public-code" presets). NeuroPath's tracker: "auto" (the LLM when
+# configured) or "offline".
+KEYWORD_SOURCES = ("auto", "llm", "offline")
+# what "auto" is for each mode (absent: "llm")
+DEFAULT_KEYWORDS = {"path": "offline"}
 NP_TRACKERS = ("auto", "offline")
 # What the answer should look like: "default", a concise free answer; "short", the answer alone as a short
 # phrase (a name, a date, a number), as QA benchmarks score it by exact match and token F1.
@@ -121,10 +128,11 @@ DEFAULT_REVERT = ("question_seed", "both_ends")
 # entities), with none of our tuned departures. The evaluated mode is `path:public_code`.
 PRESETS: dict[str, dict[str, object]] = {
     "paper": {"prompt": "paths", "passages": "path_order", "revert": REVERTIBLE, "variant": "paper",
-              "seed_search": "vector", "seed_pass": False, "path_seeds": "all", "path_pooling": "off"},
+              "seed_search": "vector", "seed_pass": False, "path_seeds": "all", "path_pooling": "off",
+              "keywords": "llm"},
     "public-code": {"prompt": "public", "passages": "seeds", "revert": REVERTIBLE, "variant": "reference",
                     "seed_query": "joined", "seed_search": "vector", "seed_pass": False, "path_seeds": "all",
-                    "path_pooling": "off"},
+                    "path_pooling": "off", "keywords": "llm"},
 }
 
 
@@ -278,8 +286,8 @@ class QueryParams:
     revert: tuple[str, ...] = setting(DEFAULT_REVERT, "Tuned path-mode rules set back to the simpler one "
                                                       "(comma-separated; docs/methods.md, Retrieval).", "ablation",
                                       scope="path", choices=REVERTIBLE)
-    keywords: str = setting("auto", "Query keywords: auto = the LLM's when configured, else the offline rules.",
-                            "ours", choices=KEYWORD_SOURCES)
+    keywords: str = setting("auto", "Query keywords: llm = the LLM's when configured, else the offline rules; "
+                                    "auto = offline for path, llm for the others.", "ours", choices=KEYWORD_SOURCES)
     np_tracker: str = setting("auto", "neuropath: the tracker, the LLM when configured, or the offline one.",
                               "ablation", scope="neuropath", choices=NP_TRACKERS)
     response: str = setting("default", "The answer: a concise one, or the answer alone as a short phrase.", "ours",
@@ -295,6 +303,11 @@ class QueryParams:
         max_hops = DEFAULT_MAX_HOPS[self.variant] if self.max_hops is None else self.max_hops
         np_passages = NP_DEFAULT_PASSAGES[self.np_variant] if self.np_passages == "auto" else self.np_passages
         return replace(self, theta=theta, max_hops=max_hops, revert=tuple(self.revert), np_passages=np_passages)
+
+    def keywords_for(self, mode: str) -> str:
+        """Where ``mode``'s keywords come from, "llm" or "offline": ``auto`` is the mode's default
+        (``DEFAULT_KEYWORDS``). "llm" still means the offline rules when no LLM is configured."""
+        return DEFAULT_KEYWORDS.get(mode, "llm") if self.keywords == "auto" else self.keywords
 
     def chunk_search_for(self, mode: str) -> str:
         """The chunk retriever a mode uses: ``auto`` is "vector" for naive, "hybrid" otherwise."""
