@@ -90,7 +90,8 @@ def test_ask_with_the_llm_stopped_is_one_line(folder, monkeypatch, openai_server
     monkeypatch.setenv("PATHRAG_LLM_MODEL", "fake-chat")
     monkeypatch.setenv("PATHRAG_LLM_MODE", "json_schema")
 
-    line = one_line_error(CliRunner().invoke(main, ["ask", "Who founded Valmere University?"]))
+    # the keyword call is the structured one the server refuses (path mode's default keywords are the offline rules')
+    line = one_line_error(CliRunner().invoke(main, ["ask", "Who founded Valmere University?", "--set", "keywords=llm"]))
     assert "PATHRAG_LLM_MODE=json" in line
 
 
