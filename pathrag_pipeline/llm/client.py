@@ -310,8 +310,10 @@ class LLMClient:
                 # (``construct_type``), ~3 ms of a one-call query on 2 cores, for a body of plain text messages
                 # and the three fields read below. The transport has checked the reply is a JSON object with
                 # choices (``transport._inspect``).
+                import httpx2   # openai's HTTP library, loaded with it
+
                 raw = self._openai.post(
-                    "/chat/completions", cast_to=_raw_response(),
+                    "/chat/completions", cast_to=httpx2.Response,
                     body={"model": self.model, "messages": messages, "max_tokens": max_tokens, **self._sampling()},
                 )
             except Exception as exc:
@@ -475,13 +477,6 @@ class LLMClient:
 
 MALFORMED_REASK = ("Your previous answer was not valid JSON (unbalanced or runaway brackets). Answer again with "
                    "exactly one JSON object of the requested shape and nothing else.")
-
-
-def _raw_response() -> type:
-    """The HTTP response class of the openai SDK (imported when the first answer is asked, as openai itself)."""
-    import httpx2
-
-    return httpx2.Response
 
 
 def _chat_reply(body: bytes) -> tuple[str | None, str | None, int, int]:

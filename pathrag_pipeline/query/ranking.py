@@ -80,22 +80,19 @@ class PassageGraph:
         pair = np.unique(src * n + dst)
         self.src, self.dst = pair // n, pair % n
         deg = np.bincount(self.src, minlength=n).astype(np.float64)
-        self.weight = 1.0 / deg[self.src]
-        self.dangling = deg == 0
-        self.n = n
-        # the same factors per node (``weight`` is ``inv_degree[src]``), so that an iteration multiplies n values
-        # rather than one per edge, and the dangling nodes by index (usually none): the same sums, bit for bit
+        # a node's share per neighbour, per node (an iteration multiplies n values, then gathers them per edge:
+        # the same products as 1 / deg[src] per edge, bit for bit), and the nodes without edges, whose mass restarts
         with np.errstate(divide="ignore"):
             self.inv_degree = np.where(deg > 0, 1.0 / deg, 0.0)
-        self.dangling_nodes = np.flatnonzero(self.dangling)
+        self.dangling_nodes = np.flatnonzero(deg == 0)
+        self.n = n
 
     def pagerank(self, restart: np.ndarray, damping: float = PPR_DAMPING) -> np.ndarray:
         """Personalised PageRank by power iteration; dangling nodes restart. ``restart`` sums to 1."""
         r = restart.copy()
         for _ in range(PPR_MAX_ITER):
             spread = np.bincount(self.dst, weights=(r * self.inv_degree)[self.src], minlength=self.n)
-            lost = r[self.dangling_nodes].sum() if len(self.dangling_nodes) else 0.0
-            nxt = damping * spread + (1.0 - damping + damping * lost) * restart
+            nxt = damping * spread + (1.0 - damping + damping * r[self.dangling_nodes].sum()) * restart
             if np.abs(nxt - r).sum() < PPR_TOL:
                 r = nxt
                 break
