@@ -265,5 +265,7 @@ def test_seed_options_keep_the_logged_params_of_queries_that_do_not_use_them():
     assert mode_params("path", QueryParams(path_seeds="standing")) == {**default, "path_seeds": "standing"}
     assert mode_params("path", QueryParams(seed_query="joined")) == {**default, "seed_query": "joined"}
     assert "path_seeds" not in mode_params("naive", QueryParams(path_seeds="standing"))
+    default["graph_version"] = "v1"   # a caller adds to its dict (the engine does): the next caller's is its own
+    assert "graph_version" not in mode_params("path", QueryParams())
     with pytest.raises(ValueError, match="path_seeds='some' is not one of all, standing"):
         QueryParams(path_seeds="some").resolved()

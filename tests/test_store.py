@@ -350,6 +350,58 @@ def test_passages_read_in_one_read_block_are_not_read_again_in_the_next_until_a_
     assert reads() == 4
 
 
+def test_a_block_that_loaded_the_chunk_index_takes_its_passages_from_memory_as_the_file_gives_them(tmp_path,
+                                                                                                   monkeypatch):
+    """``fetch_chunks`` inside a block that built or found the chunk BM25 index: the passages it read to build
+    itself, exactly what the file read returns (a document without a title is titled by its id), no statement;
+    a chunks version written by ingest makes the next block read the new text; above ``KEPT_PASSAGES`` passages
+    none are kept and the file is read as before."""
+    from pathrag_pipeline.query import lexical
+    from pathrag_pipeline.query.engine import fetch_chunks
+    from pathrag_pipeline.storage import store as store_module
+    from pathrag_pipeline.storage.store import PASSAGE_TEXT_SQL, bump_chunks_version
+
+    lexical.clear_cache()
+    store = Store(tmp_path / "t.duckdb")
+    with store.connect() as con:
+        for doc, title in (("d", "Doc"), ("u", None), ("e", "")):
+            con.execute("INSERT INTO documents (id, path, title, status, content_hash, created_at, updated_at) "
+                        "VALUES (?, ?, ?, 'indexed', 'h', now(), now())", [doc, doc + ".txt", title])
+        for i, doc in enumerate("dddue"):
+            con.execute("INSERT INTO chunks (id, document_id, ordinal, text, token_count, char_start, char_end, "
+                        "content_hash) VALUES (?, ?, ?, ?, 2, 0, 9, 'h')", [f"c{i}", doc, i, f"passage {i} zebra"])
+        bump_chunks_version(con)
+        indexed = dict(con.execute(f"SELECT c.id, {PASSAGE_TEXT_SQL} FROM chunks c "
+                                   "LEFT JOIN documents d ON d.id = c.document_id").fetchall())
+    wanted = ["c4", "c0", "gone", "c3", "c0"]
+    from_file = fetch_chunks(store, wanted)   # outside a block: the file's answer
+    assert list(from_file) == ["c4", "c0", "c3"] and from_file["c3"].title == "u" and from_file["c4"].title == ""
+    executed: list[str] = []
+    real = duckdb.DuckDBPyConnection.execute
+    monkeypatch.setattr(duckdb.DuckDBPyConnection, "execute",
+                        lambda self, sql, *a: executed.append(sql) or real(self, sql, *a))
+    reads = lambda: sum("WHERE c.id IN" in sql for sql in executed)   # noqa: E731
+    with store.reading():
+        index = lexical.chunk_index(store)
+        assert {k: lexical.passage_text(t, x) for k, (_, t, x) in index.passages.items()} == indexed
+        assert fetch_chunks(store, wanted) == from_file
+    assert reads() == 0
+    with store.connect() as con:
+        con.execute("UPDATE chunks SET text = 'changed' WHERE id = 'c0'")
+        bump_chunks_version(con)
+    with store.reading():
+        lexical.chunk_index(store)
+        assert fetch_chunks(store, ["c0"])["c0"].text == "changed"
+    assert reads() == 0
+    monkeypatch.setattr(lexical, "KEPT_PASSAGES", 4)
+    lexical.clear_cache()
+    store_module.close_kept_reads(store.path)   # and the kept connection's memo with it
+    with store.reading():
+        assert lexical.chunk_index(store).passages is None
+        assert fetch_chunks(store, ["c1", "c4"])["c4"].text == "passage 4 zebra"
+    assert reads() == 1
+
+
 def test_a_write_deferred_for_the_kept_connection_runs_when_it_closes_or_at_once_without_one(tmp_path, monkeypatch):
     """``after_reads``: a write waits while a read connection is kept for the next block, and runs when it is closed
     (``close_kept_reads``, or a connection of this process opening the file otherwise); with none kept (the keeper

@@ -77,7 +77,7 @@ from pathrag_pipeline.query.retrieval import (
     standing_seeds,
     text_chunks,
 )
-from pathrag_pipeline.query.lexical import chunk_index, entity_index
+from pathrag_pipeline.query.lexical import KEPT_PASSAGES, chunk_index, entity_index, kept_passages
 from pathrag_pipeline.query.ranking import HIPPORAG_DAMPING, PPR_DAMPING, graph_passages, rrf
 from pathrag_pipeline.query.path_pooling import RESELECT_POOL, apply_pooling, relation_scores
 from pathrag_pipeline.query.recent_vectors import RecentVectors
@@ -132,16 +132,24 @@ def _usage(usage: Usage, memo: bool = False) -> dict[str, int]:
     return {"calls": usage.calls, "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
 
 
-MEMO_CHUNKS = 20_000
-"""Passages ``fetch_chunks`` keeps in a read block's memo (``Store.read_memo``: valid while the DuckDB file is
-unchanged, across the queries that share the kept connection), so a passage read once is not read again; emptied
-when it would hold more (about 1 KB a passage: tens of MB at most)."""
-
-
 def fetch_chunks(store: Store, chunk_ids: Sequence[str]) -> dict[str, ChunkSource]:
-    """Text, document and title of the given chunks (ids no longer in ``chunks`` are absent)."""
+    """Text, document and title of the given chunks (ids no longer in ``chunks`` are absent).
+
+    Inside a read block that loaded the chunk BM25 index with its passages (``lexical.kept_passages``, up to
+    ``KEPT_PASSAGES`` of them), from memory; else from the file, remembering what was read in the block's memo
+    (``Store.read_memo``: valid while the DuckDB file is unchanged, across the queries sharing the kept
+    connection) so a passage read once is not read again, and emptying it when it would hold more than
+    ``KEPT_PASSAGES``."""
     if not chunk_ids:
         return {}
+    kept = kept_passages(store)
+    if kept is not None:
+        out = {}
+        for c in dict.fromkeys(chunk_ids):
+            if c in kept:
+                document_id, title, text = kept[c]
+                out[c] = ChunkSource(c, document_id, document_id if title is None else title, text)
+        return out
     memo = store.read_memo()
     known: dict[str, ChunkSource | None] = {} if memo is None else memo.setdefault("chunk_sources", {})
     wanted = [c for c in dict.fromkeys(chunk_ids) if c not in known]
@@ -157,7 +165,7 @@ def fetch_chunks(store: Store, chunk_ids: Sequence[str]) -> dict[str, ChunkSourc
         fetched = {r[0]: ChunkSource(*r) for r in rows}
     found = {c: fetched[c] if c in fetched else known.get(c) for c in chunk_ids}
     if memo is not None and wanted:
-        if len(known) + len(wanted) > MEMO_CHUNKS:
+        if len(known) + len(wanted) > KEPT_PASSAGES:
             known.clear()
         known.update({c: fetched.get(c) for c in wanted})   # None: no such chunk (remembered as such)
     return {c: source for c, source in found.items() if source is not None}

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pathrag_pipeline.storage.store import CHUNKS_VERSION_META, PASSAGE_TEXT_SQL
+from pathrag_pipeline.storage.store import CHUNKS_VERSION_META
 
 BM25_K1 = 1.5
 BM25_B = 0.75
@@ -55,6 +55,9 @@ class BM25Index:
 
     keys: list[str]
     postings: dict[str, tuple[np.ndarray, np.ndarray]]   # term -> (doc indices, BM25 weights)
+    # the chunk index's passages, kept beside it when few enough (``KEPT_PASSAGES``): chunk id -> (document id,
+    # title or None, text), what ``engine.fetch_chunks`` would read back from the file for each query
+    passages: dict[str, tuple[str, str | None, str]] | None = None
 
     @classmethod
     def build(cls, keys: Sequence[str], texts: Sequence[str], *, k1: float = BM25_K1, b: float = BM25_B) -> "BM25Index":
@@ -103,6 +106,19 @@ class BM25Index:
 _cache: dict[tuple[str, str], BM25Index] = {}
 _lock = threading.Lock()
 
+CHUNK_INDEX_MEMO = "chunk_index"   # its key in a read block's memo (``Store.read_once``)
+
+KEPT_PASSAGES = 20_000
+"""The most passages a process keeps in memory: beside the chunk BM25 index, which reads every passage to build
+itself anyway (about 1 KB each: tens of MB at most), and in a read block's memo of passages read one by one
+(``engine.fetch_chunks``). A query then takes its passages from memory instead of reading them from the file again
+(~2-3 ms of DuckDB statement a query). Above it, each query reads only the passages it quotes."""
+
+
+def passage_text(title: str | None, text: str) -> str:
+    """A passage as every text retriever sees it: ``storage.store.PASSAGE_TEXT_SQL`` in Python."""
+    return f"{title or ''} {text}"
+
 
 def chunk_index(store) -> BM25Index:
     """BM25 over every chunk of ``store`` (a ``storage.store.Store``), cached while the chunks are unchanged.
@@ -110,7 +126,16 @@ def chunk_index(store) -> BM25Index:
     Validity is the ``chunks_version`` token ingest writes whenever chunks or titles change (one row read);
     a store without one (written by older code or by hand) falls back to hashing every chunk row. Queries sharing
     one read block (``Store.reading``: the query service's batches) check the version once."""
-    return store.read_once("chunk_index", lambda: _chunk_index(store))
+    return store.read_once(CHUNK_INDEX_MEMO, lambda: _chunk_index(store))
+
+
+def kept_passages(store) -> dict[str, tuple[str, str | None, str]] | None:
+    """Every passage of the chunk index this read block of ``store`` loaded (``BM25Index.passages``), or None when
+    the block has not loaded it or it keeps none: the chunks table as of the block's version, so a chunk id absent
+    from it is absent from the file too (the block holds the file's read lock)."""
+    memo = store.read_memo()
+    index = memo.get(CHUNK_INDEX_MEMO) if memo is not None else None
+    return index.passages if index is not None else None
 
 
 def _chunk_index(store) -> BM25Index:
@@ -129,9 +154,11 @@ def _chunk_index(store) -> BM25Index:
         if cached is not None:
             return cached
         rows = con.execute(
-            f"""SELECT c.id, {PASSAGE_TEXT_SQL} FROM chunks c
-                LEFT JOIN documents d ON d.id = c.document_id ORDER BY c.id""").fetchall()
-    index = BM25Index.build([r[0] for r in rows], [r[1] for r in rows])
+            """SELECT c.id, c.document_id, d.title, c.text FROM chunks c
+               LEFT JOIN documents d ON d.id = c.document_id ORDER BY c.id""").fetchall()
+    index = BM25Index.build([r[0] for r in rows], [passage_text(r[2], r[3]) for r in rows])
+    if len(rows) <= KEPT_PASSAGES:
+        index.passages = {r[0]: (r[1], r[2], r[3]) for r in rows}
     with _lock:
         for old in [k for k in _cache if k[0] == key[0] and k[1].startswith("chunks:")]:
             del _cache[old]
