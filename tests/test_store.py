@@ -320,6 +320,15 @@ def test_the_kept_connection_is_closed_once_idle(tmp_path, monkeypatch):
     assert _write_from_another_process(store.path) == "wrote"
 
 
+def _statements_with(monkeypatch, marker: str):
+    """From now on, count the DuckDB statements whose SQL holds ``marker``: a function returning the count."""
+    executed: list[str] = []
+    real = duckdb.DuckDBPyConnection.execute
+    monkeypatch.setattr(duckdb.DuckDBPyConnection, "execute",
+                        lambda self, sql, *a: executed.append(sql) or real(self, sql, *a))
+    return lambda: sum(marker in sql for sql in executed)
+
+
 def test_passages_read_in_one_read_block_are_not_read_again_in_the_next_until_a_write(tmp_path, monkeypatch):
     from pathrag_pipeline.query.engine import fetch_chunks
 
@@ -330,11 +339,7 @@ def test_passages_read_in_one_read_block_are_not_read_again_in_the_next_until_a_
         for i in range(3):
             con.execute("INSERT INTO chunks (id, document_id, ordinal, text, token_count, char_start, char_end, "
                         "content_hash) VALUES (?, 'd', ?, ?, 2, 0, 9, 'h')", [f"c{i}", i, f"passage {i}"])
-    executed: list[str] = []
-    real = duckdb.DuckDBPyConnection.execute
-    monkeypatch.setattr(duckdb.DuckDBPyConnection, "execute",
-                        lambda self, sql, *a: executed.append(sql) or real(self, sql, *a))
-    reads = lambda: sum("FROM chunks c" in sql for sql in executed)   # noqa: E731
+    reads = _statements_with(monkeypatch, "FROM chunks c")
     with store.reading():
         assert {c: s.text for c, s in fetch_chunks(store, ["c0", "c1", "gone"]).items()} == \
             {"c0": "passage 0", "c1": "passage 1"}
@@ -376,11 +381,7 @@ def test_a_block_that_loaded_the_chunk_index_takes_its_passages_from_memory_as_t
     wanted = ["c4", "c0", "gone", "c3", "c0"]
     from_file = fetch_chunks(store, wanted)   # outside a block: the file's answer
     assert list(from_file) == ["c4", "c0", "c3"] and from_file["c3"].title == "u" and from_file["c4"].title == ""
-    executed: list[str] = []
-    real = duckdb.DuckDBPyConnection.execute
-    monkeypatch.setattr(duckdb.DuckDBPyConnection, "execute",
-                        lambda self, sql, *a: executed.append(sql) or real(self, sql, *a))
-    reads = lambda: sum("WHERE c.id IN" in sql for sql in executed)   # noqa: E731
+    reads = _statements_with(monkeypatch, "WHERE c.id IN")
     with store.reading():
         index = lexical.chunk_index(store)
         assert {k: lexical.passage_text(t, x) for k, (_, t, x) in index.passages.items()} == indexed
