@@ -65,6 +65,35 @@ def test_structured_output_is_parsed_into_the_model(openai_server: FakeOpenAISer
         assert "relations" in request["messages"][0]["content"]
 
 
+@pytest.mark.parametrize("mode", ["json", "tools", "json_schema", "md_json"])
+def test_the_response_model_instructor_sends_is_built_once_and_sends_what_it_built_each_time(
+        openai_server: FakeOpenAIServer, monkeypatch, mode: str) -> None:
+    """``client._schema_model``: instructor's wrapper of the response model and its JSON schema, made once per model;
+    the request is byte for byte the one instructor builds from the bare model, and the answer parses the same."""
+    from pathrag_pipeline.llm import client as client_module
+
+    from pydantic import BaseModel, Field
+
+    class Named(BaseModel):
+        """The people the text names."""   # a docstring and a field description travel in the schema
+
+        names: list[str] = Field(description="each person's full name")
+
+    assert client_module._schema_model(ChunkExtraction) is client_module._schema_model(ChunkExtraction)
+    client = make_client(openai_server, mode=mode)
+    for model, reply in ((ChunkExtraction, EXTRACTION), (Named, {"names": ["Ada Lovelace"]})):
+        openai_server.reset()
+        openai_server.script_chat([json.dumps(reply)] * 2)
+        with monkeypatch.context() as patch:
+            kept = client.structured(MESSAGES, model, stage="extract")
+            patch.setattr(client_module, "_schema_model", lambda m: m)   # instructor's own, built per call
+            built = client.structured(MESSAGES, model, stage="extract")
+        first, second = (json.dumps(r.body) for r in openai_server.requests_for("chat"))
+        assert first == second
+        assert kept.value == built.value == model.model_validate(reply)
+        assert type(kept.value) is model
+
+
 @pytest.mark.parametrize("fault", ["429", "500", "503", "timeout", "disconnect"])
 def test_transport_fault_is_retried_and_succeeds(openai_server: FakeOpenAIServer, fault: str) -> None:
     openai_server.inject(fault, times=1)

@@ -27,6 +27,7 @@ Why this shape:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -277,7 +278,7 @@ class LLMClient:
                     value = self._instructor.chat.completions.create(
                         model=self.model,
                         messages=asked,
-                        response_model=response_model,
+                        response_model=_schema_model(response_model),
                         max_retries=left,
                         hooks=hooks,
                         max_tokens=max_tokens,
@@ -507,6 +508,29 @@ def _malformed_json(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+@functools.lru_cache(maxsize=32)
+def _schema_model(response_model: type[ModelT]) -> type[ModelT]:
+    """``response_model`` as instructor sends and parses it (``instructor.openai_schema``: the class it would
+    otherwise build again at every call), with its JSON schema made once. Per structured call instructor built that
+    class (a pydantic model class) and generated its JSON schema for the prompt or tool: ~4 ms of CPU a call, about
+    1.6 s of a 400-call index of 200 passages. The schema is the one instructor would generate (same class name,
+    fields and docstring), handed out as a fresh copy each time; asked with arguments, it is generated as before."""
+    import copy
+
+    from instructor import openai_schema
+
+    wrapped = openai_schema(response_model)
+    schema = wrapped.model_json_schema()
+    generate = wrapped.model_json_schema
+
+    def model_json_schema(cls: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return generate(*args, **kwargs) if args or kwargs else copy.deepcopy(schema)
+
+    namespace = {"__doc__": wrapped.__doc__, "__module__": wrapped.__module__, "__qualname__": wrapped.__qualname__,
+                 "model_json_schema": classmethod(model_json_schema)}
+    return type(wrapped)(wrapped.__name__, (wrapped,), namespace)
 
 
 def _plain(value: BaseModel, response_model: type[ModelT]) -> ModelT:
