@@ -94,6 +94,29 @@ def test_the_response_model_instructor_sends_is_built_once_and_sends_what_it_bui
         assert type(kept.value) is model
 
 
+@pytest.mark.parametrize("mode", ["json", "tools", "json_schema", "md_json"])
+def test_a_structured_request_posted_as_given_is_the_one_the_sdks_create_sends(
+        openai_server: FakeOpenAIServer, monkeypatch, mode: str) -> None:
+    """``client._post_structured_requests``: instructor's structured request, sent by ``post`` as built, has the body
+    and headers the SDK's ``chat.completions.create`` sends, and its reply parses the same; a streamed request still
+    goes through ``create``."""
+    from pathrag_pipeline.llm import client as client_module
+
+    posted = make_client(openai_server, mode=mode)
+    monkeypatch.setattr(client_module, "_post_structured_requests", lambda client: None)
+    by_create = make_client(openai_server, mode=mode)
+    openai_server.script_chat([json.dumps(EXTRACTION)] * 2)
+    values = [c.structured(MESSAGES, ChunkExtraction, stage="extract").value for c in (posted, by_create)]
+    first, second = openai_server.requests_for("chat")
+    assert first.body == second.body and values[0] == values[1] == ChunkExtraction.model_validate(EXTRACTION)
+    assert {k: v for k, v in first.headers.items() if not k.startswith("x-stainless")} == \
+        {k: v for k, v in second.headers.items() if not k.startswith("x-stainless")}
+    openai_server.script_chat(["plain"])   # an argument only the SDK's create understands goes through it
+    posted._openai.chat.completions.create(model="fake-chat", messages=MESSAGES, extra_headers={"X-Probe": "1"})
+    probe = openai_server.requests_for("chat")[-1]
+    assert {k.lower(): v for k, v in probe.headers.items()}.get("x-probe") == "1" and "extra_headers" not in probe.body
+
+
 @pytest.mark.parametrize("fault", ["429", "500", "503", "timeout", "disconnect"])
 def test_transport_fault_is_retried_and_succeeds(openai_server: FakeOpenAIServer, fault: str) -> None:
     openai_server.inject(fault, times=1)

@@ -213,6 +213,7 @@ class LLMClient:
                     max_retries=self.max_retries,
                     http_client=openai.DefaultHttpxClient(transport=transport),
                 )
+                _post_structured_requests(client)   # before instructor wraps the create it finds
                 self._built = (transport, client, instructor.from_openai(client,
                                                                          mode=instructor.Mode[MODES[self.mode]]))
             return self._built
@@ -508,6 +509,30 @@ def _malformed_json(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+SDK_ONLY = ("stream", "extra_headers", "extra_query", "extra_body", "timeout")
+"""Arguments of ``chat.completions.create`` that change how the request is sent, not only what it says: a call
+with one of them goes through the SDK's ``create`` (see ``_post_structured_requests``)."""
+
+
+def _post_structured_requests(client: Any) -> None:
+    """Make ``client.chat.completions.create``, which instructor wraps for structured calls, send its body as given
+    through the SDK's ``post`` (its retries, headers, errors and transport unchanged; the reply parsed into the same
+    ``ChatCompletion``), as ``complete`` does: ``create`` first walks the body through the typed parameter
+    declarations (``maybe_transform``, ~1.6 ms of CPU a call with an extraction prompt, ~0.65 s of a 400-call
+    index), for a body of plain JSON (messages, model, sampling, and instructor's ``response_format`` or
+    ``tools``) that it sends unchanged. A call with an argument in ``SDK_ONLY`` goes through ``create``."""
+    from openai.types.chat import ChatCompletion
+
+    create = client.chat.completions.create
+
+    def post(**kwargs: Any) -> Any:
+        if any(kwargs.get(name) is not None for name in SDK_ONLY):
+            return create(**kwargs)
+        return client.post("/chat/completions", cast_to=ChatCompletion, body=kwargs)
+
+    client.chat.completions.create = post
 
 
 @functools.lru_cache(maxsize=32)
