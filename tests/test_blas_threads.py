@@ -56,13 +56,13 @@ def test_a_query_through_the_python_api_runs_on_one_blas_thread(two_threads, mon
     from pathrag_pipeline.storage import vector_store
 
     seen: list[set[int]] = []
-    search = vector_store.VectorStore.search_many
+    search = vector_store.VectorStore._top
 
     def recording(self, *args, **kwargs):
         seen.append(set(blas()))
         return search(self, *args, **kwargs)
 
-    monkeypatch.setattr(vector_store.VectorStore, "search_many", recording)
+    monkeypatch.setattr(vector_store.VectorStore, "_top", recording)
     from pathrag_pipeline.query.engine import PathRAG
     from tests.query_fixtures import tiny_index_home
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
@@ -130,20 +129,14 @@ def test_empty_graph_is_a_clear_error(tmp_path):
         load_graph(store)
 
 
-@dataclass
-class _Hit:
-    key: str
-    similarity: float
-
-
 class _FakeVectors:
     """Scripted hits per call, to check the merge independently of the embedder."""
 
     def __init__(self, per_call):
         self.per_call = list(per_call)
 
-    def search_many(self, table, vectors, k, embedder=None):
-        return [[_Hit(key, sim) for key, sim in self.per_call.pop(0)][:k] for _ in vectors]
+    def nearest(self, table, vectors, k, embedder=None):
+        return [[(key, sim) for key, sim in self.per_call.pop(0)][:k] for _ in vectors]
 
 
 def test_retrieve_nodes_round_robins_over_keywords(tiny):
@@ -166,7 +159,7 @@ def test_retrieve_nodes_gives_lexical_only_hits_their_own_cosine(tiny):
             return [("lindenholm", 3.0)]
 
     class Blind:
-        def search_many(self, table, vectors, k, embedder=None):
+        def nearest(self, table, vectors, k, embedder=None):
             return [[] for _ in vectors]
 
         def similarities(self, table, vector, keys):

@@ -222,6 +222,8 @@ def test_search_many_matches_lancedb_scan_and_sees_writes(store):
         assert [h.key for h in hits] == [h.key for h in scanned]
         assert [h.similarity for h in hits] == pytest.approx([h.similarity for h in scanned], abs=1e-5)
         assert all(h.payload["name"] == h.text for h in hits)
+    assert store.nearest("entities", queries, k=3, embedder=e) == \
+        [[(h.key, h.similarity) for h in hits] for hits in batched]   # the same ranking, without the rows
     store.upsert("entities", {"cph": "Copenhagen University"}, e)
     assert store.search("entities", "Copenhagen University", k=1, embedder=e)[0].key == "cph"
     assert store.search_many("entities", [], embedder=e) == []

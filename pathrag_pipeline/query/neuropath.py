@@ -63,7 +63,7 @@ from pathrag_pipeline.query.neuropath_tracker import (
 from pathrag_pipeline.query.params import QueryParams
 from pathrag_pipeline.query.prompting import PathTrace, clip, edge_line, node_line
 from pathrag_pipeline.query.ranking import rrf
-from pathrag_pipeline.query.retrieval import RetrievedNode, is_semantic
+from pathrag_pipeline.query.retrieval import RetrievedNode, dense_chunks, is_semantic
 from pathrag_pipeline.text.names import name_key
 
 log = logging.getLogger(__name__)
@@ -508,7 +508,6 @@ def completion_search(vectors: Any, embedder: Embedder, lexical: BM25Index, how:
         if how != "vector":
             rankings.append([c for c, _ in lexical.search(query, k)])
         if vectors is not None and (how == "vector" or (how == "hybrid" and is_semantic(embedder))):
-            vector = embedder.embed([query])[0]
-            rankings.append(list(dict.fromkeys(str(h.key) for h in vectors.search("chunks", vector, k))))
+            rankings.append([key for key, _ in dense_chunks(vectors, embedder, query, k)])
         return rrf(rankings, limit=k)
     return search

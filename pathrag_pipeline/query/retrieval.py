@@ -40,6 +40,8 @@ class VectorSearch(Protocol):
 
     def search_many(self, table: str, queries: Any, k: int, embedder: Any = None) -> list[list[Any]]: ...
 
+    def nearest(self, table: str, queries: Any, k: int, embedder: Any = None) -> list[list[tuple[str, float]]]: ...
+
     def similarities(self, table: str, vector: Any, keys: Iterable[str]) -> dict[str, float]: ...
 
     def matrix(self, table: str) -> tuple[list[str], Any]: ...
@@ -117,7 +119,7 @@ def _search_each(vectors: VectorSearch, table: str, embedder: Embedder, keywords
     matrix = np.asarray(embedder.embed(keywords) if matrix is None else matrix)
     if len(matrix) == 0:
         return []
-    return [[(str(h.key), float(h.similarity)) for h in hits] for hits in vectors.search_many(table, matrix, k)]
+    return vectors.nearest(table, matrix, k)
 
 
 def retrieve_nodes(snapshot: GraphSnapshot, vectors: VectorSearch, embedder: Embedder, keywords: list[str],
@@ -221,8 +223,8 @@ def dense_chunks(vectors: VectorSearch, embedder: Embedder, question: str, k: in
     """The ``k`` chunks nearest to the question by the embedder (cosine), best first."""
     vector = embedder.embed([question])[0]
     out: dict[str, float] = {}
-    for hit in vectors.search("chunks", vector, k):
-        out.setdefault(str(hit.key), float(hit.similarity))
+    for key, similarity in vectors.nearest("chunks", np.asarray([vector]), k)[0]:
+        out.setdefault(str(key), float(similarity))
     return list(out.items())
 
 

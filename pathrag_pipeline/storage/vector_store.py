@@ -368,22 +368,43 @@ class VectorStore:
         version changes: a LanceDB flat scan costs ~80 ms per query at 20k x 1024 on 2 cores, a
         matrix product ~9 ms, and a batch of keyword queries shares one product.
         """
-        if len(queries) == 0:
+        snapshot, tops = self._top(table, queries, k, embedder)
+        return [[snapshot.hit(i, sim) for i, sim in top] for top in tops]
+
+    def nearest(
+        self,
+        table: str,
+        queries: Sequence[str] | np.ndarray,
+        k: int = 10,
+        embedder: Embedder | None = None,
+    ) -> list[list[tuple[str, float]]]:
+        """``search_many``'s (key, cosine) pairs alone, without the rows' text and payload: what retrieval ranks
+        by (a ``Hit`` per row cost about as much as the search itself)."""
+        snapshot, tops = self._top(table, queries, k, embedder)
+        if not tops:
             return []
+        keys = snapshot.keys if snapshot is not None else []
+        return [[(keys[i], sim) for i, sim in top] for top in tops]
+
+    def _top(self, table: str, queries: Sequence[str] | np.ndarray, k: int,
+             embedder: Embedder | None) -> tuple["_Snapshot | None", list[list[tuple[int, float]]]]:
+        """Per query, the row indices and cosines of its ``k`` nearest rows, best first (ties: row order)."""
+        if len(queries) == 0:
+            return None, []
         tbl, vectors = self._query_vectors(table, queries, k, embedder)
         if tbl is None:
-            return [[] for _ in range(len(queries))]
+            return None, [[] for _ in range(len(queries))]
         snapshot = self._snapshot(table, tbl)
         if snapshot.matrix.shape[0] == 0:
-            return [[] for _ in range(len(vectors))]
+            return snapshot, [[] for _ in range(len(vectors))]
         sims = vectors @ snapshot.matrix.T
         k = min(k, sims.shape[1])
         top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
         results = []
         for qi in range(len(vectors)):
             order = top[qi][np.argsort(-sims[qi, top[qi]], kind="stable")]
-            results.append([snapshot.hit(int(i), float(sims[qi, i])) for i in order])
-        return results
+            results.append(list(zip(order.tolist(), sims[qi, order].tolist())))
+        return snapshot, results
 
     def _query_vectors(
         self, table: str, queries: Sequence[str] | np.ndarray, k: int, embedder: Embedder | None
