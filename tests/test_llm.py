@@ -406,3 +406,40 @@ def test_complete_reads_the_reply_body_itself(openai_server: FakeOpenAIServer, c
     with pytest.raises(LLMOutputError, match="returned no text") as empty:
         client.complete(MESSAGES, stage="answer")
     assert "output cap" not in str(empty.value)
+
+
+def test_a_compressed_reply_is_read_as_the_server_meant_it() -> None:
+    """A reply sent with ``Content-Encoding: gzip`` (a proxy, a gateway) reaches the SDK decoded: the transport hands
+    the client the body it read as the server's stream, not as content it would take for plain bytes."""
+    import gzip
+    import http.server
+
+    reply = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+             "choices": [{"index": 0, "finish_reason": "stop",
+                          "message": {"role": "assistant", "content": json.dumps(EXTRACTION)}}],
+             "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}
+
+    class Gzipped(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:   # noqa: N802 - the http.server hook's name
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = gzip.compress(json.dumps(reply).encode())
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gzipped)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = LLMClient(f"http://127.0.0.1:{server.server_address[1]}/v1", "m", api_key=SECRET, timeout=30.0)
+        assert client.structured(MESSAGES, ChunkExtraction).value == ChunkExtraction.model_validate(EXTRACTION)
+        answer = client.complete(MESSAGES)
+        assert answer.text == json.dumps(EXTRACTION) and answer.usage.prompt_tokens == 3
+    finally:
+        server.shutdown()
+        server.server_close()
