@@ -7,7 +7,6 @@ them) without loading numpy, igraph, LanceDB or a model client.
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass, field, fields, replace
 
 # how an offline (extractive) answer starts; here so `pathrag ask` can strip it without importing the engine

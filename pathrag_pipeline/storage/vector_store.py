@@ -388,7 +388,7 @@ class VectorStore:
 
     def _top(self, table: str, queries: Sequence[str] | np.ndarray, k: int,
              embedder: Embedder | None) -> tuple["_Snapshot | None", list[list[tuple[int, float]]]]:
-        """Per query, the row indices and cosines of its ``k`` nearest rows, best first (ties: row order)."""
+        """Per query, the row indices and cosines of its ``k`` nearest rows, best first."""
         if len(queries) == 0:
             return None, []
         tbl, vectors = self._query_vectors(table, queries, k, embedder)
