@@ -30,6 +30,26 @@ def test_the_event_log_keeps_a_bounded_number_of_engines_and_disposes_of_them(tm
     assert "_pathrag_engines" not in storage.__dict__
 
 
+def test_a_kept_shard_keeps_an_idle_connection_so_a_closing_one_does_not_checkpoint(tmp_path):
+    """SQLite checkpoints a WAL file into its database and deletes it when the file's last connection closes: with
+    the shard's idle connection open, the write-ahead log outlives the writer's connection (no checkpoint, no fsyncs
+    per event); the instance's dispose closes it, and the rows are in the database file."""
+    import sqlite3
+
+    instance = instance_for(Settings.from_env(env={}, home=tmp_path / "home", docs=SAMPLE_DOCS))
+    storage = instance.event_log_storage
+    shard = storage.path_for_shard("run-a")
+    with storage.run_connection("run-a") as conn:
+        conn.exec_driver_sql("CREATE TABLE probe (a INTEGER)")
+    with storage.run_connection("run-a") as conn:
+        conn.exec_driver_sql("INSERT INTO probe VALUES (1)")
+    assert Path(shard + "-wal").stat().st_size > 0
+    instance.dispose()
+    assert not Path(shard + "-wal").exists()
+    with sqlite3.connect(shard) as plain:
+        assert plain.execute("SELECT a FROM probe").fetchall() == [(1,)]
+
+
 def test_another_event_log_storage_is_left_alone():
     instance = dg.DagsterInstance.ephemeral()
     before = type(instance.event_log_storage)
