@@ -285,7 +285,8 @@ def test_query_job_without_questions_is_refused_at_launch_in_one_line(tmp_path, 
 
 @pytest.mark.slow
 def test_key_echoed_by_the_endpoint_stays_out_of_dagster_run_storage(tmp_path, folder, monkeypatch):
-    """Slow: the echoing endpoint is retried through openai's backoff before the run stops."""
+    """Slow: the echoing endpoint is retried through openai's backoff before the client stops. Its chunks fail
+    (retried by the next run) and the run goes on, as for any failing reply."""
     from pathrag_lab.testing.openai_server import FakeOpenAIServer
 
     secret = "sk-dagster-5ecret-never-stored-e51f"
@@ -298,7 +299,7 @@ def test_key_echoed_by_the_endpoint_stays_out_of_dagster_run_storage(tmp_path, f
         result = defs.resolve_job_def("index_folder").execute_in_process(
             instance=instance, resources=resources(tmp_path, folder), raise_on_error=False)
         assert any(secret in (r.authorization or "") for r in server.requests)  # the key was sent and echoed
-    assert not result.success
+    assert result.success   # one failing endpoint fails its chunks, never the run
     stored = "\n".join(dg.serialize_value(record) for record in instance.all_logs(result.run_id))
     assert "upstream rejected credentials" in stored  # the echo reached run storage ...
     assert secret not in stored  # ... with the key masked
