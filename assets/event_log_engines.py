@@ -15,7 +15,9 @@ checkpoint and its fsyncs, ~1 ms on an idle disk and ~20 ms on a busy one (issue
 stages took 0.4 s idle and 2 s while another process wrote to the disk). With the anchor open, a connection's close
 is only a close; the log is checkpointed as SQLite does it anyway, when it grows past its threshold, and once more
 when the anchor closes with its engine. It holds no lock while idle: other processes (the UI, the daemon) read and
-write the file as before.
+write the file as before. The UI follows a run's events live by watching its shard file for modifications (Dagster's
+``SqliteEventLogStorageWatchdog``), which the checkpoints made: a connection that wrote to a run's shard now sets the
+file's modification time itself (``os.utime``: no write, no fsync), so the UI sees each event as it did.
 
 ``keep_engines`` applies it to an instance whose event log is exactly Dagster's SQLite one (``runs.instance_for``);
 a user's own event log storage (Postgres, another class in dagster.yaml) is left alone.
@@ -23,13 +25,14 @@ a user's own event log storage (Postgres, another class in dagster.yaml) is left
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
 import dagster as dg
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
@@ -61,6 +64,10 @@ class KeptEnginesSqliteEventLogStorage(SqliteEventLogStorage):
             with engine.connect() as conn:
                 with conn.begin():
                     yield conn
+                wrote = conn.connection.dbapi_connection.total_changes
+            if wrote and shard != INDEX_SHARD_NAME:
+                with suppress(OSError):
+                    os.utime(self.path_for_shard(shard))   # what the UI's watcher of this run waits for
 
     def dispose(self) -> None:
         super().dispose()

@@ -50,6 +50,38 @@ def test_a_kept_shard_keeps_an_idle_connection_so_a_closing_one_does_not_checkpo
         assert plain.execute("SELECT a FROM probe").fetchall() == [(1,)]
 
 
+def test_the_uis_watcher_of_a_run_sees_its_events_while_the_shard_is_kept(tmp_path):
+    """The UI follows a running run by watching its shard file for modifications (Dagster's own class, in the UI's
+    process); with no checkpoint at each close, the writer touches the file, so each event still reaches it."""
+    import logging
+    import threading
+    import time
+
+    settings = Settings.from_env(env={}, home=tmp_path / "home", docs=SAMPLE_DOCS)
+    ours = instance_for(settings)
+    ui = dg.DagsterInstance.from_config(str(settings.dagster_home))
+    seen: list[str] = []
+    arrived = threading.Event()
+
+    def callback(entry, cursor):
+        seen.append(entry.user_message)
+        arrived.set()
+
+    def event(message: str) -> dg.EventLogEntry:
+        return dg.EventLogEntry(error_info=None, level=logging.INFO, user_message=message, run_id="run-w",
+                                timestamp=time.time())
+
+    try:
+        ours.event_log_storage.store_event(event("first"))   # the shard exists (and is kept) before the UI watches
+        ui.event_log_storage.watch("run-w", None, callback)
+        ours.event_log_storage.store_event(event("second"))
+        assert arrived.wait(30), "the UI's watcher was not told of the new event"
+        assert seen[-2:] == ["first", "second"]
+    finally:
+        ui.dispose()
+        ours.dispose()
+
+
 def test_another_event_log_storage_is_left_alone():
     instance = dg.DagsterInstance.ephemeral()
     before = type(instance.event_log_storage)
