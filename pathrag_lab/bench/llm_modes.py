@@ -62,8 +62,9 @@ POOLING = Suite(
     "as one-hop kernels), `path:pool_reselect` also lets pooling choose which triples' passages enter; the `_ours` "
     "rows are the same with our earlier formula (mean over kernels, interpolated with the raw score). Pooling "
     "applies to the path mode's triple-level context, as the paper applies it to its host retriever's. LLM calls "
-    "and tokens per question count the keyword call (shared by the modes of a question); the answer rows add the "
-    "answer call.")
+    "and tokens per question count the keyword call of the modes that make one (`path:paper`, the paper's PathRAG, "
+    "which every answer run measures beside the default; `path` and its pooling rows take their keywords from the "
+    "offline rules); the answer rows add the answer call.")
 SUITES = {s.command: s for s in (NEUROPATH, POOLING)}
 
 
