@@ -9,9 +9,9 @@ Only the engine object is reused, for the last ``KEPT`` shards (a long-lived `pa
 
 Each kept shard also keeps one idle SQLite connection of its own open (``_anchor``): a connection that has read the
 file, outside any transaction. Dagster opens its shards in WAL mode, and SQLite checkpoints the write-ahead log into
-the database file and deletes it whenever the last connection to the file closes: with ``NullPool`` that was every
-statement, so every event written (about 40 in a one-file edit's run, each on connections of its own) paid a
-checkpoint and its fsyncs, ~1 ms on an idle disk and ~20 ms on a busy one (issue 64: the run around a served edit's
+the database file and deletes it whenever the last connection to the file closes: with ``NullPool`` every use closed
+the file's only connection, so every event written (about 40 in a one-file edit's run) paid a checkpoint and its
+fsyncs, ~1 ms on an idle disk and ~20 ms on a busy one (issue 64: the run around a served edit's
 stages took 0.4 s idle and 2 s while another process wrote to the disk). With the anchor open, a connection's close
 is only a close; the log is checkpointed as SQLite does it anyway, when it grows past its threshold, and once more
 when the anchor closes with its engine. It holds no lock while idle: other processes (the UI, the daemon) read and
