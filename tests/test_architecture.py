@@ -23,7 +23,7 @@ TOPS = ("pathrag_pipeline", "pathrag_lab")
 # Each group may import its own and any earlier group, never a later one.
 LAYERS = [
     {"errors"},
-    {"config", "dagster_home", "dagster_state", "worker_processes", "blas_threads"},
+    {"config", "dagster_home", "dagster_state", "worker_processes", "blas_threads", "slim_imports"},
     {"text"},
     {"llm"},
     {"storage"},

@@ -26,20 +26,21 @@ table = db.create_table("t", data=[{"id": "a", "vector": [1.0, 2.0]}, {"id": "b"
 print(table.search([1.0, 2.0]).limit(1).to_list()[0]["id"])
 print("api imported:", "lance_namespace_urllib3_client.api" in sys.modules)
 import lance_namespace_urllib3_client as client
-print(bool(client.__version__), client.ApiClient.__name__, "lance_namespace_urllib3_client.api" in sys.modules)
+print(bool(client.__version__), client.ApiClient.__name__, client.DataApi.__name__,
+      "lance_namespace_urllib3_client.api.data_api" in sys.modules)
 """
 
 
 @pytest.mark.e2e
 def test_lancedb_opens_without_importing_its_rest_client_which_still_loads_when_asked(tmp_path):
-    """storage.lancedb_import: LanceDB's REST namespace client's package __init__ (~0.9 s) runs only when one of
-    its names is looked up; a local table works without it (a fresh process: this one may hold it already)."""
+    """slim_imports: LanceDB's REST namespace client's API modules (~0.9 s) load only when one of their names is
+    looked up; a local table works without them (a fresh process: this one may hold them already)."""
     script = tmp_path / "open_a_table.py"
     script.write_text(_OPEN_A_TABLE)
     run = subprocess.run([sys.executable, str(script), str(tmp_path / "lancedb")], capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split("\n")[:3] == ["a", "api imported: False", "True ApiClient True"], run.stdout
+    assert run.stdout.split("\n")[:3] == ["a", "api imported: False", "True ApiClient DataApi True"], run.stdout
 
 
 def test_the_default_is_the_homes_folder(tmp_path):

@@ -283,7 +283,7 @@ class ServiceIndexer:
             llm = llm_from_settings(self.settings)
             if llm is not None:
                 llm.prepare()   # openai, instructor and its provider code: 0.3-1 s of a first run otherwise
-            from pathrag_pipeline.storage.lancedb_import import import_lancedb
+            from pathrag_pipeline.slim_imports import import_lancedb
 
             import_lancedb()   # the vector stage's: ~1 s of a first run otherwise (an offline service imports it to warm)
 

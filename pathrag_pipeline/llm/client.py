@@ -197,10 +197,10 @@ class LLMClient:
             return built
         with self._build_lock:
             if self._built is None:
+                from pathrag_pipeline.llm.transport import GuardedTransport   # imports openai first (slim_imports)
+
                 import instructor
                 import openai
-
-                from pathrag_pipeline.llm.transport import GuardedTransport
 
                 transport = GuardedTransport(timeout=self.timeout, max_concurrency=self.max_concurrency,
                                              stop_after=self.stop_after, cooldown=self._stop_cooldown,

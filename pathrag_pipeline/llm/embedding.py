@@ -442,9 +442,9 @@ class OpenAIEmbedder:
         if self._openai is None:
             with self._build_lock:
                 if self._openai is None:
-                    import openai
+                    from pathrag_pipeline.llm.transport import GuardedTransport   # imports openai (slim_imports)
 
-                    from pathrag_pipeline.llm.transport import GuardedTransport
+                    import openai
 
                     transport = GuardedTransport(timeout=self.timeout, max_concurrency=4,
                                                  stop_after=self.max_retries + 1, base_url=self.base_url,

@@ -54,9 +54,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
-import openai
 
 from pathrag_pipeline.llm.redaction import redact
+from pathrag_pipeline.slim_imports import import_openai
+
+openai = import_openai()   # not ``import openai``: its unused generated models stay unloaded (slim_imports)
 
 log = logging.getLogger(__name__)
 

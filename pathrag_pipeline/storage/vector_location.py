@@ -73,7 +73,7 @@ class VectorLocation:
 
     def connect(self) -> Any:
         """``lancedb.connect`` on this location (a local folder is created first)."""
-        from pathrag_pipeline.storage.lancedb_import import import_lancedb
+        from pathrag_pipeline.slim_imports import import_lancedb
 
         lancedb = import_lancedb()  # about half a second to import: only when a table is opened
 
