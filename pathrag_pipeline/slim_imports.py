@@ -169,7 +169,11 @@ class LazyPackageFinder(importlib.abc.MetaPathFinder):
 
 
 def _import_lazily(*names: str) -> ModuleType:
-    """Import ``names`` in order with the lazy packages' finder installed; the first one's module."""
+    """Import ``names`` in order with the lazy packages' finder installed; the first one's module. Once the first
+    is in ``sys.modules`` it is imported as usual: ``import_module`` waits for another thread still running its
+    ``__init__`` (a module found there is not necessarily initialised yet)."""
+    if names[0] in sys.modules:
+        return importlib.import_module(names[0])
     with _LOCK:
         finder = LazyPackageFinder()
         sys.meta_path.insert(0, finder)
@@ -183,15 +187,9 @@ def _import_lazily(*names: str) -> ModuleType:
 def import_openai() -> ModuleType:
     """``openai``, with its re-export packages lazy, including ``openai.resources`` (a client's ``.chat`` or
     ``.embeddings`` imports it) and ``openai.types.chat`` (instructor reads its names)."""
-    module = sys.modules.get("openai")
-    if module is not None:
-        return module
     return _import_lazily("openai", "openai.resources", "openai.types.chat")
 
 
 def import_lancedb() -> ModuleType:
     """``lancedb``, with its REST namespace client's re-export packages lazy."""
-    module = sys.modules.get("lancedb")
-    if module is not None:
-        return module
     return _import_lazily("lancedb")

@@ -154,3 +154,53 @@ def test_openai_imports_without_its_unused_models_and_every_name_still_resolves(
     assert plain.returncode == 0, plain.stderr
     for package, names in json.loads(plain.stdout).items():
         assert out[package] == names, package
+
+
+_RACE = """
+import sys, threading, time
+from pathrag_pipeline.slim_imports import import_openai
+started = threading.Event()
+def plain():
+    started.set()
+    import openai   # a plain import in another thread (instructor's, say), still running its __init__
+threading.Thread(target=plain).start()
+started.wait()
+while "openai" not in sys.modules:
+    time.sleep(0.0005)
+openai = import_openai()
+print(hasattr(openai, "OpenAIError"), hasattr(openai, "OpenAI"))
+"""
+
+
+def test_openai_being_imported_by_another_thread_is_waited_for_not_handed_out_half_made(tmp_path):
+    script = tmp_path / "race.py"
+    script.write_text(_RACE)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True", "True"]
+
+
+_CLIENTS = """
+import json, sys
+from pydantic import BaseModel
+from pathrag_pipeline.llm.client import LLMClient
+from pathrag_pipeline.llm.embedding import OpenAIEmbedder
+class Answer(BaseModel):
+    text: str = ""
+vectors = OpenAIEmbedder(sys.argv[1], "e").embed(["a b", "c"])   # the embedder first, as a query's threads may
+result = LLMClient(sys.argv[1], "m").structured([{"role": "user", "content": "hi"}], Answer, stage="answer")
+print(json.dumps({"vectors": len(vectors), "answer": type(result.value).__name__,
+                  "graders": "openai.types.graders" in sys.modules}))
+"""
+
+
+def test_the_llm_client_and_the_embedder_import_openai_slim(tmp_path, openai_server):
+    """Every way the product reaches openai goes through slim_imports first (a plain ``import openai`` or instructor's
+    before it would load every model)."""
+    script = tmp_path / "clients.py"
+    script.write_text(_CLIENTS)
+    run = subprocess.run([sys.executable, str(script), openai_server.base_url], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == {"vectors": 2, "answer": "Answer", "graders": False}
+    assert openai_server.count("embeddings") == 1 and openai_server.count("chat") == 1

@@ -442,9 +442,10 @@ class OpenAIEmbedder:
         if self._openai is None:
             with self._build_lock:
                 if self._openai is None:
-                    from pathrag_pipeline.llm.transport import GuardedTransport   # imports openai (slim_imports)
+                    from pathrag_pipeline.llm.transport import GuardedTransport
+                    from pathrag_pipeline.slim_imports import import_openai
 
-                    import openai
+                    openai = import_openai()
 
                     transport = GuardedTransport(timeout=self.timeout, max_concurrency=4,
                                                  stop_after=self.max_retries + 1, base_url=self.base_url,
@@ -472,7 +473,9 @@ class OpenAIEmbedder:
         return l2_normalise(np.concatenate(batches, axis=0))
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
-        import openai
+        from pathrag_pipeline.slim_imports import import_openai
+
+        openai = import_openai()
 
         # Empty strings are rejected by some servers; a single space embeds as "nothing in particular".
         inputs = [t if t.strip() else " " for t in batch]
