@@ -221,6 +221,7 @@ def _result(nano_delete: bool = False) -> dict:
         "ours": {"figures": {"index": fig(40.0, 400), "edit": fig(20.0, 2), "edit_runless": fig(15.0, 2),
                              "delete": fig(18.0, 0), "edit_served": fig(3.0, 2), "delete_served": fig(2.0, 0),
                              "noop_served": fig(0.4, 0), "ask_served": fig(0.7, 2),
+                             "ask_cold": fig(1.2, 2),
                              "query": dict(fig(1.0, 20), **query, by_kind={"answer": 20}),
                              "query_llm_keywords": dict(fig(1.0, 40), query_median_s=0.8, all_gold_titles=0.85)}},
         "lightrag": {"figures": {"index": fig(200.0, 430), "edit": dict(fig(10.0, 2), step_s=4.0),
@@ -251,6 +252,8 @@ def test_the_section_has_the_table_the_ratios_and_the_unfairness(tmp_path):
     running = next(line for line in section.splitlines() if line.startswith("| delete one file in a running"))
     assert "| 2.00 | n/a |" in running and "not supported" in running
     assert next(line for line in section.splitlines() if "`pathrag ask` as a new process" in line).count("0.70 s") == 1
+    cold = next(line for line in section.splitlines() if "no background service running" in line)
+    assert "| 1.20 s / 0.60 s | n/a | n/a |" in cold, cold
     # after a command that started the background service: ours handed to it against the peers' new-process edit
     after = next(line for line in section.splitlines() if line.startswith("| edit one file, a new process after"))
     assert "| 3.00 s / 1.50 s | 10.00 s / 5.00 s (delete + insert) | 18.00 s / 9.00 s (keeps the old copy) | 0.30 | " \

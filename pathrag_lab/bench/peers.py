@@ -156,6 +156,9 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+COLD_ASKS = 5   # questions asked by new `pathrag ask` processes with no service running (each ~1 s: the imports)
+
+
 def _process_cpu(pid: int | None) -> float:
     """User + system CPU seconds a running process has used so far (Linux /proc; 0 without one)."""
     if pid is None:
@@ -280,15 +283,15 @@ class System:
             while is_alive(info.process) and time.monotonic() < deadline:
                 time.sleep(0.2)
 
-    def served_step(self, step: str) -> dict[str, Any]:
+    def served_step(self, step: str, questions: int | None = None) -> dict[str, Any]:
         """Ours with `pathrag serve` running: ``index`` (a new `pathrag index` process, handed to the service) or
-        ``ask`` (one new `pathrag ask` process per question: wall and CPU are their medians). CPU includes the
-        service's over the step."""
+        ``ask`` (one new `pathrag ask` process per question, the first ``questions`` of them: wall and CPU are their
+        medians). CPU includes the service's over the step. Outside ``service()`` the same processes run alone."""
         from pathrag_lab.bench.startup import LAUNCH
         from pathrag_pipeline.config import PACKAGE_ROOT
 
         env = ours_env(self.base_url, self.work / "home", self.docs)
-        texts = self.corpus.question_texts if step == "ask" else [None]
+        texts = self.corpus.question_texts[:questions] if step == "ask" else [None]
         walls, cpus, stdout = [], [], ""
         for question in texts:
             argv = ([sys.executable, "-c", LAUNCH, "ask", question] if question is not None
@@ -411,7 +414,10 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
                     model.reset()
                     embeds0 = server.count("embeddings")
                     log(f"peers: {LABELS[name]} {label} (run {r + 1}/{repeats})")
-                    measured = system.served_step(step) if served else system.step(step, runless=runless)
+                    if step == "ask_cold":
+                        measured = system.served_step("ask", questions=COLD_ASKS)
+                    else:
+                        measured = system.served_step(step) if served else system.step(step, runless=runless)
                     usage = model.totals(name)
                     row = {"wall_s": measured["wall_s"], "cpu_s": measured["cpu_s"], **usage,
                            "embedding_requests": server.count("embeddings") - embeds0,
@@ -442,6 +448,8 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
                         measure("ask_served", "ask", served=True)
                         system.victim.unlink()
                         measure("delete_served", "index", served=True)
+                    # a new `pathrag ask` with no service running: it loads the engine and the clients itself
+                    measure("ask_cold", "ask_cold", served=True)
                 elif name == "lightrag":
                     measure("delete", "delete")
                 # nano-graphrag: insert only, no delete (see UNFAIR)
@@ -650,6 +658,8 @@ def table_rows(r: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
          lambda s: wall_cpu(s, "noop_served") if "noop_served" in fig[s] else "n/a", None, None),
         ("`pathrag ask` as a new process, handed to the background service (median), wall / CPU",
          lambda s: wall_cpu(s, "ask_served") if "ask_served" in fig[s] else "n/a", None, None),
+        (f"`pathrag ask` as a new process, no background service running (median of {COLD_ASKS} questions), wall / "
+         "CPU", lambda s: wall_cpu(s, "ask_cold") if "ask_cold" in fig[s] else "n/a", None, None),
         ("query, in one process (median)", lambda s: _fmt(get(s, "query", "query_median_s"), " s"), "query",
          "query_median_s"),
         ("query after a pause, in one process (ours: past the second its DuckDB file stays open; median of 5)",
