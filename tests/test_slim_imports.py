@@ -188,19 +188,23 @@ from pathrag_pipeline.llm.embedding import OpenAIEmbedder
 class Answer(BaseModel):
     text: str = ""
 vectors = OpenAIEmbedder(sys.argv[1], "e").embed(["a b", "c"])   # the embedder first, as a query's threads may
-result = LLMClient(sys.argv[1], "m").structured([{"role": "user", "content": "hi"}], Answer, stage="answer")
-print(json.dumps({"vectors": len(vectors), "answer": type(result.value).__name__,
-                  "graders": "openai.types.graders" in sys.modules}))
+client = LLMClient(sys.argv[1], "m")
+text = client.complete([{"role": "user", "content": "hi"}], stage="answer").text
+instructor_for_a_completion = "instructor" in sys.modules   # a plain answer needs none of it
+result = client.structured([{"role": "user", "content": "hi"}], Answer, stage="keywords")
+print(json.dumps({"vectors": len(vectors), "text": text, "instructor_for_a_completion": instructor_for_a_completion,
+                  "answer": type(result.value).__name__, "graders": "openai.types.graders" in sys.modules}))
 """
 
 
 def test_the_llm_client_and_the_embedder_import_openai_slim(tmp_path, openai_server):
     """Every way the product reaches openai goes through slim_imports first (a plain ``import openai`` or instructor's
-    before it would load every model)."""
+    before it would load every model), and instructor only comes with the first structured call."""
     script = tmp_path / "clients.py"
     script.write_text(_CLIENTS)
     run = subprocess.run([sys.executable, str(script), openai_server.base_url], capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout) == {"vectors": 2, "answer": "Answer", "graders": False}
-    assert openai_server.count("embeddings") == 1 and openai_server.count("chat") == 1
+    assert json.loads(run.stdout) == {"vectors": 2, "text": "echo: hi", "instructor_for_a_completion": False,
+                                      "answer": "Answer", "graders": False}
+    assert openai_server.count("embeddings") == 1 and openai_server.count("chat") == 2
