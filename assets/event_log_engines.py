@@ -19,6 +19,15 @@ write the file as before. The UI follows a run's events live by watching its sha
 ``SqliteEventLogStorageWatchdog``), which the checkpoints made: a connection that wrote to a run's shard now sets the
 file's modification time itself (``os.utime``: no write, no fsync), so the UI sees each event as it did.
 
+A new run's shard starts as a copy of an empty shard Dagster itself initialised (``_RunShardTemplate``): Dagster's
+``_initdb`` builds each run's SQLite file from scratch (alembic loads its ~90 revision files to check the file's
+revision, creates the tables, stamps the head), ~50 ms of every run on this machine, a twentieth of a served edit.
+The template is made once per Dagster version by that same ``_initdb`` on a file of its own
+(``.pathrag-run-shard-<version>.sqlite`` beside the shards: Dagster lists shards as ``*.db``), checkpointed, and
+copied into place for each new run (written to a temporary file, synced, then linked to the shard's name, which fails
+if the file appeared meanwhile: then Dagster's own ``_initdb`` runs on it, as before). A shard that exists, the index
+shard, or any failure to make or read the template goes through ``_initdb`` unchanged.
+
 ``keep_engines`` applies it to an instance whose event log is exactly Dagster's SQLite one (``runs.instance_for``);
 a user's own event log storage (Postgres, another class in dagster.yaml) is left alone.
 """
@@ -27,15 +36,17 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 
 import dagster as dg
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 KEPT = 8   # shards whose engine is kept: the index file and the last few runs'
@@ -57,7 +68,8 @@ class KeptEnginesSqliteEventLogStorage(SqliteEventLogStorage):
                 _close(*engines.popitem(last=False)[1])
             engine, anchor = kept
             if shard not in self._initialized_dbs:
-                self._initdb(engine)
+                if shard == INDEX_SHARD_NAME or not _RunShardTemplate.place(self, self.path_for_shard(shard)):
+                    self._initdb(engine)
                 self._initialized_dbs.add(shard)
             if anchor is None:   # after _initdb: the file exists and is in WAL mode
                 engines[shard] = (engine, _anchor(self.path_for_shard(shard)))
@@ -90,6 +102,92 @@ def _anchor(path: str) -> sqlite3.Connection | None:
         anchor.close()
         return None
     return anchor
+
+
+class _RunShardTemplate:
+    """An empty run shard as Dagster's ``_initdb`` leaves it, kept as a file per Dagster version (module docstring)."""
+
+    _cache: dict[str, bytes] = {}
+    _lock = threading.Lock()
+
+    @classmethod
+    def place(cls, storage: SqliteEventLogStorage, path: str) -> bool:
+        """Create the run shard at ``path`` as a copy of the template; False (nothing done) when the file exists or
+        the template cannot be had: the caller then initialises it as Dagster does."""
+        if os.path.exists(path):
+            return False
+        try:
+            data = cls._bytes(storage)
+        except (OSError, sqlite3.Error, SQLAlchemyError):
+            return False
+        if data is None:
+            return False
+        temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            with open(temporary, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.link(temporary, path)   # never over a shard another process made meanwhile
+        except OSError:
+            return False
+        finally:
+            with suppress(OSError):
+                os.unlink(temporary)
+        return True
+
+    @classmethod
+    def _bytes(cls, storage: SqliteEventLogStorage) -> bytes | None:
+        name = os.path.join(storage._base_dir, f".pathrag-run-shard-{dg.__version__}.sqlite")
+        with cls._lock:
+            data = cls._cache.get(name)
+            if data is None:
+                data = _read_template(name)
+                if data is None:
+                    data = _make_template(storage, name)
+                if data is not None:
+                    cls._cache[name] = data
+            return data
+
+
+def _read_template(name: str) -> bytes | None:
+    try:
+        with open(name, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return data if _looks_whole(data) else None
+
+
+def _looks_whole(data: bytes) -> bool:
+    """A whole SQLite file in WAL mode: its header, and as many pages as the header says."""
+    if len(data) < 100 or not data.startswith(b"SQLite format 3\x00") or data[18:20] != b"\x02\x02":
+        return False
+    page_size = int.from_bytes(data[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    return page_size > 0 and len(data) == int.from_bytes(data[28:32], "big") * page_size
+
+
+def _make_template(storage: SqliteEventLogStorage, name: str) -> bytes | None:
+    """Initialise an empty shard with Dagster's own ``_initdb`` on a file of its own, checkpoint it, keep its bytes."""
+    scratch = f"{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    for leftover in (scratch, f"{scratch}-wal", f"{scratch}-shm"):
+        with suppress(OSError):
+            os.unlink(leftover)
+    engine = create_engine(f"sqlite:///{scratch}", poolclass=NullPool)
+    try:
+        storage._initdb(engine)
+    finally:
+        engine.dispose()
+    with closing(sqlite3.connect(scratch)) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = _read_template(scratch)
+    if data is not None:
+        os.replace(scratch, name)
+    for leftover in (scratch, f"{scratch}-wal", f"{scratch}-shm"):
+        with suppress(OSError):
+            os.unlink(leftover)
+    return data
 
 
 def _close(engine, anchor: sqlite3.Connection | None) -> None:

@@ -109,3 +109,63 @@ def test_a_run_recorded_with_kept_engines_reads_back_through_dagsters_own_class(
     finally:
         plain.dispose()
     assert Path(settings.dagster_home, "history", "runs", f"{report.dagster_run_id}.db").exists()   # its shard
+
+
+def _schema(path: str) -> dict:
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(path)) as con:
+        return {"objects": sorted(con.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall(),
+                                  key=repr),
+                "alembic": con.execute("SELECT version_num FROM alembic_version").fetchall(),
+                "journal_mode": con.execute("PRAGMA journal_mode").fetchone()[0],
+                "user_version": con.execute("PRAGMA user_version").fetchone()[0]}
+
+
+def test_a_new_run_shard_is_a_copy_of_one_dagster_initialised_and_an_existing_one_is_never_replaced(tmp_path):
+    """A new run's shard starts from the template (an empty shard made by Dagster's own _initdb, once per version):
+    same tables, indexes, alembic revision and WAL mode as Dagster's own initialisation gives a shard."""
+    import sqlite3
+    from contextlib import closing
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    instance = instance_for(Settings.from_env(env={}, home=tmp_path / "home", docs=SAMPLE_DOCS))
+    storage = instance.event_log_storage
+    with storage.run_connection("run-b") as conn:
+        conn.exec_driver_sql("SELECT 1")
+    templates = list(Path(storage._base_dir).glob(".pathrag-run-shard-*.sqlite"))
+    assert [t.name for t in templates] == [f".pathrag-run-shard-{dg.__version__}.sqlite"]
+    plain = SqliteEventLogStorage(str(tmp_path / "plain"))   # Dagster's own class, its own init
+    engine = create_engine(plain.conn_string_for_shard("run-b"), poolclass=NullPool)
+    plain._initdb(engine)
+    engine.dispose()
+    theirs = _schema(plain.path_for_shard("run-b"))
+    assert theirs["objects"] and theirs["alembic"] and theirs["journal_mode"] == "wal"
+    assert _schema(storage.path_for_shard("run-b")) == theirs
+    # a shard another process made first (here: with a row in it) is used as it is, never replaced by the template
+    existing = storage.path_for_shard("run-c")
+    shutil.copy(plain.path_for_shard("run-b"), existing)
+    with closing(sqlite3.connect(existing)) as con, con:
+        con.execute("CREATE TABLE marker (a INTEGER)")
+    with storage.run_connection("run-c") as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM marker").scalar() == 0
+    instance.dispose()
+
+
+def test_a_damaged_template_is_made_again_and_the_run_shard_is_whole(tmp_path):
+    settings = Settings.from_env(env={}, home=tmp_path / "home", docs=SAMPLE_DOCS)
+    instance = instance_for(settings)
+    base = Path(instance.event_log_storage._base_dir)
+    base.mkdir(parents=True, exist_ok=True)
+    template = base / f".pathrag-run-shard-{dg.__version__}.sqlite"
+    template.write_bytes(b"SQLite format 3\x00" + b"\x00" * 50)   # cut short (a disk filled up, say)
+    from assets.event_log_engines import _RunShardTemplate
+
+    _RunShardTemplate._cache.clear()   # this process may hold one from another test
+    with instance.event_log_storage.run_connection("run-d") as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM event_logs").scalar() == 0
+    assert template.stat().st_size > 4096   # made again, whole
+    instance.dispose()
