@@ -530,9 +530,11 @@ class Store:
                     init_schema(con)
                     self._initialised = True
                 merging_off(con)
-            except BaseException:
+            except BaseException as exc:
                 con.close()
                 locked.close()
+                if isinstance(exc, duckdb.OutOfMemoryException):   # one line naming the setting, as ``_connect``
+                    raise StoreMemoryError(out_of_memory_message(self.path, self.memory_limit, exc)) from exc
                 raise
             self._holding.con, self._holding.locked = con, locked
         with self._cursor_on(self._holding.con) as cursor:
