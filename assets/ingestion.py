@@ -81,8 +81,15 @@ def ingest(context: dg.AssetExecutionContext, config: IngestConfig, pathrag: Pat
            reports: dg.ResourceParam[RunReports]):
     settings = pathrag.settings()
     store = pathrag.store()
-    sync = ingest_stage(settings, store, trigger=trigger_of(context.run.tags),
-                        run_id=context.run_id, replace_folder=config.replace)
+    with store.holding():   # the sync's plan, a small change's writes and the reads below on one connection
+        sync = ingest_stage(settings, store, trigger=trigger_of(context.run.tags),
+                            run_id=context.run_id, replace_folder=config.replace)
+        results = _results(context, store, sync, reports)
+    yield from results   # after the connection is closed: Dagster records them
+
+
+def _results(context: dg.AssetExecutionContext, store, sync, reports: RunReports) -> list:
+    """What the step reports: the two assets' materialisations (counts, previews) and the parse check."""
     reports.put("sync", sync)
     plan = sync.plan
     failed = [(r.rel_path, r.status, "; ".join(r.errors)) for r in sync.failed]
@@ -102,7 +109,7 @@ def ingest(context: dg.AssetExecutionContext, config: IngestConfig, pathrag: Pat
                                           "FROM chunks ORDER BY document_id, ordinal LIMIT 10")
             template_count = con.execute("SELECT count(*) FROM template_lines").fetchone()[0]
         check = documents_parse_cleanly(store)
-    yield dg.MaterializeResult(asset_key="documents", metadata={
+    documents = dg.MaterializeResult(asset_key="documents", metadata={
         "trigger": trigger_of(context.run.tags),
         "folder": sync.folder,
         "files_new": len(plan.new), "files_changed": len(plan.changed), "files_deleted": len(plan.deleted),
@@ -114,10 +121,10 @@ def ingest(context: dg.AssetExecutionContext, config: IngestConfig, pathrag: Pat
         "dagster/row_count": docs,
         "preview": doc_preview,
     })
-    yield dg.MaterializeResult(asset_key="chunks", metadata={
+    chunks_result = dg.MaterializeResult(asset_key="chunks", metadata={
         "chunks_written": sync.chunks_written, "dagster/row_count": chunks, "template_lines": template_count,
         "preview": chunk_preview})
-    yield check
+    return [documents, chunks_result, check]
 
 
 def documents_parse_cleanly(store) -> dg.AssetCheckResult:

@@ -231,6 +231,30 @@ def test_an_offline_edit_opens_the_file_once_for_its_graph_and_embedding_stages(
         assert con.execute("SELECT count(*) FROM entities WHERE name = 'Agnes Morrow'").fetchone()[0] == 1
 
 
+def test_a_small_change_is_ingested_on_one_connection_and_a_large_one_lets_it_go_after_its_plan(setup, monkeypatch):
+    """The ingest reads its plan on a held connection: a change of a few files parses and writes on it too (one
+    open for the whole sync, was two); more than HOLD_MAX_FILES files let it go and write in short connections."""
+    from pathrag_pipeline.ingest.folder_sync import HOLD_MAX_FILES, sync_folder
+
+    settings, docs = setup
+    store = Store.for_settings(settings)
+    sync_folder(settings, store)
+    opened: list[bool] = []
+    real_open = Store._open
+    monkeypatch.setattr(Store, "_open", lambda self, read_only, config=None, wait=True:
+                        opened.append(read_only) or real_open(self, read_only, config, wait))
+    (docs / "railway.md").write_text("# Railway\n\nThomas Greaves built the Varne Valley Railway to Hesketh Mill.\n")
+    small = sync_folder(settings, store)
+    assert [(r.rel_path, r.status) for r in small.results] == [("railway.md", "indexed")] and opened == [False]
+    opened.clear()
+    for n in range(HOLD_MAX_FILES + 1):
+        (docs / f"note-{n}.md").write_text(f"# Note {n}\n\nAgnes Morrow wrote note {n} at Hesketh Mill.\n")
+    large = sync_folder(settings, store)
+    assert len(large.plan.new) == HOLD_MAX_FILES + 1 and len(opened) >= 3, opened
+    with store.connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM documents WHERE path LIKE 'note-%'").fetchone()[0] == HOLD_MAX_FILES + 1
+
+
 def test_a_model_embedder_embeds_with_the_file_released(setup, monkeypatch):
     """A small run holds one connection for its embedding stage too, but a model or an endpoint embeds with it
     closed (``Store.released``): other processes can open the file while it works."""

@@ -709,56 +709,58 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
     root = Path(folder or settings.docs)
     require_folder(store, root, settings.home)
     scan = scan_folder(root, max_bytes=settings.max_file_bytes, cache=HashCache.for_home(settings.home, root))
-    with store.connect() as con:
-        plan = plan_changes(scan, stored_file_hashes(con))
-        check_plan(con, scan, plan, root, settings.home, replace=replace_folder, named=trigger in NAMED_TRIGGERS)
-        rechunked = ensure_chunking(con, settings)
-        reparse = not parsing_current(con)
-        template = template_lines.current(con)
-    # a new parser (or other cleaning) reads every file once: unchanged ones are written again where their text changed
-    todo = plan.new + plan.changed + (plan.unchanged if reparse else [])
-    # a small change (a few files: an edit or a delete) parses and writes on one held connection, not five
-    small = len(todo) + len(plan.deleted) <= HOLD_MAX_FILES and sum(scan[p].size for p in todo) <= HOLD_MAX_BYTES
-    with store.holding() if small else contextlib.nullcontext():
-        results: list[FileResult] = [FileResult(rel, "error", errors=[message])
-                                     for rel, message in sorted(scan.unreadable_dirs.items())]
-        # Parse in batches outside the connection, write them in short connections. A batch holds at most
-        # PARSE_BATCH_FILES files and PARSE_BATCH_BYTES of input (a big file is a batch of its own); parsed batches
-        # wait for the next write while writing is cheap next to parsing (``WritePacer``), at most WRITE_BATCH_BYTES
-        # of input, so memory stays bounded by the largest file and that cap, not by the folder (with parse workers,
-        # plus the batches they hold: at most one per worker, ``_parsed_batches``).
-        done = 0
-        pacer = WritePacer(0.0)
-        parsed: list = []
-        pending_bytes = 0
-        for batch, files in _parsed_batches(_parse_batches(todo, scan), scan, settings,
-                                            _parse_processes(settings, todo, scan), template):
-            parsed += files
-            pending_bytes += sum(scan[p].size for p in batch)
-            done += len(batch)
-            if pacer.due() or pending_bytes >= WRITE_BATCH_BYTES or done == len(todo):
-                with pacer.write(store) as con:
-                    results.extend(store_files(con, parsed, settings, template=template, reparse=reparse))
-                parsed, pending_bytes = [], 0
-                if progress:
-                    progress(done, len(todo))
-        if plan.deleted:
-            with store.connect() as con, transaction(con):
-                for p in plan.deleted:
-                    results.append(FileResult(p, "deleted", documents_deleted=delete_path(con, p)))
-        with store.connect() as con, transaction(con):
-            # an edit or a delete may have moved a line across the template threshold: cut its documents again
-            change = template_lines.refresh(con)
-            if change.rechunk:
-                rechunked += rechunk(con, change.rechunk, settings)
-            set_meta(con, "parsing", PARSER_ID)
-        store.settle_row_groups()   # a large sync merges the row groups its batches wrote (storage/row_group_merging)
-        seconds = time.perf_counter() - started
-        report = SyncReport(run_id or uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked,
-                            scan.unsupported_count, list(scan.unsupported), dict(scan.page_sources))
+    # the plan is read on a held connection: a small change (a few files: an edit or a delete) then parses and
+    # writes on it too, one open in all instead of five; a larger one lets it go and writes in short connections
+    with store.holding():
         with store.connect() as con:
-            record_folder(con, root)
-            record_run(con, report, trigger=trigger, started_at=started_at)
+            plan = plan_changes(scan, stored_file_hashes(con))
+            check_plan(con, scan, plan, root, settings.home, replace=replace_folder, named=trigger in NAMED_TRIGGERS)
+            rechunked = ensure_chunking(con, settings)
+            reparse = not parsing_current(con)
+            template = template_lines.current(con)
+        # a new parser (or other cleaning) reads every file once: unchanged ones are written again where their text changed
+        todo = plan.new + plan.changed + (plan.unchanged if reparse else [])
+        small = len(todo) + len(plan.deleted) <= HOLD_MAX_FILES and sum(scan[p].size for p in todo) <= HOLD_MAX_BYTES
+        with contextlib.nullcontext() if small else store.released():
+            results: list[FileResult] = [FileResult(rel, "error", errors=[message])
+                                         for rel, message in sorted(scan.unreadable_dirs.items())]
+            # Parse in batches outside the connection, write them in short connections. A batch holds at most
+            # PARSE_BATCH_FILES files and PARSE_BATCH_BYTES of input (a big file is a batch of its own); parsed batches
+            # wait for the next write while writing is cheap next to parsing (``WritePacer``), at most WRITE_BATCH_BYTES
+            # of input, so memory stays bounded by the largest file and that cap, not by the folder (with parse workers,
+            # plus the batches they hold: at most one per worker, ``_parsed_batches``).
+            done = 0
+            pacer = WritePacer(0.0)
+            parsed: list = []
+            pending_bytes = 0
+            for batch, files in _parsed_batches(_parse_batches(todo, scan), scan, settings,
+                                                _parse_processes(settings, todo, scan), template):
+                parsed += files
+                pending_bytes += sum(scan[p].size for p in batch)
+                done += len(batch)
+                if pacer.due() or pending_bytes >= WRITE_BATCH_BYTES or done == len(todo):
+                    with pacer.write(store) as con:
+                        results.extend(store_files(con, parsed, settings, template=template, reparse=reparse))
+                    parsed, pending_bytes = [], 0
+                    if progress:
+                        progress(done, len(todo))
+            if plan.deleted:
+                with store.connect() as con, transaction(con):
+                    for p in plan.deleted:
+                        results.append(FileResult(p, "deleted", documents_deleted=delete_path(con, p)))
+            with store.connect() as con, transaction(con):
+                # an edit or a delete may have moved a line across the template threshold: cut its documents again
+                change = template_lines.refresh(con)
+                if change.rechunk:
+                    rechunked += rechunk(con, change.rechunk, settings)
+                set_meta(con, "parsing", PARSER_ID)
+            store.settle_row_groups()   # a large sync merges the row groups its batches wrote (storage/row_group_merging)
+            seconds = time.perf_counter() - started
+            report = SyncReport(run_id or uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked,
+                                scan.unsupported_count, list(scan.unsupported), dict(scan.page_sources))
+            with store.connect() as con:
+                record_folder(con, root)
+                record_run(con, report, trigger=trigger, started_at=started_at)
     write_folder_note(settings.home, root)
     return report
 
