@@ -46,7 +46,6 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 KEPT = 8   # shards whose engine is kept: the index file and the last few runs'
@@ -118,7 +117,7 @@ class _RunShardTemplate:
             return False
         try:
             data = cls._bytes(storage)
-        except (OSError, sqlite3.Error, SQLAlchemyError):
+        except Exception:  # noqa: BLE001 - no template (a full disk, an alembic error): Dagster's own init runs
             return False
         if data is None:
             return False
