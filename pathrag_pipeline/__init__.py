@@ -5,7 +5,8 @@ The subpackages follow the data flow; each may import only the ones before it in
 - ``errors``, ``config``, ``dagster_home``, ``dagster_state``, ``worker_processes``, ``blas_threads``,
   ``slim_imports``: expected-failure base class; settings from the environment; the Dagster instance folder and a
   Dagster-free reader of its SQLite state (for ``pathrag status``); pools of worker processes that end with their
-  parent; one BLAS thread while a query runs; openai and LanceDB imported without their unused generated models.
+  parent; one BLAS thread while a query runs; openai, LanceDB and igraph imported without the parts we never
+  use (generated models, matplotlib).
 - ``testing``: test doubles the tests and the benchmarks share (the scripted OpenAI-compatible server);
   standard library only, and of this package only ``bench`` uses them.
 - ``text``: tokenizer and entity-name normalisation, shared by every stage.

@@ -1,23 +1,35 @@
-"""Importing openai and LanceDB without loading the hundreds of generated models we never use.
+"""Importing openai, LanceDB and igraph without the parts we never use (generated models, matplotlib).
 
-Both ship packages whose ``__init__`` only re-exports its submodules' names (``from .x import X as X``, a few
-literals such as ``__all__``): ``openai.types`` (124 names), ``openai.types.beta`` (253), ``openai.types.responses``
-(233), ``openai.resources`` (every API resource), LanceDB's REST namespace client ``lance_namespace_urllib3_client``
-(all nine API modules) and its ``models`` (146 pydantic models). Importing such a package runs every one of those
-submodules, though a process that indexes or answers looks up a handful of names. On an AMD EPYC (2 cores, medians
-of 3), importing openai with its chat and embeddings resources took 0.48 s and takes 0.17 s lazily, LanceDB 0.36 s
-and 0.33 s (its REST client's ``__init__`` alone was ~0.9 s on a Xeon, issue 23); every new process that calls an
-endpoint or opens a vector table pays them (a one-file edit through ``pathrag index``, a new ``pathrag ask``).
+openai and LanceDB ship packages whose ``__init__`` only re-exports its submodules' names (``from .x import X as
+X``, a few literals such as ``__all__``): ``openai.types`` (124 names), ``openai.types.beta`` (253),
+``openai.types.responses`` (233), ``openai.resources`` (every API resource), LanceDB's REST namespace client
+``lance_namespace_urllib3_client`` (all nine API modules) and its ``models`` (146 pydantic models). Importing such a
+package runs every one of those submodules, though a process that indexes or answers looks up a handful of names. On
+an AMD EPYC (2 cores, medians of 3), importing openai with its chat and embeddings resources took 0.48 s and takes
+0.17 s lazily, LanceDB 0.36 s and 0.33 s (its REST client's ``__init__`` alone was ~0.9 s on a Xeon, issue 23);
+every new process that calls an endpoint or opens a vector table pays them (a one-file edit through ``pathrag
+index``, a new ``pathrag ask``).
 
-While ``import_openai`` or ``import_lancedb`` runs, such a package under ``openai`` or ``lance_namespace_urllib3_client``
-is made *lazy*: its ``__init__`` is read (not run) and, if every statement is a docstring, a re-export from one of
-its own submodules or a literal assignment, the package answers each name on first lookup by importing only the
-submodule that defines it, binding it as the ``__init__`` would have. It is the same object, bound under the same
-name; a name the ``__init__`` does not bind raises ``AttributeError`` as before; ``dir()`` and ``from pkg import *``
-see every name. What differs: the package's ``__dict__`` holds a name only once it was looked up. A package whose
-``__init__`` does anything else (a version of openai that adds a ``model_rebuild()``, say) imports as usual, so a
-change of either library costs speed, never behaviour. Packages imported after the call returns import as usual
-(the finder is installed only for the call). Tested in tests/test_slim_imports.py.
+While ``import_openai`` or ``import_lancedb`` runs, such a package under ``openai`` or
+``lance_namespace_urllib3_client`` is made *lazy*: its ``__init__`` is read (not run) and, if every statement is a
+docstring, a re-export from one of its own submodules or a literal assignment, the package answers each name on
+first lookup by importing only the submodule that defines it, binding it as the ``__init__`` would have. It is the
+same object, bound under the same name; a name the ``__init__`` does not bind raises ``AttributeError`` as before;
+``dir()`` and ``from pkg import *`` see every name. What differs: the package's ``__dict__`` holds a name only once
+it was looked up. A package whose ``__init__`` does anything else (a version of openai that adds a
+``model_rebuild()``, say) imports as usual, so a change of either library costs speed, never behaviour. Packages
+imported after the call returns import as usual (the finder is installed only for the call). Tested in
+tests/test_slim_imports.py.
+
+igraph is imported without matplotlib (``import_igraph``): ``import igraph`` imports its drawing package, whose
+shape drawers call ``find_matplotlib()`` at import time, ``import matplotlib`` and ``matplotlib.pyplot`` when it is
+installed (`pathrag-pipeline[dev]` and ``[bench]`` install it for the lab's plots): ~1.1 s of igraph's 1.15 s on
+these machines, in every `pathrag ask` process and engine load, for drawing code the product never calls (answer
+pages are our own SVG, query/answer_page.py). matplotlib is hidden while igraph imports (an entry of ``None`` in
+``sys.modules`` makes its import raise ImportError, which igraph handles by drawing without it), then the entry is
+taken away, so the process can import matplotlib itself afterwards. The one thing lost: igraph's own matplotlib
+backend (``igraph.plot`` onto a matplotlib axes) in a process that imported igraph this way first. When matplotlib or
+igraph is already imported, nothing is hidden. Tested in tests/test_architecture.py.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ from types import ModuleType
 from typing import Any
 
 LAZY_ROOTS = ("openai", "lance_namespace_urllib3_client")
+HIDDEN_FROM_IGRAPH = ("matplotlib", "matplotlib.pyplot")
 _LOCK = threading.RLock()
 
 
@@ -193,3 +206,22 @@ def import_openai() -> ModuleType:
 def import_lancedb() -> ModuleType:
     """``lancedb``, with its REST namespace client's re-export packages lazy."""
     return _import_lazily("lancedb")
+
+
+def import_igraph() -> ModuleType:
+    """``igraph``, imported once per process without importing matplotlib (see the module docstring). Once igraph
+    is in ``sys.modules`` it is imported as usual (``import_module`` waits for a thread still importing it)."""
+    if "igraph" in sys.modules:
+        return importlib.import_module("igraph")
+    with _LOCK:
+        hidden = [name for name in HIDDEN_FROM_IGRAPH if name not in sys.modules]
+        if len(hidden) < len(HIDDEN_FROM_IGRAPH):
+            hidden = []   # matplotlib is already here: igraph may as well use it
+        for name in hidden:
+            sys.modules[name] = None  # type: ignore[assignment]
+        try:
+            return importlib.import_module("igraph")
+        finally:
+            for name in hidden:
+                if sys.modules.get(name, 0) is None:
+                    del sys.modules[name]

@@ -326,7 +326,7 @@ def test_offline_ask_loads_no_model_client_dagster_or_plotting_library(tmp_path,
     loaded = loaded_after(["ask", "Who founded Valmere University?"], tmp_path, cli_env)
     assert "igraph" in loaded  # the query engine was loaded (the empty index then stops the query; LanceDB
     # itself is imported only when a vector table is opened)
-    # matplotlib: igraph imports it when installed (the dev and bench extras), ~1 s (query/igraph_import.py)
+    # matplotlib: igraph imports it when installed (the dev and bench extras), ~1 s (slim_imports.import_igraph)
     unwanted = {"dagster", "openai", "instructor", "torch", "matplotlib"}
     assert not loaded & unwanted, sorted(loaded & unwanted)
 
@@ -353,7 +353,7 @@ def python_prints(code: str, env: dict[str, str] | None = None) -> str:
 
 
 def test_igraph_is_imported_without_matplotlib_which_the_process_can_still_import():
-    code = ("import sys; from pathrag_pipeline.query.igraph_import import import_igraph; ig = import_igraph(); "
+    code = ("import sys; from pathrag_pipeline.slim_imports import import_igraph; ig = import_igraph(); "
             "assert ig.Graph([(0, 1)]).ecount() == 1; print('matplotlib' in sys.modules); "
             "import matplotlib.pyplot; print(matplotlib.pyplot.__name__)")
     printed = python_prints(code)

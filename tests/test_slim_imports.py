@@ -208,3 +208,14 @@ def test_the_llm_client_and_the_embedder_import_openai_slim(tmp_path, openai_ser
     assert json.loads(run.stdout) == {"vectors": 2, "text": "echo: hi", "instructor_for_a_completion": False,
                                       "answer": "Answer", "graders": False}
     assert openai_server.count("embeddings") == 1 and openai_server.count("chat") == 2
+
+
+def test_igraph_being_imported_by_another_thread_is_waited_for_not_handed_out_half_made(tmp_path):
+    script = tmp_path / "race_igraph.py"
+    script.write_text(_RACE.replace("import_openai", "import_igraph").replace("import openai", "import igraph")
+                      .replace('"openai"', '"igraph"').replace("openai = ", "ig = ")
+                      .replace('hasattr(openai, "OpenAIError"), hasattr(openai, "OpenAI")',
+                               'hasattr(ig, "Graph"), hasattr(ig, "Graph")'))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True", "True"]

@@ -144,7 +144,7 @@ def _graph(paths: Sequence[PagePath]) -> tuple[list[str], list[tuple[int, int, s
 
 
 def _layout(n: int, edges: Sequence[tuple[int, int, str, str, float]]) -> list[tuple[float, float]]:
-    from pathrag_pipeline.query.igraph_import import import_igraph
+    from pathrag_pipeline.slim_imports import import_igraph
 
     ig = import_igraph()
 

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from pathrag_pipeline.query.igraph_import import import_igraph
+from pathrag_pipeline.slim_imports import import_igraph
 
-ig = import_igraph()   # without matplotlib, ~1 s of every query process (query/igraph_import.py)
+ig = import_igraph()   # without matplotlib, ~1 s of every query process (slim_imports)
 
 
 class GraphView:
