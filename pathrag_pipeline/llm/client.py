@@ -46,9 +46,9 @@ from pathrag_pipeline.llm.redaction import chain_contains_secret, redact, regist
 
 log = logging.getLogger(__name__)
 
-# instructor modes by setting value. openai and instructor are imported when a client first calls its endpoint
-# (LLMClient._clients), so offline runs, and every command that only needs a client's identity, never pay their
-# import time (about 1.5-2 s).
+# instructor modes by setting value. openai is imported when a client first calls its endpoint (LLMClient._clients,
+# through slim_imports), instructor at its first structured call, so offline runs, and every command that only needs
+# a client's identity, never pay their import time.
 MODES: dict[str, str] = {"json": "JSON", "json_schema": "JSON_SCHEMA", "tools": "TOOLS", "md_json": "MD_JSON"}
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 KEYLESS_PLACEHOLDER = "not-needed"

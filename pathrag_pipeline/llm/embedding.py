@@ -438,7 +438,7 @@ class OpenAIEmbedder:
 
     @property
     def _client(self):
-        """The openai client over the guarded transport, made on first use (importing openai costs ~1.5 s)."""
+        """The openai client over the guarded transport, made on first use (importing openai costs ~0.2 s)."""
         if self._openai is None:
             with self._build_lock:
                 if self._openai is None:
