@@ -219,3 +219,37 @@ def test_igraph_being_imported_by_another_thread_is_waited_for_not_handed_out_ha
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["True", "True"]
+
+
+_LANCEDB = """
+import json, sys
+import overrides
+implementation = sys.modules["overrides.overrides"]   # the package binds its function "overrides" over the name
+checked, calls = overrides.override, []
+real = implementation._get_base_class_names   # the check's costly part: it disassembles the caller's code
+implementation._get_base_class_names = lambda frame: calls.append(1) or real(frame)
+from pathrag_pipeline.slim_imports import import_lancedb
+lancedb = import_lancedb()
+from lancedb.db import LanceDBConnection
+during_import = len(calls)
+class Later:
+    def method(self): pass
+class Sub(Later):
+    @overrides.override
+    def method(self): pass
+print(json.dumps({"checks": during_import, "restored": overrides.override is checked,
+                  "marked": getattr(LanceDBConnection.open_table, "__override__", None),
+                  "later_checked": len(calls)}))
+"""
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="LanceDB uses typing.override itself on 3.12 and later")
+def test_lancedb_imports_with_the_marking_override_and_gives_the_checking_one_back(tmp_path):
+    script = tmp_path / "lancedb_probe.py"
+    script.write_text(_LANCEDB)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    # none while LanceDB imported; the process's own use of overrides.override afterwards checks as before
+    assert out["marked"] is True and out["restored"] is True, out
+    assert out["checks"] == 0 and out["later_checked"] == 1, out
