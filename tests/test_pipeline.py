@@ -324,6 +324,46 @@ def test_a_small_llm_run_lets_go_of_the_file_while_the_model_works(setup, openai
     assert opened and set(opened) == {"opened"}
 
 
+def test_a_small_llm_edit_reads_its_texts_and_writes_its_records_on_the_held_connection(setup, openai_server,
+                                                                                          monkeypatch):
+    """Around the model's calls the run lets go of the file (test above), but the texts it sends are read before
+    and the records written after, on the connection the run holds: one open before the model, one after, then
+    the report's (was two more: a read-only one for the texts, a write for the records)."""
+    from dataclasses import replace
+
+    from pathrag_pipeline.index import pipeline
+
+    settings, docs = setup
+    online = replace(settings, llm_base_url=openai_server.base_url, llm_model="fake-chat", gleaning=0)
+    openai_server.chat_responder = lambda request: json.dumps({
+        "entities": [{"name": "Agnes Morrow", "type": "person", "description": "Rode the railway."}],
+        "relations": []})
+    run_indexing(online)
+    opened: list[bool] = []
+    real_open = Store._open
+    monkeypatch.setattr(Store, "_open", lambda self, read_only, config=None, wait=True:
+                        opened.append(read_only) or real_open(self, read_only, config, wait))
+    after_ingest: list[int] = []
+    real_ingest = pipeline.ingest_stage
+
+    def ingest(*args, **kwargs):
+        sync = real_ingest(*args, **kwargs)
+        after_ingest.append(len(opened))
+        return sync
+
+    monkeypatch.setattr(pipeline, "ingest_stage", ingest)
+    calls = openai_server.count("chat")
+    (docs / "railway.md").write_text("# Railway\n\nAgnes Morrow rode the Varne Valley Railway to Hesketh Mill.\n")
+    report = run_indexing(online)
+    assert report.extraction.calls == 1 and report.extraction.failed == 0 and openai_server.count("chat") == calls + 1
+    assert opened[after_ingest[0]:] == [False, False, True], opened
+    with Store(online.duckdb_path).connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM entities WHERE name = 'Agnes Morrow'").fetchone()[0] == 1
+        assert con.execute("""SELECT count(*) FROM extractions x JOIN chunks c ON c.id = x.chunk_id
+                              JOIN documents d ON d.id = c.document_id
+                              WHERE d.path = 'railway.md' AND x.status = 'ok'""").fetchone()[0] >= 1
+
+
 @pytest.mark.e2e
 def test_a_home_with_relation_parts_in_mention_texts_moves_them_and_ends_as_a_fresh_build(tmp_path):
     """Before relation-parts-1 a relation mention's keywords and sentences were rows of mention_texts: such a

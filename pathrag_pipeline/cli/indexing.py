@@ -108,14 +108,17 @@ def _print_index(report, settings: Settings, out) -> None:
 def _print_earlier_failures(settings: Settings, report, out) -> None:
     """Files still in error from an earlier run (unchanged since, so this run did not list them): a failure
     is said on every run until the file is fixed or removed, not only on the run that met it."""
-    from pathrag_pipeline.storage.store import Store
+    rows = report.in_error
+    if rows is None:   # a report that did not read them (read with its graph counts: one DuckDB open fewer)
+        from pathrag_pipeline.index.pipeline import documents_in_error
+        from pathrag_pipeline.storage.store import Store
 
-    store = Store.for_settings(settings)
-    if not store.path.exists():
-        return
+        store = Store.for_settings(settings)
+        if not store.path.exists():
+            return
+        with store.connect(read_only=True) as con:
+            rows = documents_in_error(con)
     listed = {f.rel_path for f in report.sync.failed}
-    with store.connect(read_only=True) as con:
-        rows = con.execute("SELECT path, error FROM documents WHERE status = 'error' ORDER BY path").fetchall()
     earlier = [(path, error) for path, error in rows if path not in listed]
     if not earlier:
         return

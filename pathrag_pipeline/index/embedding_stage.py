@@ -169,7 +169,9 @@ def sync_embeddings(store: Store, vectors: VectorStore, embedder: Embedder,
     may take a while), and holds it again for the ledger."""
     plans = _plan_all(store, vectors, embedder, tables, batch_rows, forget_synced=forget_synced)
     ledger: list[tuple[str, list[tuple[str, str]], list[str]]] = []   # (table, written, deleted) to record
-    with store.released() if release_while_embedding else contextlib.nullcontext():
+    # nothing to embed (a delete's plan that only removes rows, say): the model is not called, so the file is kept
+    releasing = release_while_embedding and any(plan.send for plan in plans.values())
+    with store.released() if releasing else contextlib.nullcontext():
         stats = {name: _sync_table(store, vectors, embedder, name, batch_rows, plans[name], ledger)
                  for name in tables}
     if ledger:

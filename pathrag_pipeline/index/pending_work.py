@@ -44,7 +44,7 @@ from pathrag_pipeline.index.embedding_stage import (
     synced_state,
 )
 from pathrag_pipeline.index.extraction_stage import ExtractionBacklog, ExtractionStats, extraction_backlog
-from pathrag_pipeline.index.pipeline import IndexReport, count_graph, describe_mode
+from pathrag_pipeline.index.pipeline import IndexReport, count_graph, describe_mode, documents_in_error
 from pathrag_pipeline.ingest.folder_sync import (
     FolderScan,
     Plan,
@@ -74,6 +74,7 @@ class PendingWork:
     backlog: ExtractionBacklog | None = None
     rows: dict[str, int] = field(default_factory=dict)   # rows per LanceDB table as last synced
     graph: dict[str, int] = field(default_factory=dict)  # pipeline.graph_counts, when nothing is pending
+    in_error: list[tuple[str, str]] = field(default_factory=list)   # pipeline.documents_in_error, likewise
 
     @property
     def nothing_to_do(self) -> bool:
@@ -163,7 +164,7 @@ def _pending(con: duckdb.DuckDBPyConnection, settings: Settings, folder: Path, s
         changed = changed_sizes(location.path)
         if changed:
             reasons.append(f"vector file(s) changed since they were written: {', '.join(changed[:3])}")
-    work.graph = count_graph(con)
+    work.graph, work.in_error = count_graph(con), documents_in_error(con)
     return work
 
 
@@ -185,4 +186,4 @@ def up_to_date_report(settings: Settings, folder: Path, *, replace_folder: bool 
     # dim 0: the vector width is in LanceDB's table metadata, which the check does not open (never printed)
     embeddings = EmbeddingReport(mode["embedder"], 0, {name: SyncStats(0, n, 0, n) for name, n in work.rows.items()})
     return IndexReport({k: mode[k] for k in ("mode", "extractor", "embedder")}, sync, extraction, None,
-                       embeddings, AliasStats(0, 0, 0), work.graph), []
+                       embeddings, AliasStats(0, 0, 0), work.graph, in_error=work.in_error), []

@@ -51,6 +51,8 @@ class IndexReport:
                                          # (one write in 64 does: storage/row_group_merging); None: not counted
     stage_seconds: dict[str, float] = field(default_factory=dict)   # ingest, graph, embeddings: wall time each
     seconds: float | None = None      # the whole run's wall time (Dagster's start-up included when it ran the job)
+    in_error: list[tuple[str, str]] | None = None   # (path, error) of the files in error after the run, read with
+                                                    # ``graph``; None: not read (the CLI reads them itself then)
 
 
 def describe_mode(settings: Settings) -> dict[str, str]:
@@ -70,8 +72,14 @@ def describe_mode(settings: Settings) -> dict[str, str]:
 def graph_counts(store: Store) -> dict[str, int]:
     """Rows per table, plus two signs of a model too small for extraction: chunk records with status 'empty'
     and entities without a description (named only as a relation endpoint that said nothing about them)."""
-    with store.connect() as con:
+    with store.connect(read_only=True) as con:
         return count_graph(con)
+
+
+def documents_in_error(con) -> list[tuple[str, str]]:
+    """(path, error) of every file the last runs could not read, by path (the CLI says them on every run)."""
+    return [(path, error or "") for path, error in
+            con.execute("SELECT path, error FROM documents WHERE status = 'error' ORDER BY path").fetchall()]
 
 
 def count_graph(con) -> dict[str, int]:
@@ -232,9 +240,11 @@ def assemble_report(sync: SyncReport, graph: GraphStage, embed: EmbeddingStage, 
                     row_group_merges: int | None = None, seconds: float | None = None) -> IndexReport:
     mode = {**graph.mode, "embedder": embed.embedder}
     stage_seconds = {"ingest": sync.seconds, "graph": graph.seconds, "embeddings": embed.seconds}
+    with store.connect(read_only=True) as con:   # one connection for the counts and the files in error
+        counts, in_error = count_graph(con), documents_in_error(con)
     return IndexReport(mode, sync, graph.extraction, graph.triples, embed.embeddings, embed.aliases,
-                       graph_counts(store), row_group_merges=row_group_merges, stage_seconds=stage_seconds,
-                       seconds=seconds)
+                       counts, row_group_merges=row_group_merges, stage_seconds=stage_seconds,
+                       seconds=seconds, in_error=in_error)
 
 
 HOLD_MAX_CHUNKS = 64
