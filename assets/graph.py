@@ -82,20 +82,21 @@ def graph_metadata(store, cost: dict) -> dict[str, dict]:
 @one_line_failures
 def graph(context: dg.AssetExecutionContext, pathrag: PathragResource, reports: dg.ResourceParam[RunReports]):
     settings = pathrag.settings()
-    store = pathrag.store()
-    with _held(store, reports, triples=pathrag.triples_path()):
+    with _held(pathrag.store(), reports, triples=pathrag.triples_path()) as store:
         yield from _graph(context, pathrag, reports, settings, store)
 
 
-def _held(store, reports, *, triples=None, reembed: bool = False):
-    """One DuckDB connection for the step's many short ones (``Store.holding``), on the terms ``run_indexing``
-    holds it: a run whose ingest wrote few chunks (``pipeline.holds_file``), told by the ingest report of
-    this in-process run (`pathrag index`). A run launched from the UI, sensor or schedule keeps no reports and
-    holds nothing, as before."""
+def _held(store, reports: RunReports, *, triples=None, reembed: bool = False):
+    """The step's store in a block holding one DuckDB connection for its many short ones (``RunReports.holding``:
+    `pathrag index` keeps the run's open across its steps) on the terms ``run_indexing`` holds it: a run whose
+    ingest wrote few chunks (``pipeline.holds_file``), told by the ingest report of this in-process run;
+    otherwise ``store`` as it is, after closing the run's connection if one is open. A run launched from the UI,
+    sensor or schedule keeps no reports and holds nothing, as before."""
     sync = reports.get("sync")
     if sync is None or not holds_file(sync, triples=triples, reembed=reembed):
-        return contextlib.nullcontext()
-    return store.holding()
+        reports.release()
+        return contextlib.nullcontext(store)
+    return reports.holding(store)
 
 
 def _graph(context, pathrag: PathragResource, reports: RunReports, settings, store):
@@ -133,24 +134,28 @@ class EmbeddingsConfig(dg.Config):
 @one_line_failures
 def embeddings(context: dg.AssetExecutionContext, config: EmbeddingsConfig, pathrag: PathragResource,
                reports: dg.ResourceParam[RunReports]):
-    settings, store = pathrag.settings(), pathrag.store()
-    with _held(store, reports, reembed=config.reembed):
-        stage = embedding_stage(settings, store, reembed=config.reembed)
-        reports.put("embeddings", stage)
-        report = stage.embeddings
-        meta = {"embedder": report.embedder, "dim": report.dim, "embedded": report.embedded,
-                "alias_candidates": stage.aliases.candidates, "new_aliases": stage.aliases.new_aliases,
-                "removed_aliases": stage.aliases.removed_aliases}
-        for table, st in report.tables.items():
-            meta[f"{table}_rows"] = st.total
-            meta[f"{table}_embedded"] = st.embedded
-            meta[f"{table}_deleted"] = st.deleted
-            meta[f"{table}_failed"] = st.failed
-        for err in report.errors:
-            context.log.warning(f"embedding batch failed (retried next run): {err}")
-        meta["dagster/row_count"] = sum(st.total for st in report.tables.values())
-        yield dg.MaterializeResult(metadata=meta)
-        yield embedding_keys_match(pathrag, store)   # on the step's held connection
+    settings = pathrag.settings()
+    with _held(pathrag.store(), reports, reembed=config.reembed) as store:
+        yield from _embeddings(context, config, pathrag, reports, settings, store)
+
+
+def _embeddings(context, config: EmbeddingsConfig, pathrag: PathragResource, reports: RunReports, settings, store):
+    stage = embedding_stage(settings, store, reembed=config.reembed)
+    reports.put("embeddings", stage)
+    report = stage.embeddings
+    meta = {"embedder": report.embedder, "dim": report.dim, "embedded": report.embedded,
+            "alias_candidates": stage.aliases.candidates, "new_aliases": stage.aliases.new_aliases,
+            "removed_aliases": stage.aliases.removed_aliases}
+    for table, st in report.tables.items():
+        meta[f"{table}_rows"] = st.total
+        meta[f"{table}_embedded"] = st.embedded
+        meta[f"{table}_deleted"] = st.deleted
+        meta[f"{table}_failed"] = st.failed
+    for err in report.errors:
+        context.log.warning(f"embedding batch failed (retried next run): {err}")
+    meta["dagster/row_count"] = sum(st.total for st in report.tables.values())
+    yield dg.MaterializeResult(metadata=meta)
+    yield embedding_keys_match(pathrag, store)   # on the run's held connection, when it holds one
 
 
 def relations_have_entities(store) -> dg.AssetCheckResult:

@@ -14,7 +14,7 @@ import dagster as dg
 from assets.failures import one_line_failures
 
 from assets.resources import PathragResource, RunReports
-from pathrag_pipeline.index.pipeline import ingest_stage
+from pathrag_pipeline.index.pipeline import holds_file, ingest_stage
 
 DUCKDB_POOL = "duckdb"
 TRIGGER_TAG = "pathrag/trigger"
@@ -80,12 +80,15 @@ class IngestConfig(dg.Config):
 def ingest(context: dg.AssetExecutionContext, config: IngestConfig, pathrag: PathragResource,
            reports: dg.ResourceParam[RunReports]):
     settings = pathrag.settings()
-    store = pathrag.store()
-    with store.holding():   # the sync's plan, a small change's writes and the reads below on one connection
+    # the sync's plan, a small change's writes and the reads below on one connection (``RunReports.holding``:
+    # `pathrag index` keeps it open for the next steps when the change is small)
+    with reports.holding(pathrag.store()) as store:
         sync = ingest_stage(settings, store, trigger=trigger_of(context.run.tags),
                             run_id=context.run_id, replace_folder=config.replace)
         results = _results(context, store, sync, reports)
-    yield from results   # after the connection is closed: Dagster records them
+    if not holds_file(sync, triples=pathrag.triples_path()):
+        reports.release()   # a large change: the next steps keep short connections and let readers in between
+    yield from results   # Dagster records them (the connection closed, or kept for a small change's next steps)
 
 
 def _results(context: dg.AssetExecutionContext, store, sync, reports: RunReports) -> list:

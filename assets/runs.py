@@ -57,7 +57,7 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
     """Index ``settings.docs`` as one `index_folder` run recorded in the Dagster instance; returns the report.
     ``replace_folder``: index it in place of the folder the home holds (the `ingest` step's ``replace``)."""
     started = time.perf_counter()
-    reports = RunReports()
+    reports = RunReports(across_steps=True)   # released below when the run ends
     resources = {"pathrag": PathragResource(home=str(settings.home), docs=str(settings.docs),
                                             triples=str(triples) if triples else None,
                                             retry_failed=retry_failed),
@@ -92,11 +92,14 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
                         raise original_error(failure) from None
                     break
             wait_for_pool(instance)
+        # the report's counts on the connection the run's steps held, if they held one (``RunReports.held``)
+        report = assemble_report(reports.get("sync"), reports.get("graph"), reports.get("embeddings"),
+                                 reports.holds() or Store.for_settings(settings),
+                                 seconds=time.perf_counter() - started)
     finally:
+        reports.release()
         if own and instance is not None:
             instance.dispose()
-    report = assemble_report(reports.get("sync"), reports.get("graph"), reports.get("embeddings"),
-                             Store.for_settings(settings), seconds=time.perf_counter() - started)
     report.dagster_run_id = result.run_id
     return report
 

@@ -437,6 +437,40 @@ def test_a_failing_cli_run_raises_its_own_error_and_is_recorded_as_failed(tmp_pa
     assert (row["job"], row["status"], row["trigger"]) == ("index_folder", "FAILURE", "cli")
 
 
+def test_a_small_cli_run_opens_the_file_once_for_all_its_steps_and_lets_go_of_it_when_it_ends(tmp_path, folder,
+                                                                                                monkeypatch):
+    """`pathrag index` of a one-file edit: its steps (ingest, graph, embeddings) and its report's counts share one
+    DuckDB connection (``RunReports.holding``; was one open and close per step, then the report's); when the run
+    ends, failed or not, the file is free for any connection of this process."""
+    import duckdb
+
+    from assets.runs import index_folder
+    from pathrag_pipeline.config import Settings
+    from pathrag_pipeline.errors import PipelineError
+    from pathrag_pipeline.storage.store import Store
+
+    settings = Settings.from_env(home=tmp_path / "home", docs=folder)
+    index_folder(settings, trigger="cli")
+    opened: list[bool] = []
+    real_open = Store._open
+    monkeypatch.setattr(Store, "_open", lambda self, read_only, config=None, wait=True:
+                        opened.append(read_only) or real_open(self, read_only, config, wait))
+    (folder / "a.md").write_text("# Alpha\n\nAda Halden founded Valmere University in 1852 with Orla Fenwick.\n")
+    report = index_folder(settings, trigger="cli")
+    assert report.sync.documents_written == 1 and report.extraction.extracted == 1 and report.graph["documents"] == 2
+    assert opened == [False], opened
+    duckdb.connect(str(settings.duckdb_path), read_only=True).close()   # another configuration: only if none is open
+
+    def broken(*args, **kwargs):
+        raise PipelineError("the graph stage broke")
+
+    monkeypatch.setattr("assets.graph.graph_stage", broken)
+    (folder / "b.txt").write_text("Beta\n\nThe Drayton Railway reached Carrick in 1881.\n")
+    with pytest.raises(PipelineError, match="graph stage broke"):
+        index_folder(settings, trigger="cli")
+    duckdb.connect(str(settings.duckdb_path), read_only=True).close()
+
+
 def test_sensor_reports_index_runs_made_outside_dagster_as_materialisations(tmp_path, folder):
     from pathrag_pipeline.index.pipeline import run_indexing
 

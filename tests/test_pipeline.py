@@ -225,8 +225,9 @@ def test_an_offline_edit_opens_the_file_once_for_its_graph_and_embedding_stages(
                                      "Agnes Morrow rode it to Hesketh Mill.\n")
     report = run_indexing(settings)
     assert report.extraction.extracted == 1 and report.embeddings.embedded > 0
-    # one connection held for both stages, then the report's counts (was one per step: 11 at 100 MB)
-    assert len(opened) - after_ingest[0] == 2
+    # the ingest's connection held for both stages and the report's counts (was one per step: 11 at 100 MB; then
+    # the ingest's, the stages' and the report's)
+    assert after_ingest == [1] and opened == [False], opened
     with Store(settings.duckdb_path).connect(read_only=True) as con:
         assert con.execute("SELECT count(*) FROM entities WHERE name = 'Agnes Morrow'").fetchone()[0] == 1
 
@@ -327,8 +328,9 @@ def test_a_small_llm_run_lets_go_of_the_file_while_the_model_works(setup, openai
 def test_a_small_llm_edit_reads_its_texts_and_writes_its_records_on_the_held_connection(setup, openai_server,
                                                                                           monkeypatch):
     """Around the model's calls the run lets go of the file (test above), but the texts it sends are read before
-    and the records written after, on the connection the run holds: one open before the model, one after, then
-    the report's (was two more: a read-only one for the texts, a write for the records)."""
+    and the records written after, on the connection the run holds: the ingest's until the model, one after it
+    for the rest and the report's counts (was four more: the stages', a read-only one for the texts, a write for
+    the records, the report's)."""
     from dataclasses import replace
 
     from pathrag_pipeline.index import pipeline
@@ -356,7 +358,7 @@ def test_a_small_llm_edit_reads_its_texts_and_writes_its_records_on_the_held_con
     (docs / "railway.md").write_text("# Railway\n\nAgnes Morrow rode the Varne Valley Railway to Hesketh Mill.\n")
     report = run_indexing(online)
     assert report.extraction.calls == 1 and report.extraction.failed == 0 and openai_server.count("chat") == calls + 1
-    assert opened[after_ingest[0]:] == [False, False, True], opened
+    assert after_ingest == [1] and opened == [False, False], opened
     with Store(online.duckdb_path).connect(read_only=True) as con:
         assert con.execute("SELECT count(*) FROM entities WHERE name = 'Agnes Morrow'").fetchone()[0] == 1
         assert con.execute("""SELECT count(*) FROM extractions x JOIN chunks c ON c.id = x.chunk_id

@@ -274,13 +274,18 @@ def run_indexing(settings: Settings, *, folder: Path | None = None, trigger: str
     started = time.perf_counter()
     with index_lock(settings.home):
         store = Store.for_settings(settings)
-        sync = ingest_stage(settings, store, folder=folder, trigger=trigger, run_id=run_id,
-                            replace_folder=replace_folder)
         with contextlib.ExitStack() as hold:
-            if holds_file(sync, triples=triples, reembed=reembed):
-                hold.enter_context(store.holding())
+            # the ingest's connection (its plan, and a small change's writes: ingest/folder_sync.py) stays open for
+            # the stages and the report's counts when the change is small, as `pathrag index` keeps it across its
+            # Dagster steps (assets/resources.py RunReports.holding)
+            hold.enter_context(store.holding())
+            sync = ingest_stage(settings, store, folder=folder, trigger=trigger, run_id=run_id,
+                                replace_folder=replace_folder)
+            if not holds_file(sync, triples=triples, reembed=reembed):
+                hold.close()
             graph = graph_stage(settings, store, triples=triples, run_id=run_id or sync.run_id, progress=progress,
                                 retry_failed=retry_failed)
             embed = embedding_stage(settings, store, reembed=reembed)
-        return assemble_report(sync, graph, embed, store, row_group_merges=store.row_group_merges,
-                               seconds=time.perf_counter() - started)
+            report = assemble_report(sync, graph, embed, store, seconds=time.perf_counter() - started)
+        report.row_group_merges = store.row_group_merges   # counted when the held connection has closed
+        return report
