@@ -543,8 +543,9 @@ UNFAIR = [
     "**Bytecode.** The peers are installed packages, compiled to bytecode by pip. Ours runs from this checkout "
     "(an editable install), which the benchmark byte-compiles first (`compile_ours`): with `PYTHONDONTWRITEBYTECODE` "
     "set, as on this machine, each of our processes would otherwise compile its modules again (~0.4 s of an edit).",
-    "**The garbage collector.** Our `pathrag` command sets how its process collects garbage (rarely while modules "
-    "load, not at exit: `cli/gc_policy.py`, about a fifth of a cold edit's CPU). The peer drivers and our query "
+    "**The garbage collector.** Our `pathrag` command sets how its process collects garbage (not while a "
+    "command's modules load, not at exit: `cli/gc_policy.py`; CPython's defaults cost about a fifth of a cold "
+    "edit's CPU). The peer drivers and our query "
     "process run with the same setting (`PEER_GC_THRESHOLDS`), so no system's figure gains from it alone; a peer's "
     "user who never sets it gets slower new-process steps than shown here.",
     "**Caches.** LightRAG's LLM response cache is on (its default; its delete needs the cached extraction results). "
