@@ -203,11 +203,11 @@ def test_a_delete_with_a_remote_embedder_sends_it_no_request(setup, openai_serve
     assert report.embeddings.dim == 6
 
 
-def test_an_offline_edit_opens_the_file_once_for_its_graph_and_embedding_stages(setup, monkeypatch):
+def _record_opens(monkeypatch) -> tuple[list[bool], list[int]]:
+    """Every DuckDB file open from now on (True: read-only), and how many there were when each ingest stage
+    returned."""
     from pathrag_pipeline.index import pipeline
 
-    settings, docs = setup
-    run_indexing(settings)
     opened: list[bool] = []
     real_open = Store._open
     monkeypatch.setattr(Store, "_open", lambda self, read_only, config=None, wait=True:
@@ -221,6 +221,13 @@ def test_an_offline_edit_opens_the_file_once_for_its_graph_and_embedding_stages(
         return sync
 
     monkeypatch.setattr(pipeline, "ingest_stage", ingest)
+    return opened, after_ingest
+
+
+def test_an_offline_edit_opens_the_file_once_for_its_graph_and_embedding_stages(setup, monkeypatch):
+    settings, docs = setup
+    run_indexing(settings)
+    opened, after_ingest = _record_opens(monkeypatch)
     (docs / "railway.md").write_text("# Railway\n\nThomas Greaves built the Varne Valley Railway to Corran Ford. "
                                      "Agnes Morrow rode it to Hesketh Mill.\n")
     report = run_indexing(settings)
@@ -333,27 +340,13 @@ def test_a_small_llm_edit_reads_its_texts_and_writes_its_records_on_the_held_con
     the records, the report's)."""
     from dataclasses import replace
 
-    from pathrag_pipeline.index import pipeline
-
     settings, docs = setup
     online = replace(settings, llm_base_url=openai_server.base_url, llm_model="fake-chat", gleaning=0)
     openai_server.chat_responder = lambda request: json.dumps({
         "entities": [{"name": "Agnes Morrow", "type": "person", "description": "Rode the railway."}],
         "relations": []})
     run_indexing(online)
-    opened: list[bool] = []
-    real_open = Store._open
-    monkeypatch.setattr(Store, "_open", lambda self, read_only, config=None, wait=True:
-                        opened.append(read_only) or real_open(self, read_only, config, wait))
-    after_ingest: list[int] = []
-    real_ingest = pipeline.ingest_stage
-
-    def ingest(*args, **kwargs):
-        sync = real_ingest(*args, **kwargs)
-        after_ingest.append(len(opened))
-        return sync
-
-    monkeypatch.setattr(pipeline, "ingest_stage", ingest)
+    opened, after_ingest = _record_opens(monkeypatch)
     calls = openai_server.count("chat")
     (docs / "railway.md").write_text("# Railway\n\nAgnes Morrow rode the Varne Valley Railway to Hesketh Mill.\n")
     report = run_indexing(online)

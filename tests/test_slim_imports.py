@@ -134,12 +134,17 @@ print(json.dumps(out))
 """
 
 
-def test_openai_imports_without_its_unused_models_and_every_name_still_resolves(tmp_path):
-    script = tmp_path / "openai_probe.py"
-    script.write_text(_OPENAI)
+def _script_output(tmp_path, source: str) -> dict:
+    """What the script ``source`` printed as JSON, run in a fresh interpreter (a process's first imports)."""
+    script = tmp_path / "script.py"
+    script.write_text(source)
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    out = json.loads(run.stdout)
+    return json.loads(run.stdout)
+
+
+def test_openai_imports_without_its_unused_models_and_every_name_still_resolves(tmp_path):
+    out = _script_output(tmp_path, _OPENAI)
     assert not out["graders_loaded"] and not out["beta_response_loaded"], out
     assert out["resources"] == ["Completions", "Embeddings"]
     assert out["eval_module"] == "openai.types.eval_create_params"
@@ -245,11 +250,7 @@ print(json.dumps({"checks": during_import, "restored": overrides.override is che
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="LanceDB uses typing.override itself on 3.12 and later")
 def test_lancedb_imports_with_the_marking_override_and_gives_the_checking_one_back(tmp_path):
-    script = tmp_path / "lancedb_probe.py"
-    script.write_text(_LANCEDB)
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    out = json.loads(run.stdout)
+    out = _script_output(tmp_path, _LANCEDB)
     # none while LanceDB imported; the process's own use of overrides.override afterwards checks as before
     assert out["marked"] is True and out["restored"] is True, out
     assert out["checks"] == 0 and out["later_checked"] == 1, out
