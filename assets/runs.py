@@ -92,7 +92,7 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
                         raise original_error(failure) from None
                     break
             wait_for_pool(instance)
-        # the report's counts on the connection the run's steps held, if they held one (``RunReports.held``)
+        # the report's counts on the connection the run's steps held, if they held one (``RunReports.holding``)
         report = assemble_report(reports.get("sync"), reports.get("graph"), reports.get("embeddings"),
                                  reports.holds() or Store.for_settings(settings),
                                  seconds=time.perf_counter() - started)

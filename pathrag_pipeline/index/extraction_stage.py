@@ -542,7 +542,7 @@ def run_extraction(store: Store, extractor: Extractor, *, max_concurrency: int =
                                        abort_after_unavailable=abort_after_unavailable, meter=meter,
                                        processes=processes, last_write=not releasing)
         if releasing:
-            batch.flush()   # nothing left to write: no connection
+            batch.flush()   # what the loop left, on the held connection again (nothing left: no connection)
             if progress:
                 progress(done, len(by_hash))
 
