@@ -170,6 +170,27 @@ def test_the_lab_reaches_the_cli_through_its_entry_point():
     assert (module, attribute) == ("pathrag_lab.cli", "bench") and help_line.startswith("Benchmarks")
 
 
+def test_a_declared_command_runs_without_scanning_the_installed_packages_for_plugins(monkeypatch):
+    """The root group reads the entry points (importlib.metadata and every installed package's metadata, ~30 ms)
+    only to list its commands or to find one it does not declare, such as the lab's `bench`."""
+    import click
+
+    from pathrag_pipeline.cli import lazy
+    from pathrag_pipeline.cli.main import COMMANDS, PLUGIN_GROUP
+
+    probe = "import sys\nimport pathrag_pipeline.cli\nprint('importlib.metadata' in sys.modules)\n"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False"], done.stderr
+    scans: list[str] = []
+    real = lazy.plugin_commands
+    monkeypatch.setattr(lazy, "plugin_commands", lambda group: scans.append(group) or real(group))
+    group = lazy.LazyGroup(name="pathrag", lazy_commands=COMMANDS, plugin_group=PLUGIN_GROUP)
+    ctx = click.Context(group)
+    assert group.get_command(ctx, "sql").name == "sql" and scans == []
+    assert group.get_command(ctx, "bench").name == "bench" and scans == [PLUGIN_GROUP]
+    assert "bench" in group.list_commands(ctx) and scans == [PLUGIN_GROUP]   # scanned once
+
+
 # The package never imports the test suite, neither with an import statement nor through the import machinery
 # (``importlib.import_module("tests.x")``, ``spec_from_file_location(..., ROOT / "tests" / "x.py")``, ...): an
 # installed package has no ``tests`` to import, and a test double the package needs belongs in ``testing``.
