@@ -13,7 +13,7 @@ import pytest
 
 from pathrag_pipeline.index.extraction_stage import run_extraction
 from pathrag_pipeline.index.llm_extraction import LLMExtractor
-from pathrag_pipeline.index.pipeline import graph_counts
+from pathrag_pipeline.index.pipeline import count_graph
 from pathrag_pipeline.llm.client import LLMError, LLMStoppedError, LLMUnsupportedModeError
 from pathrag_lab.testing.openai_server import FakeOpenAIServer, schema_echo
 from tests.extraction_fakes import Corpus, FakeExtractionModel, chunk_text_of, make_client, names_in
@@ -209,7 +209,8 @@ def test_entities_named_only_by_relations_are_described_from_them(corpus: Corpus
     described = dict(corpus.query("SELECT name, description FROM entities"))
     ada = names_in(DOCS["ada.txt"])
     assert f"{ada[0]} is near {ada[1]}." in described[ada[0]]
-    counts = graph_counts(corpus.store)
+    with corpus.store.connect(read_only=True) as con:
+        counts = count_graph(con)
     assert counts["entities_without_description"] == 2  # Nameless and Faceless
     assert counts["entities_without_description"] == sum(1 for d in described.values() if not d)
 

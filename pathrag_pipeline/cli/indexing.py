@@ -102,24 +102,15 @@ def _print_index(report, settings: Settings, out) -> None:
         out.print(f"time: {report.seconds:.1f} s in all ({stages})", highlight=False, markup=False)
     for err in report.embeddings.errors:
         out.print(f"embedding batch failed: {err}", highlight=False, markup=False)
-    _print_earlier_failures(settings, report, out)
+    _print_earlier_failures(report, out)
 
 
-def _print_earlier_failures(settings: Settings, report, out) -> None:
+def _print_earlier_failures(report, out) -> None:
     """Files still in error from an earlier run (unchanged since, so this run did not list them): a failure
     is said on every run until the file is fixed or removed, not only on the run that met it."""
-    rows = report.in_error
-    if rows is None:   # a report that did not read them (read with its graph counts: one DuckDB open fewer)
-        from pathrag_pipeline.index.pipeline import documents_in_error
-        from pathrag_pipeline.storage.store import Store
-
-        store = Store.for_settings(settings)
-        if not store.path.exists():
-            return
-        with store.connect(read_only=True) as con:
-            rows = documents_in_error(con)
     listed = {f.rel_path for f in report.sync.failed}
-    earlier = [(path, error) for path, error in rows if path not in listed]
+    # read with the report's graph counts (pipeline.documents_in_error): no DuckDB open of its own
+    earlier = [(path, error) for path, error in report.in_error if path not in listed]
     if not earlier:
         return
     out.print(f"[yellow]{len(earlier)} file(s) still in error from an earlier run[/yellow] (unchanged since; "

@@ -73,7 +73,7 @@ class PendingWork:
     reasons: list[str] = field(default_factory=list)
     backlog: ExtractionBacklog | None = None
     rows: dict[str, int] = field(default_factory=dict)   # rows per LanceDB table as last synced
-    graph: dict[str, int] = field(default_factory=dict)  # pipeline.graph_counts, when nothing is pending
+    graph: dict[str, int] = field(default_factory=dict)  # pipeline.count_graph, when nothing is pending
     in_error: list[tuple[str, str]] = field(default_factory=list)   # pipeline.documents_in_error, likewise
 
     @property

@@ -51,8 +51,8 @@ class IndexReport:
                                          # (one write in 64 does: storage/row_group_merging); None: not counted
     stage_seconds: dict[str, float] = field(default_factory=dict)   # ingest, graph, embeddings: wall time each
     seconds: float | None = None      # the whole run's wall time (Dagster's start-up included when it ran the job)
-    in_error: list[tuple[str, str]] | None = None   # (path, error) of the files in error after the run, read with
-                                                    # ``graph``; None: not read (the CLI reads them itself then)
+    in_error: list[tuple[str, str]] = field(default_factory=list)   # (path, error) of the files in error after
+                                                                    # the run, read with ``graph``
 
 
 def describe_mode(settings: Settings) -> dict[str, str]:
@@ -69,13 +69,6 @@ def describe_mode(settings: Settings) -> dict[str, str]:
     }
 
 
-def graph_counts(store: Store) -> dict[str, int]:
-    """Rows per table, plus two signs of a model too small for extraction: chunk records with status 'empty'
-    and entities without a description (named only as a relation endpoint that said nothing about them)."""
-    with store.connect(read_only=True) as con:
-        return count_graph(con)
-
-
 def documents_in_error(con) -> list[tuple[str, str]]:
     """(path, error) of every file the last runs could not read, by path (the CLI says them on every run)."""
     return [(path, error or "") for path, error in
@@ -83,7 +76,9 @@ def documents_in_error(con) -> list[tuple[str, str]]:
 
 
 def count_graph(con) -> dict[str, int]:
-    """``graph_counts`` on an open connection (read-only is enough)."""
+    """Rows per table, plus two signs of a model too small for extraction: chunk records with status 'empty'
+    and entities without a description (named only as a relation endpoint that said nothing about them). A
+    read-only connection is enough."""
     counts = {
         table: con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         for table in ("documents", "chunks", "extractions", "entities", "relations")
