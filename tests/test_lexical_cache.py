@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+
+import pytest
+
 from pathrag_pipeline.config import Settings
 from pathrag_pipeline.ingest.folder_sync import sync_folder
 from pathrag_pipeline.query import lexical
@@ -70,3 +74,77 @@ def test_one_read_block_checks_the_chunks_version_once_and_the_next_block_sees_c
     with store.reading():
         assert [key for key, _ in lexical.chunk_index(store).search("Marrowby", 5)]
     assert len(reads) == 2
+
+
+def _saved(settings: Settings) -> list:
+    return sorted((settings.home / "cache").glob(f"{lexical.SAVED_PREFIX}*.npz"))
+
+
+def test_a_new_process_loads_the_saved_index_instead_of_building_it(tmp_path, monkeypatch):
+    """The first build saves the index in the home; a new process (the in-memory cache cleared) loads it, ranks
+    exactly as the built one and reads the passages only when it uses the index again."""
+    docs, settings, store = _indexed(tmp_path, "The Lode rises near Westry and flows to Saltmouth.\n")
+    (docs / "b.txt").write_text("Saltmouth is a port; the Lode reaches it after Westry.\n", encoding="utf-8")
+    sync_folder(settings, store)
+    built = lexical.chunk_index(store)
+    assert built.passages and len(_saved(settings)) == 1
+    lexical.clear_cache()
+    monkeypatch.setattr(lexical.BM25Index, "build", classmethod(lambda *a, **k: pytest.fail("built again")))
+    loaded = lexical.chunk_index(store)
+    for query in ("Westry", "Saltmouth port", "Lode", "nothing"):
+        assert loaded.search(query, 5) == built.search(query, 5)
+    assert loaded.passages is None and loaded.passages_deferred
+    assert lexical.chunk_index(store) is loaded                      # used again: now it keeps them
+    assert loaded.passages == built.passages and not loaded.passages_deferred
+
+
+def test_a_changed_folder_rebuilds_and_replaces_the_saved_index(tmp_path):
+    docs, settings, store = _indexed(tmp_path, "The Lode rises near Westry.\n")
+    lexical.chunk_index(store)
+    first = _saved(settings)
+    (docs / "a.txt").write_text("The Tamsin rises near Marrowby.\n", encoding="utf-8")
+    sync_folder(settings, store)
+    lexical.clear_cache()
+    assert [key for key, _ in lexical.chunk_index(store).search("Marrowby", 5)]
+    assert len(_saved(settings)) == 1 and _saved(settings) != first   # the old version's file is gone
+    lexical.clear_cache()
+    assert lexical.chunk_index(store).search("Westry", 5) == []
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "other_version", "bad_postings"])
+def test_a_damaged_or_foreign_saved_index_is_rebuilt_not_trusted(tmp_path, damage):
+    import numpy as np
+
+    _, settings, store = _indexed(tmp_path, "The Lode rises near Westry and flows to Saltmouth.\n")
+    expected = lexical.chunk_index(store).search("Westry Saltmouth", 5)
+    path = _saved(settings)[0]
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:200])
+    elif damage == "garbage":
+        path.write_bytes(b"not a zip file at all")
+    else:
+        with np.load(path) as saved:
+            arrays = dict(saved)
+        if damage == "other_version":
+            arrays["version"] = np.array("chunks:v:someone-else")
+        else:
+            arrays["docs"] = arrays["docs"] + 5        # points past the last passage
+        with open(path, "wb") as out:
+            np.savez(out, **arrays)
+    lexical.clear_cache()
+    assert lexical.load_index(path, f"chunks:v:{_token(store)}") is None
+    assert lexical.chunk_index(store).search("Westry Saltmouth", 5) == expected
+    assert lexical.load_index(_saved(settings)[0], f"chunks:v:{_token(store)}") is not None   # written again
+
+
+def test_no_saved_index_without_a_version_token_or_a_writable_home(tmp_path):
+    _, settings, store = _indexed(tmp_path, "The Lode rises near Westry.\n")
+    with store.connect() as con, transaction(con):
+        con.execute("DELETE FROM pathrag_meta WHERE key = ?", [CHUNKS_VERSION_META])
+    assert [key for key, _ in lexical.chunk_index(store).search("Westry", 5)]
+    assert _saved(settings) == []                                     # a hash of the rows is not trusted on disk
+    (tmp_path / "ro").mkdir()
+    _, settings, store = _indexed(tmp_path / "ro", "The Lode rises near Westry.\n")
+    shutil.rmtree(settings.home / "cache", ignore_errors=True)
+    (settings.home / "cache").write_text("a file where the folder should be (a read-only home fails likewise)")
+    assert [key for key, _ in lexical.chunk_index(store).search("Westry", 5)]

@@ -8,7 +8,7 @@ import pytest
 from pathrag_pipeline.evaluation.retrieval_eval import (
     ABLATIONS, QuestionOutcome, by_hops, default_modes, resolve_mode)
 from pathrag_pipeline.query.graph_view import GraphView
-from pathrag_pipeline.query.lexical import BM25Index, tokenize
+from pathrag_pipeline.query.lexical import STOPWORDS, BM25Index, tokenize
 from pathrag_pipeline.query.params import QueryParams
 from pathrag_pipeline.query.pruning import prune_paths
 from pathrag_pipeline.query.ranking import PassageGraph, restart_weights, rrf
@@ -32,6 +32,46 @@ def test_bm25_ranks_rare_term_matches_first_and_skips_non_matches():
 def test_bm25_length_normalisation_prefers_the_shorter_passage():
     index = BM25Index.build(["short", "long"], ["castle", "castle " + "filler words " * 30])
     assert [k for k, _ in index.search("castle", 2)] == ["short", "long"]
+
+
+def _textbook_tokenize(text: str) -> list[str]:
+    import re
+    import unicodedata
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    folded = "".join(c for c in folded if not unicodedata.combining(c))
+    return [w for w in re.findall(r"\w\w+", folded) if w not in STOPWORDS]
+
+
+def _textbook_scores(texts: list[str], query: str, k1: float = 1.5, b: float = 0.75) -> np.ndarray:
+    docs = [_textbook_tokenize(t) for t in texts]
+    avgdl = (sum(map(len, docs)) / len(docs)) or 1.0
+    out = np.zeros(len(docs))
+    for term in dict.fromkeys(_textbook_tokenize(query)):
+        df = sum(term in d for d in docs)
+        idf = np.log(1.0 + (len(docs) - df + 0.5) / (df + 0.5))
+        for i, d in enumerate(docs):
+            tf = d.count(term)
+            if tf:
+                out[i] += idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * len(d) / avgdl))
+    return out
+
+
+def test_tokenize_folds_accents_like_nfkd_without_combining_marks():
+    samples = ["Zoë naïve café", "e\u0301te\u0301 decomposed", "Ελληνικά Ἀθῆναι", "東京 タワー", "ﬁnance ½ ＡＢＣ",
+               "plain ascii only", "Ångström and Škoda", "", "a b c"]
+    for text in samples:
+        assert tokenize(text) == _textbook_tokenize(text), text
+
+
+def test_bm25_scores_are_the_textbook_formula_on_random_passages():
+    rng = np.random.default_rng(7)
+    words = ["river", "town", "mill", "Café", "café", "bridge", "zoë", "north", "the", "a", "of", "x1", "42"]
+    texts = [" ".join(rng.choice(words, size=rng.integers(0, 30))) for _ in range(60)] + ["", "the a of"]
+    index = BM25Index.build([f"p{i}" for i in range(len(texts))], texts)
+    for query in ["river town", "cafe", "mill mill north", "zoe 42", "the", "nothing", "x1 bridge river"]:
+        np.testing.assert_allclose(index.scores(query), _textbook_scores(texts, query), rtol=1e-12, atol=0)
+    empty = BM25Index.build([], [])
+    assert empty.search("river", 3) == [] and empty.scores("river").shape == (0,)
 
 
 def test_rrf_rewards_agreement_and_keeps_first_appearance_on_ties():
