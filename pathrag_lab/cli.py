@@ -1049,7 +1049,8 @@ def real_folders(names: tuple[str, ...], extra: tuple[str, ...], modes: str, bas
                  workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
     """Real documentation folders (Debian's git-doc, postgresql-doc-15, sqlite3-doc, sphinx-doc, python-flask-doc)
     indexed offline as a user would: template entities among the 50 most-mentioned, names asked about that are
-    entities, answers that state the fact in their first 400 characters per mode, index time and memory."""
+    entities, answers that state the fact in their first 400 characters per mode, index time and memory, and the
+    wall time of a new `pathrag ask` process."""
     from pathrag_lab.bench.real_folders import ENCYCLOPEDIC, FOLDERS, markdown, run_real_folders_bench
 
     unknown = [n for n in names if n not in FOLDERS and n not in ENCYCLOPEDIC]

@@ -53,7 +53,9 @@ def test_the_section_names_every_folder_and_side():
     entry = {"current": {"questions": 2, "template_entities": 0, "names": 3, "names_exact": 2, "names_with_dotted": 3,
                          "stated": {"path": 2, "naive": 1}, "counts": {"documents": 1, "chunks": 2, "entities": 3},
                          "build": {"wall_s": 1.0, "cpu_s": 2.0, "peak_rss_mib": 300.0}, "top": [],
+                         "new_ask": {"median_s": 1.104, "runs_s": [1.2, 1.104, 1.0], "after_change_s": 1.4},
                          "missing_names": [], "path_vs_naive": {"diff": 0.5, "low": 0.0, "high": 1.0}},
              "held_out": True, "generator": "Sphinx (HTML)", "path": "/x"}
     text = markdown({"modes": ["path", "naive"], "baseline": None, "folders": {"sphinx-doc": entry}, "skipped": {}})
     assert "| sphinx-doc (held out) | this code | 2 | 0 | 2/3 (3 with dotted) | 2/2 | 1/2 | +0.50 [+0.00, +1.00]" in text
+    assert "| 1 (2) | 300 | 1.10 (1.40) | 1 / 2 / 3 |" in text
