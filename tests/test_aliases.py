@@ -92,6 +92,44 @@ def test_blocking_skips_frequent_words_but_keeps_rare_ones():
     assert pairs_of(found) == {("Copenhagen University", "University of Copenhagen")}
 
 
+def test_the_numpy_prefilter_drops_only_pairs_no_rule_passes(monkeypatch):
+    """``_may_pass`` only skips pairs the rules would reject: the candidates equal those of checking every blocked
+    pair one by one, over names made to pass or narrowly fail each rule (typos, initials, reorderings, numbers,
+    types) mixed with random ones."""
+    import random
+
+    from pathrag_pipeline.index import aliases
+
+    rng = random.Random(5)
+    words = ["river", "rivers", "north", "northern", "mill", "millbank", "of", "the", "and", "college", "collage",
+             "institute", "institut", "technology", "technologies", "j", "john", "jane", "smith", "smyth", "ii", "2",
+             "paris", "texas", "university", "copenhagen", "east", "boston", "a", "b", "m", "mary", "margaret"]
+    made = {" ".join(rng.choice(words) for _ in range(rng.randint(1, 5))) for _ in range(1500)}
+    longer = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8)) for _ in range(200)]
+    for _ in range(150):                         # near misses and hits of each rule, around rare words
+        base = [rng.choice(longer), rng.choice(words), rng.choice(longer)]
+        made.add(" ".join(base))
+        at = rng.randrange(3)
+        made.add(" ".join(base[:at] + [base[at][:-1] + rng.choice("aez")] + base[at + 1:]))    # typo or not
+        made.add(" ".join(base[:at] + [base[at][0]] + base[at + 1:]))                          # initials or not
+        made.add(f"{base[0]} {base[2]}")
+        made.add(f"{base[2]} {rng.choice(['of', 'of the', 'and', ''])} {base[0]}")              # reorder or not
+    made |= {"Jan P. Solovej", "Jan Philip Solovej", "University of Copenhagen", "Copenhagen University",
+             "Massachusetts Institute of Technology", "Massachusets Institute of Technology", "J. Doe", "Jane Doe",
+             "river mill of the north", "north mill of the river", "east of Boston", "East Boston"}
+    types = ["", "", "concept", "person", "organization"]
+    entities = [EntityName(name_key(n), n, rng.randint(1, 4), rng.choice(types)) for n in sorted(made)]
+    entities = list({e.key: e for e in entities if e.key}.values())
+    filtered = find_alias_candidates(entities, max_block=40)
+    seen = []
+    real = aliases._may_pass
+    monkeypatch.setattr(aliases, "_may_pass", lambda names, a, b: seen.append(real(names, a, b)) or np.ones(a.size, bool))
+    every_pair = find_alias_candidates(entities, max_block=40)
+    assert filtered == every_pair
+    assert len(filtered) > 20 and {c.rule for c in filtered} >= {"typo", "initials", "reorder"}
+    assert 0 < seen[0].sum() < seen[0].size / 5        # the prefilter skipped most pairs
+
+
 @pytest.fixture
 def con():
     c = duckdb.connect()
