@@ -13,7 +13,7 @@ from assets.failures import one_line_failures
 
 from assets.ingestion import DUCKDB_POOL, md_table
 from assets.resources import PathragResource, RunReports
-from pathrag_pipeline.index.embedding_stage import embedding_rows
+from pathrag_pipeline.index.embedding_stage import vector_key_drift
 from pathrag_pipeline.index.pipeline import embedding_stage, graph_stage, holds_file
 from pathrag_pipeline.storage.vector_store import VectorStore
 
@@ -183,15 +183,11 @@ def graph_has_provenance(store) -> dg.AssetCheckResult:
 
 def embedding_keys_match(pathrag: PathragResource, store=None) -> dg.AssetCheckResult:
     """LanceDB keys equal DuckDB keys for entities, relations and chunks."""
-    settings = pathrag.settings()
-    vectors = VectorStore.for_settings(settings)
-    expected = embedding_rows(store or pathrag.store())
-    meta, passed = {}, True
-    for table, rows in expected.items():
-        duck = {r[0] for r in rows}
-        lance = vectors.keys(table)
-        meta[f"{table}_missing_in_lancedb"] = len(duck - lance)
-        meta[f"{table}_stale_in_lancedb"] = len(lance - duck)
-        passed = passed and duck == lance
+    drift = vector_key_drift(store or pathrag.store(), VectorStore.for_settings(pathrag.settings()))
+    meta = {}
+    for table, (missing, stale) in drift.items():
+        meta[f"{table}_missing_in_lancedb"] = missing
+        meta[f"{table}_stale_in_lancedb"] = stale
+    passed = not any(missing or stale for missing, stale in drift.values())
     return dg.AssetCheckResult(asset_key="embeddings", check_name="embedding_keys_match", passed=passed,
                                metadata=meta)

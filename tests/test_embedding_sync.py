@@ -360,3 +360,19 @@ def test_rows_of_a_failed_batch_deleted_before_the_next_run_lose_their_vectors(h
     (docs / "doc4.md").unlink()
     run_indexing(settings)
     assert lance_equals_duckdb(settings)
+
+
+def test_the_key_check_counts_keys_lancedb_lacks_and_keys_it_holds_in_excess(home):
+    """``vector_key_drift`` (the index run's ``embedding_keys_match`` check): nothing after a sync; a key deleted from
+    LanceDB behind the ledger's back is missing, a key it holds that DuckDB has not is stale."""
+    settings, _ = home
+    store, vectors = Store(settings.duckdb_path), VectorStore(settings.lancedb_path)
+    assert embedding_stage.vector_key_drift(store, vectors) == {"entities": (0, 0), "relations": (0, 0),
+                                                                "chunks": (0, 0)}
+    rows = embedding_rows(store)
+    victim = rows["chunks"][0][0]
+    assert vectors.delete("chunks", [victim]) == 1
+    _, text, payload = rows["entities"][0]
+    vectors.upsert("entities", [("no such entity", text, payload)], HashingEmbedder())
+    assert embedding_stage.vector_key_drift(store, vectors) == {"entities": (0, 1), "relations": (0, 0),
+                                                                "chunks": (1, 0)}

@@ -108,6 +108,25 @@ def embedding_rows(store: Store) -> dict[str, list[tuple]]:
     return out
 
 
+def vector_key_drift(store: Store, vectors: "VectorStore") -> dict[str, tuple[int, int]]:
+    """Per LanceDB table, (keys DuckDB has that LanceDB lacks, keys LanceDB holds that DuckDB has not): LanceDB's key
+    column compared with the source's keys inside DuckDB (an Arrow table queried in place), no text read. Every
+    index run's check (``assets/graph.py``): reading every row as ``embedding_rows`` does cost sqlite3-doc's home
+    0.23 s a run, and grows with the text of the corpus."""
+    out = {}
+    with store.connect(read_only=True) as con:
+        for name, sql in SOURCES.items():
+            con.register("_vs_lance_keys", vectors.key_table(name))
+            try:
+                out[name] = con.execute(
+                    f"""SELECT (SELECT count(*) FROM ({sql}) s WHERE s.key NOT IN (SELECT key FROM _vs_lance_keys)),
+                               (SELECT count(*) FROM _vs_lance_keys l WHERE l.key NOT IN (SELECT key FROM ({sql})))"""
+                ).fetchall()[0]
+            finally:
+                con.unregister("_vs_lance_keys")
+    return out
+
+
 SYNC_BATCH_ROWS = 20_000
 """Rows fetched from DuckDB and written to LanceDB at a time by the embedding stage."""
 LEDGER_META = "vector_rows"
