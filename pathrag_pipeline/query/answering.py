@@ -517,9 +517,11 @@ def _relevance(candidate: _Candidate, wanted: set[str], idf: dict[str, float], t
     """The question terms the sentence shares (rarer ones count more) plus the path-hop bonus, as a share; plus
     ``NAME_BONUS`` when it names a code name of the question as written (``work_mem``, not
     ``maintenance_work_mem``), and as much again when its term line defines it."""
-    own = [t for t in wanted if _covers(candidate, t)]
+    # the terms in ``idf``'s order (sorted), not the set's: float sums in an order that hangs on the process's string
+    # hashing made equal sentences tie differently from one run to the next
+    own = [t for t in idf if _covers(candidate, t)]
     # a sentence opening "This ..." is also about what the sentence before it says, if it says something asked itself
-    context = [t for t in wanted if t in candidate.context and t not in own] if own else []
+    context = [t for t in idf if t in candidate.context and t not in own] if own else []
     shared = sum(idf.get(t, 0.0) for t in own + context)
     score = shared / total if total else 0.0
     term, colon, _ = candidate.text.partition(": ")
@@ -539,7 +541,7 @@ def _new_names(sentence: str, known: str) -> list[str]:
     folded = known.casefold()
     names = [n for n in found if len(n) > 2 and n.casefold() not in folded
              and n.split()[0].casefold() not in STOPWORDS and n.split()[0] not in ("She", "He", "It", "They")]
-    return sorted(set(names), key=len, reverse=True)
+    return sorted(dict.fromkeys(names), key=len, reverse=True)   # ties in first-seen order, not by string hash
 
 
 def _about(candidate: _Candidate, name: str) -> bool:
@@ -572,7 +574,7 @@ def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence
     for c in pool:
         for t in wanted:
             df[t] = df.get(t, 0) + _covers(c, t)
-    idf = {t: math.log(1 + len(pool) / (1 + df.get(t, 0))) for t in wanted}
+    idf = {t: math.log(1 + len(pool) / (1 + df.get(t, 0))) for t in sorted(wanted)}
     total = sum(idf.values())
     asked_names = _code_names(question)
     relevance = {id(c): _relevance(c, wanted, idf, total, asked_names) for c in pool}
