@@ -16,11 +16,8 @@ no stemming. A chunk is indexed with its document's title (a passage's title is 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import re
-import tempfile
 import threading
 import unicodedata
 import zipfile
@@ -31,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pathrag_pipeline.storage.cache_files import write_whole
 from pathrag_pipeline.storage.store import CHUNKS_VERSION_META
 
 BM25_K1 = 1.5
@@ -232,30 +230,15 @@ def _strings(blob: np.ndarray, count: int) -> list[str]:
 
 
 def save_index(index: BM25Index, path: Path, version: str) -> None:
-    """Write ``index`` (without its passages) to ``path`` whole (a temporary file renamed into place), then remove the
-    files of other versions. Quietly does nothing it cannot do: the file only saves time (a read-only home)."""
+    """Write ``index`` (without its passages) to ``path`` whole and remove the files of other versions
+    (``storage.cache_files``); a home it cannot be written to keeps none."""
     if any("\x00" in k for k in index.keys):
         return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{SAVED_PREFIX}", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                np.savez(out, format=np.array(SAVED_FORMAT), version=np.array(version),
-                         count=np.array([len(index.keys), len(index.vocab)], dtype=np.int64),
-                         keys=_blob(index.keys), terms=_blob(list(index.vocab)),   # the vocabulary in id order
-                         indptr=index.indptr, docs=index.docs, weights=index.weights)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        for other in path.parent.glob(f"{SAVED_PREFIX}*.npz"):
-            if other != path:
-                with contextlib.suppress(OSError):
-                    other.unlink()
-    except OSError:
-        pass
+    write_whole(path, lambda out: np.savez(
+        out, format=np.array(SAVED_FORMAT), version=np.array(version),
+        count=np.array([len(index.keys), len(index.vocab)], dtype=np.int64),
+        keys=_blob(index.keys), terms=_blob(list(index.vocab)),   # the vocabulary in id order
+        indptr=index.indptr, docs=index.docs, weights=index.weights), supersedes=f"{SAVED_PREFIX}*.npz")
 
 
 def load_index(path: Path, version: str) -> BM25Index | None:

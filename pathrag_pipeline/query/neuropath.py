@@ -64,6 +64,7 @@ from pathrag_pipeline.query.params import QueryParams
 from pathrag_pipeline.query.prompting import PathTrace, clip, edge_line, node_line
 from pathrag_pipeline.query.ranking import rrf
 from pathrag_pipeline.query.retrieval import RetrievedNode, dense_chunks, is_semantic
+from pathrag_pipeline.storage.cache_files import write_whole
 from pathrag_pipeline.text.names import name_key
 
 log = logging.getLogger(__name__)
@@ -128,12 +129,8 @@ def name_vectors(snapshot: GraphSnapshot, embedder: Embedder, cache_dir: Path | 
             except (OSError, ValueError):
                 pass
     matrix = _unit(np.asarray(embedder.embed(list(snapshot.entity_names)), dtype=np.float32))
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.save(path, matrix)
-        except OSError:
-            pass  # the cache is an optimisation; a read-only home still answers
+    if path is not None:   # one file per embedder: an earlier graph's names are replaced, not kept beside it
+        write_whole(path, lambda out: np.save(out, matrix), supersedes=f"neuropath-names-{safe}-{'?' * 16}.npy")
     with _lock:
         _cache[key] = matrix
     return matrix
