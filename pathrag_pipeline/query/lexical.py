@@ -61,12 +61,15 @@ def tokenize(text: str) -> list[str]:
 class BM25Index:
     """An inverted index of documents (keys) with precomputed BM25 term weights, stored as compressed rows: the
     postings of term ``t = vocab[term]`` are ``docs[indptr[t]:indptr[t + 1]]`` (ascending document indices) with
-    their weights ``weights[...]``."""
+    their term frequencies ``freq[...]`` and weights ``weights[...]``; ``lengths`` are the documents' token counts.
+    The weights follow from the rest (``from_counts``): what is saved (``save_index``) is the counts."""
 
     keys: list[str]
     vocab: dict[str, int]
     indptr: np.ndarray    # int64, len(vocab) + 1
-    docs: np.ndarray      # int64 document indices, grouped by term
+    docs: np.ndarray      # int32 document indices, grouped by term
+    freq: np.ndarray      # uint32 term frequency of (term, document)
+    lengths: np.ndarray   # int64 tokens of each document
     weights: np.ndarray   # float64 BM25 weight of (term, document)
     # the chunk index's passages, kept beside it when few enough (``KEPT_PASSAGES``): chunk id -> (document id,
     # title or None, text), what ``engine.fetch_chunks`` would read back from the file for each query
@@ -92,14 +95,24 @@ class BM25Index:
         pairs, freq = np.unique(terms * max(n, 1) + np.repeat(np.arange(n, dtype=np.int64), lengths),
                                 return_counts=True)
         term, docs = np.divmod(pairs, max(n, 1))
-        df = np.bincount(term, minlength=len(vocab))
         indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
-        np.cumsum(df, out=indptr[1:])
+        np.cumsum(np.bincount(term, minlength=len(vocab)), out=indptr[1:])
+        return cls.from_counts(list(keys), vocab, indptr, docs.astype(np.int32), freq.astype(np.uint32), lengths,
+                               k1=k1, b=b)
+
+    @classmethod
+    def from_counts(cls, keys: list[str], vocab: dict[str, int], indptr: np.ndarray, docs: np.ndarray,
+                    freq: np.ndarray, lengths: np.ndarray, *, k1: float = BM25_K1, b: float = BM25_B) -> "BM25Index":
+        """The index of these counts, its weights computed (the same operations whether built or loaded: the same
+        weights to the bit)."""
+        n = len(keys)
+        df = np.diff(indptr)
         avgdl = float(lengths.mean()) if n and lengths.sum() > 0 else 1.0
         idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
         tf = freq.astype(np.float64)
         norm = k1 * (1.0 - b + b * lengths[docs] / avgdl)
-        return cls(list(keys), vocab, indptr, docs, idf[term] * tf * (k1 + 1.0) / (tf + norm))
+        weights = np.repeat(idf, df) * tf * (k1 + 1.0) / (tf + norm)
+        return cls(keys, vocab, indptr, docs, freq, lengths, weights)
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (zeros when no term matches)."""
@@ -212,7 +225,7 @@ def _chunk_index(store) -> BM25Index:
 # a chunk or title changes (a random uuid: a rebuilt home never reuses one) and holds the version it was built for;
 # a store without a token (older code) is not saved. Unreadable, mismatched or stale files are rebuilt, never
 # trusted. ``SAVED_FORMAT`` names the tokenizer, the constants and the layout: change it with any of them.
-SAVED_FORMAT = f"bm25-csr-1|k1={BM25_K1}|b={BM25_B}"
+SAVED_FORMAT = f"bm25-counts-1|k1={BM25_K1}|b={BM25_B}"
 SAVED_PREFIX = "chunk-bm25-"
 
 
@@ -230,15 +243,16 @@ def _strings(blob: np.ndarray, count: int) -> list[str]:
 
 
 def save_index(index: BM25Index, path: Path, version: str) -> None:
-    """Write ``index`` (without its passages) to ``path`` whole and remove the files of other versions
-    (``storage.cache_files``); a home it cannot be written to keeps none."""
+    """Write ``index``'s counts (not its weights, which follow from them, nor its passages) to ``path`` whole and
+    remove the files of other versions (``storage.cache_files``); a home it cannot be written to keeps none."""
     if any("\x00" in k for k in index.keys):
         return
     write_whole(path, lambda out: np.savez(
         out, format=np.array(SAVED_FORMAT), version=np.array(version),
         count=np.array([len(index.keys), len(index.vocab)], dtype=np.int64),
         keys=_blob(index.keys), terms=_blob(list(index.vocab)),   # the vocabulary in id order
-        indptr=index.indptr, docs=index.docs, weights=index.weights), supersedes=f"{SAVED_PREFIX}*.npz")
+        indptr=index.indptr, docs=index.docs, freq=index.freq, lengths=index.lengths),
+        supersedes=f"{SAVED_PREFIX}*.npz")
 
 
 def load_index(path: Path, version: str) -> BM25Index | None:
@@ -250,17 +264,17 @@ def load_index(path: Path, version: str) -> BM25Index | None:
                 return None
             n, terms = (int(x) for x in saved["count"])
             keys, vocab = _strings(saved["keys"], n), _strings(saved["terms"], terms)
-            indptr, docs, weights = saved["indptr"], saved["docs"], saved["weights"]
+            indptr, docs, freq, lengths = saved["indptr"], saved["docs"], saved["freq"], saved["lengths"]
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, EOFError, UnicodeDecodeError, zipfile.BadZipFile):
         return None
     if (len(keys) != n or len(vocab) != terms or indptr.shape != (terms + 1,) or indptr.dtype != np.int64
-            or docs.dtype != np.int64 or weights.dtype != np.float64 or docs.shape != weights.shape
-            or indptr[0] != 0 or indptr[-1] != docs.size or np.any(np.diff(indptr) < 0)
-            or (docs.size and (docs.min() < 0 or docs.max() >= n))):
+            or docs.dtype != np.int32 or freq.dtype != np.uint32 or lengths.dtype != np.int64
+            or docs.shape != freq.shape or lengths.shape != (n,) or indptr[0] != 0 or indptr[-1] != docs.size
+            or np.any(np.diff(indptr) < 0) or (docs.size and (docs.min() < 0 or docs.max() >= n))):
         return None
-    return BM25Index(keys, dict(zip(vocab, range(terms))), indptr, docs, weights)
+    return BM25Index.from_counts(keys, dict(zip(vocab, range(terms))), indptr, docs, freq, lengths)
 
 
 def entity_index(snapshot) -> BM25Index:
