@@ -320,6 +320,24 @@ def test_the_kept_connection_is_closed_once_idle(tmp_path, monkeypatch):
     assert _write_from_another_process(store.path) == "wrote"
 
 
+def test_closing_the_kept_connection_ends_its_keeper_thread_at_once(tmp_path, monkeypatch):
+    """The exit hook closes the kept connection and waits for the keeper thread, which a close wakes: it is not left
+    sleeping out the kept time, to wake inside DuckDB while the interpreter stops (an abort: "FATAL: exception not
+    rethrown", seen at the exit of test workers)."""
+    from pathrag_pipeline.storage import store as store_module
+
+    store = _table_with(tmp_path / "t.duckdb", 1)
+    monkeypatch.setattr(store_module, "KEEP_READING_S", 3600.0)
+    with store.reading():
+        pass
+    lock = store_module._mode_lock(store.path)
+    keeper = lock._reaper
+    assert keeper is not None and keeper.is_alive()
+    store_module.close_kept_reads(store.path)
+    lock.stop_keeper(timeout=30)   # a bound on waiting, not a timing assertion: an hour's sleep would exceed it
+    assert not keeper.is_alive() and lock._reaper is None
+
+
 def _statements_with(monkeypatch, marker: str):
     """From now on, count the DuckDB statements whose SQL holds ``marker``: a function returning the count."""
     executed: list[str] = []
@@ -391,16 +409,20 @@ def test_a_block_that_loaded_the_chunk_index_takes_its_passages_from_memory_as_t
         con.execute("UPDATE chunks SET text = 'changed' WHERE id = 'c0'")
         bump_chunks_version(con)
     with store.reading():
-        lexical.chunk_index(store)
+        lexical.chunk_index(store)   # brought up to date from the block before's: the changed passage read alone
         assert fetch_chunks(store, ["c0"])["c0"].text == "changed"
-    assert reads() == 0
+    assert reads() == 1              # so the block reads what it quotes from the file
+    with store.reading():
+        assert lexical.chunk_index(store).passages is not None   # used again: it keeps every passage
+        assert fetch_chunks(store, ["c0", "c1"])["c1"].text == "passage 1 zebra"
+    assert reads() == 1
     monkeypatch.setattr(lexical, "KEPT_PASSAGES", 4)
     lexical.clear_cache()
     store_module.close_kept_reads(store.path)   # and the kept connection's memo with it
     with store.reading():
         assert lexical.chunk_index(store).passages is None
         assert fetch_chunks(store, ["c1", "c4"])["c4"].text == "passage 4 zebra"
-    assert reads() == 1
+    assert reads() == 2
 
 
 def test_a_write_deferred_for_the_kept_connection_runs_when_it_closes_or_at_once_without_one(tmp_path, monkeypatch):

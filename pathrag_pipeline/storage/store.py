@@ -233,8 +233,18 @@ class _ModeLock:
         """Close the kept read connection now (a writer, or a connection of another configuration, is next)."""
         with self._cond:
             kept, self._kept = self._kept, None
+            self._cond.notify_all()   # the keeper, waiting for the kept connection's time, finds none and ends
         if kept is not None:
             _close_quietly(kept[0])
+
+    def stop_keeper(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) for the keeper thread to end, once nothing is kept: at the process's exit, so
+        that it is not inside DuckDB when the interpreter stops its daemon threads (a thread stopped in DuckDB's C++
+        aborts the process: "FATAL: exception not rethrown")."""
+        with self._cond:
+            reaper = self._reaper
+        if reaper is not None and reaper is not threading.current_thread():
+            reaper.join(timeout)
 
     def keeps(self) -> bool:
         """Whether a read connection is kept for the next block now."""
@@ -280,7 +290,9 @@ class _ModeLock:
                     kept, self._kept = self._kept, None
                     self._readers += 1   # a writer of this process waits until the file is closed
             if left > 0:
-                time.sleep(left)
+                with self._cond:   # woken early when the connection is taken or dropped (``drop_kept``)
+                    if self._kept is not None:
+                        self._cond.wait(left)
                 continue
             try:
                 _close_quietly(kept[0])
@@ -348,6 +360,7 @@ def _flush_at_exit() -> None:
             paths = list(_mode_locks)
         for path in paths:
             close_kept_reads(path)
+            _mode_lock(path).stop_keeper(timeout=5.0)
 
     import atexit
 
