@@ -148,3 +148,56 @@ def test_no_saved_index_without_a_version_token_or_a_writable_home(tmp_path):
     shutil.rmtree(settings.home / "cache", ignore_errors=True)
     (settings.home / "cache").write_text("a file where the folder should be (a read-only home fails likewise)")
     assert [key for key, _ in lexical.chunk_index(store).search("Westry", 5)]
+
+
+def _fresh_scores(store, queries):
+    """Scores of an index built from scratch over the store as it is now (nothing saved, nothing cached)."""
+    from pathrag_pipeline.query.lexical import BM25Index, passage_text
+
+    with store.connect(read_only=True) as con:
+        rows = con.execute("SELECT c.id, d.title, c.text FROM chunks c LEFT JOIN documents d ON d.id = c.document_id "
+                           "ORDER BY c.id").fetchall()
+    built = BM25Index.build([r[0] for r in rows], [passage_text(r[1], r[2]) for r in rows])
+    return built.keys, [built.scores(q) for q in queries]
+
+
+def test_an_edit_brings_the_saved_index_up_to_date_reading_only_the_changed_passages(tmp_path, monkeypatch):
+    """A new process after an edit starts from the saved index of the version before and tokenizes only the passages
+    that changed; a long-lived process starts from its own. Either way the scores equal a fresh build's, bit for bit
+    (terms no passage holds any more leave the vocabulary)."""
+    import numpy as np
+
+    docs, settings, store = _indexed(tmp_path, "The Lode rises near Westry and flows to Saltmouth.\n")
+    for name, text in {"b.txt": "Saltmouth is a port on the Lode.\n", "c.txt": "Marrowby lies on the Tamsin.\n",
+                       "e.txt": "Kestle Moor rises above Westry.\n"}.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    sync_folder(settings, store)
+    lexical.chunk_index(store)
+    (docs / "a.txt").write_text("The Lode now rises near Harrow Fell.\n", encoding="utf-8")
+    (docs / "c.txt").unlink()
+    (docs / "d.txt").write_text("Pellingham stands where the Varne meets the Lode.\n", encoding="utf-8")
+    sync_folder(settings, store)
+    queries = ["Westry", "Lode Saltmouth", "Marrowby Tamsin", "Harrow Fell", "Pellingham Varne", "port"]
+
+    lexical.clear_cache()                                             # a new process
+    tokenized: list[str] = []
+    real_tokenize = lexical.tokenize
+    monkeypatch.setattr(lexical, "tokenize", lambda text: tokenized.append(text) or real_tokenize(text))
+    monkeypatch.setattr(lexical.BM25Index, "build", classmethod(lambda *a, **k: pytest.fail("built again")))
+    updated = lexical.chunk_index(store)
+    assert len(tokenized) == 2 and all("Harrow" in t or "Pellingham" in t for t in tokenized)
+    assert "marrowby" not in updated.vocab and "tamsin" not in updated.vocab
+    scores = [updated.scores(q) for q in queries]
+    monkeypatch.undo()
+    keys, fresh = _fresh_scores(store, queries)
+    assert updated.keys == keys and all(np.array_equal(a, b) for a, b in zip(scores, fresh))
+    assert len(_saved(settings)) == 1                                 # saved for this version, the old one gone
+
+    (docs / "e.txt").write_text("Kestle Moor rises above Corran Ford.\n", encoding="utf-8")   # the same process
+    sync_folder(settings, store)
+    monkeypatch.setattr(lexical, "_latest_saved", lambda folder: pytest.fail("read from the file"))
+    again = lexical.chunk_index(store)
+    monkeypatch.undo()
+    keys, fresh = _fresh_scores(store, queries + ["Corran Ford"])
+    assert again.keys == keys
+    assert all(np.array_equal(again.scores(q), f) for q, f in zip(queries + ["Corran Ford"], fresh))
