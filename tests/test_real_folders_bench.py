@@ -53,9 +53,23 @@ def test_the_section_names_every_folder_and_side():
     entry = {"current": {"questions": 2, "template_entities": 0, "names": 3, "names_exact": 2, "names_with_dotted": 3,
                          "stated": {"path": 2, "naive": 1}, "counts": {"documents": 1, "chunks": 2, "entities": 3},
                          "build": {"wall_s": 1.0, "cpu_s": 2.0, "peak_rss_mib": 300.0}, "top": [],
-                         "new_ask": {"median_s": 1.104, "runs_s": [1.2, 1.104, 1.0], "after_change_s": 1.4},
+                         "new_ask": {"median_s": 1.104, "runs_s": [1.2, 1.104, 1.0], "edited": "a.html",
+                                     "edit_s": 2.31, "after_edit_s": 1.4},
                          "missing_names": [], "path_vs_naive": {"diff": 0.5, "low": 0.0, "high": 1.0}},
              "held_out": True, "generator": "Sphinx (HTML)", "path": "/x"}
     text = markdown({"modes": ["path", "naive"], "baseline": None, "folders": {"sphinx-doc": entry}, "skipped": {}})
     assert "| sphinx-doc (held out) | this code | 2 | 0 | 2/3 (3 with dotted) | 2/2 | 1/2 | +0.50 [+0.00, +1.00]" in text
-    assert "| 1 (2) | 300 | 1.10 (1.40) | 1 / 2 / 3 |" in text
+    assert "| 1 (2) | 300 | 1.10 | 2.31, 1.40 | 1 / 2 / 3 |" in text
+
+
+def test_the_edit_adds_one_sentence_to_the_first_page_of_a_kilobyte(tmp_path):
+    from pathrag_lab.bench.real_folders import EDIT_SENTENCE, edit_victim, edited
+
+    (tmp_path / "a.txt").write_text("x" * 2000)
+    (tmp_path / "b.html").write_text("<p>tiny</p>")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "c.html").write_text("<html><body><p>" + "y" * 2000 + "</p></BODY></html>")
+    assert edit_victim(tmp_path) == tmp_path / "sub" / "c.html"          # a page first, 1 KB or more
+    page = edited((tmp_path / "sub" / "c.html").read_text(), ".html")
+    assert page.endswith(f"<p>{EDIT_SENTENCE}</p>\n</BODY></html>")
+    assert edited("# Title\n\nText.\n", ".md") == f"# Title\n\nText.\n\n{EDIT_SENTENCE}\n"
