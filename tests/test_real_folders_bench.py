@@ -70,6 +70,13 @@ def test_the_edit_adds_one_sentence_to_the_first_page_of_a_kilobyte(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "c.html").write_text("<html><body><p>" + "y" * 2000 + "</p></BODY></html>")
     assert edit_victim(tmp_path) == tmp_path / "sub" / "c.html"          # a page first, 1 KB or more
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "p2.txt").write_text("a short passage")
+    (small / "p1.txt").write_text("another short passage")
+    assert edit_victim(small) == small / "p1.txt"                         # none that large: the first
     page = edited((tmp_path / "sub" / "c.html").read_text(), ".html")
     assert page.endswith(f"<p>{EDIT_SENTENCE}</p>\n</BODY></html>")
     assert edited("# Title\n\nText.\n", ".md") == f"# Title\n\nText.\n\n{EDIT_SENTENCE}\n"
+    lines = edited('{"id": "p1", "text": "One."}\n{"id": "p2", "text": "Two."}\n', ".jsonl").splitlines()
+    assert [json.loads(line)["text"] for line in lines] == [f"One. {EDIT_SENTENCE}", "Two."]

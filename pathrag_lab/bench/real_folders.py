@@ -161,7 +161,7 @@ def ask_all(code_root: Path, home: Path, docs: Path, questions: Path, modes: tup
 
 NEW_ASKS = 3
 EDIT_SENTENCE = "Edited for the benchmark: the Harrowgate footbridge over the Lode was rebuilt in 1911."
-EDITABLE = (".html", ".htm", ".md", ".rst", ".txt")   # by preference: a page, then a text file
+EDITABLE = (".html", ".htm", ".md", ".rst", ".txt", ".jsonl")   # by preference: a page, a text file, a record
 
 
 def _measured(argv: list[str], code_root: Path, env: dict[str, str]) -> float:
@@ -175,19 +175,25 @@ def _measured(argv: list[str], code_root: Path, env: dict[str, str]) -> float:
 
 
 def edit_victim(docs: Path) -> Path:
-    """The file the benchmark edits: the first page by path (HTML, Markdown, reST) of at least 1 KB, else the first
-    such text file."""
-    files = sorted(f for f in docs.rglob("*") if f.is_file() and f.suffix.lower() in EDITABLE
-                   and f.stat().st_size >= 1024)
-    for suffix in EDITABLE:
-        for f in files:
-            if f.suffix.lower() == suffix:
-                return f
-    raise RuntimeError(f"{docs}: no page or text file of 1 KB or more to edit")
+    """The file the benchmark edits: the first page by path (HTML, Markdown, reST, then text) of at least 1 KB; in
+    a folder of small files (musique's passages), the first of any size."""
+    files = sorted(f for f in docs.rglob("*") if f.is_file() and f.suffix.lower() in EDITABLE)
+    for large_only in (True, False):
+        for suffix in EDITABLE:
+            for f in files:
+                if f.suffix.lower() == suffix and (not large_only or f.stat().st_size >= 1024):
+                    return f
+    raise RuntimeError(f"{docs}: no page or text file to edit")
 
 
 def edited(text: str, suffix: str) -> str:
-    """``text`` with one sentence more: a paragraph before ``</body>`` in a page, else a paragraph at the end."""
+    """``text`` with one sentence more: a paragraph before ``</body>`` in a page, at the end of the first record's
+    text in JSON lines, else a paragraph at the end."""
+    if suffix.lower() == ".jsonl":   # one document per line (musique's corpus): the first record's text
+        first, _, rest = text.partition("\n")
+        record = json.loads(first)
+        record["text"] = f"{record.get('text', '')} {EDIT_SENTENCE}"
+        return json.dumps(record, ensure_ascii=False) + "\n" + rest
     if suffix.lower() in (".html", ".htm"):
         at = text.lower().rfind("</body>")
         paragraph = f"<p>{EDIT_SENTENCE}</p>\n"
