@@ -46,6 +46,9 @@ def test_a_third_size_is_built_for_the_memory_growth_and_not_edited(tmp_path):
     # each edit says how many of its write connections merged DuckDB row groups (one in 64 does)
     assert all(isinstance(e["row_group_merges"], int) for e in result["sizes"][1]["edits"])
     assert "2 files of the 0.2 MB corpus edited" in scale_section(result)
+    asks = result["sizes"][1]["asks"]                 # new `pathrag ask` processes: after the build, again, after an edit
+    assert set(asks) == {"first", "next", "after_edit"} and all(a["wall_s"] > 0 for a in asks.values())
+    assert "A new `pathrag ask` process on the" in scale_section(result)
     assert (result["growth"]["from_mb"], result["growth"]["to_mb"]) == (result["sizes"][1]["size_mb"],
                                                                         result["sizes"][2]["size_mb"])
     assert "--memory-mb 0.4" in scale_section(result)

@@ -564,6 +564,15 @@ def scale_section(r: dict[str, Any]) -> str:
                          f"median **{statistics.median(totals):.2f} s** total (each: "
                          f"{', '.join(f'{t:.2f}' for t in (e['seconds']['total'] for e in edits))} s)."
                          + _merging_note(edits))
+        asks = size.get("asks") or {}
+        if asks and not any("error" in a for a in asks.values()):
+            said = {"first": "the first after the build (it builds the chunk BM25 index from every passage and saves "
+                             "it in the home)", "next": "the next (it loads it)",
+                    "after_edit": "the first after the first edit below (it brings the saved index up to date, "
+                                  "reading the changed passages only)"}
+            parts.append(f"A new `pathrag ask` process on the {size['size_mb']} MB home (offline, no query service): "
+                         + "; ".join(f"{said[k]} {a['wall_s']:.2f} s, {a['peak_rss_mib']:.0f} MiB peak RSS"
+                                     for k, a in asks.items() if k in said) + ".")
         edit = size.get("edit") or {}
         if edit.get("merge_chunks_read") and not edit.get("error"):
             tallied = edit.get("merge_entities_tallied", 0)

@@ -136,6 +136,28 @@ def measure_index(home: Path, folder: Path, timeout_s: float = 4 * 3600, process
     return result
 
 
+ASK_QUESTION = "Where did Vera Quist move?"
+
+
+def measure_ask(home: Path, question: str = ASK_QUESTION, timeout_s: float = 1800) -> dict[str, Any]:
+    """``pathrag ask QUESTION`` on ``home`` as a new process, offline, no query service: wall and CPU seconds, peak
+    RSS (``real_folders.MEASURE``)."""
+    import subprocess
+    import sys
+
+    from pathrag_lab.bench.real_folders import LAUNCH, MEASURE
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PATHRAG_", "OPENAI_"))}
+    env.update(PATHRAG_HOME=str(home), PATHRAG_AUTO_SERVE="never")
+    proc = subprocess.run([sys.executable, "-c", MEASURE, sys.executable, "-c", LAUNCH, "ask", question], env=env,
+                          capture_output=True, text=True, timeout=timeout_s)
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    if figures["rc"] != 0:
+        return {"error": figures["stderr"][-2000:]}
+    figures.pop("stderr")
+    return figures
+
+
 def _throughput(result: dict[str, Any], corpus_bytes: int) -> dict[str, Any]:
     """MB/s and chunks/s per stage (chunks = chunks written by the ingest)."""
     if "error" in result:
@@ -213,6 +235,9 @@ def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction:
             results["loads"].append(_load())
             save()
         if mb == size_mb and "error" not in full:
+            # a new `pathrag ask` after the build (it builds the chunk BM25 index and saves it), and again (it loads it)
+            log(f"two new `pathrag ask` processes (load {_load()})")
+            entry["asks"] = {"first": measure_ask(home), "next": measure_ask(home)}
             # ``edits`` one-file edits in a row, each its own run: the first is reported in the table, all in "edits"
             entry["edits"] = []
             for i, victim in enumerate(sorted(folder.rglob("*.txt"))[:edits]):
@@ -221,6 +246,8 @@ def run_scale_bench(size_mb: float = 100.0, files: int = 10_000, small_fraction:
                 edit = measure_index(home, folder)
                 edit["file"] = victim.relative_to(folder).as_posix()
                 entry["edits"].append(edit)
+                if i == 0:   # the first ask after a change brings the saved index up to date
+                    entry["asks"]["after_edit"] = measure_ask(home)
                 entry.setdefault("edit", edit)
                 results["loads"].append(_load())
                 save()
