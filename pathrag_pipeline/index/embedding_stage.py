@@ -98,8 +98,9 @@ def _payload(columns: list[str], rows: list[tuple], extra: int = 0) -> list[tupl
 
 
 def embedding_rows(store: Store) -> dict[str, list[tuple]]:
-    """The rows each LanceDB table must hold: (key, text, payload). Every row in memory: for checks and benches
-    on small homes; the embedding stage itself syncs by difference, in batches (``sync_embeddings``)."""
+    """The rows each LanceDB table must hold: (key, text, payload). Every row in memory: for tests and benches on
+    small homes; the embedding stage syncs by difference, in batches (``sync_embeddings``), and the index run's key
+    check compares keys alone (``vector_key_drift``)."""
     out = {}
     with store.connect() as con:
         for name, sql in SOURCES.items():

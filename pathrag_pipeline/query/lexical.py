@@ -85,24 +85,26 @@ class BM25Index:
     def build(cls, keys: Sequence[str], texts: Sequence[str], *, k1: float = BM25_K1, b: float = BM25_B) -> "BM25Index":
         if len(keys) != len(texts):
             raise ValueError(f"{len(keys)} keys for {len(texts)} texts")
-        n = len(texts)
         vocab: dict[str, int] = {}
-        intern = vocab.setdefault
-        ids = array("q")                                   # every token's term id, 8 bytes each
-        lengths = np.zeros(n, dtype=np.int64)
-        for i, text in enumerate(texts):
-            toks = tokenize(text)
-            lengths[i] = len(toks)
-            ids.extend([intern(t, len(vocab)) for t in toks])
-        terms = np.frombuffer(ids, dtype=np.int64) if len(ids) else np.zeros(0, dtype=np.int64)
-        # one (term, document) pair per distinct occurrence, sorted by term then document, with its frequency
-        pairs, freq = np.unique(terms * max(n, 1) + np.repeat(np.arange(n, dtype=np.int64), lengths),
-                                return_counts=True)
-        term, docs = np.divmod(pairs, max(n, 1))
+        lengths = np.zeros(len(texts), dtype=np.int64)
+        codes, freq = _counted(enumerate(texts), vocab, lengths, max(len(texts), 1))
+        return cls.from_codes(list(keys), vocab, codes, freq, lengths, k1=k1, b=b)
+
+    @classmethod
+    def from_codes(cls, keys: list[str], vocab: dict[str, int], codes: np.ndarray, freq: np.ndarray,
+                   lengths: np.ndarray, *, hashes: np.ndarray | None = None, k1: float = BM25_K1,
+                   b: float = BM25_B) -> "BM25Index":
+        """The index of (term * max(len(keys), 1) + document) codes, sorted and distinct, with their frequencies.
+        Terms of ``vocab`` no code holds leave it; the others keep their order."""
+        term, docs = np.divmod(codes, max(len(keys), 1))
+        counts = np.bincount(term, minlength=len(vocab))
+        used = counts > 0
+        if not used.all():
+            vocab = dict(zip((t for t, keep in zip(vocab, used.tolist()) if keep), range(int(used.sum()))))
         indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(term, minlength=len(vocab)), out=indptr[1:])
-        return cls.from_counts(list(keys), vocab, indptr, docs.astype(np.int32), freq.astype(np.uint32), lengths,
-                               k1=k1, b=b)
+        np.cumsum(counts[used], out=indptr[1:])
+        return cls.from_counts(keys, vocab, indptr, docs.astype(np.int32), freq.astype(np.uint32), lengths,
+                               hashes=hashes, k1=k1, b=b)
 
     @classmethod
     def from_counts(cls, keys: list[str], vocab: dict[str, int], indptr: np.ndarray, docs: np.ndarray,
@@ -139,6 +141,22 @@ class BM25Index:
             return []
         order = hits[np.lexsort((hits, -s[hits]))][:k]
         return [(self.keys[i], float(s[i])) for i in order]
+
+
+def _counted(documents, vocab: dict[str, int], lengths: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tokenize ``documents`` ((index, text) pairs): their (term * ``width`` + index) codes, sorted and distinct, with
+    their frequencies; each document's token count goes to ``lengths``, a new term into ``vocab``."""
+    intern = vocab.setdefault
+    ids, owners = array("q"), array("q")               # every token's term id and document, 8 bytes each
+    for i, text in documents:
+        toks = tokenize(text)
+        lengths[i] = len(toks)
+        ids.extend([intern(t, len(vocab)) for t in toks])
+        owners.extend([i] * len(toks))
+    if not ids:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.unique(np.frombuffer(ids, dtype=np.int64) * width + np.frombuffer(owners, dtype=np.int64),
+                     return_counts=True)
 
 
 _cache: dict[tuple[str, str], BM25Index] = {}
@@ -276,28 +294,13 @@ def _update(con, previous: BM25Index) -> BM25Index | None:
     kept = renumber[previous.docs] >= 0
     old_terms = np.repeat(np.arange(len(previous.vocab), dtype=np.int64), np.diff(previous.indptr))[kept]
     vocab = dict(previous.vocab)
-    intern = vocab.setdefault
-    ids, docs_of = array("q"), array("q")
-    for i in fresh.tolist():
-        toks = tokenize(texts[keys[i]])
-        lengths[i] = len(toks)
-        ids.extend([intern(t, len(vocab)) for t in toks])
-        docs_of.extend([i] * len(toks))
     width = max(n, 1)
-    new_codes, new_freq = np.unique(np.frombuffer(ids, dtype=np.int64) * width + np.frombuffer(docs_of, dtype=np.int64),
-                                    return_counts=True) if len(ids) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    new_codes, new_freq = _counted(((i, texts[keys[i]]) for i in fresh.tolist()), vocab, lengths, width)
     codes = np.concatenate([old_terms * width + renumber[previous.docs[kept]], new_codes])
     freq = np.concatenate([previous.freq[kept].astype(np.int64), new_freq])
     order = np.argsort(codes, kind="stable")   # two sorted runs: a merge
-    term, docs = np.divmod(codes[order], width)
-    # terms no passage holds any more leave the vocabulary; the others are numbered in their previous order
-    counts = np.bincount(term, minlength=len(vocab))
-    used = counts > 0
-    names = [t for t, keep in zip(vocab, used.tolist()) if keep]
-    indptr = np.zeros(len(names) + 1, dtype=np.int64)
-    np.cumsum(counts[used], out=indptr[1:])
-    return BM25Index.from_counts(keys, dict(zip(names, range(len(names)))), indptr, docs.astype(np.int32),
-                                 freq[order].astype(np.uint32), lengths, hashes=hashes)
+    # terms no passage holds any more leave the vocabulary (``from_codes``)
+    return BM25Index.from_codes(keys, vocab, codes[order], freq[order], lengths, hashes=hashes)
 
 
 # ---- the chunk index saved in the home -----------------------------------------------------------------------
