@@ -23,6 +23,7 @@ import duckdb
 import numpy as np
 
 from pathrag_pipeline.query.graph_view import GraphView
+from pathrag_pipeline.query.id_lists import IdLists
 from pathrag_pipeline.storage.store import Store
 
 
@@ -36,16 +37,16 @@ class GraphSnapshot:
     entity_names: list[str]
     entity_types: list[str]
     entity_descriptions: list[str]
-    entity_chunks: list[tuple[str, ...]]
-    entity_documents: list[tuple[str, ...]]
+    entity_chunks: IdLists            # per entity, its source chunk ids (a tuple per row)
+    entity_documents: IdLists
     relation_keys: list[str]
     relation_src: list[int]           # node id of each relation's src_key
     relation_tgt: list[int]
     relation_keywords: list[str]
     relation_descriptions: list[str]
     relation_strengths: list[float]
-    relation_chunks: list[tuple[str, ...]]
-    relation_documents: list[tuple[str, ...]]
+    relation_chunks: IdLists
+    relation_documents: IdLists
     relation_index: dict[str, int]    # relation_key -> relation row
     edge_rows: list[int]              # view edge id -> relation row
 
@@ -108,35 +109,55 @@ def clear_cache() -> None:
 
 def _columns(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, list]:
     """A query's result column by column as Python lists (DuckDB's NumPy result: about twice as fast as building a
-    tuple per row with ``fetchall`` on graph tables; a list column comes back as one array per row)."""
+    tuple per row with ``fetchall`` on graph tables). Not for list columns: see :func:`_id_lists`."""
     return {name: column.tolist() for name, column in con.execute(sql).fetchnumpy().items()}
 
 
-def _tuples(column: list) -> list[tuple[str, ...]]:
-    return [() if ids is None else tuple(ids) for ids in column]
+def _id_lists(table) -> dict[str, IdLists]:
+    """An Arrow table's ``VARCHAR[]`` columns as :class:`IdLists`: no Python string per reference (a list column
+    through NumPy came back as one object array per row, then a tuple of new strings per row)."""
+    return {name: IdLists.from_arrow(table.column(name)) for name in table.column_names if name != "row_id"}
+
+
+# Relations both of whose entities exist, in key order, with their endpoints' node ids (nodes numbered in key order,
+# as the snapshot's entity rows). A relation whose endpoint is missing cannot be walked: the merge never writes one,
+# but a half-written graph must not crash queries.
+_WALKABLE_RELATIONS = """
+    WITH nodes AS (SELECT entity_key, row_number() OVER (ORDER BY entity_key) - 1 AS node FROM entities)
+    SELECT r.rowid AS row_id, r.relation_key, s.node AS src, t.node AS tgt, r.keywords, r.description, r.strength
+    FROM relations r JOIN nodes s ON s.entity_key = r.src_key JOIN nodes t ON t.entity_key = r.tgt_key
+    ORDER BY r.relation_key"""
+
+
+def _relation_lists(con: duckdb.DuckDBPyConnection, row_ids: np.ndarray) -> dict[str, IdLists]:
+    """The chunk and document lists of the relations ``row_ids`` (DuckDB row ids), in that order. Read in the
+    table's own order and put in key order by Arrow: sorting rows that carry their lists made DuckDB copy every
+    list (~2x the read on a 100 MB folder's 2.3M chunk references). The caller holds the file's read lock, so
+    the rows cannot change between this read and the one ``row_ids`` came from; a mismatch is a bug, and says so."""
+    table = con.sql("SELECT rowid AS row_id, source_chunk_ids, document_ids FROM relations").to_arrow_table()
+    scanned = table.column("row_id").to_numpy()
+    by_id = np.argsort(scanned, kind="stable")
+    found = np.searchsorted(scanned, row_ids, sorter=by_id)
+    positions = by_id[np.minimum(found, max(len(scanned) - 1, 0))] if len(scanned) else found
+    if len(row_ids) and not np.array_equal(scanned[positions], row_ids):
+        raise RuntimeError("the relations table changed while the graph was being read; ask again")
+    return _id_lists(table.take(positions))
 
 
 def _read_snapshot(con: duckdb.DuckDBPyConnection, version: str) -> GraphSnapshot:
-    entities = _columns(con, "SELECT entity_key, name, type, description, source_chunk_ids, document_ids "
-                             "FROM entities ORDER BY entity_key")
-    relations = _columns(con, "SELECT relation_key, src_key, tgt_key, keywords, description, strength, "
-                              "source_chunk_ids, document_ids FROM relations ORDER BY relation_key")
+    entities = _columns(con, "SELECT entity_key, name, type, description FROM entities ORDER BY entity_key")
     keys = entities["entity_key"]
     if not keys:
         raise EmptyGraphError(
             "the graph has no entities yet: index documents and build the graph first "
             "(`pathrag index PATH`), or use --mode naive for plain chunk retrieval"
         )
-    index = {k: i for i, k in enumerate(keys)}
-    # Relations whose endpoint is missing from entities cannot be walked; the merge never writes them,
-    # but a half-written graph must not crash queries.
-    walkable = [i for i, (a, b) in enumerate(zip(relations["src_key"], relations["tgt_key"]))
-                if a in index and b in index]
-    if len(walkable) < len(relations["relation_key"]):
-        relations = {name: [column[i] for i in walkable] for name, column in relations.items()}
-    src = np.fromiter((index[k] for k in relations["src_key"]), dtype=np.int64, count=len(walkable))
-    dst = np.fromiter((index[k] for k in relations["tgt_key"]), dtype=np.int64, count=len(walkable))
-    relation_keys = relations["relation_key"]
+    entity_lists = _id_lists(
+        con.sql("SELECT source_chunk_ids, document_ids FROM entities ORDER BY entity_key").to_arrow_table())
+    relations = con.execute(_WALKABLE_RELATIONS).fetchnumpy()
+    relation_lists = _relation_lists(con, relations["row_id"])
+    src, dst = relations["src"].astype(np.int64), relations["tgt"].astype(np.int64)
+    relation_keys = relations["relation_key"].tolist()
     view = GraphView.from_edges(keys, src, dst, edge_ids=relation_keys, version=version)
     relation_index = {k: i for i, k in enumerate(relation_keys)}
     edge_rows = [relation_index[k] for k in (view.edge_ids or [])]
@@ -147,16 +168,16 @@ def _read_snapshot(con: duckdb.DuckDBPyConnection, version: str) -> GraphSnapsho
         entity_names=entities["name"],
         entity_types=entities["type"],
         entity_descriptions=entities["description"],
-        entity_chunks=_tuples(entities["source_chunk_ids"]),
-        entity_documents=_tuples(entities["document_ids"]),
+        entity_chunks=entity_lists["source_chunk_ids"],
+        entity_documents=entity_lists["document_ids"],
         relation_keys=relation_keys,
         relation_src=src.tolist(),
         relation_tgt=dst.tolist(),
-        relation_keywords=relations["keywords"],
-        relation_descriptions=relations["description"],
-        relation_strengths=[float(x) for x in relations["strength"]],
-        relation_chunks=_tuples(relations["source_chunk_ids"]),
-        relation_documents=_tuples(relations["document_ids"]),
+        relation_keywords=relations["keywords"].tolist(),
+        relation_descriptions=relations["description"].tolist(),
+        relation_strengths=relations["strength"].astype(np.float64).tolist(),
+        relation_chunks=relation_lists["source_chunk_ids"],
+        relation_documents=relation_lists["document_ids"],
         relation_index=relation_index,
         edge_rows=edge_rows,
     )

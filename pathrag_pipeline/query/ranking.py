@@ -37,6 +37,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from pathrag_pipeline.query.id_lists import IdLists
+
 RRF_K = 60
 PPR_DAMPING = 0.85
 HIPPORAG_DAMPING = 0.5   # HippoRAG's value: the ``path:damping_0.5`` ablation
@@ -60,16 +62,14 @@ class PassageGraph:
 
     def __init__(self, entity_count: int, relation_src: Sequence[int], relation_tgt: Sequence[int],
                  entity_chunks: Sequence[Sequence[str]]) -> None:
-        chunk_ids: dict[str, int] = {}
-        ent, chk = [], []
-        for e, chunks in enumerate(entity_chunks):
-            for c in chunks:
-                ent.append(e)
-                chk.append(entity_count + chunk_ids.setdefault(c, len(chunk_ids)))
+        # passage i is node entity_count + i, passages numbered in order of first appearance
+        lists = entity_chunks if isinstance(entity_chunks, IdLists) else IdLists.from_rows(entity_chunks)
+        ent = lists.rows()
+        chk = entity_count + lists.codes.astype(np.int64)
         self.entity_count = entity_count
-        self.chunk_keys = list(chunk_ids)
-        self.chunk_index = chunk_ids
-        n = entity_count + len(chunk_ids)
+        self.chunk_keys = lists.names
+        self.chunk_index = {c: i for i, c in enumerate(lists.names)}
+        n = entity_count + len(lists.names)
         src = np.concatenate([np.asarray(relation_src, dtype=np.int64), np.asarray(relation_tgt, dtype=np.int64),
                               np.asarray(ent, dtype=np.int64), np.asarray(chk, dtype=np.int64)])
         dst = np.concatenate([np.asarray(relation_tgt, dtype=np.int64), np.asarray(relation_src, dtype=np.int64),

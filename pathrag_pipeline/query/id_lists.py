@@ -1,0 +1,79 @@
+"""Per-row lists of ids (an entity's or relation's chunk ids, document ids) held as integer codes.
+
+The graph snapshot keeps, for every entity and relation, the chunks and documents it was extracted from
+(``source_chunk_ids``, ``document_ids``: up to 300 each). A query reads those lists for the few rows on its
+kept paths and seeds; holding every reference as a Python string in a tuple made loading the graph pay one
+string object per reference (2.3M of them on a 100 MB folder: most of a new ``pathrag ask``'s graph stage and
+~200 MB). :class:`IdLists` holds them as a CSR layout instead: ``offsets`` (one per row, plus the end),
+``codes`` (int32, one per reference) into ``names`` (each distinct id once, in order of first appearance), and
+builds a row's tuple only when it is read. It is a ``Sequence[tuple[str, ...]]``, so callers index it as they
+indexed the list of tuples it replaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+
+
+class IdLists(Sequence):
+    """Rows of ids as CSR codes into one vocabulary; ``lists[i]`` is row ``i``'s ids, a tuple of strings."""
+
+    __slots__ = ("offsets", "codes", "names")
+
+    def __init__(self, offsets: np.ndarray, codes: np.ndarray, names: list[str]) -> None:
+        self.offsets = np.asarray(offsets, dtype=np.int64)   # row i: codes[offsets[i]:offsets[i + 1]]
+        self.codes = np.asarray(codes, dtype=np.int32)       # index into names
+        self.names = names                                   # distinct ids, in order of first appearance
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Sequence[str] | None]) -> IdLists:
+        """From Python sequences (``None`` counts as empty)."""
+        index: dict[str, int] = {}
+        offsets, codes = [0], []
+        for row in rows:
+            codes.extend(index.setdefault(i, len(index)) for i in (row or ()))
+            offsets.append(len(codes))
+        return cls(np.asarray(offsets), np.asarray(codes), list(index))
+
+    @classmethod
+    def from_arrow(cls, column) -> IdLists:
+        """From an Arrow list-of-strings array or chunked array (DuckDB's ``VARCHAR[]``), without a Python string
+        per reference: the values are dictionary-encoded by Arrow (codes in first-appearance order). A null row
+        counts as empty."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks() if column.num_chunks else pa.array([], column.type)
+        if column.null_count:
+            column = pc.if_else(column.is_null(), pa.scalar([], column.type), column)
+        offsets = column.offsets.to_numpy().astype(np.int64)   # a sliced array's offsets start past 0
+        values = column.flatten()                               # the slice's values only
+        encoded = pc.dictionary_encode(values)
+        return cls(offsets - offsets[0], encoded.indices.to_numpy(zero_copy_only=False),
+                   encoded.dictionary.to_pylist())
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, row: int) -> tuple[str, ...]:   # type: ignore[override]
+        n = len(self.offsets) - 1
+        if not -n <= row < n:
+            raise IndexError(f"row {row} of {n}")
+        lo, hi = self.offsets[row:row + 2].tolist() if row >= 0 else self.offsets[n + row:n + row + 2].tolist()
+        names = self.names
+        return tuple([names[c] for c in self.codes[lo:hi].tolist()])
+
+    def __iter__(self) -> Iterator[tuple[str, ...]]:
+        names, codes, bounds = self.names, self.codes.tolist(), self.offsets.tolist()
+        for lo, hi in zip(bounds, bounds[1:]):
+            yield tuple([names[c] for c in codes[lo:hi]])
+
+    def rows(self) -> np.ndarray:
+        """The row of each code (``codes[k]`` belongs to row ``rows()[k]``)."""
+        return np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.offsets))
+
+    def reference_count(self) -> int:
+        return len(self.codes)

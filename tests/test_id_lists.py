@@ -1,0 +1,91 @@
+"""IdLists: the graph snapshot's per-row chunk and document ids as integer codes, read as tuples."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from pathrag_pipeline.query import graph_cache
+from pathrag_pipeline.query.id_lists import IdLists
+from pathrag_pipeline.query.ranking import PassageGraph
+from pathrag_pipeline.storage.store import Store, transaction
+
+ROWS = [("c2", "c1"), (), ("c1", "c3", "c2"), ("c4",), ()]
+
+
+def test_rows_read_back_as_tuples_with_codes_in_first_appearance_order():
+    lists = IdLists.from_rows(ROWS)
+    assert len(lists) == 5 and list(lists) == ROWS
+    assert [lists[i] for i in range(5)] == ROWS and lists[-3] == ROWS[2] and lists[-1] == ()
+    assert lists.names == ["c2", "c1", "c3", "c4"]
+    assert lists.codes.tolist() == [0, 1, 1, 2, 0, 3] and lists.offsets.tolist() == [0, 2, 2, 5, 6, 6]
+    assert lists.rows().tolist() == [0, 0, 2, 2, 2, 3]
+    for bad in (5, -6):
+        with pytest.raises(IndexError):
+            lists[bad]
+    assert list(IdLists.from_rows([None, ("a",)])) == [(), ("a",)]
+    assert len(IdLists.from_rows([])) == 0 and list(IdLists.from_rows([])) == []
+
+
+def test_arrow_lists_of_every_shape_equal_the_python_rows():
+    rows = [list(r) for r in ROWS]
+    expected = IdLists.from_rows(ROWS)
+    for column in (pa.array(rows, pa.list_(pa.string())),
+                   pa.chunked_array([pa.array(rows[:2], pa.list_(pa.string())),
+                                     pa.array(rows[2:], pa.list_(pa.string()))]),
+                   pa.array([["zz"]] + rows, pa.list_(pa.string())).slice(1),     # offsets past 0, extra values
+                   pa.array(rows, pa.large_list(pa.string()))):
+        lists = IdLists.from_arrow(column)
+        assert list(lists) == ROWS, column
+        assert lists.names == expected.names and lists.codes.tolist() == expected.codes.tolist()
+    with_null = IdLists.from_arrow(pa.array([["a"], None, ["b", "a"]], pa.list_(pa.string())))
+    assert list(with_null) == [("a",), (), ("b", "a")]
+    assert list(IdLists.from_arrow(pa.chunked_array([], pa.list_(pa.string())))) == []
+
+
+def test_duckdb_list_column_through_arrow_equals_fetchall(tmp_path):
+    con = duckdb.connect(str(tmp_path / "t.duckdb"))
+    rng = np.random.default_rng(3)
+    data = [[f"chunk-{c}" for c in rng.choice(500, size=rng.integers(0, 12), replace=False)] for _ in range(5000)]
+    con.execute("CREATE TABLE t (k INTEGER, ids VARCHAR[])")
+    con.executemany("INSERT INTO t VALUES (?, ?)", list(enumerate(data)))
+    lists = IdLists.from_arrow(con.sql("SELECT ids FROM t ORDER BY k").to_arrow_table().column("ids"))
+    assert list(lists) == [tuple(r) for (r,) in con.execute("SELECT ids FROM t ORDER BY k").fetchall()]
+    assert len(lists.names) == len({c for r in data for c in r}) and lists.reference_count() == sum(map(len, data))
+
+
+def _graph_home(tmp_path):
+    store = Store(tmp_path / "g.duckdb")
+    now = datetime(2026, 1, 1)
+    with store.connect() as con, transaction(con):
+        for key, chunks in (("a", ["c1", "c2"]), ("b", ["c2"]), ("c", []), ("d", ["c3", "c1"])):
+            con.execute("INSERT INTO entities VALUES (?, ?, 't', 'desc', 1, 1, ?, ?, ?)",
+                        [key, key.upper(), chunks, [f"doc-{c}" for c in chunks], now])
+        for src, tgt, chunks in (("a", "b", ["c2"]), ("a", "zz", ["c9"]), ("b", "d", ["c3", "c4"])):
+            con.execute("INSERT INTO relations VALUES (?, ?, ?, 'kw', 'desc', 1, 1.0, 1, ?, ?, ?)",
+                        [f"{src}<|>{tgt}", src, tgt, chunks, [f"doc-{c}" for c in chunks], now])
+    return store
+
+
+def test_snapshot_rows_stay_aligned_when_a_relation_cannot_be_walked(tmp_path):
+    """A relation whose endpoint is missing (a half-written graph) is left out: the rows after it keep their own
+    chunk and document lists."""
+    store = _graph_home(tmp_path)
+    graph_cache.clear_cache()
+    snapshot = graph_cache.load_graph(store)
+    assert snapshot.entity_keys == ["a", "b", "c", "d"]
+    assert list(snapshot.entity_chunks) == [("c1", "c2"), ("c2",), (), ("c3", "c1")]
+    assert snapshot.entity_documents[3] == ("doc-c3", "doc-c1")
+    assert snapshot.relation_keys == ["a<|>b", "b<|>d"]
+    assert list(snapshot.relation_chunks) == [("c2",), ("c3", "c4")]
+    assert list(snapshot.relation_documents) == [("doc-c2",), ("doc-c3", "doc-c4")]
+    graph = PassageGraph(snapshot.node_count, snapshot.relation_src, snapshot.relation_tgt, snapshot.entity_chunks)
+    assert graph.chunk_keys == ["c1", "c2", "c3"]
+    same = PassageGraph(snapshot.node_count, snapshot.relation_src, snapshot.relation_tgt, list(snapshot.entity_chunks))
+    assert graph.chunk_keys == same.chunk_keys
+    assert np.array_equal(graph.src, same.src) and np.array_equal(graph.dst, same.dst)
+    graph_cache.clear_cache()
