@@ -12,6 +12,7 @@ indexed the list of tuples it replaces.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -20,12 +21,24 @@ import numpy as np
 class IdLists(Sequence):
     """Rows of ids as CSR codes into one vocabulary; ``lists[i]`` is row ``i``'s ids, a tuple of strings."""
 
-    __slots__ = ("offsets", "codes", "names")
+    __slots__ = ("_bounds", "_codes", "names")
 
     def __init__(self, offsets: np.ndarray, codes: np.ndarray, names: list[str]) -> None:
-        self.offsets = np.asarray(offsets, dtype=np.int64)   # row i: codes[offsets[i]:offsets[i + 1]]
-        self.codes = np.asarray(codes, dtype=np.int32)       # index into names
-        self.names = names                                   # distinct ids, in order of first appearance
+        # held as arrays of the standard library: a row read from them is ~2x faster than through numpy's scalar
+        # indexing and slicing (~0.3 us against ~0.6), and ``offsets``/``codes`` are numpy views of them
+        self._bounds = array("q", np.ascontiguousarray(offsets, dtype=np.int64).tobytes())
+        self._codes = array("i", np.ascontiguousarray(codes, dtype=np.int32).tobytes())
+        self.names = names   # distinct ids, in order of first appearance
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Row ``i`` is ``codes[offsets[i]:offsets[i + 1]]`` (int64, one more than the rows)."""
+        return np.frombuffer(self._bounds, dtype=np.int64)
+
+    @property
+    def codes(self) -> np.ndarray:
+        """Each reference's index into ``names`` (int32)."""
+        return np.frombuffer(self._codes, dtype=np.int32)
 
     @classmethod
     def from_rows(cls, rows: Iterable[Sequence[str] | None]) -> IdLists:
@@ -56,18 +69,19 @@ class IdLists(Sequence):
                    encoded.dictionary.to_pylist())
 
     def __len__(self) -> int:
-        return len(self.offsets) - 1
+        return len(self._bounds) - 1
 
     def __getitem__(self, row: int) -> tuple[str, ...]:   # type: ignore[override]
-        n = len(self.offsets) - 1
+        n = len(self._bounds) - 1
         if not -n <= row < n:
             raise IndexError(f"row {row} of {n}")
-        lo, hi = self.offsets[row:row + 2].tolist() if row >= 0 else self.offsets[n + row:n + row + 2].tolist()
+        if row < 0:
+            row += n
         names = self.names
-        return tuple([names[c] for c in self.codes[lo:hi].tolist()])
+        return tuple([names[c] for c in self._codes[self._bounds[row]:self._bounds[row + 1]]])
 
     def __iter__(self) -> Iterator[tuple[str, ...]]:
-        names, codes, bounds = self.names, self.codes.tolist(), self.offsets.tolist()
+        names, codes, bounds = self.names, self._codes, self._bounds
         for lo, hi in zip(bounds, bounds[1:]):
             yield tuple([names[c] for c in codes[lo:hi]])
 
