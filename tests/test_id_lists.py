@@ -31,6 +31,24 @@ def test_rows_read_back_as_tuples_with_codes_in_first_appearance_order():
     assert len(IdLists.from_rows([])) == 0 and list(IdLists.from_rows([])) == []
 
 
+def test_taken_rows_keep_their_ids_and_renumber_like_a_fresh_build():
+    lists = IdLists.from_rows(ROWS)
+    order = [3, 0, 2]
+    taken = lists.take(np.asarray(order))
+    assert list(taken) == [ROWS[i] for i in order] and not taken.first_seen
+    fresh = IdLists.from_rows([ROWS[i] for i in order])
+    again = taken.renumbered()
+    assert again.first_seen and list(again) == list(fresh)
+    assert again.names == fresh.names == ["c4", "c2", "c1", "c3"]
+    assert again.codes.tolist() == fresh.codes.tolist() and again.offsets.tolist() == fresh.offsets.tolist()
+    assert lists.renumbered() is lists and list(lists.take(np.asarray([], dtype=np.int64))) == []
+    # the passage graph numbers passages by first appearance whichever it is given
+    rows = [ROWS[i] for i in order] + [()]
+    a = PassageGraph(4, [0, 1], [1, 2], lists.take(np.asarray(order + [1])))
+    b = PassageGraph(4, [0, 1], [1, 2], rows)
+    assert a.chunk_keys == b.chunk_keys and np.array_equal(a.src, b.src) and np.array_equal(a.dst, b.dst)
+
+
 def test_arrow_lists_of_every_shape_equal_the_python_rows():
     rows = [list(r) for r in ROWS]
     expected = IdLists.from_rows(ROWS)

@@ -131,9 +131,10 @@ _WALKABLE_RELATIONS = """
 
 def _relation_lists(con: duckdb.DuckDBPyConnection, row_ids: np.ndarray) -> dict[str, IdLists]:
     """The chunk and document lists of the relations ``row_ids`` (DuckDB row ids), in that order. Read in the
-    table's own order and put in key order by Arrow: sorting rows that carry their lists made DuckDB copy every
-    list (~2x the read on a 100 MB folder's 2.3M chunk references). The caller holds the file's read lock, so
-    the rows cannot change between this read and the one ``row_ids`` came from; a mismatch is a bug, and says so."""
+    table's own order and put in key order as integer codes (``IdLists.take``): sorting rows that carry their lists
+    made DuckDB copy every list (~2x the read on a 100 MB folder's 2.3M chunk references). The caller holds the
+    file's read lock, so the rows cannot change between this read and the one ``row_ids`` came from; a mismatch
+    is a bug, and says so."""
     table = con.sql("SELECT rowid AS row_id, source_chunk_ids, document_ids FROM relations").to_arrow_table()
     scanned = table.column("row_id").to_numpy()
     by_id = np.argsort(scanned, kind="stable")
@@ -141,7 +142,7 @@ def _relation_lists(con: duckdb.DuckDBPyConnection, row_ids: np.ndarray) -> dict
     positions = by_id[np.minimum(found, max(len(scanned) - 1, 0))] if len(scanned) else found
     if len(row_ids) and not np.array_equal(scanned[positions], row_ids):
         raise RuntimeError("the relations table changed while the graph was being read; ask again")
-    return _id_lists(table.take(positions))
+    return {name: lists.take(positions) for name, lists in _id_lists(table).items()}
 
 
 def _read_snapshot(con: duckdb.DuckDBPyConnection, version: str) -> GraphSnapshot:

@@ -63,7 +63,7 @@ class PassageGraph:
     def __init__(self, entity_count: int, relation_src: Sequence[int], relation_tgt: Sequence[int],
                  entity_chunks: Sequence[Sequence[str]]) -> None:
         # passage i is node entity_count + i, passages numbered in order of first appearance
-        lists = entity_chunks if isinstance(entity_chunks, IdLists) else IdLists.from_rows(entity_chunks)
+        lists = entity_chunks.renumbered() if isinstance(entity_chunks, IdLists) else IdLists.from_rows(entity_chunks)
         ent = lists.rows()
         chk = entity_count + lists.codes.astype(np.int64)
         self.entity_count = entity_count
