@@ -180,6 +180,25 @@ def test_vector_store_similarities_are_the_search_cosines(tiny):
     assert all(sims[h.key] == pytest.approx(h.similarity, abs=1e-6) for h in hits)
 
 
+def test_first_similarities_of_a_table_version_read_those_rows_alone_then_the_table(tiny):
+    """A new process weighs a few rows without loading every vector; the next call loads the in-memory copy; both
+    give the same cosines, bit for bit, and a new table version is read by rows again."""
+    settings, _, _, _, embedder = tiny
+    query = embedder.embed(["Helena Voss chemist"])[0]
+    keys = ["helena voss", "no such key", "brackwater", "helena voss"]
+    fresh = VectorStore(settings.lancedb_path)
+    first = fresh.similarities("entities", query, keys)
+    assert "entities" not in fresh._snapshots and list(first) == ["helena voss", "brackwater"]
+    second = fresh.similarities("entities", query, keys)
+    assert "entities" in fresh._snapshots and second == first
+    assert fresh.similarities("entities", query, ["o'brien"]) == {} and fresh.similarities("entities", query, []) == {}
+    fresh.upsert("entities", [("o'brien", "O'Brien\nA name with a quote.")], embedder)
+    third = fresh.similarities("entities", query, ["o'brien", "brackwater"])   # the table moved on: rows again
+    assert set(third) == {"o'brien", "brackwater"} and third["brackwater"] == first["brackwater"]
+    assert fresh._snapshots.get("entities") is None or fresh._snapshots["entities"].version != fresh._rows_read["entities"]
+    assert VectorStore(settings.lancedb_path).matrix("entities")[0].count("o'brien") == 1
+
+
 def test_rank_passages_prefers_top_seeds_and_spreads_hubs():
     from pathrag_pipeline.query.retrieval import rank_passages
 
