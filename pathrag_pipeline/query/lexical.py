@@ -23,7 +23,7 @@ import unicodedata
 import zipfile
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -59,10 +59,12 @@ def tokenize(text: str) -> list[str]:
 
 @dataclass
 class BM25Index:
-    """An inverted index of documents (keys) with precomputed BM25 term weights, stored as compressed rows: the
-    postings of term ``t = vocab[term]`` are ``docs[indptr[t]:indptr[t + 1]]`` (ascending document indices) with
-    their term frequencies ``freq[...]`` and weights ``weights[...]``; ``lengths`` are the documents' token counts.
-    The weights follow from the rest (``from_counts``): what is saved (``save_index``) is the counts."""
+    """An inverted index of documents (keys) with BM25 term weights, stored as compressed rows: the postings of term
+    ``t = vocab[term]`` are ``docs[indptr[t]:indptr[t + 1]]`` (ascending document indices) with their term
+    frequencies ``freq[...]`` and weights ``term_weights(t)``; ``lengths`` are the documents' token counts. The
+    weights follow from the rest: what is saved (``save_index``) is the counts, and a term's weights are computed
+    the first time a query uses the term, then kept (a new `pathrag ask` process computed all of them, 2.9M on a
+    100 MB folder, ~0.2 s, to use a few terms' worth)."""
 
     keys: list[str]
     vocab: dict[str, int]
@@ -70,7 +72,10 @@ class BM25Index:
     docs: np.ndarray      # int32 document indices, grouped by term
     freq: np.ndarray      # uint32 term frequency of (term, document)
     lengths: np.ndarray   # int64 tokens of each document
-    weights: np.ndarray   # float64 BM25 weight of (term, document)
+    idf: np.ndarray       # float64 BM25 idf of each term
+    avgdl: float          # mean document length (1.0 for an empty index)
+    k1: float
+    b: float
     # the chunk index's: DuckDB's hash of each passage's text (``PASSAGE_TEXT_SQL``), what tells a passage that
     # changed when the saved index of an earlier version is brought up to date (``_update``)
     hashes: np.ndarray | None = None
@@ -80,6 +85,7 @@ class BM25Index:
     # loaded from the home's cache without them (``_chunk_index``): read at the process's second use (``uses``)
     passages_deferred: bool = False
     uses: int = 0
+    _weights: dict[int, np.ndarray] = field(default_factory=dict, repr=False)   # term -> its postings' weights
 
     @classmethod
     def build(cls, keys: Sequence[str], texts: Sequence[str], *, k1: float = BM25_K1, b: float = BM25_B) -> "BM25Index":
@@ -110,16 +116,23 @@ class BM25Index:
     def from_counts(cls, keys: list[str], vocab: dict[str, int], indptr: np.ndarray, docs: np.ndarray,
                     freq: np.ndarray, lengths: np.ndarray, *, hashes: np.ndarray | None = None,
                     k1: float = BM25_K1, b: float = BM25_B) -> "BM25Index":
-        """The index of these counts, its weights computed (the same operations whether built or loaded: the same
-        weights to the bit)."""
+        """The index of these counts (its weights are computed per term, when a query first uses it)."""
         n = len(keys)
         df = np.diff(indptr)
         avgdl = float(lengths.mean()) if n and lengths.sum() > 0 else 1.0
         idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-        tf = freq.astype(np.float64)
-        norm = k1 * (1.0 - b + b * lengths[docs] / avgdl)
-        weights = np.repeat(idf, df) * tf * (k1 + 1.0) / (tf + norm)
-        return cls(keys, vocab, indptr, docs, freq, lengths, weights, hashes)
+        return cls(keys, vocab, indptr, docs, freq, lengths, idf, avgdl, k1, b, hashes)
+
+    def term_weights(self, t: int) -> np.ndarray:
+        """The BM25 weights of term ``t``'s postings: ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))``
+        (element by element the operations of computing every term's at once, so the same to the bit)."""
+        kept = self._weights.get(t)
+        if kept is None:
+            lo, hi = self.indptr[t], self.indptr[t + 1]
+            tf = self.freq[lo:hi].astype(np.float64)
+            norm = self.k1 * (1.0 - self.b + self.b * self.lengths[self.docs[lo:hi]] / self.avgdl)
+            kept = self._weights[t] = self.idf[t] * tf * (self.k1 + 1.0) / (tf + norm)
+        return kept
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (zeros when no term matches)."""
@@ -127,8 +140,7 @@ class BM25Index:
         for term in dict.fromkeys(tokenize(query)):
             t = self.vocab.get(term)
             if t is not None:
-                lo, hi = self.indptr[t], self.indptr[t + 1]
-                out[self.docs[lo:hi]] += self.weights[lo:hi]
+                out[self.docs[self.indptr[t]:self.indptr[t + 1]]] += self.term_weights(t)
         return out
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
