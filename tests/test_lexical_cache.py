@@ -91,6 +91,8 @@ def test_a_new_process_loads_the_saved_index_instead_of_building_it(tmp_path, mo
     lexical.clear_cache()
     monkeypatch.setattr(lexical.BM25Index, "build", classmethod(lambda *a, **k: pytest.fail("built again")))
     loaded = lexical.chunk_index(store)
+    assert loaded.search("Westry", 5) == built.search("Westry", 5)
+    assert list(loaded._weights) == [loaded.vocab["westry"]]        # weights of the terms a query used, no more
     for query in ("Westry", "Saltmouth port", "Lode", "nothing"):
         assert loaded.search(query, 5) == built.search(query, 5)
     assert loaded.passages is None and loaded.passages_deferred
