@@ -107,3 +107,20 @@ def test_snapshot_rows_stay_aligned_when_a_relation_cannot_be_walked(tmp_path):
     assert graph.chunk_keys == same.chunk_keys
     assert np.array_equal(graph.src, same.src) and np.array_equal(graph.dst, same.dst)
     graph_cache.clear_cache()
+
+
+def test_a_graph_without_walkable_relations_loads_with_empty_relation_lists(tmp_path):
+    store = Store(tmp_path / "g.duckdb")
+    with store.connect() as con, transaction(con):
+        con.execute("INSERT INTO entities VALUES ('a', 'A', 't', 'd', 1, 1, ['c1'], ['d1'], ?)", [datetime(2026, 1, 1)])
+    graph_cache.clear_cache()
+    snapshot = graph_cache.load_graph(store)
+    assert snapshot.relation_keys == [] and len(snapshot.relation_chunks) == 0 and list(snapshot.entity_chunks) == [("c1",)]
+    with store.connect() as con, transaction(con):   # only a relation to a missing entity
+        con.execute("INSERT INTO relations VALUES ('a<|>z', 'a', 'z', 'k', 'd', 1, 1.0, 1, ['c1'], ['d1'], ?)",
+                    [datetime(2026, 1, 2)])
+    snapshot = graph_cache.load_graph(store)
+    assert snapshot.relation_keys == [] and list(snapshot.relation_documents) == []
+    assert PassageGraph(snapshot.node_count, snapshot.relation_src, snapshot.relation_tgt,
+                        snapshot.entity_chunks).chunk_keys == ["c1"]
+    graph_cache.clear_cache()
