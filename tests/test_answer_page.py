@@ -90,6 +90,25 @@ def test_an_answer_page_draws_every_path_entity_once_and_quotes_the_top_paths_pa
     assert sorted(read_page(again).nodes) == sorted(page.nodes) and set(read_page(again).edges) == set(page.edges)
 
 
+def test_the_page_is_written_when_the_answer_cannot_be_printed_and_an_unwritable_page_after_it(settings, tmp_path,
+                                                                                              monkeypatch):
+    """`pathrag ask --html FILE | head -1`: the pipe closes while the answer prints; the page is written first."""
+    from pathrag_pipeline.cli import ask as ask_command
+
+    def closed_pipe(*args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    printing = ask_command.print_result
+    monkeypatch.setattr(ask_command, "print_result", closed_pipe)
+    out = tmp_path / "piped.html"
+    CliRunner().invoke(main, ["ask", QUESTION, "--local", "--html", str(out)])
+    assert read_page(out).nodes
+    monkeypatch.setattr(ask_command, "print_result", printing)
+    result = CliRunner().invoke(main, ["ask", QUESTION, "--local", "--html", str(tmp_path / "no" / "such" / "x.html")])
+    assert result.exit_code == 1 and "cannot write the page to" in result.output
+    assert "Extractive answer" in result.output or "Answer" in result.output     # the answer was printed first
+
+
 def test_an_unknown_query_id_and_a_missing_file_option_are_one_line_each(settings, tmp_path):
     result = CliRunner().invoke(main, ["ask", "--show", "nope", "--html", str(tmp_path / "x.html")])
     assert result.exit_code == 1 and "no ask with query id 'nope'" in result.output

@@ -171,14 +171,22 @@ def ask(question: str | None, mode: str, as_json: bool, html_file: Path | None, 
         result = PathRAG(settings, asked_from="pathrag ask").query(question, mode, **options)
     except (ConfigError, EmptyGraphError, LLMError, ValueError, FileNotFoundError, StoreLockedError) as exc:
         raise click.ClickException(str(exc)) from None
+    # the page first: printing the answer to a pipe that closes early (`| head`) ends the command, and the page
+    # must not be lost with it; a page that cannot be written is said after the answer
+    page_error = None
+    if html_file is not None:
+        try:
+            _write_page(settings, html_file, result=result)
+        except click.ClickException as exc:
+            page_error = exc
     if as_json:
         click.echo(result.to_json(indent=1))
     else:
         from pathrag_pipeline.cli.terminal import make_console
 
         print_result(result, make_console())
-    if html_file is not None:
-        _write_page(settings, html_file, result=result)
+    if page_error is not None:
+        raise page_error
     _say_what_is_missing(settings)
     if result.error:
         raise click.ClickException(f"query {result.query_id} failed: {result.error}")
