@@ -304,11 +304,21 @@ def test_file_over_the_size_limit(tmp_path):
     b"%PDF-1.7\n" + bytes(range(256)) * 8,
     b"this is not a pdf at all, just text with a pdf suffix\n",
 ])
-def test_corrupt_pdf(tmp_path, data):
+def test_corrupt_pdf(tmp_path, data, capfd):
     path = tmp_path / "broken.pdf"
     path.write_bytes(data)
     with pytest.raises(ParseError, match="broken.pdf is a corrupt or unreadable PDF"):
         parse_file(path, "broken.pdf", max_bytes=BIG)
+    assert capfd.readouterr().err == ""   # pypdf's own warnings ("invalid pdf header") name no file: not printed
+
+
+def test_a_pdf_the_reader_warns_about_is_read_with_the_warning_naming_it(tmp_path, capfd):
+    path = tmp_path / "prefixed.pdf"
+    path.write_bytes(b"junk before the header\n" + (SAMPLE / "kestle_observatory.pdf").read_bytes())
+    doc = _one(path, rel="docs/prefixed.pdf")
+    assert "Rupert Hallam" in doc.text
+    assert doc.warning is not None and doc.warning.startswith("docs/prefixed.pdf: the PDF reader warned: ")
+    assert capfd.readouterr().err == ""
 
 
 def _pdf_copy_of_sample(tmp_path: Path, name: str, **encrypt) -> Path:

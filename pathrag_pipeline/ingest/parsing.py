@@ -9,11 +9,14 @@ documents, so one bad line becomes an error record and the other lines still par
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
+import logging
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -516,8 +519,48 @@ def _parse_html(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedD
 
 # ---- PDF -----------------------------------------------------------------------------------------------
 
+class _PdfWarnings(logging.Handler):
+    """pypdf's warnings ("invalid pdf header", "EOF marker not found", ...) while this thread parses a PDF: kept
+    for the file's own message instead of reaching stderr on their own, where nothing says which file they are
+    about (pypdf logs them to its loggers, which Python prints when nothing handles them). The handler sits on the
+    ``pypdf`` logger, which no longer propagates: other threads' records, and any outside a parse, are handed to
+    the root logger as propagation would have."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._local = threading.local()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        kept = getattr(self._local, "kept", None)
+        if kept is None:
+            logging.getLogger().handle(record)
+        else:
+            kept.append(record.getMessage())
+
+    @contextlib.contextmanager
+    def collected(self):
+        self._local.kept = kept = []
+        try:
+            yield kept
+        finally:
+            self._local.kept = None
+
+
+_pdf_warnings = _PdfWarnings()
+logging.getLogger("pypdf").addHandler(_pdf_warnings)
+logging.getLogger("pypdf").propagate = False
+
+
 def _parse_pdf(data: bytes, rel_path: str, fmt: str, stem: str, *,
                max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> list[ParsedDocument]:
+    with _pdf_warnings.collected() as warned:
+        parsed = _read_pdf(data, rel_path, fmt, stem, max_text_bytes=max_text_bytes)
+    if warned and parsed[0].warning is None:
+        parsed[0].warning = f"{rel_path}: the PDF reader warned: {'; '.join(dict.fromkeys(warned))[:300]}"
+    return parsed
+
+
+def _read_pdf(data: bytes, rel_path: str, fmt: str, stem: str, *, max_text_bytes: int) -> list[ParsedDocument]:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError
 
