@@ -188,6 +188,31 @@ def test_symlink_loop_is_an_error_row_not_an_abort(env):
     assert {r.rel_path for r in report.failed} >= {"loop.txt", "a2.md", "b2.md"}
 
 
+def test_linked_folders_are_not_followed_and_the_report_names_them(env):
+    """A subfolder that is a symlink (to a folder outside, or back into the folder, a loop) is not indexed and is
+    said, not skipped without a word; the no-op check sees the same scan, so an unchanged folder stays a no-op."""
+    from click.testing import CliRunner
+
+    from pathrag_pipeline.cli import main
+
+    settings, docs, store = env
+    outside = docs.parent / "outside"
+    outside.mkdir()
+    (outside / "o.md").write_text("# Outside\nText from outside the folder.\n")
+    os.symlink(outside, docs / "outdir")
+    os.symlink(".", docs / "sub" / "loop")
+    report = sync_folder(settings, store)
+    assert report.linked_dirs == ["outdir", "sub/loop"]
+    ids = [r[0] for r in rows(store, "SELECT id FROM documents")]
+    assert "sub/c.html" in ids and not [i for i in ids if i.startswith(("outdir/", "sub/loop/"))]
+    env_vars = {"PATHRAG_HOME": str(settings.home), "PATHRAG_AUTO_SERVE": "never"}
+    res = CliRunner().invoke(main, ["index", str(docs), "--local"], env=env_vars)
+    assert res.exit_code == 0, res.output
+    assert "skipped 2 linked folder(s)" in res.stdout and "outdir, sub/loop" in res.stdout
+    again = CliRunner().invoke(main, ["index", str(docs), "--local"], env=env_vars)
+    assert "Up to date, no run launched" in again.stdout and "skipped 2 linked folder(s)" in again.stdout
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo")
 def test_fifo_is_skipped_without_being_opened(env, monkeypatch):
     settings, docs, store = env

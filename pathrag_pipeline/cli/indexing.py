@@ -18,6 +18,7 @@ SAMPLE_QUESTION = ("On which river lies the birthplace of the first director of 
 
 
 WARNINGS_SHOWN = 10
+LINKED_SHOWN = 5   # linked folders named in the report (the count is always complete)
 
 
 def _print_sync(report, out) -> None:
@@ -46,6 +47,13 @@ def _print_sync(report, out) -> None:
         names = ", ".join(report.unsupported) + (f" and {more} more" if more > 0 else "")
         out.print(f"[yellow]skipped {report.unsupported_count} unsupported file(s)[/yellow] "
                       f"(supported: {' '.join(sorted(SUPPORTED))}): {esc(names)}", highlight=False)
+    if report.linked_dirs:
+        shown = ", ".join(report.linked_dirs[:LINKED_SHOWN])
+        more = len(report.linked_dirs) - LINKED_SHOWN
+        out.print(f"[yellow]skipped {len(report.linked_dirs)} linked folder(s)[/yellow], symlinks that are not "
+                  f"followed (one could lead outside the folder, or back into it): {esc(shown)}"
+                  f"{f' and {more} more' if more > 0 else ''}; copy the folder in, or index its target",
+                  highlight=False)
     if report.page_sources:
         source, page = next(iter(report.page_sources.items()))
         out.print(f"skipped {len(report.page_sources)} source file(s) of rendered pages, whose page is indexed "

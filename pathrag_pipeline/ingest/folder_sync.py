@@ -92,6 +92,7 @@ class SyncReport:
     unsupported_count: int = 0     # files skipped because their format is not supported (.csv, .xlsx, ...)
     unsupported: list[str] = field(default_factory=list)   # the first UNSUPPORTED_EXAMPLES of them
     page_sources: dict[str, str] = field(default_factory=dict)   # source file -> its rendered page, not indexed
+    linked_dirs: list[str] = field(default_factory=list)   # subfolders that are symlinks: not followed, not indexed
 
 
     @property
@@ -132,6 +133,7 @@ class FolderScan(dict):
         self.unsupported: list[str] = []
         self.unsupported_count = 0
         self.page_sources: dict[str, str] = {}   # source file -> the rendered page indexed instead (page_sources.py)
+        self.linked_dirs: list[str] = []         # subfolders that are symlinks, not followed (``scan_folder``)
 
     def hidden_by_unreadable_dir(self, rel_path: str) -> bool:
         """Whether an indexed path lies in a subfolder the scan could not read (so its absence proves nothing)."""
@@ -160,11 +162,17 @@ def scan_folder(root: Path, *, max_bytes: int, cache: HashCache | None = None) -
                                      "and what was indexed from it is kept; fix its permissions")
 
     for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         # paths made once per folder, not per file: pathlib's parsing was most of a 10,000-file rescan (issue 23)
         folder = Path(dirpath)
         rel_folder = folder.relative_to(root).as_posix()
         prefix = "" if rel_folder == "." else rel_folder + "/"
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        # A subfolder that is a symlink is not followed (os.walk's default): it could lead outside the folder, back
+        # into it (its files twice) or round in a loop. Said in the report instead of skipped without a word.
+        linked = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        if linked:
+            scan.linked_dirs.extend(prefix + d for d in linked)
+            dirnames[:] = [d for d in dirnames if d not in linked]
         for name in sorted(filenames):
             if name.startswith("."):
                 continue
@@ -757,7 +765,8 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
             store.settle_row_groups()   # a large sync merges the row groups its batches wrote (storage/row_group_merging)
             seconds = time.perf_counter() - started
             report = SyncReport(run_id or uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked,
-                                scan.unsupported_count, list(scan.unsupported), dict(scan.page_sources))
+                                scan.unsupported_count, list(scan.unsupported), dict(scan.page_sources),
+                                list(scan.linked_dirs))
             with store.connect() as con:
                 record_folder(con, root)
                 record_run(con, report, trigger=trigger, started_at=started_at)
