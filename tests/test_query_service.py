@@ -315,6 +315,20 @@ def test_an_http_ask_without_options_gets_what_pathrag_ask_gives(settings, servi
         assert bare[key] == cli[key], key
 
 
+def test_the_log_says_which_command_asked_the_service(settings, service):
+    """A `pathrag ask` handed to the service is logged as asked from `pathrag ask` (not as the service's own); a
+    program's bare POST, or one naming another source, as `pathrag serve`."""
+    info, _ = service
+    code, served, err = ask(QUESTION)
+    assert code == 0, err
+    bare = call(info, "/ask", {"question": QUESTION})
+    claimed = call(info, "/ask", {"question": QUESTION, "asked_from": "dagster run 1234"})
+    with Store(settings.duckdb_path).connect(read_only=True) as con:
+        asked = dict(con.execute("SELECT query_id, asked_from FROM queries").fetchall())
+    assert asked[served["query_id"]] == "pathrag ask"
+    assert asked[bare["query_id"]] == asked[claimed["query_id"]] == "pathrag serve"
+
+
 def test_shared_reads_refuse_an_engine_that_logs_its_own_queries(settings):
     """Logging writes the file a shared read block holds open: only a record=False engine (the service's) may share."""
     from pathrag_pipeline.query.engine import PathRAG

@@ -7,7 +7,8 @@ once and keeps them warm: the engine's graph snapshot is reloaded only when the 
 LanceDB tables are reopened at their latest version, so answers always come from the current index.
 
 Protocol: HTTP on 127.0.0.1 (standard library ``http.server``), ``POST /ask`` with ``{"question", "mode",
-"options"}`` (the ``PathRAG.query`` keyword options) returning ``QueryResult.to_dict()``; ``GET /health``.
+"options"}`` (the ``PathRAG.query`` keyword options; ``"asked_from": "pathrag ask"`` from the command, which the
+query log then records) returning ``QueryResult.to_dict()``; ``GET /health``.
 ``POST /index`` with ``{"folder", "replace", "retry_failed", "width", "color"}`` runs `pathrag index` in the
 service (``indexer``, given by `pathrag serve`: ``cli/indexing.ServiceIndexer``, a Dagster run, one at a time)
 and returns ``{"printed", "unembedded", "dagster_run_id"}``; a service started without one answers 404.
@@ -81,9 +82,16 @@ class ServiceStartError(RuntimeError):
     """The service cannot start (another one serves this home, or the port is taken)."""
 
 
+# ``queries.asked_from`` a request may name (``POST /ask``'s "asked_from"): the command that handed its ask to the
+# service; anything else (the page's form, curl, another client) is logged as the service's own
+ASKERS = ("pathrag ask",)
+SERVICE_ASKER = "pathrag serve"
+
+
 class _Request:
-    def __init__(self, question: str, mode: str, options: dict[str, Any]) -> None:
+    def __init__(self, question: str, mode: str, options: dict[str, Any], asked_from: str = SERVICE_ASKER) -> None:
         self.question, self.mode, self.options = question, mode, options
+        self.asked_from = asked_from if asked_from in ASKERS else SERVICE_ASKER
         self.future: Future = Future()
 
 
@@ -106,7 +114,7 @@ class QueryService:
 
         self.settings = settings
         self.indexer = indexer
-        self.rag = PathRAG(settings, record=False, asked_from="pathrag serve")
+        self.rag = PathRAG(settings, record=False, asked_from=SERVICE_ASKER)
         self.log = log
         self.workers = workers or (offline_workers() if self.rag.llm is None else settings.llm_max_concurrency)
         self._queue: queue.Queue[_Request | None] = queue.Queue()
@@ -173,8 +181,8 @@ class QueryService:
             t.join(timeout=30)
         self.merge_spool()
 
-    def submit(self, question: str, mode: str, options: dict[str, Any]) -> Future:
-        request = _Request(question, mode, options)
+    def submit(self, question: str, mode: str, options: dict[str, Any], asked_from: str = SERVICE_ASKER) -> Future:
+        request = _Request(question, mode, options, asked_from)
         self._queue.put(request)
         return request.future
 
@@ -239,6 +247,7 @@ class QueryService:
                     except BaseException as exc:  # noqa: BLE001 - one bad request never stops the others
                         req.future.set_exception(exc)
                         continue
+                    result.asked_from = req.asked_from   # logged as the command that asked (``ASKERS``)
                     if self.rag.llm is None and (i < len(batch) - 1 or not self._idle_after_this()):
                         self._flush([(req, result)], spool=True)
                     else:
@@ -424,6 +433,7 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
                 data = json.loads(body)
                 question, mode = data["question"], data.get("mode", "path")
                 options = data.get("options") or {}
+                asked_from = data.get("asked_from", SERVICE_ASKER)
                 if not isinstance(question, str) or not isinstance(mode, str) or not isinstance(options, dict):
                     raise TypeError("question and mode must be text and options an object")
             except (ValueError, KeyError, TypeError) as exc:
@@ -431,7 +441,7 @@ def _handler(service: QueryService, token: str) -> type[BaseHTTPRequestHandler]:
                                            '{"question": "...", "mode": "path", "options": {}}'})
                 return
             try:
-                result = service.submit(question, mode, options).result()
+                result = service.submit(question, mode, options, asked_from).result()
             except BaseException as exc:  # noqa: BLE001
                 if _client_error(exc):
                     self._reply(400, {"error": str(exc)})

@@ -195,7 +195,7 @@ def ask(settings: Any, question: str, mode: str, options: dict[str, Any]) -> dic
     when there is no live service with the caller's settings (the caller answers itself), ``ServiceError`` when
     the service refused or failed the query."""
     info = _usable(settings, settings_mismatch)
-    return call(info, "/ask", {"question": question, "mode": mode, "options": options})
+    return call(info, "/ask", {"question": question, "mode": mode, "options": options, "asked_from": "pathrag ask"})
 
 
 def _usable(settings: Any, compare) -> ServiceInfo:

@@ -308,7 +308,7 @@ DDL = [
         llm_calls     INTEGER,               -- LLM requests over every stage of the query (re-asks and retries included; 0 offline)
         llm_tokens    INTEGER,               -- LLM prompt + completion tokens over every stage of the query (0 offline)
         error         VARCHAR,               -- why the query failed (e.g. the neuropath tracker's output stayed invalid after its re-ask); NULL when it succeeded
-        asked_from    VARCHAR,               -- where the ask came from: 'pathrag ask', 'pathrag serve', 'pathrag quickstart', 'dagster run <run id>' (the ask_questions job) or 'python' (the API); NULL for asks logged before it was recorded
+        asked_from    VARCHAR,               -- where the ask came from: 'pathrag ask' (answered in its process or handed to the service), 'pathrag serve' (its page, or another client of it), 'pathrag quickstart', 'dagster run <run id>' (the ask_questions job) or 'python' (the API); NULL for asks logged before it was recorded
         process       VARCHAR                -- the process that asked, 'host:pid'
     )
     """,
