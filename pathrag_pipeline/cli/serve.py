@@ -59,7 +59,7 @@ def serve(host: str, port: int, workers: int | None, idle_exit: float | None, st
                        indexer=ServiceIndexer(settings), idle_exit=idle_exit, background=background)
     except ServiceStartError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"query service stopped after {answered} queries", err=True)
+    click.echo(f"query service stopped after {answered} quer{'y' if answered == 1 else 'ies'}", err=True)
 
 
 def _stop(settings: Settings) -> None:
