@@ -109,6 +109,16 @@ def test_the_page_is_written_when_the_answer_cannot_be_printed_and_an_unwritable
     assert "Extractive answer" in result.output or "Answer" in result.output     # the answer was printed first
 
 
+def test_an_answer_heading_names_the_settings_that_differ_from_the_modes_defaults(settings):
+    default = CliRunner().invoke(main, ["ask", QUESTION, "--local"])
+    assert "Answer (extractive, offline, mode path):" in default.stdout
+    paper = CliRunner().invoke(main, ["ask", QUESTION, "--local", "--preset", "paper"])
+    heading = paper.stdout.split("):", 1)[0]
+    assert heading.startswith("Answer (extractive, offline, mode path, with ") and "prompt=paths" in heading
+    naive = CliRunner().invoke(main, ["ask", QUESTION, "--local", "--mode", "naive", "--set", "top_n=5"])
+    assert "Answer (extractive, offline, mode naive, with top_n=5):" in naive.stdout
+
+
 def test_an_unknown_query_id_and_a_missing_file_option_are_one_line_each(settings, tmp_path):
     result = CliRunner().invoke(main, ["ask", "--show", "nope", "--html", str(tmp_path / "x.html")])
     assert result.exit_code == 1 and "no ask with query id 'nope'" in result.output

@@ -35,8 +35,10 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
 
     from pathrag_pipeline.query.params import EXTRACTIVE_LABEL
 
-    console.print(f"[bold]Answer[/bold] ({esc(result.answer_kind)}, {esc(result.model)}, mode {esc(result.mode)}):",
-                  highlight=False)
+    changed = _changed_settings(result.mode, getattr(result, "params", None) or {})
+    settings = f", with {', '.join(changed)}" if changed else ""
+    console.print(f"[bold]Answer[/bold] ({esc(result.answer_kind)}, {esc(result.model)}, mode {esc(result.mode)}"
+                  f"{esc(settings)}):", highlight=False)
     # the heading already says "extractive, offline": the stored answer's own label is not repeated under it
     answer = result.answer
     if answer.startswith(EXTRACTIVE_LABEL):
@@ -81,6 +83,26 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
         console.print("Sources: " + ", ".join(result.document_ids[:10]), highlight=False, markup=False)
     stages = ", ".join(f"{k} {v:.0f}" for k, v in result.timings_ms.items())
     console.print(f"[dim]query {esc(result.query_id)} | {result.total_ms:.0f} ms ({esc(stages)})[/dim]", highlight=False)
+
+
+CHANGED_SHOWN = 6   # settings named in an answer's heading (the rest counted)
+
+
+def _changed_settings(mode: str, params: dict[str, Any]) -> list[str]:
+    """``name=value`` of each query setting of ``params`` (a result's, as logged) that differs from the mode's
+    default, so two answers made with other settings (``--preset paper``, ``--set``) never carry the same heading."""
+    from pathrag_pipeline.query.params import QueryParams, mode_params
+
+    def plain(value: Any) -> Any:
+        return list(value) if isinstance(value, (list, tuple)) else value
+
+    defaults = mode_params(mode, QueryParams().resolved())
+    changed = [f"{name}={'+'.join(map(str, value)) if isinstance(value, list) else value}"
+               for name, value in ((n, plain(v)) for n, v in params.items())
+               if name in defaults and value != plain(defaults[name])]
+    if len(changed) > CHANGED_SHOWN:
+        changed = changed[:CHANGED_SHOWN] + [f"{len(changed) - CHANGED_SHOWN} more setting(s)"]
+    return changed
 
 
 def served_result(data: dict[str, Any]) -> SimpleNamespace:
