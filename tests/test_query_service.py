@@ -117,6 +117,13 @@ def test_other_settings_or_a_dead_service_mean_answering_here_with_one_line(sett
     assert "runs with other settings (PATHRAG_DUCKDB_MEMORY_LIMIT); answering in this process" in err
     assert answered(info) == before
     monkeypatch.delenv("PATHRAG_DUCKDB_MEMORY_LIMIT")
+    # knobs of a model or an endpoint neither side uses (both offline) are no difference: the service answers
+    monkeypatch.setenv("PATHRAG_LLM_TIMEOUT", "61")
+    monkeypatch.setenv("PATHRAG_EMBED_TIMEOUT", "62")
+    code, result, err = ask(QUESTION)
+    assert code == 0 and "other settings" not in err and answered(info) == before + 1
+    monkeypatch.delenv("PATHRAG_LLM_TIMEOUT")
+    monkeypatch.delenv("PATHRAG_EMBED_TIMEOUT")
     # a service killed -9 leaves its file; the next ask answers itself, says so once and removes the file
     stale = ServiceInfo(url="http://127.0.0.1:9", token="t", process=f"{os.uname().nodename}:999999999:1",
                         settings=info.settings, started_at="")

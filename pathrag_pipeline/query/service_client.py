@@ -145,10 +145,23 @@ def differences(info: ServiceInfo, settings: Any, compared: list[str]) -> list[s
     return differ
 
 
+# Knobs of a chat model (used only when one is configured: PATHRAG_LLM_BASE_URL or PATHRAG_LLM_MODEL) and of an
+# embedding endpoint (only with PATHRAG_EMBED_BASE_URL)
+LLM_ONLY = ("llm_mode", "llm_timeout", "llm_answer_max_tokens", "llm_api_key")
+EMBED_ENDPOINT_ONLY = ("embed_timeout", "embed_api_key")
+
+
 def settings_mismatch(info: ServiceInfo, public: dict[str, Any]) -> list[str]:
-    """Names of the query settings whose values differ between the service and the caller."""
-    mine = query_settings(public)
-    return [k for k in QUERY_SETTINGS if info.settings.get(k) != mine.get(k)]
+    """Names of the query settings whose values differ between the service and the caller, leaving out the knobs
+    of a model or endpoint neither side uses: a shell whose PATHRAG_LLM_TIMEOUT differs, with no model configured
+    on either side, would otherwise stop the service every other shell of the home asks."""
+    mine, theirs = query_settings(public), info.settings
+    ignored: set[str] = set()
+    if not any(theirs.get(k) or mine.get(k) for k in ("llm_base_url", "llm_model")):
+        ignored.update(LLM_ONLY)
+    if not (theirs.get("embed_base_url") or mine.get("embed_base_url")):
+        ignored.update(EMBED_ENDPOINT_ONLY)
+    return [k for k in QUERY_SETTINGS if k not in ignored and theirs.get(k) != mine.get(k)]
 
 
 def index_mismatch(info: ServiceInfo, public: dict[str, Any]) -> list[str]:
