@@ -278,3 +278,23 @@ def test_names_listed_with_a_person_are_people_and_an_address_types_its_town():
     assert found.get("Paul Dubois") == "person" and found.get("Travis Oliphant") == "person"
     assert found.get("Reggie Dugard") == "person" and found.get("Genoa") == "location"
     assert "I'd" not in found and not any("True" in name for name in found)
+
+
+def test_a_tables_cells_are_not_joined_into_one_term_line_quoted_by_every_relation():
+    """postgresql-doc's conversion table (rows of `name` | `SOURCE` | `TARGET`): each cell is a term segment, and
+    joining consecutive term lines without a bound made the whole table one line that each of its ~300 relations
+    quoted (622 kB of JSON for 2.7 kB of text). Joined lines stop at TERM_LINE_MAX_CHARS; a definition's few terms
+    still join."""
+    from pathrag_pipeline.index.extraction_models import result_cap
+    from pathrag_pipeline.index.offline_extraction import TERM_LINE_MAX_CHARS, read_units
+
+    rows = [f"`conv_{a}_to_{b}` | `{a.upper()}` | `{b.upper()}`"
+            for a in ("koi8_r", "mic", "latin1", "win1251", "euc_jp", "sjis") for b in ("utf8", "big5", "euc_kr", "win866")]
+    text = "## Available Character Set Conversions\n\n" + "\n".join(rows) + "\n"
+    units = read_units(text)
+    assert max(len(u.text) for u in units) <= TERM_LINE_MAX_CHARS and len([u for u in units if u.kind == "term"]) > 1
+    result = extract_offline(text)
+    assert result.relations and max(len(r.description) for r in result.relations) <= TERM_LINE_MAX_CHARS
+    assert len(result.model_dump_json()) <= result_cap(text) // 4   # nothing for the per-chunk cap to trim
+    options = read_units("## Options\n\n`--autosquash`\n\n`--no-autosquash`\n\nWhen the commit log message begins.\n")
+    assert [u.text for u in options if u.kind == "term"] == ["`--autosquash`, `--no-autosquash`"]

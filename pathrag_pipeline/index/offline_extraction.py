@@ -44,7 +44,10 @@ from pathrag_pipeline.text.structure import blocks
 # name is defined by the sentence opening its section (as a term line is).
 # v7: code lines that declare names (identifiers.code_line_names: a shell command and its options, a Python import, a
 # header string) give those names, related as they stand on the line; no other code is read.
-OFFLINE_EXTRACTOR_ID = "offline-rules-v7"
+# v8: consecutive term lines join into one only up to TERM_LINE_MAX_CHARS: a table's cells (each a term segment)
+# joined into one line of the whole table, which every relation of it quoted (2.5 kB each: 622 kB of JSON for a
+# 2.7 kB chunk of postgresql-doc's conversion table, past the per-chunk cap, most relations dropped).
+OFFLINE_EXTRACTOR_ID = "offline-rules-v8"
 
 DESCRIPTION_MAX_CHARS = 400
 # A "sentence" longer than MAX_SENTENCE_CHARS is not one: a word list, an unpunctuated transcript or dump, a
@@ -62,6 +65,7 @@ MAX_SENTENCE_CHARS = 2000
 SENTENCE_WINDOW_CHARS = 150
 RELATION_NEIGHBOURS = 1     # each entity links to this many following entities of its sentence (v2: 2)
 TITLE_LEAD_SENTENCES = 2    # the title entity links to every entity of this many opening sentences
+TERM_LINE_MAX_CHARS = 300   # a term line, alone or joined from consecutive ones ("--autosquash, --no-autosquash")
 # Literal values found by the rules (dates and years, money amounts) stay masked, so they never join a name,
 # but are not entities: a year shared by two passages is not a relation between them, and as nodes they were
 # the graph's hubs ("1928 -> Pellingham" paths for unrelated questions). The sentence that states them stays
@@ -255,9 +259,10 @@ def read_units(text: str, *, code: bool = False, code_names: bool = False) -> li
             if not cleaned:
                 continue
             blocks_read += 1
-            if len(cleaned) <= 300 and is_term(cleaned):
+            if len(cleaned) <= TERM_LINE_MAX_CHARS and is_term(cleaned):
                 last = units[-1] if units else None
-                if last is not None and last.kind == "term" and last.section == section and last.block == blocks_read - 1:
+                if (last is not None and last.kind == "term" and last.section == section
+                        and last.block == blocks_read - 1 and len(last.text) + 2 + len(cleaned) <= TERM_LINE_MAX_CHARS):
                     # several terms of one definition ("--autosquash" then "--no-autosquash"): one term line
                     units[-1] = Unit(f"{last.text}, {cleaned}", "term", section, blocks_read)
                 else:
