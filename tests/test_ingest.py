@@ -211,6 +211,7 @@ def test_linked_folders_are_not_followed_and_the_report_names_them(env):
     assert "skipped 2 linked folder(s)" in res.stdout and "outdir, sub/loop" in res.stdout
     again = CliRunner().invoke(main, ["index", str(docs), "--local"], env=env_vars)
     assert "Up to date, no run launched" in again.stdout and "skipped 2 linked folder(s)" in again.stdout
+    assert "as the last run left them" in again.stdout and "near-duplicate names found" in res.stdout
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo")

@@ -90,9 +90,10 @@ def _print_index(report, settings: Settings, out) -> None:
         rows.append(("triples import", f"{t.triples} triples, {t.matched_documents} documents matched, "
                                        f"{t.records_written} records written, {t.malformed} malformed lines"))
     a = report.aliases
-    rows.append(("aliases", f"{a.candidates} near-duplicate names found, {a.new_aliases} new aliases, "
-                            + (f"{a.removed_aliases} undone, " if a.removed_aliases else "")
-                            + f"{a.entities_remerged} entities re-merged"))
+    rows.append(("aliases", "as the last run left them (no name changed since)" if a is None else
+                 f"{a.candidates} near-duplicate names found, {a.new_aliases} new aliases, "
+                 + (f"{a.removed_aliases} undone, " if a.removed_aliases else "")
+                 + f"{a.entities_remerged} entities re-merged"))
     g = report.graph
     rows.append(("graph", f"{g['entities']} entities ({g['entities_without_description']} without a description), "
                           f"{g['relations']} relations from {g['extractions']} chunk records"

@@ -36,7 +36,6 @@ from pathlib import Path
 import duckdb
 
 from pathrag_pipeline.config import Settings
-from pathrag_pipeline.index.aliases import AliasStats
 from pathrag_pipeline.index.embedding_stage import (
     SOURCES,
     EmbeddingReport,
@@ -187,4 +186,4 @@ def up_to_date_report(settings: Settings, folder: Path, *, replace_folder: bool 
     # dim 0: the vector width is in LanceDB's table metadata, which the check does not open (never printed)
     embeddings = EmbeddingReport(mode["embedder"], 0, {name: SyncStats(0, n, 0, n) for name, n in work.rows.items()})
     return IndexReport({k: mode[k] for k in ("mode", "extractor", "embedder")}, sync, extraction, None,
-                       embeddings, AliasStats(0, 0, 0), work.graph, in_error=work.in_error), []
+                       embeddings, None, work.graph, in_error=work.in_error), []

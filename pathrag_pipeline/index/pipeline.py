@@ -44,7 +44,7 @@ class IndexReport:
     extraction: ExtractionStats | None
     triples: ImportStats | None
     embeddings: EmbeddingReport
-    aliases: AliasStats
+    aliases: AliasStats | None        # None: no alias pass ran (the no-op check's report: nothing changed)
     graph: dict[str, int]
     dagster_run_id: str | None = None  # set when the run was recorded in the Dagster instance (assets/runs.py)
     row_group_merges: int | None = None  # run_indexing's write connections that merged DuckDB row groups
