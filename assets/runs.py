@@ -85,7 +85,7 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
                     if outer:
                         wait_for_pool(instance, index_lock_held=True)
                     try:
-                        with runs_recorded_from_code_location(instance, job.name):
+                        with runs_recorded_from_code_location(instance, job.name), sigterm_kept():
                             result = job.execute_in_process(instance=instance, run_config=run_config,
                                                             tags={**RUN_TAGS, TRIGGER_TAG: trigger, **own_tags()})
                     except dg.Failure as failure:   # a step's one-line failure: the caller gets the original
@@ -102,6 +102,25 @@ def index_folder(settings: Settings, *, trigger: str = "python", triples: Path |
             instance.dispose()
     report.dagster_run_id = result.run_id
     return report
+
+
+@contextmanager
+def sigterm_kept():
+    """The process's SIGTERM disposition as it was before a Dagster run. A run in the main thread maps SIGTERM to
+    SIGINT's disposition (``dagster._utils.interrupts.setup_interrupt_handlers``, "for k8s") and leaves it so: in a
+    process started with SIGINT ignored (a script's background job, ``pathrag index DIR &``) SIGTERM was ignored
+    after its first run, so ``kill PID`` no longer stopped it, and every process it started later inherited the
+    ignored signal (the ``tail -F`` that Dagster's compute-log capture starts outlived it: its orphan watcher ends
+    it with SIGTERM)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if before is not None and signal.getsignal(signal.SIGTERM) is not before:
+            signal.signal(signal.SIGTERM, before)
 
 
 CODE_LOCATION = "pathrag"   # workspace.yaml's location_name and [tool.dg.project] code_location_name

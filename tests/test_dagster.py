@@ -708,3 +708,27 @@ def test_a_small_offline_edit_through_the_job_holds_one_connection_per_stage_as_
         counts[name] = len(opened)
     # the job's ingest step adds its check and metadata reads, and the report its counts: a few, not one per read
     assert counts["job"] <= counts["runless"] + 4, counts
+
+
+def test_a_run_leaves_sigterm_as_the_process_had_it_even_with_sigint_ignored():
+    """A background job (`pathrag index DIR &`) starts with SIGINT ignored; Dagster's run maps SIGTERM to SIGINT's
+    disposition and leaves it: without ``sigterm_kept`` the process (and the `tail -F` of Dagster's log capture)
+    ignored SIGTERM after its first run."""
+    from dagster._utils.interrupts import capture_interrupts
+
+    from assets.runs import sigterm_kept
+
+    saved = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with capture_interrupts():   # what a run does around its steps
+            pass
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN   # Dagster's own behaviour, which this undoes
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with sigterm_kept(), capture_interrupts():
+            pass
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGINT, saved[0])
+        signal.signal(signal.SIGTERM, saved[1])
