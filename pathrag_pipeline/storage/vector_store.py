@@ -186,6 +186,13 @@ def _width(data: Any) -> int:
     return int(data.schema.field("vector").type.list_size)
 
 
+def _vector_matrix(data: Any) -> np.ndarray:
+    """An Arrow table's ``vector`` column as one (rows, width) float32 array; the column's own width, not -1, so a
+    table with no row (every batch of a run failed) reshapes too."""
+    flat = data.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(flat, dtype=np.float32).reshape(data.num_rows, _width(data))
+
+
 def _table_version(tbl: Any) -> tuple[bytes, int]:
     """What identifies a table's rows: its id (a table made again gets a new one) and its LanceDB version."""
     return ((tbl.schema.metadata or {}).get(META_TABLE_ID, b""), tbl.version)
@@ -449,18 +456,13 @@ class VectorStore:
             return {}
         version = _table_version(tbl)
         cached = self._snapshots.get(table)
-        if ((cached is None or cached.version != version) and self._rows_read.get(table) != version
-                and len(wanted) <= DELETE_BATCH):   # (a filter of reasonable size)
+        if (cached is None or cached.version != version) and self._rows_read.get(table) != version:
             self._rows_read[table] = version
-            found = tbl.search().where(f"key IN ({_sql_list(wanted)})").select(["key", "vector"]).limit(None).to_arrow()
-            width = _width(found)
-            flat = found.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-            stored = np.ascontiguousarray(flat, dtype=np.float32).reshape(found.num_rows, width)
-            row_of = {key: i for i, key in enumerate(found.column("key").to_pylist())}
-            present = [key for key in wanted if key in row_of]
+            found = self._vectors_of(tbl, wanted)
+            present = [key for key in wanted if key in found]
             if not present:
                 return {}
-            sims = stored[[row_of[key] for key in present]] @ vectors[0]
+            sims = np.stack([found[key] for key in present]) @ vectors[0]
             return {key: float(sim) for key, sim in zip(present, sims)}
         snap = self._snapshot(table, tbl)
         rows = [(key, snap.row_of[key]) for key in wanted if key in snap.row_of]
@@ -482,10 +484,7 @@ class VectorStore:
         cached = self._snapshots.get(table)
         if cached is None or cached.version != version:
             data = tbl.to_arrow()
-            flat = data.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-            # the column's own width, not -1: a table with no row (every batch of a run failed) reshapes too
-            matrix = np.ascontiguousarray(flat, dtype=np.float32).reshape(data.num_rows, _width(data))
-            cached = _Snapshot(version, data.drop_columns(["vector", "text_hash"]), matrix)
+            cached = _Snapshot(version, data.drop_columns(["vector", "text_hash"]), _vector_matrix(data))
             self._snapshots[table] = cached
         return cached
 
@@ -828,9 +827,7 @@ class VectorStore:
                 .limit(None)
                 .to_arrow()
             )
-            flat = part.column("vector").combine_chunks().flatten().to_numpy()
-            matrix = flat.reshape(part.num_rows, _width(part))
-            out.update(zip(part.column("key").to_pylist(), matrix))
+            out.update(zip(part.column("key").to_pylist(), _vector_matrix(part)))
         return out
 
     @staticmethod
