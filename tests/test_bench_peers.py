@@ -219,6 +219,7 @@ def _result(nano_delete: bool = False) -> dict:
     query = {"query_median_s": 0.4, "all_gold_titles": 0.9, "gold_titles_share": 0.95}
     systems = {
         "ours": {"figures": {"index": fig(40.0, 400), "edit": fig(20.0, 2), "edit_runless": fig(15.0, 2),
+                             "edit_api": fig(8.0, 2), "delete_api": fig(6.0, 0),
                              "delete": fig(18.0, 0), "edit_served": fig(3.0, 2), "delete_served": fig(2.0, 0),
                              "noop_served": fig(0.4, 0), "ask_served": fig(0.7, 2),
                              "ask_cold": fig(1.2, 2),
@@ -246,6 +247,11 @@ def test_the_section_has_the_table_the_ratios_and_the_unfairness(tmp_path):
     delete_row = next(line for line in section.splitlines() if line.startswith("| delete one file"))
     assert "not supported" in delete_row and "| 2.00 | n/a |" in delete_row
     assert "`--runless` 15.00 s" in section and "keeps the old copy" in section
+    # the Python API without Dagster (run_indexing) beside the peers' own new-process edit and delete
+    api = next(line for line in section.splitlines() if line.startswith("| edit one file through the Python API"))
+    assert "| 8.00 s / 4.00 s | 10.00 s / 5.00 s (delete + insert) |" in api and "| 0.80 | 0.44 |" in api, api
+    api = next(line for line in section.splitlines() if line.startswith("| delete one file through the Python API"))
+    assert "| 6.00 s / 3.00 s | 9.00 s / 4.50 s | not supported | 0.67 | n/a |" in api, api
     # in a running process: ours handed to `pathrag serve` (wall / CPU) against the peers' work alone
     running = next(line for line in section.splitlines() if line.startswith("| edit one file in a running process"))
     assert "3.00 s / 1.50 s" in running and "4.00 s (the work alone)" in running and "| 0.75 | 0.50 |" in running
@@ -373,3 +379,31 @@ def test_ours_is_byte_compiled_before_it_is_measured(tmp_path, monkeypatch):
     compile_ours()
     for package in ("pathrag_pipeline", "assets"):
         assert list((tmp_path / package / "__pycache__").glob("module.*.pyc")), package
+
+
+def test_the_python_api_step_indexes_without_importing_dagster(tmp_path):
+    """The benchmark's "through the Python API, no Dagster run" rows time ``OURS_INDEX_API``: it must index the
+    folder (documents and a graph in the home) and never import Dagster, or the row would not be what it says."""
+    import os
+    import sys
+
+    from pathrag_lab.bench.peers import OURS_INDEX_API, _base_env
+    from pathrag_pipeline.config import PACKAGE_ROOT
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Ada Lovelace worked with Charles Babbage on the Analytical Engine in London.\n")
+    (docs / "b.txt").write_text("Charles Babbage designed the Difference Engine.\n")
+    probe = OURS_INDEX_API + "\nprint('DAGSTER', sorted(m for m in sys.modules if m.split('.')[0] == 'dagster'))\n"
+    env = dict(_base_env(), PYTHONPATH=str(PACKAGE_ROOT), PATHRAG_HOME=str(tmp_path / "home"),
+               PATHRAG_DOCS=str(docs), PATHRAG_AUTO_SERVE="never")
+    done = subprocess.run([sys.executable, "-c", probe, str(docs)], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=PACKAGE_ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "DAGSTER []" in done.stdout, done.stdout
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "home" / "pathrag.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM documents WHERE status = 'indexed'").fetchone()[0] == 2
+        assert con.execute("SELECT count(*) FROM entities").fetchone()[0] > 0
+    assert not os.path.exists(tmp_path / "home" / "dagster" / "history")

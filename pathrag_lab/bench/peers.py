@@ -3,8 +3,9 @@
 Each peer lives in its own virtual environment under ``--envs`` (created once, then reused: ``PEERS`` pins what is
 installed) and runs as a child process of a small driver script (``peer_drivers/``) executed by that environment's
 Python: ``index`` a folder, ``edit`` or ``delete`` one file, ``query`` the questions in one process. Ours runs as a
-user runs it: ``pathrag index FOLDER`` (a Dagster run), ``pathrag index --runless FOLDER``, and a Python process
-asking ``PathRAG(settings).query``. This parent measures each child's wall time and CPU (user + system,
+user runs it: ``pathrag index FOLDER`` (a Dagster run), ``pathrag index --runless FOLDER``, a Python process calling
+``run_indexing`` (the Dagster-free core call, ``OURS_INDEX_API``), and a Python process asking
+``PathRAG(settings).query``. This parent measures each child's wall time and CPU (user + system,
 ``RUSAGE_CHILDREN``), as ``startup.py`` does.
 
 All three talk to one ``FakeOpenAIServer`` on 127.0.0.1 whose chat responder (``peer_formats.PeerModel``) answers
@@ -225,6 +226,20 @@ print("PEER-RESULT " + json.dumps({"query_s": seconds}))
 """
 
 
+OURS_INDEX_API = """
+import sys
+from pathrag_pipeline.cli import gc_policy
+gc_policy.apply()   # as the `pathrag` command's process, and the peer drivers' (PEER_GC_THRESHOLDS)
+from pathlib import Path
+from pathrag_pipeline.config import Settings
+from pathrag_pipeline.index.pipeline import run_indexing
+run_indexing(Settings.from_env(), folder=Path(sys.argv[1]), trigger="python")
+"""
+"""An index step through the Python API without Dagster: what a library user of ours calls (the peers are
+libraries), and what a `pathrag index` process costs without its Dagster run (docs/scaling.md: the sensor then
+reports it as runless materialisations)."""
+
+
 class System:
     """How the benchmark drives one system: ``step(name, ...)`` runs index / edit / delete / query as a child."""
 
@@ -308,7 +323,7 @@ class System:
         return {"wall_s": walls[0], "cpu_s": round(cpus[0], 3), "stdout": stdout,
                 "result": dict(self.graph_size(), parts=report_parts(stdout))}
 
-    def step(self, step: str, runless: bool = False) -> dict[str, Any]:
+    def step(self, step: str, runless: bool = False, api: bool = False) -> dict[str, Any]:
         if self.name == "ours":
             from pathrag_lab.bench.startup import LAUNCH
 
@@ -319,6 +334,8 @@ class System:
                 argv = [sys.executable, "-c", OURS_QUERY, str(self.questions), "llm"]
             elif step == "paused_query":   # each question after a pause: the DuckDB file reopened every query
                 argv = [sys.executable, "-c", OURS_QUERY, str(self.questions), "auto", "paused"]
+            elif api:   # run_indexing in a new Python process: no Dagster import, no run recorded
+                argv = [sys.executable, "-c", OURS_INDEX_API, str(self.docs)]
             else:   # edit and delete change the folder first (see run_peers_bench); the index brings it up to date
                 argv = [sys.executable, "-c", LAUNCH, "index", *(["--runless"] if runless else []), str(self.docs)]
             from pathrag_pipeline.config import PACKAGE_ROOT
@@ -410,14 +427,15 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
                 system = System(name, server.base_url, base / f"{name}-{r}", corpus, envs)
                 system.fresh()
 
-                def measure(label: str, step: str, served: bool = False, runless: bool = False) -> None:
+                def measure(label: str, step: str, served: bool = False, runless: bool = False,
+                            api: bool = False) -> None:
                     model.reset()
                     embeds0 = server.count("embeddings")
                     log(f"peers: {LABELS[name]} {label} (run {r + 1}/{repeats})")
                     if step == "ask_cold":
                         measured = system.served_step("ask", questions=COLD_ASKS)
                     else:
-                        measured = system.served_step(step) if served else system.step(step, runless=runless)
+                        measured = system.served_step(step) if served else system.step(step, runless=runless, api=api)
                     usage = model.totals(name)
                     row = {"wall_s": measured["wall_s"], "cpu_s": measured["cpu_s"], **usage,
                            "embedding_requests": server.count("embeddings") - embeds0,
@@ -435,9 +453,15 @@ def run_peers_bench(dataset: Path, repeats: int = 3, systems: tuple[str, ...] = 
                 if name == "ours":
                     _edit(system.victim, r)
                     measure("edit_runless", "edit", runless=True)
+                    _edit(system.victim, r)
+                    measure("edit_api", "edit", api=True)
                     kept = system.victim.read_text(encoding="utf-8")
                     system.victim.unlink()   # ours: the file leaves the folder, the index follows
                     measure("delete", "delete")
+                    system.victim.write_text(kept, encoding="utf-8")
+                    measure("restore_api", "edit", api=True)   # the file back, indexed (not in the table)
+                    system.victim.unlink()
+                    measure("delete_api", "delete", api=True)
                     system.victim.write_text(kept, encoding="utf-8")
                     with system.service():   # started by the `pathrag index` that put the file back
                         _edit(system.victim, r + 1)
@@ -523,7 +547,9 @@ UNFAIR = [
     "nano-graphrag also clusters the graph and asks for a report per community (GraphRAG) at every insert, "
     "rewriting every report each time; neither ours nor LightRAG has communities.",
     "**What an edit re-does.** Ours re-chunks the changed file, re-extracts only its changed chunks (cache by chunk "
-    "text) and re-embeds what changed, inside a recorded Dagster run (`--runless`: the same stages without Dagster). "
+    "text) and re-embeds what changed, inside a recorded Dagster run (`--runless`: the same stages, then Dagster "
+    "imported to record them as runless materialisations; the Python API's `run_indexing`: the same stages, no Dagster "
+    "at all, as the peers are called). "
     "LightRAG has no update: the benchmark deletes the document by id (it rebuilds the entities and relations it "
     "touched from its cached extraction results) and inserts the new text. nano-graphrag has no update or delete: "
     "it inserts the new text as a new document (ids are content hashes) and keeps the old version's chunks, "
@@ -600,6 +626,12 @@ def table_rows(r: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             text += " (delete + insert)"
         return text
 
+    def api(s: str, phase: str) -> str:
+        """Ours through ``run_indexing`` (no Dagster run) beside the peers' own new-process step."""
+        if s != "ours":
+            return wall_cpu(s, phase)
+        return wall_cpu(s, f"{phase}_api") if f"{phase}_api" in fig[s] else "n/a"
+
     def calls(s: str, phase: str) -> str:
         if phase not in fig[s]:
             return "n/a"
@@ -640,6 +672,12 @@ def table_rows(r: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         ("edit one file, wall / CPU", lambda s: wall_cpu(s, "edit"), "edit", "wall_s"),
         ("chat calls for the edit", lambda s: calls(s, "edit"), "edit", "calls"),
         ("delete one file, wall / CPU", lambda s: wall_cpu(s, "delete"), "delete", "wall_s"),
+        ("edit one file through the Python API, no Dagster run (ours: `run_indexing` in a new process; the peers: "
+         "their edit above), wall / CPU", lambda s: api(s, "edit"),
+         "edit", "wall_s", ("edit_api", "wall_s")),
+        ("delete one file through the Python API, no Dagster run (ours: as above; the peers: their delete above), "
+         "wall / CPU", lambda s: api(s, "delete"), "delete",
+         "wall_s", ("delete_api", "wall_s")),
         ("edit one file, a new process after a command that started the background service, wall / CPU (ours: "
          "`pathrag index` handed to it; the peers: their new-process edit above)",
          lambda s: wall_cpu(s, "edit_served") if s == "ours" else wall_cpu(s, "edit"), "edit", "wall_s",
