@@ -299,6 +299,29 @@ def test_unsupported_files_are_listed_in_the_report(env):
     assert report.unsupported[:2] == ["table00.csv", "table01.csv"] and len(report.unsupported) == 20
 
 
+def test_files_with_no_suffix_and_gzipped_files_are_indexed_binaries_skipped(env):
+    import gzip
+
+    settings, docs, store = env
+    (docs / "README").write_text("Port Aster Guide\n\nThe Port Aster guide lists the harbour's moorings.\n")
+    (docs / "sub" / "NEWS.gz").write_bytes(gzip.compress(b"Release 4 of the guide maps the Lune estuary.\n"))
+    (docs / "notes.md.gz").write_bytes(gzip.compress(b"# Notes\n\nKessel Bay freezes in January.\n"))
+    (docs / "tool").write_bytes(b"\x7fELF" + bytes(100))
+    (docs / "archive.tar.gz").write_bytes(gzip.compress(b"x" * 100))
+    report = sync_folder(settings, store)
+    assert sorted(report.unsupported) == ["archive.tar.gz", "tool"] and not report.failed
+    formats = dict(rows(store, "SELECT id, format FROM documents WHERE status = 'indexed'"))
+    assert formats["README"] == "text" and formats["sub/NEWS.gz"] == "text.gz" and formats["notes.md.gz"] == "md.gz"
+    text = dict(rows(store, "SELECT document_id, string_agg(text, ' ') FROM chunks GROUP BY document_id"))
+    assert "moorings" in text["README"] and "Lune estuary" in text["sub/NEWS.gz"] and "January" in text["notes.md.gz"]
+    # the next scan finds them unchanged (a known text file is not sniffed again: the hash cache knows it)
+    again = sync_folder(settings, store)
+    assert not again.plan.new and not again.plan.changed and again.unsupported_count == 2
+    # a file with no suffix that turns binary leaves the index, as a deleted file does
+    (docs / "README").write_bytes(bytes(50))
+    assert sync_folder(settings, store).plan.deleted == ["README"]
+
+
 def test_docx_that_inflates_past_the_text_limit_is_an_error(env):
     import docx
 

@@ -22,6 +22,8 @@ from pathrag_pipeline.ingest.parsing import (
     ParsedDocument,
     ParseError,
     is_supported,
+    looks_like_text,
+    supported_by_name,
     normalise_text,
     parse_file,
 )
@@ -235,11 +237,88 @@ def test_docx_title_falls_back_to_first_heading(tmp_path):
 
 def test_is_supported():
     assert is_supported(Path("a/b.MD")) and is_supported("x.jsonl") and is_supported("y.HTM")
-    assert not is_supported("data.csv") and not is_supported("README")
+    assert not is_supported("data.csv") and not is_supported("README")   # no such file: it is not text
     assert all(is_supported(f"f{s}") for s in SUPPORTED)
     # a name string is judged as its Path would be (the scanner passes names, not Paths)
     for name in ("file.", ".md", "a/.md", "dir.md/file", "x.tar.md", "b..TXT", "c.md.", "notes.Md"):
         assert is_supported(name) == is_supported(Path(name)), name
+
+
+def test_names_with_no_suffix_and_gzipped_names():
+    """A name alone decides, except with no suffix: then the content does (``looks_like_text``)."""
+    assert supported_by_name("README") is None and supported_by_name("NEWS.gz") is None
+    assert supported_by_name("README.md.gz") and supported_by_name("page.HTML.GZ") and supported_by_name("a.pdf.gz")
+    for name in ("site.tar.gz", "x.gz.gz", "data.csv.gz", "changelog.Debian.gz", "file.", "file.gz."):
+        assert supported_by_name(name) is False, name
+
+
+def test_a_file_with_no_suffix_is_read_as_plain_text_when_it_is_text(tmp_path):
+    readme = tmp_path / "README"
+    readme.write_text("Harbour Tools\n=============\n\nHarbour Tools charts the tides of Port Aster.\n")
+    assert is_supported(readme) and looks_like_text(readme)
+    doc = _one(readme)
+    assert (doc.format, doc.title) == ("text", "Harbour Tools") and "tides of Port Aster" in doc.text
+    program = tmp_path / "tool"
+    program.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(64) + b"text after the header")
+    latin = tmp_path / "NOTES"
+    latin.write_bytes("Caf\u00e9 notes, written in Latin-1.\n".encode("latin-1"))
+    empty = tmp_path / "TODO"
+    empty.write_bytes(b"  \n")
+    for path in (program, latin, empty, tmp_path / "missing", tmp_path):
+        assert not is_supported(path), path.name
+    # a UTF-8 character cut by the end of the sniffed bytes is still text
+    cut = tmp_path / "LONG"
+    cut.write_bytes(b"a" * 8191 + "\u00e9 and more".encode())
+    assert looks_like_text(cut)
+
+
+def test_a_fifo_with_no_suffix_is_never_opened(tmp_path):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    os.mkfifo(tmp_path / "pipe")
+    assert not is_supported(tmp_path / "pipe")   # would block forever if it were opened for reading
+
+
+def test_gzipped_files_are_read_as_the_file_inside(tmp_path):
+    import gzip
+
+    md = tmp_path / "README.md.gz"
+    md.write_bytes(gzip.compress(b"# Tide Tables\n\nThe tide tables of **Port Aster** are printed yearly.\n"))
+    doc = _one(md)
+    assert (doc.id, doc.format, doc.title) == ("README.md.gz", "md.gz", "Tide Tables")
+    assert "**" not in doc.text and "printed yearly" in doc.text
+    news = tmp_path / "NEWS.gz"
+    news.write_bytes(gzip.compress(b"Version 2.1\n\nThe harbour map gained the north pier.\n")
+                     + gzip.compress(b"Version 2.0\n\nFirst release.\n"))   # two gzip members, as cat makes
+    assert is_supported(news)
+    doc = _one(news)
+    assert doc.format == "text.gz" and "north pier" in doc.text and "First release" in doc.text
+    assert doc.content_hash == _sha(gzip.decompress(news.read_bytes()))
+    page = tmp_path / "changelog.html.gz"
+    page.write_bytes(gzip.compress(b"<html><title>Changes</title><body><main><h1>Release history</h1>"
+                                   b"<p>Version 3 added full-text search to the harbour archive.</p></main></body></html>"))
+    assert _one(page).format == "html.gz" and "full-text search" in _one(page).text
+    binary = tmp_path / "search.gz"
+    binary.write_bytes(gzip.compress(bytes(range(256)) * 4))
+    assert not is_supported(binary)
+
+
+def test_a_damaged_or_inflating_gzip_file_is_a_clear_error(tmp_path):
+    import gzip
+
+    cut = tmp_path / "notes.txt.gz"
+    cut.write_bytes(gzip.compress(b"The ferry leaves at noon. " * 200)[:60])
+    with pytest.raises(ParseError, match=r"notes.txt.gz is not a readable gzip file"):
+        parse_file(cut, "notes.txt.gz", max_bytes=BIG)
+    junk = tmp_path / "old.md.gz"
+    junk.write_bytes(b"this was never compressed")
+    with pytest.raises(ParseError, match=r"old.md.gz is not a readable gzip file"):
+        parse_file(junk, "old.md.gz", max_bytes=BIG)
+    bomb = tmp_path / "bomb.txt.gz"
+    bomb.write_bytes(gzip.compress(b"a" * (8 * 1024 * 1024)))   # 8 MiB of text in ~8 KiB
+    assert bomb.stat().st_size < 64 * 1024
+    with pytest.raises(ParseError, match=r"bomb.txt.gz decompresses to over 1,048,576 bytes.*PATHRAG_MAX_FILE_BYTES"):
+        parse_file(bomb, "bomb.txt.gz", max_bytes=1024 * 1024)
 
 
 # ---- bad input ---------------------------------------------------------------------------------------

@@ -41,12 +41,12 @@ def _print_sync(report, out) -> None:
         out.print(f"[yellow]and {len(warnings) - WARNINGS_SHOWN} more warning(s)[/yellow]: pathrag sql \"SELECT "
                       "path, warning FROM documents WHERE warning IS NOT NULL\"", highlight=False)
     if report.unsupported_count:
-        from pathrag_pipeline.ingest.parsing import SUPPORTED
+        from pathrag_pipeline.ingest.parsing import SUPPORTED_SAID
 
         more = report.unsupported_count - len(report.unsupported)
         names = ", ".join(report.unsupported) + (f" and {more} more" if more > 0 else "")
         out.print(f"[yellow]skipped {report.unsupported_count} unsupported file(s)[/yellow] "
-                      f"(supported: {' '.join(sorted(SUPPORTED))}): {esc(names)}", highlight=False)
+                      f"(supported: {SUPPORTED_SAID}): {esc(names)}", highlight=False)
     if report.linked_dirs:
         shown = ", ".join(report.linked_dirs[:LINKED_SHOWN])
         more = len(report.linked_dirs) - LINKED_SHOWN
@@ -63,10 +63,10 @@ def _print_sync(report, out) -> None:
 def _print_index(report, settings: Settings, out) -> None:
     _print_sync(report.sync, out)
     if not report.sync.plan.new and not report.sync.plan.changed and not report.sync.plan.unchanged:
-        from pathrag_pipeline.ingest.parsing import SUPPORTED
+        from pathrag_pipeline.ingest.parsing import SUPPORTED_SAID
 
         out.print(f"[yellow]no supported files found in {esc(report.sync.folder)}[/yellow] "
-                      f"(supported: {' '.join(sorted(SUPPORTED))})", highlight=False)
+                      f"(supported: {SUPPORTED_SAID})", highlight=False)
     mode = report.mode
     out.print(f"mode: {mode['mode']} | extractor {mode['extractor']} | embeddings {mode['embedder']}",
                   highlight=False, markup=False)

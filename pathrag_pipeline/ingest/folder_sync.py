@@ -41,7 +41,8 @@ from pathrag_pipeline.config import Settings, usable_cores
 from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.ingest.page_sources import page_sources
 from pathrag_pipeline.storage.file_hash import file_sha256
-from pathrag_pipeline.ingest.parsing import PARSER_ID, ParsedDocument, ParseError, is_supported, parse_file
+from pathrag_pipeline.ingest.parsing import (PARSER_ID, ParsedDocument, ParseError, looks_like_text, parse_file,
+                                             supported_by_name)
 from pathrag_pipeline.storage import vector_ledger
 from pathrag_pipeline.storage.store import Store, bump_chunks_version, get_meta, set_meta, transaction, utc_now
 from pathrag_pipeline.storage.write_pacing import WritePacer
@@ -177,7 +178,10 @@ def scan_folder(root: Path, *, max_bytes: int, cache: HashCache | None = None) -
             if name.startswith("."):
                 continue
             rel = prefix + name
-            if not is_supported(name):
+            known = supported_by_name(name)
+            if known is None:   # no suffix (README, NEWS.gz): read when it is text
+                known = _text_without_suffix(folder / name, rel, cache)
+            if not known:
                 scan.unsupported_count += 1
                 if len(scan.unsupported) < UNSUPPORTED_EXAMPLES:
                     scan.unsupported.append(rel)
@@ -189,6 +193,18 @@ def scan_folder(root: Path, *, max_bytes: int, cache: HashCache | None = None) -
     if cache is not None:
         cache.save()
     return scan
+
+
+def _text_without_suffix(path: Path, rel: str, cache: HashCache | None) -> bool:
+    """Whether a file with no suffix is read (``parsing.looks_like_text``). One the hash cache holds at its current
+    stat was read as text when it was hashed (only files the scan picked up are hashed): it is not opened again."""
+    if cache is not None:
+        try:
+            if cache.knows(rel, os.stat(path)):
+                return True
+        except OSError:
+            return False
+    return looks_like_text(path)
 
 
 _SPECIAL_KINDS = ((stat_module.S_ISFIFO, "a FIFO (named pipe)"), (stat_module.S_ISSOCK, "a socket"),

@@ -62,6 +62,11 @@ class HashCache:
             return entry[-1]
         return None
 
+    def knows(self, rel: str, stat: os.stat_result) -> bool:
+        """Whether ``lookup`` would find this file's hash (nothing is kept or counted)."""
+        entry = self._old.get(rel)
+        return bool(entry) and entry[:-1] == _signature(stat) and isinstance(entry[-1], str)
+
     def record(self, rel: str, stat: os.stat_result, file_hash: str) -> None:
         newest = max(stat.st_mtime_ns, stat.st_ctime_ns)
         if newest < self.started_ns - RACY_MARGIN_NS:

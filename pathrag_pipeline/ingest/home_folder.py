@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from pathrag_pipeline.errors import PipelineError
-from pathrag_pipeline.ingest.parsing import SUPPORTED
+from pathrag_pipeline.ingest.parsing import SUPPORTED_SAID
 from pathrag_pipeline.storage.store import Store, StoreLockedError, get_meta, set_meta
 
 if TYPE_CHECKING:
@@ -173,6 +173,6 @@ def check_plan(con: duckdb.DuckDBPyConnection, scan, plan, folder: Path, home: P
         deleted = con.execute("SELECT count(*) FROM documents WHERE path IN (SELECT unnest(?::VARCHAR[]))",
                               [plan.deleted]).fetchone()[0]
         raise FolderRefused(
-            f"{folder} holds no supported file (supported: {' '.join(sorted(SUPPORTED))}): indexing it would "
+            f"{folder} holds no supported file (supported: {SUPPORTED_SAID}): indexing it would "
             f"delete {_count(deleted)} of the {documents}{_source(recorded)} in PATHRAG_HOME {home}. Nothing was "
             f"changed: is a disk not mounted, or the path mistyped? To empty the index on purpose, {REPLACE_HINT}.")

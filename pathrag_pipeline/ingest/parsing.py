@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import stat as stat_module
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,15 @@ from pathrag_pipeline.text.structure import code_block, heading_line, inline_cod
 
 SUPPORTED = frozenset({".txt", ".md", ".markdown", ".mdx", ".rst", ".html", ".htm", ".pdf", ".docx", ".jsonl",
                        ".ipynb"})
+GZIP_SUFFIX = ".gz"
+TEXT_FORMAT = "text"
+"""``documents.format`` of a file with no extension (``README``, ``NEWS``, ``copyright``), read as plain text when its
+content is UTF-8 text (``looks_like_text``; a binary one is skipped as unsupported). Every supported file may also
+be gzip-compressed (``README.md.gz``, ``NEWS.gz``: Debian's documentation folders compress most of theirs): it is
+read as the file inside, and its format gets ``.gz`` appended (``md.gz``, ``text.gz``)."""
+SUPPORTED_SAID = (f"{' '.join(sorted(SUPPORTED))}, text files with no extension, and any of these gzipped "
+                  f"({GZIP_SUFFIX})")
+"""How reports and refusals name what is read (one place: the CLI, ``home_folder``)."""
 
 # What a parser change is measured by: a home whose documents were read by another PARSER_ID reads every file again
 # once (ingest/folder_sync.parsing_current), so no document keeps text an older parser made. v2: headings, code
@@ -47,8 +57,8 @@ class ParsedDocument:
     id: str                   # rel_path, or f"{rel_path}#{record_id}" for a JSONL record
     title: str
     text: str
-    format: str               # the file suffix without the dot: "md", "pdf", "jsonl", ...
-    content_hash: str         # sha256 hex of this document's source bytes (whole file, or the JSONL line)
+    format: str               # the file suffix without the dot: "md", "pdf", "jsonl", ...; "text" for no suffix, "md.gz"
+    content_hash: str         # sha256 hex of this document's source bytes (whole file, decompressed for a .gz, or the JSONL line)
     error: str | None = None  # set only for a JSONL line that failed; then text == ""
     warning: str | None = None  # read, but not as intended (an HTML page read whole): one line naming the file
     page_lines: list[int] | None = None
@@ -60,13 +70,56 @@ class ParsedDocument:
     "id" (None when it cannot be read). Lets the sync tell a record that turned malformed from a deleted one."""
 
 
+def supported_by_name(name: str) -> bool | None:
+    """Whether a file of this name is read, by its name alone: True for a supported suffix (case-insensitive), also
+    inside ``.gz``; False for another suffix (``data.csv``, ``site.tar.gz``, ``x.gz.gz``); None for a name with no
+    suffix (``README``, ``NEWS.gz``): read when its content is text (``looks_like_text``). The suffix is what
+    ``Path(name).suffix`` gives (the last dot, not a leading one), found without making a Path: the scanner asks for
+    every file of the folder."""
+    inner, _gzipped = _inner_name(name)
+    suffix = os.path.splitext(inner)[1].lower()
+    return suffix in SUPPORTED if suffix else None
+
+
 def is_supported(path: Path | str) -> bool:
-    """Whether the folder scanner should pick this file up (by suffix, case-insensitive). A string is read as
-    ``Path(path).suffix`` would (the last dot of the last component, not a leading one) without making a Path:
-    the scanner asks for every file of the folder."""
-    if isinstance(path, Path):
-        return path.suffix.lower() in SUPPORTED
-    return os.path.splitext(path)[1].lower() in SUPPORTED
+    """Whether the folder scanner picks this file up (``supported_by_name``); for a name with no suffix this reads
+    the file's first bytes (``looks_like_text``), so ``path`` must then be the file's own path."""
+    known = supported_by_name(os.path.basename(path))
+    return looks_like_text(path) if known is None else known
+
+
+def _inner_name(name: str) -> tuple[str, bool]:
+    """The name of the file inside a ``.gz`` (``README.md.gz`` -> ``README.md``), and whether it is one."""
+    if len(name) > len(GZIP_SUFFIX) and name.lower().endswith(GZIP_SUFFIX):
+        return name[:-len(GZIP_SUFFIX)], True
+    return name, False
+
+
+def looks_like_text(path: Path | str) -> bool:
+    """Whether a file (a ``.gz``: the file inside) starts as UTF-8 text: its first ``BINARY_SNIFF_BYTES`` hold no NUL
+    byte and decode (a character cut at the end of them aside). An empty file, an unreadable one and anything but
+    a regular file (a FIFO is never opened) are not."""
+    try:
+        if not stat_module.S_ISREG(os.stat(path).st_mode):
+            return False
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # never waits, even if swapped for a FIFO
+        with open(fd, "rb") as handle:
+            if _inner_name(os.path.basename(path))[1]:
+                import gzip
+
+                with gzip.GzipFile(fileobj=handle) as inner:
+                    head = inner.read(BINARY_SNIFF_BYTES)
+            else:
+                head = handle.read(BINARY_SNIFF_BYTES)
+    except (OSError, EOFError, ValueError):   # gzip.BadGzipFile and zlib.error are OSErrors
+        return False
+    if not head.strip() or b"\x00" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.reason == "unexpected end of data" and exc.start >= len(head) - 3
+    return True
 
 
 DEFAULT_MAX_TEXT_BYTES = 50 * 1024 * 1024
@@ -83,24 +136,46 @@ def parse_file(path: Path, rel_path: str, *, max_bytes: int, max_text_bytes: int
     """
     limit = max_text_bytes or DEFAULT_MAX_TEXT_BYTES
     path = Path(path)
-    suffix = path.suffix.lower()
-    parser = _PARSERS.get(suffix)
+    inner, gzipped = _inner_name(path.name)
+    stem, suffix = os.path.splitext(inner)
+    suffix = suffix.lower()
+    parser = _PARSERS.get(suffix) if suffix else _parse_text
     if parser is None:
-        raise ParseError(
-            f"{rel_path}: unsupported file type {suffix or '(no suffix)'!r}; "
-            f"supported are {', '.join(sorted(SUPPORTED))}"
-        )
+        raise ParseError(f"{rel_path}: unsupported file type {suffix!r}; supported are {SUPPORTED_SAID}")
     data = _read_bytes(path, rel_path, max_bytes)
+    if gzipped:
+        data = _gunzip(data, rel_path, max_bytes)
     if not data.strip():
         raise ParseError(f"{rel_path} is empty ({len(data)} bytes, no text); add content or remove the file")
+    fmt = suffix.lstrip(".") or TEXT_FORMAT
     if parser in (_parse_docx, _parse_pdf):
-        docs = parser(data, rel_path, suffix.lstrip("."), path.stem, max_text_bytes=limit)
+        docs = parser(data, rel_path, fmt, stem, max_text_bytes=limit)
     else:
-        docs = parser(data, rel_path, suffix.lstrip("."), path.stem)
+        docs = parser(data, rel_path, fmt, stem)
     total = sum(len(d.text.encode("utf-8")) for d in docs)
     if total > limit:
         raise ParseError(_too_much_text(rel_path, total, limit))
+    if gzipped:
+        for doc in docs:
+            doc.format += GZIP_SUFFIX
     return docs
+
+
+def _gunzip(data: bytes, rel_path: str, max_bytes: int) -> bytes:
+    """A ``.gz`` file's content, at most ``max_bytes`` of it (PATHRAG_MAX_FILE_BYTES bounds what is read, so a small
+    file that inflates enormously stops there); a damaged file is a ParseError naming it."""
+    import gzip
+
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as inner:
+            out = inner.read(max_bytes + 1)
+    except (OSError, EOFError) as exc:   # BadGzipFile, zlib.error, a cut-off file
+        raise ParseError(f"{rel_path} is not a readable gzip file ({exc or type(exc).__name__}); "
+                         "compress it again, or remove it from the folder") from None
+    if len(out) > max_bytes:
+        raise ParseError(f"{rel_path} decompresses to over {max_bytes:,} bytes, over the limit of {max_bytes:,} "
+                         "bytes; raise PATHRAG_MAX_FILE_BYTES or split the file")
+    return out
 
 
 def _too_much_text(rel_path: str, size: int | str, limit: int) -> str:

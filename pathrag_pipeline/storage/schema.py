@@ -18,8 +18,8 @@ DDL = [
         id            VARCHAR PRIMARY KEY,   -- relative path, or 'path#record-id' for a JSONL record
         path          VARCHAR NOT NULL,      -- file path relative to the indexed folder (named in the documents_parse_cleanly check)
         title         VARCHAR,               -- first heading, HTML <title>, PDF/DOCX metadata, JSONL title, or file name
-        format        VARCHAR,               -- txt, md, html, pdf, docx, jsonl
-        content_hash  VARCHAR,               -- sha256 of this document's source bytes (the file, or the JSONL line)
+        format        VARCHAR,               -- the extension without its dot (txt, md, rst, html, pdf, docx, ipynb, jsonl, ...); text: a file with no extension; .gz appended for a gzipped file (md.gz, text.gz)
+        content_hash  VARCHAR,               -- sha256 of this document's source bytes (the file, decompressed for a .gz, or the JSONL line)
         file_hash     VARCHAR,               -- sha256 of the whole file (change detection per file)
         size_bytes    BIGINT,                -- size of the file
         status        VARCHAR NOT NULL,      -- 'indexed' or 'error'
