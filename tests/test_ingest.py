@@ -527,3 +527,47 @@ def test_a_new_parser_reads_every_file_once_and_rewrites_only_documents_whose_te
     read.clear()
     sync_folder(settings)
     assert read == []                                                            # once, not every run
+
+
+def test_the_folder_s_ignore_file_keeps_paths_out_and_their_documents_leave(env):
+    from pathrag_pipeline.ingest.ignore_file import IGNORE_FILE
+
+    settings, docs, store = env
+    (docs / "sub" / "_static").mkdir()
+    (docs / "sub" / "_static" / "theme.txt").write_text("Theme notes about the colour of the navigation bar.\n")
+    (docs / "drafts.md").write_text("# Draft\n\nA draft about Kessel Bay.\n")
+    (docs / "keep.md").write_text("# Keep\n\nKept page about Northwick.\n")
+    sync_folder(settings, store)
+    assert {"sub/_static/theme.txt", "drafts.md"} <= {r[0] for r in rows(store, "SELECT path FROM documents")}
+    (docs / IGNORE_FILE).write_text("# kept out of the index\n_static/\ndraft*\n*.md\n!keep.md\n")
+    report = sync_folder(settings, store)
+    assert sorted(report.plan.deleted) == ["a.md", "drafts.md", "sub/_static/theme.txt"]
+    assert (report.ignored_files, report.ignored_folders) == (2, 1)   # a.md and drafts.md; sub/_static
+    assert {r[0] for r in rows(store, "SELECT DISTINCT path FROM documents")} == {"b.txt", "sub/c.html",
+                                                                                  "records.jsonl", "keep.md"}
+    # the ignore file itself is never a document, and emptying it brings the files back
+    (docs / IGNORE_FILE).write_text("")
+    assert sorted(sync_folder(settings, store).plan.new) == ["a.md", "drafts.md", "sub/_static/theme.txt"]
+
+
+def test_an_ignore_file_that_cannot_be_used_stops_the_sync_before_any_change(env):
+    from pathrag_pipeline.ingest.ignore_file import IGNORE_FILE, IgnoreFileError
+
+    settings, docs, store = env
+    sync_folder(settings, store)
+    before = rows(store, "SELECT id, updated_at FROM documents ORDER BY id")
+    (docs / "a.md").unlink()   # a change the refused run must not make either
+    ignore = docs / IGNORE_FILE
+    ignore.write_bytes(b"caf\xe9/\n")
+    with pytest.raises(IgnoreFileError, match=r"\.pathragignore is not UTF-8 text.*Nothing was changed"):
+        sync_folder(settings, store)
+    ignore.write_text("ok.md\n!\n")   # a lone "!" is no pattern
+    with pytest.raises(IgnoreFileError, match=r"\.pathragignore: .*fix or remove that line"):
+        sync_folder(settings, store)
+    if os.geteuid() != 0:   # root reads any file
+        ignore.write_text("x\n")
+        ignore.chmod(0)
+        with pytest.raises(IgnoreFileError, match=r"cannot read .*\.pathragignore"):
+            sync_folder(settings, store)
+        ignore.chmod(0o644)
+    assert rows(store, "SELECT id, updated_at FROM documents ORDER BY id") == before

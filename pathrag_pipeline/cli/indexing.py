@@ -47,6 +47,11 @@ def _print_sync(report, out) -> None:
         names = ", ".join(report.unsupported) + (f" and {more} more" if more > 0 else "")
         out.print(f"[yellow]skipped {report.unsupported_count} unsupported file(s)[/yellow] "
                       f"(supported: {SUPPORTED_SAID}): {esc(names)}", highlight=False)
+    if report.ignored_files or report.ignored_folders:
+        from pathrag_pipeline.ingest.ignore_file import IGNORE_FILE
+
+        folders = f" and {report.ignored_folders} folder(s)" if report.ignored_folders else ""
+        out.print(f"ignored {report.ignored_files} file(s){folders} listed in {IGNORE_FILE}", highlight=False)
     if report.linked_dirs:
         shown = ", ".join(report.linked_dirs[:LINKED_SHOWN])
         more = len(report.linked_dirs) - LINKED_SHOWN

@@ -180,7 +180,7 @@ def up_to_date_report(settings: Settings, folder: Path, *, replace_folder: bool 
         return None, work.reasons
     sync = SyncReport("", str(folder), work.plan, [], time.perf_counter() - started, 0,
                       work.scan.unsupported_count, list(work.scan.unsupported), dict(work.scan.page_sources),
-                      list(work.scan.linked_dirs))
+                      list(work.scan.linked_dirs), work.scan.ignored_files, work.scan.ignored_folders)
     extraction = ExtractionStats(run_id="", extractor=mode["extractor"], chunks=work.graph["chunks"],
                                  given_up=work.backlog.given_up if work.backlog is not None else 0)
     # dim 0: the vector width is in LanceDB's table metadata, which the check does not open (never printed)

@@ -39,6 +39,7 @@ from pathrag_pipeline.ingest.home_folder import (FOLDER_HINT, check_plan, record
                                                   write_folder_note)
 from pathrag_pipeline.config import Settings, usable_cores
 from pathrag_pipeline.ingest.hash_cache import HashCache
+from pathrag_pipeline.ingest.ignore_file import IgnoreRules
 from pathrag_pipeline.ingest.page_sources import page_sources
 from pathrag_pipeline.storage.file_hash import file_sha256
 from pathrag_pipeline.ingest.parsing import (PARSER_ID, ParsedDocument, ParseError, looks_like_text, parse_file,
@@ -94,6 +95,8 @@ class SyncReport:
     unsupported: list[str] = field(default_factory=list)   # the first UNSUPPORTED_EXAMPLES of them
     page_sources: dict[str, str] = field(default_factory=dict)   # source file -> its rendered page, not indexed
     linked_dirs: list[str] = field(default_factory=list)   # subfolders that are symlinks: not followed, not indexed
+    ignored_files: int = 0         # files the folder's .pathragignore matched (ingest/ignore_file.py): not read
+    ignored_folders: int = 0       # subfolders it matched: not entered (their files are not counted)
 
 
     @property
@@ -135,6 +138,8 @@ class FolderScan(dict):
         self.unsupported_count = 0
         self.page_sources: dict[str, str] = {}   # source file -> the rendered page indexed instead (page_sources.py)
         self.linked_dirs: list[str] = []         # subfolders that are symlinks, not followed (``scan_folder``)
+        self.ignored_files = 0                    # matched by the folder's .pathragignore (``scan_folder``)
+        self.ignored_folders = 0
 
     def hidden_by_unreadable_dir(self, rel_path: str) -> bool:
         """Whether an indexed path lies in a subfolder the scan could not read (so its absence proves nothing)."""
@@ -142,7 +147,8 @@ class FolderScan(dict):
 
 
 def scan_folder(root: Path, *, max_bytes: int, cache: HashCache | None = None) -> FolderScan:
-    """Supported files under ``root`` (hidden files and folders skipped), keyed by POSIX relative path.
+    """Supported files under ``root`` (hidden files and folders skipped, and what its ``.pathragignore`` lists:
+    ingest/ignore_file.py), keyed by POSIX relative path.
 
     Never raises for what it finds inside the folder: symlink loops, FIFOs, sockets and devices become
     entries with a ``problem`` (never opened), unreadable subfolders are listed in ``unreadable_dirs``.
@@ -151,6 +157,7 @@ def scan_folder(root: Path, *, max_bytes: int, cache: HashCache | None = None) -
     if not root.is_dir():
         raise FileNotFoundError(f"document folder {root} does not exist or is not a folder; {FOLDER_HINT}")
     root_real = root.resolve()
+    rules = IgnoreRules.of_folder(root)   # raises for an ignore file it cannot use, before anything is changed
     scan = FolderScan()
 
     def unreadable(exc: OSError) -> None:
@@ -168,6 +175,10 @@ def scan_folder(root: Path, *, max_bytes: int, cache: HashCache | None = None) -
         rel_folder = folder.relative_to(root).as_posix()
         prefix = "" if rel_folder == "." else rel_folder + "/"
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        if rules is not None:
+            kept = [d for d in dirnames if not rules.ignores_folder(prefix + d)]
+            scan.ignored_folders += len(dirnames) - len(kept)
+            dirnames[:] = kept
         # A subfolder that is a symlink is not followed (os.walk's default): it could lead outside the folder, back
         # into it (its files twice) or round in a loop. Said in the report instead of skipped without a word.
         linked = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
@@ -178,6 +189,9 @@ def scan_folder(root: Path, *, max_bytes: int, cache: HashCache | None = None) -
             if name.startswith("."):
                 continue
             rel = prefix + name
+            if rules is not None and rules.ignores_file(rel):
+                scan.ignored_files += 1
+                continue
             known = supported_by_name(name)
             if known is None:   # no suffix (README, NEWS.gz): read when it is text
                 known = _text_without_suffix(folder / name, rel, cache)
@@ -782,7 +796,7 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
             seconds = time.perf_counter() - started
             report = SyncReport(run_id or uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked,
                                 scan.unsupported_count, list(scan.unsupported), dict(scan.page_sources),
-                                list(scan.linked_dirs))
+                                list(scan.linked_dirs), scan.ignored_files, scan.ignored_folders)
             with store.connect() as con:
                 record_folder(con, root)
                 record_run(con, report, trigger=trigger, started_at=started_at)
