@@ -88,3 +88,25 @@ def test_headings_and_short_lines_are_never_template_lines():
 def test_a_small_folder_has_no_template_lines():
     assert template_lines.threshold(3) == template_lines.TEMPLATE_MIN_DOCUMENTS
     assert template_lines.threshold(100) == 50
+
+
+def test_a_template_line_is_shown_as_a_document_s_text_holds_it(tmp_path):
+    """``template_lines.line`` comes from a document whose text holds the line: the first page by id may hold it only
+    in its furniture (outside its main content), where no text of it is kept (the trial's rows were all '')."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    line = "Maintained by the Varne Valley Trust for all the river gauges."
+    for i, name in enumerate(["a", "b", "c", "d", "x", "y"]):
+        body = (f"<h1>Gauge {i}</h1><p>The gauge at site {i} was read by observer number {i} every morning of the "
+                "survey, and its readings went to the county office each week.</p>")
+        inside = f"<p>{line}</p>" if name in "xy" else ""   # two pages keep it in their main content
+        (docs / f"{name}.html").write_text(f"<html><head><title>Gauge {i}</title></head><body><main>{body}{inside}"
+                                           f"</main><div class=\"footer\"><p>{line}</p></div></body></html>", encoding="utf-8")
+    settings = Settings.from_env(env={}, home=tmp_path / "home", docs=docs)
+    store = Store.for_settings(settings)
+    sync_folder(settings, folder=docs)
+    assert line in stored_template(store)
+    with store.connect() as con:   # a home written before the fix: its row without the text is filled in
+        con.execute("UPDATE template_lines SET line = ''")
+        template_lines.refresh(con)
+    assert line in stored_template(store)

@@ -167,6 +167,11 @@ def refresh(con: duckdb.DuckDBPyConnection) -> TemplateChange:
             con.execute("DELETE FROM template_lines WHERE line_hash IN (SELECT unnest(?::BIGINT[]))", [sorted(removed)])
         for key in sorted(added):
             con.execute("INSERT INTO template_lines VALUES (?, ?, ?)", [key, _line_text(con, key), counted[key]])
+    # A line stored without its text (older versions looked in a document whose text lacked it: ''), or one that only
+    # a page's furniture held until now, gets its text once a document's text holds it.
+    for (key,) in con.execute("SELECT line_hash FROM template_lines WHERE line = '' AND line_hash IN "
+                              "(SELECT line_hash FROM document_lines WHERE in_text)").fetchall():
+        con.execute("UPDATE template_lines SET line = ? WHERE line_hash = ?", [_line_text(con, key), key])
     if counted:
         con.execute("UPDATE template_lines t SET documents = c.n FROM (SELECT unnest(?::BIGINT[]) AS k, "
                     "unnest(?::INTEGER[]) AS n) c WHERE t.line_hash = c.k AND t.documents <> c.n",
@@ -175,9 +180,12 @@ def refresh(con: duckdb.DuckDBPyConnection) -> TemplateChange:
 
 
 def _line_text(con: duckdb.DuckDBPyConnection, key: int) -> str:
-    """The line with this key, as the first document holding it writes it."""
+    """The line with this key, as the first document whose text holds it writes it; '' when it is only on the
+    pages' furniture (an HTML page's navigation outside its main content: counted, in no document's text, so no
+    chunk is cut for it)."""
     row = con.execute("SELECT d.text FROM document_lines l JOIN documents d ON d.id = l.document_id "
-                      "WHERE l.line_hash = ? AND d.text IS NOT NULL ORDER BY d.id LIMIT 1", [key]).fetchone()
+                      "WHERE l.line_hash = ? AND l.in_text AND d.text IS NOT NULL ORDER BY d.id LIMIT 1",
+                      [key]).fetchone()
     for line in (row[0] if row else "").split("\n"):
         if line_key(line) == key:
             return " ".join(line.split())

@@ -54,7 +54,7 @@ DDL = [
     """
     CREATE TABLE IF NOT EXISTS template_lines (
         line_hash     BIGINT PRIMARY KEY,    -- the line's key (document_lines.line_hash)
-        line          VARCHAR NOT NULL,      -- the line, as one of its documents writes it
+        line          VARCHAR NOT NULL,      -- the line, as a document whose text holds it writes it; '' when only HTML pages' furniture (outside their text) holds it
         documents     INTEGER NOT NULL       -- indexed documents holding it when last counted: at least half the folder's (ingest/template_lines.py); chunks leave it out
     )
     """,
