@@ -72,6 +72,7 @@ class FileResult:
     chunks_written: int = 0
     documents_deleted: int = 0
     errors: list[str] = field(default_factory=list)
+    chunk_counts: dict[str, int] = field(default_factory=dict)   # document id -> its chunks written (chunks_written's parts)
     warnings: list[str] = field(default_factory=list)   # read, but not as intended (parsing.ParsedDocument.warning)
 
 
@@ -90,7 +91,7 @@ class SyncReport:
     plan: Plan
     results: list[FileResult]
     seconds: float
-    rechunked_chunks: int = 0      # chunks rebuilt because the chunk settings changed
+    rechunked_chunks: int = 0      # chunks rebuilt in documents this run did not write (chunk settings or template lines changed)
     unsupported_count: int = 0     # files skipped because their format is not supported (.csv, .xlsx, ...)
     unsupported: list[str] = field(default_factory=list)   # the first UNSUPPORTED_EXAMPLES of them
     page_sources: dict[str, str] = field(default_factory=dict)   # source file -> its rendered page, not indexed
@@ -540,7 +541,7 @@ def ensure_chunking(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
     if previous is not None and previous != signature:
         with transaction(con):
             ids = [row[0] for row in con.execute("SELECT id FROM documents WHERE text IS NOT NULL ORDER BY id").fetchall()]
-            rewritten = rechunk(con, ids, settings)
+            rewritten = sum(rechunk(con, ids, settings).values())
     if previous != signature:
         set_meta(con, "chunking", signature)
     return rewritten
@@ -550,11 +551,11 @@ RECHUNK_BATCH_BYTES = 16 * 1024 * 1024
 """Texts read at a time when stored documents are cut again: memory holds this much, not the folder."""
 
 
-def rechunk(con: duckdb.DuckDBPyConnection, document_ids: list[str], settings: Settings) -> int:
+def rechunk(con: duckdb.DuckDBPyConnection, document_ids: list[str], settings: Settings) -> dict[str, int]:
     """Cut the stored texts of these documents into chunks again (current template lines), a batch of texts at a
-    time; returns the chunks written."""
+    time; returns the chunks written per document."""
     template = template_lines.current(con)
-    written = 0
+    written: dict[str, int] = {}
     sizes = con.execute(f"SELECT id, strlen(text) FROM documents WHERE text IS NOT NULL AND {_in_list('id')} "
                         "ORDER BY id", [document_ids]).fetchall()
     batch: list[str] = []
@@ -564,10 +565,24 @@ def rechunk(con: duckdb.DuckDBPyConnection, document_ids: list[str], settings: S
         size += n
         if size >= RECHUNK_BATCH_BYTES or i == len(sizes) - 1:
             texts = dict(con.execute(f"SELECT id, text FROM documents WHERE {_in_list('id')}", [batch]).fetchall())
-            written += sum(write_chunks(con, texts, max_tokens=settings.chunk_tokens,
-                                        overlap=settings.chunk_overlap, template=template).values())
+            written.update(write_chunks(con, texts, max_tokens=settings.chunk_tokens,
+                                        overlap=settings.chunk_overlap, template=template))
             batch, size = [], 0
     return written
+
+
+def _recut(results: list[FileResult], counts: dict[str, int]) -> int:
+    """Count chunks cut again after the template lines changed once: a document this run wrote (a first build
+    finds the folder's template lines after cutting every page) has its new count in its file's result instead of
+    its first; returns the chunks of the other documents (``SyncReport.rechunked_chunks``). So the report's "chunks
+    written" is never more than the chunks the documents it names hold."""
+    rest = dict(counts)
+    for result in results:
+        for doc_id in result.chunk_counts.keys() & rest.keys():
+            n = rest.pop(doc_id)
+            result.chunks_written += n - result.chunk_counts[doc_id]
+            result.chunk_counts[doc_id] = n
+    return sum(rest.values())
 
 
 def parsing_current(con: duckdb.DuckDBPyConnection) -> bool:
@@ -600,6 +615,7 @@ def store_files(con: duckdb.DuckDBPyConnection, files: list[ParsedFile], setting
     by_path = {r.rel_path: r for r in results}
     for doc_id, n in counts.items():
         by_path[path_of[doc_id]].chunks_written += n
+        by_path[path_of[doc_id]].chunk_counts[doc_id] = n
     for doc_id, message in errors.items():
         result = by_path[path_of[doc_id]]
         result.errors.append(message)
@@ -790,7 +806,7 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
                 # an edit or a delete may have moved a line across the template threshold: cut its documents again
                 change = template_lines.refresh(con)
                 if change.rechunk:
-                    rechunked += rechunk(con, change.rechunk, settings)
+                    rechunked += _recut(results, rechunk(con, change.rechunk, settings))
                 set_meta(con, "parsing", PARSER_ID)
             store.settle_row_groups()   # a large sync merges the row groups its batches wrote (storage/row_group_merging)
             seconds = time.perf_counter() - started
