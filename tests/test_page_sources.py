@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from pathrag_pipeline.cli import main
-from pathrag_pipeline.ingest.page_sources import page_sources, rendered_page
+from pathrag_pipeline.ingest.page_sources import page_sources, rendered_page, sources_of_deleted_pages
 
 
 def test_the_sources_sphinx_and_asciidoc_ship_beside_their_pages_are_known():
@@ -17,6 +17,13 @@ def test_the_sources_sphinx_and_asciidoc_ship_beside_their_pages_are_known():
     assert rendered_page("notes.txt", {"index.html"}) is None            # no page of its own: indexed
     assert rendered_page("_sources/gone.rst.txt", {"index.html"}) is None  # its page is not in the folder
     assert page_sources(["a.txt", "b.md"]) == {}
+
+
+def test_a_source_indexed_because_its_page_was_deleted_is_named():
+    assert sources_of_deleted_pages(["_sources/io.rst.txt", "new.txt", "c.txt"], ["io.html", "b.html"]) == \
+        {"_sources/io.rst.txt": "io.html"}
+    assert sources_of_deleted_pages(["new.txt"], ["new.html", "x.md"]) == {"new.txt": "new.html"}
+    assert sources_of_deleted_pages(["a.txt"], []) == {} and sources_of_deleted_pages([], ["a.html"]) == {}
 
 
 @pytest.mark.e2e
@@ -34,6 +41,8 @@ def test_an_index_reads_the_page_not_its_source_and_a_home_that_held_both_drops_
     assert listed == ["path", "notes.txt", "widgets.html"]
     # the page goes: its source is a document of its own again
     (docs / "widgets.html").unlink()
-    assert CliRunner().invoke(main, ["index", str(docs)]).exit_code == 0
+    result = CliRunner().invoke(main, ["index", str(docs)])
+    assert result.exit_code == 0, result.output
+    assert "indexed 1 source file(s) of pages deleted in this run" in " ".join(result.output.split())
     listed = CliRunner().invoke(main, ["sql", "SELECT path FROM documents ORDER BY path", "--csv"]).output.split()
     assert listed == ["path", "_sources/widgets.rst.txt", "notes.txt"]

@@ -59,6 +59,14 @@ def _print_sync(report, out) -> None:
                   f"followed (one could lead outside the folder, or back into it): {esc(shown)}"
                   f"{f' and {more} more' if more > 0 else ''}; copy the folder in, or index its target",
                   highlight=False)
+    from pathrag_pipeline.ingest.page_sources import sources_of_deleted_pages
+
+    uncovered = sources_of_deleted_pages(report.plan.new, report.plan.deleted)
+    if uncovered:
+        source, page = next(iter(sorted(uncovered.items())))
+        out.print(f"indexed {len(uncovered)} source file(s) of pages deleted in this run, skipped while their page "
+                  f"was there (e.g. {esc(source)}, the source of {esc(page)}); to drop the page for good, delete its "
+                  "source too or list it in .pathragignore", highlight=False)
     if report.page_sources:
         source, page = next(iter(report.page_sources.items()))
         out.print(f"skipped {len(report.page_sources)} source file(s) of rendered pages, whose page is indexed "

@@ -53,3 +53,12 @@ def page_sources(paths: Iterable[str]) -> dict[str, str]:
         if page is not None:
             out[rel] = page
     return out
+
+
+def sources_of_deleted_pages(new: Iterable[str], deleted: Iterable[str]) -> dict[str, str]:
+    """{source file: its page} for files a run indexes as new because their rendered page left the folder in the same
+    run (the source was skipped while the page was there): said in the report, which would otherwise show a page
+    deleted and an unexplained new file, and the source's plain text answering for the page."""
+    new, deleted = set(new), set(deleted)
+    return {source: page for source, page in page_sources(new | deleted).items()
+            if source in new and page in deleted}
