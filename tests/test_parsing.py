@@ -606,6 +606,18 @@ History
 """
 
 
+def test_an_rst_file_that_only_includes_another_says_so(tmp_path):
+    """pip's docs hold `.. include:: ../../../src/pip/_vendor/README.rst` and nothing else: "is empty" read as a
+    broken file."""
+    path = tmp_path / "vendoring-policy.rst"
+    path.write_text(".. include:: ../../../src/pip/_vendor/README.rst\n")
+    with pytest.raises(ParseError, match=r"only includes other files \(`\.\. include::` is not followed\)"):
+        parse_file(path, "vendoring-policy.rst", max_bytes=BIG)
+    path.write_text(".. comment only\n")
+    with pytest.raises(ParseError, match=r"is empty"):
+        parse_file(path, "vendoring-policy.rst", max_bytes=BIG)
+
+
 def test_rst_is_read_without_its_markup_and_never_reaches_outside_the_file(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP SECRET CONTENT")

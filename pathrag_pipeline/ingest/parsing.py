@@ -504,6 +504,9 @@ def _register_sphinx_directives() -> None:
     _directives_registered = True
 
 
+_RST_INCLUDE = re.compile(r"^\s*\.\.\s+(?:literal)?include::", re.MULTILINE)
+
+
 def _parse_rst(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
     """reStructuredText through docutils: the text without its markup (section adornments, directives,
     roles, link targets), paragraphs separated by blank lines; the title is the document's title."""
@@ -538,7 +541,12 @@ def _parse_rst(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDo
             blocks.append(heading_line(2, text) if text else "")
         else:
             blocks.append(_rst_inline(node, nodes).strip())
-    text = _require_text(normalise_text("\n\n".join(b for b in blocks if b)), rel_path, "file")
+    text = normalise_text("\n\n".join(b for b in blocks if b))
+    if not text and _RST_INCLUDE.search(source):
+        raise ParseError(f"{rel_path} holds no text of its own: it only includes other files (`.. include::` is not "
+                         "followed); the included file is indexed when it is in the folder with a supported "
+                         "extension, or list this one in .pathragignore")
+    text = _require_text(text, rel_path, "file")
     title = str(tree.get("title") or "").strip() or _first_line(text) or stem
     return [ParsedDocument(rel_path, title[:TITLE_MAX_CHARS], text, fmt, _sha256(data))]
 
