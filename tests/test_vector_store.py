@@ -390,3 +390,24 @@ def test_a_table_left_with_no_row_reads_as_empty_not_a_reshape_error(store):
     keys, matrix = store.matrix("entities")
     assert keys == [] and matrix.shape == (0, 64)
     assert store.search("entities", "Denmark", k=3, embedder=e) == []
+
+
+def test_a_snapshot_read_in_batches_is_the_whole_table_in_its_order(store, monkeypatch):
+    """The in-memory matrix is filled a batch at a time (``SNAPSHOT_BATCH_ROWS``): every row once, in the table's
+    order, each key beside its own vector and payload, equal to the bit to the table read whole."""
+    import pathrag_pipeline.storage.vector_store as vector_store
+
+    monkeypatch.setattr(vector_store, "SNAPSHOT_BATCH_ROWS", 7)   # 50 rows: 8 batches, the last one short
+    e = HashingEmbedder(dim=32)
+    rows = [(f"k{i:02}", f"text number {i} about river {i % 5}", {"name": f"n{i}", "rank": i}) for i in range(50)]
+    store.sync("entities", rows, e)
+    store.upsert("entities", [("k03", "text number 3 rewritten", {"name": "n3b", "rank": 3})], e)   # two fragments
+    tbl = store._open("entities")
+    whole = tbl.to_arrow()
+    columns, matrix = vector_store._rows_and_matrix(tbl)
+    assert columns["key"] == whole.column("key").to_pylist() and len(columns["key"]) == 50
+    assert set(columns) == {"key", "text", "name", "rank"}
+    assert columns["name"] == whole.column("name").to_pylist() and columns["rank"] == whole.column("rank").to_pylist()
+    assert np.array_equal(matrix, vector_store._vector_matrix(whole)) and matrix.dtype == np.float32
+    hits = store.search_many("entities", ["text number 3 rewritten"], k=1, embedder=e)[0]
+    assert (hits[0].key, hits[0].payload) == ("k03", {"name": "n3b", "rank": 3})
