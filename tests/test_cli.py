@@ -173,7 +173,7 @@ def test_quickstart_indexes_the_sample_and_answers(home):
     answer = result.output.split("Answer (extractive, offline, mode path):", 1)[1]
     answer = " ".join(answer.split())
     assert "River Lode" in answer[:400] and "Hesketh Mill" in answer[:400]
-    assert "Sources: [1] varne_valley_geography.md" in answer
+    assert "Cited: [1] varne_valley_geography.md" in answer and "Retrieved documents: " in answer
 
 
 @pytest.mark.e2e

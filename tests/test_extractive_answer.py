@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pathrag_lab.bench.sample_answers import is_answered, lead_name, parse_answer_key
@@ -55,6 +57,29 @@ def test_a_question_for_a_code_name_leads_with_the_definition_that_gives_one():
     body = got.text.removeprefix(EXTRACTIVE_LABEL).strip()
     assert body.startswith("--autosquash, --no-autosquash: When the commit log message begins with fixup!")
     assert body.endswith("Sources: [1] git-rebase.html > OPTIONS")
+    # the same number as data: its document and section apart, the chunk quoted and the definition as quoted
+    [cited] = got.citations
+    assert (cited.n, cited.document, cited.section, cited.source, cited.chunk_ids) == (
+        1, "git-rebase.html", "OPTIONS", "git-rebase.html > OPTIONS", ("rebase",))
+    assert cited.quotes and all(f"{quote} [1]" in body for quote in cited.quotes)
+    assert cited.quotes[0].startswith("--autosquash, --no-autosquash: When the commit log message")
+
+
+def test_each_number_of_the_sources_line_is_a_citation_with_the_sentences_it_marks():
+    flat = Evidence(("Pellingham Institute", "Agnes Morrow", "Hesketh Mill", "River Lode"),
+                    ("institute", "morrow", "mill"))
+    documents = {"institute": ("institute.md", "Pellingham Institute"), "morrow": ("people.jsonl#morrow", "Morrow"),
+                 "mill": ("places.md", "Hesketh Mill")}
+    got = extractive_answer(QUESTION, ["Pellingham Institute"], [flat], CHUNKS, names=["Pellingham Institute"],
+                            documents=documents, max_sentences=4)
+    body = got.text.removeprefix(EXTRACTIVE_LABEL).strip()
+    assert [(c.n, c.document, c.chunk_ids) for c in got.citations] == [
+        (1, "places.md", ("mill",)), (2, "people.jsonl#morrow", ("morrow",)), (3, "institute.md", ("institute",))]
+    for c in got.citations:
+        assert c.quotes and all(f"{quote} [{c.n}]" in body for quote in c.quotes)
+    # every marked sentence of the answer is one citation's quote
+    marks = re.findall(r" \[\d+\](?= |\n|$)", body.split("\nSources:")[0])
+    assert sum(len(c.quotes) for c in got.citations) == len(marks) == 4
 
 
 @pytest.mark.parametrize("question, expects", [

@@ -296,7 +296,7 @@ def test_an_existing_home_gains_the_new_query_columns(tmp_path):
     con.close()
     with Store(path).connect() as con:
         columns = [r[0] for r in con.execute("DESCRIBE queries").fetchall()]
-        assert columns[-6:] == ["tracking", "llm_calls", "llm_tokens", "error", "asked_from", "process"]
+        assert columns[-7:] == ["tracking", "llm_calls", "llm_tokens", "error", "asked_from", "process", "citations"]
         assert con.execute("SELECT query_id, tracking, error FROM queries").fetchall() == [("old", None, None)]
 
 

@@ -155,14 +155,16 @@ def test_each_ask_records_the_command_and_process_that_asked_and_an_older_spool_
     from pathrag_pipeline.query import query_log
 
     rows = query_log._rows(old)
-    rows["queries"] = [row[:-2] for row in rows["queries"]]   # as an older version spooled them
+    columns = [name for name, _ in query_log._COLUMNS["queries"]]
+    # as an older version spooled them: no asked_from, process nor anything added after them
+    rows["queries"] = [row[:columns.index("asked_from")] for row in rows["queries"]]
     query_log._spool(spool_dir(store), rows)
     with store.connect() as con:
         assert merge_spool(con, spool_dir(store)) == 1
-        got = con.execute("SELECT question, asked_from, process FROM queries ORDER BY asked_at").fetchall()
+        got = con.execute("SELECT question, asked_from, process, citations FROM queries ORDER BY asked_at").fetchall()
     assert got[0][1] == "pathrag ask" and got[0][2].startswith(socket.gethostname() + ":")
-    assert got[1][1:] == ("python", f"{socket.gethostname()}:{os.getpid()}")
-    assert got[2] == ("Who designed the Corran Ford Bridge?", None, None)
+    assert got[1][1:3] == ("python", f"{socket.gethostname()}:{os.getpid()}") and got[1][3] is not None
+    assert got[2] == ("Who designed the Corran Ford Bridge?", None, None, None)
 
 
 # ---- the Python API's log while the file is kept for the next query (query_log.log_results) ------------------

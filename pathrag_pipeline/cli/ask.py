@@ -2,6 +2,10 @@
 
 Loaded by the root group when used. People get the answer, then the retained paths
 (reliability, nodes, source documents); programs get ``--json`` (``QueryResult.to_json``).
+
+Two lists of documents follow an answer and are labelled so they are not confused: "Cited:", what each [n] of the
+answer quotes (the extractive answer's own "Sources:" line, said from ``QueryResult.citations``), and "Retrieved
+documents:", the documents of every passage retrieval ranked, cited or not.
 """
 
 from __future__ import annotations
@@ -43,7 +47,15 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
     answer = result.answer
     if answer.startswith(EXTRACTIVE_LABEL):
         answer = answer[len(EXTRACTIVE_LABEL):].lstrip()
+    citations = getattr(result, "citations", None) or []   # (a service of older code replies without them)
+    if citations:
+        # the answer's closing "Sources:" line is said as "Cited:", from the citations, so it is never mistaken for
+        # the retrieved documents' line below
+        answer = answer.rpartition("\nSources: ")[0] or answer
     console.print(answer, highlight=False, markup=False)
+    if citations:
+        console.print("Cited: " + "; ".join(f"[{c['n']}] {c['source']}" for c in citations),
+                      highlight=False, markup=False)
     if result.paths:
         pooled = (getattr(result, "params", None) or {}).get("path_pooling", "off") not in ("off", None)
         order = ("the tracker's best (deepest hop first)" if result.mode == "neuropath" else
@@ -80,7 +92,9 @@ def print_result(result: QueryResult, console: Console, max_paths: int | None = 
             console.print(f"The tracker's answer stayed invalid, so no path was tracked and the passages come from "
                           f"the completion retrieval alone: {tracking['tracker_error']}", highlight=False, markup=False)
     if result.document_ids:
-        console.print("Sources: " + ", ".join(result.document_ids[:10]), highlight=False, markup=False)
+        more = len(result.document_ids) - 10
+        console.print("Retrieved documents: " + ", ".join(result.document_ids[:10]) + (f" (+{more} more)" if more > 0
+                      else ""), highlight=False, markup=False)
     stages = ", ".join(f"{k} {v:.0f}" for k, v in result.timings_ms.items())
     console.print(f"[dim]query {esc(result.query_id)} | {result.total_ms:.0f} ms ({esc(stages)})[/dim]", highlight=False)
 

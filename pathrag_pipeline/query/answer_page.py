@@ -5,14 +5,23 @@ for any ask in the log (issue 63). The page needs no network: styles inline, the
 graph's layout is igraph's (Kamada-Kawai, which starts from a circle, so the same answer is drawn the same way);
 the page only turns its coordinates into SVG: the seed entities (the query's retrieved nodes on a path) ringed, an
 edge's width by the reliability of the most reliable path through it, its relation keywords written on it, each
-node and edge with a tooltip. Below it the paths (rank, reliability, chain) and the passages quoted, each with its
+node and edge with a tooltip. Below it the paths (rank, reliability, chain) and the passages, each with its
 document, section and a ``file://`` link to the file in the indexed folder.
+
+The passages come in two lists. First the cited ones: for each [n] of the answer (``QueryResult.citations``,
+logged in ``queries.citations``) the same document and section, and the passage its sentences were quoted from,
+cut around them with the quoted sentences marked, so a reader checks a citation on the page. Then the other
+retrieved passages, in retrieval's order, labelled by their rank there and never by a bracketed number: numbering
+them [1], [2], ... as the page once did put a retrieved passage of one document under an answer citing another as
+[1]. An ask logged before citations were recorded shows the retrieved list alone, and says so.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -20,6 +29,7 @@ from typing import Any, Sequence
 WIDTH, HEIGHT, MARGIN = 880, 520, 70
 MAX_PASSAGES = 8
 PASSAGE_CHARS = 700
+AROUND_QUOTE_CHARS = 300   # a cited passage is shown from this much before its first quoted sentence to as much after
 LABEL_CHARS = 28
 
 
@@ -41,6 +51,17 @@ class PagePassage:
     text: str
 
 
+@dataclass(frozen=True)
+class PageCitation:
+    """One [n] of the answer: its source as the answer names it, the passages its sentences came from, the quotes."""
+
+    n: int
+    document: str
+    section: str
+    passages: tuple[PagePassage, ...]
+    quotes: tuple[str, ...]
+
+
 @dataclass
 class AnswerView:
     """What the page shows of one ask."""
@@ -57,6 +78,7 @@ class AnswerView:
     passages: list[PagePassage]
     folder: str | None = None
     notes: list[str] = field(default_factory=list)
+    citations: list[PageCitation] | None = None   # None: an ask logged before its citations were recorded
 
 
 class UnknownQuery(LookupError):
@@ -72,7 +94,8 @@ def view_of_result(result: Any, con: Any) -> AnswerView:
     paths = _with_keywords(con, paths)
     seeds = list(dict.fromkeys(n.entity_name for n in result.retrieved))
     return AnswerView(result.query_id, result.question, result.mode, result.answer, result.answer_kind, result.model,
-                      str(result.asked_at)[:19], paths, seeds, _passages(con, list(result.chunk_ids)), _folder(con))
+                      str(result.asked_at)[:19], paths, seeds, _passages(con, list(result.chunk_ids)), _folder(con),
+                      citations=_citations(con, list(getattr(result, "citations", None) or [])))
 
 
 def view_of_logged(con: Any, query_id: str) -> AnswerView:
@@ -88,8 +111,31 @@ def view_of_logged(con: Any, query_id: str) -> AnswerView:
                             "WHERE query_id = ? ORDER BY rank", [query_id]).fetchall()]
     seeds = [r[0] for r in con.execute("SELECT DISTINCT entity_name FROM retrieved_nodes WHERE query_id = ? "
                                        "ORDER BY entity_name", [query_id]).fetchall()]
+    cited = _logged_citations(con, query_id)
     return AnswerView(query_id, question, mode, answer, kind, model, asked_at, _with_keywords(con, paths), seeds,
-                      _passages(con, list(chunk_ids or [])), _folder(con))
+                      _passages(con, list(chunk_ids or [])), _folder(con),
+                      citations=None if cited is None else _citations(con, cited))
+
+
+def _logged_citations(con: Any, query_id: str) -> list[dict] | None:
+    """``queries.citations`` of a logged ask, or None when it was logged before they were recorded (NULL there, or a
+    home read before its next write added the column)."""
+    import duckdb
+
+    try:
+        row = con.execute("SELECT citations FROM queries WHERE query_id = ?", [query_id]).fetchone()
+    except duckdb.BinderException:
+        return None
+    return None if row is None or row[0] is None else json.loads(row[0])
+
+
+def _citations(con: Any, citations: list[dict]) -> list[PageCitation]:
+    """The page's citations (``Citation.to_dict()`` each), with the text of the chunks each quotes from."""
+    wanted = list(dict.fromkeys(c for citation in citations for c in citation.get("chunk_ids", [])))
+    found = {p.chunk_id: p for p in _passages(con, wanted, limit=None)}
+    return [PageCitation(int(c["n"]), c.get("document", ""), c.get("section", ""),
+                         tuple(found[i] for i in c.get("chunk_ids", []) if i in found), tuple(c.get("quotes", [])))
+            for c in citations]
 
 
 def _with_keywords(con: Any, paths: list[PagePath]) -> list[PagePath]:
@@ -102,8 +148,8 @@ def _with_keywords(con: Any, paths: list[PagePath]) -> list[PagePath]:
                                           tuple(found.get(e, "") for e in p.edge_ids), p.chunk_ids) for p in paths]
 
 
-def _passages(con: Any, chunk_ids: list[str]) -> list[PagePassage]:
-    ids = chunk_ids[:MAX_PASSAGES]
+def _passages(con: Any, chunk_ids: list[str], limit: int | None = MAX_PASSAGES) -> list[PagePassage]:
+    ids = chunk_ids[:limit]
     if not ids:
         return []
     rows = {r[0]: r for r in con.execute(
@@ -208,7 +254,8 @@ svg{background:#fbfcfd;border:1px solid #dde3e8;max-width:100%;height:auto}
 .node text{font-size:12px;text-anchor:middle;fill:#1d232a}
 table{border-collapse:collapse;width:100%;font-size:13px} td,th{border-bottom:1px solid #e3e8ec;padding:4px 6px;
 text-align:left;vertical-align:top} .passage{margin:10px 0;padding:8px 12px;border:1px solid #e3e8ec}
-.passage.top{border-color:#2f6f9f} .passage pre{white-space:pre-wrap;margin:6px 0 0;font:13px/1.4 ui-monospace,monospace}
+.passage.top{border-color:#2f6f9f} .passage.cited{border-left:4px solid #2f6f9f} mark{background:#fff1a8}
+.passage pre{white-space:pre-wrap;margin:6px 0 0;font:13px/1.4 ui-monospace,monospace}
 .note{color:#8a5a00} form.ask{display:flex;gap:8px;margin-bottom:18px} form.ask input[type=text]{flex:1;padding:6px 8px;
 font:inherit} form.ask select,form.ask button{font:inherit;padding:6px 10px} .error{color:#a3261c;font-weight:600}
 ul.recent{padding-left:18px;font-size:14px}
@@ -229,29 +276,121 @@ def page(title: str, body: str) -> str:
             f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")
 
 
+def _quote_spans(text: str, quotes: Sequence[str]) -> list[tuple[int, int]]:
+    """Where the quoted sentences are in a passage's text, as (start, end), in order and not overlapping. The answer
+    quotes a sentence without its markup (no backticks, whitespace made one space), cut to a length (" ..."), and a
+    definition as its term and some of its sentences ("term: first sentence ... later sentence"): each sentence of a
+    quote is looked for on its own, word by word, whatever markup stands between the words."""
+    spans = []
+    for quote in quotes:
+        if quote.endswith(" ..."):
+            quote = quote[:-4].rsplit(" ", 1)[0]   # the cut's last word may be a piece of a word
+        for piece in re.split(r"(?<=[.!?:])\s+", quote):
+            words = re.findall(r"\w+", piece)
+            if len(words) < 3:
+                continue   # a term alone ("--all:") or a fragment: too short to place
+            found = re.search(r"\W*".join(re.escape(w) for w in words), text)
+            if found:
+                spans.append((found.start(), found.end()))
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _marked(text: str, quotes: Sequence[str]) -> tuple[str, bool]:
+    """A cited passage as HTML: cut to ``AROUND_QUOTE_CHARS`` around the sentences the answer quotes from it, those
+    marked; and whether any was found (else its opening, as a retrieved passage is shown)."""
+    spans = _quote_spans(text, quotes)
+    if not spans:
+        return html.escape(_clip(text, PASSAGE_CHARS)), False
+    start, end = max(0, spans[0][0] - AROUND_QUOTE_CHARS), min(len(text), spans[-1][1] + AROUND_QUOTE_CHARS)
+    if start:   # not in the middle of a word
+        start = next((i + 1 for i in range(start, spans[0][0]) if text[i].isspace()), spans[0][0])
+    if end < len(text):
+        end = next((i for i in range(end, spans[-1][1], -1) if text[i].isspace()), spans[-1][1])
+    out, at = ["…" if start else ""], start
+    for a, b in spans:
+        out.append(html.escape(text[at:a]) + f"<mark>{html.escape(text[a:b])}</mark>")
+        at = b
+    out.append(html.escape(text[at:end]) + ("…" if end < len(text) else ""))
+    return "".join(out), True
+
+
+def _cited(view: AnswerView, top: set[str]) -> str:
+    """The answer's citations, each numbered as in the answer, with its source and the passages it quotes."""
+    out = []
+    for c in view.citations or []:
+        blocks, placed = [], False
+        for p in c.passages:
+            text, found = _marked(p.text, c.quotes)
+            placed = placed or found
+            blocks.append(f"<pre>{text}</pre>")
+        missing = "" if placed else (
+            '<p class="meta">The quoted sentences, as the answer words them (not found word for word in the passage '
+            'below):</p><ul class="quotes">' + "".join(f"<li>{html.escape(q)}</li>" for q in c.quotes) + "</ul>")
+        if not c.passages:
+            blocks.append('<p class="meta">The passage is no longer in the index (the document changed since).</p>')
+        from_top = any(p.chunk_id in top for p in c.passages)
+        out.append(f'<div class="passage cited{" top" if from_top else ""}" id="cite-{c.n}"><div class="meta">'
+                   f'[{c.n}] {_link(view.folder, c.document)}{" › " + html.escape(c.section) if c.section else ""}'
+                   f'{" · from the top path" if from_top else ""}</div>{missing}{"".join(blocks)}</div>')
+    return "".join(out)
+
+
+def _answer_html(view: AnswerView) -> str:
+    """The answer, its citation marks (" [2]") linked to the cited passages below."""
+    text = html.escape(view.answer)
+    numbers = {c.n for c in view.citations or []}
+    return re.sub(r"(?<= )\[(\d+)\](?=\s|;|$)",
+                  lambda m: f'<a href="#cite-{m.group(1)}">{m.group()}</a>' if int(m.group(1)) in numbers else m.group(),
+                  text)
+
+
 def render(view: AnswerView, *, before: str = "", after: str = "") -> str:
     """The whole page; ``before`` and ``after``: HTML around the answer (the query service's form, its recent asks)."""
     top = set(view.paths[0].chunk_ids) if view.paths else set()
     rows = "".join(f"<tr><td>{p.rank}</td><td>{p.reliability:.4g}</td><td>{html.escape(' → '.join(p.nodes))}</td></tr>"
                    for p in view.paths)
+    cited_ids = {p.chunk_id for c in view.citations or [] for p in c.passages}
+    ranks = {p.chunk_id: i for i, p in enumerate(view.passages, 1)}
+    # the retrieved passages the answer does not cite, labelled by their rank in the retrieval (no [n]: those are the
+    # answer's numbers)
+    context = [p for p in view.passages if p.chunk_id not in cited_ids]
     passages = "".join(
-        f'<div class="passage{" top" if p.chunk_id in top else ""}"><div class="meta">[{i}] {_link(view.folder, p.document)}'
+        f'<div class="passage{" top" if p.chunk_id in top else ""}"><div class="meta">retrieved #{ranks[p.chunk_id]} · '
+        f'{_link(view.folder, p.document)}'
         f'{" › " + html.escape(p.section) if p.section else ""}{" · from the top path" if p.chunk_id in top else ""}'
         f'</div><pre>{html.escape(_clip(p.text, PASSAGE_CHARS))}</pre></div>'
-        for i, p in enumerate(view.passages, 1))
+        for p in context)
+    if view.citations:
+        cited = (f"<h2>Cited passages ({len(view.citations)})</h2>\n<p class=\"meta\">Each [n] of the answer: its "
+                 f"source and the passage its sentences were quoted from (marked).</p>\n{_cited(view, top)}")
+        heading = f"Other retrieved passages: context, not cited ({len(context)})"
+    elif view.citations is None:
+        cited = ('<p class="note">This ask was logged before the answer\'s citations were recorded: the passages '
+                 "below are the retrieved ones, in retrieval order, not numbered as the answer's sources.</p>")
+        heading = f"Retrieved passages ({len(context)})"
+    else:
+        cited = ""
+        heading = f"Retrieved passages: context, the answer numbers no source ({len(context)})"
     drawing = svg(view.paths, view.seeds)
     notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in view.notes)
     return page(_clip(view.question, 80), f"""{before}
 <h1>{html.escape(view.question)}</h1>
 <p class="meta">mode {html.escape(view.mode)} · {html.escape(view.answer_kind)} answer by {html.escape(view.model)} ·
 asked {html.escape(view.asked_at)} UTC · query {html.escape(view.query_id)}</p>
-<div class="answer" id="answer">{html.escape(view.answer)}</div>{notes}
+<div class="answer" id="answer">{_answer_html(view)}</div>{notes}
 <h2>Kept paths ({len(view.paths)})</h2>
 {drawing or '<p class="meta">This answer kept no path (a flat mode, or no path between its seeds).</p>'}
 {'<p class="meta">Filled circles: the seed entities retrieved for the question; edge width: the reliability of the most reliable path through it; on each edge, its relation keywords.</p>' if drawing else ''}
 {f'<table><tr><th>rank</th><th>reliability</th><th>path</th></tr>{rows}</table>' if rows else ''}
-<h2>Passages ({len(view.passages)})</h2>
-{passages or '<p class="meta">No passage.</p>'}
+{cited}
+<h2>{heading}</h2>
+{passages or f'<p class="meta">No {"other " if view.citations else ""}passage.</p>'}
 {after}""")
 
 

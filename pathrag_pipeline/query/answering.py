@@ -19,7 +19,11 @@ is an extract rather than a generated answer. It quotes few, and the one that an
    Mill" -> "Hesketh Mill ... on the River Lode".
 5. **Answer**: the answering sentence first, then the sentences that led to it, each marked with a number that the
    closing "Sources:" line resolves to its document and section (so the sentences come first, not their places);
-   no code blocks, at most ``MAX_SENTENCE_TOKENS`` tokens a sentence, ``max_sentences`` in all.
+   no code blocks, at most ``MAX_SENTENCE_TOKENS`` tokens a sentence, ``max_sentences`` in all. The same numbers
+   come with the answer as data (``Answer.citations``: each number's document, section, the chunks its sentences
+   came from and the sentences as quoted), so a page or a program shows each [n] with the passage it quotes
+   rather than matching the "Sources:" text against the retrieved passages (their order is retrieval's, not the
+   answer's: a page once showed passage [1] of one document under an answer citing another as [1]).
 """
 
 from __future__ import annotations
@@ -128,12 +132,29 @@ _REFERENCE_NUMBER = re.compile(r"\b(?:chapter|section|table|figure|example|appen
 
 
 @dataclass(frozen=True)
+class Citation:
+    """One numbered source of an extractive answer: the [n] its quoted sentences are marked with."""
+
+    n: int
+    document: str                 # the document's id (its path in the folder; a JSONL record: path#id)
+    section: str                  # the heading path the sentences are under ("" at the top of the document)
+    source: str                   # "document > section", as the answer's "Sources:" line writes it
+    chunk_ids: tuple[str, ...]    # the chunks the sentences were quoted from, in the answer's order
+    quotes: tuple[str, ...]       # the sentences as the answer quotes them
+
+    def to_dict(self) -> dict:
+        return {"n": self.n, "document": self.document, "section": self.section, "source": self.source,
+                "chunk_ids": list(self.chunk_ids), "quotes": list(self.quotes)}
+
+
+@dataclass(frozen=True)
 class Answer:
     text: str
     kind: str                 # 'llm' or 'extractive'
     usage: Usage
     found: bool = True        # extractive: a sentence sharing a word with the question was quoted
     raw: str | None = None    # the model's reply as it came, when ``text`` was cut from it (``short_answer``)
+    citations: tuple[Citation, ...] = ()   # extractive: what each [n] of ``text`` stands for (an LLM's: none)
 
 
 @dataclass(frozen=True)
@@ -624,16 +645,29 @@ def extractive_answer(question: str, keywords: Sequence[str], evidence: Sequence
     chosen = chosen[:max_sentences]
     places: list[str] = []
     marks = []
-    for c in chosen:
-        place = _place(c, documents.get(c.chunk, ("", ""))[0])
+    # each number's document, section, chunks and quoted sentences, gathered as the marks are given
+    cited: dict[str, tuple[str, str, list[str], list[str]]] = {}
+    quoted = [clip(c.text.replace("`", ""), MAX_DEFINITION_TOKENS if ": " in c.text else MAX_SENTENCE_TOKENS)
+              for c in chosen]
+    for c, quote in zip(chosen, quoted):
+        document = documents.get(c.chunk, ("", ""))[0]
+        section = _section(c)
+        place = _place(c, document)
         if place and place not in places:
             places.append(place)
+            cited[place] = (document, section, [], [])
+        if place:
+            chunks, quotes = cited[place][2], cited[place][3]
+            if c.chunk not in chunks:
+                chunks.append(c.chunk)
+            quotes.append(quote)
         marks.append(f" [{places.index(place) + 1}]" if place else "")
-    body = " ".join(clip(c.text.replace("`", ""), MAX_DEFINITION_TOKENS if ": " in c.text else MAX_SENTENCE_TOKENS)
-                    + mark for c, mark in zip(chosen, marks))
+    body = " ".join(quote + mark for quote, mark in zip(quoted, marks))
     if places:
         body += "\nSources: " + "; ".join(f"[{i}] {place}" for i, place in enumerate(places, 1))
-    return Answer(f"{EXTRACTIVE_LABEL} {body}", "extractive", Usage(), found=True)
+    citations = tuple(Citation(i, cited[place][0], cited[place][1], place, tuple(cited[place][2]),
+                               tuple(cited[place][3])) for i, place in enumerate(places, 1))
+    return Answer(f"{EXTRACTIVE_LABEL} {body}", "extractive", Usage(), found=True, citations=citations)
 
 
 def _with_neighbour(best: _Candidate, fact: Callable[[str], int]) -> list[_Candidate]:
@@ -692,10 +726,15 @@ def _subject(text: str, label: str) -> str:
     return label
 
 
-def _place(candidate: _Candidate, document: str) -> str:
-    """Where a quoted sentence is from: "git-rebase.html > OPTIONS"."""
+def _section(candidate: _Candidate) -> str:
+    """The section a quoted sentence is under, as its place names it: "OPTIONS" (not "git-rebase(1) > OPTIONS")."""
     section = candidate.section
     top, _, rest = section.partition(SECTION_SEPARATOR)
     if top and top == plain(candidate.subject):
         section = rest     # the page's own title heading says nothing the document does not
-    return SECTION_SEPARATOR.join(part for part in (document, section) if part)
+    return section
+
+
+def _place(candidate: _Candidate, document: str) -> str:
+    """Where a quoted sentence is from: "git-rebase.html > OPTIONS"."""
+    return SECTION_SEPARATOR.join(part for part in (document, _section(candidate)) if part)

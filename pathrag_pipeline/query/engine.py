@@ -722,6 +722,7 @@ class PathRAG:
             total_ms=round((time.perf_counter() - started) * 1000.0, 3),
             prompt=prompt.text,
             raw_answer=answer.raw,
+            citations=[c.to_dict() for c in answer.citations],
             asked_from=self.asked_from,
         )
 

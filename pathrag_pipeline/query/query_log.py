@@ -36,7 +36,7 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {
                 ("answer_kind", "string"), ("tokens", "string"), ("ms", "string"), ("total_ms", "float"),
                 ("answer", "string"), ("chunk_ids", "strings"), ("document_ids", "strings"), ("tracking", "string"),
                 ("llm_calls", "int"), ("llm_tokens", "int"), ("error", "string"), ("asked_from", "string"),
-                ("process", "string")],
+                ("process", "string"), ("citations", "string")],
     "path_traces": [("query_id", "string"), ("rank", "int"), ("reliability", "float"), ("hops", "int"),
                     ("node_names", "strings"), ("edge_ids", "strings"), ("text", "string"), ("chunk_ids", "strings"),
                     ("document_ids", "strings")],
@@ -62,7 +62,7 @@ def _rows(results: Sequence["QueryResult"]) -> dict[str, list[list]]:
             json.dumps(r.keywords), r.provider, r.model, r.answer_kind, json.dumps(r.tokens),
             json.dumps(r.timings_ms), r.total_ms, r.answer, list(r.chunk_ids), list(r.document_ids),
             json.dumps(r.tracking) if r.tracking is not None else None, r.llm_calls, r.llm_tokens, r.error,
-            r.asked_from, f"{_HOST}:{os.getpid()}",
+            r.asked_from, f"{_HOST}:{os.getpid()}", json.dumps(r.citations),
         ])
         paths.extend(
             [r.query_id, p.rank, p.reliability, p.hops, list(p.nodes), list(p.edge_ids), p.text,

@@ -49,6 +49,9 @@ class QueryResult:
     asked_from: str = "python"               # where the ask came from (queries.asked_from)
     raw_answer: str | None = None            # the model's reply as it came, when ``answer`` was cut from it (a short
                                              # answer cut to its span: query/answering.py short_answer)
+    citations: list[dict[str, Any]] = field(default_factory=list)   # what each [n] of ``answer`` cites: {n, document,
+                                             # section, source, chunk_ids, quotes} (query/answering.py Citation);
+                                             # empty when the answer numbers no source (an LLM's answer)
 
     @property
     def llm_calls(self) -> int:
@@ -86,6 +89,7 @@ class QueryResult:
             "retrieved_nodes": [asdict(n) for n in self.retrieved],
             "chunk_ids": self.chunk_ids,
             "document_ids": self.document_ids,
+            "citations": self.citations,
             "timings_ms": self.timings_ms,
             "tokens": self.tokens,
             "total_ms": self.total_ms,

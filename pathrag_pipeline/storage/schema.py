@@ -309,7 +309,8 @@ DDL = [
         llm_tokens    INTEGER,               -- LLM prompt + completion tokens over every stage of the query (0 offline)
         error         VARCHAR,               -- why the query failed (e.g. the neuropath tracker's output stayed invalid after its re-ask); NULL when it succeeded
         asked_from    VARCHAR,               -- where the ask came from: 'pathrag ask' (answered in its process or handed to the service), 'pathrag serve' (its page, or another client of it), 'pathrag quickstart', 'dagster run <run id>' (the ask_questions job) or 'python' (the API); NULL for asks logged before it was recorded
-        process       VARCHAR                -- the process that asked, 'host:pid'
+        process       VARCHAR,               -- the process that asked, 'host:pid'
+        citations     JSON                   -- what each [n] of the answer cites: [{n, document, section, source ("document > section", as the answer's Sources line), chunk_ids (the chunks its quoted sentences came from), quotes (those sentences as quoted)}]; [] when the answer numbers no source (an LLM's answer); NULL for asks logged before it was recorded
     )
     """,
     """
@@ -527,6 +528,7 @@ ADDED_COLUMNS: list[tuple[str, str, str]] = [
     ("eval_answer_runs", "graph", "VARCHAR"),
     ("eval_answer_runs", "index_seconds", "DOUBLE"),
     ("eval_answers", "raw_answer", "VARCHAR"),
+    ("queries", "citations", "JSON"),
 ]
 
 
