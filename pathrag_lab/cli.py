@@ -1034,7 +1034,7 @@ def bench_neuropath(dataset_dir: Path, limit: int | None, minilm: bool | None, t
 
 @bench.command("real-folders")
 @click.option("--only", "names", multiple=True, help="Only this folder of the built-in list (repeatable): "
-              "git-doc, postgresql-doc, sqlite3-doc, sphinx-doc, flask-doc, and the encyclopedic sets sample, "
+              "git-doc, postgresql-doc, sqlite3-doc, sphinx-doc, flask-doc, python3-doc, and the encyclopedic sets sample, "
               "musique-100.")
 @click.option("--folder", "extra", multiple=True, metavar="NAME=DIR=QUESTIONS",
               help="Also this folder with its own questions (JSONL of {id, question, answers, names}), e.g. a "
@@ -1047,8 +1047,8 @@ def bench_neuropath(dataset_dir: Path, limit: int | None, minilm: bool | None, t
 @_json_option
 def real_folders(names: tuple[str, ...], extra: tuple[str, ...], modes: str, baseline: str | None,
                  workdir: Path | None, update_docs: Path | None, as_json: bool) -> None:
-    """Real documentation folders (Debian's git-doc, postgresql-doc-15, sqlite3-doc, sphinx-doc, python-flask-doc)
-    indexed offline as a user would: template entities among the 50 most-mentioned, names asked about that are
+    """Real documentation folders (Debian's git-doc, postgresql-doc-15, sqlite3-doc, sphinx-doc, python-flask-doc,
+    python3-doc) indexed offline as a user would: template entities among the 50 most-mentioned, names asked about that are
     entities, answers that state the fact in their first 400 characters per mode, index time and memory, and the
     wall time of a new `pathrag ask` process."""
     from pathrag_lab.bench.real_folders import ENCYCLOPEDIC, FOLDERS, markdown, run_real_folders_bench
