@@ -207,6 +207,7 @@ def test_ask_rejects_path_options_in_other_modes(home, folder):
     assert layout.exit_code == 2 and "--prompt" in layout.output
     empty = CliRunner().invoke(main, ["ask", "   "])
     assert empty.exit_code == 2 and "the question is empty" in empty.output
+    assert "Aldermere" not in empty.output   # a hint for any home, not the sample's question
 
 
 def test_index_of_a_folder_without_supported_files_says_so(home, tmp_path):

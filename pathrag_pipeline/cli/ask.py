@@ -191,7 +191,8 @@ def ask(question: str | None, mode: str, as_json: bool, html_file: Path | None, 
         raise click.UsageError(f"{', '.join(wrong)} shape {'/'.join(scopes)} mode only (its pruning, prompt or "
                                f"tracking); drop them or use --mode {scopes[0]}")
     if not question.strip():
-        raise click.UsageError('the question is empty; e.g. pathrag ask "Who founded Aldermere University?"')
+        raise click.UsageError('the question is empty: give it in quotes, e.g. pathrag ask "How do I enable '
+                               'logging?" (any question about your documents)')
     try:
         settings = Settings.from_env()
     except ConfigError as exc:
