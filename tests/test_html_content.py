@@ -115,3 +115,28 @@ def test_the_tokens_cleaning_saves_count_every_page_whole_and_cleaned(tmp_path, 
     monkeypatch.setattr(trafilatura, "extract", lambda *a, **kw: None)   # a page the library finds nothing in
     missed = llm_tokens({"varne": tmp_path})["varne"]
     assert missed["fallback_pages"] == 1 and missed["tokens_cleaned"] == missed["tokens_whole"] == once["tokens_whole"]
+
+
+def sphinx_page(content: str, related: str = "") -> str:
+    """A Sphinx page: a breadcrumb bar, the content in a role=main div, a sidebar and a footer."""
+    return f"""<!DOCTYPE html><html><head><title>Gauges — Varne Docs</title></head><body>
+<div class="related" role="navigation"><h3>Navigation</h3><ul><li><a href="index.html">genindex</a></li>
+{related}</ul></div>
+<div class="document"><div class="body" role="main">
+<section id="gauges"><h1>Gauges<a class="headerlink" href="#gauges">¶</a></h1>
+<p>{PARA * 2}</p>
+{content}
+</section></div>
+<div class="sphinxsidebar" role="navigation"><h3>This Page</h3><ul><li><a href="_sources/g.rst.txt">Show Source</a>
+</li></ul></div></div>
+<div class="footer" role="contentinfo">&copy; <a href="copyright.html">Copyright</a> 2024, the Varne Valley Trust.
+Created using <a href="https://www.sphinx-doc.org/">Sphinx</a> 5.3.0.</div>
+</body></html>"""
+
+
+def test_a_breadcrumb_equal_to_inline_code_is_not_kept(tmp_path):
+    # a breadcrumb's "Varne »" was kept as main content because the page's text has `varne` as inline code
+    content = "<p>Install <code class='docutils literal'>varne</code> to read the gauges of the valley.</p>"
+    doc = one(tmp_path, "gauges.html", sphinx_page(content, '<li><a href="https://varne.example/">Varne</a> &#187;</li>'))
+    assert doc.text.startswith("# Gauges\n\nThe Kestle gauge"), doc.text[:80]
+    assert "Install `varne` to read the gauges of the valley." in doc.text

@@ -239,11 +239,27 @@ def _kept(blocks: list[Block], main: list[tuple[bool, tuple[str, ...]]]) -> list
 _TEXT_ELEMENTS = frozenset({"head", "p", "item", "cell", "code", "quote", "row"})
 
 
+def _inline(element) -> bool:
+    """Whether an element of trafilatura's XML runs inside its parent's text (``<p>Call <code>x</code> now</p>``)
+    rather than standing as a block of its own: text or another element's text beside it, or a paragraph or heading
+    around it."""
+    parent = element.getparent()
+    if parent is None:
+        return False
+    if parent.tag in ("p", "head"):
+        return True
+    before = element.getprevious()
+    beside = (before.tail if before is not None else parent.text) or ""
+    return bool(beside.strip() or (element.tail or "").strip())
+
+
 def _elements(xml: str) -> list[tuple[bool, tuple[str, ...]]]:
     """trafilatura's XML as (is a heading, folded words) per text element: the outermost ones, then each text element
     nested in one, whole too. A definition's item holds its paragraphs ("Use this scheme ...", then "Default:
     'http'"): matched only against the item's whole text, a paragraph of under ``SHORT_WORDS`` words inside it was
-    dropped from every Sphinx configuration reference (issue 58: the default values its questions ask for)."""
+    dropped from every Sphinx configuration reference (issue 58: the default values its questions ask for). A nested
+    element that runs inside its parent's text (``_inline``: inline code) is no element of its own: a short line of
+    the page's furniture equal to one (a breadcrumb's "Python »", a sidebar's "index") was kept as main content."""
     from lxml import etree
 
     try:
@@ -261,7 +277,7 @@ def _elements(xml: str) -> list[tuple[bool, tuple[str, ...]]]:
                 if words:
                     out.append((child.tag == "head", words))
                 for inner in child.iterdescendants():
-                    if inner.tag in _TEXT_ELEMENTS and inner.tag != "head":
+                    if inner.tag in _TEXT_ELEMENTS and inner.tag != "head" and not _inline(inner):
                         words = tuple(_fold(" ".join(inner.itertext())))
                         if words:
                             out.append((False, words))
