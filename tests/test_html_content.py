@@ -134,6 +134,25 @@ Created using <a href="https://www.sphinx-doc.org/">Sphinx</a> 5.3.0.</div>
 </body></html>"""
 
 
+def test_a_section_whose_anchor_names_a_role_is_kept(tmp_path):
+    # documentation generators give a section its heading's words as id; trafilatura reads "navigation", "menu",
+    # "related", "share" in an id as the element's role and deleted the section whole
+    sections = {
+        "Editing and Navigation": "An observer corrects a reading in the ledger with a single red line, initialled, "
+                                  "and moves between the stations by the numbers painted on their posts.",
+        "Context menus": "Each station keeps a card beside its gauge listing what may be done there: read, clean, "
+                         "drain after a storm, or report a broken float to the office at Pellingham.",
+        "Shared readings": "Readings taken by two observers on the same morning are averaged before they are sent, "
+                           "and both names are written in the margin of the weekly return.",
+        "Related gauges": "The Corran Ford float gauge and the Hesketh Mill staff gauge were read against the Kestle "
+                          "gauge every spring to check that the three agreed within a millimetre."}
+    html = "".join(f"""<section id="{title.lower().replace(' ', '-')}"><h2>{title}<a class="headerlink"
+href="#{title.lower().replace(' ', '-')}">¶</a></h2><p>{text}</p></section>""" for title, text in sections.items())
+    doc = one(tmp_path, "gauges.html", sphinx_page(html))
+    for title, text in sections.items():
+        assert f"## {title}\n\n{text}" in doc.text, title
+
+
 def test_a_breadcrumb_equal_to_inline_code_is_not_kept(tmp_path):
     # a breadcrumb's "Varne »" was kept as main content because the page's text has `varne` as inline code
     content = "<p>Install <code class='docutils literal'>varne</code> to read the gauges of the valley.</p>"

@@ -296,6 +296,23 @@ def parse_tree(markup: str):
     return lxml.html.document_fromstring(markup or "<html></html>")
 
 
+def _anchor_ids_dropped(tree) -> None:
+    """Drops the id of each element that opens with a heading and whose id spells that heading's words: an anchor
+    that documentation generators derive from the heading (Sphinx's <section id="editing-and-navigation">, pandoc's,
+    MkDocs'), which names the section's topic, not its role on the page. trafilatura takes words in an id for the
+    element's role and deletes a section whose id holds "nav", "menu", "related", "share", "footer", "comment",
+    "tags"...: IDLE's "Menus" and "Editing and Navigation" sections, ctypes' "Loading shared libraries", Flask's
+    "Cookies" were lost whole. An id naming a role ("sidebar", "navigation" on an element whose heading says
+    otherwise) is kept."""
+    for element in tree.xpath("//*[@id][*]"):
+        first = next((child for child in element if isinstance(child.tag, str) and child.text_content().strip()), None)
+        if first is None or first.tag not in _HEADINGS or (element.text or "").strip():
+            continue
+        words = {word for word in _WORD.findall(element.get("id").replace("_", " ").casefold()) if not word.isdigit()}
+        if words and words <= set(_fold(first.text_content())):
+            del element.attrib["id"]
+
+
 def main_content(markup: str) -> tuple[list[Block], list[Block]]:
     """(main blocks, all blocks) of a page: the blocks of ``render`` that trafilatura kept."""
     import trafilatura
@@ -312,6 +329,8 @@ def main_content(markup: str) -> tuple[list[Block], list[Block]]:
         for child in list(body):
             article.append(child)
         body.append(article)
+    # documentation's own markup that trafilatura's rules, made for news and blog pages, take for furniture
+    _anchor_ids_dropped(candidate)
     xml = trafilatura.extract(candidate, output_format="xml", include_tables=True,
                               include_formatting=False, include_comments=False, include_images=False,
                               include_links=False, favor_recall=True, deduplicate=False, fast=True,
