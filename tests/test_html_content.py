@@ -134,6 +134,19 @@ Created using <a href="https://www.sphinx-doc.org/">Sphinx</a> 5.3.0.</div>
 </body></html>"""
 
 
+def test_an_api_entry_whose_links_are_short_names_is_kept(tmp_path):
+    # trafilatura deletes a short list whose links are mostly short words as a menu: an API entry's type and its
+    # permalink are two such links ("PyObject", "¶"), and a C API page lost every entry
+    entry = """<dl class="c var"><dt class="sig sig-object c" id="c.Kestle_None">
+<a class="reference internal" href="structures.html#c.PyObject"><span class="pre">PyObject</span></a>
+<span class="pre">*</span><span class="sig-name descname"><span class="pre">Kestle_None</span></span>
+<a class="headerlink" href="#c.Kestle_None">¶</a><br /></dt>
+<dd><p>The gauge that reads nothing, denoting a missing reading.</p></dd></dl>"""
+    doc = one(tmp_path, "gauges.html", sphinx_page(entry))
+    assert "PyObject *Kestle_None\n\nThe gauge that reads nothing, denoting a missing reading." in doc.text
+    assert "Show Source" not in doc.text and "Copyright" not in doc.text      # the furniture's links are still links
+
+
 def test_a_section_whose_anchor_names_a_role_is_kept(tmp_path):
     # documentation generators give a section its heading's words as id; trafilatura reads "navigation", "menu",
     # "related", "share" in an id as the element's role and deleted the section whole

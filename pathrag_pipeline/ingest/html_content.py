@@ -313,6 +313,57 @@ def _anchor_ids_dropped(tree) -> None:
             del element.attrib["id"]
 
 
+_LISTS = frozenset({"ul", "ol", "dl", "menu", "table"})
+_LINK_UNITS = _LISTS | {"p", "pre"} | set(_HEADINGS)
+_LINE_BLOCKS = _BLOCKS | _LINK_UNITS | {"td", "th"}
+_LANDMARK_LINKS = ("//*[self::nav or self::header or self::footer or self::aside or @role='navigation' or "
+                   "@role='banner' or @role='contentinfo' or @role='complementary' or @role='search']//a")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _references_unwrapped(tree) -> None:
+    """Turns the links of a paragraph, list or table that has words of its own beside them (cross-references:
+    "returning [Py_None] from a C function", the type in "[PyObject] *Py_None", "See also lists of [Objects]") into
+    plain text; the links of one that is links alone, or links and marks ("[Python] »", "[Next]", "[a] · [b]", "(12)"),
+    stay links. trafilatura deletes a short list or paragraph whose links are mostly short words as a menu;
+    documentation's API entries, "See also" lines and changelog items are short and their links are short names, and
+    were lost (Sphinx's definition lists of functions and attributes, SQLite's "See also" line on every C API page,
+    DocBook's variable lists). Menus, breadcrumbs, tables of contents and indexes are links alone and are still read
+    as links. A link in a list or table is judged with the whole list or table (its nested lists apart), not its item,
+    as trafilatura judges the list: a list's last item "[hex()], [oct()], [bin()]" is one of a list whose other items
+    have words; a link outside one, with its paragraph or heading, else its line.
+
+    An <a> with no href is a link's target (DocBook's index terms, <a name>), no link: unwrapped too, trafilatura
+    counted one as a link of no text and deleted a short section holding one and no other link. Links inside what
+    the page itself marks as its furniture (<nav>, <header>, <footer>, <aside>, a navigation, banner, contentinfo,
+    complementary or search role) stay links: a Sphinx footer's "© Copyright ... Created using [Sphinx]" was kept."""
+    for target in tree.xpath("//a[not(@href)]"):
+        target.drop_tag()
+    furniture = set(tree.xpath(_LANDMARK_LINKS))
+    units: dict = {}
+    for link in tree.iter("a"):
+        if link in furniture:
+            continue
+        ancestors = [a for a in link.iterancestors() if isinstance(a.tag, str) and a.tag in _LINE_BLOCKS]
+        unit = next((a for a in ancestors if a.tag in _LISTS),
+                    next((a for a in ancestors if a.tag in _LINK_UNITS), ancestors[0] if ancestors else None))
+        if unit is not None:
+            units.setdefault(unit, []).append(link)
+
+    def own_words(element, nested: frozenset, top: bool = True) -> str:
+        """The element's text outside its links and outside the ``nested`` elements in it."""
+        if not top and (element.tag == "a" or element.tag in nested):
+            return ""
+        return "".join([(element.text or "") if isinstance(element.tag, str) else ""]
+                       + [own_words(child, nested, False) + (child.tail or "") for child in element])
+
+    for unit, links in units.items():
+        # a list's or table's own words leave out the lists nested in it; a paragraph's or line's, any block in it
+        if _LETTER.search(own_words(unit, _LISTS if unit.tag in _LISTS else _LINE_BLOCKS)):
+            for link in links:
+                link.drop_tag()
+
+
 def main_content(markup: str) -> tuple[list[Block], list[Block]]:
     """(main blocks, all blocks) of a page: the blocks of ``render`` that trafilatura kept."""
     import trafilatura
@@ -331,6 +382,7 @@ def main_content(markup: str) -> tuple[list[Block], list[Block]]:
         body.append(article)
     # documentation's own markup that trafilatura's rules, made for news and blog pages, take for furniture
     _anchor_ids_dropped(candidate)
+    _references_unwrapped(candidate)
     xml = trafilatura.extract(candidate, output_format="xml", include_tables=True,
                               include_formatting=False, include_comments=False, include_images=False,
                               include_links=False, favor_recall=True, deduplicate=False, fast=True,
