@@ -115,3 +115,60 @@ def test_the_tokens_cleaning_saves_count_every_page_whole_and_cleaned(tmp_path, 
     monkeypatch.setattr(trafilatura, "extract", lambda *a, **kw: None)   # a page the library finds nothing in
     missed = llm_tokens({"varne": tmp_path})["varne"]
     assert missed["fallback_pages"] == 1 and missed["tokens_cleaned"] == missed["tokens_whole"] == once["tokens_whole"]
+
+
+def sphinx_page(content: str, related: str = "") -> str:
+    """A Sphinx page: a breadcrumb bar, the content in a role=main div, a sidebar and a footer."""
+    return f"""<!DOCTYPE html><html><head><title>Gauges — Varne Docs</title></head><body>
+<div class="related" role="navigation"><h3>Navigation</h3><ul><li><a href="index.html">genindex</a></li>
+{related}</ul></div>
+<div class="document"><div class="body" role="main">
+<section id="gauges"><h1>Gauges<a class="headerlink" href="#gauges">¶</a></h1>
+<p>{PARA * 2}</p>
+{content}
+</section></div>
+<div class="sphinxsidebar" role="navigation"><h3>This Page</h3><ul><li><a href="_sources/g.rst.txt">Show Source</a>
+</li></ul></div></div>
+<div class="footer" role="contentinfo">&copy; <a href="copyright.html">Copyright</a> 2024, the Varne Valley Trust.
+Created using <a href="https://www.sphinx-doc.org/">Sphinx</a> 5.3.0.</div>
+</body></html>"""
+
+
+def test_an_api_entry_whose_links_are_short_names_is_kept(tmp_path):
+    # trafilatura deletes a short list whose links are mostly short words as a menu: an API entry's type and its
+    # permalink are two such links ("PyObject", "¶"), and a C API page lost every entry
+    entry = """<dl class="c var"><dt class="sig sig-object c" id="c.Kestle_None">
+<a class="reference internal" href="structures.html#c.PyObject"><span class="pre">PyObject</span></a>
+<span class="pre">*</span><span class="sig-name descname"><span class="pre">Kestle_None</span></span>
+<a class="headerlink" href="#c.Kestle_None">¶</a><br /></dt>
+<dd><p>The gauge that reads nothing, denoting a missing reading.</p></dd></dl>"""
+    doc = one(tmp_path, "gauges.html", sphinx_page(entry))
+    assert "PyObject *Kestle_None\n\nThe gauge that reads nothing, denoting a missing reading." in doc.text
+    assert "Show Source" not in doc.text and "Copyright" not in doc.text      # the furniture's links are still links
+
+
+def test_a_section_whose_anchor_names_a_role_is_kept(tmp_path):
+    # documentation generators give a section its heading's words as id; trafilatura reads "navigation", "menu",
+    # "related", "share" in an id as the element's role and deleted the section whole
+    sections = {
+        "Editing and Navigation": "An observer corrects a reading in the ledger with a single red line, initialled, "
+                                  "and moves between the stations by the numbers painted on their posts.",
+        "Context menus": "Each station keeps a card beside its gauge listing what may be done there: read, clean, "
+                         "drain after a storm, or report a broken float to the office at Pellingham.",
+        "Shared readings": "Readings taken by two observers on the same morning are averaged before they are sent, "
+                           "and both names are written in the margin of the weekly return.",
+        "Related gauges": "The Corran Ford float gauge and the Hesketh Mill staff gauge were read against the Kestle "
+                          "gauge every spring to check that the three agreed within a millimetre."}
+    html = "".join(f"""<section id="{title.lower().replace(' ', '-')}"><h2>{title}<a class="headerlink"
+href="#{title.lower().replace(' ', '-')}">¶</a></h2><p>{text}</p></section>""" for title, text in sections.items())
+    doc = one(tmp_path, "gauges.html", sphinx_page(html))
+    for title, text in sections.items():
+        assert f"## {title}\n\n{text}" in doc.text, title
+
+
+def test_a_breadcrumb_equal_to_inline_code_is_not_kept(tmp_path):
+    # a breadcrumb's "Varne »" was kept as main content because the page's text has `varne` as inline code
+    content = "<p>Install <code class='docutils literal'>varne</code> to read the gauges of the valley.</p>"
+    doc = one(tmp_path, "gauges.html", sphinx_page(content, '<li><a href="https://varne.example/">Varne</a> &#187;</li>'))
+    assert doc.text.startswith("# Gauges\n\nThe Kestle gauge"), doc.text[:80]
+    assert "Install `varne` to read the gauges of the valley." in doc.text

@@ -17,6 +17,15 @@ under it, a definition's term when its definition is kept. A page with no conten
 (<main>, <article>, role=main: DocBook, SQLite and asciidoc's man pages have none) is given to it with its body
 wrapped as an <article>: read as loose text, such a page lost its title, its NAME line and most of its headings.
 
+trafilatura's rules are made for news and blog pages, and two of them took documentation's own markup for furniture
+and deleted main content with no warning (2% of the paragraphs of Python's documentation, IDLE's page two thirds of
+its own): an element whose id holds "nav", "menu", "related", "share", "comment" is deleted, and generators give a
+section its heading's words as id ("editing-and-navigation"); a short list or paragraph whose links are mostly short
+words is deleted as a menu, and an API entry's or a "See also" line's links are short names. So trafilatura is given
+the page with those ids dropped (``_anchor_ids_dropped``) and with the links of a paragraph, list or table that has
+words of its own beside them made plain text (``_references_unwrapped``): menus, breadcrumbs and tables of contents,
+links alone, are still judged as links.
+
 When trafilatura finds no main content, or keeps fewer than ``MIN_MAIN_WORDS`` words and less than
 ``MIN_MAIN_SHARE`` of the page's, the page is read whole (every block but scripts, styles, forms, <nav>, <header>,
 <footer>) and the document carries a warning naming it: a page that cleaning emptied is never lost.
@@ -239,11 +248,27 @@ def _kept(blocks: list[Block], main: list[tuple[bool, tuple[str, ...]]]) -> list
 _TEXT_ELEMENTS = frozenset({"head", "p", "item", "cell", "code", "quote", "row"})
 
 
+def _inline(element) -> bool:
+    """Whether an element of trafilatura's XML runs inside its parent's text (``<p>Call <code>x</code> now</p>``)
+    rather than standing as a block of its own: text or another element's text beside it, or a paragraph or heading
+    around it."""
+    parent = element.getparent()
+    if parent is None:
+        return False
+    if parent.tag in ("p", "head"):
+        return True
+    before = element.getprevious()
+    beside = (before.tail if before is not None else parent.text) or ""
+    return bool(beside.strip() or (element.tail or "").strip())
+
+
 def _elements(xml: str) -> list[tuple[bool, tuple[str, ...]]]:
     """trafilatura's XML as (is a heading, folded words) per text element: the outermost ones, then each text element
     nested in one, whole too. A definition's item holds its paragraphs ("Use this scheme ...", then "Default:
     'http'"): matched only against the item's whole text, a paragraph of under ``SHORT_WORDS`` words inside it was
-    dropped from every Sphinx configuration reference (issue 58: the default values its questions ask for)."""
+    dropped from every Sphinx configuration reference (issue 58: the default values its questions ask for). A nested
+    element that runs inside its parent's text (``_inline``: inline code) is no element of its own: a short line of
+    the page's furniture equal to one (a breadcrumb's "Python »", a sidebar's "index") was kept as main content."""
     from lxml import etree
 
     try:
@@ -261,7 +286,7 @@ def _elements(xml: str) -> list[tuple[bool, tuple[str, ...]]]:
                 if words:
                     out.append((child.tag == "head", words))
                 for inner in child.iterdescendants():
-                    if inner.tag in _TEXT_ELEMENTS and inner.tag != "head":
+                    if inner.tag in _TEXT_ELEMENTS and inner.tag != "head" and not _inline(inner):
                         words = tuple(_fold(" ".join(inner.itertext())))
                         if words:
                             out.append((False, words))
@@ -280,6 +305,74 @@ def parse_tree(markup: str):
     return lxml.html.document_fromstring(markup or "<html></html>")
 
 
+def _anchor_ids_dropped(tree) -> None:
+    """Drops the id of each element that opens with a heading and whose id spells that heading's words: an anchor
+    that documentation generators derive from the heading (Sphinx's <section id="editing-and-navigation">, pandoc's,
+    MkDocs'), which names the section's topic, not its role on the page. trafilatura takes words in an id for the
+    element's role and deletes a section whose id holds "nav", "menu", "related", "share", "footer", "comment",
+    "tags"...: IDLE's "Menus" and "Editing and Navigation" sections, ctypes' "Loading shared libraries", Flask's
+    "Cookies" were lost whole. An id naming a role ("sidebar", "navigation" on an element whose heading says
+    otherwise) is kept."""
+    for element in tree.xpath("//*[@id][*]"):
+        first = next((child for child in element if isinstance(child.tag, str) and child.text_content().strip()), None)
+        if first is None or first.tag not in _HEADINGS or (element.text or "").strip():
+            continue
+        words = {word for word in _WORD.findall(element.get("id").replace("_", " ").casefold()) if not word.isdigit()}
+        if words and words <= set(_fold(first.text_content())):
+            del element.attrib["id"]
+
+
+_LISTS = frozenset({"ul", "ol", "dl", "menu", "table"})
+_LINK_UNITS = _LISTS | {"p", "pre"} | set(_HEADINGS)
+_LINE_BLOCKS = _BLOCKS | _LINK_UNITS | {"td", "th"}
+_LANDMARK_LINKS = ("//*[self::nav or self::header or self::footer or self::aside or @role='navigation' or "
+                   "@role='banner' or @role='contentinfo' or @role='complementary' or @role='search']//a")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _references_unwrapped(tree) -> None:
+    """Turns the links of a paragraph, list or table that has words of its own beside them (cross-references:
+    "returning [Py_None] from a C function", the type in "[PyObject] *Py_None", "See also lists of [Objects]") into
+    plain text; the links of one that is links alone, or links and marks ("[Python] »", "[Next]", "[a] · [b]", "(12)"),
+    stay links. trafilatura deletes a short list or paragraph whose links are mostly short words as a menu;
+    documentation's API entries, "See also" lines and changelog items are short and their links are short names, and
+    were lost (Sphinx's definition lists of functions and attributes, SQLite's "See also" line on every C API page,
+    DocBook's variable lists). Menus, breadcrumbs, tables of contents and indexes are links alone and are still read
+    as links. A link in a list or table is judged with the whole list or table (its nested lists apart), not its item,
+    as trafilatura judges the list: a list's last item "[hex()], [oct()], [bin()]" is one of a list whose other items
+    have words; a link outside one, with its paragraph or heading, else its line.
+
+    An <a> with no href is a link's target (DocBook's index terms, <a name>), no link: unwrapped too, trafilatura
+    counted one as a link of no text and deleted a short section holding one and no other link. Links inside what
+    the page itself marks as its furniture (<nav>, <header>, <footer>, <aside>, a navigation, banner, contentinfo,
+    complementary or search role) stay links: a Sphinx footer's "© Copyright ... Created using [Sphinx]" was kept."""
+    for target in tree.xpath("//a[not(@href)]"):
+        target.drop_tag()
+    furniture = set(tree.xpath(_LANDMARK_LINKS))
+    units: dict = {}
+    for link in tree.iter("a"):
+        if link in furniture:
+            continue
+        ancestors = [a for a in link.iterancestors() if isinstance(a.tag, str) and a.tag in _LINE_BLOCKS]
+        unit = next((a for a in ancestors if a.tag in _LISTS),
+                    next((a for a in ancestors if a.tag in _LINK_UNITS), ancestors[0] if ancestors else None))
+        if unit is not None:
+            units.setdefault(unit, []).append(link)
+
+    def own_words(element, nested: frozenset, top: bool = True) -> str:
+        """The element's text outside its links and outside the ``nested`` elements in it."""
+        if not top and (element.tag == "a" or element.tag in nested):
+            return ""
+        return "".join([(element.text or "") if isinstance(element.tag, str) else ""]
+                       + [own_words(child, nested, False) + (child.tail or "") for child in element])
+
+    for unit, links in units.items():
+        # a list's or table's own words leave out the lists nested in it; a paragraph's or line's, any block in it
+        if _LETTER.search(own_words(unit, _LISTS if unit.tag in _LISTS else _LINE_BLOCKS)):
+            for link in links:
+                link.drop_tag()
+
+
 def main_content(markup: str) -> tuple[list[Block], list[Block]]:
     """(main blocks, all blocks) of a page: the blocks of ``render`` that trafilatura kept."""
     import trafilatura
@@ -296,6 +389,9 @@ def main_content(markup: str) -> tuple[list[Block], list[Block]]:
         for child in list(body):
             article.append(child)
         body.append(article)
+    # documentation's own markup that trafilatura's rules, made for news and blog pages, take for furniture
+    _anchor_ids_dropped(candidate)
+    _references_unwrapped(candidate)
     xml = trafilatura.extract(candidate, output_format="xml", include_tables=True,
                               include_formatting=False, include_comments=False, include_images=False,
                               include_links=False, favor_recall=True, deduplicate=False, fast=True,

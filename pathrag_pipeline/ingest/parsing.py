@@ -40,8 +40,10 @@ SUPPORTED_SAID = (f"{' '.join(sorted(SUPPORTED))}, text files with no extension,
 # What a parser change is measured by: a home whose documents were read by another PARSER_ID reads every file again
 # once (ingest/folder_sync.parsing_current), so no document keeps text an older parser made. v2: headings, code
 # blocks and inline code marked (text/structure.py), plain-text headings, HTML main content. v3: a short paragraph
-# inside a kept list item or definition is kept ("Default: 'http'", html_content._elements).
-PARSER_ID = "parse-v3"
+# inside a kept list item or definition is kept ("Default: 'http'", html_content._elements). v4: HTML main content
+# loses no section whose id is its heading's words and no API entry or "See also" line for its short links
+# (html_content._anchor_ids_dropped, _references_unwrapped), and keeps no furniture line equal to inline code.
+PARSER_ID = "parse-v4"
 
 TITLE_MAX_CHARS = 200
 BINARY_SNIFF_BYTES = 8192
