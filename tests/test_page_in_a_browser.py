@@ -40,8 +40,9 @@ def test_the_page_in_chromium_shows_the_answer_every_path_entity_and_the_top_pas
             paths = con.execute("SELECT node_names, chunk_ids FROM path_traces WHERE query_id = ? ORDER BY rank",
                                 [query_id]).fetchall()
             top = con.execute("SELECT text FROM chunks WHERE id = ?", [paths[0][1][0]]).fetchone()[0]
-        text = html.unescape(dom)
+        text = html.unescape(re.sub(r"<[^>]+>", "", dom))   # what a reader sees: the answer's [n] marks are links
         assert answer[-40:] in text                                            # the answer text
+        assert '<a href="#cite-1">[1]</a>' in dom and 'id="cite-1"' in dom      # [1] leads to its cited passage
         drawn = [html.unescape(n) for n in re.findall(r'<g class="node[^"]*" data-name="([^"]+)"', dom)]
         assert sorted(drawn) == sorted({n for names, _ in paths for n in names})   # one node per path entity
         assert top[:50] in text                                                # the top path's passage
