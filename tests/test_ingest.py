@@ -545,6 +545,12 @@ def test_the_folder_s_ignore_file_keeps_paths_out_and_their_documents_leave(env)
     assert (report.ignored_files, report.ignored_folders) == (2, 1)   # a.md and drafts.md; sub/_static
     assert {r[0] for r in rows(store, "SELECT DISTINCT path FROM documents")} == {"b.txt", "sub/c.html",
                                                                                   "records.jsonl", "keep.md"}
+    # ignoring everything is refused like an empty folder, and the refusal names the ignore file
+    from pathrag_pipeline.ingest.home_folder import FolderRefused
+
+    (docs / IGNORE_FILE).write_text("*\n")
+    with pytest.raises(FolderRefused, match=r"is its \.pathragignore leaving out too much \(it matched 5 file\(s\) and 1 folder"):
+        sync_folder(settings, store)
     # the ignore file itself is never a document, and emptying it brings the files back
     (docs / IGNORE_FILE).write_text("")
     assert sorted(sync_folder(settings, store).plan.new) == ["a.md", "drafts.md", "sub/_static/theme.txt"]

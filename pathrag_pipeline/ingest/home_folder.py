@@ -172,7 +172,11 @@ def check_plan(con: duckdb.DuckDBPyConnection, scan, plan, folder: Path, home: P
     if not scan and plan.deleted:
         deleted = con.execute("SELECT count(*) FROM documents WHERE path IN (SELECT unnest(?::VARCHAR[]))",
                               [plan.deleted]).fetchone()[0]
+        ignored = getattr(scan, "ignored_files", 0) + getattr(scan, "ignored_folders", 0)
+        why = ("is its .pathragignore leaving out too much (it matched "
+               f"{getattr(scan, 'ignored_files', 0)} file(s) and {getattr(scan, 'ignored_folders', 0)} folder(s))?"
+               if ignored else "is a disk not mounted, or the path mistyped?")
         raise FolderRefused(
             f"{folder} holds no supported file (supported: {SUPPORTED_SAID}): indexing it would "
             f"delete {_count(deleted)} of the {documents}{_source(recorded)} in PATHRAG_HOME {home}. Nothing was "
-            f"changed: is a disk not mounted, or the path mistyped? To empty the index on purpose, {REPLACE_HINT}.")
+            f"changed: {why} To empty the index on purpose, {REPLACE_HINT}.")
