@@ -570,6 +570,11 @@ def test_an_ignore_file_that_cannot_be_used_stops_the_sync_before_any_change(env
     ignore.write_text("ok.md\n!\n")   # a lone "!" is no pattern
     with pytest.raises(IgnoreFileError, match=r"\.pathragignore: .*fix or remove that line"):
         sync_folder(settings, store)
+    ignore.unlink()
+    ignore.symlink_to(docs / "nowhere")   # a link to nothing is no missing ignore file
+    with pytest.raises(IgnoreFileError, match=r"cannot read .*\.pathragignore: No such file.*where it links to"):
+        sync_folder(settings, store)
+    ignore.unlink()
     if os.geteuid() != 0:   # root reads any file
         ignore.write_text("x\n")
         ignore.chmod(0)
@@ -577,3 +582,26 @@ def test_an_ignore_file_that_cannot_be_used_stops_the_sync_before_any_change(env
             sync_folder(settings, store)
         ignore.chmod(0o644)
     assert rows(store, "SELECT id, updated_at FROM documents ORDER BY id") == before
+
+
+def test_a_file_in_error_for_a_limit_is_read_again_once_the_limit_is_raised(env):
+    """A .gz that inflates past PATHRAG_MAX_FILE_BYTES is unchanged on disk, so its hash never told the next run to
+    read it again: the message said to raise the limit, and raising it did nothing (a trial, session 67)."""
+    import dataclasses
+    import gzip
+
+    from pathrag_pipeline.index.pending_work import up_to_date_report
+
+    settings, docs, store = env
+    (docs / "big.txt.gz").write_bytes(gzip.compress(b"The Lune estuary tide tables. " * 2000))   # 60 kB inflated
+    small = dataclasses.replace(settings, max_file_bytes=20_000)
+    report = sync_folder(small, store)
+    assert [r.status for r in report.results if r.rel_path == "big.txt.gz"] == ["error"]
+    assert rows(store, "SELECT format FROM documents WHERE path = 'big.txt.gz'") == [("txt.gz",)]
+    again = "1 file(s) in error to read again under the changed size limits"
+    assert again not in up_to_date_report(small, docs)[1]   # the same limits: the error stands
+    assert again in up_to_date_report(settings, docs)[1]
+    report = sync_folder(settings, store)
+    assert report.plan.unchanged and [r.status for r in report.results] == ["indexed"]
+    assert rows(store, "SELECT status, format FROM documents WHERE path = 'big.txt.gz'") == [("indexed", "txt.gz")]
+    assert again not in up_to_date_report(settings, docs)[1]

@@ -49,6 +49,7 @@ from pathrag_pipeline.ingest.folder_sync import (
     Plan,
     SyncReport,
     chunking_current,
+    failed_under_other_limits,
     parsing_current,
     plan_changes,
     scan_folder,
@@ -133,6 +134,9 @@ def _pending(con: duckdb.DuckDBPyConnection, settings: Settings, folder: Path, s
         reasons.append("the chunk settings changed")
     if not parsing_current(con):
         reasons.append("the parser changed: every file is read again once")
+    retry = [p for p in failed_under_other_limits(con, settings) if p in scan]
+    if retry:
+        reasons.append(f"{len(retry)} file(s) in error to read again under the changed size limits")
     if not template_lines.is_current(con):
         reasons.append("the folder's template lines were not counted for the documents indexed")
     work.backlog = backlog = extraction_backlog(con, extractor_id, retry_key, retry_failed)

@@ -42,8 +42,8 @@ from pathrag_pipeline.ingest.hash_cache import HashCache
 from pathrag_pipeline.ingest.ignore_file import IgnoreRules
 from pathrag_pipeline.ingest.page_sources import page_sources
 from pathrag_pipeline.storage.file_hash import file_sha256
-from pathrag_pipeline.ingest.parsing import (PARSER_ID, ParsedDocument, ParseError, looks_like_text, parse_file,
-                                             supported_by_name)
+from pathrag_pipeline.ingest.parsing import (PARSER_ID, ParsedDocument, ParseError, file_format, looks_like_text,
+                                             parse_file, supported_by_name)
 from pathrag_pipeline.storage import vector_ledger
 from pathrag_pipeline.storage.store import Store, bump_chunks_version, get_meta, set_meta, transaction, utc_now
 from pathrag_pipeline.storage.write_pacing import WritePacer
@@ -403,7 +403,7 @@ def write_documents(con: duckdb.DuckDBPyConnection, files: list[ParsedFile], *,
             else:
                 gone.extend(doc_id for doc_id in old if doc_id != entry.rel_path)
                 upserts.append((entry.rel_path, entry.rel_path, Path(entry.rel_path).name,
-                                entry.abs_path.suffix.lower().lstrip("."), None, entry.file_hash, entry.size,
+                                file_format(entry.abs_path.name), None, entry.file_hash, entry.size,
                                 "error", parsed.error, None, now, now, None))
             continue
         keep = set()
@@ -583,6 +583,22 @@ def _recut(results: list[FileResult], counts: dict[str, int]) -> int:
             result.chunks_written += n - result.chunk_counts[doc_id]
             result.chunk_counts[doc_id] = n
     return sum(rest.values())
+
+
+def read_limits(settings: Settings) -> str:
+    """The limits a file is read under (PATHRAG_MAX_FILE_BYTES, PATHRAG_MAX_TEXT_BYTES), as stored in pathrag_meta."""
+    return f"file={settings.max_file_bytes};text={settings.max_text_bytes}"
+
+
+def failed_under_other_limits(con: duckdb.DuckDBPyConnection, settings: Settings) -> list[str]:
+    """Files in error to read again because the read limits changed since the last sync (or were not recorded): a
+    file's hash changes when it shrinks or grows, but a limit met only while reading it (a .gz that inflates past
+    PATHRAG_MAX_FILE_BYTES, text past PATHRAG_MAX_TEXT_BYTES) left an unchanged file in error whose message says to
+    raise the limit, and raising it did nothing."""
+    if get_meta(con, "read_limits") == read_limits(settings):
+        return []
+    return [row[0] for row in con.execute("SELECT DISTINCT path FROM documents WHERE status = 'error' "
+                                          "ORDER BY 1").fetchall()]
 
 
 def parsing_current(con: duckdb.DuckDBPyConnection) -> bool:
@@ -772,8 +788,10 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
             rechunked = ensure_chunking(con, settings)
             reparse = not parsing_current(con)
             template = template_lines.current(con)
-        # a new parser (or other cleaning) reads every file once: unchanged ones are written again where their text changed
-        todo = plan.new + plan.changed + (plan.unchanged if reparse else [])
+            retry = set(failed_under_other_limits(con, settings))
+        # a new parser (or other cleaning) reads every file once: unchanged ones are written again where their text
+        # changed; other read limits read the files in error again
+        todo = plan.new + plan.changed + (plan.unchanged if reparse else [p for p in plan.unchanged if p in retry])
         small = len(todo) + len(plan.deleted) <= HOLD_MAX_FILES and sum(scan[p].size for p in todo) <= HOLD_MAX_BYTES
         with contextlib.nullcontext() if small else store.released():
             results: list[FileResult] = [FileResult(rel, "error", errors=[message])
@@ -808,6 +826,7 @@ def sync_folder(settings: Settings, store: Store | None = None, *, folder: Path 
                 if change.rechunk:
                     rechunked += _recut(results, rechunk(con, change.rechunk, settings))
                 set_meta(con, "parsing", PARSER_ID)
+                set_meta(con, "read_limits", read_limits(settings))
             store.settle_row_groups()   # a large sync merges the row groups its batches wrote (storage/row_group_merging)
             seconds = time.perf_counter() - started
             report = SyncReport(run_id or uuid.uuid4().hex[:12], str(root), plan, results, seconds, rechunked,

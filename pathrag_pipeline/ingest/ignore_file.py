@@ -48,9 +48,13 @@ class IgnoreRules:
         """The rules of ``root/.pathragignore``; None when there is no such file (everything is read)."""
         source = Path(root) / IGNORE_FILE
         try:
-            info = os.stat(source)
+            os.lstat(source)   # the name itself: a link to nothing is an ignore file that cannot be read, not none
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise _unreadable(source, exc) from None
+        try:
+            info = os.stat(source)
         except OSError as exc:
             raise _unreadable(source, exc) from None
         if not stat_module.S_ISREG(info.st_mode):
@@ -77,5 +81,5 @@ class IgnoreRules:
 
 
 def _unreadable(source: Path, exc: OSError) -> IgnoreFileError:
-    return IgnoreFileError(f"cannot read {source}: {exc.strerror or exc}; fix its permissions or remove it (the "
-                           "run stops rather than index what it may list). Nothing was changed")
+    return IgnoreFileError(f"cannot read {source}: {exc.strerror or exc}; fix it (its permissions, or where it links "
+                           "to) or remove it: the run stops rather than index what it may list. Nothing was changed")

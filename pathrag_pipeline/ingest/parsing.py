@@ -90,6 +90,14 @@ def is_supported(path: Path | str) -> bool:
     return looks_like_text(path) if known is None else known
 
 
+def file_format(name: str) -> str:
+    """``documents.format`` of a file of this name: its extension without the dot (the file inside for a ``.gz``),
+    ``text`` for none, ``.gz`` appended for a gzipped file; also what a file in error is recorded with."""
+    inner, gzipped = _inner_name(name)
+    fmt = os.path.splitext(inner)[1].lower().lstrip(".") or TEXT_FORMAT
+    return fmt + GZIP_SUFFIX if gzipped else fmt
+
+
 def _inner_name(name: str) -> tuple[str, bool]:
     """The name of the file inside a ``.gz`` (``README.md.gz`` -> ``README.md``), and whether it is one."""
     if len(name) > len(GZIP_SUFFIX) and name.lower().endswith(GZIP_SUFFIX):
@@ -149,7 +157,7 @@ def parse_file(path: Path, rel_path: str, *, max_bytes: int, max_text_bytes: int
         data = _gunzip(data, rel_path, max_bytes)
     if not data.strip():
         raise ParseError(f"{rel_path} is empty ({len(data)} bytes, no text); add content or remove the file")
-    fmt = suffix.lstrip(".") or TEXT_FORMAT
+    fmt = suffix.lstrip(".") or TEXT_FORMAT   # what the parser reads; the documents' format is file_format's
     if parser in (_parse_docx, _parse_pdf):
         docs = parser(data, rel_path, fmt, stem, max_text_bytes=limit)
     else:
@@ -175,8 +183,9 @@ def _gunzip(data: bytes, rel_path: str, max_bytes: int) -> bytes:
         raise ParseError(f"{rel_path} is not a readable gzip file ({exc or type(exc).__name__}); "
                          "compress it again, or remove it from the folder") from None
     if len(out) > max_bytes:
-        raise ParseError(f"{rel_path} decompresses to over {max_bytes:,} bytes, over the limit of {max_bytes:,} "
-                         "bytes; raise PATHRAG_MAX_FILE_BYTES or split the file")
+        raise ParseError(f"{rel_path} decompresses to more than the limit of {max_bytes:,} bytes "
+                         "(PATHRAG_MAX_FILE_BYTES); raise that limit if the file is meant to be read (the next run "
+                         "reads it again), or remove it")
     return out
 
 
