@@ -262,9 +262,12 @@ def test_a_file_with_no_suffix_is_read_as_plain_text_when_it_is_text(tmp_path):
     program.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(64) + b"text after the header")
     latin = tmp_path / "NOTES"
     latin.write_bytes("Caf\u00e9 notes, written in Latin-1.\n".encode("latin-1"))
+    assert is_supported(latin) and _one(latin).text == "Caf\u00e9 notes, written in Latin-1." and _one(latin).warning
+    noisy = tmp_path / "DATA"
+    noisy.write_bytes(bytes(range(1, 256)) * 4)   # no NUL, but control bytes throughout: binary
     empty = tmp_path / "TODO"
     empty.write_bytes(b"  \n")
-    for path in (program, latin, empty, tmp_path / "missing", tmp_path):
+    for path in (program, noisy, empty, tmp_path / "missing", tmp_path):
         assert not is_supported(path), path.name
     # a UTF-8 character cut by the end of the sniffed bytes is still text
     cut = tmp_path / "LONG"
@@ -360,12 +363,25 @@ def test_binary_file_is_rejected(tmp_path, name):
         parse_file(path, name, max_bytes=BIG)
 
 
-@pytest.mark.parametrize("data, offset", [(b"hello \xff world", 6), (b"\xef\xbb\xbfab\xe9cd", 5)])
-def test_undecodable_text_names_the_byte_offset(tmp_path, data, offset):
+@pytest.mark.parametrize("data, offset, text", [(b"hello \xff world", 6, "hello \u00ff world"),
+                                                (b"\xef\xbb\xbfab\xe9cd", 5, "\u00ef\u00bb\u00bfab\u00e9cd"),
+                                                (b"caf\xe9 \x81 ok", 3, "caf\u00e9 \x81 ok")])
+def test_text_that_is_not_utf8_is_read_as_windows_1252_with_a_warning_naming_the_byte(tmp_path, data, offset, text):
+    """Debian installs upstream text as it comes (ed's AUTHORS, make's NEWS are Latin-1): an error saying "re-save it
+    as UTF-8" could not be acted on for files a package owns. 0x81 has no Windows-1252 character: Latin-1's."""
     path = tmp_path / "latin.txt"
     path.write_bytes(data)
-    with pytest.raises(ParseError, match=rf"latin.txt is not valid UTF-8: byte {offset} .*re-save"):
-        parse_file(path, "latin.txt", max_bytes=BIG)
+    doc = _one(path)
+    assert doc.text == text
+    assert re.fullmatch(rf"latin.txt is not UTF-8 \(byte {offset}: .*\): read as Windows-1252 \(Latin-1\); .*",
+                        doc.warning), doc.warning
+
+
+def test_a_notebook_or_jsonl_that_is_not_utf8_is_still_an_error(tmp_path):
+    path = tmp_path / "n.ipynb"
+    path.write_bytes(b'{"cells": [], "caf\xe9": 1}')
+    with pytest.raises(ParseError, match=r"n.ipynb is not valid UTF-8: byte 18"):
+        parse_file(path, "n.ipynb", max_bytes=BIG)
 
 
 def test_file_over_the_size_limit(tmp_path):

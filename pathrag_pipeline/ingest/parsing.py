@@ -30,7 +30,7 @@ SUPPORTED = frozenset({".txt", ".md", ".markdown", ".mdx", ".rst", ".html", ".ht
 GZIP_SUFFIX = ".gz"
 TEXT_FORMAT = "text"
 """``documents.format`` of a file with no extension (``README``, ``NEWS``, ``copyright``), read as plain text when its
-content is UTF-8 text (``looks_like_text``; a binary one is skipped as unsupported). Every supported file may also
+content is text (``looks_like_text``; a binary one is skipped as unsupported). Every supported file may also
 be gzip-compressed (``README.md.gz``, ``NEWS.gz``: Debian's documentation folders compress most of theirs): it is
 read as the file inside, and its format gets ``.gz`` appended (``md.gz``, ``text.gz``)."""
 SUPPORTED_SAID = (f"{' '.join(sorted(SUPPORTED))}, text files with no extension, and any of these gzipped "
@@ -42,7 +42,8 @@ SUPPORTED_SAID = (f"{' '.join(sorted(SUPPORTED))}, text files with no extension,
 # blocks and inline code marked (text/structure.py), plain-text headings, HTML main content. v3: a short paragraph
 # inside a kept list item or definition is kept ("Default: 'http'", html_content._elements). v4: HTML main content
 # loses no section whose id is its heading's words and no API entry or "See also" line for its short links
-# (html_content._anchor_ids_dropped, _references_unwrapped), and keeps no furniture line equal to inline code.
+# (html_content._anchor_ids_dropped, _references_unwrapped), and keeps no furniture line equal to inline code; plain
+# text and reStructuredText that are not UTF-8 are read as Windows-1252 with a warning (``_decode_text``), not errors.
 PARSER_ID = "parse-v4"
 
 TITLE_MAX_CHARS = 200
@@ -106,9 +107,9 @@ def _inner_name(name: str) -> tuple[str, bool]:
 
 
 def looks_like_text(path: Path | str) -> bool:
-    """Whether a file (a ``.gz``: the file inside) starts as UTF-8 text: its first ``BINARY_SNIFF_BYTES`` hold no NUL
-    byte and decode (a character cut at the end of them aside). An empty file, an unreadable one and anything but
-    a regular file (a FIFO is never opened) are not."""
+    """Whether a file (a ``.gz``: the file inside) starts as text: its first ``BINARY_SNIFF_BYTES`` hold no NUL byte
+    and decode as UTF-8 (a character cut at the end of them aside), or, in an 8-bit encoding, hold few control bytes.
+    An empty file, an unreadable one and anything but a regular file (a FIFO is never opened) are not."""
     try:
         if not stat_module.S_ISREG(os.stat(path).st_mode):
             return False
@@ -128,7 +129,12 @@ def looks_like_text(path: Path | str) -> bool:
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return exc.reason == "unexpected end of data" and exc.start >= len(head) - 3
+        if exc.reason == "unexpected end of data" and exc.start >= len(head) - 3:
+            return True   # a character cut by the end of the sniffed bytes
+        # not UTF-8: text in an 8-bit encoding (read as Windows-1252, with a warning) when control bytes other than
+        # whitespace are rare, as in text and unlike in binary data that happens to hold no NUL
+        controls = sum(1 for b in head if b < 32 and b not in (9, 10, 12, 13) or b == 127)
+        return controls <= len(head) // 100
     return True
 
 
@@ -279,6 +285,27 @@ def _decode_utf8(data: bytes, rel_path: str) -> str:
         ) from None
 
 
+def _decode_text(data: bytes, rel_path: str) -> tuple[str, str | None]:
+    """A plain-text format's bytes as text, and a warning when they are not UTF-8: such a file is read as
+    Windows-1252 (Latin-1 with its printable extras; any byte decodes), which is what a text file of that age and
+    origin almost always is (Debian installs upstream files as they come: ed's AUTHORS, make's NEWS), instead of
+    being an error whose fix ("re-save it as UTF-8") a user cannot apply to files a package owns. Binary content
+    (NUL bytes) is still an error. JSON formats (JSONL, notebooks) are UTF-8 by definition and keep the error."""
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        return _decode_utf8(data, rel_path), None   # raises: binary
+    bom = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
+    try:
+        return data[bom:].decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        offset = bom + exc.start
+    try:
+        text = data.decode("cp1252")
+    except UnicodeDecodeError:   # 0x81, 0x8D, 0x8F, 0x90, 0x9D have no Windows-1252 character
+        text = data.decode("latin-1")
+    return text, (f"{rel_path} is not UTF-8 (byte {offset}: {data[offset:offset + 4]!r}): read as Windows-1252 "
+                  "(Latin-1); save it as UTF-8 if some characters look wrong")
+
+
 # ---- plain text and markdown ---------------------------------------------------------------------
 
 _MD_H1 = re.compile(r"^ {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
@@ -286,7 +313,8 @@ _MD_LEADING_HASHES = re.compile(r"^#{1,6}[ \t]+")
 
 
 def _parse_text(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDocument]:
-    text = _require_text(normalise_text(_decode_utf8(data, rel_path)), rel_path, "file")
+    decoded, warning = _decode_text(data, rel_path)
+    text = _require_text(normalise_text(decoded), rel_path, "file")
     title = ""
     if fmt in ("md", "markdown", "mdx"):
         heading = _MD_H1.search(text)
@@ -298,7 +326,7 @@ def _parse_text(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedD
         text, first_heading = plain_text_headings(text)
         title = first_heading[:TITLE_MAX_CHARS]
     title = title or _first_line(text) or stem
-    return [ParsedDocument(rel_path, title, text, fmt, _sha256(data))]
+    return [ParsedDocument(rel_path, title, text, fmt, _sha256(data), warning=warning)]
 
 
 # Headings of plain text: Markdown's "## Heading" lines, and a line underlined by a run of one of = - ~ ^ (Markdown's
@@ -526,7 +554,7 @@ def _parse_rst(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDo
 
     _register_sphinx_roles()
     _register_sphinx_directives()
-    source = _decode_utf8(data, rel_path)
+    source, warning = _decode_text(data, rel_path)
     try:
         tree = publish_doctree(source, source_path=rel_path, settings_overrides=_RST_SETTINGS)
     except Exception as exc:  # noqa: BLE001 - docutils raises many kinds; the file is what is broken
@@ -559,7 +587,7 @@ def _parse_rst(data: bytes, rel_path: str, fmt: str, stem: str) -> list[ParsedDo
                          "extension, or list this one in .pathragignore")
     text = _require_text(text, rel_path, "file")
     title = str(tree.get("title") or "").strip() or _first_line(text) or stem
-    return [ParsedDocument(rel_path, title[:TITLE_MAX_CHARS], text, fmt, _sha256(data))]
+    return [ParsedDocument(rel_path, title[:TITLE_MAX_CHARS], text, fmt, _sha256(data), warning=warning)]
 
 
 def _ancestors(node):
