@@ -299,9 +299,9 @@ def _decode_text(data: bytes, rel_path: str) -> tuple[str, str | None]:
     except UnicodeDecodeError as exc:
         offset = bom + exc.start
     try:
-        text = data.decode("cp1252")
+        text = data[bom:].decode("cp1252")
     except UnicodeDecodeError:   # 0x81, 0x8D, 0x8F, 0x90, 0x9D have no Windows-1252 character
-        text = data.decode("latin-1")
+        text = data[bom:].decode("latin-1")
     return text, (f"{rel_path} is not UTF-8 (byte {offset}: {data[offset:offset + 4]!r}): read as Windows-1252 "
                   "(Latin-1); save it as UTF-8 if some characters look wrong")
 
