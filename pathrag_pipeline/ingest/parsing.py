@@ -269,20 +269,26 @@ def _require_text(text: str, rel_path: str, what: str) -> str:
     return text
 
 
-def _decode_utf8(data: bytes, rel_path: str) -> str:
-    """Decode UTF-8 (BOM accepted); binary or undecodable content is a ParseError naming the byte offset."""
+def _utf8(data: bytes, rel_path: str) -> tuple[str | None, int, int]:
+    """(the text, or None when it is not UTF-8; the offset of its first byte that is not; the BOM's length).
+    Binary content (NUL bytes in the first ``BINARY_SNIFF_BYTES``) is a ParseError."""
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         raise ParseError(f"{rel_path} looks like a binary file (NUL bytes in its first {BINARY_SNIFF_BYTES // 1024} KiB), not text; "
                          f"remove it from the folder or convert it to UTF-8 text")
     bom = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
     try:
-        return data[bom:].decode("utf-8")
+        return data[bom:].decode("utf-8"), 0, bom
     except UnicodeDecodeError as exc:
-        offset = bom + exc.start
-        raise ParseError(
-            f"{rel_path} is not valid UTF-8: byte {offset} ({data[offset:offset + 4]!r}) cannot be decoded; "
-            f"re-save the file as UTF-8"
-        ) from None
+        return None, bom + exc.start, bom
+
+
+def _decode_utf8(data: bytes, rel_path: str) -> str:
+    """Decode UTF-8 (BOM accepted); binary or undecodable content is a ParseError naming the byte offset."""
+    text, offset, _bom = _utf8(data, rel_path)
+    if text is None:
+        raise ParseError(f"{rel_path} is not valid UTF-8: byte {offset} ({data[offset:offset + 4]!r}) cannot be "
+                         "decoded; re-save the file as UTF-8")
+    return text
 
 
 def _decode_text(data: bytes, rel_path: str) -> tuple[str, str | None]:
@@ -291,13 +297,9 @@ def _decode_text(data: bytes, rel_path: str) -> tuple[str, str | None]:
     origin almost always is (Debian installs upstream files as they come: ed's AUTHORS, make's NEWS), instead of
     being an error whose fix ("re-save it as UTF-8") a user cannot apply to files a package owns. Binary content
     (NUL bytes) is still an error. JSON formats (JSONL, notebooks) are UTF-8 by definition and keep the error."""
-    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        return _decode_utf8(data, rel_path), None   # raises: binary
-    bom = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
-    try:
-        return data[bom:].decode("utf-8"), None
-    except UnicodeDecodeError as exc:
-        offset = bom + exc.start
+    text, offset, bom = _utf8(data, rel_path)
+    if text is not None:
+        return text, None
     try:
         text = data[bom:].decode("cp1252")
     except UnicodeDecodeError:   # 0x81, 0x8D, 0x8F, 0x90, 0x9D have no Windows-1252 character
